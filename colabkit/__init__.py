@@ -1,0 +1,44 @@
+"""colabkit: device set-up, honest timing and result records for the suite's notebooks.
+
+Notebooks import what they need from here; each concern lives in its own module.
+"""
+
+from colabkit.device import DeviceSetup, available_devices, machine_details, parse_device, setup_device
+from colabkit.errors import (
+    ColabkitError,
+    DeviceNotFoundError,
+    GridError,
+    MeasurementError,
+    RecordError,
+    UnknownDeviceError,
+)
+from colabkit.peaks import PeakFlops
+from colabkit.results import Run, load_results, read_record, start_run
+from colabkit.timing import Measurement, block_until_ready, measure, summarize, timed
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ColabkitError",
+    "DeviceNotFoundError",
+    "DeviceSetup",
+    "GridError",
+    "Measurement",
+    "MeasurementError",
+    "PeakFlops",
+    "RecordError",
+    "Run",
+    "UnknownDeviceError",
+    "__version__",
+    "available_devices",
+    "block_until_ready",
+    "load_results",
+    "machine_details",
+    "measure",
+    "parse_device",
+    "read_record",
+    "setup_device",
+    "start_run",
+    "summarize",
+    "timed",
+]

@@ -1,0 +1,122 @@
+"""Published peak matrix throughput of common accelerators, and an estimate for CPUs.
+
+Figures are dense (no structured-sparsity doubling), in TFLOPS, per device as TensorFlow sees
+it: one GPU (a K80 board is two GPUs), one TPU core (TensorFlow shows one device per core).
+Each entry names its source, so a fraction-of-peak in a report can be traced. A device or
+dtype that is not in the table gives None: a missing peak is better than a guessed one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PeakFlops:
+    """Peak throughput of the devices a run used, and where the figure comes from."""
+
+    tflops: float  # all replicas together
+    tflops_per_device: float
+    devices: int
+    precision: str  # the arithmetic the peak refers to: "float32", "tf32", "bfloat16", ...
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# (pattern on the device name, key, {precision: TFLOPS per device}, source)
+_GPU_PEAKS: list[tuple[str, str, dict[str, float], str]] = [
+    (r"K80", "K80", {"float32": 4.37},
+     "NVIDIA Tesla K80 datasheet: 8.73 TFLOPS FP32 per board with GPU Boost, 2 GPUs per board"),
+    (r"T4\b", "T4", {"float32": 8.1, "float16": 65.0},
+     "NVIDIA T4 datasheet: 8.1 TFLOPS FP32, 65 TFLOPS FP16 tensor cores"),
+    (r"P100.*SXM", "P100-SXM2", {"float32": 10.6, "float16": 21.2},
+     "NVIDIA Tesla P100 datasheet (SXM2): 10.6 TFLOPS FP32, 21.2 TFLOPS FP16"),
+    (r"P100", "P100-PCIe", {"float32": 9.3, "float16": 18.7},
+     "NVIDIA Tesla P100 datasheet (PCIe): 9.3 TFLOPS FP32, 18.7 TFLOPS FP16"),
+    (r"V100.*PCI", "V100-PCIe", {"float32": 14.0, "float16": 112.0},
+     "NVIDIA Tesla V100 datasheet (PCIe): 14 TFLOPS FP32, 112 TFLOPS tensor"),
+    (r"V100", "V100-SXM2", {"float32": 15.7, "float16": 125.0},
+     "NVIDIA Tesla V100 datasheet (SXM2): 15.7 TFLOPS FP32, 125 TFLOPS tensor"),
+    (r"A100", "A100", {"float32": 19.5, "tf32": 156.0, "float16": 312.0, "bfloat16": 312.0},
+     "NVIDIA A100 datasheet (dense): 19.5 FP32, 156 TF32, 312 FP16/BF16 TFLOPS"),
+    (r"\bL4\b", "L4", {"float32": 30.3, "tf32": 60.0, "float16": 121.0, "bfloat16": 121.0},
+     "NVIDIA L4 datasheet (dense, half the sparsity figures): 30.3 FP32, 60 TF32, 121 FP16/BF16"),
+    (r"H100.*PCI", "H100-PCIe", {"float32": 51.0, "tf32": 378.0, "float16": 756.0, "bfloat16": 756.0},
+     "NVIDIA H100 datasheet (PCIe, dense): 51 FP32, 378 TF32, 756 FP16/BF16 TFLOPS"),
+    (r"H100|H200", "H100-SXM", {"float32": 67.0, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4},
+     "NVIDIA H100/H200 datasheet (SXM, dense): 67 FP32, 494.7 TF32, 989.4 FP16/BF16 TFLOPS"),
+]
+
+# TPU generation -> (bf16 TFLOPS per chip, TensorFlow devices per chip). On TPUs a float32 matmul
+# runs as bfloat16 passes at TensorFlow's default precision, so the bf16 figure is its peak too.
+_TPU_PEAKS: dict[str, tuple[float, int]] = {
+    "v2": (45.0, 2),
+    "v3": (123.0, 2),
+    "v4": (275.0, 1),
+    "v5e": (197.0, 1),
+    "v5p": (459.0, 1),
+    "v6e": (918.0, 1),
+}
+_TPU_SOURCE = "Google Cloud TPU system architecture docs: {tflops:g} bf16 TFLOPS per {gen} chip, {cores} core(s) per chip"
+
+# FP32 FLOPs per cycle per core: 2 FMA units x vector lanes x 2 (multiply + add).
+_CPU_FLOPS_PER_CYCLE = [("avx512f", 64, "AVX-512"), ("avx2", 32, "AVX2"), ("avx", 16, "AVX"), ("sse2", 8, "SSE2")]
+
+
+def tpu_generation(accelerator_type: str | None) -> str | None:
+    """'v2-8' -> 'v2', 'v5litepod-8' -> 'v5e', 'TPU v4' -> 'v4'; None when unknown."""
+    if not accelerator_type:
+        return None
+    text = accelerator_type.lower()
+    if "v5lite" in text or "v5e" in text:
+        return "v5e"
+    if "v6" in text:
+        return "v6e"
+    match = re.search(r"v(\d)(p?)", text)
+    if not match:
+        return None
+    generation = f"v{match.group(1)}{match.group(2)}"
+    return generation if generation in _TPU_PEAKS else None
+
+
+def gpu_peak(name: str, precision: str, devices: int) -> PeakFlops | None:
+    """Peak of `devices` GPUs called `name` at `precision`, or None if the table lacks it."""
+    for pattern, _key, table, source in _GPU_PEAKS:
+        if re.search(pattern, name, flags=re.IGNORECASE):
+            per_device = table.get(precision)
+            if per_device is None:
+                return None
+            return PeakFlops(per_device * devices, per_device, devices, precision, source)
+    return None
+
+
+def tpu_peak(accelerator_type: str | None, devices: int) -> PeakFlops | None:
+    """Peak of `devices` TPU cores (TensorFlow devices) of the given accelerator type."""
+    generation = tpu_generation(accelerator_type)
+    if generation is None:
+        return None
+    per_chip, cores_per_chip = _TPU_PEAKS[generation]
+    per_device = per_chip / cores_per_chip
+    source = _TPU_SOURCE.format(tflops=per_chip, gen=generation, cores=cores_per_chip)
+    return PeakFlops(per_device * devices, per_device, devices, "bfloat16", source)
+
+
+def cpu_peak(cores: int, clock_mhz: float | None, flags: set[str], clock_source: str) -> PeakFlops | None:
+    """Estimated FP32 peak of `cores` CPU cores: cores x clock x FLOPs per cycle.
+
+    The clock is what the machine reports (often the nominal clock inside a VM); a core that
+    turbo-boosts above it can exceed the estimate, so treat fraction-of-peak on CPU as indicative.
+    """
+    if not clock_mhz or cores <= 0:
+        return None
+    for flag, flops_per_cycle, isa in _CPU_FLOPS_PER_CYCLE:
+        if flag in flags:
+            per_core = clock_mhz * 1e6 * flops_per_cycle / 1e12
+            source = (f"estimate: {cores} cores x {clock_mhz:.0f} MHz ({clock_source}) x "
+                      f"{flops_per_cycle} FP32 FLOPs/cycle ({isa}, 2 FMA units assumed)")
+            return PeakFlops(per_core * cores, per_core, cores, "float32", source)
+    return None

@@ -1,0 +1,77 @@
+"""Where a number came from: software versions, host, git commit of the suite."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from colabkit.device import cpu_info
+
+_PACKAGES = ("colabkit", "tensorflow", "keras", "numpy", "pandas", "papermill", "jax", "jaxlib", "torch")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software_versions() -> dict[str, Any]:
+    """Python and library versions; TensorFlow's CUDA/cuDNN build info if TensorFlow is loaded."""
+    versions: dict[str, Any] = {"python": platform.python_version()}
+    for package in _PACKAGES:
+        version = _version(package)
+        if version is not None:
+            versions[package] = version
+    if "tensorflow" in sys.modules:  # never import TensorFlow just to describe it
+        build = dict(sys.modules["tensorflow"].sysconfig.get_build_info())
+        versions["tf_cuda_build"] = build.get("cuda_version")
+        versions["tf_cudnn_build"] = build.get("cudnn_version")
+        versions["tf_is_cuda_build"] = bool(build.get("is_cuda_build"))
+    if "keras" in sys.modules:
+        versions["keras_backend"] = sys.modules["keras"].backend.backend()
+    return versions
+
+
+def is_colab() -> bool:
+    """True inside a Google Colab runtime."""
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def host_info() -> dict[str, Any]:
+    """The machine: OS, CPU model and cores, memory, and whether it is a Colab runtime."""
+    cpu = cpu_info()
+    try:
+        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        memory_gib = None
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpu_model": cpu["model"],
+        "cpu_cores": cpu["cores"],
+        "memory_gib": memory_gib,
+        "colab": is_colab(),
+    }
+
+
+def git_commit(path: str | Path | None = None) -> str | None:
+    """Commit of the git checkout holding `path` (default: colabkit's own source), '-dirty' if modified.
+
+    None where the code is not in a git checkout (e.g. installed from a wheel).
+    """
+    where = Path(path) if path else Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if dirty else commit

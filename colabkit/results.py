@@ -1,0 +1,235 @@
+"""Result records: one JSON file per run, the contract between notebooks and everything after.
+
+Schema version 1 fields (later versions add fields, never rename these):
+schema_version, notebook, status ("ok" | "failed" | "skipped"), params, metrics, timings, device,
+software, host, data, started_at, finished_at, git_commit, and error when the status is "failed"
+(or the reason when "skipped").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from colabkit.errors import RecordError
+from colabkit.provenance import git_commit, host_info, software_versions
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "skipped")
+REQUIRED_FIELDS = (
+    "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
+    "software", "host", "data", "started_at", "finished_at", "git_commit",
+)
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 with microseconds and an explicit offset."""
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars and arrays, tuples and paths as plain JSON values; non-finite floats as None."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays and scalars
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> Path:
+    """Write JSON to `path` through a temporary file in the same folder and an atomic rename.
+
+    A reader never sees a half-written file: either the old content or the complete new one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_plain(payload), indent=2, sort_keys=False, allow_nan=False)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    return target
+
+
+def make_record(
+    notebook: str,
+    status: str,
+    params: Mapping[str, Any],
+    *,
+    metrics: Mapping[str, Any] | None = None,
+    timings: Mapping[str, Any] | None = None,
+    device: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
+    started_at: str | None = None,
+    finished_at: str | None = None,
+    error: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A complete record of schema version 1, with software, host and git commit filled in."""
+    if status not in STATUSES:
+        raise RecordError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    if status != "ok" and not error:
+        raise RecordError(f"a {status!r} record needs an `error` saying why")
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "notebook": notebook,
+        "status": status,
+        "params": dict(params),
+        "metrics": dict(metrics or {}),
+        "timings": dict(timings or {}),
+        "device": dict(device or {}),
+        "software": software_versions(),
+        "host": host_info(),
+        "data": dict(data or {}),
+        "started_at": started_at or utc_now(),
+        "finished_at": finished_at or utc_now(),
+        "git_commit": git_commit(),
+    }
+    if error:
+        record["error"] = dict(error)
+    record.update(extra)
+    return _plain(record)
+
+
+def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
+    """Return `record` if it is a readable record of a known schema version, else raise RecordError."""
+    if not isinstance(record, dict):
+        raise RecordError(f"{source}: a record is a JSON object, got {type(record).__name__}")
+    version = record.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordError(f"{source}: schema_version {version!r} is not one this colabkit reads ({SCHEMA_VERSION})")
+    missing = [name for name in REQUIRED_FIELDS if name not in record]
+    if missing:
+        raise RecordError(f"{source}: missing field(s) {', '.join(missing)}")
+    if record["status"] not in STATUSES:
+        raise RecordError(f"{source}: status {record['status']!r} is not one of {', '.join(STATUSES)}")
+    return record
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """Load and validate one record file."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            record = json.load(stream)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: not valid JSON ({exc})") from exc
+    return validate_record(record, str(path))
+
+
+def default_results_path(notebook: str, device: str, root: str | Path = "outputs") -> Path:
+    """Where a notebook run by hand writes its record: outputs/<notebook>/<device>/manual-<UTC>.json."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return Path(root) / notebook / device.replace(":", "-") / f"manual-{stamp}.json"
+
+
+class Run:
+    """One execution of a notebook: notes the start, then writes its record once at the end.
+
+    >>> run = start_run("matmul_tflops", params={"device": "cpu", "n": 512}, results_path="")
+    >>> run.record(device=dev, metrics={...}, timings={...}, data={...})
+    """
+
+    def __init__(self, notebook: str, params: Mapping[str, Any], results_path: str | Path | None = None) -> None:
+        self.notebook = notebook
+        self.params = dict(params)
+        self.started_at = utc_now()
+        self.path = Path(results_path) if results_path else default_results_path(
+            notebook, str(self.params.get("device", "auto")))
+        self.written: dict[str, Any] | None = None
+
+    def record(
+        self,
+        *,
+        metrics: Mapping[str, Any],
+        timings: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+        device: Any = None,
+        status: str = "ok",
+        error: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> Path:
+        """Write this run's record (atomically) and return its path.
+
+        `device` is a DeviceSetup (or the dict of one). Extra keyword arguments become extra
+        top-level fields of the record.
+        """
+        device_section = device.as_record() if hasattr(device, "as_record") else dict(device or {})
+        record = make_record(
+            self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,
+            data=data, started_at=self.started_at, error=error, **extra,
+        )
+        write_json_atomic(self.path, record)
+        self.written = record
+        return self.path
+
+
+def start_run(notebook: str, params: Mapping[str, Any], results_path: str | Path | None = None) -> Run:
+    """Begin a run of `notebook` with its parameters; `results_path` empty means the default path."""
+    return Run(notebook, params, results_path)
+
+
+def iter_record_files(*dirs: str | Path) -> list[Path]:
+    """Every *.json below the given folders (or files), sorted, temporary files left out."""
+    paths: list[Path] = []
+    for root in dirs or ("outputs",):
+        root = Path(root)
+        if root.is_file():
+            paths.append(root)
+        elif root.is_dir():
+            paths.extend(path for path in root.rglob("*.json") if not path.name.startswith("."))
+    return sorted(set(paths))
+
+
+def load_results(*dirs: str | Path):
+    """All records below `dirs` as a tidy pandas DataFrame, one row per record.
+
+    Nested sections are flattened with dots ('params.n', 'metrics.tflops_warm', 'device.name');
+    the file each row came from is in 'path'. Files that are JSON but not readable records
+    (unknown schema version, missing fields) are not dropped silently: a warning names them and
+    `df.attrs["rejected"]` lists (path, reason) pairs.
+    """
+    import pandas as pd
+
+    records, rejected = [], []
+    for path in iter_record_files(*dirs):
+        try:
+            with open(path, encoding="utf-8") as stream:
+                payload = json.load(stream)
+        except (OSError, json.JSONDecodeError) as exc:
+            rejected.append((str(path), f"unreadable: {exc}"))
+            continue
+        if not isinstance(payload, dict) or "schema_version" not in payload:
+            continue  # some other JSON file (e.g. a notebook's metadata), not a record
+        try:
+            record = validate_record(payload, str(path))
+        except RecordError as exc:
+            rejected.append((str(path), str(exc)))
+            continue
+        records.append({"path": str(path), **record})
+    if rejected:
+        warnings.warn(f"{len(rejected)} record file(s) could not be read: "
+                      + "; ".join(reason for _, reason in rejected), stacklevel=2)
+    frame = pd.json_normalize(records, sep=".") if records else pd.DataFrame(
+        columns=["path", *REQUIRED_FIELDS])
+    frame.attrs["rejected"] = rejected
+    return frame

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One entry point for the suite. Each verb sets up .venv first (only when requirements change).
+#   ./run.sh smoke   the main job: a quick sweep of every notebook on this machine's devices, with HTML
+#   ./run.sh test    the test suite (slow paper-size runs are skipped; ./run.sh test -m slow runs them)
+#   ./run.sh bench   every benchmark under benchmarks/, each printing its ratio to a same-run baseline
+#   ./run.sh paper   the paper-size sweep (hours on a CPU; meant for GPU/TPU runtimes)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=${COLABKIT_VENV:-.venv}
+PY="$VENV/bin/python"
+
+find_python() {
+  for candidate in "${PYTHON:-}" python3.11 python3; do
+    if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] < (3, 14))'; then
+      echo "$candidate"; return
+    fi
+  done
+  echo "run.sh: no Python 3.10-3.13 found (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+}
+
+setup() {
+  local wanted stamp="$VENV/.colabkit-installed"
+  wanted=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+  if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+    return
+  fi
+  echo "run.sh: setting up $VENV (first run, or requirements changed)" >&2
+  [ -x "$PY" ] || "$(find_python)" -m venv "$VENV"
+  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+  echo "$wanted" > "$stamp"
+}
+
+verb=${1:-help}
+[ $# -gt 0 ] && shift
+case "$verb" in
+  smoke)
+    setup
+    exec "$PY" -m colabkit sweep parameters/*.yaml --preset smoke --out outputs/smoke "$@" ;;
+  paper)
+    setup
+    exec "$PY" -m colabkit sweep parameters/*.yaml --preset paper --out outputs/paper "$@" ;;
+  test)
+    setup
+    exec "$PY" -m pytest "$@" ;;
+  bench)
+    setup
+    status=0
+    for benchmark in benchmarks/*.py; do
+      echo "== $benchmark"
+      "$PY" "$benchmark" "$@" || status=1
+    done
+    exit $status ;;
+  *)
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    [ "$verb" = help ] || exit 2 ;;
+esac

@@ -1,0 +1,138 @@
+"""Device selection on fake GPU and TPU machines: right strategy, right description, no fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+import colabkit
+from colabkit.device import parse_device, setup_device
+from colabkit.errors import DeviceNotFoundError, UnknownDeviceError
+
+T4 = {"name": "Tesla T4", "cc": (7, 5)}
+A100 = {"name": "NVIDIA A100-SXM4-40GB", "cc": (8, 0)}
+
+
+@pytest.mark.parametrize("text, kind, count", [("cpu", "cpu", None), ("GPU", "gpu", None), ("cpu:2", "cpu", 2),
+                                               ("gpu:4", "gpu", 4), (" tpu ", "tpu", None), ("auto", "auto", None)])
+def test_parse_device_accepts_kinds_and_replica_counts(text, kind, count):
+    request = parse_device(text)
+    assert (request.kind, request.count) == (kind, count)
+
+
+@pytest.mark.parametrize("text", ["cuda", "gpu:0", "tpu:8", "cpu:x", "", "auto:2"])
+def test_parse_device_rejects_unknown_names_with_the_choices(text):
+    with pytest.raises(UnknownDeviceError, match="auto, cpu, gpu, tpu|only cpu and gpu take a replica count"):
+        parse_device(text)
+
+
+def test_gpu_requested_on_cpu_machine_names_what_it_has(fake_machine):
+    fake_machine()
+    with pytest.raises(DeviceNotFoundError) as info:
+        setup_device("gpu")
+    assert str(info.value) == "device 'gpu' requested but this machine has: CPU:0"
+
+
+def test_one_gpu_gets_one_device_strategy_and_its_description(fake_machine):
+    fake_machine(gpus=[T4])
+    setup = setup_device("gpu")
+    assert setup.kind == "gpu" and setup.replicas == 1
+    assert type(setup.strategy).__name__ == "OneDeviceStrategy" and setup.strategy.args == ("/gpu:0",)
+    assert setup.description["name"] == "Tesla T4"
+    assert setup.description["compute_capability"] == "7.5"
+    assert setup.description["tf32_active"] is False  # TF32 needs compute capability 8.0
+    assert setup.peak("float32").tflops == pytest.approx(8.1)
+    assert setup.peak("float16").tflops == pytest.approx(65.0)
+    assert setup.peak("bfloat16") is None  # not in the T4's table: no guess
+    record = setup.as_record()
+    assert record["requested"] == "gpu" and record["strategy"] == "OneDeviceStrategy"
+
+
+def test_several_gpus_get_mirrored_strategy_and_tf32_peak(fake_machine):
+    fake_machine(gpus=[A100, A100])
+    setup = setup_device("gpu")
+    assert type(setup.strategy).__name__ == "MirroredStrategy"
+    assert setup.strategy.devices == ["/gpu:0", "/gpu:1"] and setup.replicas == 2
+    # float32 matmuls run on TF32 tensor cores on Ampere: the peak must say so.
+    peak = setup.peak("float32")
+    assert peak.precision == "tf32" and peak.tflops == pytest.approx(2 * 156.0)
+
+
+def test_more_gpus_than_present_is_an_error_listing_the_gpus(fake_machine):
+    fake_machine(gpus=[T4, T4])
+    with pytest.raises(DeviceNotFoundError, match=r"'gpu:4' requested but this machine has: CPU:0, GPU:0, GPU:1"):
+        setup_device("gpu:4")
+
+
+def test_cpu_on_a_gpu_machine_hides_the_gpus(fake_machine):
+    fake = fake_machine(gpus=[T4])
+    setup = setup_device("cpu")
+    assert setup.kind == "cpu" and setup.strategy.args == ("/cpu:0",)
+    assert ("set_visible_devices", [], "GPU") in fake.calls
+    assert setup.description["gpus_hidden"] is True
+
+
+def test_auto_prefers_tpu_then_gpu_then_cpu(fake_machine, monkeypatch):
+    fake_machine()
+    assert setup_device("auto").kind == "cpu"
+    import colabkit.device as device
+
+    monkeypatch.setattr(device, "_SETUPS", {})
+    fake_machine(gpus=[T4])
+    assert setup_device("auto").kind == "gpu"
+    monkeypatch.setattr(device, "_SETUPS", {})
+    fake = fake_machine(gpus=[T4])
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    setup = setup_device("auto")
+    assert setup.kind == "tpu" and setup.requested == "auto"
+    assert ("TPUClusterResolver", "local") in fake.calls
+
+
+def test_tpu_vm_uses_local_resolver_and_reports_type_and_peak(fake_machine, monkeypatch):
+    fake = fake_machine()
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    setup = setup_device("tpu")
+    assert fake.calls[:2] == [("TPUClusterResolver", "local"), ("initialize_tpu_system", "local")]
+    assert not any(call[0] == "connect" for call in fake.calls)  # a local TPU needs no remote connection
+    assert setup.replicas == 8 and setup.description["accelerator_type"] == "v2-8"
+    assert setup.peak("float32").tflops == pytest.approx(180.0)  # 4 chips x 45 TFLOPS
+
+
+def test_legacy_colab_tpu_address_is_used_only_when_set(fake_machine, monkeypatch):
+    fake = fake_machine()
+    monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
+    setup_device("tpu")
+    assert ("TPUClusterResolver", "grpc://10.0.0.2:8470") in fake.calls
+    assert ("connect", "grpc://10.0.0.2:8470") in fake.calls
+
+
+def test_tpu_without_runtime_fails_fast_without_touching_tensorflow(fake_machine):
+    fake = fake_machine()
+    with pytest.raises(DeviceNotFoundError, match=r"'tpu' requested but this machine has: CPU:0 \(no TPU runtime"):
+        setup_device("tpu")
+    assert not any(call[0] == "initialize_tpu_system" for call in fake.calls)
+
+
+def test_tpu_that_fails_to_initialise_is_an_error_not_a_cpu_run(fake_machine, monkeypatch):
+    fake_machine(tpu_fails=True)
+    monkeypatch.setenv("TPU_NAME", "local")
+    with pytest.raises(DeviceNotFoundError, match="TPU did not initialise \\(No TPU devices found\\)"):
+        setup_device("tpu")
+
+
+def test_setup_is_reused_within_a_process(fake_machine):
+    fake_machine(gpus=[T4])
+    assert setup_device("gpu") is setup_device("gpu")
+
+
+def test_available_devices_reports_kinds_present(fake_machine, monkeypatch):
+    fake_machine(gpus=[T4, T4])
+    assert colabkit.available_devices() == {"cpu": 1, "gpu": 2}
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")
+    assert colabkit.available_devices()["tpu"] == 1
+
+
+def test_cpu_description_of_this_machine_is_real():
+    from colabkit.device import cpu_info
+
+    info = cpu_info()
+    assert info["cores"] >= 1 and info["model"]

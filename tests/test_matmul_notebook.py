@@ -1,0 +1,63 @@
+"""The matmul notebook through papermill with smoke parameters: its record's numbers add up."""
+
+from __future__ import annotations
+
+import papermill
+import pytest
+
+from colabkit.results import read_record
+from colabkit.sweep import detect_devices
+from conftest import execute_notebook
+
+pytestmark = pytest.mark.notebook
+
+
+def check_flops_arithmetic(record):
+    params, metrics = record["params"], record["metrics"]
+    replicas = record["device"]["replicas"]
+    flops = 2 * params["n"] ** 3 * params["count"] * replicas
+    assert metrics["flops_per_call"] == flops
+    timing = record["timings"]["matmul"]
+    assert metrics["tflops_warm"] == pytest.approx(flops / timing["median_s"] / 1e12, rel=1e-9)
+    assert metrics["tflops_cold"] == pytest.approx(flops / timing["cold_s"] / 1e12, rel=1e-9)
+    assert metrics["tflops_warm_max"] == pytest.approx(flops / timing["min_s"] / 1e12, rel=1e-9)
+    assert metrics["tflops_warm_min"] <= metrics["tflops_warm"] <= metrics["tflops_warm_max"]
+    assert len(timing["warm_s"]) == params["repeats"]
+    if metrics["peak_tflops"]:
+        assert metrics["fraction_of_peak"] == pytest.approx(metrics["tflops_warm"] / metrics["peak_tflops"])
+
+
+def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
+    executed, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu", n=256, count=3, repeats=3)
+    record = read_record(record_path)
+    assert record["status"] == "ok" and record["notebook"] == "matmul_tflops"
+    assert record["device"]["kind"] == "cpu" and record["device"]["replicas"] == 1
+    assert record["data"]["source"] == "synthetic"
+    check_flops_arithmetic(record)
+    metrics = record["metrics"]
+    assert metrics["blas_tflops"] > 0
+    assert metrics["ratio_to_blas"] == pytest.approx(metrics["tflops_warm"] / metrics["blas_tflops"])
+    assert metrics["xla"] is False  # "auto" means oneDNN graphs on CPU
+    outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
+    assert any("image/png" in output.get("data", {}) for output in outputs), "the notebook's plot is missing"
+
+
+def test_two_logical_cpu_replicas_both_count(tmp_path):
+    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu:2", n=128, count=2, repeats=2,
+                                      dtype="bfloat16", blas_baseline=False)
+    record = read_record(record_path)
+    assert record["device"]["replicas"] == 2 and record["device"]["strategy"] == "MirroredStrategy"
+    assert record["device"]["logical_devices"] == 2
+    check_flops_arithmetic(record)
+    assert "blas_tflops" not in record["metrics"]
+
+
+@pytest.mark.skipif("gpu" in detect_devices(), reason="this machine has a GPU")
+def test_gpu_on_this_machine_fails_at_device_setup_with_the_inventory(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        execute_notebook("matmul_tflops", tmp_path, device="gpu", n=128)
+    error = info.value
+    assert error.ename == "DeviceNotFoundError"
+    assert "device 'gpu' requested but this machine has: CPU:0" in error.evalue
+    assert "setup_device(device)" in error.source  # it stops at set-up, before any measurement
+    assert not (tmp_path / "record.json").exists()
