@@ -37,3 +37,15 @@ class GridError(ColabkitError):
                 f"  - {problem}" for problem in self.problems
             )
         super().__init__(message)
+
+
+class BootstrapError(ColabkitError):
+    """The Colab bootstrap could not install what the runtime lacks (pip failed)."""
+
+
+class CoordinatesError(ColabkitError, ValueError):
+    """A repository (OWNER/NAME) or ref that cannot be used in a badge URL or a pip requirement."""
+
+
+class NotebookTemplateError(ColabkitError):
+    """A notebook cannot be stamped with the Colab header and bootstrap (e.g. it has no title cell)."""
