@@ -2,11 +2,12 @@
 
 `TrainingTimer` records the wall time of every epoch and every step (every execution when
 `steps_per_execution` > 1, divided by the steps it ran), keeps validation apart from training, and
-forces the device to finish before reading the clock at the points where a figure ends (the end of
-training in an epoch, the end of validation, the end of the epoch). Between those points steps are
-not synchronised: forcing completion after every step would itself slow training down. Per-step
-times are therefore the intervals between consecutive step dispatches, which in steady state track
-the device's pace because the host cannot run ahead of it for long; the epoch figures are exact.
+forces the device to finish before reading the clock where a figure ends: the end of training in an
+epoch, and the end of the epoch. Steps are not synchronised one by one (that would itself slow
+training down), so a step's interval is when the host dispatched it, and the host may run a few
+steps ahead of the device. The headline figures therefore come from synchronised clocks only: the
+steady step time is a steady epoch's training time divided by its steps (it includes the epoch's
+share of starting the input pipeline); the dispatch intervals are kept for their distribution.
 
 The first epoch (tracing, XLA or TPU compilation, input pipeline warm-up) is reported on its own;
 steady-state figures are medians over the later epochs, with their spread.
@@ -152,7 +153,8 @@ class TrainingTimer(keras.callbacks.Callback):
         steady = self.steady_epochs
         epoch_steady = _median([e.epoch_s for e in steady])
         train_steady = _median([e.train_s for e in steady])
-        step_steady = _median([s for e in steady for s in e.step_s])
+        step_steady = _median([e.train_s / e.steps for e in steady if e.steps])
+        dispatch_steady = _median([s for e in steady for s in e.step_s])
         samples_per_epoch = _median([e.steps * self.global_batch_size for e in steady])
         return {
             "epochs_run": len(self.epochs),
@@ -162,6 +164,7 @@ class TrainingTimer(keras.callbacks.Callback):
             "train_epoch_time_steady_s": train_steady,
             "validation_time_steady_s": _median([e.validation_s for e in steady]),
             "step_time_steady_ms": step_steady * 1e3 if step_steady is not None else None,
+            "step_dispatch_interval_median_ms": dispatch_steady * 1e3 if dispatch_steady is not None else None,
             "sample_time_steady_us": step_steady * 1e6 / self.global_batch_size if step_steady is not None else None,
             "samples_per_s": samples_per_epoch / train_steady if train_steady else None,
             "train_time_s": self.train_time_s,
@@ -176,9 +179,11 @@ class TrainingTimer(keras.callbacks.Callback):
             "epochs": [epoch.as_dict() for epoch in self.epochs],
             "epoch_s_steady": summarize([e.epoch_s for e in self.steady_epochs]),
             "train_s_steady": summarize([e.train_s for e in self.steady_epochs]),
-            "step_s_steady": summarize([s for e in self.steady_epochs for s in e.step_s]),
+            "step_s_steady": summarize([e.train_s / e.steps for e in self.steady_epochs if e.steps]),
+            "step_dispatch_interval_s_steady": summarize([s for e in self.steady_epochs for s in e.step_s]),
             "first_epoch_excluded": True,
-            "step_times_are": "intervals between step dispatches; epoch figures are synchronised",
+            "step_s_is": "steady epoch training time / steps (synchronised)",
+            "epochs_step_s_is": "interval between consecutive step dispatches on the host (not synchronised)",
         }
 
 
