@@ -15,6 +15,19 @@ class UnknownDeviceError(ColabkitError, ValueError):
     """A device name that colabkit does not understand."""
 
 
+class BackendError(ColabkitError, ValueError):
+    """A Keras backend that is unknown, or cannot be switched to in this process."""
+
+
+class BackendNotInstalledError(BackendError):
+    """The package a Keras backend needs (jax, torch) is not installed; the message says how."""
+
+
+class BackendUnsupportedError(ColabkitError):
+    """A backend and device pair that cannot run (PyTorch on TPU without torch_xla; several
+    replicas on Keras's PyTorch backend). Refused plainly rather than run somewhere else."""
+
+
 class MeasurementError(ColabkitError):
     """A measurement produced a value that cannot be trusted (non-finite result, zero time...)."""
 
