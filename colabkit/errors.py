@@ -37,3 +37,15 @@ class GridError(ColabkitError):
                 f"  - {problem}" for problem in self.problems
             )
         super().__init__(message)
+
+
+class SweepLockedError(ColabkitError):
+    """Another sweep is writing to the same output folder."""
+
+
+class SweepInterrupted(ColabkitError):
+    """A sweep stopped by Ctrl-C or SIGTERM. Holds the outcomes that finished before it stopped."""
+
+    def __init__(self, outcomes: list, message: str = "interrupted") -> None:
+        self.outcomes = outcomes
+        super().__init__(message)
