@@ -82,7 +82,8 @@ def stale_reason(recorded: Any, current: dict[str, Any]) -> str | None:
         changes.append("the notebook changed")
     before, now = recorded.get("params") or {}, current["params"]
     if _canonical(before) != _canonical(now):
-        changed = sorted(key for key in set(before) | set(now) if _canonical(before.get(key)) != _canonical(now.get(key)))
+        changed = sorted(key for key in set(before) | set(now)
+                         if _canonical(before.get(key)) != _canonical(now.get(key)))
         changes.append(f"parameters changed ({', '.join(changed)})")
     for part, label in (("colabkit", "colabkit"), ("tensorflow", "TensorFlow")):
         if recorded.get(part) != current[part]:
