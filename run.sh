@@ -48,7 +48,7 @@ case "$verb" in
   bench)
     setup
     status=0
-    for benchmark in benchmarks/*.py; do
+    for benchmark in benchmarks/[!_]*.py; do
       echo "== $benchmark"
       "$PY" "$benchmark" "$@" || status=1
     done

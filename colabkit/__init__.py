@@ -3,13 +3,30 @@
 Notebooks import what they need from here; each concern lives in its own module.
 """
 
+from colabkit.data import (
+    HarData,
+    MnistData,
+    WeatherData,
+    data_banner,
+    load_jena_climate,
+    load_mnist,
+    load_uci_har,
+    load_weather,
+)
 from colabkit.device import DeviceSetup, available_devices, machine_details, parse_device, setup_device
 from colabkit.errors import (
     ColabkitError,
+    CorruptDownloadError,
+    DataError,
+    DataFormatError,
+    DataSourceWarning,
+    DataUnavailableError,
     DeviceNotFoundError,
+    DownloadError,
     GridError,
     MeasurementError,
     RecordError,
+    UnknownDataSourceError,
     UnknownDeviceError,
 )
 from colabkit.peaks import PeakFlops
@@ -20,19 +37,34 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ColabkitError",
+    "CorruptDownloadError",
+    "DataError",
+    "DataFormatError",
+    "DataSourceWarning",
+    "DataUnavailableError",
     "DeviceNotFoundError",
     "DeviceSetup",
+    "DownloadError",
     "GridError",
+    "HarData",
     "Measurement",
     "MeasurementError",
+    "MnistData",
     "PeakFlops",
     "RecordError",
     "Run",
+    "UnknownDataSourceError",
     "UnknownDeviceError",
+    "WeatherData",
     "__version__",
     "available_devices",
     "block_until_ready",
+    "data_banner",
+    "load_jena_climate",
+    "load_mnist",
     "load_results",
+    "load_uci_har",
+    "load_weather",
     "machine_details",
     "measure",
     "parse_device",

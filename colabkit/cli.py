@@ -7,8 +7,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from colabkit.errors import ColabkitError, SweepInterrupted
+
+if TYPE_CHECKING:
+    from colabkit.colab import Coordinates
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -56,6 +60,56 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coordinates_module(root: str) -> Path:
+    module = Path(root) / "colabkit" / "colab.py"
+    if not module.is_file():
+        raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
+    return module
+
+
+def _notebooks(args: argparse.Namespace) -> int:
+    from colabkit.colab import read_coordinates
+    from colabkit.notebooks import AcceleratorHint
+
+    hints = {}
+    for item in args.accelerator or []:
+        name, sep, spec = item.partition("=")
+        if not sep:
+            raise ColabkitError(f"--accelerator {item!r}: expected NAME=SPEC, e.g. matmul_tflops=GPU:T4")
+        hints[name] = AcceleratorHint.parse(spec)
+    # The coordinates of the checkout being stamped, which need not be the colabkit imported here.
+    return _stamp(args.root, read_coordinates(_coordinates_module(args.root)), args.check, hints)
+
+
+def _stamp(root: str, coordinates: Coordinates, check: bool, hints: dict[str, Any] | None = None) -> int:
+    """Stamp (or with `check`, compare) the notebooks and README; print what changed or drifted."""
+    from colabkit.notebooks import stamp_repository
+
+    result = stamp_repository(root, coordinates, check=check, hints=hints)
+    where = f"{coordinates.repository}@{coordinates.ref}"
+    if check:
+        if result.changed:
+            print(f"drifted from the template ({where}); run `python -m colabkit notebooks` to restamp:")
+            print("\n".join(f"  {path}" for path in result.changed))
+            return 1
+        print(f"{len(result.notebooks)} notebook(s) and the README match the template ({where})")
+        return 0
+    for path in result.changed:
+        print(f"stamped {path}")
+    print(f"{len(result.notebooks)} notebook(s), {len(result.changed)} file(s) changed ({where})")
+    return 0
+
+
+def _badges(args: argparse.Namespace) -> int:
+    from colabkit.colab import Coordinates, write_coordinates
+
+    coordinates = Coordinates(args.repo, args.ref)
+    module = _coordinates_module(args.root)
+    if write_coordinates(module, coordinates):
+        print(f"coordinates set in {module}: {coordinates.repository}@{coordinates.ref}")
+    return _stamp(args.root, coordinates, check=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m colabkit", description=__doc__)
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -80,6 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
     status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device")
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
     status.set_defaults(handler=_status)
+    notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
+    notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
+    notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",
+                           help="set a notebook's Colab runtime hint: cpu, GPU, GPU:T4|L4|A100, TPU:V28|V5E1")
+    notebooks.add_argument("--root", default=".", help="repository root (default: .)")
+    notebooks.set_defaults(handler=_notebooks)
+    badges = verbs.add_parser("badges", help="point every badge and the bootstrap at another repository or ref")
+    badges.add_argument("--repo", required=True, help="GitHub OWNER/NAME")
+    badges.add_argument("--ref", required=True, help="branch, tag or commit")
+    badges.add_argument("--root", default=".", help="repository root (default: .)")
+    badges.set_defaults(handler=_badges)
     return parser
 
 

@@ -20,12 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colabkit.errors import ColabkitError, DeviceNotFoundError, UnknownDeviceError
-from colabkit.peaks import PeakFlops, cpu_peak, gpu_peak, tpu_peak
+from colabkit.peaks import PeakFlops, cpu_peak, gpu_peak, tpu_generation, tpu_peak
 
 DEVICE_KINDS = ("cpu", "gpu", "tpu")
 DEVICE_CHOICES = ("auto",) + DEVICE_KINDS
 _TPU_ENV_HINTS = ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE")
 _TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")
+_PCI_DEVICES = "/sys/bus/pci/devices"
+_GOOGLE_PCI_VENDOR = "0x1ae0"
+# PCI device id of a Google TPU chip -> its generation (the ids JAX's hardware probe uses).
+# v2 and v3 share one id, so it names both and no peak is derived from it.
+_TPU_PCI_GENERATIONS = {"0x0027": "v2 or v3", "0x005e": "v4", "0x0062": "v5p", "0x0063": "v5e",
+                        "0x006f": "v6e", "0x0076": "tpu7x"}
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,30 @@ def tpu_runtime_hint() -> str | None:
     return None
 
 
+def tpu_chips_on_pci(devices_dir: str | None = None) -> dict[str, Any] | None:
+    """The TPU chips attached over PCI: {'generation', 'chips', 'pci_device_id'}; None if there are none.
+
+    Read from sysfs without loading any TPU runtime, so it works before TensorFlow is imported and
+    names the generation even where TPU_ACCELERATOR_TYPE is not set.
+    """
+    found: dict[str, int] = {}
+    for vendor_path in glob.glob(os.path.join(devices_dir or _PCI_DEVICES, "*", "vendor")):
+        try:
+            with open(vendor_path, encoding="utf-8") as vendor:
+                if vendor.read().strip() != _GOOGLE_PCI_VENDOR:
+                    continue
+            with open(os.path.join(os.path.dirname(vendor_path), "device"), encoding="utf-8") as device:
+                device_id = device.read().strip()
+        except OSError:
+            continue  # a device that vanished or cannot be read is not evidence of a TPU
+        if device_id in _TPU_PCI_GENERATIONS:
+            found[device_id] = found.get(device_id, 0) + 1
+    if not found:
+        return None
+    device_id, chips = max(found.items(), key=lambda item: item[1])
+    return {"generation": _TPU_PCI_GENERATIONS[device_id], "chips": chips, "pci_device_id": device_id}
+
+
 def machine_inventory() -> str:
     """What the machine has, in the form error messages use: 'CPU:0, GPU:0, GPU:1'."""
     names = []
@@ -193,7 +223,11 @@ class DeviceSetup:
             precision = "tf32" if dtype == "float32" and self.description.get("tf32_active") else dtype
             return gpu_peak(self.name, precision, self.replicas)
         if self.kind == "tpu":
-            return tpu_peak(self.description.get("accelerator_type"), self.replicas) if dtype != "float16" else None
+            if dtype == "float16":
+                return None
+            # The accelerator type, else the generation from PCI ids ('v2 or v3' is ambiguous: no peak).
+            kind = self.description.get("accelerator_type") or self.description.get("tpu_generation")
+            return tpu_peak(kind if kind != "v2 or v3" else None, self.replicas)
         if dtype != "float32":
             return None
         # Logical CPU replicas share the same cores, so the peak is the host's, not per replica.
@@ -342,9 +376,18 @@ def _setup_tpu(requested: str) -> DeviceSetup:
             f"this machine has: {machine_inventory()}"
         ) from exc
     accelerator_type = os.environ.get("TPU_ACCELERATOR_TYPE")
+    pci = tpu_chips_on_pci()
+    if accelerator_type:
+        name = f"TPU {accelerator_type}"
+    elif pci:  # no accelerator type in the environment: the chips' PCI ids still name the generation
+        name = f"TPU {pci['generation']} ({pci['chips']} chip{'s' if pci['chips'] > 1 else ''}, from PCI ids)"
+    else:
+        name = "TPU (type unknown)"
     description = {
-        "name": f"TPU {accelerator_type}" if accelerator_type else "TPU (type unknown)",
+        "name": name,
         "accelerator_type": accelerator_type,
+        "tpu_generation": tpu_generation(accelerator_type) or (pci["generation"] if pci else None),
+        "tpu_chips": pci["chips"] if pci else None,
         "cores": strategy.num_replicas_in_sync,
         "hosts": getattr(topology, "num_tasks", None),
         "runtime": "tpu-node (COLAB_TPU_ADDR)" if legacy_address else "tpu-vm (local)",

@@ -49,3 +49,44 @@ class SweepInterrupted(ColabkitError):
     def __init__(self, outcomes: list, message: str = "interrupted") -> None:
         self.outcomes = outcomes
         super().__init__(message)
+class BootstrapError(ColabkitError):
+    """The Colab bootstrap could not install what the runtime lacks (pip failed)."""
+
+
+class CoordinatesError(ColabkitError, ValueError):
+    """A repository (OWNER/NAME) or ref that cannot be used in a badge URL or a pip requirement."""
+
+
+class NotebookTemplateError(ColabkitError):
+    """A notebook cannot be stamped with the Colab header and bootstrap (e.g. it has no title cell)."""
+
+
+class UnknownDataSourceError(ColabkitError, ValueError):
+    """A `data_source` other than "auto", "real" or "offline"."""
+
+
+class DataError(ColabkitError):
+    """A dataset could not be provided as asked."""
+
+
+class DataUnavailableError(DataError):
+    """The data cannot be had: its source is unreachable or keeps serving a corrupt file, or an
+    offline substitute's package is missing. `data_source="auto"` falls back on this error only."""
+
+
+class DownloadError(DataUnavailableError):
+    """Every mirror of a file was unreachable (no network, DNS failure, HTTP error, timeout)."""
+
+
+class CorruptDownloadError(DataUnavailableError):
+    """A downloaded file failed verification (pinned sha256, size, archive checks) twice."""
+
+
+class DataFormatError(DataError):
+    """A file is intact but does not hold what the dataset's layout promises (missing member,
+    wrong shape, labels out of range). Never silenced by a fallback: it means a changed source."""
+
+
+class DataSourceWarning(UserWarning):
+    """Issued whenever a loader returns anything but the real data (an offline or synthetic
+    substitute), so that no result can pass for one made on the real dataset."""

@@ -18,3 +18,38 @@ def use_style() -> None:
 def device_color(kind: str) -> str:
     """The colour of a device kind ('cpu', 'gpu', 'tpu'); grey for anything else."""
     return DEVICE_COLORS.get(kind.split(":")[0].lower(), "#777777")
+
+
+def training_curves(history: dict[str, list[float]], metrics: list[str], title: str = ""):
+    """One panel per metric: its training curve and, when logged, its validation curve, per epoch."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
+    for axis, metric in zip(axes[0], metrics):
+        epochs = range(1, len(history[metric]) + 1)
+        axis.plot(epochs, history[metric], marker="o", label="training")
+        if f"val_{metric}" in history:
+            axis.plot(epochs, history[f"val_{metric}"], marker="o", label="validation")
+        axis.set_xlabel("epoch")
+        axis.set_ylabel(metric)
+        axis.legend()
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def confusion_heatmap(counts, class_names: list[str], title: str = "Confusion matrix"):
+    """A seaborn heatmap of a confusion matrix: rows are true classes, columns predicted ones."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    size = max(4.5, 0.55 * len(class_names) + 2.5)
+    figure, axis = plt.subplots(figsize=(size, size * 0.85))
+    sns.heatmap(counts, annot=True, fmt="d", cmap="Blues", cbar=False, ax=axis,
+                xticklabels=class_names, yticklabels=class_names)
+    axis.set_xlabel("predicted")
+    axis.set_ylabel("true")
+    axis.set_title(title)
+    figure.tight_layout()
+    return figure

@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from colabkit.colab import colab_runtime_info, in_colab
 from colabkit.device import cpu_info
 
 _PACKAGES = ("colabkit", "tensorflow", "keras", "numpy", "pandas", "papermill", "jax", "jaxlib", "torch")
@@ -39,13 +40,15 @@ def software_versions() -> dict[str, Any]:
     return versions
 
 
-def is_colab() -> bool:
-    """True inside a Google Colab runtime."""
-    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+is_colab = in_colab  # the test now lives in colabkit.colab; this name stays for existing callers
 
 
 def host_info() -> dict[str, Any]:
-    """The machine: OS, CPU model and cores, memory, and whether it is a Colab runtime."""
+    """The machine: OS, CPU model and cores, memory, and whether it is a Colab runtime.
+
+    On Colab, `colab_runtime` adds what the runtime says about itself (release tag, COLAB_GPU,
+    TPU_ACCELERATOR_TYPE, the TPU chips' generation from their PCI ids); None elsewhere.
+    """
     cpu = cpu_info()
     try:
         memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
@@ -58,6 +61,7 @@ def host_info() -> dict[str, Any]:
         "cpu_cores": cpu["cores"],
         "memory_gib": memory_gib,
         "colab": is_colab(),
+        "colab_runtime": colab_runtime_info(),
     }
 
 

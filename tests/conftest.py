@@ -133,6 +133,7 @@ def fake_machine(monkeypatch):
     for name in ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(device, "_TPU_DEVICE_GLOBS", ())
+    monkeypatch.setattr(device, "_PCI_DEVICES", "/nonexistent-pci-devices")  # no real TPU chips leak in
 
     def build(**kwargs: Any) -> FakeTensorFlow:
         fake = FakeTensorFlow(**kwargs)

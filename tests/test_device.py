@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import colabkit
-from colabkit.device import parse_device, setup_device
+from colabkit.device import parse_device, setup_device, tpu_chips_on_pci
 from colabkit.errors import DeviceNotFoundError, UnknownDeviceError
 
 T4 = {"name": "Tesla T4", "cc": (7, 5)}
@@ -136,3 +138,41 @@ def test_cpu_description_of_this_machine_is_real():
 
     info = cpu_info()
     assert info["cores"] >= 1 and info["model"]
+
+
+# --- TPU generation from PCI ids --------------------------------------------------------------------
+
+def fake_pci(root: Path, devices: list[tuple[str, str]]) -> Path:
+    for index, (vendor, device_id) in enumerate(devices):
+        folder = root / f"0000:00:{index:02x}.0"
+        folder.mkdir(parents=True)
+        (folder / "vendor").write_text(vendor + "\n")
+        (folder / "device").write_text(device_id + "\n")
+    return root
+
+
+def test_tpu_chips_are_counted_and_named_from_pci_ids(tmp_path):
+    pci = fake_pci(tmp_path / "v5e", [("0x8086", "0x1237"), ("0x1ae0", "0x0063"), ("0x10de", "0x1eb8")])
+    assert tpu_chips_on_pci(str(pci)) == {"generation": "v5e", "chips": 1, "pci_device_id": "0x0063"}
+    v2 = fake_pci(tmp_path / "v2", [("0x1ae0", "0x0027")] * 4)
+    assert tpu_chips_on_pci(str(v2))["generation"] == "v2 or v3"
+    assert tpu_chips_on_pci(str(fake_pci(tmp_path / "none", [("0x1ae0", "0x9999")]))) is None
+
+
+def test_tpu_without_accelerator_type_is_named_from_pci_and_gets_its_peak(fake_machine, monkeypatch, tmp_path):
+    fake_machine(tpu_cores=1)
+    monkeypatch.setenv("TPU_NAME", "local")
+    monkeypatch.setattr(colabkit.device, "_PCI_DEVICES", str(fake_pci(tmp_path / "pci", [("0x1ae0", "0x0063")])))
+    setup = setup_device("tpu")
+    assert setup.name == "TPU v5e (1 chip, from PCI ids)"
+    assert setup.description["accelerator_type"] is None and setup.description["tpu_generation"] == "v5e"
+    assert setup.peak("float32").tflops == pytest.approx(197.0)
+
+
+def test_tpu_v2_or_v3_from_pci_alone_gets_no_peak(fake_machine, monkeypatch, tmp_path):
+    fake_machine()
+    monkeypatch.setenv("TPU_NAME", "local")
+    monkeypatch.setattr(colabkit.device, "_PCI_DEVICES", str(fake_pci(tmp_path / "pci", [("0x1ae0", "0x0027")] * 4)))
+    setup = setup_device("tpu")
+    assert setup.name == "TPU v2 or v3 (4 chips, from PCI ids)"
+    assert setup.peak("float32") is None  # a v2 peak for a v3 (or the reverse) would be a guess

@@ -1,0 +1,324 @@
+"""Download, verify and cache data files: what every dataset loader stands on.
+
+Promises:
+- The cache folder is `COLABKIT_DATA` if set, else /content/colabkit_data on Colab, else the
+  per-user cache ($XDG_CACHE_HOME or ~/.cache, then /colabkit).
+- A file enters the cache only complete and verified: it is downloaded to a hidden temporary file
+  in the same folder, checked (pinned sha256 where one is known, the length the server announced,
+  the archive's own CRCs), then renamed into place. A failed or interrupted download leaves no file
+  under the cache's name; stale temporaries of killed runs are removed later.
+- A cached file is re-hashed on every use and compared with its pin, or else with the sha256
+  recorded beside it (`<file>.sha256`, sha256sum format) when it was verified.
+- A corrupt or truncated file is removed and fetched once more; a second failure raises
+  CorruptDownloadError. Unreachable mirrors raise DownloadError once every mirror was tried.
+- Plain urllib, so file:// and http://127.0.0.1 URLs work as well as https://.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from colabkit.errors import CorruptDownloadError, DownloadError
+from colabkit.provenance import is_colab
+
+CHUNK_BYTES = 1 << 20
+DEFAULT_TIMEOUT_S = 60.0
+ATTEMPTS_PER_MIRROR = 2
+STALE_TEMPORARY_S = 24 * 3600
+COLAB_DATA_DIR = Path("/content/colabkit_data")
+
+
+@dataclass(frozen=True)
+class Remote:
+    """One place a file can be downloaded from, stored in the cache as `filename`.
+
+    `sha256` is a pin: only set it to a digest published by a source you can name
+    (`sha256_source`); without it the digest of the first verified download is recorded instead.
+    """
+
+    url: str
+    filename: str
+    sha256: str | None = None
+    sha256_source: str | None = None
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A verified file in the cache and where it came from."""
+
+    path: Path
+    url: str
+    sha256: str
+    size: int
+    pinned: bool
+    downloaded: bool  # False: served from the cache without network access
+    sha256_source: str | None = None  # where the pin comes from, when pinned
+
+    def provenance(self) -> dict[str, object]:
+        """The file's part of a dataset's provenance record."""
+        return {"url": self.url, "file": self.path.name, "sha256": self.sha256, "sha256_pinned": self.pinned,
+                "sha256_source": self.sha256_source, "bytes": self.size, "downloaded": self.downloaded}
+
+
+class _Unreachable(Exception):
+    """The mirror could not be reached or refused the request (internal)."""
+
+
+class Corrupt(Exception):
+    """A file failed a check; raised by validators, turned into a retry, then an error."""
+
+
+def data_dir() -> Path:
+    """The cache folder: $COLABKIT_DATA, else /content/colabkit_data on Colab, else ~/.cache/colabkit."""
+    configured = os.environ.get("COLABKIT_DATA")
+    if configured:
+        return Path(configured).expanduser()
+    if is_colab():
+        return COLAB_DATA_DIR
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home).expanduser() / "colabkit"
+
+
+def sha256_of(path: str | Path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- validators: raise Corrupt when an archive's own integrity checks fail ---------------------
+
+def check_zip(path: Path) -> None:
+    """Every member of a zip (or .npz) decompresses with a matching CRC."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise Corrupt(f"not a readable zip archive ({exc})") from exc
+    if bad is not None:
+        raise Corrupt(f"zip member {bad!r} fails its CRC check")
+
+
+def check_tar(path: Path) -> None:
+    """Every member of a (compressed) tar archive reads to its end; gzip checks its CRC there."""
+    try:
+        with tarfile.open(path) as archive:
+            for member in archive:
+                if member.isfile():
+                    stream = archive.extractfile(member)
+                    if stream is not None:
+                        while stream.read(CHUNK_BYTES):
+                            pass
+    except (tarfile.TarError, zlib.error, EOFError, OSError) as exc:
+        raise Corrupt(f"not a readable tar archive ({exc})") from exc
+
+
+# --- the cache --------------------------------------------------------------------------------
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _recorded_sha256(path: Path) -> str | None:
+    sidecar = _sidecar(path)
+    if not sidecar.exists():
+        return None
+    text = sidecar.read_text(encoding="utf-8").split()
+    return text[0].lower() if text else None
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Call write(temporary) for a hidden temporary beside `path`, then rename it to `path`."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(handle)
+    try:
+        write(Path(temporary))
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _record_sha256(path: Path, digest: str) -> None:
+    _write_atomic(_sidecar(path), lambda tmp: tmp.write_text(f"{digest}  {path.name}\n", encoding="utf-8"))
+
+
+def _remove(path: Path) -> None:
+    for stale in (path, _sidecar(path)):
+        stale.unlink(missing_ok=True)
+
+
+def _remove_stale_temporaries(folder: Path, filename: str) -> None:
+    """Temporaries left by killed runs; a day-old one cannot belong to a live download."""
+    now = time.time()
+    for temporary in folder.glob(f".{filename}.*.part"):
+        try:
+            if now - temporary.stat().st_mtime > STALE_TEMPORARY_S:
+                temporary.unlink()
+        except FileNotFoundError:
+            pass  # another process cleaned it first
+
+
+def _verify(path: Path, remote: Remote, validate: Callable[[Path], None] | None,
+            expected: str | None = None) -> str:
+    """Return the file's sha256 if it passes its pin (or `expected`) and `validate`; else raise Corrupt."""
+    digest = sha256_of(path)
+    wanted = (remote.sha256 or expected or "").lower() or None
+    if wanted is not None and digest != wanted:
+        raise Corrupt(f"sha256 {digest} differs from the expected {wanted}")
+    if validate is not None and wanted is None:
+        validate(path)  # a known digest already proves the content; otherwise check the archive
+    return digest
+
+
+def _cached(folder: Path, remote: Remote, validate: Callable[[Path], None] | None) -> Fetched | None:
+    """The verified cached copy of `remote`, or None (a corrupt copy is removed)."""
+    path = folder / remote.filename
+    if not path.is_file():
+        return None
+    recorded = _recorded_sha256(path)
+    try:
+        digest = _verify(path, remote, validate if recorded is None else None, expected=recorded)
+    except Corrupt:
+        _remove(path)
+        return None
+    if recorded != digest:
+        _record_sha256(path, digest)
+    return Fetched(path, remote.url, digest, path.stat().st_size, remote.sha256 is not None, downloaded=False,
+                   sha256_source=remote.sha256_source)
+
+
+def _download_to(url: str, target: Path, label: str, timeout_s: float, progress: bool) -> None:
+    """Stream `url` into `target`; raise _Unreachable before the body starts, Corrupt if it breaks off."""
+    from colabkit import __version__
+    from tqdm import tqdm
+
+    request = urllib.request.Request(url, headers={"User-Agent": f"colabkit/{__version__}"})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout_s)  # noqa: S310 - http(s) and file
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise _Unreachable(f"{url}: {getattr(exc, 'reason', None) or exc}") from exc
+    written = 0
+    with response, open(target, "wb") as out:
+        announced = response.headers.get("Content-Length")
+        total = int(announced) if announced and announced.isdigit() else None
+        with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
+                  disable=not progress, file=sys.stderr, mininterval=0.5, leave=False) as bar:
+            try:
+                while chunk := response.read(CHUNK_BYTES):
+                    out.write(chunk)
+                    written += len(chunk)
+                    bar.update(len(chunk))
+            except (http.client.HTTPException, OSError) as exc:  # IncompleteRead, reset, read timeout
+                raise Corrupt(f"the transfer broke off after {written} bytes ({exc!r})") from exc
+        out.flush()
+        os.fsync(out.fileno())
+    if total is not None and written != total:
+        raise Corrupt(f"truncated: {written} of the {total} bytes announced")
+
+
+def fetch(
+    remotes: Sequence[Remote],
+    subdir: str,
+    *,
+    validate: Callable[[Path], None] | None = None,
+    cache_dir: str | Path | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: bool = True,
+) -> Fetched:
+    """Return a verified local copy of the file the mirrors `remotes` serve, downloading if needed.
+
+    The cache (`cache_dir` or `data_dir()`, then `subdir`) is searched for every mirror's file
+    first; only then is the network used, mirror after mirror. Each mirror gets at most
+    ATTEMPTS_PER_MIRROR downloads. `validate(path)` raises `Corrupt` for a file whose archive is
+    damaged. Raises DownloadError when no mirror answered, CorruptDownloadError when one answered
+    with a file that failed verification twice.
+    """
+    if not remotes:
+        raise DownloadError(f"no mirror configured for {subdir!r}")
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else data_dir()
+    folder = folder / subdir
+    folder.mkdir(parents=True, exist_ok=True)
+    for remote in remotes:
+        cached = _cached(folder, remote, validate)
+        if cached is not None:
+            return cached
+    unreachable: list[str] = []
+    corrupt: list[str] = []
+    for remote in remotes:
+        path = folder / remote.filename
+        _remove_stale_temporaries(folder, remote.filename)
+        for attempt in range(1, ATTEMPTS_PER_MIRROR + 1):
+            outcome: dict[str, str] = {}
+
+            def download_and_verify(temporary: Path) -> None:
+                _download_to(remote.url, temporary, remote.filename, timeout_s, progress)
+                outcome["sha256"] = _verify(temporary, remote, validate)
+
+            try:
+                _write_atomic(path, download_and_verify)
+            except _Unreachable as exc:
+                unreachable.append(str(exc))
+                break
+            except Corrupt as exc:
+                corrupt.append(f"{remote.url} (attempt {attempt}): {exc}")
+                continue
+            _record_sha256(path, outcome["sha256"])
+            return Fetched(path, remote.url, outcome["sha256"], path.stat().st_size, remote.sha256 is not None,
+                           downloaded=True, sha256_source=remote.sha256_source)
+    if corrupt:
+        raise CorruptDownloadError(
+            f"{subdir}: the download failed verification and was discarded (nothing was kept in {folder}): "
+            + "; ".join(corrupt) + ("; unreachable: " + "; ".join(unreachable) if unreachable else ""))
+    raise DownloadError(f"{subdir}: no mirror could be reached: " + "; ".join(unreachable)
+                        + " (no network? use data_source='offline', or put the file in "
+                        + f"{folder} by hand)")
+
+
+def url_basename(url: str) -> str:
+    """The unquoted last path segment of a URL ('UCI%20HAR%20Dataset.zip' -> 'UCI HAR Dataset.zip')."""
+    return urllib.parse.unquote(urllib.parse.urlparse(url).path.rsplit("/", 1)[-1])
+
+
+# --- derived caches: arrays computed from a verified file, keyed by its sha256 ------------------
+
+def cached_arrays(path: Path, build: Callable[[], Mapping[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], bool]:
+    """Load the arrays saved at `path` (.npz), or build, save (atomically) and return them.
+
+    Returns (arrays, hit). Name `path` after the sha256 of the file the arrays come from and the
+    version of the code that derives them, so a new file or new processing never reads stale
+    arrays. An unreadable cache file is rebuilt, not trusted.
+    """
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                return {name: stored[name] for name in stored.files}, True
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
+            path.unlink(missing_ok=True)
+    arrays = {name: np.asarray(value) for name, value in build().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(temporary: Path) -> None:
+        with open(temporary, "wb") as stream:
+            np.savez(stream, **arrays)
+
+    _write_atomic(path, save)
+    return arrays, False

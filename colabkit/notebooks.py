@@ -1,0 +1,380 @@
+"""Stamp every notebook (and the README) with the Colab header badge and the bootstrap cell.
+
+What the template owns, and what each notebook keeps:
+- the first markdown cell: the notebook keeps its `# Title` line and its own paragraph; the template
+  owns the Open-in-Colab badge line, placed right under the title and pointing at the notebook's
+  path on the configured repository and ref (colabkit.colab);
+- the bootstrap cell (id `colab-bootstrap`) right after the header, its source rendered from
+  colabkit.colab.BOOTSTRAP_TEMPLATE;
+- metadata: kernelspec python3 and language_info are the template's; Colab's accelerator hint
+  (`accelerator`, `colab.gpuType`) is the notebook's own, kept as it is unless changed on purpose;
+- every other cell, its id and its tags (`parameters` included) stay as they are, stored clean:
+  no outputs, no execution counts, no papermill / Colab run metadata, no injected-parameters cell.
+
+The README carries two generated blocks between `<!-- colabkit:NAME -->` and `<!-- /colabkit:NAME -->`
+markers: `notebooks` (a table of the notebooks with their badges) and `colab-install` (the runtime
+to choose per device and the exact commands the bootstrap issues).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from colabkit.colab import (
+    BADGE_IMAGE, BOOTSTRAP_CELL_ID, BOOTSTRAP_MARKER, COLAB_URL, LIBTPU_INDEX, TENSORFLOW_VERSION,
+    TPU_TENSORFLOW_VERSION, Coordinates, bootstrap_source, configured, install_commands,
+)
+from colabkit.errors import NotebookTemplateError
+
+NOTEBOOKS_DIR = "notebooks"
+README = "README.md"
+
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+# Colab's runtime-type values as its "Change runtime type" dialog saves them (metadata.colab.gpuType).
+COLAB_RUNTIME_TYPES = {"T4": ("GPU", "T4 GPU"), "L4": ("GPU", "L4 GPU"), "A100": ("GPU", "A100 GPU"),
+                       "V28": ("TPU", "v2-8 TPU"), "V5E1": ("TPU", "v5e-1 TPU")}
+ACCELERATORS = ("GPU", "TPU")
+_KEPT_COLAB_KEYS = ("gpuType", "toc_visible")
+# Cell metadata written by a run (papermill, Colab, Jupyter's execution timing), never by an author.
+_RUN_CELL_METADATA = ("papermill", "execution", "colab", "outputId", "executionInfo", "colab_type")
+_RUN_NOTEBOOK_METADATA = ("papermill", "widgets")
+
+# Any Open-in-Colab link: a Markdown badge, an HTML <a><img></a> badge, or a bare URL.
+_BADGE_MARKDOWN = re.compile(r"\[!\[[^\]]*\]\(" + re.escape(BADGE_IMAGE) + r"\)\]\([^)\s]*\)")
+_BADGE_HTML = re.compile(r"<a\s[^>]*href=\"" + re.escape(COLAB_URL) + r"/[^\"]*\"[^>]*>\s*<img\s[^>]*"
+                         + re.escape(BADGE_IMAGE) + r"[^>]*>\s*</a>", flags=re.IGNORECASE)
+COLAB_LINK = re.compile(re.escape(COLAB_URL) + r"/[^\s)\"'<>]+")
+
+
+@dataclass(frozen=True)
+class AcceleratorHint:
+    """Colab's hint for which runtime a notebook opens with: accelerator GPU/TPU and gpuType, or none."""
+
+    accelerator: str | None = None
+    runtime_type: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> AcceleratorHint:
+        """'cpu' or 'none' (no hint), 'GPU', 'GPU:T4', 'TPU:V28', 'TPU:V5E1'..."""
+        kind, _, runtime_type = text.strip().partition(":")
+        if kind.lower() in ("cpu", "none", ""):
+            if runtime_type:
+                raise NotebookTemplateError(f"accelerator {text!r}: a CPU runtime takes no type")
+            return cls()
+        kind = kind.upper()
+        if kind not in ACCELERATORS:
+            raise NotebookTemplateError(f"accelerator {text!r}: expected cpu, GPU[:TYPE] or TPU[:TYPE]")
+        runtime_type = runtime_type.upper() or None
+        if runtime_type is not None and COLAB_RUNTIME_TYPES.get(runtime_type, ("",))[0] != kind:
+            choices = ", ".join(f"{kind}:{name}" for name, (owner, _) in COLAB_RUNTIME_TYPES.items() if owner == kind)
+            raise NotebookTemplateError(f"accelerator {text!r}: unknown {kind} runtime type (known: {choices})")
+        return cls(kind, runtime_type)
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> AcceleratorHint:
+        """The hint a notebook's metadata carries (as Colab saves it)."""
+        accelerator = metadata.get("accelerator")
+        runtime_type = (metadata.get("colab") or {}).get("gpuType")
+        return cls(accelerator if accelerator in ACCELERATORS else None, runtime_type if accelerator else None)
+
+    def label(self) -> str:
+        """What to pick in Colab's Runtime > Change runtime type dialog."""
+        if self.accelerator is None:
+            return "CPU"
+        if self.runtime_type:
+            return COLAB_RUNTIME_TYPES.get(self.runtime_type, (self.accelerator, f"{self.runtime_type} {self.accelerator}"))[1]
+        return f"any {self.accelerator}"
+
+
+@dataclass
+class NotebookInfo:
+    """What the README's table says about one notebook."""
+
+    name: str
+    path: str
+    title: str
+    hint: AcceleratorHint
+
+
+@dataclass
+class StampResult:
+    """What `stamp_repository` found or changed (paths relative to the repository root)."""
+
+    changed: list[str] = field(default_factory=list)
+    notebooks: list[NotebookInfo] = field(default_factory=list)
+
+
+def discover(root: str | Path = ".") -> list[Path]:
+    """Every notebook under ROOT/notebooks/ (not hidden files, not checkpoints), sorted by name."""
+    folder = Path(root) / NOTEBOOKS_DIR
+    return sorted(path for path in folder.glob("*.ipynb") if not path.name.startswith("."))
+
+
+# --- one notebook ------------------------------------------------------------------------------
+
+def _text(source: Any) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _is_link_only(cell: Any) -> bool:
+    """Colab's "include a link to Colab" cell: markdown holding nothing but an Open-in-Colab badge."""
+    if cell.cell_type != "markdown":
+        return False
+    rest = _BADGE_HTML.sub("", _BADGE_MARKDOWN.sub("", _text(cell.source)))
+    return rest.strip() == "" and rest != _text(cell.source)
+
+
+def _is_bootstrap(cell: Any) -> bool:
+    return cell.cell_type == "code" and (
+        cell.get("id") == BOOTSTRAP_CELL_ID or _text(cell.source).startswith(BOOTSTRAP_MARKER))
+
+
+def header_title(cell: Any, where: str) -> str:
+    """The title of a header cell ('# Title' on its first non-empty line); NotebookTemplateError if none."""
+    lines = [line for line in _text(cell.source).splitlines() if line.strip()]
+    if cell.cell_type != "markdown" or not lines or not re.match(r"# \S", lines[0]):
+        raise NotebookTemplateError(
+            f"{where}: the first cell must be a markdown cell whose first line is '# <title>' "
+            "(the notebook's own title and paragraph; the stamp adds the Colab badge under the title)")
+    return lines[0][2:].strip()
+
+
+def stamp_header(source: str, badge: str) -> str:
+    """The header text with every Open-in-Colab badge removed and `badge` placed under the title.
+
+    The notebook's own lines are kept as they are; only lines that held nothing but a badge go
+    (with the blank line they leave behind).
+    """
+    kept: list[str] = []
+    dropped_line = False
+    for line in source.splitlines():
+        cleaned = _BADGE_HTML.sub("", _BADGE_MARKDOWN.sub("", line))
+        if cleaned != line and not cleaned.strip():
+            dropped_line = True
+            continue
+        if dropped_line and not line.strip() and kept and not kept[-1].strip():
+            continue  # the blank line that followed the dropped badge
+        dropped_line = False
+        kept.append(line if cleaned == line else cleaned.rstrip())
+    while kept and not kept[0].strip():
+        kept.pop(0)
+    title, body = kept[0], "\n".join(kept[1:]).strip("\n")
+    return f"{title}\n\n{badge}" + (f"\n\n{body}" if body else "")
+
+
+def _clean_cell(cell: Any) -> None:
+    for key in _RUN_CELL_METADATA:
+        cell.metadata.pop(key, None)
+    if cell.cell_type == "code":
+        cell.outputs = []
+        cell.execution_count = None
+
+
+def _unique_id(wanted: str, taken: set[str]) -> str:
+    candidate, suffix = wanted, 1
+    while candidate in taken:
+        suffix += 1
+        candidate = f"{wanted}-{suffix}"
+    taken.add(candidate)
+    return candidate
+
+
+def stamp_notebook(notebook: Any, path: str, coordinates: Coordinates | None = None,
+                   hint: AcceleratorHint | None = None) -> Any:
+    """A stamped copy of `notebook` (an nbformat v4 node) whose repository path is `path`.
+
+    `hint` replaces the notebook's Colab accelerator hint; None keeps the one it has.
+    Raises NotebookTemplateError if the notebook has no title cell.
+    """
+    coordinates = coordinates or configured()
+    stamped = copy.deepcopy(notebook)
+    cells = [cell for cell in stamped.cells
+             if not _is_bootstrap(cell) and not _is_link_only(cell)
+             and "injected-parameters" not in cell.get("metadata", {}).get("tags", [])]
+    if not cells:
+        raise NotebookTemplateError(f"{path}: the notebook has no cells; it needs at least a '# <title>' markdown cell")
+    header_title(cells[0], path)
+    cells[0].source = stamp_header(_text(cells[0].source), coordinates.badge(path))
+    bootstrap = nbformat.v4.new_code_cell(bootstrap_source(coordinates))  # the template owns all of it
+    cells.insert(1, bootstrap)
+
+    # nbformat 4.5 gives every cell an id; cells without one get a stable id from their position.
+    stamped.nbformat, stamped.nbformat_minor = 4, max(int(stamped.get("nbformat_minor", 5)), 5)
+    taken = {BOOTSTRAP_CELL_ID}
+    for index, cell in enumerate(cells):
+        if cell is bootstrap:
+            cell.id = BOOTSTRAP_CELL_ID
+        else:
+            cell.id = _unique_id(cell.get("id") or f"cell-{index}", taken)
+        _clean_cell(cell)
+    stamped.cells = cells
+
+    metadata = stamped.metadata
+    for key in _RUN_NOTEBOOK_METADATA:
+        metadata.pop(key, None)
+    metadata["kernelspec"] = dict(KERNELSPEC)
+    metadata["language_info"] = {"name": "python"}
+    hint = hint if hint is not None else AcceleratorHint.of(metadata)
+    colab = {key: value for key, value in (metadata.get("colab") or {}).items() if key in _KEPT_COLAB_KEYS}
+    colab.pop("gpuType", None)
+    metadata.pop("accelerator", None)
+    if hint.accelerator:
+        metadata["accelerator"] = hint.accelerator
+        if hint.runtime_type:
+            colab["gpuType"] = hint.runtime_type
+    if colab or hint.accelerator:
+        metadata["colab"] = {"provenance": [], **colab}
+    else:
+        metadata.pop("colab", None)
+    return stamped
+
+
+def notebook_text(notebook: Any) -> str:
+    """A notebook as stored in the repository: nbformat's JSON layout and a final newline."""
+    return nbformat.writes(notebook) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+# --- the README ----------------------------------------------------------------------------------
+
+def _block(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- colabkit:{name}\b[^>]*-->\n)(.*?)(<!-- /colabkit:{name} -->)", flags=re.DOTALL)
+
+
+def notebooks_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str:
+    """The README's table of notebooks: name, title, badge, runtime it opens with."""
+    rows = ["| notebook | what it is | open | Colab runtime it asks for |", "|---|---|---|---|"]
+    for info in notebooks:
+        rows.append(f"| [`{info.name}`]({info.path}) | {info.title.replace('|', '/')} | "
+                    f"{coordinates.badge(info.path)} | {info.hint.label()} |")
+    return "\n".join(rows) + "\n"
+
+
+def install_section(coordinates: Coordinates) -> str:
+    """The README's runtime table and the exact commands the bootstrap issues on each runtime."""
+    commands = install_commands(coordinates)  # CPU and GPU runtimes get the same commands
+    colabkit_line = commands["cpu"][0]
+    return "\n".join([
+        "| device | pick in Runtime > Change runtime type | the bootstrap cell installs, only what is missing |",
+        "|---|---|---|",
+        f"| CPU | CPU (older menus: None) | colabkit; `tensorflow=={TENSORFLOW_VERSION}` if the image has no TensorFlow |",
+        f"| GPU | T4 GPU (free tier), L4 GPU or A100 GPU | colabkit; `tensorflow=={TENSORFLOW_VERSION}` if the image has no TensorFlow |",
+        f"| TPU | v2-8 TPU or v5e-1 TPU (TPU VM runtimes) | colabkit; `tensorflow=={TPU_TENSORFLOW_VERSION}` then "
+        f"`tensorflow-tpu=={TPU_TENSORFLOW_VERSION}` (Colab's TPU images ship no TensorFlow) |",
+        "",
+        "The exact commands (`python` is the notebook's own interpreter, `sys.executable`):",
+        "",
+        "```bash",
+        "# every runtime, when colabkit is not installed (the cell itself does this)",
+        colabkit_line,
+        "# CPU and GPU runtimes, when the image has no TensorFlow (Colab's CPU/GPU images ship one)",
+        *commands["cpu"][1:],
+        "# TPU runtimes, when tensorflow-tpu is not installed: tensorflow first, then the TPU build over it",
+        *commands["tpu"][1:],
+        "```",
+        "",
+        f"tensorflow-tpu's newest release is {TPU_TENSORFLOW_VERSION}, so TPU runs use TensorFlow "
+        f"{TPU_TENSORFLOW_VERSION}",
+        f"while CPU and GPU runs use the tested {TENSORFLOW_VERSION}; every record's `software` section "
+        "says which ran.",
+        f"The `-f` index ({LIBTPU_INDEX}) is where Google publishes the libtpu builds for TensorFlow.",
+        "",
+    ])
+
+
+def stamp_readme(text: str, notebooks: list[NotebookInfo], coordinates: Coordinates, where: str = README) -> str:
+    """README text with its generated blocks rewritten; NotebookTemplateError if a block is missing."""
+    for name, body in (("notebooks", notebooks_table(notebooks, coordinates)),
+                       ("colab-install", install_section(coordinates))):
+        pattern = _block(name)
+        if not pattern.search(text):
+            raise NotebookTemplateError(
+                f"{where}: no generated block '{name}': add the lines `<!-- colabkit:{name} -->` and "
+                f"`<!-- /colabkit:{name} -->` where it belongs")
+        text = pattern.sub(lambda match: match.group(1) + body + match.group(3), text, count=1)
+    return text
+
+
+# --- the repository ------------------------------------------------------------------------------
+
+def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = None, check: bool = False,
+                     hints: dict[str, AcceleratorHint] | None = None) -> StampResult:
+    """Stamp every notebook under ROOT/notebooks/ and the README's generated blocks.
+
+    With `check`, nothing is written: `changed` lists the files that differ from the template
+    (drifted). `hints` maps a notebook name to a new Colab accelerator hint. Every notebook is
+    stamped in memory before anything is written, so one bad notebook changes nothing.
+    """
+    root, coordinates, hints = Path(root), coordinates or configured(), dict(hints or {})
+    paths = discover(root)
+    if not paths:
+        raise NotebookTemplateError(f"no notebooks under {root / NOTEBOOKS_DIR}")
+    unknown = sorted(set(hints) - {path.stem for path in paths})
+    if unknown:
+        raise NotebookTemplateError(f"no notebook named {', '.join(unknown)} under {root / NOTEBOOKS_DIR}")
+    result, writes = StampResult(), []
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        original = path.read_text(encoding="utf-8")
+        try:
+            notebook = nbformat.reads(original, as_version=4)
+        except Exception as exc:  # noqa: BLE001 - nbformat raises several unrelated types for bad JSON
+            raise NotebookTemplateError(f"{relative}: not a readable notebook ({exc})") from exc
+        stamped = stamp_notebook(notebook, relative, coordinates, hints.get(path.stem))
+        result.notebooks.append(NotebookInfo(path.stem, relative, header_title(stamped.cells[0], relative),
+                                             AcceleratorHint.of(stamped.metadata)))
+        text = notebook_text(stamped)
+        if text != original:
+            result.changed.append(relative)
+            writes.append((path, text))
+    readme = root / README
+    if not readme.exists():
+        raise NotebookTemplateError(f"{readme}: missing; the notebooks table and Colab install notes live there")
+    original = readme.read_text(encoding="utf-8")
+    text = stamp_readme(original, result.notebooks, coordinates, README)
+    if text != original:
+        result.changed.append(README)
+        writes.append((readme, text))
+    if not check:
+        for path, text in writes:
+            _write_atomic(path, text)
+    return result
+
+
+def colab_links(root: str | Path = ".") -> list[tuple[str, str]]:
+    """Every Open-in-Colab URL in the README and in the notebooks' cells: (file, URL) pairs."""
+    root = Path(root)
+    texts = []
+    if (root / README).exists():
+        texts.append((README, (root / README).read_text(encoding="utf-8")))
+    for path in discover(root):
+        notebook = nbformat.read(path, as_version=4)
+        texts.append((path.relative_to(root).as_posix(), "\n".join(_text(cell.source) for cell in notebook.cells)))
+    return [(where, url) for where, text in texts for url in COLAB_LINK.findall(text)]
+
+
+def broken_links(root: str | Path = ".", coordinates: Coordinates | None = None) -> list[str]:
+    """Problems with the Colab URLs: not on the configured repository and ref, or no such notebook."""
+    root, coordinates = Path(root), coordinates or configured()
+    prefix = coordinates.notebook_url("")
+    problems = []
+    for where, url in colab_links(root):
+        if not url.startswith(prefix):
+            problems.append(f"{where}: {url} is not on {coordinates.repository}@{coordinates.ref}")
+            continue
+        target = url[len(prefix):]
+        if not (target.endswith(".ipynb") and (root / target).is_file()):
+            problems.append(f"{where}: {url} points at {target}, which is not a notebook in the repository")
+    return problems

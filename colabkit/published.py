@@ -1,0 +1,57 @@
+"""The seeds' published figures, so notebooks and reports can show them beside our measurements.
+
+Each table says where it comes from (../shared/SOURCES.md collects the checked facts). They are
+other people's numbers on other hardware and software: shown for comparison, never mixed into
+our results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Seed 003 (Alyafeai, GPUvsTPU notebook, 2018): K80 GPU vs TPU v2-8, Keras on TF 1.x, 10 epochs,
+# first epoch left out. Per-sample time: old Keras printed microseconds per *sample*.
+SEED_003_MNIST_CNN: dict[int, dict[str, dict[str, float]]] = {
+    256: {"gpu": {"epoch_time_s": 6, "sample_time_us": 94}, "tpu": {"epoch_time_s": 6, "sample_time_us": 97}},
+    512: {"gpu": {"epoch_time_s": 5, "sample_time_us": 82}, "tpu": {"epoch_time_s": 3, "sample_time_us": 58}},
+    1024: {"gpu": {"epoch_time_s": 4, "sample_time_us": 79}, "tpu": {"epoch_time_s": 2, "sample_time_us": 37}},
+}
+SEED_003_SOURCE = "seed 003 (Alyafeai, GPUvsTPU notebook): Tesla K80 vs TPU v2-8, Keras/TF 1.x, mean of epochs 2-10"
+
+# Seed 001 (Colab 2018 TPU benchmark, N=4096, COUNT=100). The author warns these hold errors:
+# 15.70 TFLOPS exceeds a K80's datasheet peak.
+SEED_001_MATMUL: dict[str, dict[str, float]] = {
+    "cpu": {"tflops": 0.53, "tflops_low": 0.47},
+    "gpu": {"tflops": 15.70},  # "K80", 29x over CPU
+    "tpu": {"tflops_cold": 35.47, "tflops_warm": 158.91},  # TPU v2-8: 75x cold, 338x warm over CPU
+}
+SEED_001_SOURCE = "seed 001 (Colab 2018 tpu.ipynb adaptation): N=4096, COUNT=100; CPU 0.47-0.53, K80 15.70, TPU v2-8 35.47 cold / 158.91 warm"
+
+# Seed 002: one CNN on MNIST, same hyperparameters, three frameworks; total training time, test accuracy.
+SEED_002_FRAMEWORKS: dict[tuple[str, str], dict[str, float]] = {
+    ("tensorflow", "cpu"): {"train_time_s": 1286.5, "test_accuracy": 0.9275},
+    ("tensorflow", "gpu"): {"train_time_s": 77.8, "test_accuracy": 0.9294},
+    ("tensorflow", "tpu"): {"train_time_s": 268.8, "test_accuracy": 0.964},
+    ("torch", "cpu"): {"train_time_s": 3961.7, "test_accuracy": 0.9434},
+    ("torch", "gpu"): {"train_time_s": 751.8, "test_accuracy": 0.9438},
+    ("jax", "gpu"): {"train_time_s": 95.0, "test_accuracy": 0.979},
+}
+SEED_002_SOURCE = "seed 002 (Ragab & Ragab): one MNIST CNN in TF, PyTorch, JAX; empty cells were never run"
+
+# Seed 000 (Kimm, Paik, Kimm, MCSoC 2021): claims, not a table of numbers.
+SEED_000_CLAIMS = (
+    "CPU 25x slower than GPU/TPU at 128 units; 55x at 256 units",
+    "TPU better with large batches and many units; GPU better with small ones",
+)
+SEED_000_SOURCE = "seed 000 (Kimm, Paik, Kimm, MCSoC 2021): dBLSTM on UCI HAR, batch 64/128, 30 epochs"
+
+# Hvass-Labs tutorial #23 (the weather GRU seed 001 derived from): GTX 1070.
+HVASS_WEATHER = {"test_loss": 0.0022, "epoch_time_s": 150.0}
+HVASS_SOURCE = "Hvass-Labs TensorFlow tutorial #23: test loss ~0.0022, ~2.5 min/epoch on a GTX 1070"
+
+
+def seed_003_rows(batch_size: int) -> list[dict[str, Any]]:
+    """Seed 003's figures for one batch size as table rows (empty if it did not measure it)."""
+    published = SEED_003_MNIST_CNN.get(int(batch_size), {})
+    return [{"source": f"seed 003, {device.upper()} ({'K80' if device == 'gpu' else 'TPU v2-8'})",
+             "batch_size": batch_size, **figures} for device, figures in published.items()]

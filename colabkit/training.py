@@ -1,0 +1,270 @@
+"""Training-time measurement shared by every training notebook: a Keras callback and its figures.
+
+`TrainingTimer` records the wall time of every epoch and every step (every execution when
+`steps_per_execution` > 1, divided by the steps it ran), keeps validation apart from training, and
+forces the device to finish before reading the clock where a figure ends: the end of training in an
+epoch, and the end of the epoch. Steps are not synchronised one by one (that would itself slow
+training down), so a step's interval is when the host dispatched it, and the host may run a few
+steps ahead of the device. The headline figures therefore come from synchronised clocks only: the
+steady step time is a steady epoch's training time divided by its steps (it includes the epoch's
+share of starting the input pipeline); the dispatch intervals are kept for their distribution.
+
+The first epoch (tracing, XLA or TPU compilation, input pipeline warm-up) is reported on its own;
+steady-state figures are medians over the later epochs, with their spread.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import keras
+
+from colabkit.timing import block_until_ready, summarize
+
+
+def _now() -> float:
+    return time.perf_counter_ns() / 1e9
+
+
+@dataclass
+class EpochTiming:
+    """Wall times of one epoch, in seconds."""
+
+    epoch: int
+    epoch_s: float = math.nan  # begin to end of the epoch, validation included (Keras's own epoch time)
+    train_s: float = math.nan  # the training steps alone
+    validation_s: float = 0.0  # from the end of training to the end of the epoch (0 without validation)
+    steps: int = 0
+    step_s: list[float] = field(default_factory=list)  # per step, one entry per step
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "epoch_s": self.epoch_s, "train_s": self.train_s,
+                "validation_s": self.validation_s, "steps": self.steps,
+                "step_s": [round(seconds, 7) for seconds in self.step_s]}
+
+
+def _median(values: list[float]) -> float | None:
+    return summarize(values)["median"]  # type: ignore[return-value]
+
+
+class TrainingTimer(keras.callbacks.Callback):
+    """Times `model.fit`: epochs, steps, validation; first epoch apart from the steady state.
+
+    Args:
+        global_batch_size: samples per step over all replicas (per-sample figures divide by it).
+        target_accuracy: `time_to_accuracy_s` is the time from the start of fit to the end of the
+            first epoch whose `monitor` value reached this; None disables it.
+        monitor: the logged metric compared with `target_accuracy` (validation accuracy by default).
+    """
+
+    def __init__(self, global_batch_size: int, target_accuracy: float | None = None,
+                 monitor: str = "val_accuracy") -> None:
+        super().__init__()
+        if global_batch_size < 1:
+            raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
+        self.global_batch_size = int(global_batch_size)
+        self.target_accuracy = target_accuracy
+        self.monitor = monitor
+        self.epochs: list[EpochTiming] = []
+        self.train_time_s: float | None = None
+        self.time_to_accuracy_s: float | None = None
+        self._fit_start = self._epoch_start = self._last_step_end = self._validation_start = 0.0
+        self._execution_begin = 0
+        self._current: EpochTiming | None = None
+
+    # --- forcing completion -------------------------------------------------------------------
+
+    def _finish_device_work(self, logs: dict[str, Any] | None = None) -> None:
+        """Wait until the model's queued work is done: reading the step counter (updated by the
+        last train step) and the logged values copies them to the host."""
+        block_until_ready(logs)
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is not None and getattr(optimizer, "iterations", None) is not None:
+            keras.ops.convert_to_numpy(optimizer.iterations)
+
+    # --- Keras hooks --------------------------------------------------------------------------
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self.epochs, self.train_time_s, self.time_to_accuracy_s = [], None, None
+        self._fit_start = _now()
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._current = EpochTiming(epoch=epoch)
+        self._epoch_start = self._last_step_end = _now()
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._execution_begin = batch
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        now = _now()
+        if self._current is None:
+            return
+        # Keras calls this once per execution with the index of its last step.
+        steps = max(1, batch - self._execution_begin + 1)
+        per_step = (now - self._last_step_end) / steps
+        self._current.step_s.extend([per_step] * steps)
+        self._current.steps += steps
+        self._last_step_end = now
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._current is None:  # an evaluate() outside fit: not ours to time
+            return
+        self._finish_device_work()
+        self._validation_start = _now()
+        self._current.train_s = self._validation_start - self._epoch_start
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._finish_device_work(logs)
+        now = _now()
+        current = self._current
+        if current is None:
+            return
+        current.epoch_s = now - self._epoch_start
+        if math.isnan(current.train_s):  # no validation this epoch
+            current.train_s = current.epoch_s
+        else:  # validation and the epoch's bookkeeping after it: all that is not training
+            current.validation_s = now - self._validation_start
+        self.epochs.append(current)
+        self._current = None
+        value = (logs or {}).get(self.monitor)
+        if (self.target_accuracy is not None and self.time_to_accuracy_s is None and value is not None
+                and float(value) >= self.target_accuracy):
+            self.time_to_accuracy_s = now - self._fit_start
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._finish_device_work(logs)
+        self.train_time_s = _now() - self._fit_start
+
+    # --- results ------------------------------------------------------------------------------
+
+    @property
+    def steady_epochs(self) -> list[EpochTiming]:
+        """The epochs after the first: the steady state (empty if fit ran one epoch)."""
+        return self.epochs[1:]
+
+    def metrics(self) -> dict[str, Any]:
+        """The figures a record's `metrics` holds. Steady-state figures are None after one epoch:
+        with nothing but the compile epoch there is no steady state to report."""
+        if not self.epochs:
+            raise RuntimeError("TrainingTimer has no epochs: was it passed to model.fit(callbacks=...)?")
+        steady = self.steady_epochs
+        epoch_steady = _median([e.epoch_s for e in steady])
+        train_steady = _median([e.train_s for e in steady])
+        step_steady = _median([e.train_s / e.steps for e in steady if e.steps])
+        dispatch_steady = _median([s for e in steady for s in e.step_s])
+        samples_per_epoch = _median([e.steps * self.global_batch_size for e in steady])
+        return {
+            "epochs_run": len(self.epochs),
+            "epoch_time_first_s": self.epochs[0].epoch_s,
+            "epoch_time_steady_s": epoch_steady,
+            "epoch_time_steady_std_s": summarize([e.epoch_s for e in steady])["std"],
+            "train_epoch_time_steady_s": train_steady,
+            "validation_time_steady_s": _median([e.validation_s for e in steady]),
+            "step_time_steady_ms": step_steady * 1e3 if step_steady is not None else None,
+            "step_dispatch_interval_median_ms": dispatch_steady * 1e3 if dispatch_steady is not None else None,
+            "sample_time_steady_us": step_steady * 1e6 / self.global_batch_size if step_steady is not None else None,
+            "samples_per_s": samples_per_epoch / train_steady if train_steady else None,
+            "train_time_s": self.train_time_s,
+            "time_to_accuracy_s": self.time_to_accuracy_s,
+            "target_accuracy": self.target_accuracy,
+            "global_batch_size": self.global_batch_size,
+        }
+
+    def timings(self) -> dict[str, Any]:
+        """The raw times a record's `timings` holds: every epoch, with every step."""
+        return {
+            "epochs": [epoch.as_dict() for epoch in self.epochs],
+            "epoch_s_steady": summarize([e.epoch_s for e in self.steady_epochs]),
+            "train_s_steady": summarize([e.train_s for e in self.steady_epochs]),
+            "step_s_steady": summarize([e.train_s / e.steps for e in self.steady_epochs if e.steps]),
+            "step_dispatch_interval_s_steady": summarize([s for e in self.steady_epochs for s in e.step_s]),
+            "first_epoch_excluded": True,
+            "step_s_is": "steady epoch training time / steps (synchronised)",
+            "epochs_step_s_is": "interval between consecutive step dispatches on the host (not synchronised)",
+        }
+
+
+# --- set-up shared by the training notebooks -------------------------------------------------
+
+MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
+BATCH_SIZE_MEANINGS = ("per_replica", "global")
+
+
+def set_precision(mixed_precision: str) -> str:
+    """Set Keras's global dtype policy from a notebook parameter; return the policy's name."""
+    if mixed_precision not in MIXED_PRECISION_CHOICES:
+        raise ValueError(f"mixed_precision must be one of {', '.join(MIXED_PRECISION_CHOICES)}, got {mixed_precision!r}")
+    policy = "float32" if mixed_precision == "none" else mixed_precision
+    keras.mixed_precision.set_global_policy(policy)
+    return policy
+
+
+def batch_sizes(batch_size: int, replicas: int, batch_size_is: str = "per_replica") -> tuple[int, int]:
+    """(per-replica, global) batch sizes. `batch_size_is` says which of the two `batch_size` is.
+
+    A global batch must split evenly across replicas: every replica gets the same static shape.
+    """
+    if batch_size_is not in BATCH_SIZE_MEANINGS:
+        raise ValueError(f"batch_size_is must be one of {', '.join(BATCH_SIZE_MEANINGS)}, got {batch_size_is!r}")
+    if batch_size < 1 or replicas < 1:
+        raise ValueError(f"batch_size and replicas must be >= 1, got {batch_size} and {replicas}")
+    if batch_size_is == "per_replica":
+        return batch_size, batch_size * replicas
+    if batch_size % replicas:
+        raise ValueError(f"a global batch of {batch_size} does not split evenly over {replicas} replicas")
+    return batch_size // replicas, batch_size
+
+
+def make_dataset(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = False, seed: int = 0,
+                 static_shapes: bool = False):
+    """A tf.data pipeline: (shuffle,) batch, prefetch.
+
+    Training (`shuffle=True`) drops the last partial batch when `static_shapes` (TPUs need every
+    batch the same shape). Evaluation never drops samples: with `static_shapes` the last batch is
+    padded with zero-weight samples (dataset elements are then (x, y, sample_weight)), so every
+    real sample counts exactly once and padding counts for nothing.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    count = len(x)
+    if shuffle:
+        data = (x,) if y is None else (x, y)
+        dataset = tf.data.Dataset.from_tensor_slices(data).shuffle(count, seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.batch(batch_size, drop_remainder=static_shapes)
+    else:
+        padding = (-count) % batch_size if static_shapes else 0
+        if padding:
+            weights = np.concatenate([np.ones(count, "float32"), np.zeros(padding, "float32")])
+            x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
+            if y is not None:
+                y = np.concatenate([y, np.zeros((padding, *y.shape[1:]), y.dtype)])
+            data = (x,) if y is None else (x, y, weights)
+        else:
+            data = (x,) if y is None else (x, y)
+        dataset = tf.data.Dataset.from_tensor_slices(data).batch(batch_size, drop_remainder=static_shapes)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def predict_all(model: Any, x: Any, *, batch_size: int, static_shapes: bool = False):
+    """Model outputs for every sample of `x`, in order, as a NumPy array (padding removed)."""
+    outputs = model.predict(make_dataset(x, batch_size=batch_size, static_shapes=static_shapes), verbose=0)
+    return outputs[: len(x)]
+
+
+def describe_timing(metrics: dict[str, Any]) -> str:
+    """One human line from TrainingTimer.metrics(): first epoch, steady state, throughput."""
+    def seconds(key: str) -> str:
+        value = metrics.get(key)
+        return "n/a" if value is None else f"{value:.2f} s"
+
+    if metrics.get("epoch_time_steady_s") is None:
+        return (f"first epoch {seconds('epoch_time_first_s')}; only one epoch ran, so there is no "
+                "steady state to report (run 2 or more epochs)")
+    return (f"first epoch {seconds('epoch_time_first_s')}; steady: epoch {seconds('epoch_time_steady_s')} "
+            f"(training {seconds('train_epoch_time_steady_s')}, validation {seconds('validation_time_steady_s')}), "
+            f"step {metrics['step_time_steady_ms']:.2f} ms, {metrics['sample_time_steady_us']:.1f} us/sample, "
+            f"{metrics['samples_per_s']:.0f} samples/s")

@@ -1,0 +1,68 @@
+"""The CNN-MNIST notebook through papermill with smoke parameters on the offline data."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from colabkit.results import read_record
+from conftest import execute_notebook
+
+pytestmark = pytest.mark.notebook
+
+# Hand-derived parameter count of seed 003's CNN:
+#   Conv2D(64, 2x2) on 1 channel:  2*2*1*64 + 64     =    320
+#   Conv2D(32, 2x2) on 64 channels: 2*2*64*32 + 32   =  8,224
+#   Dense(256) on 7*7*32 = 1,568:   1568*256 + 256   = 401,664
+#   Dense(10):                      256*10 + 10      =  2,570
+SEED_003_CNN_PARAMS = 320 + 8_224 + 401_664 + 2_570  # 412,778
+
+
+def check_training_record(record, epochs: int, global_batch: int, train_samples: int):
+    metrics, timing = record["metrics"], record["timings"]
+    per_epoch = timing["epochs"]
+    assert len(per_epoch) == epochs == metrics["epochs_run"]
+    assert metrics["global_batch_size"] == global_batch
+    steps = train_samples // global_batch if record["device"]["kind"] == "tpu" else -(-train_samples // global_batch)
+    assert all(epoch["steps"] == steps and len(epoch["step_s"]) == steps for epoch in per_epoch)
+    # the first epoch (tracing, compiling) is reported alone and kept out of the steady state
+    assert metrics["epoch_time_first_s"] == per_epoch[0]["epoch_s"]
+    assert metrics["epoch_time_steady_s"] == pytest.approx(statistics.median(e["epoch_s"] for e in per_epoch[1:]))
+    # the headline step time comes from synchronised epoch clocks: steady training time / steps
+    assert metrics["step_time_steady_ms"] == pytest.approx(
+        1e3 * statistics.median(e["train_s"] / e["steps"] for e in per_epoch[1:]))
+    assert metrics["train_epoch_time_steady_s"] == pytest.approx(steps * metrics["step_time_steady_ms"] / 1e3)
+    # each step was dispatched within its epoch's training time
+    assert all(0 < sum(e["step_s"]) <= e["train_s"] for e in per_epoch)
+    assert metrics["sample_time_steady_us"] == pytest.approx(metrics["step_time_steady_ms"] * 1e3 / global_batch)
+    assert all(e["train_s"] + e["validation_s"] == pytest.approx(e["epoch_s"]) for e in per_epoch)
+    assert all(e["validation_s"] > 0 for e in per_epoch)  # validation ran, and was timed apart
+
+
+def test_cpu_smoke_run_on_offline_mnist(tmp_path):
+    executed, record_path = execute_notebook(
+        "cnn_mnist", tmp_path, device="cpu", batch_size=128, epochs=3, train_samples=1024, test_samples=256,
+        data_source="offline", target_accuracy=0.0)
+    record = read_record(record_path)
+    assert record["status"] == "ok" and record["data"]["source"] == "offline"
+    metrics = record["metrics"]
+    assert metrics["params"] == SEED_003_CNN_PARAMS
+    check_training_record(record, epochs=3, global_batch=128, train_samples=1024)
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] > 0
+    assert metrics["time_to_accuracy_s"] == pytest.approx(record["timings"]["epochs"][0]["epoch_s"], rel=0.5)
+    assert sum(sum(row) for row in record["evaluation"]["confusion_matrix"]) == 256  # every test digit scored once
+    assert len(record["history"]["val_accuracy"]) == 3
+    images = [o for cell in executed.cells for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) >= 2  # training curves and the confusion matrix
+    assert "offline" in str([o for cell in executed.cells for o in cell.get("outputs", [])]).lower()
+
+
+def test_two_logical_cpu_replicas_double_the_global_batch(tmp_path):
+    _, record_path = execute_notebook(
+        "cnn_mnist", tmp_path, device="cpu:2", batch_size=64, epochs=2, train_samples=512, test_samples=128,
+        data_source="offline")
+    record = read_record(record_path)
+    assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
+    assert record["metrics"]["batch_size_per_replica"] == 64
+    check_training_record(record, epochs=2, global_batch=128, train_samples=512)

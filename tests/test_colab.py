@@ -1,0 +1,271 @@
+"""The Colab bootstrap on fake runtimes: a fake `google.colab` module, a fake nvidia-smi, fake TPU
+device files and a fake pip runner. No network: nothing here runs a real install."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import colabkit.colab as colab
+import colabkit.device as device
+from colabkit.colab import (
+    Coordinates, bootstrap, bootstrap_source, colab_runtime_info, in_colab, install_commands, install_plan,
+    run_pip, runtime_accelerator,
+)
+from colabkit.errors import BootstrapError, CoordinatesError
+from conftest import REPO
+
+LIBTPU = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
+COLABKIT_FROM_GITHUB = "git+https://github.com/colabkit/colabkit@main"
+RELEASE_TAG = "release-colab_20260310-060056_RC00"
+
+
+class FakePip:
+    """Records each `pip install -q ARGS` instead of running it."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args: list[str]) -> None:
+        self.calls.append(list(args))
+
+
+def has(*requirements: str):
+    """An `installed` probe for a runtime that has exactly these requirements."""
+    return lambda requirement: requirement in requirements
+
+
+@pytest.fixture
+def runtime(monkeypatch, tmp_path):
+    """Build a fake machine: `runtime("gpu", colab=True)`. Returns the fake pip runner."""
+    for name in ("COLAB_RELEASE_TAG", "COLAB_GPU", "COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    fake_bin, fake_dev = tmp_path / "bin", tmp_path / "dev"
+    fake_bin.mkdir()
+    fake_dev.mkdir()
+    # The real PATH minus any folder holding a real nvidia-smi, so a GPU test host cannot leak in.
+    real_path = [folder for folder in os.environ.get("PATH", "").split(os.pathsep)
+                 if folder and not (Path(folder) / "nvidia-smi").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(fake_bin), *real_path]))
+    monkeypatch.setattr(device, "_TPU_DEVICE_GLOBS", (str(fake_dev / "accel*"),))
+    monkeypatch.setattr(device, "_PCI_DEVICES", str(tmp_path / "no-pci"))
+
+    def build(kind: str = "cpu", colab: bool = True) -> FakePip:
+        if colab:
+            monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+            monkeypatch.setenv("COLAB_RELEASE_TAG", RELEASE_TAG)
+        if kind == "gpu":
+            smi = fake_bin / "nvidia-smi"
+            smi.write_text("#!/bin/sh\necho 'Tesla T4'\n")
+            smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+        elif kind == "tpu":
+            (fake_dev / "accel0").write_text("")
+        return FakePip()
+
+    return build
+
+
+# --- coordinates ---------------------------------------------------------------------------------
+
+def test_configured_coordinates_make_the_badge_and_the_pip_requirement():
+    coordinates = colab.configured()
+    assert (coordinates.repository, coordinates.ref) == ("colabkit/colabkit", "main")
+    assert coordinates.pip_requirement == COLABKIT_FROM_GITHUB
+    assert coordinates.notebook_url("notebooks/x.ipynb") == \
+        "https://colab.research.google.com/github/colabkit/colabkit/blob/main/notebooks/x.ipynb"
+    assert coordinates.badge("notebooks/x.ipynb").startswith(
+        "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://")
+
+
+@pytest.mark.parametrize("repository, ref", [("me/fork", "v1.0"), ("Org-1/my.repo_x", "release/2026-03"),
+                                             ("a/b", "0123abc")])
+def test_coordinates_accept_github_names_and_refs(repository, ref):
+    assert Coordinates(repository, ref).pip_requirement == f"git+https://github.com/{repository}@{ref}"
+
+
+@pytest.mark.parametrize("repository, ref", [("colabkit", "main"), ("a/b/c", "main"), ("-a/b", "main"),
+                                             ("a/b c", "main"), ("a/b", ""), ("a/b", "x..y"), ("a/b", "-x"),
+                                             ("a/b", "main)"), ("a/b", "v1 "), ("a/b", "x.lock"), ("a/..", "main")])
+def test_coordinates_reject_what_would_break_a_url_or_pip(repository, ref):
+    with pytest.raises(CoordinatesError):
+        Coordinates(repository, ref)
+
+
+# --- where we are -----------------------------------------------------------------------------------
+
+def test_outside_colab_the_bootstrap_does_nothing_even_on_a_tpu_host(runtime, monkeypatch):
+    pip = runtime("tpu", colab=False)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
+    assert not in_colab()
+    assert bootstrap(pip=pip, installed=has()) == []
+    assert pip.calls == []
+
+
+def test_colab_is_recognised_by_module_or_by_release_tag(runtime, monkeypatch):
+    runtime("cpu", colab=False)
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    assert in_colab()
+    monkeypatch.delitem(sys.modules, "google.colab")
+    assert not in_colab()
+    monkeypatch.setenv("COLAB_RELEASE_TAG", RELEASE_TAG)  # a papermill kernel started inside Colab
+    assert in_colab()
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu", "tpu"])
+def test_runtime_accelerator_reads_nvidia_smi_and_tpu_files(runtime, kind):
+    runtime(kind)
+    accelerator, evidence = runtime_accelerator()
+    assert accelerator == kind
+    assert {"cpu": "no TPU hint", "gpu": "nvidia-smi", "tpu": "accel0 exists"}[kind] in evidence
+
+
+def test_tpu_environment_variable_marks_a_tpu_runtime(runtime, monkeypatch):
+    runtime("cpu")
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
+    assert runtime_accelerator() == ("tpu", "TPU_ACCELERATOR_TYPE is set")
+
+
+# --- what gets installed ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_cpu_and_gpu_runtimes_install_tensorflow_only_when_missing(runtime, kind, capsys):
+    pip = runtime(kind)
+    assert bootstrap(pip=pip, installed=has("colabkit", "tensorflow")) == []
+    assert pip.calls == []
+    assert f"Colab {kind.upper()} runtime" in capsys.readouterr().out
+    bootstrap(pip=pip, installed=has("colabkit"))
+    assert pip.calls == [["tensorflow==2.21.0"]]
+
+
+def test_tpu_runtime_installs_tensorflow_then_the_tpu_build_from_the_libtpu_index(runtime):
+    pip = runtime("tpu")
+    plan = bootstrap(pip=pip, installed=has("colabkit", "tensorflow"))  # a plain TF is not enough
+    assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
+    assert [step.command() for step in plan] == [
+        "python -m pip install -q tensorflow==2.20.0",
+        f"python -m pip install -q tensorflow-tpu==2.20.0 -f {LIBTPU}",
+    ]
+
+
+def test_tpu_runtime_with_the_tpu_build_installs_nothing(runtime):
+    pip = runtime("tpu")
+    assert bootstrap(pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
+    assert pip.calls == []
+
+
+def test_missing_colabkit_comes_first_from_the_configured_repository(runtime):
+    pip = runtime("tpu")
+    bootstrap(pip=pip, installed=has())
+    assert pip.calls[0] == [COLABKIT_FROM_GITHUB]
+    assert [call[0] for call in pip.calls[1:]] == ["tensorflow==2.20.0", "tensorflow-tpu==2.20.0"]
+    pip = FakePip()
+    bootstrap(pip=pip, installed=has("tensorflow-tpu"), coordinates=Coordinates("me/fork", "v2"))
+    assert pip.calls == [["git+https://github.com/me/fork@v2"]]
+
+
+def test_install_commands_per_runtime_are_the_documented_ones():
+    commands = install_commands()
+    assert commands["cpu"] == commands["gpu"] == [
+        f"python -m pip install -q {COLABKIT_FROM_GITHUB}", "python -m pip install -q tensorflow==2.21.0"]
+    assert commands["tpu"] == [
+        f"python -m pip install -q {COLABKIT_FROM_GITHUB}",
+        "python -m pip install -q tensorflow==2.20.0",
+        f"python -m pip install -q tensorflow-tpu==2.20.0 -f {LIBTPU}",
+    ]
+    readme = (REPO / "README.md").read_text()
+    assert all(command in readme for command in commands["tpu"] + commands["cpu"])
+
+
+def test_tensorflow_for_cpu_and_gpu_is_the_tested_version_in_requirements():
+    pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert pins["tensorflow"] == colab.TENSORFLOW_VERSION
+
+
+def test_is_installed_tells_modules_from_the_tpu_distribution():
+    assert colab.is_installed("colabkit") and colab.is_installed("tensorflow")
+    assert not colab.is_installed("tensorflow-tpu")  # this machine has the plain build
+    assert not colab.is_installed("no_such_module_colabkit_test")
+    assert install_plan("cpu") == []  # this environment lacks nothing a CPU runtime needs
+
+
+def test_real_pip_runner_reports_pip_failure_as_a_typed_error():
+    # --no-index keeps it offline: pip fails at once on a package that exists nowhere locally.
+    with pytest.raises(BootstrapError, match=r"pip install --no-index colabkit-no-such-package-x9 failed"):
+        run_pip(["--no-index", "colabkit-no-such-package-x9"])
+
+
+# --- the cell itself --------------------------------------------------------------------------------
+
+def run_cell(monkeypatch, colabkit_missing: bool = False) -> list[list[str]]:
+    """Execute the bootstrap cell's exact text; return the commands it gave subprocess.run."""
+    commands: list[list[str]] = []
+
+    def fake_run(command, **kwargs):
+        commands.append(list(command))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    if colabkit_missing:
+        real_find_spec = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *args: None if name == "colabkit" else real_find_spec(name, *args))
+    exec(compile(bootstrap_source(), "<bootstrap cell>", "exec"), {"__name__": "__main__"})
+    return commands
+
+
+def test_cell_outside_colab_runs_nothing_and_calls_no_bootstrap(runtime, monkeypatch):
+    runtime("tpu", colab=False)
+    monkeypatch.setattr(colab, "bootstrap", lambda **kwargs: pytest.fail("bootstrap called outside Colab"))
+    assert run_cell(monkeypatch, colabkit_missing=True) == []
+
+
+def test_cell_in_a_fresh_colab_installs_colabkit_then_calls_bootstrap(runtime, monkeypatch):
+    runtime("gpu")
+    called = []
+    monkeypatch.setattr(colab, "bootstrap", lambda **kwargs: called.append(kwargs))
+    commands = run_cell(monkeypatch, colabkit_missing=True)
+    assert commands == [[sys.executable, "-m", "pip", "install", "-q", COLABKIT_FROM_GITHUB]]
+    assert called == [{}]
+
+
+def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap(runtime, monkeypatch, capsys):
+    pip = runtime("tpu")
+    monkeypatch.setattr(colab, "run_pip", pip)  # the default runner, as the cell calls bootstrap()
+    assert run_cell(monkeypatch) == []  # colabkit is importable: the cell installs nothing itself
+    assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
+    assert "Colab TPU runtime" in capsys.readouterr().out
+
+
+def test_cell_source_follows_the_coordinates():
+    source = bootstrap_source(Coordinates("me/fork", "v2"))
+    assert '"git+https://github.com/me/fork@v2"' in source and "colabkit/colabkit" not in source
+    compile(source, "<bootstrap cell>", "exec")
+
+
+# --- what the record says --------------------------------------------------------------------------
+
+def test_record_host_section_describes_the_colab_runtime(runtime, monkeypatch):
+    from colabkit.results import make_record
+
+    runtime("gpu")
+    monkeypatch.setenv("COLAB_GPU", "1")
+    host = make_record("x", "ok", {})["host"]
+    assert host["colab"] is True
+    assert host["colab_runtime"] == {
+        "release_tag": RELEASE_TAG, "accelerator": "gpu", "accelerator_evidence": "nvidia-smi is on the PATH",
+        "colab_gpu": "1", "tpu_accelerator_type": None, "tpu_pci": None,
+    }
+
+
+def test_record_host_section_outside_colab_has_no_colab_runtime(runtime):
+    runtime("cpu", colab=False)
+    assert colab_runtime_info() is None

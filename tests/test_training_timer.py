@@ -1,0 +1,129 @@
+"""The Keras timing callback on a toy model whose every step takes a known minimum time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+STEP_SLEEP_S = 0.01
+SAMPLES, BATCH = 64, 8  # 8 steps per epoch
+
+
+def slow_toy_model(steps_per_execution: int):
+    """A tiny classifier whose forward pass sleeps STEP_SLEEP_S on the host every step."""
+    import keras
+    import tensorflow as tf
+
+    class Sleep(keras.layers.Layer):
+        def call(self, inputs):
+            def nap(value):
+                time.sleep(STEP_SLEEP_S)
+                return value
+            slept = tf.py_function(nap, [inputs], inputs.dtype)
+            slept.set_shape(inputs.shape)
+            return slept
+
+    model = keras.Sequential([keras.Input((4,)), Sleep(), keras.layers.Dense(3, activation="softmax")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+                  steps_per_execution=steps_per_execution, jit_compile=False)
+    return model
+
+
+def toy_data(seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(SAMPLES, 4)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int64")
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 4])
+def test_timings_add_up_to_the_measured_fit_time(steps_per_execution):
+    from colabkit.training import TrainingTimer
+
+    x, y = toy_data()
+    model = slow_toy_model(steps_per_execution)
+    timer = TrainingTimer(global_batch_size=BATCH, target_accuracy=0.0)
+    start = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, epochs=3, validation_data=(x[:16], y[:16]), callbacks=[timer], verbose=0)
+    fit_wall_s = time.perf_counter() - start
+
+    assert len(timer.epochs) == 3
+    for epoch in timer.epochs:
+        assert epoch.steps == SAMPLES // BATCH and len(epoch.step_s) == epoch.steps
+        assert all(step >= STEP_SLEEP_S * 0.9 for step in epoch.step_s), epoch.step_s  # every step slept
+        # the steps cover the training part of the epoch (the rest: metrics and one device sync)
+        assert 0.7 * epoch.train_s <= sum(epoch.step_s) <= epoch.train_s
+        # 16 validation samples = 2 batches, each sleeping too: validation is timed, and apart.
+        assert epoch.validation_s >= 2 * STEP_SLEEP_S * 0.9
+        assert epoch.train_s + epoch.validation_s == pytest.approx(epoch.epoch_s, abs=1e-6)
+    epochs_total = sum(epoch.epoch_s for epoch in timer.epochs)
+    assert epochs_total <= timer.train_time_s <= fit_wall_s
+    assert timer.train_time_s >= 0.7 * fit_wall_s  # fit's own set-up before on_train_begin is small
+    assert epochs_total >= 0.9 * timer.train_time_s  # nothing big escapes the epoch clocks
+
+    metrics = timer.metrics()
+    steady = timer.epochs[1:]
+    assert metrics["epoch_time_first_s"] == timer.epochs[0].epoch_s  # the compile epoch stands apart
+    assert metrics["epoch_time_steady_s"] == pytest.approx(np.median([e.epoch_s for e in steady]))
+    step_ms = metrics["step_time_steady_ms"]  # from synchronised epoch clocks only
+    assert step_ms == pytest.approx(1e3 * np.median([e.train_s / e.steps for e in steady]))
+    assert step_ms >= STEP_SLEEP_S * 1e3 * 0.9
+    dispatch_ms = metrics["step_dispatch_interval_median_ms"]
+    assert dispatch_ms == pytest.approx(1e3 * np.median([s for e in steady for s in e.step_s]))
+    assert STEP_SLEEP_S * 1e3 * 0.9 <= dispatch_ms <= step_ms * 1.05
+    assert metrics["sample_time_steady_us"] == pytest.approx(step_ms * 1e3 / BATCH)
+    assert metrics["samples_per_s"] == pytest.approx(SAMPLES / np.median([e.train_s for e in steady]))
+    # steady epoch's training ~ steps x step time (the test the notebook's record also passes)
+    assert metrics["train_epoch_time_steady_s"] == pytest.approx(8 * step_ms / 1e3)
+    # target 0.0 is reached at the end of the first epoch
+    assert metrics["time_to_accuracy_s"] == pytest.approx(timer.epochs[0].epoch_s, abs=0.1)
+
+
+def test_unreached_target_and_single_epoch_give_none_not_a_number():
+    from colabkit.training import TrainingTimer
+
+    x, y = toy_data()
+    timer = TrainingTimer(global_batch_size=BATCH, target_accuracy=1.5)
+    slow_toy_model(1).fit(x, y, batch_size=BATCH, epochs=1, validation_data=(x, y), callbacks=[timer], verbose=0)
+    metrics = timer.metrics()
+    assert metrics["time_to_accuracy_s"] is None
+    assert metrics["epoch_time_steady_s"] is None and metrics["samples_per_s"] is None
+    assert metrics["epoch_time_first_s"] > 0
+
+
+def test_metrics_before_fit_is_a_clear_error():
+    from colabkit.training import TrainingTimer
+
+    with pytest.raises(RuntimeError, match="passed to model.fit"):
+        TrainingTimer(global_batch_size=8).metrics()
+
+
+@pytest.mark.parametrize("batch_size, replicas, meaning, expected", [
+    (256, 1, "per_replica", (256, 256)), (256, 8, "per_replica", (256, 2048)), (1024, 8, "global", (128, 1024))])
+def test_batch_sizes(batch_size, replicas, meaning, expected):
+    from colabkit.training import batch_sizes
+
+    assert batch_sizes(batch_size, replicas, meaning) == expected
+
+
+def test_global_batch_must_split_evenly():
+    from colabkit.training import batch_sizes
+
+    with pytest.raises(ValueError, match="does not split evenly over 3 replicas"):
+        batch_sizes(256, 3, "global")
+
+
+def test_evaluation_pipeline_pads_with_zero_weights_and_training_drops_remainder():
+    from colabkit.training import make_dataset
+
+    x = np.arange(10, dtype="float32").reshape(10, 1)
+    y = np.arange(10)
+    batches = list(make_dataset(x, y, batch_size=4, static_shapes=True).as_numpy_iterator())
+    assert [len(b[0]) for b in batches] == [4, 4, 4]  # static shapes
+    weights = np.concatenate([b[2] for b in batches])
+    assert weights.tolist() == [1] * 10 + [0, 0]  # every real sample once, padding weightless
+    train = list(make_dataset(x, y, batch_size=4, shuffle=True, static_shapes=True).as_numpy_iterator())
+    assert [len(b[0]) for b in train] == [4, 4]
+    seen = np.concatenate([b[1] for b in make_dataset(x, y, batch_size=4, shuffle=True).as_numpy_iterator()])
+    assert sorted(seen.tolist()) == list(range(10))  # without static shapes nothing is dropped
