@@ -52,6 +52,16 @@ class GridError(ColabkitError):
         super().__init__(message)
 
 
+class SweepLockedError(ColabkitError):
+    """Another sweep is writing to the same output folder."""
+
+
+class SweepInterrupted(ColabkitError):
+    """A sweep stopped by Ctrl-C or SIGTERM. Holds the outcomes that finished before it stopped."""
+
+    def __init__(self, outcomes: list, message: str = "interrupted") -> None:
+        self.outcomes = outcomes
+        super().__init__(message)
 class BootstrapError(ColabkitError):
     """The Colab bootstrap could not install what the runtime lacks (pip failed)."""
 
