@@ -167,12 +167,17 @@ class Run:
         status: str = "ok",
         error: Mapping[str, Any] | None = None,
         **extra: Any,
-    ) -> Path:
+    ) -> Path | None:
         """Write this run's record (atomically) and return its path.
 
         `device` is a DeviceSetup (or the dict of one). Extra keyword arguments become extra
-        top-level fields of the record.
+        top-level fields of the record. On a non-chief worker of a multi-worker run nothing is
+        written and None is returned: the chief's record is the run's only record.
         """
+        from colabkit.distribute import is_chief_setup
+
+        if not is_chief_setup(device):
+            return None
         device_section = device.as_record() if hasattr(device, "as_record") else dict(device or {})
         record = make_record(
             self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,
