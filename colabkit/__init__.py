@@ -27,6 +27,7 @@ from colabkit.errors import (
     MeasurementError,
     RecordError,
     UnknownDataSourceError,
+    UnknownDatasetError,
     UnknownDeviceError,
 )
 from colabkit.peaks import PeakFlops
@@ -54,6 +55,7 @@ __all__ = [
     "RecordError",
     "Run",
     "UnknownDataSourceError",
+    "UnknownDatasetError",
     "UnknownDeviceError",
     "WeatherData",
     "__version__",
