@@ -177,3 +177,22 @@ def test_the_warning_pattern_catches_callbacks_left_without_validation_data(tmp_
         model.fit(np.zeros((8, 4)), np.zeros((8, 1)), epochs=1, callbacks=callbacks, verbose=0)
     messages = [str(warning.message) for warning in caught if MISSING_VALIDATION.search(str(warning.message))]
     assert len(messages) == 3, [str(warning.message) for warning in caught]
+
+
+@pytest.mark.slow
+def test_paper_size_model_trains_a_few_steps_on_the_cpu(tmp_path):
+    # The tutorial's model and windows (GRU 512, 256 x 1344 hours, warm-up 50) for 2 steps per epoch:
+    # the steady step time extrapolates to the tutorial's 100-step epoch (minutes per step on a CPU).
+    _, record_path = execute_notebook(
+        "timeseries_rnn", tmp_path, device="cpu", batch_size=256, sequence_length=1344, units=512, epochs=3,
+        steps_per_epoch=2, warmup_steps=50, data_source="offline")
+    record = read_record(record_path)
+    metrics = record["metrics"]
+    assert metrics["params"] == gru_params(9, 512)  # with the real data's 20 inputs: 821,763, as in the tutorial
+    assert metrics["step_time_steady_ms"] > 0 and metrics["epochs_run"] == 3
+    check_validation_drove_the_callbacks(record)
+
+
+def test_the_tutorial_model_has_the_tutorial_parameter_count():
+    # Hvass's model summary: GRU 820,224 and Dense 1,539 parameters on the 20 inputs.
+    assert gru_params(20, 512) == 820_224 + 1_539
