@@ -31,6 +31,7 @@ from colabkit.errors import (
     MeasurementError,
     RecordError,
     UnknownDataSourceError,
+    UnknownDatasetError,
     UnknownDeviceError,
 )
 from colabkit.peaks import PeakFlops
@@ -62,6 +63,7 @@ __all__ = [
     "RecordError",
     "Run",
     "UnknownDataSourceError",
+    "UnknownDatasetError",
     "UnknownDeviceError",
     "WeatherData",
     "__version__",

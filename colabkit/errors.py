@@ -103,3 +103,7 @@ class DataFormatError(DataError):
 class DataSourceWarning(UserWarning):
     """Issued whenever a loader returns anything but the real data (an offline or synthetic
     substitute), so that no result can pass for one made on the real dataset."""
+
+
+class UnknownDatasetError(ColabkitError, ValueError):
+    """A dataset name that no loader of this notebook knows."""
