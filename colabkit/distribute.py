@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from colabkit.errors import ColabkitError, DeviceNotFoundError
@@ -98,6 +99,16 @@ def is_chief_setup(device: Any) -> bool:
     return True if not multi else bool(multi["is_chief"])
 
 
+def worker_path(path: str | Path, device: Any) -> Path:
+    """`path` on the chief; on any other worker a private scratch path beside it, so that files
+    every worker writes (checkpoints) never collide or overwrite the chief's."""
+    path = Path(path)
+    multi = (getattr(device, "description", None) or {}).get("multi_worker")
+    if not multi or multi["is_chief"]:
+        return path
+    return path.with_name(f".worker-{multi['task_index']}.{path.name}")
+
+
 def shard_by_data(dataset: Any) -> Any:
     """The dataset with tf.data's auto-sharding set to the DATA policy (see the module's doc)."""
     import tensorflow as tf
@@ -115,15 +126,32 @@ def _unpack(batch: tuple) -> tuple[Any, Any, Any]:
     return x, y, tf.cast(weights, tf.float32)
 
 
-def _step_sums(model: Any, loss_fn: Any, x: Any, y: Any, weights: Any, training: bool) -> tuple[Any, Any, Any, Any]:
-    """(prediction, weighted loss sum, weighted correct count, weight sum) of one replica's batch."""
+def per_example_loss(loss: Any, y: Any, prediction: Any) -> Any:
+    """The loss of each example of a batch, shape [batch]: a Keras Loss object's unreduced `call`, or a
+    loss function's values, averaged over any further axes (e.g. time steps)."""
+    import keras
+    import tensorflow as tf
+
+    values = loss.call(y, prediction) if isinstance(loss, keras.losses.Loss) else loss(y, prediction)
+    values = tf.cast(values, tf.float32)
+    if values.shape.rank and values.shape.rank > 1:
+        values = tf.reduce_mean(values, axis=list(range(1, values.shape.rank)))
+    return values
+
+
+def _step_sums(model: Any, loss: Any, x: Any, y: Any, weights: Any, training: bool,
+               accuracy: bool) -> tuple[Any, Any, Any]:
+    """(per-example losses, weighted correct count, weight sum) of one replica's batch."""
     import tensorflow as tf
 
     prediction = model(x, training=training)
-    per_example = tf.cast(loss_fn(y, prediction), tf.float32)
-    labels = tf.argmax(y, axis=-1) if y.shape.rank == prediction.shape.rank else tf.cast(tf.reshape(y, [-1]), tf.int64)
-    correct = tf.cast(tf.equal(labels, tf.argmax(prediction, axis=-1)), tf.float32)
-    return prediction, per_example, tf.reduce_sum(correct * weights), tf.reduce_sum(weights)
+    per_example = per_example_loss(loss, y, prediction)
+    correct = tf.constant(0.0)
+    if accuracy:
+        labels = (tf.argmax(y, axis=-1) if y.shape.rank == prediction.shape.rank
+                  else tf.cast(tf.reshape(y, [-1]), tf.int64))
+        correct = tf.reduce_sum(tf.cast(tf.equal(labels, tf.argmax(prediction, axis=-1)), tf.float32) * weights)
+    return per_example, correct, tf.reduce_sum(weights)
 
 
 def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any, validation_data: Any = None,
@@ -137,11 +165,12 @@ def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any,
     import keras
     import tensorflow as tf
 
-    compiled_metrics = (model.get_compile_config() or {}).get("metrics") or []
-    unsupported = [str(name) for name in compiled_metrics if str(name) not in ("accuracy", "acc")]
+    compiled_metrics = [str(name) for name in (model.get_compile_config() or {}).get("metrics") or []]
+    unsupported = [name for name in compiled_metrics if name not in ("accuracy", "acc")]
     if unsupported:
         raise ColabkitError(f"the multi-worker loop computes loss and accuracy only; drop {unsupported} from compile")
-    loss_fn = keras.losses.get(model.loss)
+    accuracy = bool(compiled_metrics)
+    loss_fn = model.loss if isinstance(model.loss, keras.losses.Loss) else keras.losses.get(model.loss)
     optimizer = model.optimizer
     train = strategy.experimental_distribute_dataset(shard_by_data(train_data))
     validation = (strategy.experimental_distribute_dataset(shard_by_data(validation_data))
@@ -152,7 +181,7 @@ def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any,
         def replica_step(*batch):
             x, y, weights = _unpack(batch)
             with tf.GradientTape() as tape:
-                _, per_example, correct, count = _step_sums(model, loss_fn, x, y, weights, training=True)
+                per_example, correct, count = _step_sums(model, loss_fn, x, y, weights, True, accuracy)
                 loss = tf.nn.compute_average_loss(per_example, sample_weight=weights)  # over the GLOBAL batch
                 if model.losses:
                     loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
@@ -168,7 +197,7 @@ def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any,
     def test_step(batch):
         def replica_step(*batch):
             x, y, weights = _unpack(batch)
-            _, per_example, correct, count = _step_sums(model, loss_fn, x, y, weights, training=False)
+            per_example, correct, count = _step_sums(model, loss_fn, x, y, weights, False, accuracy)
             return tf.reduce_sum(per_example * weights), correct, count
 
         sums = strategy.run(replica_step, args=tuple(batch))
@@ -185,7 +214,10 @@ def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any,
             if steps is not None and step >= steps:
                 break
         loss, correct, count = (float(value) for value in totals)
-        return {"loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0)}, step
+        logs = {"loss": loss / max(count, 1.0)}
+        if accuracy:
+            logs["accuracy"] = correct / max(count, 1.0)
+        return logs, step
 
     callback_list = keras.callbacks.CallbackList(list(callbacks), add_history=True, add_progbar=verbose != 0,
                                                  verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)

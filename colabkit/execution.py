@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from colabkit.errors import RecordError
 from colabkit.grid import Combination
-from colabkit.results import make_record, read_record, utc_now, write_json_atomic
+from colabkit.results import make_record, read_record, running_path, utc_now, write_json_atomic
 
 OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
 _OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "out of memory")
@@ -74,9 +74,8 @@ class RunFiles:
         self.base = base
         # Slugs may hold dots (lr-0.001), so suffixes are appended, never substituted.
         self.notebook, self.html, self.record, self.log = (base.with_name(base.name + s) for s in SUFFIXES)
-        self.running_notebook = base.with_name(f".{base.name}.running.ipynb")
-        self.running_record = base.with_name(f".{base.name}.running.json")
-        self.running_html = base.with_name(f".{base.name}.running.html")
+        self.running_notebook, self.running_record, self.running_html = (
+            running_path(base, extension) for extension in (".ipynb", ".json", ".html"))
 
     @classmethod
     def of(cls, combination: Combination, out: str | Path) -> RunFiles:
