@@ -80,3 +80,8 @@ class DataFormatError(DataError):
 class DataSourceWarning(UserWarning):
     """Issued whenever a loader returns anything but the real data (an offline or synthetic
     substitute), so that no result can pass for one made on the real dataset."""
+
+
+class ExperimentError(ColabkitError, ValueError):
+    """A repeated experiment cannot be run or summarised as asked (no repeats, repeats that
+    reported different scores)."""
