@@ -95,7 +95,7 @@ def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
 
 def test_two_logical_cpu_replicas_split_the_global_batch(tmp_path):
     _, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu:2", batch_size=32, units=4, layers=2, head_units=4, epochs=2,
+        "dblstm_har", tmp_path, device="cpu:2", batch_size=32, units=4, layers=1, head_units=4, epochs=2,
         repeats=1, train_samples=96, test_samples=40, data_source="offline")
     record = read_record(record_path)
     assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
