@@ -3,6 +3,7 @@
 Notebooks import what they need from here; each concern lives in its own module.
 """
 
+from colabkit.backends import BACKENDS, select_backend
 from colabkit.data import (
     HarData,
     MnistData,
@@ -15,6 +16,9 @@ from colabkit.data import (
 )
 from colabkit.device import DeviceSetup, available_devices, machine_details, parse_device, setup_device
 from colabkit.errors import (
+    BackendError,
+    BackendNotInstalledError,
+    BackendUnsupportedError,
     ColabkitError,
     CorruptDownloadError,
     DataError,
@@ -27,6 +31,7 @@ from colabkit.errors import (
     MeasurementError,
     RecordError,
     UnknownDataSourceError,
+    UnknownDatasetError,
     UnknownDeviceError,
 )
 from colabkit.peaks import PeakFlops
@@ -36,6 +41,10 @@ from colabkit.timing import Measurement, block_until_ready, measure, summarize, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BACKENDS",
+    "BackendError",
+    "BackendNotInstalledError",
+    "BackendUnsupportedError",
     "ColabkitError",
     "CorruptDownloadError",
     "DataError",
@@ -54,6 +63,7 @@ __all__ = [
     "RecordError",
     "Run",
     "UnknownDataSourceError",
+    "UnknownDatasetError",
     "UnknownDeviceError",
     "WeatherData",
     "__version__",
@@ -69,6 +79,7 @@ __all__ = [
     "measure",
     "parse_device",
     "read_record",
+    "select_backend",
     "setup_device",
     "start_run",
     "summarize",
