@@ -105,5 +105,10 @@ class DataSourceWarning(UserWarning):
     substitute), so that no result can pass for one made on the real dataset."""
 
 
+class ExperimentError(ColabkitError, ValueError):
+    """A repeated experiment cannot be run or summarised as asked (no repeats, repeats that
+    reported different scores)."""
+
+
 class UnknownDatasetError(ColabkitError, ValueError):
     """A dataset name that no loader of this notebook knows."""
