@@ -1,0 +1,93 @@
+"""Sweeping from a Colab runtime: the suite's files, the runtime's device, and getting results out.
+
+notebooks/colab_sweep.ipynb strings these together: find (in Colab: clone) the suite's notebooks and
+grid files, detect the runtime's device, sweep its combinations, build the report, zip the outputs
+and hand the zip over (a browser download; a copy on Google Drive only when asked). Run it on a CPU,
+a GPU and a TPU runtime and merge the three zips with `python -m colabkit report` for the full
+comparison.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from colabkit.colab import Coordinates, configured, in_colab
+from colabkit.errors import ColabkitError
+
+COLAB_CHECKOUT = Path("/content/colabkit")
+DEVICE_PREFERENCE = ("tpu", "gpu", "cpu")
+
+
+def suite_checkout(target: str | Path = COLAB_CHECKOUT, coordinates: Coordinates | None = None,
+                   run: Callable[..., Any] = subprocess.run) -> Path:
+    """The folder holding the suite's notebooks/ and parameters/.
+
+    The checkout colabkit itself runs from, when it runs from one (a clone, an editable install);
+    else, in Colab, a clone of the configured repository at its ref in `target` (made once).
+    A pip-installed colabkit carries no notebooks, so outside Colab that is an error.
+    """
+    here = Path(__file__).resolve().parent.parent
+    if (here / "notebooks").is_dir() and (here / "parameters").is_dir():
+        return here
+    target = Path(target)
+    if (target / "parameters").is_dir():
+        return target
+    if not in_colab():
+        raise ColabkitError(f"no checkout of the suite beside colabkit ({here}) and not in Colab: "
+                            "clone the repository and run from there")
+    coordinates = coordinates or configured()
+    url = f"https://github.com/{coordinates.repository}.git"
+    cloned = run(["git", "clone", "--quiet", "--depth", "1", "--branch", coordinates.ref, url, str(target)],
+                 capture_output=True, text=True)
+    if cloned.returncode != 0:  # a commit id is no --branch: clone whole, then check it out
+        run(["git", "clone", "--quiet", url, str(target)], check=True, capture_output=True, text=True)
+        run(["git", "-C", str(target), "checkout", "--quiet", coordinates.ref], check=True, capture_output=True, text=True)
+    return target
+
+
+def best_device(available: dict[str, int]) -> str:
+    """The device a sweep on this runtime measures: its TPU, else its GPU, else its CPU."""
+    for kind in DEVICE_PREFERENCE:
+        if available.get(kind):
+            return kind
+    return "cpu"
+
+
+def archive_outputs(folder: str | Path, label: str) -> Path:
+    """A zip of `folder` beside it, named `<folder>-<label>-<UTC time>.zip` (never overwriting one)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ColabkitError(f"nothing to archive: {folder} is not a folder")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = folder.with_name(f"{folder.name}-{label}-{stamp}")
+    return Path(shutil.make_archive(str(base), "zip", root_dir=folder.parent, base_dir=folder.name))
+
+
+def deliver(archive: str | Path, *, download: bool = True, drive_folder: str | None = None,
+            echo: Callable[[str], None] = print) -> list[str]:
+    """Hand `archive` to the user: in Colab a browser download (if `download`) and a copy in
+    MyDrive/<drive_folder> (only if a folder is given: Drive is mounted only when asked).
+    Outside Colab it stays where it is. Returns what was done, one line each."""
+    archive = Path(archive)
+    done = [f"archive: {archive} ({archive.stat().st_size / 2**20:.1f} MiB)"]
+    if in_colab():
+        if drive_folder:
+            from google.colab import drive
+
+            drive.mount("/content/drive")
+            destination = Path("/content/drive/MyDrive") / drive_folder
+            destination.mkdir(parents=True, exist_ok=True)
+            done.append(f"copied to Google Drive: {shutil.copy2(archive, destination / archive.name)}")
+        if download:
+            from google.colab import files
+
+            files.download(str(archive))
+            done.append("download started in the browser")
+    for line in done:
+        echo(line)
+    return done
