@@ -26,6 +26,7 @@ from colabkit.errors import (
     GridError,
     MeasurementError,
     RecordError,
+    ReportError,
     UnknownDataSourceError,
     UnknownDeviceError,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "MnistData",
     "PeakFlops",
     "RecordError",
+    "ReportError",
     "Run",
     "UnknownDataSourceError",
     "UnknownDeviceError",

@@ -24,6 +24,19 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if any(outcome.status == "failed" for outcome in outcomes) else 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from colabkit.report import build_report
+
+    outputs = build_report(args.results_dirs or ["outputs"], args.out, kernel_name=args.kernel)
+    files = outputs.files()
+    print(f"report: {outputs.html}")
+    print(f"        {outputs.html_with_code} (with code)")
+    print(f"{len(files)} files under {outputs.folder}: "
+          f"{sum(p.parent == outputs.figures for p in files)} in figures/, "
+          f"{sum(p.parent == outputs.tables for p in files)} in tables/, records.csv, report.ipynb")
+    return 0
+
+
 def _coordinates_module(root: str) -> Path:
     module = Path(root) / "colabkit" / "colab.py"
     if not module.is_file():
@@ -83,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
     sweep.add_argument("--out", help="output folder (default: outputs/<preset>)")
     sweep.set_defaults(handler=_sweep)
+    report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ (runs notebooks/report.ipynb)")
+    report.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
+                        help="folders of records; several merge (default: outputs)")
+    report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
+    report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
+    report.set_defaults(handler=_report)
     notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
     notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
     notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",

@@ -80,3 +80,8 @@ class DataFormatError(DataError):
 class DataSourceWarning(UserWarning):
     """Issued whenever a loader returns anything but the real data (an offline or synthetic
     substitute), so that no result can pass for one made on the real dataset."""
+
+
+class ReportError(ColabkitError):
+    """A report cannot be built as asked (a results folder that does not exist, the report notebook
+    missing or failing)."""

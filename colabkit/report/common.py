@@ -1,0 +1,205 @@
+"""What every section does with its records: pick columns, name series, compare with the CPU,
+spread from repeats, warn about substitute data, list the runs it does not plot."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportTable, Section
+
+SUBSTITUTES = ("OFFLINE", "SYNTHETIC")
+NOTEBOOK_TITLES = {
+    "matmul_tflops": "Matmul TFLOPS",
+    "cnn_mnist": "CNN on MNIST",
+    "dblstm_har": "dBLSTM on UCI HAR",
+    "timeseries_rnn": "Weather time series (GRU)",
+}
+
+
+def title_of(notebook: str) -> str:
+    return NOTEBOOK_TITLES.get(notebook, notebook)
+
+
+def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
+    """frame[name], or a column of `default` when the records never had that field."""
+    return frame[name] if name in frame else pd.Series(default, index=frame.index, dtype=object if default is None else None)
+
+
+def first_column(frame: pd.DataFrame, names: list[str]) -> str | None:
+    """The first of `names` that the frame has with at least one value."""
+    return next((name for name in names if name in frame and frame[name].notna().any()), None)
+
+
+def _key(value: Any) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "null"
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def config_key(frame: pd.DataFrame, exclude: tuple[str, ...] = ("device",)) -> pd.Series:
+    """A text key of each record's parameters but `exclude`: records with the same key ran the same
+    configuration (on whatever device), so their figures can be compared."""
+    names = [c for c in frame.columns if c.startswith("params.") and c[len("params."):] not in exclude]
+    return frame.apply(lambda row: "|".join(f"{c[7:]}={_key(row[c])}" for c in sorted(names)), axis=1) \
+        if len(frame) else pd.Series(dtype=str)
+
+
+def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...] = ()) -> pd.Series:
+    """Each record's series name: its device label, plus the parameters that vary among the records
+    (but not the figure's axes `keys` or `exclude`) -- so that two configurations on one device are
+    two series, never one zigzag line."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    skip = {"device", "results_path", *exclude, *(k[7:] for k in keys if k.startswith("params."))}
+    params = [c for c in frame.columns if c.startswith("params.") and c[7:] not in skip]
+    varying = [c for c in params if frame[c].map(_key).nunique() > 1]
+    labels = frame.apply(lambda row: row["device_label"] + "".join(
+        f", {c[7:]}={row[c]}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
+    duplicated = pd.DataFrame({"label": labels, **{k: frame[k].map(_key) for k in keys if k in frame}}).duplicated(keep=False)
+    if duplicated.any() and "params.device" in frame:  # same device reached as 'auto' and by name
+        labels = labels.where(~duplicated, labels + " (asked: " + frame["params.device"].astype(str) + ")")
+    return labels
+
+
+def pick(frame: pd.DataFrame, spec: list[tuple[str, str]]) -> pd.DataFrame:
+    """The columns of `spec` ((column, printed name) pairs) that exist and hold a value, renamed."""
+    present = [(name, label) for name, label in spec if name in frame and frame[name].notna().any()]
+    return frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
+
+
+def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """Spread of a metric over repeats: the standard deviation of `metrics.<metric>_repeats`
+    (sample std, ddof=1), else `metrics.<metric>_std`; NaN where a record has neither."""
+    def std(values: Any) -> float:
+        if isinstance(values, (list, tuple)) and len(values) > 1:
+            return float(np.std(np.asarray(values, dtype=float), ddof=1))
+        return np.nan
+
+    spread = column(frame, f"metrics.{metric}_repeats", None).map(std) if len(frame) else pd.Series(dtype=float)
+    fallback = column(frame, f"metrics.{metric}_std")
+    return spread.astype(float).fillna(fallback.astype(float)) if len(frame) else spread
+
+
+def repeats_count(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """How many repeats a metric is the mean of (NaN where the record has no per-repeat list)."""
+    return column(frame, f"metrics.{metric}_repeats", None).map(
+        lambda values: len(values) if isinstance(values, (list, tuple)) else np.nan)
+
+
+def cpu_baseline(labels: Any) -> str | None:
+    """The device the report compares with: the single-replica CPU with most records (else any CPU)."""
+    counts = Counter(label for label in labels if str(label).startswith("CPU"))
+    if not counts:
+        return None
+    single = {label: count for label, count in counts.items() if str(label).startswith("CPU:")}
+    pool = single or counts
+    return max(sort_labels(pool), key=lambda label: pool[label])
+
+
+def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
+             match: str = "config", device: str = "device") -> pd.Series:
+    """Each row's speedup over the `baseline` device's row of the same `match` key (NaN without one):
+    value / baseline for throughputs, baseline / value for times."""
+    if baseline is None or not len(table):
+        return pd.Series(np.nan, index=table.index, dtype=float)
+    base = table[table[device] == baseline].drop_duplicates(match).set_index(match)[value]
+    reference = table[match].map(base).astype(float)
+    ratio = table[value].astype(float) / reference if higher_is_better else reference / table[value].astype(float)
+    return ratio.where(np.isfinite(ratio))
+
+
+def substitute_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[column(frame, "data_used", "").isin(SUBSTITUTES)]
+
+
+def substitute_warning(frame: pd.DataFrame, data: ReportData) -> str | None:
+    """The loud sentence for a section whose runs used offline or synthetic stand-in data."""
+    flagged = substitute_rows(frame)
+    if not len(flagged):
+        return None
+    kinds = []
+    for (dataset, source), rows in flagged.groupby([column(flagged, "data.dataset", "?"), "data_used"]):
+        record = data.record(rows["path"].iloc[0])
+        description = (record.get("data") or {}).get("description") or ""
+        kinds.append(f"{dataset}: {source} substitute ({len(rows)} run(s)){' - ' + description if description else ''}")
+    return (f"{len(flagged)} of {len(frame)} runs here used stand-in data, NOT the real dataset: "
+            + "; ".join(kinds) + ". Their accuracies, losses and epoch times do not describe the real dataset.")
+
+
+def figure_warning(frame: pd.DataFrame) -> str | None:
+    """The short form printed under a figure drawn from substitute data."""
+    flagged = substitute_rows(frame)
+    if not len(flagged):
+        return None
+    kinds = sorted({f"{d} {s}" for d, s in zip(column(flagged, "data.dataset", "?"), flagged["data_used"])})
+    return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
+
+
+def _reason(row: pd.Series) -> str:
+    kind = row.get("error.type")
+    message = row.get("error.message")
+    parts = [str(part) for part in (kind, message) if isinstance(part, str) and part]
+    return ": ".join(parts)[:300] or "(no reason recorded)"
+
+
+def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTable | None:
+    """The failed and skipped runs (of one notebook, or all): listed, never plotted."""
+    rows = data.not_ok(notebook)
+    if not len(rows):
+        return None
+    table = pd.DataFrame({
+        "notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
+        "combination": rows["combination"], "why": rows.apply(_reason, axis=1), "record": rows["path"],
+    }).sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
+    if notebook is not None:
+        table = table.drop(columns="notebook")
+    where = f"of {title_of(notebook)} " if notebook else ""
+    return ReportTable(name, table, f"Runs {where}that did not produce results (failed or skipped): listed here, "
+                                    "left out of every figure and table of results.")
+
+
+def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
+    """`section` for a notebook with no successful run: it says so, and lists the runs that failed
+    or were skipped, if any."""
+    if listed is None:
+        section.empty = f"No {notebook} records in these results, so this section has nothing to show."
+    else:
+        section.text = [f"No successful {notebook} run in these results: the {len(listed.table)} run(s) below "
+                        "failed or were skipped, so there is nothing to plot."]
+        section.items = [listed]
+    return section
+
+
+def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
+    """The training-time figures every training notebook records (colabkit.training.TrainingTimer),
+    with their spread: epoch times (first, steady median and std), step and per-sample time (std
+    from the steady epochs), throughput, whole-fit time."""
+    batch = column(ok, "metrics.global_batch_size").astype(float)
+    step_std_s = column(ok, "timings.step_s_steady.std").astype(float)
+    return pd.DataFrame({
+        "epochs_run": column(ok, "metrics.epochs_run"),
+        "epoch_first_s": column(ok, "metrics.epoch_time_first_s"),
+        "epoch_steady_s": column(ok, "metrics.epoch_time_steady_s"),
+        "epoch_steady_std_s": column(ok, "metrics.epoch_time_steady_std_s"),
+        "step_ms": column(ok, "metrics.step_time_steady_ms"),
+        "step_std_ms": step_std_s * 1e3,
+        "sample_us": column(ok, "metrics.sample_time_steady_us"),
+        "sample_std_us": step_std_s * 1e6 / batch,
+        "samples_per_s": column(ok, "metrics.samples_per_s"),
+        "train_time_s": column(ok, "metrics.train_time_s"),
+        "train_time_std_s": repeats_std(ok, "train_time_s"),
+    }, index=ok.index)
+
+
+def train_samples(ok: pd.DataFrame) -> pd.Series:
+    """Training samples per epoch: the `train_samples` slice a run asked for, else its dataset's size."""
+    asked = column(ok, "params.train_samples").astype(float)
+    full = column(ok, "data.sizes.train").astype(float)
+    return asked.where(asked > 0, full)
