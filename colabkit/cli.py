@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
     sweep.add_argument("--out", help="output folder (default: outputs/<preset>)")
     sweep.set_defaults(handler=_sweep)
-    report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ (runs notebooks/report.ipynb)")
+    report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
+                                             "(runs notebooks/report.ipynb)")
     report.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
                         help="folders of records; several merge (default: outputs)")
     report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")

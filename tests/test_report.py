@@ -391,3 +391,22 @@ def test_the_report_notebook_runs_by_itself_under_plain_papermill(tmp_path):
     assert any("WARNING: results folder outputs does not exist" in text for text in shown)
     assert sum("this section has nothing to show" in text for text in shown) == 4
     assert not any(output.get("output_type") == "error" for cell in executed.cells for output in cell.get("outputs", []))
+
+
+def test_records_of_a_notebook_without_a_section_are_counted_and_their_failures_listed(tmp_path):
+    record = fx.matmul("cpu", 256, status="failed")
+    fx.write(tmp_path, {**record, "notebook": "resnet_cifar"}, "x")
+    overview = report.overview_section(report.load_report_data([tmp_path]))
+    assert overview.table("records_overview")["notebook"].tolist() == ["resnet_cifar"]
+    assert any("resnet_cifar have no section" in text for text in overview.text)
+    assert overview.table("resnet_cifar_runs_not_plotted")["status"].tolist() == ["failed"]
+
+
+def test_only_figures_drawn_from_stand_in_data_carry_the_warning(data):
+    def warning(section, name):
+        title = section.figure(name).figure._suptitle
+        return title.get_text() if title else ""
+
+    assert warning(report.matmul_section(data), "matmul_tflops_vs_n") == ""  # random matrices are the workload
+    assert "mnist OFFLINE" in warning(report.cnn_section(data), "cnn_epoch_and_sample_time")
+    assert warning(report.timeseries_section(data), "timeseries_loss_curves") == ""  # real weather data

@@ -2,8 +2,9 @@
 
 The notebook does the work (reads the records, writes figures/, tables/ and records.csv under the
 output folder, section by section); this module checks the inputs, runs it (the kernel's own
-output goes to report.log), and exports the executed notebook as report.html (code hidden, self-contained: figures embedded, no script or image
-fetched from the network) and report-with-code.html.
+output goes to report.log), and exports the executed notebook as report.html (code hidden,
+self-contained: figures embedded, no script or image fetched from the network) and
+report-with-code.html.
 """
 
 from __future__ import annotations

@@ -84,7 +84,8 @@ def accuracy_figure(table: pd.DataFrame) -> ReportFigure:
     epochs = sorted({int(e) for e in table["epochs_run"].dropna()})
     return ReportFigure("cnn_accuracy", figure, table[["series", "device", "batch", "epochs_run", "test_accuracy",
                                                       "test_accuracy_std", "data"]].copy(),
-                        f"Accuracy on the whole test set, computed on the host, after {', '.join(map(str, epochs))} epoch(s).")
+                        "Accuracy on the whole test set, computed on the host, after "
+                        f"{', '.join(map(str, epochs))} epoch(s).")
 
 
 def seed_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from collections import Counter
 from typing import Any
 
@@ -62,7 +63,8 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
     varying = [c for c in params if frame[c].map(_key).nunique() > 1]
     labels = frame.apply(lambda row: row["device_label"] + "".join(
         f", {c[7:]}={row[c]}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
-    duplicated = pd.DataFrame({"label": labels, **{k: frame[k].map(_key) for k in keys if k in frame}}).duplicated(keep=False)
+    positions = pd.DataFrame({"label": labels, **{k: frame[k].map(_key) for k in keys if k in frame}})
+    duplicated = positions.duplicated(keep=False)
     if duplicated.any() and "params.device" in frame:  # same device reached as 'auto' and by name
         labels = labels.where(~duplicated, labels + " (asked: " + frame["params.device"].astype(str) + ")")
     return labels
@@ -142,6 +144,14 @@ def figure_warning(frame: pd.DataFrame) -> str | None:
     return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
 
 
+def _short_path(path: str, folder: str) -> str:
+    """A record's path from its results folder's name down: 'smoke/cnn_mnist/gpu/batch_size-256.json'."""
+    try:
+        return str(Path(folder).name / Path(path).relative_to(folder))
+    except ValueError:  # a file given directly rather than a folder
+        return path
+
+
 def _reason(row: pd.Series) -> str:
     kind = row.get("error.type")
     message = row.get("error.message")
@@ -156,7 +166,8 @@ def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTabl
         return None
     table = pd.DataFrame({
         "notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
-        "combination": rows["combination"], "why": rows.apply(_reason, axis=1), "record": rows["path"],
+        "combination": rows["combination"], "why": rows.apply(_reason, axis=1),
+        "record": [_short_path(path, folder) for path, folder in zip(rows["path"], rows["results_dir"])],
     }).sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
     if notebook is not None:
         table = table.drop(columns="notebook")

@@ -101,15 +101,19 @@ def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: 
 
 def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "series", device: str = "device",
                err: str | None = None, low: str | None = None, high: str | None = None,
-               linestyle: str | None = None, suffix: str = "", filled: bool = True) -> None:
+               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0) -> None:
     """One line per `series`, coloured by its `device` label, with error bars when the table has them:
     symmetric (`err`) or from `low` to `high`. Series of the same device differ by line style
-    (unless `linestyle` fixes it)."""
+    (unless `linestyle` fixes it). `dodge` shifts series apart along a log x axis (by that fraction
+    of a factor of two per series), so that equal values with error bars stay visible."""
     colors, markers = label_colors(table[device]), label_markers(table[device])
     styles = ["-", "--", "-.", ":"]
     per_device: dict[str, int] = {}
-    for name, rows in table.groupby(series, sort=False):
+    count = table[series].nunique()
+    for index, (name, rows) in enumerate(table.groupby(series, sort=False)):
         rows = rows.sort_values(x)
+        if dodge:
+            rows = rows.assign(**{x: rows[x] * 2 ** (dodge * (index - (count - 1) / 2))})
         label = rows[device].iloc[0]
         style = linestyle or styles[per_device.get(label, 0) % len(styles)]
         per_device[label] = per_device.get(label, 0) + 1

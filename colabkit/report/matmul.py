@@ -145,7 +145,8 @@ def _findings(table: pd.DataFrame) -> str:
         best = rows.loc[rows["tflops_warm"].idxmax()]
         peak = (f" ({format_number(100 * best['fraction_of_peak'], 3)} % of its peak)"
                 if pd.notna(best["fraction_of_peak"]) else "")
-        cold = f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS" if pd.notna(best["tflops_cold"]) else ""
+        cold = (f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS"
+                if pd.notna(best["tflops_cold"]) else "")
         sentences.append(f"**{series}** peaked at {format_number(best['tflops_warm'], 3)} TFLOPS warm at "
                          f"n = {int(best['n'])}{peak}{cold}.")
     return " ".join(sentences)
@@ -179,7 +180,8 @@ def matmul_section(data: ReportData) -> Section:
         ReportTable("matmul_tflops", printed, "Matmul throughput per device and size. Speedup: warm TFLOPS over "
                     f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters."),
         *[item for item in figures if item is not None],
-        ReportTable("matmul_vs_seed001", seed_table(table), f"Ours at the largest n measured per device, and {SEED_001_SOURCE}."),
+        ReportTable("matmul_vs_seed001", seed_table(table),
+                    f"Ours at the largest n measured per device, and {SEED_001_SOURCE}."),
     ]
     if extra:
         section.items.append(extra)

@@ -133,9 +133,11 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
         section.warnings.append(f"{len(data.rejected)} file(s) look like records but could not be read (unknown schema "
                                 "version, missing fields or bad JSON); they are in no figure. See the table below.")
     used = data.used()
+    unknown = sorted(set(used["notebook"]) - set(NOTEBOOK_TITLES))
     if not len(data.frame):
         section.text.append("No result records were found.")
     else:
+        section.text.append("Failed and skipped runs are listed at the end of their notebook's section.")
         counts = used.pivot_table(index="notebook", columns="status", values="path", aggfunc="count", fill_value=0)
         counts = counts.reindex(columns=[s for s in ("ok", "failed", "skipped") if s in counts.columns])
         counts["devices (ok runs)"] = [", ".join(sort_labels(used[(used["notebook"] == n) & (used["status"] == "ok")]
@@ -143,10 +145,9 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
         counts["records read"] = data.frame.groupby("notebook")["path"].count().reindex(counts.index)
         section.items.append(ReportTable("records_overview", counts.reset_index().rename_axis(columns=None),
                                          "Runs per notebook and status (one per combination) and record files read."))
-        unknown = sorted(set(used["notebook"]) - set(NOTEBOOK_TITLES))
         if unknown:
             section.text.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
-                                "records.csv with all the others.")
+                                "records.csv with all the others, and their failed or skipped runs are listed below.")
     if data.rejected:
         section.items.append(ReportTable("records_rejected", pd.DataFrame(data.rejected, columns=["file", "why"]),
                                          "Files that could not be read as records."))
@@ -154,9 +155,10 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
         section.items.append(ReportTable("records_merged", data.merges,
                                          "Combinations found more than once across the results folders: the record "
                                          "used (ok over failed over skipped; then the latest) and the ones set aside."))
-    listed = not_plotted(data, None, "runs_not_plotted")
-    if listed:
-        section.items.append(listed)
+    for notebook in unknown:  # sections list their own failed and skipped runs; these have no section
+        listed = not_plotted(data, notebook, f"{notebook}_runs_not_plotted")
+        if listed:
+            section.items.append(listed)
     if len(substitute_rows(data.ok())):
         section.warnings.append("some results used offline or synthetic stand-in data; the sections concerned say "
                                 "which, and their figures carry a red warning.")

@@ -73,8 +73,17 @@ def warning_html(text: str) -> str:
 
 
 def _html_table(table: pd.DataFrame) -> str:
-    return (table.style.format(format_number).hide(axis="index")
-            .set_table_attributes('class="dataframe colabkit-table"').to_html())
+    """The table as HTML: numbers right-aligned, text left-aligned (headers too), short text unwrapped."""
+    styler = table.style.format(format_number).hide(axis="index").set_table_attributes(
+        'class="dataframe colabkit-table"')
+    headers = []
+    for index, name in enumerate(table.columns):
+        text = table[name].dropna()
+        if len(text) and text.map(lambda v: isinstance(v, str)).all():
+            wrap = "normal" if text.str.len().max() > 40 else "nowrap"
+            styler = styler.set_properties(subset=[name], **{"text-align": "left", "white-space": wrap})
+            headers.append({"selector": f"th.col_heading.col{index}", "props": "text-align: left"})
+    return styler.set_table_styles(headers, overwrite=False).to_html()
 
 
 def figure_png(figure: Any, dpi: int = 200) -> tuple[bytes, int]:

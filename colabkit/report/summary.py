@@ -58,7 +58,8 @@ def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
     ax.set_ylabel("speedup over the CPU (x)")
     ax.set_title("Speedup over the CPU, per notebook")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    note = figure_warning(data.ok())
+    ok = data.ok()
+    note = figure_warning(ok[ok["notebook"].isin(set(rows["notebook"]))])
     if note:
         mark_substitute_data(figure, note)
     return ReportFigure("summary_speedup_by_notebook", figure, rows.drop(columns="title"),

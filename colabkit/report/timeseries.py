@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from colabkit.published import HVASS_SOURCE, HVASS_WEATHER
 from colabkit.report.common import (
@@ -85,13 +86,13 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
                 linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
                 label=f"{series} ({'validation' if curve == 'val_loss' else 'training'})")
     log_scale_if_wide(ax, curves["loss"], ratio=20)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (MSE, scaled targets)")
     ax.set_title("Validation (solid) and training (dashed) loss")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ReportFigure("timeseries_loss_curves", figure, curves,
-                        f"Loss per epoch as Keras logged it. Published for comparison: test loss about "
-                        f"{HVASS_WEATHER['test_loss']} ({HVASS_SOURCE}).")
+                        f"Loss per epoch as Keras logged it. Published for comparison: {HVASS_SOURCE}.")
 
 
 def _first(mapping: dict[str, Any], keys: tuple[str, ...]) -> Any:
