@@ -8,13 +8,12 @@ import pandas as pd
 from colabkit.plots import device_color
 from colabkit.published import SEED_003_MNIST_CNN, SEED_003_SOURCE
 from colabkit.report.common import (
-    column, config_key, figure_warning, not_plotted, pick, repeats_std, series_labels, substitute_warning,
-    timing_frame, train_samples, without_results,
+    column, config_key, has, notebook_section, pick, repeats_std, series_labels, timing_frame, train_samples,
 )
-from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
+from colabkit.report.figures import grouped_bars, label_colors, new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
-from colabkit.report.writers import format_number
+from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "cnn_mnist"
 SEED_SERIES = {"gpu": "seed 003 (2018): K80 GPU", "tpu": "seed 003 (2018): TPU v2-8"}
@@ -102,49 +101,38 @@ def _findings(table: pd.DataFrame) -> str:
     for series, rows in table.groupby("series", sort=False):
         fastest = rows.loc[rows["sample_us"].idxmin()] if rows["sample_us"].notna().any() else None
         if fastest is None:
-            sentences.append(f"**{series}**: only one epoch ran, so there is no steady state to report.")
+            sentences.append(f"**{series}**: no steady-state time in its records (one epoch only, or not recorded).")
             continue
         sentences.append(
-            f"**{series}**: fastest at batch {int(fastest['batch'])}, {format_number(fastest['sample_us'], 3)} us per "
+            f"**{series}**: fastest at batch {format_number(fastest['batch'])}, "
+            f"{format_number(fastest['sample_us'], 3)} us per "
             f"sample ({format_number(fastest['epoch_steady_s'], 3)} s per steady epoch; first epoch "
-            f"{format_number(fastest['epoch_first_s'], 3)} s); test accuracy "
-            f"{format_number(rows['test_accuracy'].min(), 3)}-{format_number(rows['test_accuracy'].max(), 3)}.")
+            f"{format_number(fastest['epoch_first_s'], 3)} s); test accuracy {span(rows['test_accuracy'])}.")
     return " ".join(sentences)
 
 
-def cnn_section(data: ReportData) -> Section:
-    """The CNN-MNIST section, or one that says why it has nothing to show."""
-    section = Section("cnn_mnist", "CNN on MNIST")
-    listed = not_plotted(data, NOTEBOOK, "cnn_runs_not_plotted")
-    table = cnn_table(data)
-    if not len(table):
-        return without_results(section, data, NOTEBOOK, listed)
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     section.text.append(_findings(table))
-    warning = substitute_warning(data.ok(NOTEBOOK), data)
-    if warning:
-        section.warnings.append(warning)
-    figures = [epoch_time_figure(table), accuracy_figure(table)]
-    note = figure_warning(data.ok(NOTEBOOK))
-    for item in figures:
-        if note:
-            mark_substitute_data(item.figure, note)
+    timed = has(table, "epoch_steady_s") or has(table, "sample_us")
+    epoch_figure = epoch_time_figure(table) if timed else None
+    accuracy = accuracy_figure(table) if has(table, "test_accuracy") else None
     printed = pick(table, [("device", "device"), ("batch", "global batch"), ("replicas", "replicas"),
                            ("train_samples", "train samples"), ("epochs_run", "epochs"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
                            ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("sample_us", "per sample (us)"),
                            ("samples_per_s", "samples/s"), ("test_accuracy", "test accuracy"),
                            ("test_accuracy_std", "accuracy std"), ("test_loss", "test loss"), ("data", "data")])
-    if (table["series"] != table["device"]).any():
-        printed.insert(0, "series", table["series"].to_numpy())
     section.items = [
         ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size."),
-        figures[0],
+        *([epoch_figure] if epoch_figure else []),
         ReportTable("cnn_epoch_time_vs_seed003", seed_comparison(table, "epoch_steady_s"),
                     f"Steady epoch time (s) per global batch size: ours and {SEED_003_SOURCE}."),
         ReportTable("cnn_sample_time_vs_seed003", seed_comparison(table, "sample_us"),
                     f"Time per sample (us) per global batch size: ours and {SEED_003_SOURCE}."),
-        figures[1],
+        *([accuracy] if accuracy else []),
     ]
-    if listed:
-        section.items.append(listed)
-    return section
+
+
+def cnn_section(data: ReportData) -> Section:
+    """The CNN-MNIST section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "CNN on MNIST", "cnn", cnn_table, _fill)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from colabkit.report.figures import mark_substitute_data
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 
@@ -30,7 +32,14 @@ def title_of(notebook: str) -> str:
 
 def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
     """frame[name], or a column of `default` when the records never had that field."""
-    return frame[name] if name in frame else pd.Series(default, index=frame.index, dtype=object if default is None else None)
+    if name in frame:
+        return frame[name]
+    return pd.Series(default, index=frame.index, dtype=object if default is None else None)
+
+
+def has(frame: pd.DataFrame, name: str) -> bool:
+    """Whether the frame has a column `name` with at least one value."""
+    return name in frame and bool(frame[name].notna().any())
 
 
 def first_column(frame: pd.DataFrame, names: list[str]) -> str | None:
@@ -71,9 +80,13 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
 
 
 def pick(frame: pd.DataFrame, spec: list[tuple[str, str]]) -> pd.DataFrame:
-    """The columns of `spec` ((column, printed name) pairs) that exist and hold a value, renamed."""
+    """The columns of `spec` ((column, printed name) pairs) that exist and hold a value, renamed;
+    led by the `series` column when the series say more than the device."""
     present = [(name, label) for name, label in spec if name in frame and frame[name].notna().any()]
-    return frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
+    printed = frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
+    if {"series", "device"} <= set(frame.columns) and (frame["series"] != frame["device"]).any():
+        printed.insert(0, "series", frame["series"].to_numpy())
+    return printed
 
 
 def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
@@ -144,6 +157,17 @@ def figure_warning(frame: pd.DataFrame) -> str | None:
     return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
 
 
+def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figures: list[Any]) -> None:
+    """When the notebook's runs used stand-in data: the section's red warning, and each figure's."""
+    ok = data.ok(notebook)
+    warning = substitute_warning(ok, data)
+    if warning:
+        section.warnings.append(warning)
+    note = figure_warning(ok)
+    for item in figures if note else []:
+        mark_substitute_data(item.figure, note)
+
+
 def _short_path(path: str, folder: str) -> str:
     """A record's path from its results folder's name down: 'smoke/cnn_mnist/gpu/batch_size-256.json'."""
     try:
@@ -174,6 +198,24 @@ def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTabl
     where = f"of {title_of(notebook)} " if notebook else ""
     return ReportTable(name, table, f"Runs {where}that did not produce results (failed or skipped): listed here, "
                                     "left out of every figure and table of results.")
+
+
+def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
+                     table_of: Callable[[ReportData], pd.DataFrame],
+                     fill: Callable[[Section, pd.DataFrame, ReportData], None]) -> Section:
+    """The skeleton of every notebook's section: `table_of(data)` gives the table of its ok runs and
+    `fill` adds the text, tables and figures made from it; without ok runs, the section says so. Then
+    the stand-in data warnings (section and figures) and, last, the runs that failed or were skipped."""
+    section = Section(notebook, title)
+    listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
+    table = table_of(data)
+    if not len(table):
+        return without_results(section, data, notebook, listed)
+    fill(section, table, data)
+    mark_stand_in_data(section, data, notebook, list(section.figures.values()))
+    if listed:
+        section.items.append(listed)
+    return section
 
 
 def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:

@@ -9,15 +9,15 @@ import pandas as pd
 
 from colabkit.published import SEED_000_CLAIMS, SEED_000_SOURCE
 from colabkit.report.common import (
-    column, config_key, cpu_baseline, figure_warning, not_plotted, pick, repeats_count, repeats_std,
-    series_labels, substitute_warning, timing_frame, without_results,
+    column, config_key, cpu_baseline, notebook_section, pick, repeats_count, repeats_std, series_labels,
+    timing_frame,
 )
 from colabkit.report.figures import (
-    grouped_bars, label_colors, log_scale_if_wide, mark_substitute_data, new_figure, plot_lines, powers_of_two_axis,
+    grouped_bars, label_colors, log_scale_if_wide, new_figure, plot_lines, powers_of_two_axis,
 )
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
-from colabkit.report.writers import format_number
+from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "dblstm_har"
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
@@ -48,14 +48,17 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
 
 
 def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, name: str, caption: str,
-                log: bool, dodge: float = 0.0) -> ReportFigure:
-    layers = sorted(table["layers"].dropna().unique())
+                log: bool, dodge: float = 0.0) -> ReportFigure | None:
+    table = table[table[y].notna() & table["layers"].notna() & table["units"].notna()]
+    if not len(table):
+        return None
+    layers = sorted(table["layers"].unique())
     figure, axes = new_figure(ncols=max(1, len(layers)), width=4.3, height=3.8, sharey=True)
     for ax, count in zip(axes, layers):
         rows = table[table["layers"] == count]
         plot_lines(ax, rows, "units", y, err=err, dodge=dodge)
         powers_of_two_axis(ax, rows["units"])
-        ax.set_title(f"{title}, {int(count)} layer(s)")
+        ax.set_title(f"{title}, {format_number(count)} layer(s)")
         ax.set_xlabel("units per layer")
     if log:
         log_scale_if_wide(axes[0], table[y])
@@ -71,13 +74,14 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
     return ReportFigure(name, figure, behind, caption)
 
 
-def runtime_figure(table: pd.DataFrame) -> ReportFigure:
+def runtime_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "train_time_s", "train_time_std_s", "training time (s)",
                        "training time", "dblstm_runtime",
-                       "Whole model.fit time (all epochs); error bars: std over repeats where runs were repeated.", log=True)
+                       "Whole model.fit time (all epochs); error bars: std over repeats where runs were repeated.",
+                       log=True)
 
 
-def accuracy_figure(table: pd.DataFrame) -> ReportFigure:
+def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "test_accuracy", "test_accuracy_std", "test accuracy",
                        "test accuracy", "dblstm_accuracy",
                        "Accuracy on the whole test set (mean over repeats; error bars: std over repeats). Devices are "
@@ -93,8 +97,11 @@ def reference_config(table: pd.DataFrame) -> str | None:
     return counts.sort_values(["devices", "layers", "units"], ascending=False).index[0]
 
 
-def metrics_figure(table: pd.DataFrame) -> ReportFigure:
+def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
     """Accuracy, precision, recall and F1 per device at one configuration (seed 000's comparison)."""
+    table = table[table[[metric for metric, _ in SCORES]].notna().any(axis=1)]
+    if not len(table):
+        return None
     config = reference_config(table)
     rows = table[table["config"] == config]
     first = rows.iloc[0]
@@ -106,7 +113,8 @@ def metrics_figure(table: pd.DataFrame) -> ReportFigure:
                  order=[label for _, label in SCORES])
     ax.set_ylim(0, 1)
     ax.set_ylabel("score on the test set")
-    where = f"{int(first['layers'])} layer(s) x {int(first['units'])} units, batch {format_number(first['batch'])}"
+    where = (f"{format_number(first['layers'])} layer(s) x {format_number(first['units'])} units, "
+             f"batch {format_number(first['batch'])}")
     ax.set_title(f"Evaluation metrics per device ({where})")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     long.insert(0, "configuration", where)
@@ -130,7 +138,8 @@ def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
     tpus = [label for label in labels if label.startswith("TPU")]
     pairs = [(baseline, other) for other in gpus + tpus if baseline] + list(itertools.product(gpus, tpus))
     short = _short(labels)
-    times = table.drop_duplicates(["config", "device"]).set_index(["config", "device"])["train_time_s"]
+    timed = table[table["train_time_s"].notna()]
+    times = timed.drop_duplicates(["config", "device"]).set_index(["config", "device"])["train_time_s"]
     rows = []
     for config, group in table.groupby("config", sort=False):
         first = group.iloc[0]
@@ -154,7 +163,7 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
                 color="#777777", markeredgecolor="black", label="seed 000 (2021): CPU / GPU or TPU")
         ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
         powers_of_two_axis(ax, [*rows["units"], *SEED_000_RATIOS])
-        ax.set_title(f"{int(count)} layer(s)")
+        ax.set_title(f"{format_number(count)} layer(s)")
         ax.set_xlabel("units per layer")
     log_scale_if_wide(axes[0], [*ratios["ratio"], *SEED_000_RATIOS.values(), 1.0], ratio=10)
     axes[0].set_ylabel("training-time ratio")
@@ -168,52 +177,39 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
 def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
     text = []
     for series, rows in table.groupby("series", sort=False):
-        best = rows.loc[rows["test_accuracy"].idxmax()] if rows["test_accuracy"].notna().any() else None
-        if best is not None:
+        if rows["test_accuracy"].notna().any():
+            best = rows.loc[rows["test_accuracy"].idxmax()]
             text.append(f"**{series}**: best test accuracy {format_number(best['test_accuracy'], 3)} with "
-                        f"{int(best['layers'])} layer(s) x {int(best['units'])} units; training took "
-                        f"{format_number(rows['train_time_s'].min(), 3)}-{format_number(rows['train_time_s'].max(), 3)} s.")
+                        f"{format_number(best['layers'])} layer(s) x {format_number(best['units'])} units; training took "
+                        f"{span(rows['train_time_s'])} s.")
     for pair, rows in ratios.groupby("pair", sort=False):
-        text.append(f"Training-time ratio {pair}: {format_number(rows['ratio'].min(), 3)}-"
-                    f"{format_number(rows['ratio'].max(), 3)} over {len(rows)} configuration(s).")
+        text.append(f"Training-time ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s).")
     return [" ".join(text)] if text else []
 
 
 def dblstm_section(data: ReportData) -> Section:
-    """The dBLSTM-HAR section, or one that says why it has nothing to show."""
-    section = Section("dblstm_har", "dBLSTM on UCI HAR")
-    listed = not_plotted(data, NOTEBOOK, "dblstm_runs_not_plotted")
-    table = dblstm_table(data)
-    if not len(table):
-        return without_results(section, data, NOTEBOOK, listed)
+    """The dBLSTM-HAR section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     ratios = runtime_ratios(table)
     section.text = _findings(table, ratios)
     if ratios.empty:
         section.text.append("No configuration ran on two kinds of device, so no runtime ratio can be given.")
     section.text.append(f"Seed 000 ({SEED_000_SOURCE}) claimed: {'; '.join(SEED_000_CLAIMS)}.")
-    warning = substitute_warning(data.ok(NOTEBOOK), data)
-    if warning:
-        section.warnings.append(warning)
-    figures = [runtime_figure(table), accuracy_figure(table), metrics_figure(table)]
+    figures = [item for item in (runtime_figure(table), accuracy_figure(table), metrics_figure(table)) if item]
     if not ratios.empty:
         figures.append(ratio_figure(ratios))
-    note = figure_warning(data.ok(NOTEBOOK))
-    for item in figures:
-        if note:
-            mark_substitute_data(item.figure, note)
     printed = pick(table, [("device", "device"), ("layers", "layers"), ("units", "units"), ("batch", "batch"),
                            ("repeats", "repeats"), ("train_time_s", "train time (s)"), ("train_time_std_s", "std (s)"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
                            ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
                            *[(metric, label) for metric, label in SCORES], ("test_accuracy_std", "accuracy std"),
                            ("model_params", "parameters"), ("data", "data")])
-    if (table["series"] != table["device"]).any():
-        printed.insert(0, "series", table["series"].to_numpy())
     section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, layers and units: training time "
                                  "and test scores (means over repeats; std over repeats where recorded)."), *figures]
     if not ratios.empty:
-        section.items.append(ReportTable("dblstm_runtime_ratios", ratios[["layers", "units", "batch", "pair", "ratio"]],
-                                         "Training-time ratios per configuration (above 1: the second device is faster)."))
-    if listed:
-        section.items.append(listed)
-    return section
+        section.items.append(ReportTable(
+            "dblstm_runtime_ratios", ratios[["layers", "units", "batch", "pair", "ratio"]],
+            "Training-time ratios per configuration (above 1: the second device is faster)."))

@@ -9,12 +9,9 @@ import pandas as pd
 from colabkit.plots import device_color
 from colabkit.published import SEED_001_MATMUL, SEED_001_SOURCE
 from colabkit.report.common import (
-    column, config_key, cpu_baseline, figure_warning, not_plotted, pick, series_labels, speedups,
-    substitute_warning, without_results,
+    column, config_key, cpu_baseline, has, notebook_section, pick, series_labels, speedups,
 )
-from colabkit.report.figures import (
-    log_scale_if_wide, mark_substitute_data, new_figure, plot_lines, powers_of_two_axis,
-)
+from colabkit.report.figures import log_scale_if_wide, new_figure, plot_lines, powers_of_two_axis
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
@@ -34,7 +31,8 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
         "n": column(ok, "params.n"), "dtype": column(ok, "params.dtype"), "count": column(ok, "params.count"),
         "replicas": column(ok, "metrics.replicas"), "xla": column(ok, "metrics.xla"),
         "tflops_cold": column(ok, "metrics.tflops_cold"), "tflops_warm": column(ok, "metrics.tflops_warm"),
-        "tflops_warm_min": column(ok, "metrics.tflops_warm_min"), "tflops_warm_max": column(ok, "metrics.tflops_warm_max"),
+        "tflops_warm_min": column(ok, "metrics.tflops_warm_min"),
+        "tflops_warm_max": column(ok, "metrics.tflops_warm_max"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_precision": column(ok, "metrics.peak_precision"),
         "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
         "blas_tflops": column(ok, "metrics.blas_tflops"), "ratio_to_blas": column(ok, "metrics.ratio_to_blas"),
@@ -71,8 +69,8 @@ def tflops_figure(table: pd.DataFrame) -> ReportFigure:
     ax.set_ylabel("TFLOPS")
     ax.set_title("Matmul TFLOPS: warm (solid), cold (dashed)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    behind = pd.concat([table[["series", "device", "n", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "tflops_cold"]],
-                        pd.DataFrame(seed_rows)], ignore_index=True)
+    ours = table[["series", "device", "n", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "tflops_cold"]]
+    behind = pd.concat([ours, pd.DataFrame(seed_rows)], ignore_index=True)
     caption = ("TFLOPS = replicas x count x 2 n^3 / seconds. Warm: median of the timed calls, bars from the "
                "fastest to the slowest; cold: the first call (tracing and compilation included). Stars: "
                f"{SEED_001_SOURCE} (other hardware, 2018; the author warned they hold errors).")
@@ -141,48 +139,38 @@ def seed_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def _findings(table: pd.DataFrame) -> str:
     sentences = []
-    for series, rows in table.groupby("series", sort=False):
+    for series, rows in table[table["tflops_warm"].notna()].groupby("series", sort=False):
         best = rows.loc[rows["tflops_warm"].idxmax()]
         peak = (f" ({format_number(100 * best['fraction_of_peak'], 3)} % of its peak)"
                 if pd.notna(best["fraction_of_peak"]) else "")
         cold = (f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS"
                 if pd.notna(best["tflops_cold"]) else "")
         sentences.append(f"**{series}** peaked at {format_number(best['tflops_warm'], 3)} TFLOPS warm at "
-                         f"n = {int(best['n'])}{peak}{cold}.")
+                         f"n = {format_number(best['n'])}{peak}{cold}.")
     return " ".join(sentences)
 
 
-def matmul_section(data: ReportData) -> Section:
-    """The matmul section, or an empty one that says why."""
-    section = Section("matmul", "Matrix multiplication throughput")
-    extra = not_plotted(data, NOTEBOOK, "matmul_runs_not_plotted")
-    table = matmul_table(data)
-    if not len(table):
-        return without_results(section, data, NOTEBOOK, extra)
-    section.text.append(_findings(table))
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
+    section.text = [text for text in [_findings(table)] if text]
     if table.attrs["baseline"] is None:
         section.text.append("No CPU run is in these results, so no speedup over the CPU can be given.")
-    warning = substitute_warning(data.ok(NOTEBOOK), data)
-    if warning:
-        section.warnings.append(warning)
     printed = pick(table, [("device", "device"), ("n", "n"), ("dtype", "dtype"), ("count", "count"),
                            ("replicas", "replicas"), ("xla", "XLA"), ("tflops_cold", "TFLOPS cold"),
                            ("tflops_warm", "TFLOPS warm"), ("tflops_warm_min", "warm min"),
                            ("tflops_warm_max", "warm max"), ("peak_tflops", "peak TFLOPS"),
                            ("fraction_of_peak", "fraction of peak"), ("speedup_vs_cpu", "speedup over CPU"),
                            ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "TF / BLAS")])
-    figures = [tflops_figure(table), speedup_figure(table), peak_figure(table)]
-    note = figure_warning(data.ok(NOTEBOOK))
-    for item in figures:
-        if item is not None and note:
-            mark_substitute_data(item.figure, note)
+    figures = [tflops_figure(table)] if has(table, "tflops_warm") or has(table, "tflops_cold") else []
+    figures += [item for item in (speedup_figure(table), peak_figure(table)) if item]
     section.items = [
         ReportTable("matmul_tflops", printed, "Matmul throughput per device and size. Speedup: warm TFLOPS over "
                     f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters."),
-        *[item for item in figures if item is not None],
+        *figures,
         ReportTable("matmul_vs_seed001", seed_table(table),
                     f"Ours at the largest n measured per device, and {SEED_001_SOURCE}."),
     ]
-    if extra:
-        section.items.append(extra)
-    return section
+
+
+def matmul_section(data: ReportData) -> Section:
+    """The matmul section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "Matrix multiplication throughput", "matmul", matmul_table, _fill)

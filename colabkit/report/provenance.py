@@ -53,7 +53,8 @@ def software_table(ok: pd.DataFrame) -> pd.DataFrame:
     keys = [name for name, _ in present]
     stacks = ok[keys].astype(str).replace("nan", "")
     grouped = ok.assign(**{k: stacks[k] for k in keys}).groupby(keys, sort=False, dropna=False)
-    table = grouped.agg(runs=("path", "size"), devices=("device_label", lambda s: ", ".join(sort_labels(s)))).reset_index()
+    table = grouped.agg(runs=("path", "size"),
+                        devices=("device_label", lambda s: ", ".join(sort_labels(s)))).reset_index()
     return table.rename(columns=dict(present))
 
 
@@ -77,13 +78,15 @@ def data_table(ok: pd.DataFrame) -> pd.DataFrame:
     """Which data each notebook's runs used: real, or an offline/synthetic stand-in, and what it is."""
     if not len(ok):
         return pd.DataFrame()
+    def text(name: str) -> pd.Series:
+        return column(ok, name).astype(object).where(column(ok, name).notna(), "").astype(str)
+
     frame = pd.DataFrame({
         "notebook": ok["notebook"],
-        "data": column(ok, "data.dataset").fillna(column(ok, "data.name")).fillna(""),
-        "source": column(ok, "data.source").fillna("").astype(str).map(
-            lambda s: s.upper() + " (stand-in)" if s in ("offline", "synthetic") else s),
-        "description": column(ok, "data.description").fillna(""),
-        "sha256": column(ok, "data.sha256").fillna("").astype(str).str[:12],
+        "data": text("data.dataset").where(text("data.dataset") != "", text("data.name")),
+        "source": text("data.source").map(lambda s: s.upper() + " (stand-in)" if s in ("offline", "synthetic") else s),
+        "description": text("data.description"),
+        "sha256": text("data.sha256").str[:12],
         "path": ok["path"],
     })
     frame.loc[ok["data_used"] == "", "source"] = frame.loc[ok["data_used"] == "", "source"].map(

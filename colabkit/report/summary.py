@@ -42,7 +42,8 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
                          "speedup": matched["speedup"].median() if len(matched) else float("nan"),
                          "min": matched["speedup"].min() if len(matched) else float("nan"),
                          "max": matched["speedup"].max() if len(matched) else float("nan")})
-    return pd.DataFrame(rows, columns=["notebook", "measure", "device", "over", "configurations", "speedup", "min", "max"])
+    columns = ["notebook", "measure", "device", "over", "configurations", "speedup", "min", "max"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:

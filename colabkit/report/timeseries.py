@@ -12,12 +12,9 @@ from matplotlib.ticker import MaxNLocator
 
 from colabkit.published import HVASS_SOURCE, HVASS_WEATHER
 from colabkit.report.common import (
-    column, config_key, figure_warning, first_column, not_plotted, pick, series_labels, substitute_warning,
-    timing_frame, without_results,
+    column, config_key, first_column, has, notebook_section, pick, series_labels, timing_frame,
 )
-from colabkit.report.figures import (
-    grouped_bars, label_colors, log_scale_if_wide, mark_substitute_data, new_figure,
-)
+from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
@@ -197,8 +194,9 @@ def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
 def hvass_table(table: pd.DataFrame) -> pd.DataFrame:
     ours = [{"source": f"ours: {row.series}, batch {format_number(row.batch)}", "test loss": row.test_loss,
              "steady epoch (s)": row.epoch_steady_s} for row in table.itertuples()]
-    return pd.DataFrame([*ours, {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
-                                 "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}])
+    published = {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
+                 "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}
+    return pd.DataFrame([*ours, published])
 
 
 def _findings(table: pd.DataFrame, errors: pd.DataFrame | None) -> str:
@@ -217,17 +215,14 @@ def _findings(table: pd.DataFrame, errors: pd.DataFrame | None) -> str:
 
 
 def timeseries_section(data: ReportData) -> Section:
-    """The time-series section, or one that says why it has nothing to show."""
-    section = Section("timeseries_rnn", "Weather forecasting with a recurrent network")
-    listed = not_plotted(data, NOTEBOOK, "timeseries_runs_not_plotted")
-    table = timeseries_table(data)
-    if not len(table):
-        return without_results(section, data, NOTEBOOK, listed)
+    """The time-series section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "Weather forecasting with a recurrent network", "timeseries",
+                            timeseries_table, _fill)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     errors = error_table(table)
-    section.text.append(_findings(table, errors))
-    warning = substitute_warning(data.ok(NOTEBOOK), data)
-    if warning:
-        section.warnings.append(warning)
+    section.text = [text for text in [_findings(table, errors)] if text]
     curves = loss_curves_figure(table, data)
     predictions, note = predictions_figure(table, data)
     if curves is None:
@@ -236,11 +231,8 @@ def timeseries_section(data: ReportData) -> Section:
         section.text.append(note or "No record holds predictions, so there is no forecast plot.")
     elif note:
         section.text.append(note)
-    figures = [item for item in (epoch_time_figure(table), curves, predictions) if item is not None]
-    marked = figure_warning(data.ok(NOTEBOOK))
-    for item in figures:
-        if marked:
-            mark_substitute_data(item.figure, marked)
+    timed = has(table, "epoch_first_s") or has(table, "epoch_steady_s")
+    figures = [item for item in (epoch_time_figure(table) if timed else None, curves, predictions) if item is not None]
     spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early-stopping epoch"),
             ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
             ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
@@ -248,16 +240,12 @@ def timeseries_section(data: ReportData) -> Section:
             *[(name, name.replace("_", " ")) for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
             ("data", "data")]
     printed = pick(table, spec)
-    if (table["series"] != table["device"]).any():
-        printed.insert(0, "series", table["series"].to_numpy())
     section.items = [ReportTable("timeseries_rnn", printed, "Weather model per device and batch size: timing, "
                                  "losses on scaled targets, mean absolute errors in physical units."), *figures]
     if errors is not None:
         section.items.append(ReportTable("timeseries_mae_vs_persistence", errors,
                                          "Mean absolute error of the model and of the persistence forecast (the value "
                                          "24 hours earlier); skill above 0: the model is better."))
-    section.items.append(ReportTable("timeseries_vs_hvass", hvass_table(table), f"Ours beside {HVASS_SOURCE}; "
-                                     "their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))
-    if listed:
-        section.items.append(listed)
-    return section
+    section.items.append(ReportTable(
+        "timeseries_vs_hvass", hvass_table(table),
+        f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))

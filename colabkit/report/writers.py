@@ -51,6 +51,15 @@ def format_number(value: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
     return str(value)
 
 
+def span(values: Any, digits: int = 3) -> str:
+    """The range of some numbers for a sentence: '0.652-0.803', or '0.975' when they are all equal."""
+    values = [v for v in values if not _missing(v)]
+    if not values:
+        return "n/a"
+    low, high = format_number(min(values), digits), format_number(max(values), digits)
+    return low if low == high else f"{low}-{high}"
+
+
 def formatted(table: pd.DataFrame) -> pd.DataFrame:
     """`table` with every cell formatted for print (see format_number)."""
     return table.apply(lambda column: column.map(format_number)).astype(str)
