@@ -427,3 +427,13 @@ def test_records_with_nothing_but_the_required_fields_still_give_every_section(t
         assert all(text for text in section.text)
         report.publish(section, tmp_path / "out", display=False)
     assert report.speedup_table(data).empty
+
+
+def test_the_reading_calls_a_device_faster_only_where_every_configuration_agrees(tmp_path):
+    fx.write(tmp_path, fx.matmul("cpu", 256, 1.0), "a")
+    fx.write(tmp_path, fx.matmul("cpu", 512, 1.0), "b")
+    fx.write(tmp_path, fx.matmul("gpu", 256, 0.5), "a")  # slower at 256 ...
+    fx.write(tmp_path, fx.matmul("gpu", 512, 4.0), "b")  # ... faster at 512: the median (2.25x) says nothing alone
+    text = report.summary_section(report.load_report_data([tmp_path])).text[0]
+    assert "GPU: Tesla T4 was faster than CPU: AMD EPYC in some configurations and not in others" in text
+    assert "0.500x to 4x" in text

@@ -84,11 +84,13 @@ def _device_sentence(device: str, rows: pd.DataFrame) -> str:
         parts.append(f"{_times(row.speedup)} on {title_of(row.notebook)} ({row.measure}; {spread})")
     text = ""
     if parts:
-        faster = (compared["speedup"] > 1).all()
-        slower = (compared["speedup"] < 1).all()
-        verdict = "faster than" if faster else "slower than" if slower else "neither uniformly faster nor slower than"
-        text = (f"{device} was {verdict} {compared['over'].iloc[0]} where both ran the same parameters: "
-                f"{'; '.join(parts)}.")
+        # A verdict only where every matched configuration agrees; anything else is called mixed.
+        faster = (compared["min"] > 1).all()
+        slower = (compared["max"] < 1).all()
+        over = compared["over"].iloc[0]
+        verdict = (f"faster than {over}" if faster else f"slower than {over}" if slower else
+                   f"faster than {over} in some configurations and not in others")
+        text = f"{device} was {verdict}, comparing runs with the same parameters: {'; '.join(parts)}."
     for row in missing.itertuples():
         reason = ("no CPU run exists" if row.over == "no CPU run" else "the CPU never ran the same parameters")
         text += f" {device} also ran {title_of(row.notebook)}, but {reason}, so no speedup is given there."
