@@ -34,3 +34,15 @@ def _indented_block(lines: list[str]) -> list[str]:
             break
         block.append(line)
     return block
+
+
+def run_notebook(notebook: str, workdir: Path, label: str, **parameters: Any) -> dict[str, Any]:
+    """Execute notebooks/<notebook>.ipynb through papermill (the production path); return its record."""
+    import papermill
+
+    from colabkit.results import read_record
+
+    record_path = workdir / f"{label}.json"
+    papermill.execute_notebook(str(NOTEBOOKS / f"{notebook}.ipynb"), str(workdir / f"{label}.ipynb"),
+                               parameters={**parameters, "results_path": str(record_path)}, progress_bar=False)
+    return read_record(record_path)

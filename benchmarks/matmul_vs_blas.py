@@ -15,23 +15,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-import papermill
+from _notebook_code import run_notebook
 
 from colabkit.baseline import OPENBLAS_OVERRIDES
-from colabkit.results import read_record
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "matmul_tflops.ipynb"
 TARGET = 0.9
 
 
 def run(n: int, count: int, repeats: int, jit_compile: bool, workdir: Path) -> dict:
-    record_path = workdir / f"jit-{jit_compile}.json"
-    papermill.execute_notebook(
-        str(NOTEBOOK), str(workdir / f"jit-{jit_compile}.ipynb"), progress_bar=False,
-        parameters=dict(device="cpu", n=n, count=count, dtype="float32", repeats=repeats, warmup=1,
-                        jit_compile=jit_compile, results_path=str(record_path)),
-    )
-    return read_record(record_path)["metrics"]
+    record = run_notebook("matmul_tflops", workdir, f"jit-{jit_compile}", device="cpu", n=n, count=count,
+                          dtype="float32", repeats=repeats, warmup=1, jit_compile=jit_compile)
+    return record["metrics"]
 
 
 def main() -> int:

@@ -3,6 +3,7 @@
 Notebooks import what they need from here; each concern lives in its own module.
 """
 
+from colabkit.backends import BACKENDS, select_backend
 from colabkit.data import (
     HarData,
     MnistData,
@@ -15,6 +16,9 @@ from colabkit.data import (
 )
 from colabkit.device import DeviceSetup, available_devices, machine_details, parse_device, setup_device
 from colabkit.errors import (
+    BackendError,
+    BackendNotInstalledError,
+    BackendUnsupportedError,
     ColabkitError,
     CorruptDownloadError,
     DataError,
@@ -28,6 +32,7 @@ from colabkit.errors import (
     RecordError,
     ReportError,
     UnknownDataSourceError,
+    UnknownDatasetError,
     UnknownDeviceError,
 )
 from colabkit.peaks import PeakFlops
@@ -37,6 +42,10 @@ from colabkit.timing import Measurement, block_until_ready, measure, summarize, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BACKENDS",
+    "BackendError",
+    "BackendNotInstalledError",
+    "BackendUnsupportedError",
     "ColabkitError",
     "CorruptDownloadError",
     "DataError",
@@ -56,6 +65,7 @@ __all__ = [
     "ReportError",
     "Run",
     "UnknownDataSourceError",
+    "UnknownDatasetError",
     "UnknownDeviceError",
     "WeatherData",
     "__version__",
@@ -71,6 +81,7 @@ __all__ = [
     "measure",
     "parse_device",
     "read_record",
+    "select_backend",
     "setup_device",
     "start_run",
     "summarize",

@@ -3,25 +3,61 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from colabkit.errors import ColabkitError
+from colabkit.errors import ColabkitError, SweepInterrupted
 
 if TYPE_CHECKING:
     from colabkit.colab import Coordinates
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from colabkit.sweep import run_sweep, summary_table
+    from colabkit.grid import parse_overrides
+    from colabkit.sweep import dry_run_table, prepare, run_sweep, summary_table
 
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
-    outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out)
+    overrides = parse_overrides(args.param)
+    if args.dry_run:
+        decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force)
+        print(dry_run_table(decisions, out))
+        return 0
+    progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
+    try:
+        outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
+                             force=args.force, timeout_s=args.timeout, jobs=args.jobs, html=args.html,
+                             kernel_name=args.kernel, progress=progress)
+    except SweepInterrupted as stopped:
+        print()
+        if stopped.outcomes:
+            print(summary_table(stopped.outcomes))
+        print(f"\n{stopped}: finished combinations are kept; run the same command again to resume.", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print()
     print(summary_table(outcomes))
+    failed = [outcome for outcome in outcomes if outcome.status == "failed"]
+    for outcome in failed:
+        base = str(outcome.record_path)[: -len(".json")]
+        print(f"failed: {outcome.combination.label}: {outcome.message}\n        inspect {base}.ipynb and {base}.log")
     print(f"\noutputs: {out}")
-    return 1 if any(outcome.status == "failed" for outcome in outcomes) else 0
+    return 1 if failed else 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _status(args: argparse.Namespace) -> int:
+    from colabkit.sweep_status import collect_status, format_status
+
+    print(format_status(collect_status(args.out)))
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -95,6 +131,18 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--preset", help="a preset named in the grid files, e.g. smoke or paper")
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
     sweep.add_argument("--out", help="output folder (default: outputs/<preset>)")
+    sweep.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                       help="set a parameter for every combination (typed like papermill's -p); repeatable")
+    sweep.add_argument("--force", action="store_true", help="rerun combinations that finished earlier")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="list the combinations and what would run, be kept or skipped; run nothing")
+    sweep.add_argument("--timeout", type=float, metavar="SECONDS", help="fail a run whose cells take longer than this")
+    sweep.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
+    sweep.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML export of each run")
+    sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
+    sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="show a progress bar (default: when the terminal is interactive, or in Colab)")
     sweep.set_defaults(handler=_sweep)
     report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
                                              "(runs notebooks/report.ipynb)")
@@ -103,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
     report.set_defaults(handler=_report)
+    status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device")
+    status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
+    status.set_defaults(handler=_status)
     notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
     notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
     notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",

@@ -11,6 +11,7 @@ machine) and "gpu:N" (the first N GPUs).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import platform
@@ -209,9 +210,20 @@ class DeviceSetup:
 
     requested: str
     kind: str
-    strategy: Any
+    strategy: Any  # a tf.distribute strategy; on JAX a keras.distribution (or None for one device)
     replicas: int
     description: dict[str, Any] = field(default_factory=dict)
+    backend: str = "tensorflow"
+
+    def scope(self) -> Any:
+        """The context to build and compile models in: the strategy's scope, or a no-op."""
+        if self.strategy is not None and hasattr(self.strategy, "scope"):
+            return self.strategy.scope()
+        return contextlib.nullcontext()
+
+    @property
+    def strategy_name(self) -> str:
+        return type(self.strategy).__name__ if self.strategy is not None else "single device"
 
     @property
     def name(self) -> str:
@@ -240,7 +252,8 @@ class DeviceSetup:
             "requested": self.requested,
             "kind": self.kind,
             "replicas": self.replicas,
-            "strategy": type(self.strategy).__name__,
+            "strategy": self.strategy_name,
+            "backend": self.backend,
             **self.description,
         }
 
@@ -255,8 +268,9 @@ class DeviceSetup:
                               else f"{label} {value}")
         detail = f" ({', '.join(extras)})" if extras else ""
         simulated = " [logical CPU devices: replicas share the same cores]" if self.description.get("logical_devices") else ""
+        backend = f" (Keras backend {self.backend})" if self.backend != "tensorflow" else ""
         return (f"{self.kind.upper()}: {self.name}{detail}; {self.replicas} replica(s) under "
-                f"{type(self.strategy).__name__}{simulated}")
+                f"{self.strategy_name}{backend}{simulated}")
 
     def __repr__(self) -> str:
         return f"DeviceSetup({self.summary()})"
@@ -265,23 +279,37 @@ class DeviceSetup:
 _SETUPS: dict[str, DeviceSetup] = {}
 
 
-def setup_device(device: str = "auto") -> DeviceSetup:
-    """Build the tf.distribute strategy for `device` and describe the hardware behind it.
+def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetup:
+    """Build the distribution strategy for `device` and describe the hardware behind it.
 
+    `backend` ("tensorflow", "jax", "torch") selects Keras's backend first; give it, and call this
+    before `import keras`, in any notebook that can run on several backends (Keras fixes its backend
+    and, on PyTorch, its device when imported). None keeps the backend Keras uses already.
     Raises DeviceNotFoundError when the device is absent, with the machine's inventory in the
     message. Calling it again in the same process returns the same set-up (a re-run notebook
     cell must not re-initialise a TPU or reconfigure devices TensorFlow has already fixed).
     """
+    from colabkit.backends import current_backend, select_backend
+
     request = parse_device(device)
-    key = str(request)
+    backend = select_backend(backend) if backend else current_backend()
+    key = f"{backend}/{request}"
     if key not in _SETUPS:
-        setup = _build(request)
+        setup = _build(request, backend)
         _SETUPS[key] = setup
-        _SETUPS.setdefault(str(DeviceRequest(setup.kind, request.count)), setup)
+        _SETUPS.setdefault(f"{backend}/{DeviceRequest(setup.kind, request.count)}", setup)
     return _SETUPS[key]
 
 
-def _build(request: DeviceRequest) -> DeviceSetup:
+def _build(request: DeviceRequest, backend: str = "tensorflow") -> DeviceSetup:
+    if backend == "jax":
+        from colabkit.backends import setup_jax
+
+        return setup_jax(str(request), request.kind, request.count)
+    if backend == "torch":
+        from colabkit.backends import setup_torch
+
+        return setup_torch(str(request), request.kind, request.count)
     if request.kind == "auto":
         if tpu_runtime_hint():
             return _setup_tpu("auto")

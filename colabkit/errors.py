@@ -15,6 +15,19 @@ class UnknownDeviceError(ColabkitError, ValueError):
     """A device name that colabkit does not understand."""
 
 
+class BackendError(ColabkitError, ValueError):
+    """A Keras backend that is unknown, or cannot be switched to in this process."""
+
+
+class BackendNotInstalledError(BackendError):
+    """The package a Keras backend needs (jax, torch) is not installed; the message says how."""
+
+
+class BackendUnsupportedError(ColabkitError):
+    """A backend and device pair that cannot run (PyTorch on TPU without torch_xla; several
+    replicas on Keras's PyTorch backend). Refused plainly rather than run somewhere else."""
+
+
 class MeasurementError(ColabkitError):
     """A measurement produced a value that cannot be trusted (non-finite result, zero time...)."""
 
@@ -39,6 +52,16 @@ class GridError(ColabkitError):
         super().__init__(message)
 
 
+class SweepLockedError(ColabkitError):
+    """Another sweep is writing to the same output folder."""
+
+
+class SweepInterrupted(ColabkitError):
+    """A sweep stopped by Ctrl-C or SIGTERM. Holds the outcomes that finished before it stopped."""
+
+    def __init__(self, outcomes: list, message: str = "interrupted") -> None:
+        self.outcomes = outcomes
+        super().__init__(message)
 class BootstrapError(ColabkitError):
     """The Colab bootstrap could not install what the runtime lacks (pip failed)."""
 
@@ -85,3 +108,7 @@ class DataSourceWarning(UserWarning):
 class ReportError(ColabkitError):
     """A report cannot be built as asked (a results folder that does not exist, the report notebook
     missing or failing)."""
+
+
+class UnknownDatasetError(ColabkitError, ValueError):
+    """A dataset name that no loader of this notebook knows."""

@@ -1,21 +1,34 @@
 """Parameter grid files (`parameters/*.yaml`): load, validate, expand into combinations.
 
-A grid file names a notebook, a `grid` (each key a list of values: the sweep runs their cartesian
-product), `fixed` values shared by every combination, and `presets` that override grid and fixed
-values by name::
+The schema (every key but `notebook` optional)::
 
-    notebook: notebooks/matmul_tflops.ipynb
-    grid: {device: [cpu, gpu, tpu], n: [1024, 4096], dtype: [float32]}
-    fixed: {count: 10, repeats: 5}
-    presets:
-      smoke: {grid: {n: [256]}, fixed: {count: 2}}
+    notebook: notebooks/cnn_mnist.ipynb         # the notebook to run, relative to the project
+    description: one line for humans
+    grid:                                       # each key a list: the sweep runs their cartesian product
+      device: [cpu, gpu, tpu]
+      batch_size: [256, 512, 1024]
+    zip:                                        # groups of lists that vary together, not crossed:
+      - {units: [32, 64, 128], layers: [1, 2, 3]}   # (32, 1), (64, 2), (128, 3), each crossed with the grid
+    fixed: {epochs: 10}                         # one value for every combination
+    presets:                                    # named overrides of grid, zip and fixed values
+      smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}}
 
-Files are read with YAML's safe loader; values reach a notebook only as papermill parameters.
+Values are layered: the file's own, then the chosen preset's, then `-p KEY=VALUE` from the command
+line. A key set by a later layer replaces the earlier one wherever it was (a grid axis, a zip group
+or a fixed value): `-p batch_size=64` pins an axis to one value. Within one layer a key may appear
+in one place only. `zip` may also be a single mapping (one group).
+
+Validation happens before anything runs and reports every problem found, one line each: unknown
+keys, a missing notebook, parameters the notebook's `parameters` cell does not declare, values of
+the wrong type for the declared parameter (see colabkit.notebook_params), empty lists, zip lists of
+unequal length, values listed twice, and devices colabkit does not know. Files are read with YAML's
+safe loader; values reach a notebook only as papermill parameters.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +38,11 @@ import yaml
 
 from colabkit.device import DEVICE_KINDS, parse_device
 from colabkit.errors import GridError, UnknownDeviceError
+from colabkit.notebook_params import DeclaredParameter, declared_parameters
 
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "fixed", "presets")
-PRESET_KEYS = ("description", "grid", "fixed")
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
+PRESET_KEYS = ("description", "grid", "zip", "fixed")
+SET_BY_THE_SWEEP = ("results_path",)
 
 
 @dataclass(frozen=True)
@@ -46,9 +61,70 @@ class Combination:
     def device(self) -> str:
         return str(self.params["device"])
 
+    @property
+    def label(self) -> str:
+        """'matmul_tflops cpu n-256_dtype-float32': how progress lines and tables name it."""
+        return f"{self.name} {self.device} {self.slug}"
+
     def output_base(self, out: Path) -> Path:
         """OUT/<notebook>/<device>/<slug>: add .ipynb, .json, .html, .log to it."""
         return Path(out) / self.name / self.device.replace(":", "-") / self.slug
+
+
+@dataclass
+class Layer:
+    """One layer of values: the grid file's own, one preset's, or the command line's."""
+
+    where: str  # how messages name it: "" (the file), "presets.smoke.", "-p "
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    zips: list[dict[str, list[Any]]] = field(default_factory=list)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def located_values(self) -> list[tuple[str, str, list[Any]]]:
+        """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
+        found = [(f"{self.where}grid.{key}", key, values) for key, values in self.grid.items()]
+        for index, group in enumerate(self.zips):
+            found += [(f"{self.where}zip[{index}].{key}", key, values) for key, values in group.items()]
+        found += [(f"{self.where}fixed.{key}", key, [value]) for key, value in self.fixed.items()]
+        return found
+
+
+@dataclass
+class Resolved:
+    """The values once every layer is applied: what `expand` crosses."""
+
+    axes: dict[str, list[Any]]
+    zips: list[dict[str, list[Any]]]
+    fixed: dict[str, Any]
+
+    def forget(self, key: str) -> None:
+        """Remove `key` wherever an earlier layer put it."""
+        self.axes.pop(key, None)
+        self.fixed.pop(key, None)
+        for group in self.zips:
+            group.pop(key, None)
+        self.zips = [group for group in self.zips if group]
+
+    def apply(self, layer: Layer) -> None:
+        for key, values in layer.grid.items():
+            if key in self.axes:
+                self.axes[key] = list(values)  # keep the axis where it was: slugs stay stable
+            else:
+                self.forget(key)
+                self.axes[key] = list(values)
+        for group in layer.zips:
+            for key in group:
+                self.forget(key)
+            self.zips.append({key: list(values) for key, values in group.items()})
+        for key, value in layer.fixed.items():
+            self.forget(key)
+            self.fixed[key] = value
+
+    @property
+    def varying(self) -> list[str]:
+        """Grid axes and zip keys, in file order: the keys a combination's slug is made of."""
+        return list(self.axes) + [key for group in self.zips for key in group]
 
 
 @dataclass
@@ -57,25 +133,39 @@ class GridSpec:
 
     path: Path
     notebook: Path
-    grid: dict[str, list[Any]]
-    fixed: dict[str, Any]
-    presets: dict[str, dict[str, Any]]
+    base: Layer
+    presets: dict[str, Layer]
     description: str = ""
+    parameters: dict[str, DeclaredParameter] = field(default_factory=dict)
 
-    def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-        """The grid and fixed values once `preset` (if any) is applied."""
-        grid, fixed = dict(self.grid), dict(self.fixed)
+    @property
+    def grid(self) -> dict[str, list[Any]]:
+        return self.base.grid
+
+    @property
+    def fixed(self) -> dict[str, Any]:
+        return self.base.fixed
+
+    def resolve(self, preset: str | None = None, overrides: dict[str, Any] | None = None) -> Resolved:
+        """The axes, zip groups and fixed values once `preset` and `overrides` are applied."""
+        resolved = Resolved({}, [], {})
+        resolved.apply(self.base)
         if preset is not None:
             if preset not in self.presets:
                 known = ", ".join(sorted(self.presets)) or "none"
                 raise GridError(f"unknown preset {preset!r} (this file has: {known})", str(self.path))
-            overrides = self.presets[preset]
-            grid.update(overrides.get("grid") or {})
-            fixed.update(overrides.get("fixed") or {})
-        for key in list(fixed):
-            grid.pop(key, None)  # a fixed value (e.g. from a preset) replaces a grid axis
-        return grid, fixed
+            resolved.apply(self.presets[preset])
+        declared = {key: value for key, value in (overrides or {}).items() if key in self.parameters}
+        resolved.apply(Layer("-p ", fixed=declared))
+        return resolved
 
+    def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        """The grid axes and fixed values once `preset` (if any) is applied (zip groups left out)."""
+        resolved = self.resolve(preset)
+        return resolved.axes, resolved.fixed
+
+
+# --- reading and checking ----------------------------------------------------------------------
 
 def _resolve_notebook(grid_path: Path, notebook: str) -> Path:
     candidate = Path(notebook)
@@ -88,7 +178,26 @@ def _resolve_notebook(grid_path: Path, notebook: str) -> Path:
     return (grid_path.parent.parent / candidate).resolve()
 
 
-def _check_axes(axes: Any, where: str, problems: list[str]) -> dict[str, list[Any]]:
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _check_list(values: Any, where: str, problems: list[str], unique: bool = True) -> list[Any] | None:
+    if not isinstance(values, list):
+        problems.append(f"{where} must be a list of values, got {values!r} (write [{values!r}], or move it to `fixed`)")
+        return None
+    if not values:
+        problems.append(f"{where} is an empty list: the grid would have no combinations")
+        return None
+    seen: set[str] = set()
+    for value in values if unique else ():
+        if _canonical(value) in seen:
+            problems.append(f"{where} lists {value!r} twice: that combination would run twice")
+        seen.add(_canonical(value))
+    return values
+
+
+def _check_axes(axes: Any, where: str, problems: list[str], unique: bool = True) -> dict[str, list[Any]]:
     if axes is None:
         return {}
     if not isinstance(axes, dict):
@@ -96,21 +205,87 @@ def _check_axes(axes: Any, where: str, problems: list[str]) -> dict[str, list[An
         return {}
     checked = {}
     for key, values in axes.items():
-        if not isinstance(values, list):
-            problems.append(f"{where}.{key} must be a list of values, got {values!r}")
-        elif not values:
-            problems.append(f"{where}.{key} is an empty list: the grid would have no combinations")
-        else:
+        values = _check_list(values, f"{where}.{key}", problems, unique)
+        if values is not None:
             checked[str(key)] = values
     return checked
 
 
-def _check_devices(values: list[Any], where: str, problems: list[str]) -> None:
-    for value in values:
-        try:
-            parse_device(str(value))
-        except UnknownDeviceError as exc:
-            problems.append(f"{where}: {exc}")
+def _check_zips(zips: Any, where: str, problems: list[str]) -> list[dict[str, list[Any]]]:
+    if zips is None:
+        return []
+    if isinstance(zips, dict):
+        zips = [zips]  # one group may be written without the list around it
+    if not isinstance(zips, list):
+        problems.append(f"{where} must be a list of groups, each a mapping of parameter -> list of values")
+        return []
+    groups = []
+    for index, group in enumerate(zips):
+        group_where = f"{where}[{index}]"
+        if not isinstance(group, dict) or not group:
+            problems.append(f"{group_where} must be a non-empty mapping of parameter -> list of values")
+            continue
+        # One list of a group may repeat a value ([64, 64] beside [1, 2]); its rows may not repeat.
+        checked = _check_axes(group, group_where, problems, unique=False)
+        lengths = {key: len(values) for key, values in checked.items()}
+        if len(set(lengths.values())) > 1:
+            sizes = ", ".join(f"{key} has {length}" for key, length in lengths.items())
+            problems.append(f"{group_where}: the lists of a zip group vary together and need the same length ({sizes})")
+        elif len(checked) == len(group):
+            rows = [{key: checked[key][row] for key in checked} for row in range(next(iter(lengths.values())))]
+            texts = [_canonical(row) for row in rows]
+            for index, (row, text) in enumerate(zip(rows, texts)):
+                if texts.count(text) > 1 and texts.index(text) == index:  # name each repeat once
+                    pairs = ", ".join(f"{key}={value!r}" for key, value in row.items())
+                    problems.append(f"{group_where} lists {pairs} twice: that combination would run twice")
+            groups.append(checked)
+    return groups
+
+
+def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
+    if fixed is None:
+        return {}
+    if not isinstance(fixed, dict):
+        problems.append(f"{where} must be a mapping of parameter -> value")
+        return {}
+    return {str(key): value for key, value in fixed.items()}
+
+
+def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
+    layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
+                  _check_zips(raw.get("zip"), f"{where}zip", problems),
+                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""))
+    places: dict[str, str] = {}
+    for located, key, _ in layer.located_values():
+        if key in places:
+            problems.append(f"{located}: `{key}` is already set at {places[key]}; "
+                            "a parameter belongs to one place per layer (grid, one zip group, or fixed)")
+        places.setdefault(key, located)
+    return layer
+
+
+def check_layer_values(layer: Layer, parameters: dict[str, DeclaredParameter], notebook_label: str,
+                       problems: list[str]) -> None:
+    """Append a problem for every key `layer` sets that the notebook lacks, the sweep owns, or whose
+    value has the wrong type or names an unknown device."""
+    for where, key, values in layer.located_values():
+        if key in SET_BY_THE_SWEEP:
+            problems.append(f"{where}: `{key}` is set by the sweep for each combination; remove it")
+            continue
+        if parameters and key not in parameters:
+            problems.append(f"{where}: the notebook {notebook_label} declares no parameter `{key}` "
+                            f"(its parameters cell has: {', '.join(sorted(parameters))})")
+            continue
+        for value in values:
+            if key == "device":
+                try:
+                    parse_device(str(value))
+                except UnknownDeviceError as exc:
+                    problems.append(f"{where}: {exc}")
+                continue
+            problem = parameters[key].problem_with(value) if key in parameters else None
+            if problem:
+                problems.append(f"{where}: {problem}")
 
 
 def load_grid(path: str | Path) -> GridSpec:
@@ -121,70 +296,172 @@ def load_grid(path: str | Path) -> GridSpec:
     try:
         raw = yaml.safe_load(grid_path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise GridError(f"not valid YAML: {exc}", str(grid_path)) from exc
+        raise GridError(f"not valid YAML (or a tag the safe loader refuses): {exc}", str(grid_path)) from exc
     if not isinstance(raw, dict):
         raise GridError("a grid file is a YAML mapping with at least `notebook` and `grid`", str(grid_path))
     problems: list[str] = []
-    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
+    unknown = sorted(map(str, set(raw) - set(TOP_LEVEL_KEYS)))
     if unknown:
         problems.append(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL_KEYS)}")
     notebook_name = raw.get("notebook")
     notebook = None
+    parameters: dict[str, DeclaredParameter] = {}
     if not isinstance(notebook_name, str) or not notebook_name:
         problems.append("`notebook` (path of the .ipynb to run) is missing")
     else:
         notebook = _resolve_notebook(grid_path, notebook_name)
         if not notebook.is_file():
             problems.append(f"notebook {notebook_name!r} not found (looked for {notebook})")
-    grid = _check_axes(raw.get("grid"), "grid", problems)
-    fixed = raw.get("fixed") or {}
-    if not isinstance(fixed, dict):
-        problems.append("`fixed` must be a mapping of parameter -> value")
-        fixed = {}
-    presets = raw.get("presets") or {}
-    if not isinstance(presets, dict):
-        problems.append("`presets` must be a mapping of preset name -> {grid, fixed}")
-        presets = {}
-    for name, preset in presets.items():
+        else:
+            try:
+                parameters = declared_parameters(notebook)
+            except GridError as exc:
+                problems.extend(exc.problems)
+    base = _read_layer(raw, "", problems)
+    presets_raw = raw.get("presets") or {}
+    if not isinstance(presets_raw, dict):
+        problems.append("`presets` must be a mapping of preset name -> {grid, zip, fixed}")
+        presets_raw = {}
+    presets = {}
+    for name, preset in presets_raw.items():
         if not isinstance(preset, dict):
-            problems.append(f"preset {name!r} must be a mapping with `grid` and/or `fixed`")
+            problems.append(f"preset {name!r} must be a mapping with `grid`, `zip` and/or `fixed`")
             continue
-        extra = sorted(set(preset) - set(PRESET_KEYS))
+        extra = sorted(map(str, set(preset) - set(PRESET_KEYS)))
         if extra:
             problems.append(f"preset {name!r}: unknown key(s) {', '.join(extra)}; allowed: {', '.join(PRESET_KEYS)}")
-        preset_grid = _check_axes(preset.get("grid"), f"presets.{name}.grid", problems)
-        if "device" in preset_grid:
-            _check_devices(preset_grid["device"], f"presets.{name}.grid.device", problems)
-    if "device" not in grid and "device" not in fixed:
+        presets[str(name)] = _read_layer(preset, f"presets.{name}.", problems)
+    label = str(notebook_name)
+    for layer in (base, *presets.values()):
+        check_layer_values(layer, parameters, label, problems)
+    if "device" not in {key for _, key, _ in base.located_values()}:
         problems.append("no `device` axis: add `device: [cpu, gpu, tpu]` to the grid (or a fixed device)")
-    _check_devices(grid.get("device", []) + ([fixed["device"]] if "device" in fixed else []), "device", problems)
     if problems:
         raise GridError(problems, str(grid_path))
-    return GridSpec(grid_path, notebook, grid, dict(fixed), dict(presets), str(raw.get("description", "")))
+    return GridSpec(grid_path, notebook, base, presets, str(raw.get("description") or ""), parameters)
 
+
+# --- the command line's -p KEY=VALUE ------------------------------------------------------------
+
+def typed_value(text: str) -> Any:
+    """A command-line value typed as papermill's `-p` types it: True/False/None, int, float, else str."""
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """{'n': 512} from ['n=512']. Raises GridError naming every item not written KEY=VALUE."""
+    overrides: dict[str, Any] = {}
+    problems = []
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", key):
+            problems.append(f"-p {item!r}: write KEY=VALUE, e.g. -p batch_size=64")
+        else:
+            overrides[key] = typed_value(value)
+    if problems:
+        raise GridError(problems)
+    return overrides
+
+
+def check_overrides(specs: list[GridSpec], overrides: dict[str, Any]) -> list[str]:
+    """Problems with `-p` values: a key no notebook declares, or a value of the wrong type.
+
+    A key applies to every notebook that declares it (`-p epochs=1` over several grid files sets
+    epochs where there is one), so it is an error only when no notebook has it.
+    """
+    problems: list[str] = []
+    for key, value in overrides.items():
+        owners = [spec for spec in specs if key in spec.parameters]
+        if key in SET_BY_THE_SWEEP:
+            problems.append(f"-p {key}: `{key}` is set by the sweep for each combination")
+        elif key == "device":
+            try:
+                parse_device(str(value))
+            except UnknownDeviceError as exc:
+                problems.append(f"-p device: {exc}")
+        elif not owners:
+            names = ", ".join(spec.notebook.name for spec in specs)
+            problems.append(f"-p {key}: no notebook of this sweep declares a parameter `{key}` ({names})")
+        for spec in owners:
+            if key != "device":
+                problem = spec.parameters[key].problem_with(value)
+                if problem:
+                    problems.append(f"-p {key} ({spec.notebook.name}): {problem}")
+    return problems
+
+
+# --- expansion ---------------------------------------------------------------------------------
 
 def _slug_part(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "x"
 
 
 def slug_for(params: dict[str, Any], axes: list[str]) -> str:
-    """A file name for a combination from its grid axes other than device: 'n-512_dtype-float32'."""
+    """A file name for a combination from its varying keys other than device: 'n-512_dtype-float32'."""
     parts = [f"{_slug_part(key)}-{_slug_part(params[key])}" for key in axes if key != "device"]
     return "_".join(parts) or "default"
 
 
-def expand(spec: GridSpec, preset: str | None = None, devices: list[str] | None = None) -> list[Combination]:
-    """The combinations of `spec` under `preset`, in grid order; `devices` keeps only those devices."""
-    grid, fixed = spec.effective(preset)
-    axes = list(grid)
+def device_matches(device: str, wanted: list[str]) -> bool:
+    """Whether `device` is one of `wanted`; a name without a count takes every count ('cpu' takes 'cpu:2')."""
+    request = parse_device(device)
+    for name in wanted:
+        choice = parse_device(name)
+        if choice == request or (choice.count is None and choice.kind == request.kind):
+            return True
+    return False
+
+
+def expand(spec: GridSpec, preset: str | None = None, devices: list[str] | None = None,
+           overrides: dict[str, Any] | None = None) -> list[Combination]:
+    """The combinations of `spec` under `preset` and `overrides`, in grid order.
+
+    Grid axes are crossed with each other and with every zip group; the lists of one zip group
+    advance together. `devices` keeps only those devices' combinations.
+    """
+    resolved = spec.resolve(preset, overrides)
+    factors: list[list[dict[str, Any]]] = [[{key: value} for value in values] for key, values in resolved.axes.items()]
+    for group in resolved.zips:
+        keys = list(group)
+        factors.append([dict(zip(keys, row)) for row in zip(*(group[key] for key in keys))])
     combinations = []
-    for values in itertools.product(*(grid[key] for key in axes)):
-        params = {**fixed, **dict(zip(axes, values))}
+    for choice in itertools.product(*factors):
+        params = dict(resolved.fixed)
+        for part in choice:
+            params.update(part)
         params["device"] = str(params["device"])
-        if devices is not None and params["device"] not in devices:
+        if devices is not None and not device_matches(params["device"], devices):
             continue
-        combinations.append(Combination(spec.notebook, params, slug_for(params, axes)))
+        combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.varying)))
     return combinations
+
+
+def duplicate_problems(combinations: list[Combination], out: Path) -> list[str]:
+    """One problem per combination that would run twice, or whose files another one would overwrite."""
+    problems = []
+    seen_params: dict[str, Combination] = {}
+    seen_paths: dict[Path, Combination] = {}
+    for combination in combinations:
+        key = _canonical([str(combination.notebook), combination.params])
+        base = combination.output_base(out)
+        if key in seen_params:
+            problems.append(f"{combination.label}: the combination {combination.params} appears twice "
+                            "(the same notebook in two grid files, or a value repeated across layers)")
+        elif base in seen_paths:
+            other = seen_paths[base]
+            problems.append(f"{combination.label}: {combination.params} and {other.params} would write the same "
+                            f"files {base}.* (their values differ only in characters a file name cannot hold)")
+        seen_params.setdefault(key, combination)
+        seen_paths.setdefault(base, combination)
+    return problems
 
 
 def device_kind(device: str) -> str:

@@ -53,3 +53,27 @@ def confusion_heatmap(counts, class_names: list[str], title: str = "Confusion ma
     axis.set_title(title)
     figure.tight_layout()
     return figure
+
+
+def forecast_panels(timestamps, series: dict, target_names: list[str], units: list[str], title: str = ""):
+    """One panel per target: each named series ('true', 'predicted', 'persistence'...) over time.
+
+    `series` maps a label to an array (steps, targets) aligned with `timestamps`; the first one is
+    drawn as the reference (solid black), the others over it.
+    """
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(target_names), 1, figsize=(9.0, 2.4 * len(target_names)), sharex=True,
+                                squeeze=False)
+    styles = [{"color": "black", "linewidth": 1.4}, {"color": "#C44E52", "linewidth": 1.2},
+              {"color": "#8C8C8C", "linewidth": 1.0, "linestyle": "--"}, {"color": "#4C72B0", "linewidth": 1.0}]
+    for column, (axis, name, unit) in enumerate(zip(axes[:, 0], target_names, units)):
+        for (label, values), style in zip(series.items(), styles * len(series)):
+            axis.plot(timestamps, values[:, column], label=label, **style)
+        axis.set_ylabel(f"{name}\n({unit})")
+    axes[0, 0].legend(loc="upper right", ncol=len(series), fontsize="small")
+    if title:
+        axes[0, 0].set_title(title)
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    return figure

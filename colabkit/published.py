@@ -49,9 +49,27 @@ SEED_000_SOURCE = "seed 000 (Kimm, Paik, Kimm, MCSoC 2021): dBLSTM on UCI HAR, b
 HVASS_WEATHER = {"test_loss": 0.0022, "epoch_time_s": 150.0}
 HVASS_SOURCE = "Hvass-Labs TensorFlow tutorial #23: test loss ~0.0022, ~2.5 min/epoch on a GTX 1070"
 
+# The weather GRU's published epoch times: Hvass's (100 steps of batch 256 x 1344 per epoch) and
+# seed 001's Colab runs of 2018 (10 epochs x 10 steps, no validation data; the CPU run ran out of
+# memory, so it has no figure).
+WEATHER_GRU_EPOCHS: tuple[dict[str, Any], ...] = (
+    {"source": "Hvass tutorial #23, GPU (GTX 1070)", "steps_per_epoch": 100, "epoch_time_s": 150.0},
+    {"source": "seed 001, Colab GPU (2018)", "steps_per_epoch": 10, "epoch_time_s": 43.0,
+     "note": "42-44 s per epoch, 7 min 12 s wall for 10 epochs"},
+    {"source": "seed 001, Colab TPU v2-8 (2018)", "steps_per_epoch": 10, "epoch_time_s": 5.0,
+     "epoch_time_first_s": 14.0, "note": "first epoch 14 s, then about 5 s"},
+)
+WEATHER_GRU_SOURCE = ("Hvass-Labs tutorial #23 (GTX 1070, ~2.5 min per 100-step epoch) and seed 001's 2018 Colab "
+                      "runs (10 steps per epoch, no validation); step time = epoch time / steps")
+
 
 def seed_003_rows(batch_size: int) -> list[dict[str, Any]]:
     """Seed 003's figures for one batch size as table rows (empty if it did not measure it)."""
     published = SEED_003_MNIST_CNN.get(int(batch_size), {})
     return [{"source": f"seed 003, {device.upper()} ({'K80' if device == 'gpu' else 'TPU v2-8'})",
              "batch_size": batch_size, **figures} for device, figures in published.items()]
+
+
+def weather_gru_rows() -> list[dict[str, Any]]:
+    """The published weather-GRU epoch times as table rows, with the time per training step."""
+    return [{**row, "step_time_s": row["epoch_time_s"] / row["steps_per_epoch"]} for row in WEATHER_GRU_EPOCHS]

@@ -1,42 +1,61 @@
-"""Run a notebook once per combination of a grid, through papermill, into OUT/.
+"""Run notebooks once per combination of their grids, through papermill, into OUT/ -- and resume.
 
-For each combination: OUT/<notebook>/<device>/<slug>.ipynb (the executed notebook), .json (the
-record), .html (nbconvert export) and .log (the kernel's output). Combinations for devices this
-machine lacks are recorded as skipped and not run. A failing combination gets a failed record and
-the sweep goes on; the exit status says whether anything failed.
+A sweep (1) validates every grid file, `-p` override and the combinations they make, before
+anything runs; (2) asks a child process which devices this machine has (so the sweep itself never
+claims a GPU or TPU); (3) decides per combination: run it, keep the result an earlier sweep
+finished (its record is ok and its fingerprint matches, see colabkit.fingerprint), or skip it
+because its device is absent; (4) runs the rest, one fresh kernel each, serially or in `jobs`
+parallel worker processes; (5) returns one Outcome per combination for the summary table.
+
+Products per combination (see colabkit.execution): OUT/<notebook>/<device>/<slug>.ipynb, .html,
+.json (the record), .log. One sweep at a time writes to an OUT folder (a lock file says which).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from colabkit.device import parse_device
-from colabkit.errors import ColabkitError, GridError
-from colabkit.grid import Combination, expand, load_grid
-from colabkit.results import make_record, read_record, utc_now, write_json_atomic
+from colabkit.errors import ColabkitError, GridError, RecordError, SweepInterrupted, SweepLockedError
+from colabkit.execution import (
+    Outcome,
+    RunFiles,
+    RunOptions,
+    execute_combination,
+    warm_up,
+    write_failed_record,
+    write_skipped_record,
+)
+from colabkit.fingerprint import fingerprint, stale_reason
+from colabkit.grid import Combination, check_overrides, duplicate_problems, expand, load_grid
+from colabkit.results import read_record
+
+__all__ = ["Decision", "Outcome", "RunOptions", "decide", "detect_devices", "dry_run_table", "missing_device_reason",
+           "plan", "prepare", "run_sweep", "summary_table", "sweep_lock", "text_table"]
 
 _DETECT = "import json; from colabkit.device import available_devices; print(json.dumps(available_devices()))"
+LOCK_NAME = ".colabkit-sweep.lock"
+PARALLEL_WARNING = (
+    "warning: --jobs {jobs} runs combinations side by side. Runs that share a device distort each other's "
+    "timings (every CPU run shares the host's cores; GPU runs get a GPU each while there are enough). "
+    "Use --jobs 1 for numbers you publish; each record's `sweep.jobs` says how it ran."
+)
 
 
-@dataclass
-class Outcome:
-    """What happened to one combination."""
-
-    combination: Combination
-    status: str  # ok | failed | skipped
-    seconds: float
-    record_path: Path
-    message: str = ""
-
+# --- devices -------------------------------------------------------------------------------------
 
 def detect_devices(timeout_s: float = 120) -> dict[str, int]:
     """Devices this machine has, asked in a child process so this one never claims a GPU or TPU."""
@@ -60,105 +79,332 @@ def missing_device_reason(device: str, available: dict[str, int]) -> str | None:
     return f"device '{device}' is not on this machine (it has {inventory})"
 
 
-def _failure_from_exception(exc: BaseException) -> dict[str, Any]:
-    """The `error` section of a failed record; papermill's errors carry the failing cell."""
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc).strip()[-2000:]}
-    ename = getattr(exc, "ename", None)
-    if ename:  # papermill.PapermillExecutionError
-        error.update(type=ename, message=str(getattr(exc, "evalue", "")),
-                     cell=getattr(exc, "cell_index", None), exec_count=getattr(exc, "exec_count", None),
-                     source=str(getattr(exc, "source", ""))[:2000])
-    return error
+def unsupported_combination(combination: Combination) -> str | None:
+    """Why a combination's backend cannot run on its device (PyTorch on TPU without torch_xla, a
+    backend whose package is missing): such a combination is skipped with the reason, never run."""
+    backend = combination.params.get("backend")
+    if backend is None:
+        return None
+    from colabkit.backends import unsupported_reason
+
+    return unsupported_reason(str(backend), parse_device(combination.device).kind)
 
 
-def export_html(notebook_path: Path, html_path: Path) -> Path:
-    """Export an executed notebook to HTML with nbconvert (atomically)."""
-    from nbconvert import HTMLExporter
+@dataclass
+class _Lease:
+    gpus: list[str] = field(default_factory=list)
+    tpu: bool = False
 
-    body, _ = HTMLExporter().from_filename(str(notebook_path))
-    temporary = html_path.with_name(f".{html_path.name}.tmp")
-    temporary.write_text(body, encoding="utf-8")
-    os.replace(temporary, html_path)
-    return html_path
-
-
-def _kernel_manager_logging_to(log: Any) -> type:
-    """A kernel manager whose kernel process writes its own stdout/stderr (TensorFlow's C++ logs,
-    kernel warnings) into the run's log file instead of the sweep's terminal."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class LoggedKernelManager(AsyncKernelManager):
-        async def start_kernel(self, **kwargs: Any) -> None:
-            kwargs.setdefault("stdout", log)
-            kwargs.setdefault("stderr", log)
-            await super().start_kernel(**kwargs)
-
-    return LoggedKernelManager
+    @property
+    def env(self) -> dict[str, str] | None:
+        return {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus)} if self.gpus else None
 
 
-def run_combination(combination: Combination, out: Path, kernel_name: str | None = None) -> Outcome:
-    """Execute one combination with papermill; always leaves a record (ok or failed) behind."""
-    import papermill
+class _DeviceSlots:
+    """Accelerators free for the next parallel job: a GPU job gets GPUs of its own (`gpu` one,
+    `gpu:N` N) through CUDA_VISIBLE_DEVICES, the TPU one job at a time; CPU jobs need no slot."""
 
-    base = combination.output_base(out)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    record_path = base.with_suffix(".json")
-    running = base.with_name(f".{base.name}.running.ipynb")
-    started_at, start = utc_now(), time.perf_counter()
-    for stale in (record_path, base.with_suffix(".html")):
-        stale.unlink(missing_ok=True)  # never let an old result pass for this run's
-    params = {**combination.params, "results_path": str(record_path.resolve())}
-    error: dict[str, Any] | None = None
-    with open(base.with_suffix(".log"), "w", encoding="utf-8") as log:
-        try:
-            papermill.execute_notebook(
-                str(combination.notebook), str(running), parameters=params, kernel_name=kernel_name,
-                progress_bar=False, stdout_file=log, stderr_file=log, cwd=str(Path.cwd()),
-                kernel_manager_class=_kernel_manager_logging_to(log),
-                # C-level output (TensorFlow's logs) goes to the log once, not also into every cell.
-                extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-            )
-        except Exception as exc:  # noqa: BLE001 - any failure of one run must not sink the sweep
-            error = _failure_from_exception(exc)
-            log.write("\n" + "".join(traceback.format_exception(exc)))
-    if running.exists():
-        os.replace(running, base.with_suffix(".ipynb"))
-    if error is None and not record_path.exists():
-        error = {"type": "MissingRecord", "message": "the notebook finished without writing its record"}
-    seconds = time.perf_counter() - start
-    if error is not None:
-        record = make_record(combination.name, "failed", combination.params, started_at=started_at,
-                             device={"requested": combination.device}, error=error)
-        write_json_atomic(record_path, record)
-        return Outcome(combination, "failed", seconds, record_path, f"{error['type']}: {error['message'][:200]}")
-    status = read_record(record_path)["status"]
-    export_html(base.with_suffix(".ipynb"), base.with_suffix(".html"))
-    return Outcome(combination, status, seconds, record_path)
+    def __init__(self, available: dict[str, int]) -> None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [item.strip() for item in visible.split(",") if item.strip()] if visible else []
+        count = available.get("gpu", 0)
+        self.free_gpus = (ids or [str(index) for index in range(count)])[:count]
+        self.tpu_free = available.get("tpu", 0) > 0
+        self.has_tpu = self.tpu_free
 
+    def take(self, device: str) -> _Lease | None:
+        request = parse_device(device)
+        if request.kind == "cpu":
+            return _Lease()
+        if request.kind == "tpu":
+            if not self.tpu_free:
+                return None
+            self.tpu_free = False
+            return _Lease(tpu=True)
+        if request.kind == "gpu":
+            need = request.count or 1
+        else:  # auto may take any accelerator: it waits for all of them
+            if self.has_tpu and not self.tpu_free:
+                return None
+            need = len(self.free_gpus)
+        if len(self.free_gpus) < need:
+            return None
+        lease = _Lease(self.free_gpus[:need], tpu=request.kind == "auto" and self.has_tpu)
+        del self.free_gpus[:need]
+        self.tpu_free = self.tpu_free and not lease.tpu
+        return lease
 
-def skip_combination(combination: Combination, out: Path, reason: str) -> Outcome:
-    """Record a combination that this machine cannot run, without running it."""
-    record_path = combination.output_base(out).with_suffix(".json")
-    if record_path.exists() and read_record(record_path)["status"] == "ok":
-        # Results copied here from the machine that has this device stay as they are.
-        return Outcome(combination, "skipped", 0.0, record_path, reason + " (an earlier ok record is kept)")
-    record = make_record(combination.name, "skipped", combination.params,
-                         device={"requested": combination.device}, error={"type": "DeviceNotAvailable", "message": reason})
-    write_json_atomic(record_path, record)
-    return Outcome(combination, "skipped", 0.0, record_path, reason)
+    def give_back(self, lease: _Lease) -> None:
+        self.free_gpus.extend(lease.gpus)
+        self.tpu_free = self.tpu_free or lease.tpu
 
 
-def plan(grid_paths: list[str | Path], preset: str | None, device: str | None) -> list[Combination]:
-    """All combinations of the grid files under `preset`, narrowed to `device` if given.
+# --- planning ------------------------------------------------------------------------------------
 
-    Every grid file is validated before any combination is returned, so a bad file runs nothing.
+def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
+         overrides: dict[str, Any] | None = None, out: str | Path = "outputs") -> list[Combination]:
+    """All combinations of the grid files under `preset` and `overrides`, narrowed to `device`.
+
+    `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. Every grid
+    file is validated, and every problem of every file reported in one GridError, before any
+    combination is returned, so a bad file runs nothing.
     """
-    specs = [load_grid(grid_path) for grid_path in grid_paths]
-    combinations = [combination for spec in specs
-                    for combination in expand(spec, preset, devices=[device] if device else None)]
-    if device and not combinations:
+    devices = [name.strip() for name in device.split(",") if name.strip()] if device else None
+    problems: list[str] = []
+    for name in devices or []:
+        try:
+            parse_device(name)
+        except ColabkitError as exc:
+            problems.append(f"--device: {exc}")
+    specs = []
+    for grid_path in grid_paths:
+        try:
+            specs.append(load_grid(grid_path))
+        except GridError as exc:
+            where = f"{exc.path}: " if exc.path else ""
+            problems.extend(where + problem for problem in exc.problems)
+    problems += check_overrides(specs, overrides or {})
+    if problems:
+        raise GridError(problems)
+    combinations = []
+    for spec in specs:
+        combinations += expand(spec, preset, devices=devices, overrides=overrides)
+    problems = duplicate_problems(combinations, Path(out))
+    if problems:
+        raise GridError(problems)
+    if devices and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
     return combinations
+
+
+@dataclass
+class Decision:
+    """What a sweep will do with one combination, and why."""
+
+    combination: Combination
+    action: str  # run | rerun | done (an earlier ok record is kept) | skip (device absent)
+    reason: str
+    fingerprint: dict[str, Any]
+
+
+def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
+    if not path.exists():
+        return None, ""
+    try:
+        return read_record(path), ""
+    except (RecordError, OSError) as exc:
+        return None, f"its record is unreadable ({exc})"
+
+
+def decide(combinations: list[Combination], out: str | Path, available: dict[str, int],
+           force: bool = False) -> list[Decision]:
+    """Run, rerun, keep or skip, per combination, from the records already in `out`."""
+    decisions = []
+    for combination in combinations:
+        current = fingerprint(combination.notebook, combination.params)
+        files = RunFiles.of(combination, out)
+        absent = missing_device_reason(combination.device, available) or unsupported_combination(combination)
+        if absent:
+            decisions.append(Decision(combination, "skip", absent, current))
+            continue
+        record, unreadable = _existing_record(files.record)
+        if record is None:
+            interrupted = files.running_notebook.exists()
+            reason = unreadable or ("an earlier sweep stopped while running it" if interrupted else "not run yet")
+            decisions.append(Decision(combination, "rerun" if unreadable or interrupted else "run", reason, current))
+        elif force:
+            decisions.append(Decision(combination, "rerun", "--force", current))
+        elif record["status"] == "ok":
+            stale = stale_reason(record.get("fingerprint"), current)
+            decisions.append(Decision(combination, "rerun", f"stale: {stale}", current) if stale
+                             else Decision(combination, "done", "finished earlier with the same fingerprint", current))
+        elif record["status"] == "failed":
+            error = record.get("error") or {}
+            decisions.append(Decision(combination, "rerun", f"failed before ({error.get('type', 'error')})", current))
+        else:
+            decisions.append(Decision(combination, "run", "skipped before; its device is here now", current))
+    return decisions
+
+
+def prepare(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
+            out: str | Path = "outputs", available: dict[str, int] | None = None,
+            overrides: dict[str, Any] | None = None, force: bool = False) -> list[Decision]:
+    """Validate, detect devices (unless `available` is given), and decide every combination."""
+    combinations = plan(grid_paths, preset, device, overrides, out)
+    available = detect_devices() if available is None else available
+    return decide(combinations, out, available, force)
+
+
+# --- running -------------------------------------------------------------------------------------
+
+@contextmanager
+def sweep_lock(out: str | Path) -> Iterator[None]:
+    """Hold OUT's lock for the sweep's lifetime; SweepLockedError if another sweep holds it.
+
+    An flock dies with its process, so a sweep killed with kill -9 never leaves OUT locked.
+    """
+    import fcntl
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    while True:
+        handle = open(path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise SweepLockedError(f"another sweep (pid {holder}) is writing to {folder}; "
+                                   "wait for it to finish or stop it, then run this again") from None
+        except OSError:
+            break  # a file system without locks (some network mounts): go on unguarded
+        if os.path.exists(path) and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+            break
+        handle.close()  # the holder removed the file between our open and lock: take the new one
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # removed while still held, so no one locks a stale file
+        handle.close()
+
+
+def _worker_init(parent_pid: int) -> None:
+    """In each parallel worker: Ctrl-C is the sweep's to handle, and the worker dies with the sweep
+    (its kernel follows: ipykernel exits when its parent does)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: Linux only
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the sweep died before prctl took effect
+    warm_up()  # so that the first run's time is the run's own
+
+
+class _Progress:
+    """One progress bar over the combinations to run (ETA, current ones named) and a line per run."""
+
+    def __init__(self, total: int, jobs: int, echo: Callable[[str], None], bar: bool) -> None:
+        from tqdm import tqdm
+
+        self.total, self.jobs, self.echo, self.done = total, jobs, echo, 0
+        self.running: list[str] = []
+        self.seconds: list[float] = []
+        self.bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr, dynamic_ncols=True,
+                        disable=not bar or total == 0)
+        self.with_bar = bar and total > 0
+
+    def say(self, line: str) -> None:
+        if self.with_bar:
+            with self.bar.external_write_mode():
+                self.echo(line)
+        else:
+            self.echo(line)
+
+    def started(self, combination: Combination) -> None:
+        self.running.append(combination.label)
+        self.bar.set_postfix_str(" | ".join(self.running), refresh=True)
+        if not self.with_bar:  # in a log file, say what runs (it names the culprit if one hangs)
+            self.say(f"[{self.done + len(self.running)}/{self.total}] start  {combination.label}")
+
+    def finished(self, outcome: Outcome) -> None:
+        label = outcome.combination.label
+        if label in self.running:
+            self.running.remove(label)
+        self.done += 1
+        self.seconds.append(outcome.seconds)
+        left = self.total - self.done
+        eta = f"; about {_duration(sum(self.seconds) / len(self.seconds) * left / self.jobs)} left" if left else ""
+        note = f" - {outcome.message}" if outcome.message else ""
+        self.say(f"[{self.done}/{self.total}] {outcome.status:<6} {label} ({outcome.seconds:.1f} s{eta}){note}")
+        self.bar.set_postfix_str(" | ".join(self.running), refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _run_serial(decisions: list[Decision], out: Path, options: RunOptions, progress: _Progress,
+                outcomes: list[Outcome]) -> None:
+    for decision in decisions:
+        progress.started(decision.combination)
+        outcome = execute_combination(decision.combination, out, decision.fingerprint, options)
+        outcomes.append(outcome)
+        progress.finished(outcome)
+
+
+def _new_pool(jobs: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_init, initargs=(os.getpid(),))
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    pool.shutdown(wait=False, cancel_futures=True)
+    for child in multiprocessing.active_children():
+        child.terminate()
+
+
+def _run_parallel(decisions: list[Decision], out: Path, options: RunOptions, available: dict[str, int],
+                  progress: _Progress, outcomes: list[Outcome]) -> None:
+    slots = _DeviceSlots(available)
+    pending = list(decisions)
+    running: dict[Future, tuple[Decision, _Lease, float]] = {}
+    pool = _new_pool(options.jobs)
+    try:
+        while pending or running:
+            for decision in list(pending):
+                if len(running) >= options.jobs:
+                    break
+                lease = slots.take(decision.combination.device)
+                if lease is None:
+                    continue  # its accelerator is busy: a later combination may still start
+                pending.remove(decision)
+                future = pool.submit(execute_combination, decision.combination, out, decision.fingerprint,
+                                     options, lease.env)
+                running[future] = (decision, lease, time.perf_counter())
+                progress.started(decision.combination)
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            broken = False
+            for future in finished:
+                decision, lease, started = running.pop(future)
+                slots.give_back(lease)
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool as exc:
+                    broken = True
+                    error = {"type": type(exc).__name__, "kind": "worker_died",
+                             "message": "the worker process running it died (killed, or out of host memory)"}
+                    outcome = write_failed_record(decision.combination, RunFiles.of(decision.combination, out),
+                                                  decision.fingerprint, error, seconds=time.perf_counter() - started,
+                                                  sweep_section={"jobs": options.jobs})
+                outcomes.append(outcome)
+                progress.finished(outcome)
+            if broken:  # every job of a broken pool fails; start a fresh pool for the rest
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = _new_pool(options.jobs)
+    except BaseException:
+        _stop_workers(pool)
+        for decision, _, _ in running.values():
+            RunFiles.of(decision.combination, out).discard_temporaries()
+        raise
+    pool.shutdown(wait=True)
 
 
 def run_sweep(
@@ -169,35 +415,88 @@ def run_sweep(
     available: dict[str, int] | None = None,
     kernel_name: str | None = None,
     echo: Callable[[str], None] = print,
+    *,
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+    timeout_s: float | None = None,
+    jobs: int = 1,
+    html: bool = True,
+    progress: bool = False,
 ) -> list[Outcome]:
-    """Run every combination; return their outcomes. Nothing runs if a grid file is invalid."""
-    if device is not None:
-        parse_device(device)
-    combinations = plan(grid_paths, preset, device)
-    available = detect_devices() if available is None else available
+    """Run every combination that is not finished yet; return one Outcome per combination.
+
+    Nothing runs if a grid file, override or combination is invalid (GridError). Combinations
+    whose record is ok with a matching fingerprint are kept (`resumed`) unless `force`; absent
+    devices are recorded as skipped. Raises SweepInterrupted (with the outcomes so far) on Ctrl-C.
+    """
+    if jobs < 1:
+        raise ColabkitError(f"--jobs must be at least 1, got {jobs}")
     out = Path(out)
-    outcomes = []
-    for index, combination in enumerate(combinations, start=1):
-        label = f"[{index}/{len(combinations)}] {combination.name} {combination.device} {combination.slug}"
-        reason = missing_device_reason(combination.device, available)
-        if reason:
-            outcome = skip_combination(combination, out, reason)
-        else:
-            echo(f"{label} ...")
-            outcome = run_combination(combination, out, kernel_name)
-        echo(f"{label}: {outcome.status} ({outcome.seconds:.1f} s){' - ' + outcome.message if outcome.message else ''}")
-        outcomes.append(outcome)
-    return outcomes
+    combinations = plan(grid_paths, preset, device, overrides, out)
+    available = detect_devices() if available is None else available
+    decisions = decide(combinations, out, available, force)
+    options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs)
+    outcomes: list[Outcome] = []
+    with sweep_lock(out):
+        for decision in decisions:
+            if decision.action == "skip":
+                outcomes.append(write_skipped_record(decision.combination, out, decision.fingerprint, decision.reason))
+            elif decision.action == "done":
+                record_path = RunFiles.of(decision.combination, out).record
+                outcomes.append(Outcome(decision.combination, "ok", 0.0, record_path, "finished earlier", resumed=True))
+        to_run = [decision for decision in decisions if decision.action in ("run", "rerun")]
+        kept = sum(outcome.resumed for outcome in outcomes)
+        echo(f"{len(decisions)} combinations: {len(to_run)} to run, {kept} finished earlier (kept), "
+             f"{len(outcomes) - kept} skipped (device absent)")
+        if jobs > 1 and len(to_run) > 1:
+            echo(PARALLEL_WARNING.format(jobs=jobs))
+        bar = _Progress(len(to_run), min(jobs, max(len(to_run), 1)), echo, progress)
+        try:
+            if jobs == 1:
+                _run_serial(to_run, out, options, bar, outcomes)
+            else:
+                _run_parallel(to_run, out, options, available, bar, outcomes)
+        except KeyboardInterrupt:
+            bar.close()
+            raise SweepInterrupted(outcomes, f"interrupted after {bar.done} of {len(to_run)} runs") from None
+        bar.close()
+    # Parallel outcomes come back with copies of their combinations: order them by output path.
+    order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
+    return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+def text_table(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows (the first a header) as aligned plain-text lines, with a rule under the header."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
     """A plain-text table of the outcomes and their counts."""
-    rows = [("notebook", "device", "combination", "status", "seconds")]
-    rows += [(o.combination.name, o.combination.device, o.combination.slug, o.status, f"{o.seconds:.1f}")
-             for o in outcomes]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
+    rows = [("notebook", "device", "combination", "status", "seconds", "note")]
+    for o in outcomes:
+        seconds = "-" if o.resumed or o.status == "skipped" else f"{o.seconds:.1f}"
+        rows.append((o.combination.name, o.combination.device, o.combination.slug, o.status, seconds,
+                     o.message[:100]))
+    lines = text_table(rows)
     counts = {status: sum(o.status == status for o in outcomes) for status in ("ok", "failed", "skipped")}
-    lines.append(", ".join(f"{count} {status}" for status, count in counts.items()))
+    ran = [o for o in outcomes if not o.resumed and o.status != "skipped"]
+    lines.append(", ".join(f"{count} {status}" for status, count in counts.items())
+                 + f"; {sum(o.resumed for o in outcomes)} of the ok finished earlier; "
+                 + f"ran {len(ran)}, {sum(o.seconds for o in ran):.1f} s in all")
+    return "\n".join(lines)
+
+
+def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
+    """What a sweep would do, per combination, and where each record is or would be."""
+    rows = [("notebook", "device", "combination", "action", "why")]
+    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason) for d in decisions]
+    lines = text_table(rows)
+    counts = {action: sum(d.action == action for d in decisions) for action in ("run", "rerun", "done", "skip")}
+    lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
+                 f"{counts['done']} finished earlier, skip {counts['skip']}; outputs in {out}")
     return "\n".join(lines)

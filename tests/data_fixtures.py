@@ -206,6 +206,25 @@ def weather_long_frame() -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def weather_weeks_frame(days: int = 30, seed: int = 4) -> pd.DataFrame:
+    """Long enough to train on: `days` of observations at :20 and :50 for all five cities, with a
+    daily temperature cycle, from 2001-03-01 00:20. The inner join is every hour from 01:00."""
+    times = pd.date_range("2001-03-01 00:20", periods=days * 48, freq="30min")
+    hours = (times - times[0]) / pd.Timedelta(hours=1)
+    rng = np.random.default_rng(seed)
+    frames = []
+    for number, city in enumerate(CITIES):
+        n = len(times)
+        frames.append(pd.DataFrame({
+            "City": city, "DateTime": times,
+            "Temp": np.round(4 + number + 5 * np.sin(2 * np.pi * (hours - 9) / 24) + rng.normal(0, 0.5, n), 1),
+            "Pressure": np.round(1012 + 8 * np.sin(2 * np.pi * hours / (24 * 6)) + rng.normal(0, 0.3, n), 1),
+            "WindSpeed": np.round(np.abs(5 + 3 * np.sin(2 * np.pi * hours / (24 * 3)) + rng.normal(0, 1, n)), 1),
+            "WindDir": np.round(rng.uniform(0, 360, n), 0),
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
 def weather_tarball(long: pd.DataFrame | None = None, csv_name: str = "weather-denmark.csv") -> bytes:
     """Like Hvass's weather-denmark.tar.gz: weather-denmark.csv and weather-denmark.pkl at the top."""
     long = long if long is not None else weather_long_frame()

@@ -1,4 +1,6 @@
-"""The sweep: grid validation, one papermill run per combination, skipped devices, isolated failures."""
+"""The sweep end to end: one papermill run per combination, isolated failures of every kind, resume,
+timeouts, kernel start retries, dry runs and the status verb. Most runs use the tiny notebook from
+notebook_factory (about a second each); the matmul notebook runs where its real outputs matter."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ import textwrap
 import pytest
 
 from colabkit.cli import main
-from colabkit.errors import GridError
 from colabkit.grid import expand, load_grid
 from colabkit.results import read_record
-from colabkit.sweep import plan, run_sweep, summary_table
+from colabkit.sweep import decide, plan, run_sweep, summary_table
+from colabkit.sweep_status import collect_status, format_status
 from conftest import NOTEBOOKS, REPO
+from notebook_factory import write_tiny_notebook
+
+CPU_ONLY = {"cpu": 1}
 
 
 def write_grid(tmp_path, body: str):
@@ -34,34 +39,6 @@ def test_smoke_preset_overrides_grid_and_fixed_values():
     assert [c.params["n"] for c in combinations] == [256, 512]
     assert all(c.params["count"] == 3 and c.params["dtype"] == "float32" for c in combinations)
     assert [c.slug for c in combinations] == ["n-256_dtype-float32", "n-512_dtype-float32"]
-
-
-@pytest.mark.parametrize("body, message", [
-    ("notebook: [unclosed", "not valid YAML"),
-    ("grid: {device: [cpu]}", "`notebook` (path of the .ipynb to run) is missing"),
-    ("notebook: notebooks/nope.ipynb\ngrid: {device: [cpu]}", "notebook 'notebooks/nope.ipynb' not found"),
-    ("notebook: NB\ngrid: {device: [cpu], n: []}", "grid.n is an empty list"),
-    ("notebook: NB\ngrid: {device: [cuda]}", "unknown device 'cuda'"),
-    ("notebook: NB\ngrid: {n: [1]}", "no `device` axis"),
-    ("notebook: NB\ngird: {device: [cpu]}", "unknown key(s) gird"),
-])
-def test_bad_grid_files_give_one_clear_error(tmp_path, body, message):
-    path = write_grid(tmp_path, body.replace("NB", str(NOTEBOOKS / "matmul_tflops.ipynb")))
-    with pytest.raises(GridError) as info:
-        load_grid(path)
-    assert message in str(info.value)
-
-
-def test_unknown_preset_names_the_known_ones():
-    with pytest.raises(GridError, match=r"unknown preset 'tiny' \(this file has: paper, smoke\)"):
-        plan([REPO / "parameters" / "matmul_tflops.yaml"], "tiny", None)
-
-
-def test_cli_reports_bad_grid_and_runs_nothing(tmp_path, capsys):
-    path = write_grid(tmp_path, "notebook: nowhere.ipynb\ngrid: {device: [cpu]}\n")
-    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
-    assert "notebook 'nowhere.ipynb' not found" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.notebook
@@ -101,3 +78,176 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
     table = summary_table(outcomes)
     assert "1 ok, 1 failed, 2 skipped" in table and "dtype-no_such_dtype" in table
     assert json.loads(ok.record_path.read_text())["params"]["device"] == "cpu"
+
+
+def quiet(line: str) -> None:
+    """An `echo` for run_sweep that keeps test output clean."""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    return write_tiny_notebook(tmp_path / "tiny.ipynb")
+
+
+def records_by_value(out, notebook="tiny", device="cpu"):
+    return {read_record(path)["params"]["value"]: read_record(path)
+            for path in (out / notebook / device).glob("*.json") if not path.name.startswith(".")}
+
+
+@pytest.mark.notebook
+def test_a_cell_error_a_dead_kernel_and_a_real_oom_each_fail_alone(tmp_path, tiny, monkeypatch, capsys):
+    monkeypatch.setattr("colabkit.sweep.detect_devices", lambda: CPU_ONLY)
+    grid = write_grid(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu], value: [1, 2, 3, 4, 5]}}
+        fixed: {{fail_on: 2, exit_on: 3, oom_on: 5}}
+    """)
+    out = tmp_path / "out"
+    assert main(["sweep", str(grid), "--out", str(out), "--no-progress"]) == 1  # non-zero: something failed
+    printed = capsys.readouterr().out
+    assert "2 ok, 3 failed, 0 skipped" in printed
+    assert f"inspect {out}/tiny/cpu/value-2.ipynb and {out}/tiny/cpu/value-2.log" in printed
+
+    records = records_by_value(out)
+    assert {value: record["status"] for value, record in records.items()} == \
+        {1: "ok", 2: "failed", 3: "failed", 4: "ok", 5: "failed"}  # the sweep went on after each failure
+    assert records[1]["metrics"] == {"double": 2} and records[4]["metrics"] == {"double": 8}
+    assert records[1]["fingerprint"]["params"] == {"device": "cpu", "value": 1, "fail_on": 2, "exit_on": 3, "oom_on": 5}
+
+    stored = json.loads(tiny.read_text())["cells"]
+    raised = records[2]["error"]
+    assert (raised["type"], raised["kind"], raised["message"]) == ("ValueError", "exception", "value 2 is set to fail")
+    assert raised["cell"] == 3 and raised["source"] == "".join(stored[3]["source"])  # the cell as stored
+    assert "raise ValueError" in raised["source"]
+    assert raised["exec_count"] == 4  # In [4]: the parameters papermill injected ran as In [2]
+    died = records[3]["error"]
+    assert (died["type"], died["kind"], died["exit_code"], died["cell"]) == ("DeadKernelError", "dead_kernel", 7, 3)
+    oom = records[5]["error"]
+    assert (oom["type"], oom["kind"]) == ("ResourceExhaustedError", "oom") and "OOM when allocating" in oom["message"]
+
+    for value in (2, 3, 5):  # each failed run keeps its executed notebook, HTML and log for inspection
+        base = out / "tiny" / "cpu" / f"value-{value}"
+        for suffix in (".ipynb", ".html", ".log"):
+            assert base.with_name(base.name + suffix).is_file(), (value, suffix)
+    executed = json.loads((out / "tiny" / "cpu" / "value-2.ipynb").read_text())
+    [failing] = [cell for cell in executed["cells"] if cell.get("execution_count") == raised["exec_count"]]
+    assert failing["outputs"][-1]["ename"] == "ValueError"
+    assert "Traceback" in (out / "tiny" / "cpu" / "value-3.log").read_text()
+    assert not [path for path in out.rglob(".*")]  # no temporaries, no lock left behind
+
+
+@pytest.mark.notebook
+def test_a_run_over_its_time_limit_fails_and_the_sweep_goes_on(tmp_path, tiny):
+    grid = write_grid(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu], value: [1, 2, 3]}}
+        fixed: {{sleep_on: 2, sleep_s: 120.0}}
+    """)
+    outcomes = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, timeout_s=3)
+    assert [o.status for o in outcomes] == ["ok", "failed", "ok"]
+    assert outcomes[1].seconds < 60  # stopped at the limit, not after the cell's 120 s
+    error = read_record(outcomes[1].record_path)["error"]
+    assert (error["type"], error["kind"], error["cell"], error["exec_count"]) == ("CellTimeoutError", "timeout", 3, 4)
+    assert "--timeout 3 s" in error["message"]
+
+
+@pytest.mark.notebook
+def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny):
+    grid = write_grid(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu, tpu], value: [1, 2]}}
+        fixed: {{fail_on: 2}}
+    """)
+    out = tmp_path / "out"
+    first = run_sweep([grid], out=out, available=CPU_ONLY, echo=quiet)
+    assert [(o.combination.device, o.status) for o in first] == \
+        [("cpu", "ok"), ("cpu", "failed"), ("tpu", "skipped"), ("tpu", "skipped")]
+    ok_record = out / "tiny" / "cpu" / "value-1.json"
+    stamp = ok_record.stat().st_mtime_ns
+
+    second = run_sweep([grid], out=out, available=CPU_ONLY, echo=quiet)
+    assert [(o.status, o.resumed) for o in second] == [("ok", True), ("failed", False), ("skipped", False), ("skipped", False)]
+    assert ok_record.stat().st_mtime_ns == stamp  # not run again, not rewritten
+
+    combinations = plan([grid])
+    reasons = {(d.combination.device, d.combination.params["value"]): (d.action, d.reason)
+               for d in decide(combinations, out, CPU_ONLY)}
+    assert reasons[("cpu", 1)] == ("done", "finished earlier with the same fingerprint")
+    assert reasons[("cpu", 2)] == ("rerun", "failed before (ValueError)")
+    assert reasons[("tpu", 1)][0] == "skip" and "device 'tpu' is not on this machine" in reasons[("tpu", 1)][1]
+    assert decide(combinations, out, CPU_ONLY, force=True)[0].action == "rerun"
+    assert decide(plan([grid], overrides={"label": "b"}), out, CPU_ONLY)[0].reason == "stale: parameters changed (label)"
+    notebook = json.loads(tiny.read_text())
+    notebook["cells"][-1]["source"] += "\nprint('edited')"
+    tiny.write_text(json.dumps(notebook))
+    assert decide(combinations, out, CPU_ONLY)[0].reason == "stale: the notebook changed"
+
+    status = collect_status(out)
+    cpu, tpu = status.groups[("tiny", "cpu")], status.groups[("tiny", "tpu")]
+    assert (cpu.counts["ok"], cpu.counts["failed"], tpu.counts["skipped"]) == (1, 1, 2)
+    text = format_status(status)
+    assert "1 ok, 1 failed, 2 skipped, 0 unfinished" in text
+    assert f"failed  {out}/tiny/cpu/value-2.json: ValueError [exception] in In [4]: value 2 is set to fail" in text
+
+
+def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeypatch, capsys):
+    monkeypatch.setattr("colabkit.sweep.detect_devices", lambda: CPU_ONLY)
+    grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, gpu], value: [1, 2]}}\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(grid), "--out", str(out), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[:5] == ["tiny", "cpu", "value-1", "run", "not"]
+    assert lines[4].split()[:4] == ["tiny", "gpu", "value-1", "skip"] and "device 'gpu' is not on this machine" in lines[4]
+    assert lines[-1] == f"would run 2 (0 of them again), keep 0 finished earlier, skip 2; outputs in {out}"
+    assert not out.exists()
+
+
+@pytest.mark.notebook
+def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
+    """A kernel dying at start-up (as when two parallel kernels race for a port) gets another try."""
+    import sys
+
+    spec_dir = tmp_path / "jupyter" / "kernels" / "flaky"
+    spec_dir.mkdir(parents=True)
+    marker = tmp_path / "first-start-happened"
+    launcher = tmp_path / "flaky_launcher.py"
+    launcher.write_text(textwrap.dedent(f"""
+        import os, pathlib, sys
+        marker = pathlib.Path({str(marker)!r})
+        if not marker.exists():
+            marker.touch()
+            sys.exit(1)  # the first start dies before the kernel answers
+        os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *sys.argv[1:]])
+    """))
+    (spec_dir / "kernel.json").write_text(json.dumps(
+        {"argv": [sys.executable, str(launcher), "-f", "{connection_file}"], "display_name": "flaky", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
+    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, kernel_name="flaky")
+    assert outcome.status == "ok", outcome.message
+    assert read_record(outcome.record_path)["sweep"]["kernel_start_attempts"] == 2
+    assert "the kernel did not start (attempt 1 of 3); retrying" in (tmp_path / "out/tiny/cpu/value-1.log").read_text()
+
+
+def test_an_unknown_kernel_fails_at_once_without_retries(tmp_path, tiny):
+    grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
+    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, kernel_name="no-such-kernel")
+    record = read_record(outcome.record_path)
+    assert (record["status"], record["error"]["kind"], record["sweep"]["kernel_start_attempts"]) == \
+        ("failed", "kernel_start", 1)
+    assert "no-such-kernel" in record["error"]["message"]
+
+
+def test_a_new_run_clears_what_a_killed_one_left_and_nothing_of_its_neighbours(tmp_path):
+    from colabkit.execution import RunFiles
+
+    folder = tmp_path / "tiny" / "cpu"
+    folder.mkdir(parents=True)
+    files = RunFiles(folder / "lr-0.1")
+    leftovers = [files.record, files.notebook, files.html, files.running_notebook, files.running_html,
+                 folder / ".lr-0.1.json.k2j3.tmp", folder / "..lr-0.1.running.json.x8z.tmp"]
+    neighbours = [folder / "lr-0.1.5.json", folder / ".lr-0.1.5.running.ipynb", folder / "lr-0.1.log"]
+    for path in leftovers + neighbours:
+        path.write_text("{}")
+    files.prepare()
+    assert sorted(path.name for path in folder.iterdir()) == sorted(path.name for path in neighbours)

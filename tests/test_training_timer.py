@@ -52,8 +52,8 @@ def test_timings_add_up_to_the_measured_fit_time(steps_per_execution):
     for epoch in timer.epochs:
         assert epoch.steps == SAMPLES // BATCH and len(epoch.step_s) == epoch.steps
         assert all(step >= STEP_SLEEP_S * 0.9 for step in epoch.step_s), epoch.step_s  # every step slept
-        # the steps cover the training part of the epoch (the rest: metrics and one device sync)
-        assert 0.7 * epoch.train_s <= sum(epoch.step_s) <= epoch.train_s
+        # every step lies inside the training part of the epoch (after it: metrics and a device sync)
+        assert sum(epoch.step_s) <= epoch.train_s
         # 16 validation samples = 2 batches, each sleeping too: validation is timed, and apart.
         assert epoch.validation_s >= 2 * STEP_SLEEP_S * 0.9
         assert epoch.train_s + epoch.validation_s == pytest.approx(epoch.epoch_s, abs=1e-6)

@@ -1,0 +1,155 @@
+"""The sweep runner's overhead per combination over papermill's own, measured in the same run.
+
+N tiny combinations (a notebook that prints and writes its record, about a second each, almost all
+of it kernel start-up) are executed (a) with papermill.execute_notebook directly, one after the
+other, and (b) through colabkit's sweep (validation, fingerprints, temporary names and renames,
+per-run log, record commit), once with its HTML export and once without (--no-html), which direct
+papermill does not make. Rounds alternate the order of the three to spread drift in machine load.
+Device detection (a child process importing TensorFlow) happens once per sweep, not per
+combination: it is timed and reported apart, and left out of the per-combination figure.
+Target: under 0.5 s per combination over papermill's own.
+
+On a shared machine the wall-clock difference is noisy (kernel start-up alone varies by more than
+the overhead), so the sweep's own time outside papermill.execute_notebook is also measured inside
+the same runs, as a cross-check with far less noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import papermill
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the tiny notebook the sweep tests use
+
+from notebook_factory import write_tiny_notebook  # noqa: E402
+
+from colabkit.sweep import detect_devices, run_sweep  # noqa: E402
+
+TARGET_S = 0.5
+
+
+class PapermillClock:
+    """Wraps papermill.execute_notebook (which the sweep calls) to sum the seconds spent inside it."""
+
+    def __init__(self) -> None:
+        self.inner = papermill.execute_notebook
+        self.seconds = 0.0
+
+    def __call__(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return self.inner(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def run_direct(notebook: Path, values: list[int], workdir: Path) -> float:
+    """Seconds to execute the combinations with papermill directly, each writing its record."""
+    workdir.mkdir(parents=True)
+    with stderr_to(workdir / "kernels.log"):
+        start = time.perf_counter()
+        for value in values:
+            papermill.execute_notebook(
+                str(notebook), str(workdir / f"value-{value}.ipynb"), progress_bar=False, cwd=str(REPO),
+                parameters={"device": "cpu", "value": value, "results_path": str(workdir / f"value-{value}.json")},
+            )
+        return time.perf_counter() - start
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """Send file descriptor 2 (which kernels inherit) to `path`, as the sweep sends it to each run's log."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "w", encoding="utf-8") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def run_through_sweep(grid: Path, out: Path, available: dict[str, int], html: bool, count: int) -> tuple[float, float]:
+    """Seconds for the sweep to run every combination of `grid` into the (fresh) folder `out`, and
+    of those the seconds spent outside papermill.execute_notebook."""
+    clock = PapermillClock()
+    papermill.execute_notebook = clock
+    try:
+        start = time.perf_counter()
+        outcomes = run_sweep([grid], out=out, available=available, echo=lambda line: None, html=html)
+        seconds = time.perf_counter() - start
+    finally:
+        papermill.execute_notebook = clock.inner
+    ran = [outcome for outcome in outcomes if outcome.status == "ok" and not outcome.resumed]
+    if len(ran) != count:
+        raise SystemExit(f"the sweep ran {len(ran)} of {count} combinations: {[o.message for o in outcomes]}")
+    return seconds, seconds - clock.seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10, help="combinations per sweep")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    values = list(range(1, args.n + 1))
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as folder:
+        workdir = Path(folder)
+        notebook = write_tiny_notebook(workdir / "tiny.ipynb")
+        grid = workdir / "grid.yaml"
+        grid.write_text(f"notebook: {notebook}\ngrid: {{device: [cpu], value: {values}}}\n")
+        start = time.perf_counter()
+        available = detect_devices()
+        detect_s = time.perf_counter() - start
+        # Warm-up, untimed: imports, nbconvert's templates, the OS's file cache for the kernel.
+        run_direct(notebook, values[:1], workdir / "warm-direct")
+        run_sweep([grid], out=workdir / "warm-sweep", available=available, echo=lambda line: None,
+                  device="cpu", overrides={"value": 1})
+        print(f"sweep overhead: {args.n} tiny combinations per run, {args.rounds} rounds, same process; "
+              f"load average {load_before[0]:.2f} (other work shares this machine)")
+        print(f"{'':<7}{'wall clock, s':^34}{'overhead per combination, s':^40}")
+        print(f"{'round':<7}{'papermill':>11}{'sweep':>9}{'no-html':>10}{'sweep-papermill':>17}{'no-html':>9}"
+              f"{'outside papermill':>19}")
+        overheads, bare_overheads, inside = [], [], []
+        for round_index in range(args.rounds):
+            timings: dict[str, float] = {}
+            outside: dict[str, float] = {}
+            order = ["direct", "sweep", "bare"]
+            for kind in order[round_index % 3:] + order[:round_index % 3]:
+                target = workdir / f"round{round_index}-{kind}"
+                if kind == "direct":
+                    timings[kind] = run_direct(notebook, values, target)
+                else:
+                    timings[kind], outside[kind] = run_through_sweep(grid, target, available, html=kind == "sweep",
+                                                                     count=args.n)
+            overheads.append((timings["sweep"] - timings["direct"]) / args.n)
+            bare_overheads.append((timings["bare"] - timings["direct"]) / args.n)
+            inside.append(outside["sweep"] / args.n)
+            print(f"{round_index + 1:<7}{timings['direct']:>11.2f}{timings['sweep']:>9.2f}{timings['bare']:>10.2f}"
+                  f"{overheads[-1]:>17.3f}{bare_overheads[-1]:>9.3f}{inside[-1]:>19.3f}")
+    median = statistics.median(overheads)
+    verdict = "PASS" if median < TARGET_S else "FAIL"
+    print(f"overhead per combination over papermill (wall clock, same run): median {median:.3f} s "
+          f"(min {min(overheads):.3f}, max {max(overheads):.3f}) with HTML export, "
+          f"{statistics.median(bare_overheads):.3f} s without; target < {TARGET_S} s: {verdict}")
+    print(f"the sweep's own time outside papermill.execute_notebook (HTML export included): median "
+          f"{statistics.median(inside):.3f} s per combination (min {min(inside):.3f}, max {max(inside):.3f})")
+    print(f"once per sweep, not per combination: device detection in a child process {detect_s:.1f} s; "
+          f"load average now {os.getloadavg()[0]:.2f}")
+    return 0 if median < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,395 @@
+"""Execute one combination through papermill so that nothing half-done passes for a result.
+
+Files of a combination (see `RunFiles`): OUT/<notebook>/<device>/<slug>.ipynb, .html, .json, .log.
+While it runs, the executed notebook, its HTML and the notebook's own record are written under
+temporary dot-names (`.<slug>.running.*`) that no reader takes for results; the log is written in
+place, so it can be followed while the run goes on. Once the run ends, the notebook and the HTML
+are renamed into place and then the record is written (atomically), last: a record means the
+combination finished, and a sweep killed at any instant (Ctrl-C, kill -9, a Colab disconnect)
+leaves either a complete record or none.
+
+Every way a run can fail ends in a `failed` record naming the error's type, kind, message and
+cell: an exception in a cell (`kind` "exception", or "oom" for ResourceExhaustedError and its
+kin), a kernel that died (os._exit, a segfault, the OOM killer: "dead_kernel"), the per-run
+time limit ("timeout"), a kernel that would not start even after retries ("kernel_start"), a
+notebook that finished without writing its record ("missing_record").
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import math
+import os
+import random
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+from colabkit.errors import RecordError
+from colabkit.grid import Combination
+from colabkit.results import make_record, read_record, utc_now, write_json_atomic
+
+OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
+_OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "out of memory")
+SUFFIXES = (".ipynb", ".html", ".json", ".log")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How each combination is executed (the same for every combination of a sweep)."""
+
+    timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
+    kernel_name: str | None = None  # None: the notebook's own kernelspec
+    html: bool = True  # export the executed notebook to HTML with nbconvert
+    start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
+    start_timeout_s: float = 60
+    cwd: str | None = None  # the kernels' working directory; None: the sweep's
+    jobs: int = 1  # how many run side by side (written into each record's `sweep` section)
+
+
+@dataclass
+class Outcome:
+    """What happened to one combination."""
+
+    combination: Combination
+    status: str  # ok | failed | skipped
+    seconds: float
+    record_path: Path
+    message: str = ""
+    resumed: bool = False  # True: an earlier sweep's record was kept, nothing ran now
+    error: dict[str, Any] = field(default_factory=dict)
+
+
+class RunFiles:
+    """The final and temporary paths of one combination's products."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        # Slugs may hold dots (lr-0.001), so suffixes are appended, never substituted.
+        self.notebook, self.html, self.record, self.log = (base.with_name(base.name + s) for s in SUFFIXES)
+        self.running_notebook = base.with_name(f".{base.name}.running.ipynb")
+        self.running_record = base.with_name(f".{base.name}.running.json")
+        self.running_html = base.with_name(f".{base.name}.running.html")
+
+    @classmethod
+    def of(cls, combination: Combination, out: str | Path) -> RunFiles:
+        return cls(combination.output_base(Path(out)))
+
+    @property
+    def temporaries(self) -> list[Path]:
+        """The temporary names, and the leftovers of atomic writes a kill cut short."""
+        leftovers = [path for target in (self.record, self.running_record)
+                     for path in self.base.parent.glob(f".{glob.escape(target.name)}.*.tmp")]
+        return [self.running_notebook, self.running_record, self.running_html, *leftovers]
+
+    def prepare(self) -> None:
+        """Make the folder; remove a previous run's products and any temporaries a killed run left."""
+        self.base.parent.mkdir(parents=True, exist_ok=True)
+        # The record goes first: from here on, this combination has no result until it finishes.
+        for stale in (self.record, self.html, self.notebook, *self.temporaries):
+            stale.unlink(missing_ok=True)
+
+    def discard_temporaries(self) -> None:
+        for temporary in self.temporaries:
+            temporary.unlink(missing_ok=True)
+
+
+class _RunBudget:
+    """nbclient's `timeout_func`: each cell may use what is left of the run's time limit."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline: float | None = None
+
+    def __call__(self, cell: Any) -> int:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.seconds  # the clock starts with the first cell, after kernel start
+        return max(1, math.ceil(self.deadline - now))  # 0 would mean "no limit" to nbclient
+
+
+class _KernelWatch:
+    """Remembers the kernel process a run started, to tell how it ended if it died."""
+
+    def __init__(self) -> None:
+        self.process: Any = None
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+
+def _kernel_manager_class(log: IO[str], env: dict[str, str] | None, watch: _KernelWatch) -> type:
+    """A kernel manager whose kernel writes its own stdout/stderr (TensorFlow's C++ logs, kernel
+    warnings) into the run's log instead of the sweep's terminal, started with `env` added to the
+    environment (CUDA_VISIBLE_DEVICES for parallel jobs)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class SweepKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kwargs: Any) -> None:
+            kwargs.setdefault("stdout", log)
+            kwargs.setdefault("stderr", log)
+            if env:
+                kwargs["env"] = {**os.environ, **kwargs.get("env", {}), **env}
+            await super().start_kernel(**kwargs)
+            watch.process = getattr(self.provisioner, "process", None)
+
+    return SweepKernelManager
+
+
+@contextmanager
+def _library_logs_to(log: IO[str]) -> Iterator[None]:
+    """papermill's and nbclient's own messages ("Kernel died...") go to the run's log too."""
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("[%(name)s %(levelname)s] %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("papermill", "nbclient", "traitlets")]
+    saved = [(logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, (propagate, level) in zip(loggers, saved):
+            logger.removeHandler(handler)
+            logger.propagate, logger.level = propagate, level
+
+
+def _started_cells(notebook_path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(index, cell) of every code cell papermill marked as started, from the saved notebook."""
+    import nbformat
+
+    if not notebook_path.exists():
+        return []
+    try:
+        notebook = nbformat.read(str(notebook_path), as_version=4)
+    except (OSError, ValueError):
+        return []
+    return [(index, cell) for index, cell in enumerate(notebook.cells)
+            if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("papermill", {}).get("start_time")]
+
+
+def _is_out_of_memory(kind_name: str, message: str) -> bool:
+    return kind_name in OUT_OF_MEMORY_ERRORS or any(text in message for text in _OUT_OF_MEMORY_TEXT)
+
+
+def _source_index(source_notebook: Path, source: str, executed_index: int | None) -> int | None:
+    """Where a cell of the executed notebook sits in the notebook as stored (papermill adds a cell
+    of injected parameters, so the executed copy's indices run one ahead after it)."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(str(source_notebook), as_version=4).cells
+    except (OSError, ValueError):
+        return None
+    matches = [index for index, cell in enumerate(cells) if cell.get("source") == source]
+    earlier = [index for index in matches if executed_index is None or index <= executed_index]
+    return (earlier or matches or [None])[-1]
+
+
+def describe_failure(exc: BaseException, running_notebook: Path, source_notebook: Path, timeout_s: float | None,
+                     exit_code: int | None = None) -> dict[str, Any]:
+    """The `error` section of a failed record: type, kind, message, and the cell where it happened:
+    `cell` is its index in the notebook as stored (0-based), `exec_count` its In [n] in the
+    executed copy, `source` its code."""
+    from jupyter_client.kernelspec import NoSuchKernel
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    ename = getattr(exc, "ename", None)
+    if ename:  # papermill.PapermillExecutionError: an exception raised inside a cell
+        message, source = str(getattr(exc, "evalue", "")), str(getattr(exc, "source", ""))
+        cell = _source_index(source_notebook, source, getattr(exc, "cell_index", None))
+        return {"type": ename, "kind": "oom" if _is_out_of_memory(ename, message) else "exception",
+                "message": message[:4000], "cell": cell, "exec_count": getattr(exc, "exec_count", None),
+                "source": source[:2000]}
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc).strip()[:2000]}
+    if isinstance(exc, CellTimeoutError):
+        error.update(kind="timeout", message=f"the run exceeded its time limit (--timeout {timeout_s:g} s)")
+    elif isinstance(exc, DeadKernelError):
+        how = f" with exit code {exit_code}" if exit_code is not None else ""
+        if exit_code is not None and exit_code < 0:
+            how += f" (signal {-exit_code}{': SIGKILL, e.g. the OOM killer' if exit_code == -9 else ''})"
+        error.update(kind="dead_kernel", message=f"the kernel process died{how} while a cell ran")
+        if exit_code is not None:
+            error["exit_code"] = exit_code
+    elif isinstance(exc, NoSuchKernel):
+        error.update(kind="kernel_start", message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
+    else:
+        error["kind"] = "oom" if _is_out_of_memory(error["type"], error["message"]) else "sweep"
+    started = _started_cells(running_notebook)
+    if started:  # the last cell that started is the one running when the run ended
+        index, cell = started[-1]
+        source = str(cell.get("source", ""))
+        error.update(cell=_source_index(source_notebook, source, index), exec_count=cell.get("execution_count"),
+                     source=source[:2000])
+    elif error["kind"] == "sweep":
+        error["kind"] = "kernel_start"  # nothing ran: the kernel never came up
+    return error
+
+
+def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
+             log: IO[str], env: dict[str, str] | None) -> tuple[dict[str, Any] | None, int]:
+    """Run papermill, retrying kernel start-up failures; (error section or None, attempts used)."""
+    import papermill
+    from jupyter_client.kernelspec import NoSuchKernel
+
+    engine_options: dict[str, Any] = {}
+    for attempt in range(1, options.start_attempts + 1):
+        watch = _KernelWatch()
+        if options.timeout_s:
+            engine_options["timeout_func"] = _RunBudget(options.timeout_s)
+        try:
+            papermill.execute_notebook(
+                str(combination.notebook), str(files.running_notebook), parameters=params,
+                kernel_name=options.kernel_name, progress_bar=False, stdout_file=log, stderr_file=log,
+                cwd=options.cwd or str(Path.cwd()), start_timeout=options.start_timeout_s,
+                kernel_manager_class=_kernel_manager_class(log, env, watch),
+                # C-level output (TensorFlow's logs) goes to the log once, not also into every cell.
+                extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+                **engine_options,
+            )
+            return None, attempt
+        except Exception as exc:  # noqa: BLE001 - whatever one run does must not sink the sweep
+            log.write("\n" + "".join(traceback.format_exception(exc)))
+            never_started = not _started_cells(files.running_notebook) and not getattr(exc, "ename", None)
+            if never_started and attempt < options.start_attempts and not isinstance(exc, NoSuchKernel):
+                # Two kernels starting at once can pick the same free port; a moment later they won't.
+                delay = attempt + random.uniform(0, 1)
+                log.write(f"\n[colabkit] the kernel did not start (attempt {attempt} of {options.start_attempts}); "
+                          f"retrying in {delay:.1f} s\n")
+                log.flush()
+                time.sleep(delay)
+                continue
+            return describe_failure(exc, files.running_notebook, combination.notebook, options.timeout_s,
+                                    watch.exit_code), attempt
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+@lru_cache(maxsize=1)
+def _html_exporter() -> Any:
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter()  # built once per process: loading its templates costs about a second
+
+
+def warm_up() -> None:
+    """Import papermill and build the HTML exporter now, not during a run that is being timed."""
+    import papermill  # noqa: F401
+
+    _html_exporter()
+
+
+def export_html(notebook_path: Path, html_path: Path, temporary: Path | None = None) -> Path:
+    """Export an executed notebook to HTML with nbconvert (atomically, through `temporary`)."""
+    body, _ = _html_exporter().from_filename(str(notebook_path))
+    temporary = temporary or html_path.with_name(f".{html_path.name}.tmp")
+    temporary.write_text(body, encoding="utf-8")
+    os.replace(temporary, html_path)
+    return html_path
+
+
+def execute_combination(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
+                        options: RunOptions = RunOptions(), env: dict[str, str] | None = None) -> Outcome:
+    """Execute one combination with papermill; always leaves a record (ok or failed) behind.
+
+    `fingerprint` is stored in the record (see colabkit.fingerprint); `env` is added to the
+    kernel's environment. Only KeyboardInterrupt (and other BaseExceptions) escape: then the run's
+    temporaries are removed and no record is written, so a resumed sweep runs it again.
+    """
+    files = RunFiles.of(combination, out)
+    files.prepare()
+    started_at, start = utc_now(), time.perf_counter()
+    params = {**combination.params, "results_path": str(files.running_record.resolve())}
+    sweep_section = {"jobs": options.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
+    try:
+        with open(files.log, "w", encoding="utf-8") as log, _library_logs_to(log):
+            log.write(f"[colabkit] {combination.label}\n[colabkit] parameters {combination.params}\n"
+                      f"[colabkit] fingerprint {fingerprint.get('digest')}\n")
+            log.flush()
+            error, attempts = _execute(combination, files, params, options, log, env)
+            sweep_section["kernel_start_attempts"] = attempts
+            return _commit(combination, files, fingerprint, options, error, started_at, start, sweep_section, log)
+    except BaseException:
+        files.discard_temporaries()
+        raise
+
+
+def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, Any], options: RunOptions,
+            error: dict[str, Any] | None, started_at: str, start: float, sweep_section: dict[str, Any],
+            log: IO[str]) -> Outcome:
+    """Move the products into place, record last. The record is what marks the combination done."""
+    if files.running_notebook.exists():
+        os.replace(files.running_notebook, files.notebook)  # kept for inspection when the run failed
+    record: dict[str, Any] | None = None
+    if error is None:
+        if not files.running_record.exists():
+            error = {"type": "MissingRecord", "kind": "missing_record",
+                     "message": "the notebook finished without writing its record (does it call run.record?)"}
+        else:
+            try:
+                record = read_record(files.running_record)
+            except RecordError as exc:
+                error = {"type": "RecordError", "kind": "missing_record", "message": str(exc)}
+    if options.html and files.notebook.exists():
+        try:
+            export_html(files.notebook, files.html, files.running_html)
+        except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides
+            log.write("\n[colabkit] HTML export failed:\n" + "".join(traceback.format_exception(exc)))
+            if error is None:
+                error = {"type": type(exc).__name__, "kind": "html_export", "message": str(exc)[:2000]}
+    if error is not None:
+        return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
+                                   time.perf_counter() - start)
+    assert record is not None
+    record.update(fingerprint=fingerprint, sweep=sweep_section)
+    write_json_atomic(files.record, record)
+    files.discard_temporaries()
+    return _outcome(combination, record, files.record, time.perf_counter() - start)
+
+
+def _outcome(combination: Combination, record: dict[str, Any], record_path: Path, seconds: float) -> Outcome:
+    message = ""
+    reported = dict(record.get("error") or {})
+    if record["status"] != "ok":
+        cell = f" (In [{reported['exec_count']}])" if reported.get("exec_count") is not None else ""
+        message = f"{reported.get('type', 'Error')}: {str(reported.get('message', ''))[:200]}{cell}"
+    return Outcome(combination, record["status"], seconds, record_path, message, error=reported)
+
+
+def write_failed_record(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
+                        error: dict[str, Any], started_at: str | None = None,
+                        sweep_section: dict[str, Any] | None = None, seconds: float = 0.0) -> Outcome:
+    """Write the `failed` record of a combination (its last step: the record marks it finished)."""
+    record = make_record(combination.name, "failed", combination.params, started_at=started_at,
+                         device={"requested": combination.device}, error=error,
+                         fingerprint=fingerprint, sweep=sweep_section or {})
+    write_json_atomic(files.record, record)
+    files.discard_temporaries()
+    return _outcome(combination, record, files.record, seconds)
+
+
+def write_skipped_record(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
+                         reason: str) -> Outcome:
+    """Record a combination this machine cannot run, without running it.
+
+    An `ok` record already there (copied from the machine that has the device) is kept as it is.
+    """
+    files = RunFiles.of(combination, out)
+    if files.record.exists():
+        try:
+            if read_record(files.record)["status"] == "ok":
+                return Outcome(combination, "skipped", 0.0, files.record, reason + " (an earlier ok record is kept)")
+        except RecordError:
+            pass  # an unreadable record is replaced by the skipped one
+    record = make_record(combination.name, "skipped", combination.params, device={"requested": combination.device},
+                         error={"type": "DeviceNotAvailable", "kind": "skipped", "message": reason},
+                         fingerprint=fingerprint)
+    write_json_atomic(files.record, record)
+    return Outcome(combination, "skipped", 0.0, files.record, reason)

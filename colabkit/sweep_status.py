@@ -1,0 +1,139 @@
+"""`python -m colabkit status [OUT]`: what has run, failed, been skipped, per notebook and device.
+
+Reads the records below OUT (never the notebooks), plus the temporaries a sweep leaves while a
+combination runs (`.<slug>.running.ipynb`): one of those without its record is a combination that
+is running now, or was when a sweep was killed; the next sweep runs it again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colabkit.errors import RecordError
+from colabkit.results import iter_record_files, read_record
+from colabkit.sweep import LOCK_NAME, text_table
+
+_RUNNING_SUFFIX = ".running.ipynb"
+
+
+@dataclass
+class GroupStatus:
+    """The records of one notebook on one device."""
+
+    notebook: str
+    device: str
+    counts: dict[str, int] = field(default_factory=lambda: {"ok": 0, "failed": 0, "skipped": 0, "unfinished": 0})
+    seconds: float = 0.0  # wall time of the ok and failed runs, from their records
+    last_finished: str = ""
+    failures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (record path, error)
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    unfinished: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepStatus:
+    """Everything `status` reports about one output folder."""
+
+    out: Path
+    groups: dict[tuple[str, str], GroupStatus]
+    unreadable: list[tuple[str, str]]
+    lock_holder: str | None
+
+    def total(self, status: str) -> int:
+        return sum(group.counts[status] for group in self.groups.values())
+
+
+def _seconds_between(started: Any, finished: Any) -> float:
+    try:
+        return (dt.datetime.fromisoformat(str(finished)) - dt.datetime.fromisoformat(str(started))).total_seconds()
+    except ValueError:
+        return 0.0
+
+
+def _group(groups: dict[tuple[str, str], GroupStatus], notebook: str, device: str) -> GroupStatus:
+    return groups.setdefault((notebook, device), GroupStatus(notebook, device))
+
+
+def _lock_holder(out: Path) -> str | None:
+    """The pid of the sweep writing to `out` now, or None when none is."""
+    import fcntl
+
+    path = out / LOCK_NAME
+    if not path.exists():
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return handle.read().strip() or "?"
+    except OSError:
+        return None
+    return None  # a lock file nobody holds: its sweep died; the next one takes it
+
+
+def collect_status(out: str | Path = "outputs") -> SweepStatus:
+    """Read every record below `out` and group it by notebook and requested device."""
+    folder = Path(out)
+    groups: dict[tuple[str, str], GroupStatus] = {}
+    unreadable: list[tuple[str, str]] = []
+    for path in iter_record_files(folder):
+        try:
+            record = read_record(path)
+        except (RecordError, OSError, ValueError) as exc:
+            unreadable.append((str(path), str(exc)))
+            continue
+        params = record.get("params") or {}
+        device = str(params.get("device") or (record.get("device") or {}).get("requested") or "?")
+        group = _group(groups, str(record["notebook"]), device)
+        status = record["status"]
+        group.counts[status] += 1
+        if status == "skipped":
+            reason = str((record.get("error") or {}).get("message", "no reason given"))
+            group.skip_reasons[reason] = group.skip_reasons.get(reason, 0) + 1
+            continue
+        group.seconds += _seconds_between(record.get("started_at"), record.get("finished_at"))
+        group.last_finished = max(group.last_finished, str(record.get("finished_at") or ""))
+        if status == "failed":
+            group.failures.append((str(path), dict(record.get("error") or {})))
+    for running in sorted(folder.rglob(f".*{_RUNNING_SUFFIX}")) if folder.is_dir() else []:
+        name = running.name[1:-len(_RUNNING_SUFFIX)]
+        if (running.parent / f"{name}.json").exists():
+            continue  # finished: the record was written, the temporary just not yet removed
+        relative = running.relative_to(folder).parts
+        notebook, device = (relative[-3], relative[-2]) if len(relative) >= 3 else ("?", "?")
+        group = _group(groups, notebook, device.replace("-", ":"))
+        group.counts["unfinished"] += 1
+        group.unfinished.append(str(running.parent / name))
+    return SweepStatus(folder, dict(sorted(groups.items())), unreadable, _lock_holder(folder))
+
+
+def format_status(status: SweepStatus) -> str:
+    """The status as text: a table per notebook and device, then failures, skips and unfinished runs."""
+    if not status.groups and not status.unreadable:
+        return f"no records below {status.out}"
+    rows = [("notebook", "device", "ok", "failed", "skipped", "unfinished", "run time", "last finished (UTC)")]
+    for group in status.groups.values():
+        rows.append((group.notebook, group.device, *(str(group.counts[key]) for key in
+                     ("ok", "failed", "skipped", "unfinished")), f"{group.seconds:.0f} s", group.last_finished[:19]))
+    lines = text_table(rows)
+    lines.append(", ".join(f"{status.total(key)} {key}" for key in ("ok", "failed", "skipped", "unfinished")))
+    if status.lock_holder:
+        lines.append(f"a sweep (pid {status.lock_holder}) is writing here now")
+    for group in status.groups.values():
+        for path, error in group.failures:
+            cell = f" in In [{error['exec_count']}]" if error.get("exec_count") is not None else ""
+            kind = f" [{error['kind']}]" if error.get("kind") else ""
+            first_line = (str(error.get("message", "")).strip().splitlines() or [""])[0][:160]
+            lines.append(f"failed  {path}: {error.get('type', 'Error')}{kind}{cell}: {first_line}")
+        for reason, count in group.skip_reasons.items():
+            lines.append(f"skipped {group.notebook} {group.device} ({count}): {reason}")
+        for base in group.unfinished:
+            note = "running now" if status.lock_holder else "interrupted; the next sweep runs it again"
+            lines.append(f"unfinished {base}: {note}")
+    for path, reason in status.unreadable:
+        lines.append(f"unreadable {path}: {reason}")
+    return "\n".join(lines)

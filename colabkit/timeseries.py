@@ -1,0 +1,304 @@
+"""Sequence-to-sequence forecasting as in Hvass-Labs tutorial #23, lifted out of the notebook.
+
+The time-series notebook forecasts three weather targets `shift_steps` hours ahead from every hour
+of a long multivariate series. What it needs, each piece testable on its own:
+
+- `split_points`: train on the first 90 %, hold out the rest in time order (validation, then test);
+- `MinMaxScaler`: scaling to [0, 1] fitted on the training part only (inputs and targets apart);
+- `random_windows`: the tutorial's batch generator as a tf.data pipeline with fixed shapes;
+- `WarmupMSE`: mean squared error that ignores the first `warmup_steps` of each sequence, where
+  the recurrent state has not yet seen enough of the series to forecast;
+- `tile_windows`: equal windows over a held-out part whose scored steps (after the warm-up) cover
+  it exactly once, as one batch that splits evenly over replicas;
+- `persistence_forecast`, `mean_absolute_errors`: the trivial forecast and the scores, in the
+  targets' physical units.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+
+from colabkit.errors import DataError, DataFormatError, UnknownDatasetError
+
+# What each target is called in a metric's name, and the units that name promises.
+METRIC_SUFFIXES = {"temperature": "temp_c", "wind speed": "wind_ms", "pressure": "pressure_hpa"}
+UNIT_PREFIXES = {"temperature": ("degC",), "wind speed": ("m/s",), "pressure": ("hPa", "mbar")}
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+def load_weather_series(dataset: str, data_source: str = "auto"):
+    """The hourly weather series `dataset` names: 'weather_denmark' (the tutorial's) or 'jena_climate'."""
+    from colabkit.data import load_jena_climate, load_weather
+
+    loaders = {"weather_denmark": load_weather, "jena_climate": load_jena_climate}
+    if dataset not in loaders:
+        raise UnknownDatasetError(f"unknown dataset {dataset!r}: expected one of {', '.join(map(repr, loaders))}")
+    return loaders[dataset](data_source)
+
+
+def split_points(rows: int, train_split: float = 0.9, validation_share: float = 0.5) -> tuple[int, int]:
+    """(train_end, validation_end): rows [0, train_end) train, then validation, then test.
+
+    The first `train_split` of the rows train, as in the tutorial (`int(train_split * rows)`); the
+    held-out rest is split in time, its first `validation_share` validating (early stopping,
+    checkpoints, learning-rate schedule) and the remainder kept for the final scores only.
+    """
+    if not 0 < train_split < 1 or not 0 < validation_share < 1:
+        raise ValueError(f"train_split and validation_share must lie in (0, 1), got {train_split}, {validation_share}")
+    train_end = int(train_split * rows)
+    validation_end = train_end + int(validation_share * (rows - train_end))
+    if not 0 < train_end < validation_end < rows:
+        raise DataError(f"{rows} rows are too few to split into train, validation and test parts")
+    return train_end, validation_end
+
+
+@dataclass(frozen=True)
+class MinMaxScaler:
+    """Per-column scaling to [0, 1] by the minimum and range of the data it was fitted on.
+
+    As scikit-learn's MinMaxScaler: a constant column (range 0) is shifted, not divided. Values
+    outside the fitted range map outside [0, 1]; that is what fitting on the training part alone
+    means for the held-out parts.
+    """
+
+    minimum: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, values: Any) -> MinMaxScaler:
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 2 or len(values) == 0:
+            raise DataError(f"a scaler is fitted on a non-empty (rows, columns) array, got shape {values.shape}")
+        if np.isnan(values).any():
+            raise DataError(f"{int(np.isnan(values).sum())} NaN value(s) in the data the scaler is fitted on")
+        minimum = values.min(axis=0)
+        span = values.max(axis=0) - minimum
+        return cls(minimum, np.where(span > 0, span, 1.0))
+
+    def transform(self, values: Any) -> np.ndarray:
+        """Scaled float32 values, (values - min) / range."""
+        return ((np.asarray(values, dtype=np.float64) - self.minimum) / self.scale).astype(np.float32)
+
+    def inverse_transform(self, scaled: Any) -> np.ndarray:
+        """Back to the original units (float64): scaled * range + min. Works on (..., columns)."""
+        return np.asarray(scaled, dtype=np.float64) * self.scale + self.minimum
+
+
+def persistence_forecast(weather: Any, shift_steps: int) -> np.ndarray:
+    """The trivial forecast "in shift_steps hours it will be as it is now", aligned with
+    `weather.shifted_arrays(shift_steps)`: row t holds the targets at hour t, the forecast for
+    y[t] (the targets at hour t + shift_steps)."""
+    if not 1 <= shift_steps < len(weather.frame):
+        raise DataError(f"shift_steps must be between 1 and {len(weather.frame) - 1}, got {shift_steps}")
+    return weather.frame[list(weather.target_columns)].to_numpy(dtype=np.float64)[:-shift_steps]
+
+
+# --- training windows ---------------------------------------------------------------------------
+
+def random_windows(x: np.ndarray, y: np.ndarray, *, sequence_length: int, batch_size: int, seed: int):
+    """An endless tf.data pipeline of batches of random windows: the tutorial's batch_generator.
+
+    Each element is (x, y) of static shapes (batch_size, sequence_length, columns): every window
+    starts at a uniformly drawn row of the training part. The draws come from
+    `tf.data.Dataset.random` (seeded, different on every pass), so the pipeline never ends (the
+    `repeat` is built in: bound an epoch with `steps_per_epoch`) and every batch is full; fixed
+    shapes are what TPUStrategy compiles for.
+    """
+    import tensorflow as tf
+
+    if len(x) != len(y):
+        raise DataError(f"x and y differ in length: {len(x)} vs {len(y)}")
+    if sequence_length < 1 or batch_size < 1:
+        raise ValueError(f"sequence_length and batch_size must be >= 1, got {sequence_length}, {batch_size}")
+    if len(x) < sequence_length:
+        raise DataError(f"a window of {sequence_length} steps does not fit in the {len(x)} training rows")
+    starts = len(x) - sequence_length + 1
+    x_all = tf.constant(np.asarray(x, dtype=np.float32))
+    y_all = tf.constant(np.asarray(y, dtype=np.float32))
+    offsets = tf.range(sequence_length, dtype=tf.int64)
+
+    def windows(draws):
+        rows = tf.math.floormod(draws, starts)[:, tf.newaxis] + offsets[tf.newaxis, :]  # (batch, steps)
+        return tf.gather(x_all, rows), tf.gather(y_all, rows)
+
+    dataset = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    dataset = dataset.batch(batch_size, drop_remainder=True).map(windows, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+@dataclass(frozen=True)
+class WindowTiling:
+    """Equal windows over a series whose scored steps, all but each window's first
+    `warmup_steps`, are the consecutive rows [first_scored, stop), each exactly once."""
+
+    starts: tuple[int, ...]
+    length: int
+    warmup_steps: int
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+    @property
+    def scored_per_window(self) -> int:
+        return self.length - self.warmup_steps
+
+    @property
+    def first_scored(self) -> int:
+        return self.starts[0] + self.warmup_steps
+
+    @property
+    def stop(self) -> int:
+        return self.starts[-1] + self.length
+
+    def cut(self, values: np.ndarray) -> np.ndarray:
+        """The windows of `values` (rows along axis 0): (count, length, columns)."""
+        if self.stop > len(values):
+            raise DataError(f"the tiling ends at row {self.stop}, the series has {len(values)} rows")
+        return np.stack([values[start:start + self.length] for start in self.starts])
+
+    def scored(self, windows: np.ndarray) -> np.ndarray:
+        """The scored steps of per-window values (count, length, columns), in time order:
+        (count * scored_per_window, columns), row i for series row first_scored + i."""
+        windows = np.asarray(windows)
+        if windows.shape[:2] != (self.count, self.length):
+            raise ValueError(f"expected ({self.count}, {self.length}, ...) windows, got {windows.shape}")
+        return windows[:, self.warmup_steps:].reshape(-1, *windows.shape[2:])
+
+    def as_dict(self) -> dict[str, int]:
+        return {"windows": self.count, "window_length": self.length, "warmup_steps": self.warmup_steps,
+                "scored_steps": self.count * self.scored_per_window, "first_scored_row": self.first_scored,
+                "stop_row": self.stop}
+
+
+def tile_windows(start: int, stop: int, *, warmup_steps: int, max_length: int, multiple: int = 1) -> WindowTiling:
+    """Windows that score the rows [start, stop) of a series once each, with a warm-up before each.
+
+    Every window is `warmup_steps` of context followed by its share of the scored rows, so the
+    first window's warm-up comes from the rows before `start` (the end of the preceding part:
+    inputs the model could see at forecast time; their targets are never scored). The number of
+    windows is the fewest that keeps windows within `max_length`, rounded up to a multiple of
+    `multiple` (the replicas, so one batch of all windows splits evenly); windows are then shortened
+    to share the rows equally, and the few rows that do not divide evenly (fewer than the number of
+    windows) are dropped from the start of the scored range.
+    """
+    if warmup_steps < 0 or max_length <= warmup_steps:
+        raise ValueError(f"max_length ({max_length}) must exceed warmup_steps ({warmup_steps}) >= 0")
+    if multiple < 1:
+        raise ValueError(f"multiple must be >= 1, got {multiple}")
+    start = max(start, warmup_steps)  # the very first rows of a series have no context to warm up on
+    span = stop - start
+    count = math.ceil(max(span, 1) / (max_length - warmup_steps))
+    count = math.ceil(count / multiple) * multiple
+    per_window = span // count
+    if per_window < 1:
+        raise DataError(f"rows {start}-{stop} are too few for {count} windows (a multiple of {multiple})")
+    first = stop - count * per_window
+    starts = tuple(first - warmup_steps + index * per_window for index in range(count))
+    return WindowTiling(starts, warmup_steps + per_window, warmup_steps)
+
+
+def window_batch(x_windows: np.ndarray, y_windows: np.ndarray | None = None):
+    """A tf.data dataset of exactly one batch holding all the windows (static shapes)."""
+    import tensorflow as tf
+
+    element = np.asarray(x_windows, np.float32) if y_windows is None else (
+        np.asarray(x_windows, np.float32), np.asarray(y_windows, np.float32))
+    return tf.data.Dataset.from_tensors(element)
+
+
+# --- loss and scores ----------------------------------------------------------------------------
+
+@keras.saving.register_keras_serializable(package="colabkit")
+class WarmupMSE(keras.losses.Loss):
+    """Mean squared error over all steps but the first `warmup_steps` of each sequence.
+
+    The tutorial's loss_mse_warmup: early in a sequence the recurrent state has seen too little
+    of the series for a forecast, so those outputs are not trained on. The per-sequence means are
+    averaged over the batch (every sequence scores the same number of steps, so this is the mean
+    over every scored value); under a distribution strategy Keras scales it per replica.
+    """
+
+    def __init__(self, warmup_steps: int, name: str = "warmup_mse", **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        if warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+        self.warmup_steps = int(warmup_steps)
+
+    def call(self, y_true, y_pred):
+        steps = y_pred.shape[1]
+        if steps is not None and steps <= self.warmup_steps:
+            raise ValueError(f"sequences of {steps} steps score nothing after {self.warmup_steps} warm-up steps")
+        y_true = keras.ops.cast(y_true, y_pred.dtype)
+        error = y_pred[:, self.warmup_steps:, :] - y_true[:, self.warmup_steps:, :]
+        return keras.ops.mean(keras.ops.square(error), axis=[1, 2])
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "warmup_steps": self.warmup_steps}
+
+
+def check_target_units(target_names: Sequence[str], units: Sequence[str]) -> None:
+    """Raise DataFormatError unless every target is in the unit its metric names promise
+    (temperature degC, wind speed m/s, pressure hPa or mbar)."""
+    for name, unit in zip(target_names, units, strict=True):
+        if name not in UNIT_PREFIXES:
+            raise DataFormatError(f"no metric name for target {name!r}; known: {', '.join(UNIT_PREFIXES)}")
+        if not str(unit).startswith(UNIT_PREFIXES[name]):
+            raise DataFormatError(f"target {name!r} is in {unit!r}, its metrics promise {UNIT_PREFIXES[name][0]}")
+
+
+def mean_absolute_errors(y_true: Any, y_pred: Any, target_names: Sequence[str], prefix: str = "mae") -> dict[str, float]:
+    """Per-target mean absolute error, in the units of the arrays given (pass physical values):
+    {'<prefix>_temp_c': ..., '<prefix>_wind_ms': ..., '<prefix>_pressure_hpa': ...}."""
+    y_true, y_pred = np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64)
+    if y_true.shape != y_pred.shape or y_true.ndim != 2 or y_true.shape[1] != len(target_names):
+        raise ValueError(f"expected two (steps, {len(target_names)}) arrays, got {y_true.shape} and {y_pred.shape}")
+    errors = np.abs(y_pred - y_true).mean(axis=0)
+    return {f"{prefix}_{METRIC_SUFFIXES[name]}": float(error) for name, error in zip(target_names, errors)}
+
+
+def compare_with_persistence(y_true: Any, predicted: Any, persistence: Any, target_names: Sequence[str],
+                             units: Sequence[str]) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Score a forecast and the persistence forecast against the truth, all in physical units.
+
+    Returns (metrics, rows): metrics holds 'mae_<target>' and 'persistence_mae_<target>' for every
+    target; rows is one dict per target with its name, unit, both errors and whether the model's is
+    the smaller.
+    """
+    model = mean_absolute_errors(y_true, predicted, target_names)
+    baseline = mean_absolute_errors(y_true, persistence, target_names, prefix="persistence_mae")
+    rows = []
+    for name, unit in zip(target_names, units, strict=True):
+        suffix = METRIC_SUFFIXES[name]
+        mae, persistence_mae = model[f"mae_{suffix}"], baseline[f"persistence_mae_{suffix}"]
+        rows.append({"name": name, "unit": unit, "mae": mae, "persistence_mae": persistence_mae,
+                     "beats_persistence": mae < persistence_mae})
+    return {**model, **baseline}, rows
+
+
+def mean_squared_error(y_true: Any, y_pred: Any) -> float:
+    """The mean of every squared difference (the loss's value over scored steps)."""
+    y_true, y_pred = np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"shapes differ: {y_true.shape} vs {y_pred.shape}")
+    return float(np.mean(np.square(y_pred - y_true)))
+
+
+def forecast_excerpt(timestamps: Sequence[Any], series: dict[str, np.ndarray], target_names: Sequence[str],
+                     units: Sequence[str], points: int) -> dict[str, Any]:
+    """The first `points` steps of aligned forecasts, for a record: timestamps (ISO), and per
+    series name ('true', 'predicted', 'persistence') a list per target name."""
+    points = min(points, len(timestamps))
+    excerpt: dict[str, Any] = {"timestamps": [str(stamp) for stamp in list(timestamps)[:points]],
+                               "target_names": list(target_names), "units": list(units), "points": points}
+    for label, values in series.items():
+        values = np.asarray(values, np.float64)[:points]
+        excerpt[label] = {name: [round(float(v), 4) for v in values[:, column]] for column, name in enumerate(target_names)}
+    return excerpt
