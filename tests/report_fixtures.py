@@ -12,7 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from colabkit.results import make_record, write_json_atomic
+from colabkit.timeseries import forecast_excerpt
 
 CPU = {"requested": "cpu", "kind": "cpu", "replicas": 1, "strategy": "OneDeviceStrategy", "name": "AMD EPYC",
        "model": "AMD EPYC", "cores": 2}
@@ -30,7 +33,8 @@ OFFLINE_MNIST = {"dataset": "mnist", "source": "offline", "description": "mlxten
 SYNTHETIC_HAR = {"dataset": "uci_har", "source": "synthetic", "description": "synthetic HAR-shaped signals"}
 REAL_HAR = {"dataset": "uci_har", "source": "real", "description": "UCI HAR (dataset 240)"}
 REAL_WEATHER = {"dataset": "weather-denmark", "source": "real", "description": "Hvass weather-denmark"}
-TARGETS = ["Temp (C)", "WindSpeed (m/s)", "Pressure (hPa)"]
+TARGETS = ["Temp", "WindSpeed", "Pressure"]
+UNITS = ["degC", "m/s", "hPa"]
 
 
 def write(root: Path, record: dict[str, Any], slug: str) -> Path:
@@ -75,9 +79,12 @@ def matmul(device: str, n: int, tflops: float | None = None, status: str = "ok",
                        data={"name": "uniform random matrices", "source": "synthetic", "shape": [n, n]})
 
 
-def cnn(device: str, batch: int, status: str = "ok", data: dict[str, Any] | None = None) -> dict[str, Any]:
+def cnn(device: str, batch: int, status: str = "ok", data: dict[str, Any] | None = None,
+        backend: str | None = None) -> dict[str, Any]:
     params = {"device": device, "batch_size": batch, "batch_size_is": "per_replica", "epochs": 3,
               "data_source": "auto", "seed": 0, "train_samples": 0, "test_samples": 0}
+    if backend:
+        params["backend"] = backend
     if status != "ok":
         return make_record("cnn_mnist", status, params, device=_device(device, status), error=_error(status))
     metrics = {**_timing(device, batch), "test_accuracy": 0.98 - batch / 1e5, "test_loss": 0.05,
@@ -116,11 +123,12 @@ def timeseries(device: str, batch: int, status: str = "ok", predictions: Any = "
     extra: dict[str, Any] = {}
     if history:
         extra["history"] = {"loss": [0.02, 0.01, 0.006, 0.005], "val_loss": [0.015, 0.008, 0.005, 0.004]}
-    if predictions == "default":
+    if predictions == "default":  # as the notebook writes them (colabkit.timeseries.forecast_excerpt)
         stamps = [f"2018-01-01T{hour:02d}:00:00" for hour in range(12)]
-        extra["predictions"] = {"timestamps": stamps, "targets": TARGETS,
-                                "true": [[float(h), 5.0, 1000.0 + h] for h in range(12)],
-                                "predicted": [[h + 0.5, 5.5, 1001.0 + h] for h in range(12)]}
+        truth = np.array([[float(h), 5.0, 1000.0 + h] for h in range(12)])
+        extra["predictions"] = forecast_excerpt(
+            stamps, {"true": truth, "predicted": truth + [0.5, 0.5, 1.0], "persistence": truth - 1.0}, TARGETS,
+            UNITS, 12)
     elif predictions is not None:
         extra["predictions"] = predictions
     return make_record("timeseries_rnn", "ok", params, metrics=metrics, device=_device(device, status),

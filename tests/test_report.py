@@ -167,13 +167,15 @@ def test_timeseries_epoch_times_loss_curves_and_predictions(data):
     assert len(curves) == 8  # 4 runs x (validation, training)
     assert curves["GPU: Tesla T4, batch 128 (validation)"][1] == [0.015, 0.008, 0.005, 0.004]
     predictions = section.figure("timeseries_predictions").figure
-    assert [ax.get_ylabel() for ax in predictions.axes] == fx.TARGETS
+    assert [ax.get_ylabel() for ax in predictions.axes] == ["Temp (degC)", "WindSpeed (m/s)", "Pressure (hPa)"]
     temperature = line_data(predictions.axes[0])
-    assert set(temperature) == {"truth", "CPU: AMD EPYC: predicted", "GPU: Tesla T4: predicted"}
+    assert set(temperature) == {"truth", "persistence forecast", "CPU: AMD EPYC: predicted", "GPU: Tesla T4: predicted"}
     assert temperature["truth"][1] == [float(h) for h in range(12)]
+    assert temperature["GPU: Tesla T4: predicted"][1] == [h + 0.5 for h in range(12)]
+    assert temperature["persistence forecast"][1] == [h - 1.0 for h in range(12)]
     skill = section.table("timeseries_mae_vs_persistence").set_index(["series", "batch", "target"])["skill"]
     assert skill.loc[("GPU: Tesla T4", 128, "pressure_hpa")] == pytest.approx(0.5)
-    assert section.table("timeseries_rnn")["early-stopping epoch"].tolist() == [3, 3, 3, 3]
+    assert section.table("timeseries_rnn")["early stop at"].tolist() == [3, 3, 3, 3]
 
 
 @pytest.mark.parametrize("layout", [
@@ -437,3 +439,16 @@ def test_the_reading_calls_a_device_faster_only_where_every_configuration_agrees
     text = report.summary_section(report.load_report_data([tmp_path])).text[0]
     assert "GPU: Tesla T4 was faster than CPU: AMD EPYC in some configurations and not in others" in text
     assert "0.500x to 4x" in text
+
+
+def test_runs_on_several_keras_backends_are_set_beside_seed_002(tmp_path):
+    for backend in ("tensorflow", "jax", "torch"):
+        fx.write(tmp_path, fx.cnn("cpu", 256, backend=backend), f"backend-{backend}")
+    section = report.cnn_section(report.load_report_data([tmp_path]))
+    frameworks = section.table("cnn_frameworks_vs_seed002").set_index("framework")
+    assert frameworks.loc["tensorflow", "seed 002 training time (s)"] == 1286.5
+    assert frameworks.loc["torch", "seed 002 test accuracy"] == 0.9434
+    assert pd.isna(frameworks.loc["jax", "seed 002 training time (s)"])  # the seed never ran JAX on a CPU
+    assert frameworks.loc["jax", "training time (s)"] == 50.0
+    assert set(bar_heights(section.figure("cnn_accuracy").figure.axes[0])) == {
+        "CPU: AMD EPYC, backend=jax", "CPU: AMD EPYC, backend=tensorflow", "CPU: AMD EPYC, backend=torch"}

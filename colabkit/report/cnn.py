@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from colabkit.plots import device_color
-from colabkit.published import SEED_003_MNIST_CNN, SEED_003_SOURCE
+from colabkit.published import SEED_002_FRAMEWORKS, SEED_002_SOURCE, SEED_003_MNIST_CNN, SEED_003_SOURCE
 from colabkit.report.common import (
     column, config_key, has, notebook_section, pick, repeats_std, series_labels, timing_frame, train_samples,
 )
@@ -26,7 +26,8 @@ def cnn_table(data: ReportData) -> pd.DataFrame:
     batch = column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size"))
     table = pd.DataFrame({
         "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
-        "batch": batch, "replicas": column(ok, "metrics.replicas"), "train_samples": train_samples(ok),
+        "batch": batch, "backend": column(ok, "params.backend"), "replicas": column(ok, "metrics.replicas"),
+        "train_samples": train_samples(ok),
         **timing_frame(ok),
         "test_accuracy": column(ok, "metrics.test_accuracy"), "test_accuracy_std": repeats_std(ok, "test_accuracy"),
         "test_loss": column(ok, "metrics.test_loss"), "data": ok["data_used"], "config": config_key(ok),
@@ -96,6 +97,21 @@ def seed_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:
     return pivot.reset_index().rename(columns={"batch": "global batch"}).rename_axis(columns=None)
 
 
+def frameworks_table(table: pd.DataFrame) -> pd.DataFrame | None:
+    """Seed 002's comparison, when the runs used several Keras backends: training time and test
+    accuracy per framework and device, ours beside the seed's (None with one backend or none)."""
+    if table["backend"].dropna().nunique() < 2:
+        return None
+    rows = []
+    for row in table[table["backend"].notna()].itertuples():
+        seed = SEED_002_FRAMEWORKS.get((row.backend, row.device.split(":")[0].split(" ")[0].lower()), {})
+        rows.append({"framework": row.backend, "device": row.device, "global batch": row.batch,
+                     "epochs": row.epochs_run, "train samples": row.train_samples, "training time (s)": row.train_time_s,
+                     "test accuracy": row.test_accuracy, "seed 002 training time (s)": seed.get("train_time_s"),
+                     "seed 002 test accuracy": seed.get("test_accuracy")})
+    return pd.DataFrame(rows).sort_values(["framework", "device", "global batch"]).reset_index(drop=True)
+
+
 def _findings(table: pd.DataFrame) -> str:
     sentences = []
     for series, rows in table.groupby("series", sort=False):
@@ -131,6 +147,12 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                     f"Time per sample (us) per global batch size: ours and {SEED_003_SOURCE}."),
         *([accuracy] if accuracy else []),
     ]
+    frameworks = frameworks_table(table)
+    if frameworks is not None:
+        section.items.append(ReportTable(
+            "cnn_frameworks_vs_seed002", frameworks,
+            f"One CNN on several Keras backends: whole-fit time and test accuracy, and {SEED_002_SOURCE} "
+            "(their run: full MNIST; empty where the seed left the cell empty)."))
 
 
 def cnn_section(data: ReportData) -> Section:

@@ -20,8 +20,8 @@ from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
 NOTEBOOK = "timeseries_rnn"
-STOP_EPOCH_METRICS = ["metrics.early_stopping_epoch", "metrics.stopped_epoch", "metrics.early_stopped_epoch",
-                      "metrics.best_epoch"]
+# Where a record says when EarlyStopping stopped training (None or absent: it did not fire).
+STOP_EPOCH_METRICS = ["metrics.early_stopping_epoch", "metrics.stopped_epoch"]
 _TIME_KEYS = ("timestamps", "timestamp", "times", "time", "datetime", "index")
 _TRUE_KEYS = ("true", "y_true", "truth", "actual", "observed")
 _PREDICTED_KEYS = ("predicted", "y_pred", "prediction", "pred", "forecast")
@@ -39,7 +39,9 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
         "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"]),
         "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
         **timing_frame(ok), "stop_epoch": column(ok, stop) if stop else np.nan,
-        "val_loss": column(ok, "metrics.val_loss"), "test_loss": column(ok, "metrics.test_loss"), **errors,
+        "best_epoch": column(ok, "metrics.best_epoch"), "val_loss": column(ok, "metrics.val_loss"),
+        "test_loss": column(ok, "metrics.test_loss"), "persistence_test_loss": column(ok, "metrics.persistence_test_loss"),
+        **errors,
         "data": ok["data_used"], "config": config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
@@ -111,8 +113,9 @@ def _columns(values: Any, names: list[str] | None) -> dict[str, list[float]] | N
 
 
 def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
-    """A record's `predictions` as a long table (time, target, true, predicted); None if the record
-    has none or holds them in a layout this report does not know."""
+    """A record's `predictions` as a long table (time, target, true, predicted, persistence); None if
+    the record has none or holds them in a layout this report does not know. Targets are named with
+    their unit when the record gives one."""
     predictions = record.get("predictions")
     if not isinstance(predictions, dict):
         return None
@@ -126,12 +129,17 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
     if not true or not predicted:
         return None
     times = _first(predictions, _TIME_KEYS)
+    persistence = _columns(predictions.get("persistence"), names) or {}
+    units = dict(zip(names or [], predictions.get("units") or []))
     frames = []
     for target in [name for name in true if name in predicted]:
         length = min(len(true[target]), len(predicted[target]))
         stamps = times[:length] if isinstance(times, list) and len(times) >= length else list(range(length))
-        frames.append(pd.DataFrame({"time": stamps, "target": target, "true": true[target][:length],
-                                    "predicted": predicted[target][:length]}))
+        baseline = persistence.get(target, [])
+        frames.append(pd.DataFrame({
+            "time": stamps, "target": f"{target} ({units[target]})" if units.get(target) else target,
+            "true": true[target][:length], "predicted": predicted[target][:length],
+            "persistence": baseline[:length] if len(baseline) >= length else [np.nan] * length}))
     if not frames:
         return None
     frame = pd.concat(frames, ignore_index=True)
@@ -141,8 +149,9 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
 
 
 def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFigure | None, str | None]:
-    """Truth (black) and each device's predictions (its run with the lowest validation loss), one
-    panel per target. Also returns a note when some records' predictions could not be read."""
+    """Truth (black), the persistence forecast (grey, dotted) when recorded, and each device's
+    predictions (its run with the lowest validation loss), one panel per target. Also returns a note
+    when some records' predictions could not be read."""
     best = table.sort_values("val_loss", na_position="last").drop_duplicates("device")
     frames, unreadable = [], []
     for row in best.itertuples():
@@ -164,6 +173,9 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
     for ax, target in zip(axes, targets):
         reference = truth[truth["target"] == target]
         ax.plot(reference["time"], reference["true"], color="black", linewidth=1.4, label="truth")
+        if reference["persistence"].notna().any():
+            ax.plot(reference["time"], reference["persistence"], color="#999999", linewidth=1.0, linestyle=":",
+                    label="persistence forecast")
         for series, rows in long[long["target"] == target].groupby("series", sort=False):
             ax.plot(rows["time"], rows["predicted"], color=colors[series], linewidth=1.1, label=f"{series}: predicted")
         ax.set_ylabel(target)
@@ -233,11 +245,13 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
         section.text.append(note)
     timed = has(table, "epoch_first_s") or has(table, "epoch_steady_s")
     figures = [item for item in (epoch_time_figure(table) if timed else None, curves, predictions) if item is not None]
-    spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early-stopping epoch"),
+    spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early stop at"),
+            ("best_epoch", "best epoch"),
             ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
             ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
-            ("val_loss", "val loss"), ("test_loss", "test loss"),
-            *[(name, name.replace("_", " ")) for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
+            ("val_loss", "val loss"), ("test_loss", "test loss"), ("persistence_test_loss", "persistence test loss"),
+            *[(name, name.replace("persistence_mae_", "persistence MAE ").replace("mae_", "MAE "))
+              for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
             ("data", "data")]
     printed = pick(table, spec)
     section.items = [ReportTable("timeseries_rnn", printed, "Weather model per device and batch size: timing, "
