@@ -452,3 +452,24 @@ def test_runs_on_several_keras_backends_are_set_beside_seed_002(tmp_path):
     assert frameworks.loc["jax", "training time (s)"] == 50.0
     assert set(bar_heights(section.figure("cnn_accuracy").figure.axes[0])) == {
         "CPU: AMD EPYC, backend=jax", "CPU: AMD EPYC, backend=tensorflow", "CPU: AMD EPYC, backend=torch"}
+
+
+def test_two_ok_records_are_one_combination_only_with_equal_parameters(tmp_path):
+    old = fx.cnn("cpu", 256)  # written before the notebook had a `backend` parameter (TensorFlow, then)
+    new = fx.cnn("cpu", 256, backend="jax")
+    fx.write(tmp_path / "old", old, "batch_size-256")
+    fx.write(tmp_path / "new", new, "batch_size-256_backend-jax")
+    data = report.load_report_data([tmp_path / "old", tmp_path / "new"])
+    assert data.merges.empty and len(data.ok("cnn_mnist")) == 2
+
+
+def test_the_sweeps_own_parameters_name_the_combination_when_it_recorded_them(tmp_path):
+    skipped = fx.cnn("gpu", 256, status="skipped")
+    ran = fx.cnn("gpu", 256)
+    ran["params"]["test_samples"] = 99  # a notebook may record a value of its own; the sweep's says which run it was
+    for record in (skipped, ran):
+        record["fingerprint"] = {"params": {"device": "gpu", "batch_size": 256}}
+    fx.write(tmp_path / "cpu-runtime", skipped, "batch_size-256")
+    fx.write(tmp_path / "gpu-runtime", ran, "batch_size-256")
+    data = report.load_report_data([tmp_path / "cpu-runtime", tmp_path / "gpu-runtime"])
+    assert data.merges["why"].tolist() == ["ok preferred over skipped"]

@@ -6,9 +6,10 @@ on a CPU runtime leaves a `skipped` record for the GPU combinations that the GPU
 record per combination is *used*: an ok record over a failed one over a skipped one, and among
 equals the one that finished last; every such choice is listed in `ReportData.merges`.
 
-Two records are the same combination when they come from the same notebook and their parameters
-agree on every name both have, one set holding all the names of the other (the sweep's own failed
-and skipped records carry the grid's parameters; a notebook's record carries all of its own).
+Two records are the same combination when they come from the same notebook with the same parameters
+(the sweep's `fingerprint.params` where it wrote one, else `params`). Failed and skipped records of
+older sweeps carry the grid's parameters only: one of them joins the ok record whose parameters
+include all of its own with the same values.
 
 Nothing is dropped silently: files that are not readable records (unknown schema version,
 missing fields, bad JSON) are in `rejected`, folders that do not exist in `missing_dirs`.
@@ -87,10 +88,21 @@ def sort_labels(labels: Any) -> list[str]:
     return sorted(set(labels), key=_label_sort_key)
 
 
-def _same_combination(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    shared = a.keys() & b.keys()
-    nested = a.keys() <= b.keys() or b.keys() <= a.keys()
-    return nested and all(a[key] == b[key] for key in shared)
+def combination_params(record: dict[str, Any]) -> dict[str, Any]:
+    """The parameters that name a record's combination: the sweep's own (`fingerprint.params`) where
+    it recorded them, else the record's `params`."""
+    fingerprint = record.get("fingerprint")
+    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("params"), dict):
+        return dict(fingerprint["params"])
+    return dict(record.get("params") or {})
+
+
+def _same_combination(ran: dict[str, Any], ran_ok: bool, other: dict[str, Any], other_ok: bool) -> bool:
+    """Equal parameters; or, for a failed or skipped record written by an older sweep (which gave it
+    the grid's parameters only), parameters that the ok record `ran` holds all of, with equal values."""
+    if ran == other:
+        return True
+    return ran_ok and not other_ok and other.keys() <= ran.keys() and all(ran[k] == other[k] for k in other)
 
 
 def _finished(record: dict[str, Any]) -> pd.Timestamp:
@@ -101,22 +113,24 @@ def _finished(record: dict[str, Any]) -> pd.Timestamp:
 @dataclass
 class _Group:
     notebook: str
-    params: dict[str, Any]
+    params: dict[str, Any]  # those of its first record: an ok one if the group has any
+    ok: bool
     paths: list[str] = field(default_factory=list)
 
 
 def _group(records: dict[str, dict[str, Any]]) -> list[_Group]:
-    """Records of the same combination together (the ones with most parameters found first)."""
+    """Records of the same combination together (ok records first, so that each group that has one
+    is named by it)."""
     groups: list[_Group] = []
-    for path in sorted(records, key=lambda p: -len(records[p].get("params") or {})):
+    for path in sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(combination_params(records[p])))):
         record = records[path]
-        params = dict(record.get("params") or {})
+        params, ok = combination_params(record), record["status"] == "ok"
         for group in groups:
-            if group.notebook == record["notebook"] and _same_combination(group.params, params):
+            if group.notebook == record["notebook"] and _same_combination(group.params, group.ok, params, ok):
                 group.paths.append(path)
                 break
         else:
-            groups.append(_Group(record["notebook"], params, [path]))
+            groups.append(_Group(record["notebook"], params, ok, [path]))
     return groups
 
 
@@ -217,7 +231,7 @@ def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | s
     for notebook in {group.notebook for group in groups}:
         values: dict[str, set[str]] = {}
         for path in (p for g in groups if g.notebook == notebook for p in g.paths):
-            for key, value in (records[path].get("params") or {}).items():
+            for key, value in combination_params(records[path]).items():
                 values.setdefault(key, set()).add(json.dumps(value, sort_keys=True, default=str))
         varying[notebook] = {key for key, seen_values in values.items() if len(seen_values) > 1}
     for group in groups:
