@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.published import HVASS_SOURCE, HVASS_WEATHER
@@ -137,7 +138,8 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
         stamps = times[:length] if isinstance(times, list) and len(times) >= length else list(range(length))
         baseline = persistence.get(target, [])
         frames.append(pd.DataFrame({
-            "time": stamps, "target": f"{target} ({units[target]})" if units.get(target) else target,
+            # 'hPa (mbar, station level)' -> 'hPa': the axis label needs the unit, not its gloss
+            "time": stamps, "target": f"{target} ({units[target].split(' (')[0]})" if units.get(target) else target,
             "true": true[target][:length], "predicted": predicted[target][:length],
             "persistence": baseline[:length] if len(baseline) >= length else [np.nan] * length}))
     if not frames:
@@ -179,6 +181,10 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
         for series, rows in long[long["target"] == target].groupby("series", sort=False):
             ax.plot(rows["time"], rows["predicted"], color=colors[series], linewidth=1.1, label=f"{series}: predicted")
         ax.set_ylabel(target)
+        if pd.api.types.is_datetime64_any_dtype(reference["time"]):
+            locator = AutoDateLocator()
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     axes[0].set_title("Predictions against the truth (test period)")
     axes[-1].set_xlabel("time")
     handles, labels = axes[0].get_legend_handles_labels()
