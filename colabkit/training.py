@@ -249,6 +249,27 @@ def make_dataset(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = Fals
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def subsample(count: int, *arrays: Any, seed: int = 0) -> tuple[Any, ...]:
+    """The same `count` rows of every array, drawn without replacement with a seeded generator and
+    kept in their original order; `count` 0 (or >= the rows there are) returns the arrays whole.
+
+    For smoke-size runs on data stored grouped (UCI HAR's files are sorted by volunteer): the first
+    rows would hold a few volunteers and classes only, a seeded draw holds them all.
+    """
+    import numpy as np
+
+    if count < 0:
+        raise ValueError(f"count must be >= 0 (0: all rows), got {count}")
+    rows = {len(array) for array in arrays}
+    if len(rows) > 1:
+        raise ValueError(f"arrays differ in length: {sorted(rows)}")
+    total = rows.pop() if rows else 0
+    if count == 0 or count >= total:
+        return tuple(arrays)
+    keep = np.sort(np.random.default_rng(seed).choice(total, size=count, replace=False))
+    return tuple(array[keep] for array in arrays)
+
+
 def predict_all(model: Any, x: Any, *, batch_size: int, static_shapes: bool = False):
     """Model outputs for every sample of `x`, in order, as a NumPy array (padding removed)."""
     outputs = model.predict(make_dataset(x, batch_size=batch_size, static_shapes=static_shapes), verbose=0)

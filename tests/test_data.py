@@ -54,6 +54,8 @@ def server():
 def isolated_cache(monkeypatch, tmp_path):
     """Every test gets its own cache folder; no test can touch the user's real cache."""
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "cache"))
+    for dataset in data.MIRRORS:  # a mirror set in the developer's shell must not leak in
+        monkeypatch.delenv(data.mirror_variable(dataset), raising=False)
     return tmp_path / "cache"
 
 
@@ -133,6 +135,34 @@ def test_mnist_corrupt_twice_raises_in_real_and_falls_back_in_auto(server, monke
     assert mnist.source == "offline" and "CorruptDownloadError" in mnist.provenance["fallback_reason"]
     assert server.requests["/mnist.npz"] == 4
 
+
+
+# --- COLABKIT_MIRROR_<DATASET>: a copy tried before the real source --------------------------------
+
+def test_mirror_variable_puts_a_local_copy_first_and_the_record_names_it(tmp_path, monkeypatch, isolated_cache):
+    archive = tmp_path / "copies" / "uci_har_copy.zip"
+    archive.parent.mkdir()
+    archive.write_bytes(har_nested_zip())
+    mirror(monkeypatch, "uci_har", Remote(closed_port_url("/a.zip"), "a.zip"), Remote(closed_port_url("/b.zip"), "b.zip"))
+    assert data.mirrors("uci_har") == data.MIRRORS["uci_har"]  # unset: the real sources only
+    monkeypatch.setenv("COLABKIT_MIRROR_UCI_HAR", str(archive))  # a plain path works as well as a URL
+    first, *rest = data.mirrors("uci_har")
+    assert first.url == archive.as_uri() and first.filename == "mirror-uci_har_copy.zip"
+    assert tuple(rest) == data.MIRRORS["uci_har"]
+    har = load_quietly(data.load_uci_har, "real")
+    assert har.provenance["url"] == archive.as_uri() and har.provenance["downloaded"] is True
+    assert har.x_train.shape == (12, 128, 9) and har.is_real
+    assert (isolated_cache / "uci_har" / "mirror-uci_har_copy.zip").read_bytes() == archive.read_bytes()
+
+
+def test_a_mirror_of_a_pinned_file_inherits_the_pin(server, monkeypatch):
+    monkeypatch.setenv("COLABKIT_MIRROR_MNIST", server.serve("/copy/mnist.npz", mnist_npz()))
+    (first, real) = data.mirrors("mnist")
+    assert (first.sha256, first.sha256_source) == (real.sha256, real.sha256_source) and first.sha256
+    mirror(monkeypatch, "mnist", Remote(closed_port_url(), "mnist.npz", sha256=real.sha256))
+    with pytest.raises(CorruptDownloadError, match="differs from the expected"):
+        data.load_mnist("real", progress=False)  # not Keras's mnist.npz: refused, however it was served
+    assert server.requests["/copy/mnist.npz"] == 2
 
 # --- UCI HAR ----------------------------------------------------------------------------------
 

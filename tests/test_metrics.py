@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from colabkit.metrics import classification_report, confusion_matrix, scores_from_confusion
+from colabkit.metrics import classification_report, confusion_matrix, headline_scores, scores_from_confusion
 
 
 def test_confusion_matrix_counts_true_rows_predicted_columns():
@@ -43,3 +43,21 @@ def test_report_from_probabilities_has_cross_entropy_loss():
     assert report["accuracy"] == pytest.approx(2 / 3)
     assert report["loss"] == pytest.approx(-np.mean(np.log([0.9, 0.8, 0.4])))
     assert report["confusion_matrix"] == [[1, 0], [1, 1]]
+
+
+def test_headline_scores_are_the_reports_accuracy_macro_precision_recall_and_both_f1s():
+    # true\pred  A  B      precision A 3/4, B 1/2; recall A 3/5, B 2/3
+    #   A        3  2      F1 A 2/3, B 4/7; macro F1 (2/3 + 4/7) / 2; weighted (5 * 2/3 + 3 * 4/7) / 8
+    #   B        1  2
+    probabilities = np.array([[0.9, 0.1]] * 3 + [[0.2, 0.8]] * 2 + [[0.7, 0.3]] + [[0.4, 0.6]] * 2)
+    report = classification_report([0, 0, 0, 0, 0, 1, 1, 1], probabilities, ["A", "B"])
+    assert report["confusion_matrix"] == [[3, 2], [1, 2]]
+    scores = headline_scores(report)
+    assert scores == {
+        "test_accuracy": pytest.approx(5 / 8),
+        "precision": pytest.approx((3 / 4 + 1 / 2) / 2),
+        "recall": pytest.approx((3 / 5 + 2 / 3) / 2),
+        "f1_macro": pytest.approx((2 / 3 + 4 / 7) / 2),
+        "f1_weighted": pytest.approx((5 * 2 / 3 + 3 * 4 / 7) / 8),
+        "test_loss": pytest.approx(report["loss"]),
+    }

@@ -127,3 +127,28 @@ def test_evaluation_pipeline_pads_with_zero_weights_and_training_drops_remainder
     assert [len(b[0]) for b in train] == [4, 4]
     seen = np.concatenate([b[1] for b in make_dataset(x, y, batch_size=4, shuffle=True).as_numpy_iterator()])
     assert sorted(seen.tolist()) == list(range(10))  # without static shapes nothing is dropped
+
+
+def test_subsample_takes_the_same_seeded_rows_of_every_array_in_their_order():
+    from colabkit.training import subsample
+
+    x = np.arange(100).reshape(50, 2)
+    y = np.arange(50) // 10  # grouped, as UCI HAR's windows are (by volunteer)
+    x_small, y_small = subsample(20, x, y, seed=3)
+    assert len(x_small) == len(y_small) == 20
+    assert (x_small[:, 0] // 2 // 10 == y_small).all()  # rows stay paired across arrays
+    assert (np.diff(x_small[:, 0]) > 0).all()  # original order, no repeats
+    assert set(y_small.tolist()) == {0, 1, 2, 3, 4}  # a draw, not the first rows (all group 0-1)
+    again, _ = subsample(20, x, y, seed=3)
+    assert (again == x_small).all() and not (subsample(20, x, y, seed=4)[0] == x_small).all()
+    whole = subsample(0, x, y)
+    assert whole[0] is x and whole[1] is y and subsample(80, x)[0] is x
+
+
+def test_subsample_rejects_negative_counts_and_unpaired_arrays():
+    from colabkit.training import subsample
+
+    with pytest.raises(ValueError, match=">= 0"):
+        subsample(-1, np.zeros(3))
+    with pytest.raises(ValueError, match="differ in length"):
+        subsample(2, np.zeros(3), np.zeros(4))
