@@ -104,7 +104,7 @@ def dblstm(device: str, layers: int, units: int, status: str = "ok", data: dict[
     accuracy = 0.80 + units / 2000 + layers / 100
     metrics = {**_timing(device, 64), "train_time_s": EPOCH_S[device] * units / 32 * layers,
                "train_time_s_repeats": [EPOCH_S[device] * units / 32 * layers * f for f in (0.9, 1.0, 1.1)][:repeats],
-               "test_accuracy": accuracy, "test_accuracy_repeats": [accuracy - 0.01, accuracy, accuracy + 0.01][:repeats],
+               "test_accuracy": accuracy, "test_accuracy_per_repeat": [accuracy - 0.01, accuracy, accuracy + 0.01][:repeats],
                "precision": accuracy - 0.01, "recall": accuracy - 0.02, "f1_macro": accuracy - 0.015,
                "f1_weighted": accuracy - 0.012, "params": 1000 * units * layers}
     return make_record("dblstm_har", "ok", params, metrics=metrics, device=_device(device, status),

@@ -326,7 +326,7 @@ def test_the_records_csv_has_one_row_per_record_with_lists_as_json(data, tmp_pat
     frame = pd.read_csv(path)
     assert len(frame) == len(data.frame) == 32  # every record read, used or not (17 + 11 + 4); not the rejected file
     assert {"used", "device_label", "combination", "results_dir", "data_used"} <= set(frame.columns)
-    repeats = frame["metrics.test_accuracy_repeats"].dropna().iloc[0]
+    repeats = frame["metrics.test_accuracy_per_repeat"].dropna().iloc[0]
     assert isinstance(json.loads(repeats), list)
 
 
@@ -473,3 +473,13 @@ def test_the_sweeps_own_parameters_name_the_combination_when_it_recorded_them(tm
     fx.write(tmp_path / "gpu-runtime", ran, "batch_size-256")
     data = report.load_report_data([tmp_path / "cpu-runtime", tmp_path / "gpu-runtime"])
     assert data.merges["why"].tolist() == ["ok preferred over skipped"]
+
+
+def test_a_recorded_std_over_repeats_is_used_as_the_record_gives_it(tmp_path):
+    record = fx.dblstm("gpu", 1, 32)
+    record["metrics"]["test_accuracy_std"] = 0.5  # e.g. a population std, as seed 000 printed it
+    fx.write(tmp_path, record, "x")
+    table = report.dblstm_table(report.load_report_data([tmp_path]))
+    assert table["test_accuracy_std"].tolist() == [0.5]
+    assert table["train_time_std_s"].tolist() == pytest.approx([np.std([0.9, 1.0, 1.1], ddof=1)])
+    assert table["repeats"].tolist() == [3]

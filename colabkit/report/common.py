@@ -89,23 +89,34 @@ def pick(frame: pd.DataFrame, spec: list[tuple[str, str]]) -> pd.DataFrame:
     return printed
 
 
+PER_REPEAT_SUFFIXES = ("_per_repeat", "_repeats")  # metrics.<name><suffix>: one value per repeat
+
+
+def per_repeat(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """Each record's list of per-repeat values of a metric (None where it has none)."""
+    lists = pd.Series(None, index=frame.index, dtype=object)
+    for suffix in PER_REPEAT_SUFFIXES:
+        values = column(frame, f"metrics.{metric}{suffix}", None)
+        lists = lists.where(lists.map(lambda v: isinstance(v, list)), values)
+    return lists
+
+
 def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Spread of a metric over repeats: the standard deviation of `metrics.<metric>_repeats`
-    (sample std, ddof=1), else `metrics.<metric>_std`; NaN where a record has neither."""
+    """Spread of a metric over repeats: the record's own `metrics.<metric>_std` where it gives one
+    (its notebook says which standard deviation), else the sample standard deviation (ddof=1) of
+    the per-repeat values; NaN where a record has neither."""
     def std(values: Any) -> float:
-        if isinstance(values, (list, tuple)) and len(values) > 1:
-            return float(np.std(np.asarray(values, dtype=float), ddof=1))
+        if isinstance(values, (list, tuple)) and len([v for v in values if v is not None]) > 1:
+            return float(np.std(np.asarray([v for v in values if v is not None], dtype=float), ddof=1))
         return np.nan
 
-    spread = column(frame, f"metrics.{metric}_repeats", None).map(std) if len(frame) else pd.Series(dtype=float)
-    fallback = column(frame, f"metrics.{metric}_std")
-    return spread.astype(float).fillna(fallback.astype(float)) if len(frame) else spread
+    recorded = column(frame, f"metrics.{metric}_std").astype(float)
+    return recorded.fillna(per_repeat(frame, metric).map(std).astype(float))
 
 
 def repeats_count(frame: pd.DataFrame, metric: str) -> pd.Series:
     """How many repeats a metric is the mean of (NaN where the record has no per-repeat list)."""
-    return column(frame, f"metrics.{metric}_repeats", None).map(
-        lambda values: len(values) if isinstance(values, (list, tuple)) else np.nan)
+    return per_repeat(frame, metric).map(lambda values: len(values) if isinstance(values, (list, tuple)) else np.nan)
 
 
 def cpu_baseline(labels: Any) -> str | None:

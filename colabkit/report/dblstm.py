@@ -22,6 +22,8 @@ from colabkit.report.writers import format_number, span
 NOTEBOOK = "dblstm_har"
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
           ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
+REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
+              "else the sample standard deviation of the per-repeat values")
 # Seed 000's claims as points: CPU time / GPU-or-TPU time at 128 and 256 units per layer.
 SEED_000_RATIOS = {128: 25.0, 256: 55.0}
 
@@ -77,14 +79,15 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
 def runtime_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "train_time_s", "train_time_std_s", "training time (s)",
                        "training time", "dblstm_runtime",
-                       "Whole model.fit time (all epochs); error bars: std over repeats where runs were repeated.",
+                       "Whole model.fit time (all epochs; median or mean over repeats as the record gives it); error "
+                       f"bars: {REPEAT_STD}.",
                        log=True)
 
 
 def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "test_accuracy", "test_accuracy_std", "test accuracy",
                        "test accuracy", "dblstm_accuracy",
-                       "Accuracy on the whole test set (mean over repeats; error bars: std over repeats). Devices are "
+                       f"Accuracy on the whole test set (mean over repeats; error bars: {REPEAT_STD}). Devices are "
                        "drawn slightly apart along the units axis so that equal scores stay visible.",
                        log=False, dodge=0.06)
 
@@ -120,7 +123,7 @@ def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
     long.insert(0, "configuration", where)
     return ReportFigure("dblstm_metrics", figure, long,
                         "Precision, recall and F1 are macro averages over the six activities unless named weighted; "
-                        "means over repeats, error bars std over repeats.")
+                        f"means over repeats; error bars: {REPEAT_STD}.")
 
 
 def _short(labels: list[str]) -> dict[str, str]:
