@@ -123,6 +123,29 @@ def _badges(args: argparse.Namespace) -> int:
     return _stamp(args.root, coordinates, check=False)
 
 
+def _workers(args: argparse.Namespace) -> int:
+    from colabkit.grid import parse_overrides
+    from colabkit.workers import WorkersFailed, run_workers
+
+    notebook = Path(args.notebook)
+    if not notebook.is_file():
+        print(f"error: notebook not found: {notebook}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("outputs") / "workers" / notebook.stem / f"multiworker-{args.count}"
+    out.mkdir(parents=True, exist_ok=True)
+    parameters = {**parse_overrides(args.param), "results_path": str((out / f"{notebook.stem}.json").resolve())}
+    try:
+        outcomes = run_workers(notebook, args.count, parameters, out / f"{notebook.stem}.ipynb", out / ".workers",
+                               cwd=Path.cwd(), timeout_s=args.timeout, grace_s=args.grace)
+    except WorkersFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for outcome in outcomes:
+        print(outcome.describe())
+    print(f"record: {parameters['results_path']}\nchief's notebook: {out / f'{notebook.stem}.ipynb'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m colabkit", description=__doc__)
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -165,6 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     badges.add_argument("--ref", required=True, help="branch, tag or commit")
     badges.add_argument("--root", default=".", help="repository root (default: .)")
     badges.set_defaults(handler=_badges)
+    workers = verbs.add_parser("workers", help="run a notebook on N local worker processes (MultiWorkerMirroredStrategy)")
+    workers.add_argument("notebook", help="the notebook, e.g. notebooks/cnn_mnist.ipynb")
+    workers.add_argument("--count", type=int, required=True, help="how many worker processes")
+    workers.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="a notebook parameter; repeatable")
+    workers.add_argument("--out", help="output folder (default: outputs/workers/<notebook>/multiworker-<N>)")
+    workers.add_argument("--timeout", type=float, metavar="SECONDS", help="stop every worker after this long")
+    workers.add_argument("--grace", type=float, default=60.0, metavar="SECONDS",
+                         help="after a worker dies, how long the others may take to fail by themselves (default 60)")
+    workers.set_defaults(handler=_workers)
     return parser
 
 

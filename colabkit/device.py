@@ -24,7 +24,9 @@ from colabkit.errors import ColabkitError, DeviceNotFoundError, UnknownDeviceErr
 from colabkit.peaks import PeakFlops, cpu_peak, gpu_peak, tpu_generation, tpu_peak
 
 DEVICE_KINDS = ("cpu", "gpu", "tpu")
-DEVICE_CHOICES = ("auto",) + DEVICE_KINDS
+MULTI_WORKER = "multiworker"  # MultiWorkerMirroredStrategy over the cluster in TF_CONFIG
+DEVICE_CHOICES = ("auto",) + DEVICE_KINDS + (MULTI_WORKER,)
+_COUNTED = ("cpu", "gpu", MULTI_WORKER)
 _TPU_ENV_HINTS = ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE")
 _TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")
 _PCI_DEVICES = "/sys/bus/pci/devices"
@@ -53,14 +55,14 @@ def parse_device(device: str) -> DeviceRequest:
     if kind not in DEVICE_CHOICES:
         raise UnknownDeviceError(
             f"unknown device {device!r}: expected one of {', '.join(DEVICE_CHOICES)} "
-            "(cpu and gpu take a replica count, e.g. 'cpu:2', 'gpu:4')"
+            "(cpu and gpu take a replica count, e.g. 'cpu:2', 'gpu:4'; multiworker a worker count)"
         )
     if not sep:
         return DeviceRequest(kind)
-    if kind not in ("cpu", "gpu") or not count_text.isdigit() or int(count_text) < 1:
+    if kind not in _COUNTED or not count_text.isdigit() or int(count_text) < 1:
         raise UnknownDeviceError(
-            f"unknown device {device!r}: only cpu and gpu take a replica count, "
-            "a whole number >= 1 (e.g. 'cpu:2', 'gpu:4')"
+            f"unknown device {device!r}: only cpu and gpu take a replica count and multiworker a worker "
+            "count, a whole number >= 1 (e.g. 'cpu:2', 'gpu:4', 'multiworker:2')"
         )
     return DeviceRequest(kind, int(count_text))
 
@@ -223,7 +225,11 @@ class DeviceSetup:
 
     @property
     def strategy_name(self) -> str:
-        return type(self.strategy).__name__ if self.strategy is not None else "single device"
+        if self.strategy is None:
+            return "single device"
+        name = type(self.strategy).__name__
+        # TensorFlow's class behind tf.distribute.MultiWorkerMirroredStrategy has an older name.
+        return "MultiWorkerMirroredStrategy" if name == "CollectiveAllReduceStrategy" else name
 
     @property
     def name(self) -> str:
@@ -302,6 +308,15 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
 
 
 def _build(request: DeviceRequest, backend: str = "tensorflow") -> DeviceSetup:
+    if request.kind == MULTI_WORKER:
+        if backend != "tensorflow":
+            from colabkit.errors import BackendUnsupportedError
+
+            raise BackendUnsupportedError(f"device '{request}' runs TensorFlow's MultiWorkerMirroredStrategy; "
+                                          f"backend {backend!r} has no multi-worker path here")
+        from colabkit.distribute import setup_multi_worker
+
+        return setup_multi_worker(str(request), request.count)
     if backend == "jax":
         from colabkit.backends import setup_jax
 

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from colabkit.errors import RecordError
 from colabkit.grid import Combination
-from colabkit.results import make_record, read_record, utc_now, write_json_atomic
+from colabkit.results import make_record, read_record, running_path, utc_now, write_json_atomic
 
 OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
 _OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "out of memory")
@@ -51,6 +51,7 @@ class RunOptions:
     start_timeout_s: float = 60
     cwd: str | None = None  # the kernels' working directory; None: the sweep's
     jobs: int = 1  # how many run side by side (written into each record's `sweep` section)
+    worker_grace_s: float = 60  # multi-worker runs: after a worker dies, how long the others may take to fail
 
 
 @dataclass
@@ -73,9 +74,8 @@ class RunFiles:
         self.base = base
         # Slugs may hold dots (lr-0.001), so suffixes are appended, never substituted.
         self.notebook, self.html, self.record, self.log = (base.with_name(base.name + s) for s in SUFFIXES)
-        self.running_notebook = base.with_name(f".{base.name}.running.ipynb")
-        self.running_record = base.with_name(f".{base.name}.running.json")
-        self.running_html = base.with_name(f".{base.name}.running.html")
+        self.running_notebook, self.running_record, self.running_html = (
+            running_path(base, extension) for extension in (".ipynb", ".json", ".html"))
 
     @classmethod
     def of(cls, combination: Combination, out: str | Path) -> RunFiles:
@@ -234,9 +234,56 @@ def describe_failure(exc: BaseException, running_notebook: Path, source_notebook
     return error
 
 
+def _notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any] | None:
+    """The exception an executed notebook ended with (type, message, cell), from its error output."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(str(notebook_path), as_version=4).cells
+    except (OSError, ValueError):
+        return None
+    for index, cell in enumerate(cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                source = str(cell.get("source", ""))
+                return {"type": output.get("ename"), "message": str(output.get("evalue", ""))[:4000],
+                        "cell": _source_index(source_notebook, source, index), "source": source[:2000]}
+    return None
+
+
+def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
+                     log: IO[str], env: dict[str, str] | None) -> dict[str, Any] | None:
+    """A `multiworker:N` combination: N local worker processes (colabkit.workers), the chief's notebook
+    and record being the combination's. Returns the error section, or None when every worker finished."""
+    from colabkit.device import parse_device
+    from colabkit.workers import WorkersFailed, run_workers
+
+    count = parse_device(combination.device).count or 2
+    scratch = files.base.with_name(files.base.name + ".workers")
+    error = None
+    try:
+        outcomes = run_workers(combination.notebook, count, params, files.running_notebook, scratch,
+                               cwd=options.cwd or Path.cwd(), timeout_s=options.timeout_s,
+                               grace_s=options.worker_grace_s, env=env)
+    except WorkersFailed as exc:
+        outcomes = exc.outcomes
+        error = {"type": "WorkersFailed", "kind": "multi_worker", "message": str(exc)[:4000]}
+        chief = _notebook_error(files.running_notebook, combination.notebook)
+        if chief:  # the chief's own exception says best what went wrong (e.g. a collective aborted)
+            error.update(chief_error=chief, cell=chief.get("cell"), source=chief.get("source"))
+    for outcome in outcomes:
+        log.write(f"\n[colabkit] ---- {outcome.describe()}: log {outcome.log} ----\n")
+        log.write(outcome.log.read_text(encoding="utf-8", errors="replace") if outcome.log.exists() else "")
+    return error
+
+
 def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
              log: IO[str], env: dict[str, str] | None) -> tuple[dict[str, Any] | None, int]:
     """Run papermill, retrying kernel start-up failures; (error section or None, attempts used)."""
+    from colabkit.device import MULTI_WORKER, parse_device
+
+    if parse_device(combination.device).kind == MULTI_WORKER:
+        return _execute_workers(combination, files, params, options, log, env), 1
     import papermill
     from jupyter_client.kernelspec import NoSuchKernel
 

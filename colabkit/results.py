@@ -142,6 +142,24 @@ def default_results_path(notebook: str, device: str, root: str | Path = "outputs
     return Path(root) / notebook / device.replace(":", "-") / f"manual-{stamp}.json"
 
 
+RUNNING_SUFFIX = ".running"  # a sweep writes a run's products as .<slug>.running.<ext> until it is done
+
+
+def running_path(final: Path, extension: str) -> Path:
+    """The temporary name a sweep gives a run's product while it runs: .<slug>.running<extension>."""
+    return final.with_name(f".{final.name}{RUNNING_SUFFIX}{extension}")
+
+
+def final_base(record_path: Path) -> Path:
+    """The base path (no extension) of the run a record path belongs to, temporary names undone:
+    'dir/.slug.running.json' and 'dir/slug.json' both give 'dir/slug'."""
+    name = record_path.name
+    marker = f"{RUNNING_SUFFIX}.json"
+    if name.startswith(".") and name.endswith(marker):
+        return record_path.with_name(name[1:-len(marker)])
+    return record_path.with_name(name[:-len(".json")] if name.endswith(".json") else name)
+
+
 class Run:
     """One execution of a notebook: notes the start, then writes its record once at the end.
 
@@ -157,6 +175,11 @@ class Run:
             notebook, str(self.params.get("device", "auto")))
         self.written: dict[str, Any] | None = None
 
+    def artifact(self, suffix: str) -> Path:
+        """Where another product of this run goes (e.g. '.weights.h5'): beside the record and named
+        after it, by its final name also while a sweep keeps the record under a temporary one."""
+        return final_base(self.path).with_name(final_base(self.path).name + suffix)
+
     def record(
         self,
         *,
@@ -167,12 +190,17 @@ class Run:
         status: str = "ok",
         error: Mapping[str, Any] | None = None,
         **extra: Any,
-    ) -> Path:
+    ) -> Path | None:
         """Write this run's record (atomically) and return its path.
 
         `device` is a DeviceSetup (or the dict of one). Extra keyword arguments become extra
-        top-level fields of the record.
+        top-level fields of the record. On a non-chief worker of a multi-worker run nothing is
+        written and None is returned: the chief's record is the run's only record.
         """
+        from colabkit.distribute import is_chief_setup
+
+        if not is_chief_setup(device):
+            return None
         device_section = device.as_record() if hasattr(device, "as_record") else dict(device or {})
         record = make_record(
             self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,

@@ -69,7 +69,7 @@ def detect_devices(timeout_s: float = 120) -> dict[str, int]:
 def missing_device_reason(device: str, available: dict[str, int]) -> str | None:
     """Why `device` cannot run here (None if it can): 'gpu:2' needs 2 GPUs, 'tpu' a TPU runtime."""
     request = parse_device(device)
-    if request.kind in ("auto", "cpu"):
+    if request.kind in ("auto", "cpu", "multiworker"):  # multiworker: local worker processes, any machine
         return None
     have = available.get(request.kind, 0)
     need = request.count or 1
@@ -422,6 +422,7 @@ def run_sweep(
     jobs: int = 1,
     html: bool = True,
     progress: bool = False,
+    worker_grace_s: float = 60,
 ) -> list[Outcome]:
     """Run every combination that is not finished yet; return one Outcome per combination.
 
@@ -435,7 +436,8 @@ def run_sweep(
     combinations = plan(grid_paths, preset, device, overrides, out)
     available = detect_devices() if available is None else available
     decisions = decide(combinations, out, available, force)
-    options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs)
+    options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
+                         worker_grace_s=worker_grace_s)
     outcomes: list[Outcome] = []
     with sweep_lock(out):
         for decision in decisions:

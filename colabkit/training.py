@@ -58,14 +58,17 @@ class TrainingTimer(keras.callbacks.Callback):
         target_accuracy: `time_to_accuracy_s` is the time from the start of fit to the end of the
             first epoch whose `monitor` value reached this; None disables it.
         monitor: the logged metric compared with `target_accuracy` (validation accuracy by default).
+        replicas: replicas training together (all workers' devices); throughput per replica, for
+            scaling efficiency (throughput with R replicas / (R x throughput with 1)), divides by it.
     """
 
     def __init__(self, global_batch_size: int, target_accuracy: float | None = None,
-                 monitor: str = "val_accuracy") -> None:
+                 monitor: str = "val_accuracy", replicas: int = 1) -> None:
         super().__init__()
         if global_batch_size < 1:
             raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
         self.global_batch_size = int(global_batch_size)
+        self.replicas = max(1, int(replicas))
         self.target_accuracy = target_accuracy
         self.monitor = monitor
         self.epochs: list[EpochTiming] = []
@@ -167,10 +170,12 @@ class TrainingTimer(keras.callbacks.Callback):
             "step_dispatch_interval_median_ms": dispatch_steady * 1e3 if dispatch_steady is not None else None,
             "sample_time_steady_us": step_steady * 1e6 / self.global_batch_size if step_steady is not None else None,
             "samples_per_s": samples_per_epoch / train_steady if train_steady else None,
+            "samples_per_s_per_replica": samples_per_epoch / train_steady / self.replicas if train_steady else None,
             "train_time_s": self.train_time_s,
             "time_to_accuracy_s": self.time_to_accuracy_s,
             "target_accuracy": self.target_accuracy,
             "global_batch_size": self.global_batch_size,
+            "replicas": self.replicas,
         }
 
     def timings(self) -> dict[str, Any]:
@@ -247,6 +252,58 @@ def make_dataset(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = Fals
             data = (x,) if y is None else (x, y)
         dataset = tf.data.Dataset.from_tensor_slices(data).batch(batch_size, drop_remainder=static_shapes)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def fit(model: Any, train_data: Any, *, epochs: int, device: Any, validation_data: Any = None,
+        callbacks: list[Any] | tuple = (), verbose: int = 2, steps_per_epoch: int | None = None,
+        validation_steps: int | None = None) -> dict[str, list[float]]:
+    """Train like `model.fit` and return the history dict, on any of the suite's devices.
+
+    Under MultiWorkerMirroredStrategy, where Keras 3's fit does not run, the same training goes
+    through `colabkit.distribute.fit_multi_worker` (TensorFlow's strategy.run), with the same
+    callbacks. Elsewhere this is model.fit (the data pipeline shuffles, so fit's shuffle is off).
+    """
+    if (getattr(device, "description", None) or {}).get("multi_worker"):
+        from colabkit.distribute import fit_multi_worker
+
+        return fit_multi_worker(model, train_data, epochs=epochs, strategy=device.strategy,
+                                validation_data=validation_data, callbacks=callbacks, verbose=verbose,
+                                steps_per_epoch=steps_per_epoch, validation_steps=validation_steps)
+    history = model.fit(train_data, epochs=epochs, validation_data=validation_data, callbacks=list(callbacks),
+                        verbose=verbose, shuffle=False, steps_per_epoch=steps_per_epoch,
+                        validation_steps=validation_steps)
+    return history.history
+
+
+LR_SCALING_RULES = ("none", "linear")
+
+
+def scaled_learning_rate(learning_rate: float, global_batch: int, reference_batch: int, rule: str = "none") -> float:
+    """The learning rate for `global_batch` under a scaling rule.
+
+    "none": unchanged. "linear": multiplied by global_batch / reference_batch (Goyal et al. 2017,
+    "Accurate, Large Minibatch SGD"): with R replicas each seeing the reference batch, R times the
+    rate. It helps SGD-like optimisers keep the same progress per sample; with Adam the gain is
+    smaller, which is why the rule is optional and off by default.
+    """
+    if rule not in LR_SCALING_RULES:
+        raise ValueError(f"lr_scaling must be one of {', '.join(LR_SCALING_RULES)}, got {rule!r}")
+    if rule == "none":
+        return learning_rate
+    return learning_rate * global_batch / reference_batch
+
+
+def weights_digest(model: Any) -> str:
+    """A short sha256 of every weight's bytes, in order: equal digests mean identical weights
+    (e.g. on every worker of a synchronous multi-worker run)."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(weight)).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def subsample(count: int, *arrays: Any, seed: int = 0) -> tuple[Any, ...]:

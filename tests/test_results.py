@@ -81,3 +81,10 @@ def test_load_results_is_tidy_and_reports_unreadable_records(tmp_path):
 def test_load_results_of_nothing_is_an_empty_frame(tmp_path):
     frame = load_results(tmp_path)
     assert frame.empty and "status" in frame.columns
+
+
+def test_run_artifacts_are_named_after_the_final_record_even_while_running(tmp_path):
+    running = start_run("nb", params={"device": "cpu"}, results_path=tmp_path / ".n-1.running.json")
+    assert running.artifact(".weights.h5") == tmp_path / "n-1.weights.h5"
+    done = start_run("nb", params={"device": "cpu"}, results_path=tmp_path / "n-1.json")
+    assert done.artifact(".weights.h5") == tmp_path / "n-1.weights.h5"

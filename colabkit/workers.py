@@ -1,0 +1,157 @@
+"""Launch N worker processes of one notebook for multi-worker training, on this machine.
+
+Each worker is `papermill` in its own process (its own kernel) with a generated TF_CONFIG naming
+all workers on 127.0.0.1 ports and its own index, and `device="multiworker:N"`. Worker 0 is the
+chief: its executed notebook and record are the run's; the other workers' notebooks and logs go
+to a scratch folder and they write no record. If a worker dies, the others cannot finish (every
+step all-reduces across all of them): TensorFlow's peer health checks should make them fail, and
+in any case they are stopped `grace_s` seconds later, so a dead worker never hangs the run.
+
+The same recipe on N real machines: give each machine the same cluster list with its own index
+(see the README) and run the notebook there with papermill and `-p device multiworker:N`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from colabkit.errors import ColabkitError
+
+
+class WorkersFailed(ColabkitError):
+    """A multi-worker run did not finish on every worker; the message says which and how."""
+
+    def __init__(self, message: str, outcomes: list[WorkerOutcome]) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+@dataclass
+class WorkerOutcome:
+    """How one worker process ended."""
+
+    index: int
+    returncode: int | None
+    seconds: float
+    notebook: Path
+    log: Path
+    stopped: bool = False  # True: the launcher stopped it (a peer died, or the time limit)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def describe(self) -> str:
+        role = "chief (worker 0)" if self.index == 0 else f"worker {self.index}"
+        if self.ok:
+            return f"{role} finished in {self.seconds:.1f} s"
+        if self.stopped:
+            return f"{role} was stopped after {self.seconds:.1f} s (waiting for a dead peer, or out of time)"
+        if self.returncode is not None and self.returncode < 0:
+            name = signal.Signals(-self.returncode).name if -self.returncode in signal.Signals._value2member_map_ else "?"
+            return f"{role} was killed by signal {-self.returncode} ({name}) after {self.seconds:.1f} s"
+        return f"{role} failed with exit status {self.returncode} after {self.seconds:.1f} s (see {self.log})"
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` TCP ports free on `host` right now (held open together, so they differ)."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def tf_configs(count: int, ports: list[int], host: str = "127.0.0.1") -> list[str]:
+    """The TF_CONFIG of each of `count` workers: the same cluster, each its own index."""
+    cluster = {"worker": [f"{host}:{port}" for port in ports[:count]]}
+    return [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}) for index in range(count)]
+
+
+def run_workers(notebook: str | Path, count: int, parameters: dict[str, Any], chief_notebook: str | Path,
+                scratch: str | Path, *, cwd: str | Path | None = None, timeout_s: float | None = None,
+                grace_s: float = 60.0, env: dict[str, str] | None = None, poll_s: float = 0.2) -> list[WorkerOutcome]:
+    """Run `notebook` on `count` local workers; return each worker's outcome, chief first.
+
+    The chief's executed notebook goes to `chief_notebook` (its record to parameters' results_path);
+    the others' notebooks and every worker's log go to `scratch`. Raises WorkersFailed (with the
+    outcomes) unless every worker finished.
+    """
+    if count < 1:
+        raise ColabkitError(f"a multi-worker run needs at least 1 worker, got {count}")
+    scratch = Path(scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    configs = tf_configs(count, free_ports(count))
+    processes, outcomes, logs = [], [], []
+    start = time.monotonic()
+    try:
+        for index, config in enumerate(configs):
+            worker_parameters = {**parameters, "device": f"multiworker:{count}"}
+            output = Path(chief_notebook) if index == 0 else scratch / f"worker-{index}.ipynb"
+            if index:
+                worker_parameters["results_path"] = str(scratch / f"worker-{index}.json")  # never written
+            log_path = scratch / f"worker-{index}.log"
+            log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
+            logs.append(log)
+            command = [sys.executable, "-m", "papermill", str(notebook), str(output),
+                       "-y", json.dumps(worker_parameters), "--no-progress-bar"]
+            if cwd:
+                command += ["--cwd", str(cwd)]
+            processes.append(subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,  # kill kernel too
+                env={**os.environ, **(env or {}), "TF_CONFIG": config}))
+            outcomes.append(WorkerOutcome(index, None, 0.0, output, log_path))
+        _wait(processes, outcomes, start, timeout_s, grace_s, poll_s)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                _stop(process)
+        for log in logs:
+            log.close()
+    if not all(outcome.ok for outcome in outcomes):
+        failed = [outcome for outcome in outcomes if not outcome.ok and not outcome.stopped] or outcomes
+        first = min(failed, key=lambda outcome: outcome.seconds)
+        raise WorkersFailed(f"{count}-worker run failed: {first.describe()}; "
+                            + "; ".join(outcome.describe() for outcome in outcomes if outcome is not first), outcomes)
+    return outcomes
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a worker and its kernel (its whole session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    process.wait()
+
+
+def _wait(processes: list[subprocess.Popen], outcomes: list[WorkerOutcome], start: float,
+          timeout_s: float | None, grace_s: float, poll_s: float) -> None:
+    first_failure: float | None = None
+    while True:
+        now = time.monotonic()
+        for process, outcome in zip(processes, outcomes):
+            if outcome.returncode is None and process.poll() is not None:
+                outcome.returncode, outcome.seconds = process.returncode, now - start
+                if process.returncode != 0 and first_failure is None:
+                    first_failure = now
+        running = [(p, o) for p, o in zip(processes, outcomes) if o.returncode is None]
+        if not running:
+            return
+        out_of_time = timeout_s is not None and now - start > timeout_s
+        if out_of_time or (first_failure is not None and now - first_failure > grace_s):
+            for process, outcome in running:
+                _stop(process)
+                outcome.returncode, outcome.seconds, outcome.stopped = process.returncode, now - start, True
+            return
+        time.sleep(poll_s)
