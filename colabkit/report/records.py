@@ -56,13 +56,17 @@ def _model_name(name: str) -> str:
 
 def device_label(record: dict[str, Any]) -> str:
     """How figures and tables name a record's device: 'CPU: AMD EPYC', 'CPU x2: AMD EPYC',
-    'GPU: Tesla T4', 'TPU x8: TPU v2-8'; 'GPU (requested)' for a run that never found its device."""
+    'GPU: Tesla T4', 'TPU x8: TPU v2-8', 'GPU x4 over 2 workers: Tesla T4'; 'GPU (requested)' for a
+    run that never found its device."""
     device = record.get("device") or {}
     replicas = device.get("replicas")
     if not replicas:
         _, _, count = _requested(record).partition(":")
         replicas = int(count) if count.isdigit() else 1
     head = device_kind(record).upper() + (f" x{int(replicas)}" if int(replicas) > 1 else "")
+    workers = device.get("workers")
+    if isinstance(workers, int) and workers > 1:  # MultiWorkerMirroredStrategy: replicas over several machines
+        head += f" over {workers} workers"
     model = device.get("name") or device.get("model")
     return f"{head}: {_model_name(str(model))}" if model else f"{head} (requested)"
 
