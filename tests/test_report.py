@@ -370,6 +370,9 @@ def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, 
     assert "colabkit-warning" in html and "NOT the real dataset" in html
     for title in ("Matrix multiplication throughput", "CNN on MNIST", "dBLSTM on UCI HAR", "Provenance"):
         assert title in html
+    executed = json.loads((out / "report.ipynb").read_text())
+    assert not [output for cell in executed["cells"] for output in cell.get("outputs", [])
+                if output.get("name") == "stderr" or output.get("output_type") == "error"]  # no warning leaks in
     with_code = (out / "report-with-code.html").read_text()
     assert "load_report_data" in with_code and with_code.count("data:image/png;base64,") >= len(figures)
 

@@ -224,10 +224,13 @@ def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | s
                 records[path] = json.load(stream)
     columns = ["path", "notebook", "status", *REPORT_COLUMNS]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    frame["device_kind"] = [device_kind(records[p]) for p in frame["path"]]
-    frame["device_label"] = [device_label(records[p]) for p in frame["path"]]
-    frame["data_used"] = [data_used(records[p]) for p in frame["path"]]
-    frame["used"], frame["combination"] = False, ""
+    added = pd.DataFrame({  # added in one piece: column by column would fragment a frame this wide
+        "device_kind": [device_kind(records[p]) for p in frame["path"]],
+        "device_label": [device_label(records[p]) for p in frame["path"]],
+        "data_used": [data_used(records[p]) for p in frame["path"]],
+        "used": False, "combination": "",
+    }, index=frame.index)
+    frame = pd.concat([frame.drop(columns=[c for c in added.columns if c in frame]), added], axis=1)
 
     merges = []
     groups = _group(records)
