@@ -60,6 +60,19 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from colabkit.report import build_report
+
+    outputs = build_report(args.results_dirs or ["outputs"], args.out, kernel_name=args.kernel)
+    files = outputs.files()
+    print(f"report: {outputs.html}")
+    print(f"        {outputs.html_with_code} (with code)")
+    print(f"{len(files)} files under {outputs.folder}: "
+          f"{sum(p.parent == outputs.figures for p in files)} in figures/, "
+          f"{sum(p.parent == outputs.tables for p in files)} in tables/, records.csv, report.ipynb")
+    return 0
+
+
 def _coordinates_module(root: str) -> Path:
     module = Path(root) / "colabkit" / "colab.py"
     if not module.is_file():
@@ -154,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show a progress bar (default: when the terminal is interactive, or in Colab)")
     sweep.set_defaults(handler=_sweep)
+    report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
+                                             "(runs notebooks/report.ipynb)")
+    report.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
+                        help="folders of records; several merge (default: outputs)")
+    report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
+    report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
+    report.set_defaults(handler=_report)
     status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device")
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
     status.set_defaults(handler=_status)

@@ -105,6 +105,11 @@ class DataSourceWarning(UserWarning):
     substitute), so that no result can pass for one made on the real dataset."""
 
 
+class ReportError(ColabkitError):
+    """A report cannot be built as asked (a results folder that does not exist, the report notebook
+    missing or failing)."""
+
+
 class ExperimentError(ColabkitError, ValueError):
     """A repeated experiment cannot be run or summarised as asked (no repeats, repeats that
     reported different scores)."""

@@ -1,0 +1,37 @@
+"""From records to a report researchers can cite: tables, figures, a summary and provenance.
+
+`python -m colabkit report RESULTS_DIR... --out DIR` runs notebooks/report.ipynb, which calls these
+functions section by section::
+
+    data = load_report_data(["outputs/cpu", "outputs/gpu"])   # merge folders; one record per combination
+    report_style()
+    publish(matmul_section(data), "outputs/report")            # figures/ and tables/, then display
+
+Modules: records (load, merge, device labels), section (Section, publish), writers (PNG/PDF/SVG,
+CSV/LaTeX/Markdown), figures (style and plot helpers), one module per notebook's section (matmul,
+cnn, dblstm, timeseries), summary (speedups and the plain-language reading), provenance, build
+(papermill and the HTML export).
+"""
+
+from colabkit.report.build import ReportOutputs, build_report, export_html, prepare_output
+from colabkit.report.cnn import cnn_section, cnn_table
+from colabkit.report.dblstm import dblstm_section, dblstm_table, runtime_ratios
+from colabkit.report.figures import bar_heights, line_data, report_style
+from colabkit.report.matmul import matmul_section, matmul_table
+from colabkit.report.provenance import overview_section, provenance_section
+from colabkit.report.records import ReportData, device_label, load_report_data
+from colabkit.report.section import ReportFigure, ReportTable, Section, publish, show, write_section
+from colabkit.report.summary import reading, speedup_table, summary_section
+from colabkit.report.timeseries import prediction_frame, timeseries_section, timeseries_table
+from colabkit.report.writers import latex_table, markdown_table, write_figure, write_records_csv, write_table
+
+SECTIONS = (matmul_section, cnn_section, dblstm_section, timeseries_section)
+
+__all__ = [
+    "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "bar_heights",
+    "build_report", "cnn_section", "cnn_table", "dblstm_section", "dblstm_table", "device_label", "export_html",
+    "latex_table", "line_data", "load_report_data", "markdown_table", "matmul_section", "matmul_table",
+    "overview_section", "prediction_frame", "prepare_output", "provenance_section", "publish", "reading",
+    "report_style", "runtime_ratios", "show", "speedup_table", "summary_section", "timeseries_section",
+    "timeseries_table", "write_figure", "write_records_csv", "write_section", "write_table",
+]

@@ -1,0 +1,164 @@
+"""`python -m colabkit report`: execute notebooks/report.ipynb through papermill, then export it.
+
+The notebook does the work (reads the records, writes figures/, tables/ and records.csv under the
+output folder, section by section); this module checks the inputs, runs it (the kernel's own
+output goes to report.log), and exports the executed notebook as report.html (code hidden,
+self-contained: figures embedded, no script or image fetched from the network) and
+report-with-code.html.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from colabkit.errors import ReportError
+
+REPORT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "report.ipynb"
+REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", ".tex", ".md")}
+_TEMPLATE_NAME = "colabkit_report.html.j2"
+# The lab template, minus the scripts it loads from a CDN (require.js, MathJax, mermaid): the report
+# has no widgets, equations or diagrams, and must open anywhere, offline included. Figures carry
+# their caption as alternative text.
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+{%- set width = output | get_metadata('width', 'image/png') %}
+{%- if width is not none %} width="{{ width | escape_html }}"{% endif %}
+ alt="{{ (output | get_metadata('alt', 'image/png') or 'figure') | escape_html }}">
+</div>
+{% endblock data_png %}
+{% block extra_css %}
+<style>
+  body { max-width: 1200px; margin: 0 auto; }
+  .colabkit-table { font-size: 0.85em; border-collapse: collapse; margin: 4px 0 16px 0; }
+  .colabkit-table th, .colabkit-table td { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: right; }
+  .jp-RenderedImage img { max-width: 100%; height: auto; }
+</style>
+{% endblock extra_css %}
+"""
+# A Markdown image that would be fetched from the network (the Open-in-Colab badge), linked or not.
+_REMOTE_IMAGE = re.compile(r"\[!\[[^\]]*\]\(https?://[^)]*\)\]\([^)]*\)|!\[[^\]]*\]\(https?://[^)]*\)")
+
+
+@dataclass
+class ReportOutputs:
+    """Where a report went."""
+
+    folder: Path
+    html: Path
+    html_with_code: Path
+    notebook: Path
+    figures: Path
+    tables: Path
+    records_csv: Path
+    log: Path
+
+    def files(self) -> list[Path]:
+        """Every file the report wrote, sorted."""
+        return sorted(path for path in self.folder.rglob("*") if path.is_file() and not path.name.startswith("."))
+
+
+def prepare_output(output_dir: str | Path) -> Path:
+    """Create the output folder, and remove the figure and table files an earlier report left there,
+    so that no stale figure can pass for one of this report. Returns the folder."""
+    folder = Path(output_dir)
+    for sub, suffixes in REPORT_FILES.items():
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+        for path in (folder / sub).iterdir():
+            if path.is_file() and path.suffix in suffixes:
+                path.unlink()
+    return folder
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def export_html(notebook_path: str | Path, html_path: str | Path, with_code: bool = False) -> Path:
+    """Export an executed report notebook as one HTML file that needs nothing else: figures are
+    embedded as data URIs, no script or image is loaded from the network; code hidden unless `with_code`."""
+    import jinja2
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    notebook = nbformat.read(str(notebook_path), as_version=4)
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _REMOTE_IMAGE.sub("", cell.source)
+    notebook.metadata["title"] = "colabkit report"
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({_TEMPLATE_NAME: _TEMPLATE})],
+                            template_file=_TEMPLATE_NAME, exclude_input=not with_code,
+                            exclude_input_prompt=not with_code, exclude_output_prompt=not with_code, embed_images=True)
+    body, _ = exporter.from_notebook_node(notebook)
+    path = Path(html_path)
+    _write_atomic(path, body)
+    return path
+
+
+def _kernel_logging_to(log: Any) -> type:
+    """A kernel manager whose kernel process writes its own output (start-up and shutdown chatter)
+    to the report's log file rather than to the terminal."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class ReportKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kwargs: Any) -> None:
+            kwargs.setdefault("stdout", log)
+            kwargs.setdefault("stderr", log)
+            await super().start_kernel(**kwargs)
+
+    return ReportKernelManager
+
+
+def _failure(exc: Any) -> str:
+    ename = getattr(exc, "ename", None)
+    if ename:  # papermill.PapermillExecutionError names the cell and the error
+        return f"cell {getattr(exc, 'exec_count', '?')}: {ename}: {getattr(exc, 'evalue', '')}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name: str | None = None,
+                 notebook: str | Path | None = None) -> ReportOutputs:
+    """Run the report notebook on the records under `results_dirs` and write everything under `out`.
+
+    Raises ReportError when a results folder does not exist, the report notebook is missing, or a
+    cell of it fails (the executed notebook is kept in `out` for inspection).
+    """
+    import papermill
+
+    dirs = [Path(d) for d in results_dirs]
+    missing = [str(d) for d in dirs if not d.exists()]
+    if missing:
+        raise ReportError(f"results folder(s) not found: {', '.join(missing)}")
+    source = Path(notebook) if notebook else REPORT_NOTEBOOK
+    if not source.is_file():
+        raise ReportError(f"the report notebook {source} is missing: run from a checkout of colabkit "
+                          "(the notebook is not part of the installed package)")
+    folder = prepare_output(Path(out).resolve())
+    executed = folder / "report.ipynb"
+    parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder)}
+    with open(folder / "report.log", "w", encoding="utf-8") as log:
+        try:
+            papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
+                                       progress_bar=False, cwd=str(folder), stdout_file=log, stderr_file=log,
+                                       kernel_manager_class=_kernel_logging_to(log))
+        except Exception as exc:  # noqa: BLE001 - papermill raises its own and the kernel's errors; all mean "failed"
+            raise ReportError(f"the report notebook failed ({_failure(exc)}); the executed notebook is {executed}, "
+                              f"its log {folder / 'report.log'}") from exc
+    return ReportOutputs(
+        folder=folder, html=export_html(executed, folder / "report.html"),
+        html_with_code=export_html(executed, folder / "report-with-code.html", with_code=True),
+        notebook=executed, figures=folder / "figures", tables=folder / "tables", records_csv=folder / "records.csv",
+        log=folder / "report.log",
+    )

@@ -1,0 +1,160 @@
+"""CNN-MNIST section: epoch time and per-sample step time per batch size and device, with seed 003's
+published figures beside ours, and test accuracy."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from colabkit.plots import device_color
+from colabkit.published import SEED_002_FRAMEWORKS, SEED_002_SOURCE, SEED_003_MNIST_CNN, SEED_003_SOURCE
+from colabkit.report.common import (
+    column, config_key, has, notebook_section, pick, repeats_std, series_labels, timing_frame, train_samples,
+)
+from colabkit.report.figures import grouped_bars, label_colors, new_figure
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.writers import format_number, span
+
+NOTEBOOK = "cnn_mnist"
+SEED_SERIES = {"gpu": "seed 003 (2018): K80 GPU", "tpu": "seed 003 (2018): TPU v2-8"}
+SEED_TRAIN_SAMPLES = 60_000
+
+
+def cnn_table(data: ReportData) -> pd.DataFrame:
+    """One row per ok CNN-MNIST record: device, global batch, timing figures with spread, accuracy."""
+    ok = data.ok(NOTEBOOK)
+    batch = column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size"))
+    table = pd.DataFrame({
+        "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
+        "batch": batch, "backend": column(ok, "params.backend"), "replicas": column(ok, "metrics.replicas"),
+        "train_samples": train_samples(ok),
+        **timing_frame(ok),
+        "test_accuracy": column(ok, "metrics.test_accuracy"), "test_accuracy_std": repeats_std(ok, "test_accuracy"),
+        "test_loss": column(ok, "metrics.test_loss"), "data": ok["data_used"], "config": config_key(ok),
+        "path": ok["path"],
+    })
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
+        .reset_index(drop=True)
+
+
+def _seed_rows() -> pd.DataFrame:
+    return pd.DataFrame([{"series": SEED_SERIES[kind], "device": kind.upper(), "batch": batch,
+                          "epoch_steady_s": figures["epoch_time_s"], "sample_us": figures["sample_time_us"]}
+                         for batch, devices in SEED_003_MNIST_CNN.items() for kind, figures in devices.items()])
+
+
+def _colors(table: pd.DataFrame) -> dict[str, str]:
+    return {**label_colors(table["series"]), **{name: device_color(kind) for kind, name in SEED_SERIES.items()}}
+
+
+def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
+    """Two panels of bars per global batch size: steady epoch time and per-sample time, ours (with
+    std over the steady epochs) beside seed 003's (hatched)."""
+    both = pd.concat([table, _seed_rows()], ignore_index=True)
+    figure, axes = new_figure(ncols=2, width=5.2, height=4.2)
+    for ax, value, err, label in [(axes[0], "epoch_steady_s", "epoch_steady_std_s", "steady epoch time (s)"),
+                                  (axes[1], "sample_us", "sample_std_us", "time per sample (us)")]:
+        grouped_bars(ax, both, "batch", value, err=err, colors=_colors(table), hatched=SEED_SERIES.values())
+        ax.set_xlabel("global batch size")
+        ax.set_ylabel(label)
+    axes[0].set_title("Epoch time (validation included)")
+    axes[1].set_title("Per-sample step time")
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
+    behind = both[["series", "device", "batch", "epoch_steady_s", "epoch_steady_std_s", "sample_us", "sample_std_us"]]
+    samples = sorted({int(n) for n in table["train_samples"].dropna()})
+    caption = ("Steady state: median over the epochs after the first; bars: std over those epochs. Hatched: "
+               f"{SEED_003_SOURCE}.")
+    if samples and samples != [SEED_TRAIN_SAMPLES]:
+        caption += (f" Our epochs covered {', '.join(map(str, samples))} training samples, the seed's 60,000: "
+                    "compare per-sample times, not epoch times.")
+    return ReportFigure("cnn_epoch_and_sample_time", figure, behind.copy(), caption)
+
+
+def accuracy_figure(table: pd.DataFrame) -> ReportFigure:
+    """Test accuracy per global batch size and device."""
+    figure, (ax,) = new_figure(width=6.5, height=3.8)
+    grouped_bars(ax, table, "batch", "test_accuracy", err="test_accuracy_std", colors=label_colors(table["series"]))
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("global batch size")
+    ax.set_ylabel("test accuracy")
+    ax.set_title("CNN on MNIST: test accuracy")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    epochs = sorted({int(e) for e in table["epochs_run"].dropna()})
+    return ReportFigure("cnn_accuracy", figure, table[["series", "device", "batch", "epochs_run", "test_accuracy",
+                                                      "test_accuracy_std", "data"]].copy(),
+                        "Accuracy on the whole test set, computed on the host, after "
+                        f"{', '.join(map(str, epochs))} epoch(s).")
+
+
+def seed_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Seed 003's table layout: a row per batch size, a column per device: ours, then the seed's."""
+    both = pd.concat([table[["series", "batch", value]], _seed_rows()[["series", "batch", value]]], ignore_index=True)
+    pivot = both.pivot_table(index="batch", columns="series", values=value, aggfunc="first", sort=False)
+    ordered = [*dict.fromkeys(table["series"]), *SEED_SERIES.values()]
+    pivot = pivot[[name for name in ordered if name in pivot.columns]]
+    return pivot.reset_index().rename(columns={"batch": "global batch"}).rename_axis(columns=None)
+
+
+def frameworks_table(table: pd.DataFrame) -> pd.DataFrame | None:
+    """Seed 002's comparison, when the runs used several Keras backends: training time and test
+    accuracy per framework and device, ours beside the seed's (None with one backend or none)."""
+    if table["backend"].dropna().nunique() < 2:
+        return None
+    rows = []
+    for row in table[table["backend"].notna()].itertuples():
+        seed = SEED_002_FRAMEWORKS.get((row.backend, row.device.split(":")[0].split(" ")[0].lower()), {})
+        rows.append({"framework": row.backend, "device": row.device, "global batch": row.batch,
+                     "epochs": row.epochs_run, "train samples": row.train_samples, "training time (s)": row.train_time_s,
+                     "test accuracy": row.test_accuracy, "seed 002 training time (s)": seed.get("train_time_s"),
+                     "seed 002 test accuracy": seed.get("test_accuracy")})
+    return pd.DataFrame(rows).sort_values(["framework", "device", "global batch"]).reset_index(drop=True)
+
+
+def _findings(table: pd.DataFrame) -> str:
+    sentences = []
+    for series, rows in table.groupby("series", sort=False):
+        fastest = rows.loc[rows["sample_us"].idxmin()] if rows["sample_us"].notna().any() else None
+        if fastest is None:
+            sentences.append(f"**{series}**: no steady-state time in its records (one epoch only, or not recorded).")
+            continue
+        sentences.append(
+            f"**{series}**: fastest at batch {format_number(fastest['batch'])}, "
+            f"{format_number(fastest['sample_us'], 3)} us per "
+            f"sample ({format_number(fastest['epoch_steady_s'], 3)} s per steady epoch; first epoch "
+            f"{format_number(fastest['epoch_first_s'], 3)} s); test accuracy {span(rows['test_accuracy'])}.")
+    return " ".join(sentences)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
+    section.text.append(_findings(table))
+    timed = has(table, "epoch_steady_s") or has(table, "sample_us")
+    epoch_figure = epoch_time_figure(table) if timed else None
+    accuracy = accuracy_figure(table) if has(table, "test_accuracy") else None
+    printed = pick(table, [("device", "device"), ("batch", "global batch"), ("replicas", "replicas"),
+                           ("train_samples", "train samples"), ("epochs_run", "epochs"),
+                           ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
+                           ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("sample_us", "per sample (us)"),
+                           ("samples_per_s", "samples/s"), ("test_accuracy", "test accuracy"),
+                           ("test_accuracy_std", "accuracy std"), ("test_loss", "test loss"), ("data", "data")])
+    section.items = [
+        ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size."),
+        *([epoch_figure] if epoch_figure else []),
+        ReportTable("cnn_epoch_time_vs_seed003", seed_comparison(table, "epoch_steady_s"),
+                    f"Steady epoch time (s) per global batch size: ours and {SEED_003_SOURCE}."),
+        ReportTable("cnn_sample_time_vs_seed003", seed_comparison(table, "sample_us"),
+                    f"Time per sample (us) per global batch size: ours and {SEED_003_SOURCE}."),
+        *([accuracy] if accuracy else []),
+    ]
+    frameworks = frameworks_table(table)
+    if frameworks is not None:
+        section.items.append(ReportTable(
+            "cnn_frameworks_vs_seed002", frameworks,
+            f"One CNN on several Keras backends: whole-fit time and test accuracy, and {SEED_002_SOURCE} "
+            "(their run: full MNIST; empty where the seed left the cell empty)."))
+
+
+def cnn_section(data: ReportData) -> Section:
+    """The CNN-MNIST section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "CNN on MNIST", "cnn", cnn_table, _fill)

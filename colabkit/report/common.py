@@ -1,0 +1,269 @@
+"""What every section does with its records: pick columns, name series, compare with the CPU,
+spread from repeats, warn about substitute data, list the runs it does not plot."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from colabkit.report.figures import mark_substitute_data
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportTable, Section
+
+SUBSTITUTES = ("OFFLINE", "SYNTHETIC")
+NOTEBOOK_TITLES = {
+    "matmul_tflops": "Matmul TFLOPS",
+    "cnn_mnist": "CNN on MNIST",
+    "dblstm_har": "dBLSTM on UCI HAR",
+    "timeseries_rnn": "Weather time series (GRU)",
+}
+
+
+def title_of(notebook: str) -> str:
+    return NOTEBOOK_TITLES.get(notebook, notebook)
+
+
+def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
+    """frame[name], or a column of `default` when the records never had that field."""
+    if name in frame:
+        return frame[name]
+    return pd.Series(default, index=frame.index, dtype=object if default is None else None)
+
+
+def has(frame: pd.DataFrame, name: str) -> bool:
+    """Whether the frame has a column `name` with at least one value."""
+    return name in frame and bool(frame[name].notna().any())
+
+
+def first_column(frame: pd.DataFrame, names: list[str]) -> str | None:
+    """The first of `names` that the frame has with at least one value."""
+    return next((name for name in names if name in frame and frame[name].notna().any()), None)
+
+
+def _key(value: Any) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "null"
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def config_key(frame: pd.DataFrame, exclude: tuple[str, ...] = ("device",)) -> pd.Series:
+    """A text key of each record's parameters but `exclude`: records with the same key ran the same
+    configuration (on whatever device), so their figures can be compared."""
+    names = [c for c in frame.columns if c.startswith("params.") and c[len("params."):] not in exclude]
+    return frame.apply(lambda row: "|".join(f"{c[7:]}={_key(row[c])}" for c in sorted(names)), axis=1) \
+        if len(frame) else pd.Series(dtype=str)
+
+
+def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...] = ()) -> pd.Series:
+    """Each record's series name: its device label, plus the parameters that vary among the records
+    (but not the figure's axes `keys` or `exclude`) -- so that two configurations on one device are
+    two series, never one zigzag line."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    skip = {"device", "results_path", *exclude, *(k[7:] for k in keys if k.startswith("params."))}
+    params = [c for c in frame.columns if c.startswith("params.") and c[7:] not in skip]
+    varying = [c for c in params if frame[c].map(_key).nunique() > 1]
+    labels = frame.apply(lambda row: row["device_label"] + "".join(
+        f", {c[7:]}={row[c]}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
+    positions = pd.DataFrame({"label": labels, **{k: frame[k].map(_key) for k in keys if k in frame}})
+    duplicated = positions.duplicated(keep=False)
+    if duplicated.any() and "params.device" in frame:  # same device reached as 'auto' and by name
+        labels = labels.where(~duplicated, labels + " (asked: " + frame["params.device"].astype(str) + ")")
+    return labels
+
+
+def pick(frame: pd.DataFrame, spec: list[tuple[str, str]]) -> pd.DataFrame:
+    """The columns of `spec` ((column, printed name) pairs) that exist and hold a value, renamed;
+    led by the `series` column when the series say more than the device."""
+    present = [(name, label) for name, label in spec if name in frame and frame[name].notna().any()]
+    printed = frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
+    if {"series", "device"} <= set(frame.columns) and (frame["series"] != frame["device"]).any():
+        printed.insert(0, "series", frame["series"].to_numpy())
+    return printed
+
+
+PER_REPEAT_SUFFIXES = ("_per_repeat", "_repeats")  # metrics.<name><suffix>: one value per repeat
+
+
+def per_repeat(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """Each record's list of per-repeat values of a metric (None where it has none)."""
+    lists = pd.Series(None, index=frame.index, dtype=object)
+    for suffix in PER_REPEAT_SUFFIXES:
+        values = column(frame, f"metrics.{metric}{suffix}", None)
+        lists = lists.where(lists.map(lambda v: isinstance(v, list)), values)
+    return lists
+
+
+def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """Spread of a metric over repeats: the record's own `metrics.<metric>_std` where it gives one
+    (its notebook says which standard deviation), else the sample standard deviation (ddof=1) of
+    the per-repeat values; NaN where a record has neither."""
+    def std(values: Any) -> float:
+        if isinstance(values, (list, tuple)) and len([v for v in values if v is not None]) > 1:
+            return float(np.std(np.asarray([v for v in values if v is not None], dtype=float), ddof=1))
+        return np.nan
+
+    recorded = column(frame, f"metrics.{metric}_std").astype(float)
+    return recorded.fillna(per_repeat(frame, metric).map(std).astype(float))
+
+
+def repeats_count(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """How many repeats a metric is the mean of (NaN where the record has no per-repeat list)."""
+    return per_repeat(frame, metric).map(lambda values: len(values) if isinstance(values, (list, tuple)) else np.nan)
+
+
+def cpu_baseline(labels: Any) -> str | None:
+    """The device the report compares with: the single-replica CPU with most records (else any CPU)."""
+    counts = Counter(label for label in labels if str(label).startswith("CPU"))
+    if not counts:
+        return None
+    single = {label: count for label, count in counts.items() if str(label).startswith("CPU:")}
+    pool = single or counts
+    return max(sort_labels(pool), key=lambda label: pool[label])
+
+
+def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
+             match: str = "config", device: str = "device") -> pd.Series:
+    """Each row's speedup over the `baseline` device's row of the same `match` key (NaN without one):
+    value / baseline for throughputs, baseline / value for times."""
+    if baseline is None or not len(table):
+        return pd.Series(np.nan, index=table.index, dtype=float)
+    base = table[table[device] == baseline].drop_duplicates(match).set_index(match)[value]
+    reference = table[match].map(base).astype(float)
+    ratio = table[value].astype(float) / reference if higher_is_better else reference / table[value].astype(float)
+    return ratio.where(np.isfinite(ratio))
+
+
+def substitute_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[column(frame, "data_used", "").isin(SUBSTITUTES)]
+
+
+def substitute_warning(frame: pd.DataFrame, data: ReportData) -> str | None:
+    """The loud sentence for a section whose runs used offline or synthetic stand-in data."""
+    flagged = substitute_rows(frame)
+    if not len(flagged):
+        return None
+    kinds = []
+    for (dataset, source), rows in flagged.groupby([column(flagged, "data.dataset", "?"), "data_used"]):
+        record = data.record(rows["path"].iloc[0])
+        description = (record.get("data") or {}).get("description") or ""
+        kinds.append(f"{dataset}: {source} substitute ({len(rows)} run(s)){' - ' + description if description else ''}")
+    return (f"{len(flagged)} of {len(frame)} runs here used stand-in data, NOT the real dataset: "
+            + "; ".join(kinds) + ". Their accuracies, losses and epoch times do not describe the real dataset.")
+
+
+def figure_warning(frame: pd.DataFrame) -> str | None:
+    """The short form printed under a figure drawn from substitute data."""
+    flagged = substitute_rows(frame)
+    if not len(flagged):
+        return None
+    kinds = sorted({f"{d} {s}" for d, s in zip(column(flagged, "data.dataset", "?"), flagged["data_used"])})
+    return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
+
+
+def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figures: list[Any]) -> None:
+    """When the notebook's runs used stand-in data: the section's red warning, and each figure's."""
+    ok = data.ok(notebook)
+    warning = substitute_warning(ok, data)
+    if warning:
+        section.warnings.append(warning)
+    note = figure_warning(ok)
+    for item in figures if note else []:
+        mark_substitute_data(item.figure, note)
+
+
+def _short_path(path: str, folder: str) -> str:
+    """A record's path from its results folder's name down: 'smoke/cnn_mnist/gpu/batch_size-256.json'."""
+    try:
+        return str(Path(folder).name / Path(path).relative_to(folder))
+    except ValueError:  # a file given directly rather than a folder
+        return path
+
+
+def _reason(row: pd.Series) -> str:
+    kind = row.get("error.type")
+    message = row.get("error.message")
+    parts = [str(part) for part in (kind, message) if isinstance(part, str) and part]
+    return ": ".join(parts)[:300] or "(no reason recorded)"
+
+
+def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTable | None:
+    """The failed and skipped runs (of one notebook, or all): listed, never plotted."""
+    rows = data.not_ok(notebook)
+    if not len(rows):
+        return None
+    table = pd.DataFrame({
+        "notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
+        "combination": rows["combination"], "why": rows.apply(_reason, axis=1),
+        "record": [_short_path(path, folder) for path, folder in zip(rows["path"], rows["results_dir"])],
+    }).sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
+    if notebook is not None:
+        table = table.drop(columns="notebook")
+    where = f"of {title_of(notebook)} " if notebook else ""
+    return ReportTable(name, table, f"Runs {where}that did not produce results (failed or skipped): listed here, "
+                                    "left out of every figure and table of results.")
+
+
+def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
+                     table_of: Callable[[ReportData], pd.DataFrame],
+                     fill: Callable[[Section, pd.DataFrame, ReportData], None]) -> Section:
+    """The skeleton of every notebook's section: `table_of(data)` gives the table of its ok runs and
+    `fill` adds the text, tables and figures made from it; without ok runs, the section says so. Then
+    the stand-in data warnings (section and figures) and, last, the runs that failed or were skipped."""
+    section = Section(notebook, title)
+    listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
+    table = table_of(data)
+    if not len(table):
+        return without_results(section, data, notebook, listed)
+    fill(section, table, data)
+    mark_stand_in_data(section, data, notebook, list(section.figures.values()))
+    if listed:
+        section.items.append(listed)
+    return section
+
+
+def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
+    """`section` for a notebook with no successful run: it says so, and lists the runs that failed
+    or were skipped, if any."""
+    if listed is None:
+        section.empty = f"No {notebook} records in these results, so this section has nothing to show."
+    else:
+        section.text = [f"No successful {notebook} run in these results: the {len(listed.table)} run(s) below "
+                        "failed or were skipped, so there is nothing to plot."]
+        section.items = [listed]
+    return section
+
+
+def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
+    """The training-time figures every training notebook records (colabkit.training.TrainingTimer),
+    with their spread: epoch times (first, steady median and std), step and per-sample time (std
+    from the steady epochs), throughput, whole-fit time."""
+    batch = column(ok, "metrics.global_batch_size").astype(float)
+    step_std_s = column(ok, "timings.step_s_steady.std").astype(float)
+    return pd.DataFrame({
+        "epochs_run": column(ok, "metrics.epochs_run"),
+        "epoch_first_s": column(ok, "metrics.epoch_time_first_s"),
+        "epoch_steady_s": column(ok, "metrics.epoch_time_steady_s"),
+        "epoch_steady_std_s": column(ok, "metrics.epoch_time_steady_std_s"),
+        "step_ms": column(ok, "metrics.step_time_steady_ms"),
+        "step_std_ms": step_std_s * 1e3,
+        "sample_us": column(ok, "metrics.sample_time_steady_us"),
+        "sample_std_us": step_std_s * 1e6 / batch,
+        "samples_per_s": column(ok, "metrics.samples_per_s"),
+        "train_time_s": column(ok, "metrics.train_time_s"),
+        "train_time_std_s": repeats_std(ok, "train_time_s"),
+    }, index=ok.index)
+
+
+def train_samples(ok: pd.DataFrame) -> pd.Series:
+    """Training samples per epoch: the `train_samples` slice a run asked for, else its dataset's size."""
+    asked = column(ok, "params.train_samples").astype(float)
+    full = column(ok, "data.sizes.train").astype(float)
+    return asked.where(asked > 0, full)

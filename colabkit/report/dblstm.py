@@ -1,0 +1,218 @@
+"""dBLSTM-HAR section: training time against units for each number of layers, per device; accuracy
+against units; the evaluation metrics per device (seed 000's figures); CPU/GPU/TPU runtime ratios."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from colabkit.published import SEED_000_CLAIMS, SEED_000_SOURCE
+from colabkit.report.common import (
+    column, config_key, cpu_baseline, notebook_section, pick, repeats_count, repeats_std, series_labels,
+    timing_frame,
+)
+from colabkit.report.figures import (
+    grouped_bars, label_colors, log_scale_if_wide, new_figure, plot_lines, powers_of_two_axis,
+)
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.writers import format_number, span
+
+NOTEBOOK = "dblstm_har"
+SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
+          ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
+REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
+              "else the sample standard deviation of the per-repeat values")
+# Seed 000's claims as points: CPU time / GPU-or-TPU time at 128 and 256 units per layer.
+SEED_000_RATIOS = {128: 25.0, 256: 55.0}
+
+
+def dblstm_table(data: ReportData) -> pd.DataFrame:
+    """One row per ok dBLSTM record: device, layers, units, training time and the test scores, each
+    with its std over repeats where the record has per-repeat values."""
+    ok = data.ok(NOTEBOOK)
+    scores = {}
+    for metric, _ in SCORES:
+        scores[metric] = column(ok, f"metrics.{metric}")
+        scores[f"{metric}_std"] = repeats_std(ok, metric)
+    table = pd.DataFrame({
+        "device": ok["device_label"], "series": series_labels(ok, ["params.units", "params.layers"]),
+        "layers": column(ok, "params.layers"), "units": column(ok, "params.units"),
+        "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
+        "repeats": column(ok, "params.repeats").fillna(repeats_count(ok, "test_accuracy")),
+        **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
+        "data": ok["data_used"], "config": config_key(ok), "path": ok["path"],
+    })
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(["device", "series", "layers", "units"],
+                             key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
+
+
+def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, name: str, caption: str,
+                log: bool, dodge: float = 0.0) -> ReportFigure | None:
+    table = table[table[y].notna() & table["layers"].notna() & table["units"].notna()]
+    if not len(table):
+        return None
+    layers = sorted(table["layers"].unique())
+    figure, axes = new_figure(ncols=max(1, len(layers)), width=4.3, height=3.8, sharey=True)
+    for ax, count in zip(axes, layers):
+        rows = table[table["layers"] == count]
+        plot_lines(ax, rows, "units", y, err=err, dodge=dodge)
+        powers_of_two_axis(ax, rows["units"])
+        ax.set_title(f"{title}, {format_number(count)} layer(s)")
+        ax.set_xlabel("units per layer")
+    if log:
+        log_scale_if_wide(axes[0], table[y])
+    axes[0].set_ylabel(ylabel)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:  # series only some facets have
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
+    behind = table[["series", "device", "layers", "units", "batch", y, err]].copy()
+    return ReportFigure(name, figure, behind, caption)
+
+
+def runtime_figure(table: pd.DataFrame) -> ReportFigure | None:
+    return _per_layers(table, "train_time_s", "train_time_std_s", "training time (s)",
+                       "training time", "dblstm_runtime",
+                       "Whole model.fit time (all epochs; median or mean over repeats as the record gives it); error "
+                       f"bars: {REPEAT_STD}.",
+                       log=True)
+
+
+def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
+    return _per_layers(table, "test_accuracy", "test_accuracy_std", "test accuracy",
+                       "test accuracy", "dblstm_accuracy",
+                       f"Accuracy on the whole test set (mean over repeats; error bars: {REPEAT_STD}). Devices are "
+                       "drawn slightly apart along the units axis so that equal scores stay visible.",
+                       log=False, dodge=0.06)
+
+
+def reference_config(table: pd.DataFrame) -> str | None:
+    """The configuration measured on the most devices (ties: the most layers, then units)."""
+    if not len(table):
+        return None
+    counts = table.groupby("config").agg(devices=("device", "nunique"), layers=("layers", "max"), units=("units", "max"))
+    return counts.sort_values(["devices", "layers", "units"], ascending=False).index[0]
+
+
+def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
+    """Accuracy, precision, recall and F1 per device at one configuration (seed 000's comparison)."""
+    table = table[table[[metric for metric, _ in SCORES]].notna().any(axis=1)]
+    if not len(table):
+        return None
+    config = reference_config(table)
+    rows = table[table["config"] == config]
+    first = rows.iloc[0]
+    long = pd.DataFrame([{"series": row.series, "device": row.device, "metric": label, "value": getattr(row, metric),
+                          "std": getattr(row, f"{metric}_std")}
+                         for row in rows.itertuples() for metric, label in SCORES if pd.notna(getattr(row, metric))])
+    figure, (ax,) = new_figure(width=7.5, height=3.8)
+    grouped_bars(ax, long, "metric", "value", err="std", colors=label_colors(long["series"]),
+                 order=[label for _, label in SCORES])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("score on the test set")
+    where = (f"{format_number(first['layers'])} layer(s) x {format_number(first['units'])} units, "
+             f"batch {format_number(first['batch'])}")
+    ax.set_title(f"Evaluation metrics per device ({where})")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    long.insert(0, "configuration", where)
+    return ReportFigure("dblstm_metrics", figure, long,
+                        "Precision, recall and F1 are macro averages over the six activities unless named weighted; "
+                        f"means over repeats; error bars: {REPEAT_STD}.")
+
+
+def _short(labels: list[str]) -> dict[str, str]:
+    """'CPU' for a device label that is the only one of its kind, else the full label."""
+    kinds = pd.Series([label.split(":")[0].split(" ")[0] for label in labels], index=labels)
+    return {label: kind if (kinds == kind).sum() == 1 else label for label, kind in kinds.items()}
+
+
+def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """Training-time ratios per configuration: CPU / each accelerator, and each GPU / each TPU
+    (above 1: the second device is faster)."""
+    labels = sort_labels(table["device"])
+    baseline = cpu_baseline(labels)
+    gpus = [label for label in labels if label.startswith("GPU")]
+    tpus = [label for label in labels if label.startswith("TPU")]
+    pairs = [(baseline, other) for other in gpus + tpus if baseline] + list(itertools.product(gpus, tpus))
+    short = _short(labels)
+    timed = table[table["train_time_s"].notna()]
+    times = timed.drop_duplicates(["config", "device"]).set_index(["config", "device"])["train_time_s"]
+    rows = []
+    for config, group in table.groupby("config", sort=False):
+        first = group.iloc[0]
+        for slow, fast in pairs:
+            if (config, slow) in times.index and (config, fast) in times.index:
+                rows.append({"layers": first["layers"], "units": first["units"], "batch": first["batch"],
+                             "pair": f"{short[slow]} / {short[fast]}", "series": f"{short[slow]} / {short[fast]}",
+                             "device": fast, "numerator": slow, "denominator": fast,
+                             "ratio": times[(config, slow)] / times[(config, fast)]})
+    columns = ["layers", "units", "batch", "pair", "series", "device", "numerator", "denominator", "ratio"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["pair", "layers", "units"]).reset_index(drop=True)
+
+
+def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
+    layers = sorted(ratios["layers"].dropna().unique())
+    figure, axes = new_figure(ncols=len(layers), width=4.3, height=3.8, sharey=True)
+    for ax, count in zip(axes, layers):
+        rows = ratios[ratios["layers"] == count]
+        plot_lines(ax, rows, "units", "ratio")
+        ax.plot(list(SEED_000_RATIOS), list(SEED_000_RATIOS.values()), marker="*", markersize=12, linestyle="none",
+                color="#777777", markeredgecolor="black", label="seed 000 (2021): CPU / GPU or TPU")
+        ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
+        powers_of_two_axis(ax, [*rows["units"], *SEED_000_RATIOS])
+        ax.set_title(f"{format_number(count)} layer(s)")
+        ax.set_xlabel("units per layer")
+    log_scale_if_wide(axes[0], [*ratios["ratio"], *SEED_000_RATIOS.values(), 1.0], ratio=10)
+    axes[0].set_ylabel("training-time ratio")
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
+    return ReportFigure("dblstm_runtime_ratios_vs_units", figure, ratios.drop(columns=["series"]).copy(),
+                        "Training time of the first device divided by that of the second, same configuration "
+                        f"(above 1: the second is faster). Stars: {SEED_000_SOURCE}: {SEED_000_CLAIMS[0]}.")
+
+
+def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
+    text = []
+    for series, rows in table.groupby("series", sort=False):
+        if rows["test_accuracy"].notna().any():
+            best = rows.loc[rows["test_accuracy"].idxmax()]
+            text.append(f"**{series}**: best test accuracy {format_number(best['test_accuracy'], 3)} with "
+                        f"{format_number(best['layers'])} layer(s) x {format_number(best['units'])} units; training took "
+                        f"{span(rows['train_time_s'])} s.")
+    for pair, rows in ratios.groupby("pair", sort=False):
+        text.append(f"Training-time ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s).")
+    return [" ".join(text)] if text else []
+
+
+def dblstm_section(data: ReportData) -> Section:
+    """The dBLSTM-HAR section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
+    ratios = runtime_ratios(table)
+    section.text = _findings(table, ratios)
+    if ratios.empty:
+        section.text.append("No configuration ran on two kinds of device, so no runtime ratio can be given.")
+    section.text.append(f"Seed 000 ({SEED_000_SOURCE}) claimed: {'; '.join(SEED_000_CLAIMS)}.")
+    figures = [item for item in (runtime_figure(table), accuracy_figure(table), metrics_figure(table)) if item]
+    if not ratios.empty:
+        figures.append(ratio_figure(ratios))
+    printed = pick(table, [("device", "device"), ("layers", "layers"), ("units", "units"), ("batch", "batch"),
+                           ("repeats", "repeats"), ("train_time_s", "train time (s)"), ("train_time_std_s", "std (s)"),
+                           ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
+                           ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
+                           *[(metric, label) for metric, label in SCORES], ("test_accuracy_std", "accuracy std"),
+                           ("model_params", "parameters"), ("data", "data")])
+    section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, layers and units: training time "
+                                 "and test scores (means over repeats; std over repeats where recorded)."), *figures]
+    if not ratios.empty:
+        section.items.append(ReportTable(
+            "dblstm_runtime_ratios", ratios[["layers", "units", "batch", "pair", "ratio"]],
+            "Training-time ratios per configuration (above 1: the second device is faster)."))

@@ -1,0 +1,178 @@
+"""Figure helpers shared by the report's sections: one style, one colour per device, error bars.
+
+Figures are `matplotlib.figure.Figure` objects made without pyplot, so building one never shows it
+and never leaks it: the notebook shows what `publish` displays, nothing else. Every series is a
+labelled line (`ax.get_lines()`) or bar container (`ax.containers`), so tests can read them back.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import to_hex, to_rgb
+
+from colabkit.plots import device_color, use_style
+from colabkit.report.records import sort_labels
+from colabkit.report.writers import format_number
+
+WARNING_COLOR = "#b00020"
+PUBLISHED_HATCH = "//"
+
+
+def report_style() -> None:
+    """colabkit's plotting style, plus what papers need: TrueType fonts in PDFs (journals reject Type 3)."""
+    import matplotlib
+
+    use_style()
+    matplotlib.rcParams.update({"pdf.fonttype": 42, "ps.fonttype": 42, "legend.fontsize": "small",
+                                "figure.constrained_layout.use": False})
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.0,
+               sharey: bool = False) -> tuple[Any, np.ndarray]:
+    """A figure (not registered with pyplot) and its axes as a flat array."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    axes = figure.subplots(nrows, ncols, squeeze=False, sharey=sharey)
+    return figure, axes.ravel()
+
+
+def _shade(color: str, step: int) -> str:
+    """The step-th variant of a colour: darker, lighter, darker still... (step 0 is the colour)."""
+    if step == 0:
+        return color
+    rgb = np.array(to_rgb(color))
+    amount = 0.3 * ((step + 1) // 2)
+    mixed = rgb * (1 - amount) if step % 2 else rgb + (1 - rgb) * amount
+    return to_hex(np.clip(mixed, 0, 1))
+
+
+def _kind(label: str) -> str:
+    return label.split(":")[0].split(" ")[0].lower()
+
+
+def label_markers(labels: Iterable[str]) -> dict[str, str]:
+    """A marker per device label: circles for the first label of a kind, then squares, triangles..."""
+    markers, used = {}, {}
+    for label in sort_labels(labels):
+        markers[label] = "os^Dv"[used.get(_kind(label), 0) % 5]
+        used[_kind(label)] = used.get(_kind(label), 0) + 1
+    return markers
+
+
+def label_colors(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per device label: the device kind's colour (colabkit.plots), shaded when several
+    labels share a kind (a T4 and an A100; one and two CPU replicas)."""
+    colors, used = {}, {}
+    for label in sort_labels(labels):
+        kind = _kind(label)
+        colors[label] = _shade(device_color(kind), used.get(kind, 0))
+        used[kind] = used.get(kind, 0) + 1
+    return colors
+
+
+def mark_substitute_data(figure: Any, text: str) -> None:
+    """Print a red warning at the top of the figure, so that a copy of the figure file carries it too."""
+    width = int(figure.get_figwidth() * 13)  # about the characters of 9-point bold text per inch
+    figure.suptitle("\n".join(textwrap.wrap(f"\u26a0 WARNING: {text}", width)), color=WARNING_COLOR,
+                    fontsize=9, fontweight="bold")
+
+
+def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: str | None) -> Any:
+    """Error bar lengths for matplotlib (None when there is no spread to draw). A zero spread is
+    drawn as nothing rather than as a flat cap: one configuration has no range."""
+    if low and high and low in rows and high in rows:
+        lower = (rows[y] - rows[low]).clip(lower=0).to_numpy(float, copy=True)
+        upper = (rows[high] - rows[y]).clip(lower=0).to_numpy(float, copy=True)
+        empty = ~((lower > 0) | (upper > 0))
+        lower[empty], upper[empty] = np.nan, np.nan
+        return None if empty.all() else np.vstack([lower, upper])
+    if err and err in rows:
+        values = rows[err].astype(float).to_numpy(copy=True)
+        values[~(values > 0)] = np.nan
+        return None if np.isnan(values).all() else values
+    return None
+
+
+def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "series", device: str = "device",
+               err: str | None = None, low: str | None = None, high: str | None = None,
+               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0) -> None:
+    """One line per `series`, coloured by its `device` label, with error bars when the table has them:
+    symmetric (`err`) or from `low` to `high`. Series of the same device differ by line style
+    (unless `linestyle` fixes it). `dodge` shifts series apart along a log x axis (by that fraction
+    of a factor of two per series), so that equal values with error bars stay visible."""
+    colors, markers = label_colors(table[device]), label_markers(table[device])
+    styles = ["-", "--", "-.", ":"]
+    per_device: dict[str, int] = {}
+    count = table[series].nunique()
+    for index, (name, rows) in enumerate(table.groupby(series, sort=False)):
+        rows = rows.sort_values(x)
+        if dodge:
+            rows = rows.assign(**{x: rows[x] * 2 ** (dodge * (index - (count - 1) / 2))})
+        label = rows[device].iloc[0]
+        style = linestyle or styles[per_device.get(label, 0) % len(styles)]
+        per_device[label] = per_device.get(label, 0) + 1
+        color = colors[label]
+        ax.plot(rows[x], rows[y], linestyle=style, marker=markers[label], color=color, label=f"{name}{suffix}",
+                markerfacecolor=color if filled else "white")
+        yerr = _errors(rows, y, err, low, high)
+        if yerr is not None:
+            ax.errorbar(rows[x], rows[y], yerr=yerr, fmt="none", ecolor=color, capsize=3, linewidth=1)
+
+
+def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, series: str = "series",
+                 colors: dict[str, str] | None = None, err: str | None = None, low: str | None = None,
+                 high: str | None = None, hatched: Iterable[str] = (), order: list[Any] | None = None) -> list[Any]:
+    """Bars of `value` per `category` (x, sorted unless `order` gives it), one bar per `series` side
+    by side; `hatched` series (published figures) are drawn hatched and pale. Returns the categories
+    in x order."""
+    present = set(table[category].dropna())
+    categories = [c for c in order if c in present] if order else sorted(present, key=lambda c: (isinstance(c, str), c))
+    names = list(dict.fromkeys(table[series]))
+    hatched = set(hatched)
+    width = 0.8 / max(1, len(names))
+    for index, name in enumerate(names):
+        rows = table[table[series] == name].set_index(category).reindex(categories).dropna(subset=[value])
+        positions = [categories.index(c) - 0.4 + width * (index + 0.5) for c in rows.index]
+        color = (colors or {}).get(name, "#999999")
+        yerr = _errors(rows, value, err, low, high)
+        ax.bar(positions, rows[value], width=width * 0.95, label=name, color=color,
+               alpha=0.45 if name in hatched else 1.0, hatch=PUBLISHED_HATCH if name in hatched else None,
+               edgecolor="#333333" if name in hatched else color, yerr=yerr, capsize=3 if yerr is not None else 0)
+    ax.set_xticks(range(len(categories)), [textwrap.fill(format_number(c), 10) for c in categories])
+    return categories
+
+
+def bar_heights(ax: Any) -> dict[str, list[float]]:
+    """{series label: bar heights} of an axes made by grouped_bars (for tests and checks)."""
+    from matplotlib.container import BarContainer
+
+    return {container.get_label(): [patch.get_height() for patch in container.patches]
+            for container in ax.containers if isinstance(container, BarContainer)}
+
+
+def line_data(ax: Any) -> dict[str, tuple[list[float], list[float]]]:
+    """{series label: (x values, y values)} of the labelled lines of an axes."""
+    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+            for line in ax.get_lines() if not line.get_label().startswith("_")}
+
+
+def powers_of_two_axis(ax: Any, values: Iterable[float]) -> None:
+    """A log2 x axis ticked at the values measured, printed as plain numbers (256, 512, ...)."""
+    ticks = sorted({float(v) for v in values if v is not None and np.isfinite(v) and v > 0})
+    ax.set_xscale("log", base=2)
+    if ticks:
+        ax.set_xticks(ticks, [format_number(t) for t in ticks])
+        ax.minorticks_off()
+
+
+def log_scale_if_wide(ax: Any, values: Iterable[float], axis: str = "y", ratio: float = 30.0) -> None:
+    """Use a log scale when the positive values span more than `ratio`."""
+    positive = [v for v in values if v is not None and np.isfinite(v) and v > 0]
+    if positive and max(positive) / min(positive) > ratio:
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")

@@ -1,0 +1,176 @@
+"""Matmul section: TFLOPS per device and matrix size, cold vs warm, speedup over the CPU, fraction of
+peak, with seed 001's published figures beside ours."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from colabkit.plots import device_color
+from colabkit.published import SEED_001_MATMUL, SEED_001_SOURCE
+from colabkit.report.common import (
+    column, config_key, cpu_baseline, has, notebook_section, pick, series_labels, speedups,
+)
+from colabkit.report.figures import log_scale_if_wide, new_figure, plot_lines, powers_of_two_axis
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.writers import format_number
+
+NOTEBOOK = "matmul_tflops"
+SEED_N = 4096  # seed 001 multiplied 4096 x 4096 matrices, 100 chained products per call
+# Seed 001's speedups over its CPU (0.47-0.53 TFLOPS), as the seed published them.
+SEED_001_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tpu", 75.0), "TPU v2-8, warm": ("tpu", 338.0)}
+
+
+def matmul_table(data: ReportData) -> pd.DataFrame:
+    """One row per ok matmul record: device, n, dtype, TFLOPS cold and warm (min-max), peak and
+    fraction of it, speedup over the CPU baseline at the same parameters, NumPy BLAS baseline."""
+    ok = data.ok(NOTEBOOK)
+    table = pd.DataFrame({
+        "device": ok["device_label"], "series": series_labels(ok, ["params.n"]),
+        "n": column(ok, "params.n"), "dtype": column(ok, "params.dtype"), "count": column(ok, "params.count"),
+        "replicas": column(ok, "metrics.replicas"), "xla": column(ok, "metrics.xla"),
+        "tflops_cold": column(ok, "metrics.tflops_cold"), "tflops_warm": column(ok, "metrics.tflops_warm"),
+        "tflops_warm_min": column(ok, "metrics.tflops_warm_min"),
+        "tflops_warm_max": column(ok, "metrics.tflops_warm_max"),
+        "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_precision": column(ok, "metrics.peak_precision"),
+        "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
+        "blas_tflops": column(ok, "metrics.blas_tflops"), "ratio_to_blas": column(ok, "metrics.ratio_to_blas"),
+        "config": config_key(ok), "path": ok["path"],
+    })
+    baseline = cpu_baseline(table["device"])
+    table["speedup_vs_cpu"] = speedups(table, "tflops_warm", True, baseline)
+    table["speedup_cold_vs_cpu"] = speedups(table, "tflops_cold", True, baseline)
+    table.attrs["baseline"] = baseline
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(["device", "series", "n"], key=lambda c: c.map(order) if c.name == "device" else c) \
+        .reset_index(drop=True)
+
+
+def tflops_figure(table: pd.DataFrame) -> ReportFigure:
+    """Warm (solid, min-max bars) and cold (dashed) TFLOPS against n per device; seed 001's figures
+    as stars at n = 4096."""
+    figure, (ax,) = new_figure(width=7.5, height=4.5)
+    plot_lines(ax, table, "n", "tflops_warm", low="tflops_warm_min", high="tflops_warm_max", suffix=" - warm")
+    plot_lines(ax, table, "n", "tflops_cold", linestyle="--", suffix=" - cold", filled=False)
+    seed_rows = []
+    for kind, label, value, filled in [("cpu", "CPU", SEED_001_MATMUL["cpu"]["tflops"], True),
+                                       ("gpu", "K80 GPU", SEED_001_MATMUL["gpu"]["tflops"], True),
+                                       ("tpu", "TPU v2-8, warm", SEED_001_MATMUL["tpu"]["tflops_warm"], True),
+                                       ("tpu", "TPU v2-8, cold", SEED_001_MATMUL["tpu"]["tflops_cold"], False)]:
+        ax.plot([SEED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
+                markerfacecolor=device_color(kind) if filled else "white",
+                markeredgecolor="black" if filled else device_color(kind), markeredgewidth=1.5,
+                label=f"seed 001 (2018): {label}")
+        seed_rows.append({"series": f"seed 001 (2018): {label}", "n": SEED_N, "tflops": value})
+    powers_of_two_axis(ax, [*table["n"], SEED_N])
+    log_scale_if_wide(ax, [*table["tflops_warm"], *table["tflops_cold"], *(r["tflops"] for r in seed_rows)])
+    ax.set_xlabel("matrix size n (n x n)")
+    ax.set_ylabel("TFLOPS")
+    ax.set_title("Matmul TFLOPS: warm (solid), cold (dashed)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ours = table[["series", "device", "n", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "tflops_cold"]]
+    behind = pd.concat([ours, pd.DataFrame(seed_rows)], ignore_index=True)
+    caption = ("TFLOPS = replicas x count x 2 n^3 / seconds. Warm: median of the timed calls, bars from the "
+               "fastest to the slowest; cold: the first call (tracing and compilation included). Stars: "
+               f"{SEED_001_SOURCE} (other hardware, 2018; the author warned they hold errors).")
+    return ReportFigure("matmul_tflops_vs_n", figure, behind, caption)
+
+
+def speedup_figure(table: pd.DataFrame) -> ReportFigure | None:
+    """Warm speedup over the CPU baseline against n, per device; seed 001's published speedups as stars."""
+    baseline = table.attrs.get("baseline")
+    rows = table[(table["device"] != baseline) & table["speedup_vs_cpu"].notna()]
+    if not len(rows):
+        return None
+    figure, (ax,) = new_figure(width=7.5, height=4.2)
+    plot_lines(ax, rows, "n", "speedup_vs_cpu")
+    for label, (kind, value) in SEED_001_SPEEDUPS.items():
+        ax.plot([SEED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
+                markeredgecolor="black", label=f"seed 001 (2018): {label}")
+    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
+    powers_of_two_axis(ax, [*rows["n"], SEED_N])
+    log_scale_if_wide(ax, [*rows["speedup_vs_cpu"], *(v for _, v in SEED_001_SPEEDUPS.values()), 1.0], ratio=10)
+    ax.set_xlabel("matrix size n (n x n)")
+    ax.set_ylabel(f"warm TFLOPS / {baseline}")
+    ax.set_title("Speedup over the CPU (same n, dtype and count)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    behind = rows[["series", "device", "n", "tflops_warm", "speedup_vs_cpu", "speedup_cold_vs_cpu"]].copy()
+    return ReportFigure("matmul_speedup", figure, behind,
+                        f"Warm throughput of each device divided by that of {baseline} at the same parameters "
+                        "(dotted line: as fast as the CPU). Stars: seed 001's published speedups at n = 4096.")
+
+
+def peak_figure(table: pd.DataFrame) -> ReportFigure | None:
+    """Warm TFLOPS as a percentage of each device's peak, against n."""
+    rows = table[table["fraction_of_peak"].notna()].assign(percent_of_peak=lambda t: 100 * t["fraction_of_peak"])
+    if not len(rows):
+        return None
+    figure, (ax,) = new_figure(width=7.5, height=4.0)
+    plot_lines(ax, rows, "n", "percent_of_peak")
+    ax.axhline(100, color="black", linewidth=1, linestyle=":")
+    powers_of_two_axis(ax, rows["n"])
+    ax.set_xlabel("matrix size n (n x n)")
+    ax.set_ylabel("warm TFLOPS, % of peak")
+    ax.set_title("Fraction of peak")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    behind = rows[["series", "device", "n", "dtype", "tflops_warm", "peak_tflops", "peak_precision", "percent_of_peak"]]
+    return ReportFigure("matmul_fraction_of_peak", figure, behind.copy(),
+                        "Peaks are datasheet figures (colabkit/peaks.py names each source); the CPU's is an estimate "
+                        "(cores x clock x FMA width) from the clock it reports, so a boosting CPU can pass 100 %.")
+
+
+def seed_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Ours at the largest n each device ran, beside seed 001's published numbers (n = 4096)."""
+    ours = table.sort_values("n").groupby("series", sort=False).tail(1)
+    rows = [{"source": f"ours: {row.series}", "n": row.n, "TFLOPS warm": row.tflops_warm, "TFLOPS cold": row.tflops_cold,
+             "speedup over CPU (warm)": row.speedup_vs_cpu} for row in ours.itertuples()]
+    seed = SEED_001_MATMUL
+    rows += [
+        {"source": "seed 001: Colab CPU (2018)", "n": SEED_N, "TFLOPS warm": seed["cpu"]["tflops"],
+         "TFLOPS cold": np.nan, "speedup over CPU (warm)": 1.0},
+        {"source": "seed 001: K80 GPU (2018)", "n": SEED_N, "TFLOPS warm": seed["gpu"]["tflops"],
+         "TFLOPS cold": np.nan, "speedup over CPU (warm)": SEED_001_SPEEDUPS["GPU (K80), warm"][1]},
+        {"source": "seed 001: TPU v2-8 (2018)", "n": SEED_N, "TFLOPS warm": seed["tpu"]["tflops_warm"],
+         "TFLOPS cold": seed["tpu"]["tflops_cold"], "speedup over CPU (warm)": SEED_001_SPEEDUPS["TPU v2-8, warm"][1]},
+    ]
+    return pd.DataFrame(rows)
+
+
+def _findings(table: pd.DataFrame) -> str:
+    sentences = []
+    for series, rows in table[table["tflops_warm"].notna()].groupby("series", sort=False):
+        best = rows.loc[rows["tflops_warm"].idxmax()]
+        peak = (f" ({format_number(100 * best['fraction_of_peak'], 3)} % of its peak)"
+                if pd.notna(best["fraction_of_peak"]) else "")
+        cold = (f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS"
+                if pd.notna(best["tflops_cold"]) else "")
+        sentences.append(f"**{series}** peaked at {format_number(best['tflops_warm'], 3)} TFLOPS warm at "
+                         f"n = {format_number(best['n'])}{peak}{cold}.")
+    return " ".join(sentences)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
+    section.text = [text for text in [_findings(table)] if text]
+    if table.attrs["baseline"] is None:
+        section.text.append("No CPU run is in these results, so no speedup over the CPU can be given.")
+    printed = pick(table, [("device", "device"), ("n", "n"), ("dtype", "dtype"), ("count", "count"),
+                           ("replicas", "replicas"), ("xla", "XLA"), ("tflops_cold", "TFLOPS cold"),
+                           ("tflops_warm", "TFLOPS warm"), ("tflops_warm_min", "warm min"),
+                           ("tflops_warm_max", "warm max"), ("peak_tflops", "peak TFLOPS"),
+                           ("fraction_of_peak", "fraction of peak"), ("speedup_vs_cpu", "speedup over CPU"),
+                           ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "TF / BLAS")])
+    figures = [tflops_figure(table)] if has(table, "tflops_warm") or has(table, "tflops_cold") else []
+    figures += [item for item in (speedup_figure(table), peak_figure(table)) if item]
+    section.items = [
+        ReportTable("matmul_tflops", printed, "Matmul throughput per device and size. Speedup: warm TFLOPS over "
+                    f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters."),
+        *figures,
+        ReportTable("matmul_vs_seed001", seed_table(table),
+                    f"Ours at the largest n measured per device, and {SEED_001_SOURCE}."),
+    ]
+
+
+def matmul_section(data: ReportData) -> Section:
+    """The matmul section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "Matrix multiplication throughput", "matmul", matmul_table, _fill)

@@ -1,0 +1,168 @@
+"""Where the numbers came from: the records found (and the ones that could not be read), the devices
+with their model names, software versions, dates, git commits, and which data every run used."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+
+from colabkit.report.common import NOTEBOOK_TITLES, column, not_plotted, substitute_rows, substitute_warning
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportTable, Section
+from colabkit.report.writers import format_number
+
+SOFTWARE = [("software.python", "Python"), ("software.tensorflow", "TensorFlow"), ("software.keras", "Keras"),
+            ("software.keras_backend", "Keras backend"), ("software.numpy", "NumPy"), ("software.colabkit", "colabkit"),
+            ("software.tf_cuda_build", "TF CUDA build"), ("software.tf_cudnn_build", "TF cuDNN build")]
+
+
+def _join(values: pd.Series) -> str:
+    """The distinct values, printed as a table prints them ('8', not '8.0'), joined by commas."""
+    return ", ".join(text for text in dict.fromkeys(values.dropna().map(format_number)) if text)
+
+
+def devices_table(ok: pd.DataFrame) -> pd.DataFrame:
+    """One row per device label: kind, model, replicas, strategy, host, Colab runtime, runs."""
+    colab = [name for name in ok.columns if name.startswith("host.colab_runtime.")
+             and name.rsplit(".", 1)[1] in ("accelerator", "release_tag", "tpu_accelerator_type")]
+    rows = []
+    for label in sort_labels(ok["device_label"]):
+        runs = ok[ok["device_label"] == label]
+        logical = column(runs, "device.logical_devices").dropna()
+        rows.append({
+            "device": label, "kind": runs["device_kind"].iloc[0].upper(), "model": _join(column(runs, "device.name")),
+            "replicas": _join(column(runs, "device.replicas")), "strategy": _join(column(runs, "device.strategy")),
+            "logical devices": "yes (share one CPU's cores)" if len(logical) else "no",
+            "compute capability": _join(column(runs, "device.compute_capability")),
+            "memory (GiB)": _join(column(runs, "device.memory_gib")),
+            "host CPU": _join(column(runs, "host.cpu_model")), "host cores": _join(column(runs, "host.cpu_cores")),
+            "Colab runtime": "; ".join(f"{name.rsplit('.', 1)[1]}={_join(runs[name])}" for name in colab
+                                       if _join(runs[name])) or "no",
+            "runs": len(runs), "notebooks": _join(runs["notebook"]),
+        })
+    return pd.DataFrame(rows).loc[:, lambda t: [c for c in t.columns if t[c].astype(str).ne("").any()]] if rows \
+        else pd.DataFrame()
+
+
+def software_table(ok: pd.DataFrame) -> pd.DataFrame:
+    """The distinct software stacks the runs used, with how many runs and which devices used each."""
+    present = [(name, label) for name, label in SOFTWARE if name in ok and ok[name].notna().any()]
+    if not present or not len(ok):
+        return pd.DataFrame()
+    keys = [name for name, _ in present]
+    stacks = ok[keys].astype(str).replace("nan", "")
+    grouped = ok.assign(**{k: stacks[k] for k in keys}).groupby(keys, sort=False, dropna=False)
+    table = grouped.agg(runs=("path", "size"),
+                        devices=("device_label", lambda s: ", ".join(sort_labels(s)))).reset_index()
+    return table.rename(columns=dict(present))
+
+
+def runs_table(used: pd.DataFrame) -> pd.DataFrame:
+    """Per notebook and device: when the runs started and finished (UTC) and the git commits."""
+    rows = []
+    for (notebook, label), runs in used.groupby(["notebook", "device_label"], sort=True):
+        started = pd.to_datetime(column(runs, "started_at"), utc=True, errors="coerce")
+        finished = pd.to_datetime(column(runs, "finished_at"), utc=True, errors="coerce")
+        commits = [str(c) for c in dict.fromkeys(column(runs, "git_commit").dropna())]
+        rows.append({"notebook": notebook, "device": label, "runs": len(runs),
+                     "statuses": ", ".join(f"{n} {s}" for s, n in runs["status"].value_counts().items()),
+                     "first started (UTC)": started.min().strftime("%Y-%m-%d %H:%M") if started.notna().any() else "",
+                     "last finished (UTC)": finished.max().strftime("%Y-%m-%d %H:%M") if finished.notna().any() else "",
+                     "git commits": ", ".join(c[:12] + ("-dirty" if c.endswith("-dirty") else "") for c in commits)
+                     or "unknown"})
+    return pd.DataFrame(rows)
+
+
+def data_table(ok: pd.DataFrame) -> pd.DataFrame:
+    """Which data each notebook's runs used: real, or an offline/synthetic stand-in, and what it is."""
+    if not len(ok):
+        return pd.DataFrame()
+    def text(name: str) -> pd.Series:
+        return column(ok, name).astype(object).where(column(ok, name).notna(), "").astype(str)
+
+    frame = pd.DataFrame({
+        "notebook": ok["notebook"],
+        "data": text("data.dataset").where(text("data.dataset") != "", text("data.name")),
+        "source": text("data.source").map(lambda s: s.upper() + " (stand-in)" if s in ("offline", "synthetic") else s),
+        "description": text("data.description"),
+        "sha256": text("data.sha256").str[:12],
+        "path": ok["path"],
+    })
+    frame.loc[ok["data_used"] == "", "source"] = frame.loc[ok["data_used"] == "", "source"].map(
+        lambda s: "generated (the workload itself)" if s.startswith("SYNTHETIC") else s)
+    grouped = frame.groupby(["notebook", "data", "source", "description", "sha256"], sort=True, dropna=False)
+    return grouped.agg(runs=("path", "size")).reset_index()
+
+
+def provenance_section(data: ReportData) -> Section:
+    """Devices, software, dates, commits and data of every run the report uses."""
+    section = Section("provenance", "Provenance")
+    ok, used = data.ok(), data.used()
+    if not len(used):
+        section.empty = "No records, so no provenance to show."
+        return section
+    warning = substitute_warning(ok, data)
+    if warning:
+        section.warnings.append(warning)
+    commits = sorted({str(c) for c in column(ok, "git_commit").dropna()})
+    if len(commits) > 1:
+        section.text.append(f"The successful runs come from {len(commits)} different colabkit commits; compare "
+                            "figures across them with care.")
+    dirty = [c for c in commits if c.endswith("-dirty")]
+    if dirty:
+        section.text.append(f"{len(dirty)} commit(s) had uncommitted changes when the runs were made (marked -dirty).")
+    for name, table, caption in [
+        ("provenance_devices", devices_table(ok), "Devices of the successful runs, as the runs found them."),
+        ("provenance_software", software_table(ok), "Software stacks of the successful runs."),
+        ("provenance_runs", runs_table(used), "Dates (UTC) and git commits of the runs this report uses."),
+        ("provenance_data", data_table(ok), "Data of the successful runs: real datasets or stand-ins."),
+    ]:
+        if len(table):
+            section.items.append(ReportTable(name, table, caption))
+    return section
+
+
+def overview_section(data: ReportData, generated_by: str = "") -> Section:
+    """What the report read: folders, record counts per notebook and status, files that are not
+    readable records, combinations found more than once, and every run that produced no result."""
+    section = Section("records", "Records")
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    folders = ", ".join(f"`{d}`" for d in data.dirs) or "(none given)"
+    section.text.append(f"Report generated {now}{' by ' + generated_by if generated_by else ''} from {folders}.")
+    for folder in data.missing_dirs:
+        section.warnings.append(f"results folder {folder} does not exist: nothing was read from it.")
+    if data.rejected:
+        section.warnings.append(f"{len(data.rejected)} file(s) look like records but could not be read (unknown schema "
+                                "version, missing fields or bad JSON); they are in no figure. See the table below.")
+    used = data.used()
+    unknown = sorted(set(used["notebook"]) - set(NOTEBOOK_TITLES))
+    if not len(data.frame):
+        section.text.append("No result records were found.")
+    else:
+        section.text.append("Failed and skipped runs are listed at the end of their notebook's section.")
+        counts = used.pivot_table(index="notebook", columns="status", values="path", aggfunc="count", fill_value=0)
+        counts = counts.reindex(columns=[s for s in ("ok", "failed", "skipped") if s in counts.columns])
+        counts["devices (ok runs)"] = [", ".join(sort_labels(used[(used["notebook"] == n) & (used["status"] == "ok")]
+                                                             ["device_label"])) for n in counts.index]
+        counts["records read"] = data.frame.groupby("notebook")["path"].count().reindex(counts.index)
+        section.items.append(ReportTable("records_overview", counts.reset_index().rename_axis(columns=None),
+                                         "Runs per notebook and status (one per combination) and record files read."))
+        if unknown:
+            section.text.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
+                                "records.csv with all the others, and their failed or skipped runs are listed below.")
+    if data.rejected:
+        section.items.append(ReportTable("records_rejected", pd.DataFrame(data.rejected, columns=["file", "why"]),
+                                         "Files that could not be read as records."))
+    if len(data.merges):
+        section.items.append(ReportTable("records_merged", data.merges,
+                                         "Combinations found more than once across the results folders: the record "
+                                         "used (ok over failed over skipped; then the latest) and the ones set aside."))
+    for notebook in unknown:  # sections list their own failed and skipped runs; these have no section
+        listed = not_plotted(data, notebook, f"{notebook}_runs_not_plotted")
+        if listed:
+            section.items.append(listed)
+    if len(substitute_rows(data.ok())):
+        section.warnings.append("some results used offline or synthetic stand-in data; the sections concerned say "
+                                "which, and their figures carry a red warning.")
+    return section

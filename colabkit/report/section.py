@@ -1,0 +1,145 @@
+"""A report section: its text, warnings, tables and figures, shown in the notebook and written to disk.
+
+Section builders (colabkit.report.matmul, .cnn, ...) return a `Section`; `publish` writes its
+figures (figures/NAME.png|pdf|svg plus NAME.csv, the data behind the figure) and tables
+(tables/NAME.csv|tex|md) under the output folder, then displays it. A section with no data has
+`empty` set and says why instead of showing anything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from colabkit.report.writers import format_number, write_figure, write_table
+
+WARNING_STYLE = ("border:3px solid #b00020;background:#fdecea;color:#7a0012;padding:10px 14px;"
+                 "margin:12px 0;font-weight:bold;font-size:1.05em;border-radius:4px")
+
+
+@dataclass
+class ReportTable:
+    """A table of the report: `name` is its file name (no extension), `caption` says what it holds."""
+
+    name: str
+    table: pd.DataFrame
+    caption: str
+
+
+@dataclass
+class ReportFigure:
+    """A figure of the report and the table behind it (every number it draws)."""
+
+    name: str
+    figure: Any  # matplotlib.figure.Figure
+    data: pd.DataFrame
+    caption: str
+
+
+@dataclass
+class Section:
+    """One section: paragraphs (Markdown), loud warnings, then tables and figures in order."""
+
+    key: str
+    title: str
+    text: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    items: list[ReportTable | ReportFigure] = field(default_factory=list)
+    empty: str | None = None
+
+    @property
+    def figures(self) -> dict[str, ReportFigure]:
+        return {item.name: item for item in self.items if isinstance(item, ReportFigure)}
+
+    @property
+    def tables(self) -> dict[str, ReportTable]:
+        return {item.name: item for item in self.items if isinstance(item, ReportTable)}
+
+    def figure(self, name: str) -> ReportFigure:
+        return self.figures[name]
+
+    def table(self, name: str) -> pd.DataFrame:
+        return self.tables[name].table
+
+
+def warning_html(text: str) -> str:
+    """A red box that no reader can miss."""
+    return f'<div class="colabkit-warning" style="{WARNING_STYLE}">&#9888; WARNING: {html.escape(text)}</div>'
+
+
+def _html_table(table: pd.DataFrame) -> str:
+    """The table as HTML: numbers right-aligned, text left-aligned (headers too), short text unwrapped."""
+    styler = table.style.format(format_number).hide(axis="index").set_table_attributes(
+        'class="dataframe colabkit-table"')
+    headers = []
+    for index, name in enumerate(table.columns):
+        text = table[name].dropna()
+        if len(text) and text.map(lambda v: isinstance(v, str)).all():
+            wrap = "normal" if text.str.len().max() > 40 else "nowrap"
+            styler = styler.set_properties(subset=[name], **{"text-align": "left", "white-space": wrap})
+            headers.append({"selector": f"th.col_heading.col{index}", "props": "text-align: left"})
+    return styler.set_table_styles(headers, overwrite=False).to_html()
+
+
+def figure_png(figure: Any, dpi: int = 200) -> tuple[bytes, int]:
+    """The figure as PNG bytes drawn at `dpi`, and the width (pixels) to show it at: half its
+    pixel width, so it is sharp on high-density screens. Independent of matplotlib's backend."""
+    import io
+    import struct
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    data = buffer.getvalue()
+    width = struct.unpack(">I", data[16:20])[0]  # the PNG header's IHDR width
+    return data, width // 2
+
+
+def write_section(section: Section, output_dir: str | Path) -> list[Path]:
+    """Write the section's figures and tables under output_dir/figures and output_dir/tables."""
+    output_dir = Path(output_dir)
+    paths: list[Path] = []
+    for item in section.items:
+        if isinstance(item, ReportFigure):
+            paths += write_figure(item.figure, item.name, output_dir / "figures", item.data)
+        else:
+            paths += write_table(item.table, item.name, output_dir / "tables", item.caption)
+    return paths
+
+
+def show(section: Section) -> None:
+    """Display the section in a notebook: warnings first, then text, tables and figures."""
+    from IPython.display import display
+
+    def bundle(html_text: str, plain: str) -> None:
+        display({"text/html": html_text, "text/plain": plain}, raw=True)
+
+    for warning in section.warnings:
+        bundle(warning_html(warning), f"WARNING: {warning}")
+    if section.empty:
+        bundle(f"<p><em>{html.escape(section.empty)}</em></p>", section.empty)
+        return
+    for paragraph in section.text:
+        display({"text/markdown": paragraph, "text/plain": paragraph}, raw=True)
+    for item in section.items:
+        if isinstance(item, ReportFigure):
+            png, width = figure_png(item.figure)
+            display({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<figure {item.name}>"},
+                    raw=True, metadata={"image/png": {"width": width, "alt": f"{item.name}: {item.caption}"}})
+            bundle(f"<p><em>Figure ({html.escape(item.name)}): {html.escape(item.caption)}</em></p>",
+                   f"Figure ({item.name}): {item.caption}")
+        else:
+            bundle(f"<p><strong>Table ({html.escape(item.name)}):</strong> {html.escape(item.caption)}</p>"
+                   + _html_table(item.table), f"Table ({item.name}): {item.caption}\n{item.table.to_string(index=False)}")
+
+
+def publish(section: Section, output_dir: str | Path, display: bool = True) -> list[Path]:
+    """Write the section's files, then (in a notebook) display it; return the files written."""
+    paths = write_section(section, output_dir)
+    if display:
+        show(section)
+    return paths

@@ -1,0 +1,271 @@
+"""Time-series section (weather forecast with a recurrent network): epoch time per device and batch
+size, validation loss curves, predictions against the truth, errors beside the persistence baseline."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.ticker import MaxNLocator
+
+from colabkit.published import HVASS_SOURCE, HVASS_WEATHER
+from colabkit.report.common import (
+    column, config_key, first_column, has, notebook_section, pick, series_labels, timing_frame,
+)
+from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, new_figure
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.writers import format_number
+
+NOTEBOOK = "timeseries_rnn"
+# Where a record says when EarlyStopping stopped training (None or absent: it did not fire).
+STOP_EPOCH_METRICS = ["metrics.early_stopping_epoch", "metrics.stopped_epoch"]
+_TIME_KEYS = ("timestamps", "timestamp", "times", "time", "datetime", "index")
+_TRUE_KEYS = ("true", "y_true", "truth", "actual", "observed")
+_PREDICTED_KEYS = ("predicted", "y_pred", "prediction", "pred", "forecast")
+_NAME_KEYS = ("targets", "target_names", "columns", "names")
+
+
+def timeseries_table(data: ReportData) -> pd.DataFrame:
+    """One row per ok time-series record: device, batch size, timing with spread, early-stopping
+    epoch, losses, and every `mae_*` / `persistence_mae_*` the records hold."""
+    ok = data.ok(NOTEBOOK)
+    stop = first_column(ok, STOP_EPOCH_METRICS)
+    errors = {name[len("metrics."):]: ok[name] for name in ok.columns
+              if re.fullmatch(r"metrics\.(persistence_)?mae_.+", name) and ok[name].notna().any()}
+    table = pd.DataFrame({
+        "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"]),
+        "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
+        **timing_frame(ok), "stop_epoch": column(ok, stop) if stop else np.nan,
+        "best_epoch": column(ok, "metrics.best_epoch"), "val_loss": column(ok, "metrics.val_loss"),
+        "test_loss": column(ok, "metrics.test_loss"), "persistence_test_loss": column(ok, "metrics.persistence_test_loss"),
+        **errors,
+        "data": ok["data_used"], "config": config_key(ok), "path": ok["path"],
+    })
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
+        .reset_index(drop=True)
+
+
+def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
+    """Bars per batch size and device: first epoch (compilation included) and steady epoch (std)."""
+    figure, axes = new_figure(ncols=2, width=5.0, height=4.0)
+    colors = label_colors(table["series"])
+    grouped_bars(axes[0], table, "batch", "epoch_first_s", colors=colors)
+    grouped_bars(axes[1], table, "batch", "epoch_steady_s", err="epoch_steady_std_s", colors=colors)
+    for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, std)"]):
+        ax.set_title(title)
+        ax.set_xlabel("global batch size")
+        ax.set_ylabel("seconds")
+    handles, labels = axes[1].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
+    behind = table[["series", "device", "batch", "epoch_first_s", "epoch_steady_s", "epoch_steady_std_s"]].copy()
+    return ReportFigure("timeseries_epoch_time", figure, behind,
+                        f"Epoch times of the recurrent weather model. For scale: {HVASS_SOURCE}.")
+
+
+def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Validation loss (solid) and training loss (dashed) per epoch, one colour per run."""
+    rows = []
+    for row in table.itertuples():
+        history = data.record(row.path).get("history") or {}
+        for key in ("val_loss", "loss"):
+            for epoch, value in enumerate(history.get(key) or [], start=1):
+                rows.append({"series": f"{row.series}, batch {format_number(row.batch)}", "device": row.device,
+                             "curve": key, "epoch": epoch, "loss": value})
+    if not rows:
+        return None
+    curves = pd.DataFrame(rows)
+    figure, (ax,) = new_figure(width=7.5, height=4.2)
+    colors = label_colors(curves["series"])
+    for (series, curve), group in curves.groupby(["series", "curve"], sort=False):
+        ax.plot(group["epoch"], group["loss"], color=colors[series], marker="o", markersize=3,
+                linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
+                label=f"{series} ({'validation' if curve == 'val_loss' else 'training'})")
+    log_scale_if_wide(ax, curves["loss"], ratio=20)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss (MSE, scaled targets)")
+    ax.set_title("Validation (solid) and training (dashed) loss")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return ReportFigure("timeseries_loss_curves", figure, curves,
+                        f"Loss per epoch as Keras logged it. Published for comparison: {HVASS_SOURCE}.")
+
+
+def _first(mapping: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((mapping[key] for key in keys if key in mapping), None)
+
+
+def _columns(values: Any, names: list[str] | None) -> dict[str, list[float]] | None:
+    """Series of one kind (true or predicted) as {target: values}, from a mapping, rows of values
+    (one row per time step) or a flat list (one target)."""
+    if isinstance(values, dict):
+        return {str(name): list(series) for name, series in values.items() if isinstance(series, list)}
+    if not isinstance(values, list) or not values:
+        return None
+    if all(isinstance(row, (list, tuple)) for row in values):
+        width = len(values[0])
+        labels = names if names and len(names) == width else [f"target {i + 1}" for i in range(width)]
+        return {labels[i]: [row[i] if i < len(row) else None for row in values] for i in range(width)}
+    return {(names or ["value"])[0]: list(values)}
+
+
+def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
+    """A record's `predictions` as a long table (time, target, true, predicted, persistence); None if
+    the record has none or holds them in a layout this report does not know. Targets are named with
+    their unit when the record gives one."""
+    predictions = record.get("predictions")
+    if not isinstance(predictions, dict):
+        return None
+    names = _first(predictions, _NAME_KEYS)
+    true, predicted = _first(predictions, _TRUE_KEYS), _first(predictions, _PREDICTED_KEYS)
+    if true is None and predicted is None:  # {target: {true: [...], predicted: [...]}}
+        per_target = {name: value for name, value in predictions.items() if isinstance(value, dict)}
+        true = {name: _first(value, _TRUE_KEYS) for name, value in per_target.items()}
+        predicted = {name: _first(value, _PREDICTED_KEYS) for name, value in per_target.items()}
+    true, predicted = _columns(true, names), _columns(predicted, names)
+    if not true or not predicted:
+        return None
+    times = _first(predictions, _TIME_KEYS)
+    persistence = _columns(predictions.get("persistence"), names) or {}
+    units = dict(zip(names or [], predictions.get("units") or []))
+    frames = []
+    for target in [name for name in true if name in predicted]:
+        length = min(len(true[target]), len(predicted[target]))
+        stamps = times[:length] if isinstance(times, list) and len(times) >= length else list(range(length))
+        baseline = persistence.get(target, [])
+        frames.append(pd.DataFrame({
+            # 'hPa (mbar, station level)' -> 'hPa': the axis label needs the unit, not its gloss
+            "time": stamps, "target": f"{target} ({units[target].split(' (')[0]})" if units.get(target) else target,
+            "true": true[target][:length], "predicted": predicted[target][:length],
+            "persistence": baseline[:length] if len(baseline) >= length else [np.nan] * length}))
+    if not frames:
+        return None
+    frame = pd.concat(frames, ignore_index=True)
+    if frame["time"].map(lambda v: isinstance(v, str)).all():
+        frame["time"] = pd.to_datetime(frame["time"], errors="coerce", utc=True)
+    return frame
+
+
+def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFigure | None, str | None]:
+    """Truth (black), the persistence forecast (grey, dotted) when recorded, and each device's
+    predictions (its run with the lowest validation loss), one panel per target. Also returns a note
+    when some records' predictions could not be read."""
+    best = table.sort_values("val_loss", na_position="last").drop_duplicates("device")
+    frames, unreadable = [], []
+    for row in best.itertuples():
+        record = data.record(row.path)
+        frame = prediction_frame(record)
+        if frame is None:
+            if "predictions" in record:
+                unreadable.append(row.path)
+            continue
+        frames.append(frame.assign(series=row.series, device=row.device))
+    note = (f"Predictions in a layout this report does not read: {', '.join(unreadable)}." if unreadable else None)
+    if not frames:
+        return None, note
+    long = pd.concat(frames, ignore_index=True)
+    targets = list(dict.fromkeys(long["target"]))
+    figure, axes = new_figure(nrows=len(targets), width=9.0, height=2.6)
+    colors = label_colors(long["series"])
+    truth = frames[0]
+    for ax, target in zip(axes, targets):
+        reference = truth[truth["target"] == target]
+        ax.plot(reference["time"], reference["true"], color="black", linewidth=1.4, label="truth")
+        if reference["persistence"].notna().any():
+            ax.plot(reference["time"], reference["persistence"], color="#999999", linewidth=1.0, linestyle=":",
+                    label="persistence forecast")
+        for series, rows in long[long["target"] == target].groupby("series", sort=False):
+            ax.plot(rows["time"], rows["predicted"], color=colors[series], linewidth=1.1, label=f"{series}: predicted")
+        ax.set_ylabel(target)
+        if pd.api.types.is_datetime64_any_dtype(reference["time"]):
+            locator = AutoDateLocator()
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes[0].set_title("Predictions against the truth (test period)")
+    axes[-1].set_xlabel("time")
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
+    return ReportFigure("timeseries_predictions", figure, long,
+                        "For each device, the run with the lowest validation loss; targets in their physical units "
+                        "as the records hold them."), note
+
+
+def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
+    """Model MAE beside the persistence baseline's (tomorrow = today) per target; skill = 1 - model / persistence."""
+    targets = [name[len("mae_"):] for name in table.columns if name.startswith("mae_")]
+    if not targets:
+        return None
+    rows = []
+    for row in table.itertuples():
+        for target in targets:
+            model, persistence = getattr(row, f"mae_{target}"), getattr(row, f"persistence_mae_{target}", np.nan)
+            rows.append({"series": row.series, "batch": row.batch, "target": target, "model MAE": model,
+                         "persistence MAE": persistence,
+                         "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan})
+    return pd.DataFrame(rows)
+
+
+def hvass_table(table: pd.DataFrame) -> pd.DataFrame:
+    ours = [{"source": f"ours: {row.series}, batch {format_number(row.batch)}", "test loss": row.test_loss,
+             "steady epoch (s)": row.epoch_steady_s} for row in table.itertuples()]
+    published = {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
+                 "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}
+    return pd.DataFrame([*ours, published])
+
+
+def _findings(table: pd.DataFrame, errors: pd.DataFrame | None) -> str:
+    text = []
+    for series, rows in table.groupby("series", sort=False):
+        fastest = rows.loc[rows["epoch_steady_s"].idxmin()] if rows["epoch_steady_s"].notna().any() else None
+        if fastest is not None:
+            text.append(f"**{series}**: fastest steady epoch {format_number(fastest['epoch_steady_s'], 3)} s at batch "
+                        f"{format_number(fastest['batch'])}; lowest validation loss "
+                        f"{format_number(rows['val_loss'].min(), 3)}.")
+    if errors is not None and errors["skill"].notna().any():
+        beaten = errors[errors["skill"] > 0]
+        text.append(f"The model beat the persistence forecast in {len(beaten)} of {errors['skill'].notna().sum()} "
+                    "(run, target) pairs.")
+    return " ".join(text)
+
+
+def timeseries_section(data: ReportData) -> Section:
+    """The time-series section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "Weather forecasting with a recurrent network", "timeseries",
+                            timeseries_table, _fill)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
+    errors = error_table(table)
+    section.text = [text for text in [_findings(table, errors)] if text]
+    curves = loss_curves_figure(table, data)
+    predictions, note = predictions_figure(table, data)
+    if curves is None:
+        section.text.append("No record holds a training history, so there are no loss curves.")
+    if predictions is None:
+        section.text.append(note or "No record holds predictions, so there is no forecast plot.")
+    elif note:
+        section.text.append(note)
+    timed = has(table, "epoch_first_s") or has(table, "epoch_steady_s")
+    figures = [item for item in (epoch_time_figure(table) if timed else None, curves, predictions) if item is not None]
+    spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early stop at"),
+            ("best_epoch", "best epoch"),
+            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
+            ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
+            ("val_loss", "val loss"), ("test_loss", "test loss"), ("persistence_test_loss", "persistence test loss"),
+            *[(name, name.replace("persistence_mae_", "persistence MAE ").replace("mae_", "MAE "))
+              for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
+            ("data", "data")]
+    printed = pick(table, spec)
+    section.items = [ReportTable("timeseries_rnn", printed, "Weather model per device and batch size: timing, "
+                                 "losses on scaled targets, mean absolute errors in physical units."), *figures]
+    if errors is not None:
+        section.items.append(ReportTable("timeseries_mae_vs_persistence", errors,
+                                         "Mean absolute error of the model and of the persistence forecast (the value "
+                                         "24 hours earlier); skill above 0: the model is better."))
+    section.items.append(ReportTable(
+        "timeseries_vs_hvass", hvass_table(table),
+        f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))

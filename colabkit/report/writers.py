@@ -1,0 +1,146 @@
+"""Files a report writes: figures as PNG (300 dpi), PDF and SVG; tables as CSV, LaTeX and Markdown.
+
+CSV keeps every digit; LaTeX (a booktabs `tabular`, to `\\input` inside your own `table`) and
+Markdown round numbers to four significant digits without scientific notation. Missing values
+are '--' in LaTeX and '–' in Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+TABLE_FORMATS = ("csv", "tex", "md")
+PNG_DPI = 300
+SIGNIFICANT_DIGITS = 4
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists and arrays are values, not missing
+        return False
+
+
+def format_number(value: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
+    """A value for a printed table: floats to `digits` significant digits (1711.4 -> '1711',
+    0.153781 -> '0.1538'), integers as they are, text as it is; '' when missing."""
+    if _missing(value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return str(int(value))
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        magnitude = math.floor(math.log10(abs(value)))
+        if magnitude < -4:
+            return f"{value:.{digits - 1}e}"
+        return f"{value:.{max(0, digits - 1 - magnitude)}f}"
+    if hasattr(value, "item"):  # NumPy scalars
+        return format_number(value.item(), digits)
+    return str(value)
+
+
+def span(values: Any, digits: int = 3) -> str:
+    """The range of some numbers for a sentence: '0.652-0.803', or '0.975' when they are all equal."""
+    values = [v for v in values if not _missing(v)]
+    if not values:
+        return "n/a"
+    low, high = format_number(min(values), digits), format_number(max(values), digits)
+    return low if low == high else f"{low}-{high}"
+
+
+def formatted(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with every cell formatted for print (see format_number)."""
+    return table.apply(lambda column: column.map(format_number)).astype(str)
+
+
+def _numeric(column: pd.Series) -> bool:
+    values = [value for value in column if not _missing(value)]
+    return bool(values) and all(isinstance(value, (int, float)) and not isinstance(value, bool)
+                                or hasattr(value, "dtype") for value in values)
+
+
+def latex_table(table: pd.DataFrame, caption: str = "") -> str:
+    """A booktabs `tabular` (\\toprule, \\midrule, \\bottomrule; needs \\usepackage{booktabs}),
+    special characters escaped, numbers right-aligned; the caption as a comment above it."""
+    text = formatted(table).replace("", "--")
+    columns = "".join("r" if _numeric(table[name]) else "l" for name in table.columns) or "l"
+    body = text.to_latex(index=False, escape=True, column_format=columns)
+    header = "".join(f"% {line}\n" for line in caption.splitlines()) if caption else ""
+    return header + body
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(table: pd.DataFrame, caption: str = "") -> str:
+    """A pipe table, numbers right-aligned; the caption after it as `Table: ...` (pandoc's form)."""
+    text = formatted(table).replace("", "–")
+    align = ["---:" if _numeric(table[name]) else ":---" for name in table.columns]
+    lines = ["| " + " | ".join(_markdown_cell(str(name)) for name in table.columns) + " |",
+             "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in text.itertuples(index=False)]
+    if caption:
+        lines += ["", f"Table: {' '.join(caption.split())}"]
+    return "\n".join(lines) + "\n"
+
+
+def _write_text(path: Path, text: str) -> Path:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def write_table(table: pd.DataFrame, name: str, folder: str | Path, caption: str = "") -> list[Path]:
+    """Write `table` as folder/name.csv (every digit), .tex (booktabs) and .md; return the paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    csv = folder / f"{name}.csv"
+    table.to_csv(csv, index=False)
+    return [csv, _write_text(folder / f"{name}.tex", latex_table(table, caption)),
+            _write_text(folder / f"{name}.md", markdown_table(table, caption))]
+
+
+def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame | None = None) -> list[Path]:
+    """Save a matplotlib figure as folder/name.png (300 dpi), .pdf and .svg, and the table behind it
+    as folder/name.csv when given; return the paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for extension in FIGURE_FORMATS:
+        path = folder / f"{name}.{extension}"
+        figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", format=extension)
+        paths.append(path)
+    if data is not None:
+        data.to_csv(folder / f"{name}.csv", index=False)
+        paths.append(folder / f"{name}.csv")
+    return paths
+
+
+def _cell(value: Any) -> Any:
+    """Lists and mappings as compact JSON, so that one CSV cell holds one value."""
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return value
+
+
+def write_records_csv(frame: pd.DataFrame, path: str | Path) -> Path:
+    """The tidy table of every record (one row each, nested fields flattened with dots; lists such as
+    per-epoch times or per-repeat scores as JSON in their cell)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.apply(lambda column: column.map(_cell)).to_csv(path, index=False)
+    return path

