@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for the suite. Each verb sets up .venv first (only when requirements change).
-#   ./run.sh smoke   the main job: a quick sweep of every notebook on this machine's devices, with HTML
+#   ./run.sh smoke   the main job: a quick sweep of every notebook on this machine's device, then the report
 #   ./run.sh test    the test suite (slow paper-size runs are skipped; ./run.sh test -m slow runs them)
 #   ./run.sh bench   every benchmark under benchmarks/, each printing its ratio to a same-run baseline
 #   ./run.sh paper   the paper-size sweep (hours on a CPU; meant for GPU/TPU runtimes)
@@ -36,12 +36,13 @@ setup() {
 verb=${1:-help}
 [ $# -gt 0 ] && shift
 case "$verb" in
-  smoke)
+  smoke|paper)
     setup
-    exec "$PY" -m colabkit sweep parameters/*.yaml --preset smoke --out outputs/smoke "$@" ;;
-  paper)
-    setup
-    exec "$PY" -m colabkit sweep parameters/*.yaml --preset paper --out outputs/paper "$@" ;;
+    status=0
+    "$PY" -m colabkit sweep parameters/*.yaml --preset "$verb" --out "outputs/$verb" "$@" || status=$?
+    [ "$status" -eq 2 ] && exit 2  # the grids were refused: nothing ran, nothing to report
+    "$PY" -m colabkit report "outputs/$verb" --out "outputs/$verb/report" || status=$?
+    exit $status ;;
   test)
     setup
     exec "$PY" -m pytest "$@" ;;

@@ -20,6 +20,7 @@ from colabkit.colab import Coordinates, configured, in_colab
 from colabkit.errors import ColabkitError
 
 COLAB_CHECKOUT = Path("/content/colabkit")
+DRIVE_MOUNT = Path("/content/drive")  # where Colab mounts Google Drive; MyDrive is inside
 DEVICE_PREFERENCE = ("tpu", "gpu", "cpu")
 
 
@@ -79,8 +80,8 @@ def deliver(archive: str | Path, *, download: bool = True, drive_folder: str | N
         if drive_folder:
             from google.colab import drive
 
-            drive.mount("/content/drive")
-            destination = Path("/content/drive/MyDrive") / drive_folder
+            drive.mount(str(DRIVE_MOUNT))
+            destination = DRIVE_MOUNT / "MyDrive" / drive_folder
             destination.mkdir(parents=True, exist_ok=True)
             done.append(f"copied to Google Drive: {shutil.copy2(archive, destination / archive.name)}")
         if download:

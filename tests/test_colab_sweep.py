@@ -1,0 +1,104 @@
+"""The sweep-in-Colab notebook and its helpers: device choice, checkout, zip, delivery."""
+
+from __future__ import annotations
+
+import sys
+import types
+import zipfile
+
+import pytest
+
+from colabkit.colab import Coordinates
+from colabkit.colab_sweep import archive_outputs, best_device, deliver, suite_checkout
+from colabkit.errors import ColabkitError
+from conftest import REPO, execute_notebook
+
+
+@pytest.mark.parametrize("available, expected", [({"cpu": 1}, "cpu"), ({"cpu": 1, "gpu": 2}, "gpu"),
+                                                 ({"cpu": 1, "gpu": 1, "tpu": 1}, "tpu"), ({}, "cpu")])
+def test_the_runtime_device_is_its_best_one(available, expected):
+    assert best_device(available) == expected
+
+
+def test_a_checkout_is_used_where_colabkit_runs_from_one():
+    assert suite_checkout() == REPO
+
+
+def test_in_colab_without_a_checkout_the_configured_repository_is_cloned(tmp_path, monkeypatch):
+    import colabkit.colab_sweep as module
+
+    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab_sweep.py"))
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    commands = []
+
+    def fake_git(command, **kwargs):
+        commands.append(command)
+        (tmp_path / "clone" / "parameters").mkdir(parents=True, exist_ok=True)
+        return types.SimpleNamespace(returncode=0)
+
+    target = suite_checkout(tmp_path / "clone", Coordinates("someone/suite", "v1.0"), run=fake_git)
+    assert target == tmp_path / "clone"
+    assert commands == [["git", "clone", "--quiet", "--depth", "1", "--branch", "v1.0",
+                         "https://github.com/someone/suite.git", str(tmp_path / "clone")]]
+    assert suite_checkout(tmp_path / "clone", run=fake_git) == target and len(commands) == 1  # cloned once
+
+
+def test_outside_colab_without_a_checkout_is_a_clear_error(tmp_path, monkeypatch):
+    import colabkit.colab_sweep as module
+
+    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab_sweep.py"))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    with pytest.raises(ColabkitError, match="clone the repository"):
+        suite_checkout(tmp_path / "none")
+
+
+def fake_colab(monkeypatch, tmp_path):
+    calls = []
+    google = types.ModuleType("google")
+    colab = types.ModuleType("google.colab")
+    colab.files = types.SimpleNamespace(download=lambda path: calls.append(("download", path)))
+    colab.drive = types.SimpleNamespace(mount=lambda path: calls.append(("mount", path)))
+    google.colab = colab
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    return calls
+
+
+def test_delivery_downloads_and_mounts_drive_only_when_asked(tmp_path, monkeypatch):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "r.json").write_text("{}")
+    archive = archive_outputs(tmp_path / "out", "gpu")
+    calls = fake_colab(monkeypatch, tmp_path)
+    deliver(archive, download=True, drive_folder=None, echo=lambda line: None)
+    assert calls == [("download", str(archive))]  # no Drive unless a folder is given
+    calls.clear()
+    import colabkit.colab_sweep as module
+
+    monkeypatch.setattr(module, "DRIVE_MOUNT", tmp_path / "drive")
+    done = deliver(archive, download=False, drive_folder="runs", echo=lambda line: None)
+    assert calls == [("mount", str(tmp_path / "drive"))] and any("Google Drive" in line for line in done)
+    assert (tmp_path / "drive" / "MyDrive" / "runs" / archive.name).is_file()
+
+
+def test_archive_holds_the_folder_and_never_overwrites(tmp_path):
+    (tmp_path / "out" / "nb").mkdir(parents=True)
+    (tmp_path / "out" / "nb" / "r.json").write_text("{}")
+    archive = archive_outputs(tmp_path / "out", "cpu")
+    assert archive.name.startswith("out-cpu-") and archive.suffix == ".zip"
+    assert zipfile.ZipFile(archive).namelist() == ["out/", "out/nb/", "out/nb/r.json"]
+    with pytest.raises(ColabkitError, match="not a folder"):
+        archive_outputs(tmp_path / "missing", "cpu")
+
+
+@pytest.mark.notebook
+def test_colab_sweep_notebook_runs_the_sweep_builds_the_report_and_zips_it(tmp_path):
+    out = tmp_path / "sweep"
+    execute_notebook("colab_sweep", tmp_path, grid="parameters/matmul_tflops.yaml", preset="smoke",
+                     download_zip=False, out=str(out))
+    records = sorted(path.relative_to(out).as_posix() for path in out.rglob("*.json") if "report" not in path.parts)
+    assert records == ["matmul_tflops/cpu/n-256_dtype-float32.json", "matmul_tflops/cpu/n-512_dtype-float32.json"]
+    assert (out / "report" / "report.html").is_file()
+    (archive,) = tmp_path.glob("sweep-cpu-*.zip")
+    names = zipfile.ZipFile(archive).namelist()
+    assert "sweep/report/report.html" in names and "sweep/matmul_tflops/cpu/n-256_dtype-float32.ipynb" in names
