@@ -59,6 +59,7 @@ def write_json_atomic(path: str | Path, payload: Any) -> Path:
     text = json.dumps(_plain(payload), indent=2, sort_keys=False, allow_nan=False)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide records from the other users of a shared folder
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text + "\n")
             stream.flush()

@@ -88,3 +88,8 @@ def test_run_artifacts_are_named_after_the_final_record_even_while_running(tmp_p
     assert running.artifact(".weights.h5") == tmp_path / "n-1.weights.h5"
     done = start_run("nb", params={"device": "cpu"}, results_path=tmp_path / "n-1.json")
     assert done.artifact(".weights.h5") == tmp_path / "n-1.weights.h5"
+
+
+def test_records_are_readable_by_others_sharing_the_folder(tmp_path):
+    path = write_json_atomic(tmp_path / "r.json", {"v": 1})
+    assert path.stat().st_mode & 0o777 == 0o644
