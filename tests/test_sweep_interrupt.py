@@ -93,8 +93,10 @@ def test_a_sweep_killed_with_sigkill_resumes_without_rerunning_finished_combinat
     try:
         wait_for(lambda: len(records(folder)) >= 2, 180, "two finished combinations")
         wait_for(lambda: list(folder.glob(".*.running.ipynb")), 60, "the next combination to start")
-        kernels = descendants(sweep.pid)
-        assert kernels, "the running combination's kernel should be a child of the sweep"
+        # papermill writes the running notebook before it launches the kernel: wait for the kernel too.
+        kernels: set[int] = set()
+        wait_for(lambda: kernels.update(descendants(sweep.pid)) or kernels, 60,
+                 "the running combination's kernel (a child of the sweep)")
         os.kill(sweep.pid, signal.SIGKILL)
         sweep.wait(timeout=30)
     finally:
