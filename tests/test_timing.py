@@ -42,7 +42,7 @@ def test_measure_separates_cold_call_and_discards_warmup():
 
     def work():
         calls.append(len(calls))
-        time.sleep(0.05 if len(calls) == 1 else 0.002)  # the first call "compiles"
+        time.sleep(0.25 if len(calls) == 1 else 0.002)  # the first call "compiles"
         return SlowToFinish(0.0)
 
     SlowToFinish.waits = 0
@@ -50,7 +50,7 @@ def test_measure_separates_cold_call_and_discards_warmup():
     assert len(calls) == 1 + 2 + 4
     assert SlowToFinish.waits == 7  # every call was waited for
     assert len(measurement.warm_s) == 4 and measurement.warmup == 2
-    assert measurement.cold_s >= 0.05 > measurement.max_s
+    assert measurement.cold_s >= 0.25 > measurement.max_s  # margin for a loaded CI machine
     record = measurement.as_dict()
     assert record["median_s"] == pytest.approx(np.median(measurement.warm_s))
     assert record["repeats"] == 4 and record["cold_s"] == measurement.cold_s
