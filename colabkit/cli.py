@@ -125,6 +125,7 @@ def _badges(args: argparse.Namespace) -> int:
 
 def _workers(args: argparse.Namespace) -> int:
     from colabkit.grid import parse_overrides
+    from colabkit.results import running_path
     from colabkit.workers import WorkersFailed, run_workers
 
     notebook = Path(args.notebook)
@@ -133,16 +134,27 @@ def _workers(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path("outputs") / "workers" / notebook.stem / f"multiworker-{args.count}"
     out.mkdir(parents=True, exist_ok=True)
-    parameters = {**parse_overrides(args.param), "results_path": str((out / f"{notebook.stem}.json").resolve())}
+    record = out / f"{notebook.stem}.json"
+    # The chief writes under the sweep's temporary name; the record gets its final name only once
+    # every worker has finished, so a run that lost a worker never leaves a record behind.
+    pending = running_path(out / notebook.stem, ".json").resolve()
+    pending.unlink(missing_ok=True)
+    parameters = {**parse_overrides(args.param), "results_path": str(pending)}
     try:
         outcomes = run_workers(notebook, args.count, parameters, out / f"{notebook.stem}.ipynb", out / ".workers",
                                cwd=Path.cwd(), timeout_s=args.timeout, grace_s=args.grace)
     except WorkersFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        pending.unlink(missing_ok=True)
+        print(f"error: {exc}; no record written", file=sys.stderr)
         return 1
     for outcome in outcomes:
         print(outcome.describe())
-    print(f"record: {parameters['results_path']}\nchief's notebook: {out / f'{notebook.stem}.ipynb'}")
+    if pending.exists():
+        os.replace(pending, record)
+        print(f"record: {record}")
+    else:
+        print("record: none (the notebook wrote no record)")
+    print(f"chief's notebook: {out / f'{notebook.stem}.ipynb'}")
     return 0
 
 

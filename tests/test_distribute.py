@@ -124,7 +124,7 @@ def _pid_of(pattern: str) -> int | None:
 def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     out = tmp_path / "out"
     launcher = subprocess.Popen([sys.executable, "-m", "colabkit", "workers", "--count", "2",
-                                 str(REPO / "notebooks" / "cnn_mnist.ipynb"), *SMOKE, "-p", "epochs=50",
+                                 str(REPO / "notebooks" / "cnn_mnist.ipynb"), *SMOKE, "-p", "epochs=100000",
                                  "--out", str(out), "--grace", "30"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     chief_notebook = out / "cnn_mnist.ipynb"
@@ -140,7 +140,7 @@ def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     assert launcher.returncode == 1
     assert "worker 1 was killed by signal 9 (SIGKILL)" in stderr
     assert bounded < 30 + 60  # the chief fails by itself (TF's peer checks) or is stopped after the grace
-    assert not (out / "cnn_mnist.json").exists()  # no record pretends the run finished
+    assert not list(out.glob("*.json"))  # no record, not even a pending one (pathlib's * matches dot-files)
 
 
 TINY_WORKER = '''
@@ -159,18 +159,59 @@ time.sleep(600)  # ... and the chief waits for it, as a collective would
 '''
 
 
+def _write_worker_notebook(path: Path, work: str) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [nbformat.v4.new_markdown_cell(f"# {path.stem}"),
+                      nbformat.v4.new_code_cell(TINY_WORKER, metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell(work)]
+    nbformat.write(notebook, str(path))
+    return path
+
+
+CHIEF_RECORDS_THEN_A_WORKER_DIES = '''
+import json, os, time
+import colabkit
+run = colabkit.start_run("tiny_workers", params=dict(device=device), results_path=results_path)
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+if index == 0:
+    run.record(metrics={"done": 1})  # the chief is through ...
+    time.sleep(4)
+else:
+    time.sleep(2)
+    os._exit(3)  # ... but a worker dies before the run is over
+'''
+
+
+def test_the_workers_command_keeps_no_record_of_a_run_that_lost_a_worker(tmp_path):
+    """The chief may write its record before a peer fails (in its last steps or its teardown): the
+    run still failed, so the record must not appear under its final name."""
+    notebook = _write_worker_notebook(tmp_path / "tiny_workers.ipynb", CHIEF_RECORDS_THEN_A_WORKER_DIES)
+    out = tmp_path / "out"
+    completed = subprocess.run([sys.executable, "-m", "colabkit", "workers", "--count", "2", str(notebook),
+                                "--out", str(out), "--grace", "30"],
+                               capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert "worker 1 failed with exit status" in completed.stderr and "no record written" in completed.stderr
+    assert not list(out.glob("*.json"))  # no record, not even a pending one (pathlib's * matches dot-files)
+
+    # The same notebook with no worker dying: the chief's record appears under its final name.
+    fine = _write_worker_notebook(tmp_path / "tiny_fine.ipynb",
+                                  CHIEF_RECORDS_THEN_A_WORKER_DIES.replace("os._exit(3)", "pass"))
+    completed = subprocess.run([sys.executable, "-m", "colabkit", "workers", "--count", "2", str(fine),
+                                "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert [path.name for path in out.glob("*.json")] == ["tiny_fine.json"]  # pathlib's * matches dot-files
+    assert read_record(out / "tiny_fine.json")["metrics"] == {"done": 1}
+
+
 def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
     from colabkit.sweep import run_sweep
 
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [nbformat.v4.new_markdown_cell("# tiny_workers"),
-                      nbformat.v4.new_code_cell(TINY_WORKER, metadata={"tags": ["parameters"]}),
-                      nbformat.v4.new_code_cell(TINY_WORK)]
-    nbformat.write(notebook, str(tmp_path / "tiny_workers.ipynb"))
+    notebook = _write_worker_notebook(tmp_path / "tiny_workers.ipynb", TINY_WORK)
     grid = tmp_path / "grid.yaml"
     grid.write_text(textwrap.dedent(f"""
-        notebook: {tmp_path / "tiny_workers.ipynb"}
+        notebook: {notebook}
         grid: {{device: ["multiworker:2"]}}
     """))
     start = time.monotonic()
