@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _notebook_code import notebook_function
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
@@ -87,9 +88,6 @@ def training_row(epochs: int, batch_size: int, samples: int) -> dict:
     import keras
 
     from colabkit.training import TrainingTimer
-
-    sys.path.insert(0, str(BENCHMARKS))
-    from _notebook_code import notebook_function
 
     build_cnn = notebook_function("cnn_mnist", "build_cnn", keras=keras)
     rng = np.random.default_rng(0)
