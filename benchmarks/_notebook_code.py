@@ -40,7 +40,7 @@ def run_notebook(notebook: str, workdir: Path, label: str, **parameters: Any) ->
     """Execute notebooks/<notebook>.ipynb through papermill (the production path); return its record."""
     import papermill
 
-    from colabkit.results import read_record
+    from colabkit.records.record import read_record
 
     record_path = workdir / f"{label}.json"
     papermill.execute_notebook(str(NOTEBOOKS / f"{notebook}.ipynb"), str(workdir / f"{label}.ipynb"),

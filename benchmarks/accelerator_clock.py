@@ -57,7 +57,7 @@ def _matmul_fns(backend: str, n: int, dtype: str, on_gpu: bool):
 
 def matmul_rows(backend: str, name: str, n: int, repeats: int, chain: int, on_gpu: bool) -> list[dict]:
     import colabkit
-    from colabkit.peaks import gpu_peak
+    from colabkit.device.peaks import gpu_peak
 
     rows = []
     for dtype in ("bfloat16", "float32"):
@@ -87,7 +87,7 @@ def matmul_rows(backend: str, name: str, n: int, repeats: int, chain: int, on_gp
 def training_row(epochs: int, batch_size: int, samples: int) -> dict:
     import keras
 
-    from colabkit.training import TrainingTimer
+    from colabkit.training.timer import TrainingTimer
 
     build_cnn = notebook_function("cnn_mnist", "build_cnn", keras=keras)
     rng = np.random.default_rng(0)

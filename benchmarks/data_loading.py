@@ -30,7 +30,7 @@ _CHILD = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 start = time.perf_counter()
-from colabkit import data
+from colabkit.data import loaders as data
 imported = time.perf_counter()
 loader = getattr(data, sys.argv[1])
 loader("offline")
@@ -59,7 +59,7 @@ def offline_substitutes(repeats: int) -> None:
 
 def stand_in_long_frame(first_year: int, last_year: int, seed: int = 0) -> pd.DataFrame:
     """weather-denmark.csv's layout and size: 5 cities, half-hourly observations, 3 % of cells missing."""
-    from colabkit.weather import CITIES
+    from colabkit.data.weather import CITIES
 
     rng = np.random.default_rng(seed)
     times = pd.date_range(f"{first_year}-01-01 00:20", f"{last_year}-12-31 23:50", freq="30min")
@@ -78,8 +78,8 @@ def stand_in_long_frame(first_year: int, last_year: int, seed: int = 0) -> pd.Da
 
 
 def weather_at_scale(first_year: int, last_year: int) -> None:
-    from colabkit import data
-    from colabkit.download import Remote
+    from colabkit.data import loaders as data
+    from colabkit.data.download import Remote
 
     with tempfile.TemporaryDirectory() as workdir:
         folder = Path(workdir)
@@ -104,7 +104,7 @@ def weather_at_scale(first_year: int, last_year: int) -> None:
 
 
 def resampling_baseline(years: int) -> None:
-    from colabkit.weather import resample_hourly
+    from colabkit.data.weather import resample_hourly
 
     long = stand_in_long_frame(2000, 2000 + years - 1, seed=1)
     city = long[long["City"] == "Odense"].set_index("DateTime")[["Temp", "Pressure", "WindSpeed", "WindDir"]]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _notebook_code import run_notebook
 
-from colabkit.baseline import OPENBLAS_OVERRIDES
+from colabkit.timing.baseline import OPENBLAS_OVERRIDES
 
 TARGET = 0.9
 

@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from colabkit.results import read_record
-from colabkit.workers import run_workers
+from colabkit.records.record import read_record
+from colabkit.sweep.workers import run_workers
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "cnn_mnist.ipynb"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

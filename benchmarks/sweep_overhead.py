@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the tiny notebook the sweep tests use
 
 from notebook_factory import write_tiny_notebook  # noqa: E402
 
-from colabkit.sweep import detect_devices, run_sweep  # noqa: E402
+from colabkit.sweep.runner import detect_devices, run_sweep
 
 TARGET_S = 0.5
 

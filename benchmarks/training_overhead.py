@@ -19,10 +19,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from _notebook_code import notebook_function  # noqa: E402
 
 import colabkit  # noqa: E402
-from colabkit.training import TrainingTimer, make_dataset  # noqa: E402
-from _notebook_code import notebook_function  # noqa: E402
+from colabkit.training.setup import make_dataset
+from colabkit.training.timer import TrainingTimer
 
 TARGET = 0.98
 

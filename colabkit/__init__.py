@@ -3,8 +3,7 @@
 Notebooks import what they need from here; each concern lives in its own module.
 """
 
-from colabkit.backends import BACKENDS, select_backend
-from colabkit.data import (
+from colabkit.data.loaders import (
     HarData,
     MnistData,
     WeatherData,
@@ -14,7 +13,11 @@ from colabkit.data import (
     load_uci_har,
     load_weather,
 )
-from colabkit.device import DeviceSetup, available_devices, machine_details, parse_device, setup_device
+from colabkit.device.backends import BACKENDS, select_backend
+from colabkit.device.peaks import PeakFlops
+from colabkit.device.probes import available_devices, machine_details
+from colabkit.device.setup import setup_device
+from colabkit.device.spec import DeviceSetup, parse_device
 from colabkit.errors import (
     BackendError,
     BackendNotInstalledError,
@@ -31,13 +34,12 @@ from colabkit.errors import (
     MeasurementError,
     RecordError,
     ReportError,
-    UnknownDataSourceError,
     UnknownDatasetError,
+    UnknownDataSourceError,
     UnknownDeviceError,
 )
-from colabkit.peaks import PeakFlops
-from colabkit.results import Run, load_results, read_record, start_run
-from colabkit.timing import Measurement, block_until_ready, measure, summarize, timed
+from colabkit.records.record import Run, load_results, read_record, start_run
+from colabkit.timing.clock import Measurement, block_until_ready, measure, summarize, timed
 
 __version__ = "0.1.0"
 

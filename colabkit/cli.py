@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from colabkit.errors import ColabkitError, SweepInterrupted
 
 if TYPE_CHECKING:
-    from colabkit.colab import Coordinates
+    from colabkit.colab.coordinates import Coordinates
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from colabkit.grid import parse_overrides
-    from colabkit.sweep import dry_run_table, prepare, run_sweep, summary_table
+    from colabkit.sweep.grid import parse_overrides
+    from colabkit.sweep.runner import dry_run_table, prepare, run_sweep, summary_table
 
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
     overrides = parse_overrides(args.param)
@@ -54,7 +54,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from colabkit.sweep_status import collect_status, format_status
+    from colabkit.sweep.status import collect_status, format_status
 
     print(format_status(collect_status(args.out)))
     return 0
@@ -81,8 +81,8 @@ def _coordinates_module(root: str) -> Path:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from colabkit.colab import read_coordinates
-    from colabkit.notebooks import AcceleratorHint
+    from colabkit.colab.coordinates import read_coordinates
+    from colabkit.maintenance.notebooks import AcceleratorHint
 
     hints = {}
     for item in args.accelerator or []:
@@ -96,7 +96,7 @@ def _notebooks(args: argparse.Namespace) -> int:
 
 def _stamp(root: str, coordinates: Coordinates, check: bool, hints: dict[str, Any] | None = None) -> int:
     """Stamp (or with `check`, compare) the notebooks and README; print what changed or drifted."""
-    from colabkit.notebooks import stamp_repository
+    from colabkit.maintenance.notebooks import stamp_repository
 
     result = stamp_repository(root, coordinates, check=check, hints=hints)
     where = f"{coordinates.repository}@{coordinates.ref}"
@@ -114,7 +114,7 @@ def _stamp(root: str, coordinates: Coordinates, check: bool, hints: dict[str, An
 
 
 def _badges(args: argparse.Namespace) -> int:
-    from colabkit.colab import Coordinates, write_coordinates
+    from colabkit.colab.coordinates import Coordinates, write_coordinates
 
     coordinates = Coordinates(args.repo, args.ref)
     module = _coordinates_module(args.root)
@@ -124,9 +124,9 @@ def _badges(args: argparse.Namespace) -> int:
 
 
 def _workers(args: argparse.Namespace) -> int:
-    from colabkit.grid import parse_overrides
-    from colabkit.results import running_path
-    from colabkit.workers import WorkersFailed, run_workers
+    from colabkit.records.record import running_path
+    from colabkit.sweep.grid import parse_overrides
+    from colabkit.sweep.workers import WorkersFailed, run_workers
 
     notebook = Path(args.notebook)
     if not notebook.is_file():

@@ -126,14 +126,15 @@ class FakeTensorFlow(types.ModuleType):
 @pytest.fixture
 def fake_machine(monkeypatch):
     """Install a fake TensorFlow and a clean environment; returns a function building the machine."""
-    import colabkit.device as device
+    import colabkit.device.probes as probes
+    import colabkit.device.setup as device_setup
 
-    monkeypatch.setattr(device, "_SETUPS", {})
-    monkeypatch.setattr(device, "_nvidia_smi", lambda: [])
+    monkeypatch.setattr(device_setup, "_SETUPS", {})
+    monkeypatch.setattr(probes, "nvidia_smi", lambda: [])
     for name in ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(device, "_TPU_DEVICE_GLOBS", ())
-    monkeypatch.setattr(device, "_PCI_DEVICES", "/nonexistent-pci-devices")  # no real TPU chips leak in
+    monkeypatch.setattr(probes, "_TPU_DEVICE_GLOBS", ())
+    monkeypatch.setattr(probes, "_PCI_DEVICES", "/nonexistent-pci-devices")  # no real TPU chips leak in
 
     def build(**kwargs: Any) -> FakeTensorFlow:
         fake = FakeTensorFlow(**kwargs)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from colabkit.results import make_record, write_json_atomic
-from colabkit.timeseries import forecast_excerpt
+from colabkit.records.record import make_record, write_json_atomic
+from colabkit.training.timeseries import forecast_excerpt
 
 CPU = {"requested": "cpu", "kind": "cpu", "replicas": 1, "strategy": "OneDeviceStrategy", "name": "AMD EPYC",
        "model": "AMD EPYC", "cores": 2}

@@ -8,11 +8,11 @@ import sys
 import types
 
 import pytest
-
-from colabkit.backends import select_backend, setup_jax, setup_torch, unsupported_reason
-from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
-from colabkit.results import read_record
 from conftest import REPO, execute_notebook
+
+from colabkit.device.backends import select_backend, setup_jax, setup_torch, unsupported_reason
+from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
+from colabkit.records.record import read_record
 
 HAVE = {name: importlib.util.find_spec(name) is not None for name in ("jax", "torch")}
 
@@ -130,8 +130,8 @@ def test_same_notebook_runs_on_every_installed_backend(backend_records):
 @pytest.mark.skipif(not HAVE["torch"] or importlib.util.find_spec("torch_xla") is not None,
                     reason="needs torch without torch_xla")
 def test_sweep_skips_torch_on_tpu_with_the_reason_even_on_a_tpu_host(tmp_path):
-    from colabkit.grid import expand, load_grid
-    from colabkit.sweep import decide
+    from colabkit.sweep.grid import expand, load_grid
+    from colabkit.sweep.runner import decide
 
     spec = load_grid(REPO / "parameters" / "cnn_mnist.yaml")
     combinations = expand(spec, "frameworks_smoke", devices=["tpu"])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 
 import pytest
-
-from colabkit.results import read_record
 from conftest import execute_notebook
+
+from colabkit.records.record import read_record
 
 pytestmark = pytest.mark.notebook
 

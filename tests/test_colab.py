@@ -12,15 +12,15 @@ import types
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import colabkit.colab as colab
-import colabkit.device as device
-from colabkit.colab import (
-    Coordinates, bootstrap, bootstrap_source, colab_runtime_info, in_colab, install_commands, install_plan,
-    run_pip, runtime_accelerator,
-)
+import colabkit.colab.install as install
+import colabkit.device.probes as probes
+from colabkit.colab.coordinates import Coordinates, configured
+from colabkit.colab.install import bootstrap, bootstrap_source, install_commands, install_plan, run_pip
+from colabkit.colab.runtime import colab_runtime_info, in_colab, runtime_accelerator
 from colabkit.errors import BootstrapError, CoordinatesError
-from conftest import REPO
 
 LIBTPU = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
 COLABKIT_FROM_GITHUB = "git+https://github.com/colabkit/colabkit@main"
@@ -55,8 +55,8 @@ def runtime(monkeypatch, tmp_path):
     real_path = [folder for folder in os.environ.get("PATH", "").split(os.pathsep)
                  if folder and not (Path(folder) / "nvidia-smi").exists()]
     monkeypatch.setenv("PATH", os.pathsep.join([str(fake_bin), *real_path]))
-    monkeypatch.setattr(device, "_TPU_DEVICE_GLOBS", (str(fake_dev / "accel*"),))
-    monkeypatch.setattr(device, "_PCI_DEVICES", str(tmp_path / "no-pci"))
+    monkeypatch.setattr(probes, "_TPU_DEVICE_GLOBS", (str(fake_dev / "accel*"),))
+    monkeypatch.setattr(probes, "_PCI_DEVICES", str(tmp_path / "no-pci"))
 
     def build(kind: str = "cpu", colab: bool = True) -> FakePip:
         if colab:
@@ -76,7 +76,7 @@ def runtime(monkeypatch, tmp_path):
 # --- coordinates ---------------------------------------------------------------------------------
 
 def test_configured_coordinates_make_the_badge_and_the_pip_requirement():
-    coordinates = colab.configured()
+    coordinates = configured()
     assert (coordinates.repository, coordinates.ref) == ("colabkit/colabkit", "main")
     assert coordinates.pip_requirement == COLABKIT_FROM_GITHUB
     assert coordinates.notebook_url("notebooks/x.ipynb") == \
@@ -187,13 +187,13 @@ def test_install_commands_per_runtime_are_the_documented_ones():
 def test_tensorflow_for_cpu_and_gpu_is_the_tested_version_in_requirements():
     pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
-    assert pins["tensorflow"] == colab.TENSORFLOW_VERSION
+    assert pins["tensorflow"] == install.TENSORFLOW_VERSION
 
 
 def test_is_installed_tells_modules_from_the_tpu_distribution():
-    assert colab.is_installed("colabkit") and colab.is_installed("tensorflow")
-    assert not colab.is_installed("tensorflow-tpu")  # this machine has the plain build
-    assert not colab.is_installed("no_such_module_colabkit_test")
+    assert install.is_installed("colabkit") and install.is_installed("tensorflow")
+    assert not install.is_installed("tensorflow-tpu")  # this machine has the plain build
+    assert not install.is_installed("no_such_module_colabkit_test")
     assert install_plan("cpu") == []  # this environment lacks nothing a CPU runtime needs
 
 
@@ -239,7 +239,7 @@ def test_cell_in_a_fresh_colab_installs_colabkit_then_calls_bootstrap(runtime, m
 
 def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap(runtime, monkeypatch, capsys):
     pip = runtime("tpu")
-    monkeypatch.setattr(colab, "run_pip", pip)  # the default runner, as the cell calls bootstrap()
+    monkeypatch.setattr(install, "run_pip", pip)  # the default runner, as the cell calls bootstrap()
     assert run_cell(monkeypatch) == []  # colabkit is importable: the cell installs nothing itself
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
     assert "Colab TPU runtime" in capsys.readouterr().out
@@ -254,7 +254,7 @@ def test_cell_source_follows_the_coordinates():
 # --- what the record says --------------------------------------------------------------------------
 
 def test_record_host_section_describes_the_colab_runtime(runtime, monkeypatch):
-    from colabkit.results import make_record
+    from colabkit.records.record import make_record
 
     runtime("gpu")
     monkeypatch.setenv("COLAB_GPU", "1")

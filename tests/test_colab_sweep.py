@@ -7,11 +7,11 @@ import types
 import zipfile
 
 import pytest
-
-from colabkit.colab import Coordinates
-from colabkit.colab_sweep import archive_outputs, best_device, deliver, suite_checkout
-from colabkit.errors import ColabkitError
 from conftest import REPO, execute_notebook
+
+from colabkit.colab.coordinates import Coordinates
+from colabkit.colab.sweep import archive_outputs, best_device, deliver, suite_checkout
+from colabkit.errors import ColabkitError
 
 
 @pytest.mark.parametrize("available, expected", [({"cpu": 1}, "cpu"), ({"cpu": 1, "gpu": 2}, "gpu"),
@@ -25,9 +25,9 @@ def test_a_checkout_is_used_where_colabkit_runs_from_one():
 
 
 def test_in_colab_without_a_checkout_the_configured_repository_is_cloned(tmp_path, monkeypatch):
-    import colabkit.colab_sweep as module
+    import colabkit.colab.sweep as module
 
-    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab_sweep.py"))
+    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab" / "sweep.py"))
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     commands = []
 
@@ -44,9 +44,9 @@ def test_in_colab_without_a_checkout_the_configured_repository_is_cloned(tmp_pat
 
 
 def test_outside_colab_without_a_checkout_is_a_clear_error(tmp_path, monkeypatch):
-    import colabkit.colab_sweep as module
+    import colabkit.colab.sweep as module
 
-    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab_sweep.py"))
+    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab" / "sweep.py"))
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     with pytest.raises(ColabkitError, match="clone the repository"):
@@ -73,7 +73,7 @@ def test_delivery_downloads_and_mounts_drive_only_when_asked(tmp_path, monkeypat
     deliver(archive, download=True, drive_folder=None, echo=lambda line: None)
     assert calls == [("download", str(archive))]  # no Drive unless a folder is given
     calls.clear()
-    import colabkit.colab_sweep as module
+    import colabkit.colab.sweep as module
 
     monkeypatch.setattr(module, "DRIVE_MOUNT", tmp_path / "drive")
     done = deliver(archive, download=False, drive_folder="runs", echo=lambda line: None)

@@ -14,19 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-import colabkit
-from colabkit import data
-from colabkit import har as uci_har
-from colabkit.download import Remote
-from colabkit.errors import (
-    CorruptDownloadError,
-    DataFormatError,
-    DataSourceWarning,
-    DownloadError,
-    UnknownDataSourceError,
-)
-from colabkit.results import read_record, start_run
 from data_fixtures import (
     FixtureServer,
     closed_port_url,
@@ -39,6 +26,19 @@ from data_fixtures import (
     sha256,
     weather_tarball,
 )
+
+import colabkit
+from colabkit.data import har as uci_har
+from colabkit.data import loaders as data
+from colabkit.data.download import Remote
+from colabkit.errors import (
+    CorruptDownloadError,
+    DataFormatError,
+    DataSourceWarning,
+    DownloadError,
+    UnknownDataSourceError,
+)
+from colabkit.records.record import read_record, start_run
 
 LOADERS = {"mnist": data.load_mnist, "uci_har": data.load_uci_har, "weather_denmark": data.load_weather,
            "jena_climate": data.load_jena_climate}
@@ -337,8 +337,8 @@ def test_offline_weather_is_two_real_tmy3_stations_shaped_like_the_real_frame():
     provenance = substitute.provenance
     assert provenance["source"] == "offline" and "GREENSBORO" in provenance["note"]
     assert set(provenance["sha256"]) == {"703165TY.csv", "723170TYA.CSV"}
-    from colabkit.data import _package_file
-    from colabkit.weather import read_tmy3
+    from colabkit.data.loaders import _package_file
+    from colabkit.data.weather import read_tmy3
 
     _, sand_point = read_tmy3(_package_file("pvlib", "data/703165TY.csv")[0], 1990)
     assert sand_point["Pressure"].nunique() == 1  # why Sand Point's pressure is dropped

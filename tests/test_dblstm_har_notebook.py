@@ -7,10 +7,10 @@ import statistics
 
 import numpy as np
 import pytest
-
-from colabkit.results import read_record
 from conftest import execute_notebook
 from data_fixtures import har_arrays, har_nested_zip
+
+from colabkit.records.record import read_record
 
 pytestmark = pytest.mark.notebook
 

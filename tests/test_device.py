@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 import colabkit
-from colabkit.device import parse_device, setup_device, tpu_chips_on_pci
+from colabkit.device.probes import tpu_chips_on_pci
+from colabkit.device.setup import setup_device
+from colabkit.device.spec import parse_device
 from colabkit.errors import DeviceNotFoundError, UnknownDeviceError
 
 T4 = {"name": "Tesla T4", "cc": (7, 5)}
@@ -76,12 +78,12 @@ def test_cpu_on_a_gpu_machine_hides_the_gpus(fake_machine):
 def test_auto_prefers_tpu_then_gpu_then_cpu(fake_machine, monkeypatch):
     fake_machine()
     assert setup_device("auto").kind == "cpu"
-    import colabkit.device as device
+    import colabkit.device.setup as device_setup
 
-    monkeypatch.setattr(device, "_SETUPS", {})
+    monkeypatch.setattr(device_setup, "_SETUPS", {})
     fake_machine(gpus=[T4])
     assert setup_device("auto").kind == "gpu"
-    monkeypatch.setattr(device, "_SETUPS", {})
+    monkeypatch.setattr(device_setup, "_SETUPS", {})
     fake = fake_machine(gpus=[T4])
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
     setup = setup_device("auto")
@@ -134,7 +136,7 @@ def test_available_devices_reports_kinds_present(fake_machine, monkeypatch):
 
 
 def test_cpu_description_of_this_machine_is_real():
-    from colabkit.device import cpu_info
+    from colabkit.device.probes import cpu_info
 
     info = cpu_info()
     assert info["cores"] >= 1 and info["model"]
@@ -162,7 +164,7 @@ def test_tpu_chips_are_counted_and_named_from_pci_ids(tmp_path):
 def test_tpu_without_accelerator_type_is_named_from_pci_and_gets_its_peak(fake_machine, monkeypatch, tmp_path):
     fake_machine(tpu_cores=1)
     monkeypatch.setenv("TPU_NAME", "local")
-    monkeypatch.setattr(colabkit.device, "_PCI_DEVICES", str(fake_pci(tmp_path / "pci", [("0x1ae0", "0x0063")])))
+    monkeypatch.setattr(colabkit.device.probes, "_PCI_DEVICES", str(fake_pci(tmp_path / "pci", [("0x1ae0", "0x0063")])))
     setup = setup_device("tpu")
     assert setup.name == "TPU v5e (1 chip, from PCI ids)"
     assert setup.description["accelerator_type"] is None and setup.description["tpu_generation"] == "v5e"
@@ -172,7 +174,7 @@ def test_tpu_without_accelerator_type_is_named_from_pci_and_gets_its_peak(fake_m
 def test_tpu_v2_or_v3_from_pci_alone_gets_no_peak(fake_machine, monkeypatch, tmp_path):
     fake_machine()
     monkeypatch.setenv("TPU_NAME", "local")
-    monkeypatch.setattr(colabkit.device, "_PCI_DEVICES", str(fake_pci(tmp_path / "pci", [("0x1ae0", "0x0027")] * 4)))
+    monkeypatch.setattr(colabkit.device.probes, "_PCI_DEVICES", str(fake_pci(tmp_path / "pci", [("0x1ae0", "0x0027")] * 4)))
     setup = setup_device("tpu")
     assert setup.name == "TPU v2 or v3 (4 chips, from PCI ids)"
     assert setup.peak("float32") is None  # a v2 peak for a v3 (or the reverse) would be a guess

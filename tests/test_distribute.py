@@ -14,14 +14,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from colabkit.device import parse_device
-from colabkit.distribute import cluster_size, is_chief, read_tf_config
-from colabkit.errors import ColabkitError, DeviceNotFoundError
-from colabkit.results import read_record, start_run
-from colabkit.training import batch_sizes, make_dataset, scaled_learning_rate
-from colabkit.workers import free_ports, tf_configs
 from conftest import REPO
+
+from colabkit.device.multiworker import cluster_size, is_chief, read_tf_config
+from colabkit.device.spec import parse_device
+from colabkit.errors import ColabkitError, DeviceNotFoundError
+from colabkit.records.record import read_record, start_run
+from colabkit.sweep.workers import free_ports, tf_configs
+from colabkit.training.setup import batch_sizes, make_dataset, scaled_learning_rate
 
 SMOKE = ["-p", "batch_size=64", "-p", "epochs=2", "-p", "train_samples=512", "-p", "test_samples=128",
          "-p", "data_source=offline"]
@@ -206,7 +206,7 @@ def test_the_workers_command_keeps_no_record_of_a_run_that_lost_a_worker(tmp_pat
 
 
 def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
-    from colabkit.sweep import run_sweep
+    from colabkit.sweep.runner import run_sweep
 
     notebook = _write_worker_notebook(tmp_path / "tiny_workers.ipynb", TINY_WORK)
     grid = tmp_path / "grid.yaml"

@@ -10,11 +10,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import colabkit.download as download
-from colabkit.download import Remote, cached_arrays, check_tar, check_zip, data_dir, fetch, sha256_of, url_basename
-from colabkit.errors import CorruptDownloadError, DownloadError
 from data_fixtures import FixtureServer, closed_port_url, har_nested_zip, sha256, weather_tarball
+
+import colabkit.data.download as download
+from colabkit.data.download import (
+    Remote,
+    cached_arrays,
+    check_tar,
+    check_zip,
+    data_dir,
+    fetch,
+    sha256_of,
+    url_basename,
+)
+from colabkit.errors import CorruptDownloadError, DownloadError
 
 PAYLOAD = b"colabkit test payload " * 1000
 

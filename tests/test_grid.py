@@ -6,16 +6,16 @@ import json
 import textwrap
 
 import pytest
+from conftest import NOTEBOOKS
+from notebook_factory import write_tiny_notebook
 
 from colabkit.cli import main
 from colabkit.errors import GridError
-from colabkit.execution import RunFiles
-from colabkit.fingerprint import fingerprint, stale_reason
-from colabkit.grid import expand, load_grid, parse_overrides, typed_value
-from colabkit.notebook_params import declared_parameters
-from colabkit.sweep import _DeviceSlots, plan
-from conftest import NOTEBOOKS
-from notebook_factory import write_tiny_notebook
+from colabkit.sweep.execution import RunFiles
+from colabkit.sweep.fingerprint import fingerprint, stale_reason
+from colabkit.sweep.grid import expand, load_grid, parse_overrides, typed_value
+from colabkit.sweep.parameters import declared_parameters
+from colabkit.sweep.runner import _DeviceSlots, plan
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def nothing_runs(monkeypatch):
     def refuse() -> None:
         raise AssertionError("the sweep got past validation")
 
-    monkeypatch.setattr("colabkit.sweep.detect_devices", refuse)
+    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", refuse)
 
 
 @pytest.fixture

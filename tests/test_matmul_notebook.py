@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import papermill
 import pytest
-
-from colabkit.results import read_record
-from colabkit.sweep import detect_devices
 from conftest import execute_notebook
+
+from colabkit.records.record import read_record
+from colabkit.sweep.runner import detect_devices
 
 pytestmark = pytest.mark.notebook
 

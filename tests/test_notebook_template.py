@@ -9,15 +9,22 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from conftest import NOTEBOOKS, REPO
 
 from colabkit.cli import main
-from colabkit.colab import BOOTSTRAP_CELL_ID, Coordinates, bootstrap_source, configured, read_coordinates
+from colabkit.colab.coordinates import Coordinates, configured, read_coordinates
+from colabkit.colab.install import BOOTSTRAP_CELL_ID, bootstrap_source
 from colabkit.errors import CoordinatesError, NotebookTemplateError
-from colabkit.notebooks import (
-    AcceleratorHint, broken_links, colab_links, discover, notebook_text, stamp_header, stamp_notebook,
+from colabkit.maintenance.notebooks import (
+    AcceleratorHint,
+    broken_links,
+    colab_links,
+    discover,
+    notebook_text,
+    stamp_header,
+    stamp_notebook,
     stamp_repository,
 )
-from conftest import NOTEBOOKS, REPO
 
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 

@@ -6,7 +6,6 @@ import json
 
 import papermill
 import pytest
-
 from conftest import NOTEBOOKS
 
 NOTEBOOK_PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))

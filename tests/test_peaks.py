@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from colabkit.peaks import cpu_peak, gpu_peak, tpu_generation, tpu_peak
+from colabkit.device.peaks import cpu_peak, gpu_peak, tpu_generation, tpu_peak
 
 
 @pytest.mark.parametrize("name, precision, expected", [

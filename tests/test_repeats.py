@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from colabkit.errors import ColabkitError, ExperimentError
-from colabkit.metrics import headline_scores, scores_from_confusion
-from colabkit.repeats import Experiment, RepeatResult, mean_std, run_repeats
+from colabkit.scores import headline_scores, scores_from_confusion
+from colabkit.timing.repeats import Experiment, RepeatResult, mean_std, run_repeats
 
 CLASSES = ["A", "B"]
 # Three repeats' confusion matrices (true rows, predicted columns) on the same 10 test samples.

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 import report_fixtures as fx
+from conftest import NOTEBOOKS, REPO
+
 from colabkit import report
 from colabkit.cli import main
 from colabkit.errors import ReportError
 from colabkit.report.figures import bar_heights, line_data
 from colabkit.report.writers import format_number, latex_table, markdown_table
-from conftest import NOTEBOOKS, REPO
 
 
 @pytest.fixture(scope="module")
@@ -423,7 +423,7 @@ def test_only_figures_drawn_from_stand_in_data_carry_the_warning(data):
 
 
 def test_records_with_nothing_but_the_required_fields_still_give_every_section(tmp_path):
-    from colabkit.results import make_record
+    from colabkit.records.record import make_record
 
     for notebook in ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn"):
         for device in ("cpu", "gpu"):

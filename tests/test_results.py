@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from colabkit.errors import RecordError
-from colabkit.results import (
+from colabkit.records.record import (
     REQUIRED_FIELDS,
     SCHEMA_VERSION,
     load_results,

@@ -8,14 +8,14 @@ import json
 import textwrap
 
 import pytest
-
-from colabkit.cli import main
-from colabkit.grid import expand, load_grid
-from colabkit.results import read_record
-from colabkit.sweep import decide, plan, run_sweep, summary_table
-from colabkit.sweep_status import collect_status, format_status
 from conftest import NOTEBOOKS, REPO
 from notebook_factory import write_tiny_notebook
+
+from colabkit.cli import main
+from colabkit.records.record import read_record
+from colabkit.sweep.grid import expand, load_grid
+from colabkit.sweep.runner import decide, plan, run_sweep, summary_table
+from colabkit.sweep.status import collect_status, format_status
 
 CPU_ONLY = {"cpu": 1}
 
@@ -96,7 +96,7 @@ def records_by_value(out, notebook="tiny", device="cpu"):
 
 @pytest.mark.notebook
 def test_a_cell_error_a_dead_kernel_and_a_real_oom_each_fail_alone(tmp_path, tiny, monkeypatch, capsys):
-    monkeypatch.setattr("colabkit.sweep.detect_devices", lambda: CPU_ONLY)
+    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"""
         notebook: {tiny}
         grid: {{device: [cpu], value: [1, 2, 3, 4, 5]}}
@@ -191,7 +191,7 @@ def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny)
 
 
 def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeypatch, capsys):
-    monkeypatch.setattr("colabkit.sweep.detect_devices", lambda: CPU_ONLY)
+    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, gpu], value: [1, 2]}}\n")
     out = tmp_path / "out"
     assert main(["sweep", str(grid), "--out", str(out), "--dry-run"]) == 0
@@ -239,7 +239,7 @@ def test_an_unknown_kernel_fails_at_once_without_retries(tmp_path, tiny):
 
 
 def test_a_new_run_clears_what_a_killed_one_left_and_nothing_of_its_neighbours(tmp_path):
-    from colabkit.execution import RunFiles
+    from colabkit.sweep.execution import RunFiles
 
     folder = tmp_path / "tiny" / "cpu"
     folder.mkdir(parents=True)

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from colabkit.errors import SweepLockedError
-from colabkit.results import read_record
-from colabkit.sweep import run_sweep, sweep_lock
-from colabkit.sweep_status import collect_status, format_status
 from conftest import REPO
 from notebook_factory import write_tiny_notebook
+
+from colabkit.errors import SweepLockedError
+from colabkit.records.record import read_record
+from colabkit.sweep.runner import run_sweep, sweep_lock
+from colabkit.sweep.status import collect_status, format_status
 
 CPU_ONLY = {"cpu": 1}
 

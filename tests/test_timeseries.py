@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from colabkit import timeseries
 from colabkit.errors import DataError, DataFormatError, DataSourceWarning, UnknownDatasetError
-from colabkit.timeseries import MinMaxScaler, WarmupMSE, tile_windows
+from colabkit.training import timeseries
+from colabkit.training.timeseries import MinMaxScaler, WarmupMSE, tile_windows
 
 NAMES = ["temperature", "wind speed", "pressure"]
 UNITS = ["degC", "m/s", "hPa"]
@@ -130,7 +130,7 @@ class _Weather:
 
 
 def test_persistence_for_hour_t_plus_shift_is_the_value_at_hour_t():
-    from colabkit.weather import shifted_arrays
+    from colabkit.data.weather import shifted_arrays
 
     hours = pd.date_range("2001-01-01", periods=30, freq="h")
     frame = pd.DataFrame({"T": np.arange(30.0), "W": 100 + np.arange(30.0), "P": 1000 + np.arange(30.0)}, index=hours)

@@ -10,11 +10,11 @@ import warnings
 import numpy as np
 import pytest
 import yaml
-
-from colabkit.results import read_record
-from colabkit.sweep import run_sweep
 from conftest import REPO, execute_notebook
 from data_fixtures import sha256, weather_tarball, weather_weeks_frame
+
+from colabkit.records.record import read_record
+from colabkit.sweep.runner import run_sweep
 
 pytestmark = pytest.mark.notebook
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from colabkit.errors import MeasurementError
-from colabkit.timing import block_until_ready, measure, summarize, timed
+from colabkit.timing.clock import block_until_ready, measure, summarize, timed
 
 
 class SlowToFinish:

@@ -39,7 +39,7 @@ def toy_data(seed=0):
 
 @pytest.mark.parametrize("steps_per_execution", [1, 4])
 def test_timings_add_up_to_the_measured_fit_time(steps_per_execution):
-    from colabkit.training import TrainingTimer
+    from colabkit.training.timer import TrainingTimer
 
     x, y = toy_data()
     model = slow_toy_model(steps_per_execution)
@@ -81,7 +81,7 @@ def test_timings_add_up_to_the_measured_fit_time(steps_per_execution):
 
 
 def test_unreached_target_and_single_epoch_give_none_not_a_number():
-    from colabkit.training import TrainingTimer
+    from colabkit.training.timer import TrainingTimer
 
     x, y = toy_data()
     timer = TrainingTimer(global_batch_size=BATCH, target_accuracy=1.5)
@@ -93,7 +93,7 @@ def test_unreached_target_and_single_epoch_give_none_not_a_number():
 
 
 def test_metrics_before_fit_is_a_clear_error():
-    from colabkit.training import TrainingTimer
+    from colabkit.training.timer import TrainingTimer
 
     with pytest.raises(RuntimeError, match="passed to model.fit"):
         TrainingTimer(global_batch_size=8).metrics()
@@ -102,20 +102,20 @@ def test_metrics_before_fit_is_a_clear_error():
 @pytest.mark.parametrize("batch_size, replicas, meaning, expected", [
     (256, 1, "per_replica", (256, 256)), (256, 8, "per_replica", (256, 2048)), (1024, 8, "global", (128, 1024))])
 def test_batch_sizes(batch_size, replicas, meaning, expected):
-    from colabkit.training import batch_sizes
+    from colabkit.training.setup import batch_sizes
 
     assert batch_sizes(batch_size, replicas, meaning) == expected
 
 
 def test_global_batch_must_split_evenly():
-    from colabkit.training import batch_sizes
+    from colabkit.training.setup import batch_sizes
 
     with pytest.raises(ValueError, match="does not split evenly over 3 replicas"):
         batch_sizes(256, 3, "global")
 
 
 def test_evaluation_pipeline_pads_with_zero_weights_and_training_drops_remainder():
-    from colabkit.training import make_dataset
+    from colabkit.training.setup import make_dataset
 
     x = np.arange(10, dtype="float32").reshape(10, 1)
     y = np.arange(10)
@@ -130,7 +130,7 @@ def test_evaluation_pipeline_pads_with_zero_weights_and_training_drops_remainder
 
 
 def test_subsample_takes_the_same_seeded_rows_of_every_array_in_their_order():
-    from colabkit.training import subsample
+    from colabkit.training.setup import subsample
 
     x = np.arange(100).reshape(50, 2)
     y = np.arange(50) // 10  # grouped, as UCI HAR's windows are (by volunteer)
@@ -146,7 +146,7 @@ def test_subsample_takes_the_same_seeded_rows_of_every_array_in_their_order():
 
 
 def test_subsample_rejects_negative_counts_and_unpaired_arrays():
-    from colabkit.training import subsample
+    from colabkit.training.setup import subsample
 
     with pytest.raises(ValueError, match=">= 0"):
         subsample(-1, np.zeros(3))

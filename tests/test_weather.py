@@ -7,10 +7,10 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
-
-from colabkit import weather
-from colabkit.errors import DataError, DataFormatError
 from data_fixtures import weather_long_frame
+
+from colabkit.data import weather
+from colabkit.errors import DataError, DataFormatError
 
 
 def tutorial_resample(frame: pd.DataFrame) -> pd.DataFrame:
@@ -99,7 +99,7 @@ def test_denmark_csv_missing_a_city_or_column_is_a_format_error():
 
 
 def test_tmy3_rows_become_one_nominal_year_with_24_00_as_next_midnight():
-    from colabkit.data import _package_file
+    from colabkit.data.loaders import _package_file
 
     path, _ = _package_file("pvlib", "data/723170TYA.CSV")
     station, frame = weather.read_tmy3(path, 1990)

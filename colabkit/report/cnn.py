@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import pandas as pd
 
+from colabkit.experiments.published import SEED_002_FRAMEWORKS, SEED_002_SOURCE, SEED_003_MNIST_CNN, SEED_003_SOURCE
 from colabkit.plots import device_color
-from colabkit.published import SEED_002_FRAMEWORKS, SEED_002_SOURCE, SEED_003_MNIST_CNN, SEED_003_SOURCE
 from colabkit.report.common import (
-    column, config_key, has, notebook_section, pick, repeats_std, series_labels, timing_frame, train_samples,
+    column,
+    config_key,
+    has,
+    notebook_section,
+    pick,
+    repeats_std,
+    series_labels,
+    timing_frame,
+    train_samples,
 )
 from colabkit.report.figures import grouped_bars, label_colors, new_figure
 from colabkit.report.records import ReportData, sort_labels

@@ -7,13 +7,25 @@ import itertools
 
 import pandas as pd
 
-from colabkit.published import SEED_000_CLAIMS, SEED_000_SOURCE
+from colabkit.experiments.published import SEED_000_CLAIMS, SEED_000_SOURCE
 from colabkit.report.common import (
-    column, config_key, cpu_baseline, notebook_section, pick, repeats_count, repeats_std, series_labels,
+    column,
+    config_key,
+    cpu_baseline,
+    notebook_section,
+    pick,
+    repeats_count,
+    repeats_std,
+    series_labels,
     timing_frame,
 )
 from colabkit.report.figures import (
-    grouped_bars, label_colors, log_scale_if_wide, new_figure, plot_lines, powers_of_two_axis,
+    grouped_bars,
+    label_colors,
+    log_scale_if_wide,
+    new_figure,
+    plot_lines,
+    powers_of_two_axis,
 )
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section

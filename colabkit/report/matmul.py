@@ -6,10 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from colabkit.experiments.published import SEED_001_MATMUL, SEED_001_SOURCE
 from colabkit.plots import device_color
-from colabkit.published import SEED_001_MATMUL, SEED_001_SOURCE
 from colabkit.report.common import (
-    column, config_key, cpu_baseline, has, notebook_section, pick, series_labels, speedups,
+    column,
+    config_key,
+    cpu_baseline,
+    has,
+    notebook_section,
+    pick,
+    series_labels,
+    speedups,
 )
 from colabkit.report.figures import log_scale_if_wide, new_figure, plot_lines, powers_of_two_axis
 from colabkit.report.records import ReportData, sort_labels

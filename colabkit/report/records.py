@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from colabkit.results import load_results
+from colabkit.records.record import load_results
 
 STATUS_ORDER = {"ok": 0, "failed": 1, "skipped": 2}
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}

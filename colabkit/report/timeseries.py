@@ -11,9 +11,16 @@ import pandas as pd
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
-from colabkit.published import HVASS_SOURCE, HVASS_WEATHER
+from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
 from colabkit.report.common import (
-    column, config_key, first_column, has, notebook_section, pick, series_labels, timing_frame,
+    column,
+    config_key,
+    first_column,
+    has,
+    notebook_section,
+    pick,
+    series_labels,
+    timing_frame,
 )
 from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, new_figure
 from colabkit.report.records import ReportData, sort_labels

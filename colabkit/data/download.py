@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from colabkit.errors import CorruptDownloadError, DownloadError
-from colabkit.provenance import is_colab
+from colabkit.records.provenance import is_colab
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_TIMEOUT_S = 60.0
@@ -208,8 +208,9 @@ def _cached(folder: Path, remote: Remote, validate: Callable[[Path], None] | Non
 
 def _download_to(url: str, target: Path, label: str, timeout_s: float, progress: bool) -> None:
     """Stream `url` into `target`; raise _Unreachable before the body starts, Corrupt if it breaks off."""
-    from colabkit import __version__
     from tqdm import tqdm
+
+    from colabkit import __version__
 
     request = urllib.request.Request(url, headers={"User-Agent": f"colabkit/{__version__}"})
     try:

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from colabkit.errors import MeasurementError
-from colabkit.timing import summarize
+from colabkit.timing.clock import summarize
 
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import RecordError
-from colabkit.results import iter_record_files, read_record
-from colabkit.sweep import LOCK_NAME, text_table
+from colabkit.records.record import iter_record_files, read_record
+from colabkit.sweep.runner import LOCK_NAME, text_table
 
 _RUNNING_SUFFIX = ".running.ipynb"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import RecordError
-from colabkit.provenance import git_commit, host_info, software_versions
+from colabkit.records.provenance import git_commit, host_info, software_versions
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "skipped")
@@ -198,7 +198,7 @@ class Run:
         top-level fields of the record. On a non-chief worker of a multi-worker run nothing is
         written and None is returned: the chief's record is the run's only record.
         """
-        from colabkit.distribute import is_chief_setup
+        from colabkit.device.multiworker import is_chief_setup
 
         if not is_chief_setup(device):
             return None

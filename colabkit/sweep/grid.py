@@ -36,9 +36,9 @@ from typing import Any
 
 import yaml
 
-from colabkit.device import DEVICE_KINDS, parse_device
+from colabkit.device.spec import DEVICE_KINDS, parse_device
 from colabkit.errors import GridError, UnknownDeviceError
-from colabkit.notebook_params import DeclaredParameter, declared_parameters
+from colabkit.sweep.parameters import DeclaredParameter, declared_parameters
 
 TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
 PRESET_KEYS = ("description", "grid", "zip", "fixed")

@@ -19,6 +19,8 @@ import os
 import sys
 from typing import Any
 
+from colabkit.device.probes import cpu_info
+from colabkit.device.spec import DeviceSetup
 from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -95,7 +97,6 @@ def _jax_inventory() -> str:
 
 def setup_jax(requested: str, kind: str, count: int | None):
     """A DeviceSetup for the JAX backend (see colabkit.device.setup_device)."""
-    from colabkit.device import DeviceSetup, cpu_info
 
     if kind == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # a CPU run never touches an accelerator
@@ -133,7 +134,6 @@ def setup_jax(requested: str, kind: str, count: int | None):
 
 def setup_torch(requested: str, kind: str, count: int | None):
     """A DeviceSetup for the PyTorch backend (see colabkit.device.setup_device)."""
-    from colabkit.device import DeviceSetup, cpu_info
 
     if kind == "tpu":
         reason = unsupported_reason("torch", "tpu")

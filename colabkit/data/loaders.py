@@ -34,8 +34,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from colabkit import har, weather
-from colabkit.download import (
+from colabkit.data import har, weather
+from colabkit.data.download import (
     DEFAULT_TIMEOUT_S,
     Remote,
     cached_arrays,

@@ -27,9 +27,15 @@ from typing import Any
 
 import nbformat
 
-from colabkit.colab import (
-    BADGE_IMAGE, BOOTSTRAP_CELL_ID, BOOTSTRAP_MARKER, COLAB_URL, LIBTPU_INDEX, TENSORFLOW_VERSION,
-    TPU_TENSORFLOW_VERSION, Coordinates, bootstrap_source, configured, install_commands,
+from colabkit.colab.coordinates import BADGE_IMAGE, COLAB_URL, Coordinates, configured
+from colabkit.colab.install import (
+    BOOTSTRAP_CELL_ID,
+    BOOTSTRAP_MARKER,
+    LIBTPU_INDEX,
+    TENSORFLOW_VERSION,
+    TPU_TENSORFLOW_VERSION,
+    bootstrap_source,
+    install_commands,
 )
 from colabkit.errors import NotebookTemplateError
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colabkit.device import parse_device
+from colabkit.device.spec import parse_device
 from colabkit.errors import ColabkitError, GridError, RecordError, SweepInterrupted, SweepLockedError
-from colabkit.execution import (
+from colabkit.records.record import read_record
+from colabkit.sweep.execution import (
     Outcome,
     RunFiles,
     RunOptions,
@@ -39,9 +40,8 @@ from colabkit.execution import (
     write_failed_record,
     write_skipped_record,
 )
-from colabkit.fingerprint import fingerprint, stale_reason
-from colabkit.grid import Combination, check_overrides, duplicate_problems, expand, load_grid
-from colabkit.results import read_record
+from colabkit.sweep.fingerprint import fingerprint, stale_reason
+from colabkit.sweep.grid import Combination, check_overrides, duplicate_problems, expand, load_grid
 
 __all__ = ["Decision", "Outcome", "RunOptions", "decide", "detect_devices", "dry_run_table", "missing_device_reason",
            "plan", "prepare", "run_sweep", "summary_table", "sweep_lock", "text_table"]
@@ -85,7 +85,7 @@ def unsupported_combination(combination: Combination) -> str | None:
     backend = combination.params.get("backend")
     if backend is None:
         return None
-    from colabkit.backends import unsupported_reason
+    from colabkit.device.backends import unsupported_reason
 
     return unsupported_reason(str(backend), parse_device(combination.device).kind)
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from colabkit.errors import RecordError
-from colabkit.grid import Combination
-from colabkit.results import make_record, read_record, running_path, utc_now, write_json_atomic
+from colabkit.records.record import make_record, read_record, running_path, utc_now, write_json_atomic
+from colabkit.sweep.grid import Combination
 
 OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
 _OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "out of memory")
@@ -255,8 +255,8 @@ def _execute_workers(combination: Combination, files: RunFiles, params: dict[str
                      log: IO[str], env: dict[str, str] | None) -> dict[str, Any] | None:
     """A `multiworker:N` combination: N local worker processes (colabkit.workers), the chief's notebook
     and record being the combination's. Returns the error section, or None when every worker finished."""
-    from colabkit.device import parse_device
-    from colabkit.workers import WorkersFailed, run_workers
+    from colabkit.device.spec import parse_device
+    from colabkit.sweep.workers import WorkersFailed, run_workers
 
     count = parse_device(combination.device).count or 2
     scratch = files.base.with_name(files.base.name + ".workers")
@@ -280,7 +280,7 @@ def _execute_workers(combination: Combination, files: RunFiles, params: dict[str
 def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
              log: IO[str], env: dict[str, str] | None) -> tuple[dict[str, Any] | None, int]:
     """Run papermill, retrying kernel start-up failures; (error section or None, attempts used)."""
-    from colabkit.device import MULTI_WORKER, parse_device
+    from colabkit.device.spec import MULTI_WORKER, parse_device
 
     if parse_device(combination.device).kind == MULTI_WORKER:
         return _execute_workers(combination, files, params, options, log, env), 1

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from colabkit.errors import ExperimentError
-from colabkit.metrics import scores_from_confusion
-from colabkit.timing import summarize
+from colabkit.scores import scores_from_confusion
+from colabkit.timing.clock import summarize
 
 SCORE_STD_IS = "population standard deviation over repeats (ddof=0, numpy.std, as seed 000 printed it)"
 # TrainingTimer figures that are settings, the same in every repeat: copied, not aggregated.

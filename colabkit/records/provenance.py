@@ -10,8 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from colabkit.colab import colab_runtime_info, in_colab
-from colabkit.device import cpu_info
+from colabkit.colab.runtime import colab_runtime_info, in_colab
+from colabkit.device.probes import cpu_info
 
 _PACKAGES = ("colabkit", "tensorflow", "keras", "numpy", "pandas", "papermill", "jax", "jaxlib", "torch")
 

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from colabkit.colab import Coordinates, configured, in_colab
+from colabkit.colab.coordinates import Coordinates, configured
+from colabkit.colab.runtime import in_colab
 from colabkit.errors import ColabkitError
 
 COLAB_CHECKOUT = Path("/content/colabkit")
@@ -32,7 +33,7 @@ def suite_checkout(target: str | Path = COLAB_CHECKOUT, coordinates: Coordinates
     else, in Colab, a clone of the configured repository at its ref in `target` (made once).
     A pip-installed colabkit carries no notebooks, so outside Colab that is an error.
     """
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]
     if (here / "notebooks").is_dir() and (here / "parameters").is_dir():
         return here
     target = Path(target)

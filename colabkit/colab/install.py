@@ -16,21 +16,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
-import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from colabkit.errors import BootstrapError, CoordinatesError
-
-# The one place for the repository coordinates (rewritten by `python -m colabkit badges`).
-REPOSITORY = "colabkit/colabkit"
-REF = "main"
+from colabkit.colab.coordinates import Coordinates, configured
+from colabkit.colab.runtime import in_colab, runtime_accelerator
+from colabkit.errors import BootstrapError
 
 # The TensorFlow a CPU or GPU runtime gets when its image has none: the suite's tested version
 # (requirements.txt pins the same; a test keeps them equal).
@@ -40,129 +33,6 @@ TENSORFLOW_VERSION = "2.21.0"
 TPU_TENSORFLOW_VERSION = "2.20.0"
 LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
 
-COLAB_URL = "https://colab.research.google.com/github"
-BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
-
-_OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
-_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
-
-
-@dataclass(frozen=True)
-class Coordinates:
-    """Where the suite lives on GitHub: `repository` is OWNER/NAME, `ref` a branch, tag or commit."""
-
-    repository: str
-    ref: str
-
-    def __post_init__(self) -> None:
-        owner, slash, name = self.repository.partition("/")
-        if not (slash and _OWNER.fullmatch(owner) and _NAME.fullmatch(name) and name not in (".", "..")):
-            raise CoordinatesError(
-                f"repository {self.repository!r} is not OWNER/NAME as GitHub spells it (e.g. 'colabkit/colabkit')")
-        if (not _REF.fullmatch(self.ref) or ".." in self.ref or "//" in self.ref
-                or self.ref.endswith(("/", ".", ".lock"))):
-            raise CoordinatesError(f"ref {self.ref!r} is not a usable git branch, tag or commit name (e.g. 'main', 'v0.1.0')")
-
-    def notebook_url(self, path: str) -> str:
-        """The Open-in-Colab URL of `path` (relative to the repository root, e.g. notebooks/x.ipynb)."""
-        return f"{COLAB_URL}/{self.repository}/blob/{self.ref}/{path}"
-
-    def badge(self, path: str) -> str:
-        """The Markdown Open-in-Colab badge linking to `path`."""
-        return f"[![Open In Colab]({BADGE_IMAGE})]({self.notebook_url(path)})"
-
-    @property
-    def pip_requirement(self) -> str:
-        """What `pip install` takes to install colabkit from this repository at this ref."""
-        return f"git+https://github.com/{self.repository}@{self.ref}"
-
-
-def configured() -> Coordinates:
-    """The coordinates this copy of colabkit is configured with."""
-    return Coordinates(REPOSITORY, REF)
-
-
-def _assignment(variable: str) -> re.Pattern[str]:
-    return re.compile(rf'^{variable} = "([^"\n]*)"$', flags=re.MULTILINE)
-
-
-def read_coordinates(module_path: str | Path) -> Coordinates:
-    """The coordinates written in `module_path` (this file in a checkout, which may differ from the
-    imported copy); CoordinatesError if the REPOSITORY and REF lines are not there exactly once."""
-    path = Path(module_path)
-    text = path.read_text(encoding="utf-8")
-    values = []
-    for variable in ("REPOSITORY", "REF"):
-        found = _assignment(variable).findall(text)
-        if len(found) != 1:
-            raise CoordinatesError(f'{path}: expected exactly one line `{variable} = "..."`')
-        values.append(found[0])
-    return Coordinates(*values)
-
-
-def write_coordinates(module_path: str | Path, coordinates: Coordinates) -> bool:
-    """Rewrite the REPOSITORY and REF assignments in `module_path` (this file in a checkout).
-
-    Returns whether the file changed. Raises CoordinatesError if either assignment is not found
-    exactly once (the file was edited into a shape this function does not understand).
-    """
-    path = Path(module_path)
-    read_coordinates(path)  # both lines are there, once each
-    text = original = path.read_text(encoding="utf-8")
-    for variable, value in (("REPOSITORY", coordinates.repository), ("REF", coordinates.ref)):
-        text = _assignment(variable).sub(f'{variable} = "{value}"', text)
-    if text == original:
-        return False
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-    return True
-
-
-# --- the runtime -----------------------------------------------------------------------------
-
-def in_colab() -> bool:
-    """True inside a Google Colab runtime (its kernel, or a process it started, e.g. papermill's)."""
-    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
-
-
-def runtime_accelerator() -> tuple[str, str]:
-    """The accelerator this machine offers, ('cpu' | 'gpu' | 'tpu', why), without importing TensorFlow.
-
-    TPU: a TPU environment variable or device file (colabkit.device.tpu_runtime_hint); GPU:
-    nvidia-smi on the PATH, or Colab's COLAB_GPU=1.
-    """
-    from colabkit.device import tpu_runtime_hint
-
-    hint = tpu_runtime_hint()
-    if hint:
-        return "tpu", hint
-    if shutil.which("nvidia-smi"):
-        return "gpu", "nvidia-smi is on the PATH"
-    if os.environ.get("COLAB_GPU") == "1":
-        return "gpu", "COLAB_GPU=1"
-    return "cpu", "no TPU hint, no nvidia-smi"
-
-
-def colab_runtime_info() -> dict[str, Any] | None:
-    """What Colab says about this runtime, for a record's host section; None outside Colab."""
-    if not in_colab():
-        return None
-    from colabkit.device import tpu_chips_on_pci
-
-    accelerator, reason = runtime_accelerator()
-    return {
-        "release_tag": os.environ.get("COLAB_RELEASE_TAG"),
-        "accelerator": accelerator,
-        "accelerator_evidence": reason,
-        "colab_gpu": os.environ.get("COLAB_GPU"),
-        "tpu_accelerator_type": os.environ.get("TPU_ACCELERATOR_TYPE"),
-        "tpu_pci": tpu_chips_on_pci(),
-    }
-
-
-# --- what to install ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Install:
@@ -248,8 +118,6 @@ def bootstrap(*, pip: Callable[[list[str]], None] | None = None, installed: Call
         echo("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
     return plan
 
-
-# --- the cell ----------------------------------------------------------------------------------
 
 BOOTSTRAP_CELL_ID = "colab-bootstrap"
 BOOTSTRAP_MARKER = "# Colab set-up"

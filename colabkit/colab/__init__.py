@@ -1,0 +1,10 @@
+"""Google Colab: runtime detection (runtime), the repository coordinates (coordinates), the bootstrap
+that installs what a runtime lacks (install), and the sweep-in-Colab helpers (sweep).
+
+Every notebook's stamped set-up cell runs `from colabkit.colab import bootstrap; bootstrap()`.
+"""
+
+from colabkit.colab.install import bootstrap
+from colabkit.colab.runtime import in_colab
+
+__all__ = ["bootstrap", "in_colab"]

@@ -1,0 +1,91 @@
+"""The repository coordinates (GitHub OWNER/NAME and ref) that badges and the bootstrap install from."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from colabkit.errors import CoordinatesError
+
+# The one place for the repository coordinates (rewritten by `python -m colabkit badges`).
+REPOSITORY = "colabkit/colabkit"
+REF = "main"
+COLAB_URL = "https://colab.research.google.com/github"
+BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+_OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    """Where the suite lives on GitHub: `repository` is OWNER/NAME, `ref` a branch, tag or commit."""
+
+    repository: str
+    ref: str
+
+    def __post_init__(self) -> None:
+        owner, slash, name = self.repository.partition("/")
+        if not (slash and _OWNER.fullmatch(owner) and _NAME.fullmatch(name) and name not in (".", "..")):
+            raise CoordinatesError(
+                f"repository {self.repository!r} is not OWNER/NAME as GitHub spells it (e.g. 'colabkit/colabkit')")
+        if (not _REF.fullmatch(self.ref) or ".." in self.ref or "//" in self.ref
+                or self.ref.endswith(("/", ".", ".lock"))):
+            raise CoordinatesError(f"ref {self.ref!r} is not a usable git branch, tag or commit name (e.g. 'main', 'v0.1.0')")
+
+    def notebook_url(self, path: str) -> str:
+        """The Open-in-Colab URL of `path` (relative to the repository root, e.g. notebooks/x.ipynb)."""
+        return f"{COLAB_URL}/{self.repository}/blob/{self.ref}/{path}"
+
+    def badge(self, path: str) -> str:
+        """The Markdown Open-in-Colab badge linking to `path`."""
+        return f"[![Open In Colab]({BADGE_IMAGE})]({self.notebook_url(path)})"
+
+    @property
+    def pip_requirement(self) -> str:
+        """What `pip install` takes to install colabkit from this repository at this ref."""
+        return f"git+https://github.com/{self.repository}@{self.ref}"
+
+
+def configured() -> Coordinates:
+    """The coordinates this copy of colabkit is configured with."""
+    return Coordinates(REPOSITORY, REF)
+
+
+def _assignment(variable: str) -> re.Pattern[str]:
+    return re.compile(rf'^{variable} = "([^"\n]*)"$', flags=re.MULTILINE)
+
+
+def read_coordinates(module_path: str | Path) -> Coordinates:
+    """The coordinates written in `module_path` (this file in a checkout, which may differ from the
+    imported copy); CoordinatesError if the REPOSITORY and REF lines are not there exactly once."""
+    path = Path(module_path)
+    text = path.read_text(encoding="utf-8")
+    values = []
+    for variable in ("REPOSITORY", "REF"):
+        found = _assignment(variable).findall(text)
+        if len(found) != 1:
+            raise CoordinatesError(f'{path}: expected exactly one line `{variable} = "..."`')
+        values.append(found[0])
+    return Coordinates(*values)
+
+
+def write_coordinates(module_path: str | Path, coordinates: Coordinates) -> bool:
+    """Rewrite the REPOSITORY and REF assignments in `module_path` (this file in a checkout).
+
+    Returns whether the file changed. Raises CoordinatesError if either assignment is not found
+    exactly once (the file was edited into a shape this function does not understand).
+    """
+    path = Path(module_path)
+    read_coordinates(path)  # both lines are there, once each
+    text = original = path.read_text(encoding="utf-8")
+    for variable, value in (("REPOSITORY", coordinates.repository), ("REF", coordinates.ref)):
+        text = _assignment(variable).sub(f'{variable} = "{value}"', text)
+    if text == original:
+        return False
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return True

@@ -1,0 +1,168 @@
+"""What the machine has: CPU facts, GPUs (TensorFlow, nvidia-smi), TPU chips (PCI ids, /dev), an inventory."""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import shutil
+import subprocess
+from typing import Any
+
+TPU_ENV_HINTS = ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE")
+_TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")
+_PCI_DEVICES = "/sys/bus/pci/devices"
+_GOOGLE_PCI_VENDOR = "0x1ae0"
+# PCI device id of a Google TPU chip -> its generation (the ids JAX's hardware probe uses).
+# v2 and v3 share one id, so it names both and no peak is derived from it.
+_TPU_PCI_GENERATIONS = {"0x0027": "v2 or v3", "0x005e": "v4", "0x0062": "v5p", "0x0063": "v5e",
+                        "0x006f": "v6e", "0x0076": "tpu7x"}
+
+
+def cpu_info() -> dict[str, Any]:
+    """The host CPU: model name, logical cores usable by this process, clock, relevant ISA flags."""
+    model, clock_mhz, flags = platform.processor() or platform.machine(), None, set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "model name" and value:
+                    model = value
+                elif key == "cpu MHz" and clock_mhz is None:
+                    clock_mhz = float(value)
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass  # not Linux: keep platform's answer
+    clock_source = "/proc/cpuinfo cpu MHz"
+    max_freq = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
+    if os.path.exists(max_freq):
+        with open(max_freq, encoding="utf-8") as freq:
+            clock_mhz, clock_source = int(freq.read().strip()) / 1000.0, "cpufreq max"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "sse2")
+    return {
+        "model": model,
+        "cores": cores,
+        "clock_mhz": clock_mhz,
+        "clock_source": clock_source,
+        "flags": sorted(flag for flag in wanted if flag in flags),
+        "arch": platform.machine(),
+    }
+
+
+def physical_devices(kind: str) -> list[Any]:
+    import tensorflow as tf
+
+    return list(tf.config.list_physical_devices(kind.upper()))
+
+
+def tpu_runtime_hint() -> str | None:
+    """Why this machine looks like a TPU host (an env variable or a TPU device file), or None."""
+    for name in TPU_ENV_HINTS:
+        if os.environ.get(name):
+            return f"{name} is set"
+    for pattern in _TPU_DEVICE_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return f"{found[0]} exists"
+    return None
+
+
+def tpu_chips_on_pci(devices_dir: str | None = None) -> dict[str, Any] | None:
+    """The TPU chips attached over PCI: {'generation', 'chips', 'pci_device_id'}; None if there are none.
+
+    Read from sysfs without loading any TPU runtime, so it works before TensorFlow is imported and
+    names the generation even where TPU_ACCELERATOR_TYPE is not set.
+    """
+    found: dict[str, int] = {}
+    for vendor_path in glob.glob(os.path.join(devices_dir or _PCI_DEVICES, "*", "vendor")):
+        try:
+            with open(vendor_path, encoding="utf-8") as vendor:
+                if vendor.read().strip() != _GOOGLE_PCI_VENDOR:
+                    continue
+            with open(os.path.join(os.path.dirname(vendor_path), "device"), encoding="utf-8") as device:
+                device_id = device.read().strip()
+        except OSError:
+            continue  # a device that vanished or cannot be read is not evidence of a TPU
+        if device_id in _TPU_PCI_GENERATIONS:
+            found[device_id] = found.get(device_id, 0) + 1
+    if not found:
+        return None
+    device_id, chips = max(found.items(), key=lambda item: item[1])
+    return {"generation": _TPU_PCI_GENERATIONS[device_id], "chips": chips, "pci_device_id": device_id}
+
+
+def machine_inventory() -> str:
+    """What the machine has, in the form error messages use: 'CPU:0, GPU:0, GPU:1'."""
+    names = []
+    for kind in ("CPU", "GPU"):
+        names += [f"{kind}:{index}" for index in range(len(physical_devices(kind)))]
+    if tpu_runtime_hint():
+        names.append("TPU runtime (not initialised)")
+    return ", ".join(names) or "no devices TensorFlow can see"
+
+
+def available_devices() -> dict[str, int]:
+    """Device kinds present here and how many of each (TPU: 1 if a TPU runtime is hinted).
+
+    This does not initialise a TPU (that takes seconds and claims it); it is meant for planning
+    a sweep. A hinted TPU that fails to initialise still fails in `setup_device`.
+    """
+    found = {"cpu": 1, "gpu": len(physical_devices("GPU"))}
+    found["tpu"] = 1 if tpu_runtime_hint() else 0
+    return {kind: count for kind, count in found.items() if count}
+
+
+def nvidia_smi() -> list[dict[str, str]]:
+    """Per-GPU name, memory and driver from nvidia-smi; [] where it is absent or fails."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    query = "index,name,memory.total,driver_version"
+    try:
+        completed = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    for line in completed.stdout.strip().splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == 4:
+            rows.append(dict(zip(query.split(","), parts)))
+    return rows
+
+
+def gpu_description(gpus: list[Any]) -> dict[str, Any]:
+    import tensorflow as tf
+
+    details = tf.config.experimental.get_device_details(gpus[0]) if gpus else {}
+    capability = details.get("compute_capability")
+    smi = nvidia_smi()
+    name = details.get("device_name") or (smi[0]["name"] if smi else "unknown GPU")
+    tf32_enabled = bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    description: dict[str, Any] = {
+        "name": name,
+        "compute_capability": ".".join(map(str, capability)) if capability else None,
+        "memory_gib": round(float(smi[0]["memory.total"]) / 1024, 1) if smi else None,
+        "driver": smi[0]["driver_version"] if smi else None,
+        # TF32 tensor cores exist from compute capability 8.0 (Ampere) on; TF enables them by default.
+        "tf32_active": tf32_enabled and bool(capability) and tuple(capability) >= (8, 0),
+    }
+    return description
+
+
+def machine_details() -> str:
+    """Raw text about the machine, as the seed notebooks showed it: lscpu and nvidia-smi."""
+    sections = []
+    for command in (["lscpu"], ["nvidia-smi"]):
+        if shutil.which(command[0]) is None:
+            continue
+        try:
+            output = subprocess.run(command, capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        sections.append(f"$ {' '.join(command)}\n{output.strip()}")
+    return "\n\n".join(sections) or f"{platform.platform()}; {cpu_info()['model']}"

@@ -1,0 +1,121 @@
+"""What a device request names, and the set-up a notebook gets back (DeviceSetup)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from colabkit.device.peaks import PeakFlops, cpu_peak, gpu_peak, tpu_peak
+from colabkit.errors import UnknownDeviceError
+
+DEVICE_KINDS = ("cpu", "gpu", "tpu")
+MULTI_WORKER = "multiworker"  # MultiWorkerMirroredStrategy over the cluster in TF_CONFIG
+DEVICE_CHOICES = ("auto",) + DEVICE_KINDS + (MULTI_WORKER,)
+_COUNTED = ("cpu", "gpu", MULTI_WORKER)
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """A parsed device name: its kind and, where given, how many devices to use."""
+
+    kind: str
+    count: int | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.count is None else f"{self.kind}:{self.count}"
+
+
+def parse_device(device: str) -> DeviceRequest:
+    """Parse 'cpu', 'gpu:2', 'auto'... Raises UnknownDeviceError on anything else."""
+    text = str(device).strip().lower()
+    kind, sep, count_text = text.partition(":")
+    if kind not in DEVICE_CHOICES:
+        raise UnknownDeviceError(
+            f"unknown device {device!r}: expected one of {', '.join(DEVICE_CHOICES)} "
+            "(cpu and gpu take a replica count, e.g. 'cpu:2', 'gpu:4'; multiworker a worker count)"
+        )
+    if not sep:
+        return DeviceRequest(kind)
+    if kind not in _COUNTED or not count_text.isdigit() or int(count_text) < 1:
+        raise UnknownDeviceError(
+            f"unknown device {device!r}: only cpu and gpu take a replica count and multiworker a worker "
+            "count, a whole number >= 1 (e.g. 'cpu:2', 'gpu:4', 'multiworker:2')"
+        )
+    return DeviceRequest(kind, int(count_text))
+
+
+@dataclass
+class DeviceSetup:
+    """The outcome of `setup_device`: a strategy to build models under, and what it runs on."""
+
+    requested: str
+    kind: str
+    strategy: Any  # a tf.distribute strategy; on JAX a keras.distribution (or None for one device)
+    replicas: int
+    description: dict[str, Any] = field(default_factory=dict)
+    backend: str = "tensorflow"
+
+    def scope(self) -> Any:
+        """The context to build and compile models in: the strategy's scope, or a no-op."""
+        if self.strategy is not None and hasattr(self.strategy, "scope"):
+            return self.strategy.scope()
+        return contextlib.nullcontext()
+
+    @property
+    def strategy_name(self) -> str:
+        if self.strategy is None:
+            return "single device"
+        name = type(self.strategy).__name__
+        # TensorFlow's class behind tf.distribute.MultiWorkerMirroredStrategy has an older name.
+        return "MultiWorkerMirroredStrategy" if name == "CollectiveAllReduceStrategy" else name
+
+    @property
+    def name(self) -> str:
+        return str(self.description.get("name", self.kind))
+
+    def peak(self, dtype: str) -> PeakFlops | None:
+        """Peak matrix throughput of the devices in use for `dtype`, or None when unknown."""
+        if self.kind == "gpu":
+            precision = "tf32" if dtype == "float32" and self.description.get("tf32_active") else dtype
+            return gpu_peak(self.name, precision, self.replicas)
+        if self.kind == "tpu":
+            if dtype == "float16":
+                return None
+            # The accelerator type, else the generation from PCI ids ('v2 or v3' is ambiguous: no peak).
+            kind = self.description.get("accelerator_type") or self.description.get("tpu_generation")
+            return tpu_peak(kind if kind != "v2 or v3" else None, self.replicas)
+        if dtype != "float32":
+            return None
+        # Logical CPU replicas share the same cores, so the peak is the host's, not per replica.
+        cpu = self.description
+        return cpu_peak(cpu["cores"], cpu.get("clock_mhz"), set(cpu.get("flags", [])), cpu.get("clock_source", ""))
+
+    def as_record(self) -> dict[str, Any]:
+        """The `device` section of a result record."""
+        return {
+            "requested": self.requested,
+            "kind": self.kind,
+            "replicas": self.replicas,
+            "strategy": self.strategy_name,
+            "backend": self.backend,
+            **self.description,
+        }
+
+    def summary(self) -> str:
+        """One line for humans: what runs, on how many replicas, under which strategy."""
+        extras = []
+        for key, label in (("memory_gib", "GiB"), ("compute_capability", "compute capability"),
+                           ("driver", "driver"), ("cores", "cores"), ("clock_mhz", "MHz")):
+            value = self.description.get(key)
+            if value:
+                extras.append(f"{value} {label}" if key in ("memory_gib", "cores", "clock_mhz")
+                              else f"{label} {value}")
+        detail = f" ({', '.join(extras)})" if extras else ""
+        simulated = " [logical CPU devices: replicas share the same cores]" if self.description.get("logical_devices") else ""
+        backend = f" (Keras backend {self.backend})" if self.backend != "tensorflow" else ""
+        return (f"{self.kind.upper()}: {self.name}{detail}; {self.replicas} replica(s) under "
+                f"{self.strategy_name}{backend}{simulated}")
+
+    def __repr__(self) -> str:
+        return f"DeviceSetup({self.summary()})"

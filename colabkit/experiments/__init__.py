@@ -1,0 +1,1 @@
+"""The experiments the suite runs, and the published figures each is compared with (published)."""

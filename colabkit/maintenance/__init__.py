@@ -1,0 +1,1 @@
+"""Maintainer tools: stamping the Colab badge and set-up cell into the notebooks (notebooks)."""

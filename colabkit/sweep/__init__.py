@@ -1,0 +1,3 @@
+"""Sweeps: grid files expanded and validated (grid, parameters), combinations fingerprinted
+(fingerprint), executed by papermill one kernel each (execution, workers), driven with a folder lock
+and progress (runner), and summarised from the records on disk (status)."""
