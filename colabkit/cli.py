@@ -8,6 +8,7 @@ traceback means a bug in colabkit. Exit statuses are listed in EXIT_CODES (and `
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import signal
@@ -53,6 +54,9 @@ def _sweep(args: argparse.Namespace) -> int:
                              force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
                              html=args.html, kernel_name=args.kernel, progress=progress)
     except SweepInterrupted as stopped:
+        # The abandoned kernel's pending asyncio tasks would print "Task exception was never
+        # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
+        logging.getLogger("asyncio").disabled = True
         print()
         if stopped.outcomes:
             print(summary_table(stopped.outcomes))

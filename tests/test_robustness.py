@@ -319,16 +319,20 @@ def test_a_disk_that_fills_up_mid_sweep_fails_combinations_not_the_sweep(probe, 
     try:
         grid = write_grid(tmp_path / "probe.yaml", probe, "grid: {device: [cpu], value: [1, 2, 3, 4]}\n")
         filler = out / "filler"
-        # Leave ~16 KiB: the first run fits (notebook, log, record), the later ones do not.
+        # Leave ~48 KiB: the first run fits (notebook, log, record), later ones do not.
         with open(filler, "wb") as stream:
-            stream.write(b"\0" * (os.statvfs(out).f_bavail * os.statvfs(out).f_frsize - 16 * 1024))
+            stream.write(b"\0" * (os.statvfs(out).f_bavail * os.statvfs(out).f_frsize - 48 * 1024))
         result = colabkit("sweep", grid, "--out", out, "--no-html")
         assert result.returncode == 1, (result.stdout, result.stderr)
         assert "Traceback" not in result.stdout + result.stderr
+        assert "[1/4] ok" in result.stdout
+        assert "[4/4] failed" in result.stdout  # every combination was tried
         assert "No space left on device" in result.stdout
-        assert result.stdout.count("[4/4]") == 1  # every combination was tried
+        assert read_record(out / "probe" / "cpu" / "value-1.json")["status"] == "ok"
         for record in out.rglob("*.json"):  # whatever is a record is whole
             read_record(record)
+        for notebook in out.rglob("*.ipynb"):  # and so is every notebook left under its final name
+            nbformat.read(str(notebook), as_version=4)
         assert not [path for path in out.rglob(".*") if path.name.endswith(".tmp")]
     finally:
         subprocess.run(["umount", str(out)], check=True)

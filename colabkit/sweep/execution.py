@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import json
 import logging
 import math
 import os
@@ -405,6 +406,7 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
         # A full disk or an unwritable folder fails this combination; the sweep goes on.
         error = {"type": type(exc).__name__, "kind": "filesystem",
                  "message": f"{exc.strerror or exc}: {exc.filename or files.base.parent}"}
+        _remove_if_truncated(files.notebook)
         return fail_without_crashing(combination, files, fingerprint, error, started_at, sweep_section,
                                      time.perf_counter() - start)
     except KeyboardInterrupt:
@@ -415,6 +417,17 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     except BaseException:
         files.discard_temporaries()
         raise
+
+
+def _remove_if_truncated(notebook: Path) -> None:
+    """A notebook a full disk cut short is no product to inspect: it must not pass for one."""
+    try:
+        with open(notebook, encoding="utf-8") as stream:
+            json.load(stream)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):
+        notebook.unlink(missing_ok=True)
 
 
 def fail_without_crashing(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
