@@ -386,3 +386,48 @@ def test_matmul_with_count_0_writes_a_failed_record_not_an_ok_one(tmp_path):
     assert record["status"] == "failed" and record["error"]["kind"] == "not_a_measurement"
     assert "tflops_warm = 0.0" in record["error"]["message"]
     assert "must be a finite number > 0" in record["error"]["message"]
+
+
+# --- the data cache: say what was removed and why, and what to do next --------------------------
+
+def test_a_corrupt_cached_file_is_reported_removed_and_the_error_says_what_to_do(tmp_path, monkeypatch):
+    from data_fixtures import closed_port_url
+
+    from colabkit.data import loaders
+    from colabkit.data.download import Remote
+    from colabkit.errors import DataCacheWarning, DownloadError
+
+    url = closed_port_url("/mnist.npz")  # the source is unreachable: no network
+    monkeypatch.setitem(loaders.MIRRORS, "mnist", (Remote(url, "mnist.npz", sha256="0" * 64),))
+    monkeypatch.delenv("COLABKIT_MIRROR_MNIST", raising=False)
+    cached = tmp_path / "mnist" / "mnist.npz"
+    cached.parent.mkdir()
+    cached.write_bytes(b"a copy cut short")
+    with pytest.warns(DataCacheWarning, match=f"removed the corrupt cached file {cached} \\(sha256 "):
+        with pytest.raises(DownloadError) as caught:
+            loaders.load_mnist("real", cache_dir=tmp_path, progress=False)
+    assert not cached.exists()
+    message = str(caught.value)
+    assert f"Before that, removed the corrupt cached file {cached}" in message
+    assert "Next: set COLABKIT_MIRROR_MNIST to another URL or a local copy of the file" in message
+    assert f"download {url} yourself and save it as {cached}" in message
+    assert "data_source='offline'" in message
+    assert "by hand" not in message
+
+
+# --- TrainingTimer: a fit that trained nothing is named as such, not blamed on the callback ------
+
+@pytest.mark.parametrize("epochs", [0, -1])
+def test_a_fit_with_no_epoch_is_a_measurement_error_not_a_missing_callback(epochs):
+    import numpy as np
+    keras = pytest.importorskip("keras")
+
+    from colabkit.errors import MeasurementError
+    from colabkit.training.timer import TrainingTimer
+
+    model = keras.Sequential([keras.Input(shape=(2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    timer = TrainingTimer(global_batch_size=4)
+    model.fit(np.zeros((8, 2)), np.zeros((8, 1)), batch_size=4, epochs=epochs, callbacks=[timer], verbose=0)
+    with pytest.raises(MeasurementError, match="model.fit ran no epoch, so nothing was timed: set epochs to 1 or more"):
+        timer.metrics()

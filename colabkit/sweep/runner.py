@@ -43,9 +43,9 @@ from colabkit.sweep.execution import (
     RunFiles,
     RunOptions,
     execute_combination,
+    fail_without_crashing,
     is_filesystem_fault,
     warm_up,
-    write_failed_record,
     write_skipped_record,
 )
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
@@ -441,9 +441,9 @@ def _run_parallel(decisions: list[Decision], out: Path, options: RunOptions, ava
                     broken = True
                     error = {"type": type(exc).__name__, "kind": "worker_died",
                              "message": "the worker process running it died (killed, or out of host memory)"}
-                    outcome = write_failed_record(decision.combination, RunFiles.of(decision.combination, out),
-                                                  decision.fingerprint, error, seconds=time.perf_counter() - started,
-                                                  sweep_section={"jobs": options.jobs})
+                    outcome = fail_without_crashing(decision.combination, RunFiles.of(decision.combination, out),
+                                                    decision.fingerprint, error, seconds=time.perf_counter() - started,
+                                                    sweep_section={"jobs": options.jobs})
                 outcomes.append(outcome)
                 progress.finished(outcome)
             if broken:  # every job of a broken pool fails; start a fresh pool for the rest
