@@ -424,10 +424,13 @@ def _remove_if_truncated(notebook: Path) -> None:
     try:
         with open(notebook, encoding="utf-8") as stream:
             json.load(stream)
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError):
-        notebook.unlink(missing_ok=True)
+    except OSError:
+        pass  # none there, or its folder cannot be reached: nothing to remove
+    except ValueError:  # cut short: not JSON (or not even UTF-8)
+        try:
+            notebook.unlink(missing_ok=True)
+        except OSError:
+            pass  # a file system that refuses even this: the failed outcome says what happened
 
 
 def fail_without_crashing(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
