@@ -196,6 +196,7 @@ class Decision:
     action: str
     reason: str
     fingerprint: dict[str, Any]
+    note: str = ""  # what else the dry run should say (a skip keeps a record file it cannot read)
 
 
 def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -221,7 +222,9 @@ def decide(combinations: list[Combination], out: str | Path, available: dict[str
         files = RunFiles.of(combination, out)
         absent = missing_device_reason(combination.device, available) or unsupported_combination(combination)
         if absent:
-            decisions.append(Decision(combination, "skip", absent, current))
+            unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
+            kept = f"; {unreadable} and is kept as it is" if unreadable else ""
+            decisions.append(Decision(combination, "skip", absent, current, note=kept))
             continue
         record, unreadable = _existing_record(files.record)
         if unreadable and not rerun_unreadable:
@@ -580,7 +583,8 @@ def summary_table(outcomes: list[Outcome]) -> str:
 def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
     """What a sweep would do, per combination, and where each record is or would be."""
     rows = [("notebook", "device", "combination", "action", "why")]
-    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason) for d in decisions]
+    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason + d.note)
+             for d in decisions]
     lines = text_table(rows)
     actions = ("run", "rerun", "done", "skip", "set_aside")
     counts = {action: sum(d.action == action for d in decisions) for action in actions}
