@@ -22,7 +22,7 @@ def lstm_params(inputs: int, units: int) -> int:
     return 4 * units * (inputs + units + 1)
 
 
-# Hand-derived parameter count of seed 000's printed model (layers=2, units=128, head_units=64,
+# Hand-derived parameter count of the model Kimm, Paik & Kimm 2021 printed (layers=2, units=128, head_units=64,
 # 9 input signals, 6 activities). A Keras LSTM of u units on i inputs has 4 gates, each with an
 # (i x u) kernel, a (u x u) recurrent kernel and u biases: 4u(i + u + 1). A Bidirectional layer
 # holds two of them and concatenates their outputs (2u features).
@@ -30,12 +30,12 @@ def lstm_params(inputs: int, units: int) -> int:
 #   Bidirectional(LSTM(128)) on 256 inputs:  2 * 4*128*(256 + 128 + 1) = 2 * 197,120 = 394,240
 #   LSTM(64) on 256 inputs:                  4*64*(256 + 64 + 1)                     =  82,176
 #   Dense(6) on 64 inputs:                   64*6 + 6                                =     390
-SEED_000_DBLSTM_PARAMS = 141_312 + 394_240 + 82_176 + 390  # 618,118
+KIMM_2021_DBLSTM_PARAMS = 141_312 + 394_240 + 82_176 + 390  # 618,118
 
 
 def test_hand_count_agrees_with_the_formula():
-    assert SEED_000_DBLSTM_PARAMS == 618_118
-    assert SEED_000_DBLSTM_PARAMS == (2 * lstm_params(9, 128) + 2 * lstm_params(256, 128)
+    assert KIMM_2021_DBLSTM_PARAMS == 618_118
+    assert KIMM_2021_DBLSTM_PARAMS == (2 * lstm_params(9, 128) + 2 * lstm_params(256, 128)
                                       + lstm_params(256, 64) + 64 * 6 + 6)
 
 
@@ -117,7 +117,7 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
     data = record["data"]
     assert data["source"] == "real" and data["url"] == archive.as_uri() and data["sizes"] == {"train": 12, "test": 6}
     assert data["class_names"] == ACTIVITIES and data["subjects"] == {"train": [1, 3], "test": [2]}
-    assert record["metrics"]["params"] == SEED_000_DBLSTM_PARAMS
+    assert record["metrics"]["params"] == KIMM_2021_DBLSTM_PARAMS
     check_repeated_training_record(record, repeats=1, epochs=2, global_batch=4, train=12, test=6)
     expected_labels = np.asarray(har_arrays()["y_test"]) - 1  # the archive's 1-6, shifted
     support = np.bincount(expected_labels, minlength=6).tolist()

@@ -63,7 +63,7 @@ def test_scores_are_mean_and_population_std_over_repeats_with_every_value_kept()
     assert metrics["repeats"] == 3 and metrics["experiment_time_s"] == experiment.experiment_time_s
 
 
-def test_seed_summary_line_matches_numpy_mean_and_std_in_percent():
+def test_published_summary_line_matches_numpy_mean_and_std_in_percent():
     experiment = run_repeats(lambda r, s: fake_repeat(r, s, []), 3, echo=None)
     values = experiment.per_repeat("f1_macro")
     assert experiment.score_line("f1_macro", "F1") == f"F1: {100 * np.mean(values):.3f}% (+/-{100 * np.std(values):.3f})"

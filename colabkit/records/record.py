@@ -164,7 +164,7 @@ def final_base(record_path: Path) -> Path:
 class Run:
     """One execution of a notebook: notes the start, then writes its record once at the end.
 
-    >>> run = start_run("matmul_tflops", params={"device": "cpu", "n": 512}, results_path="")
+    >>> run = start_run("matmul_tflops", globals())  # right after the notebook's parameters cell
     >>> run.record(device=dev, metrics={...}, timings={...}, data={...})
     """
 
@@ -212,8 +212,38 @@ class Run:
         return self.path
 
 
-def start_run(notebook: str, params: Mapping[str, Any], results_path: str | Path | None = None) -> Run:
-    """Begin a run of `notebook` with its parameters; `results_path` empty means the default path."""
+def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
+              params: Mapping[str, Any] | None = None, results_path: str | Path | None = None) -> Run:
+    """Begin a run of `notebook`, after checking its parameters.
+
+    `start_run("cnn_mnist", globals())`, right after a notebook's parameters cell: reads every
+    parameter the experiment's declaration names from `namespace`, checks them all against it and
+    raises ParameterError listing every problem ("n = 'abc': expected an int >= 1") before any work;
+    the record's params are those values, its path `results_path` (empty: the default path).
+
+    `start_run(name, params=..., results_path=...)` is for a notebook that has no declaration; where
+    `name` has one, `params` are checked against it all the same.
+    """
+    from colabkit.errors import ParameterError
+    from colabkit.experiments import check_values, find, get
+
+    if namespace is not None:
+        if params is not None:
+            raise TypeError("start_run takes a namespace (globals()) or params=, not both")
+        experiment = get(notebook)
+        values = {name: namespace[name] for name in experiment.parameter_names if name in namespace}
+        problems = check_values(experiment, values, complete=True)
+        if problems:
+            raise ParameterError(problems)
+        results_path = values.pop("results_path")
+        return Run(notebook, values, results_path)
+    if params is None:
+        raise TypeError(f'start_run("{notebook}", globals()) reads the parameters cell; or pass params=')
+    experiment = find(notebook)
+    if experiment is not None:
+        problems = check_values(experiment, {key: value for key, value in params.items()}, complete=False)
+        if problems:
+            raise ParameterError(problems)
     return Run(notebook, params, results_path)
 
 
