@@ -74,7 +74,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _coordinates_module(root: str) -> Path:
-    module = Path(root) / "colabkit" / "colab.py"
+    module = Path(root) / "colabkit" / "colab" / "coordinates.py"
     if not module.is_file():
         raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
     return module

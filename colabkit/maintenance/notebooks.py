@@ -13,7 +13,9 @@ What the template owns, and what each notebook keeps:
 
 The README carries two generated blocks between `<!-- colabkit:NAME -->` and `<!-- /colabkit:NAME -->`
 markers: `notebooks` (a table of the notebooks with their badges) and `colab-install` (the runtime
-to choose per device and the exact commands the bootstrap issues).
+to choose per device and the exact commands the bootstrap issues); and, between
+`<!-- experiments:start -->` and `<!-- experiments:end -->`, the table of declared experiments
+(colabkit.experiments), which may stand in for the `notebooks` block.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from colabkit.colab.install import (
     install_commands,
 )
 from colabkit.errors import NotebookTemplateError
+from colabkit.experiments.table import has_markers, markdown_table, stamp_experiments_table
 
 NOTEBOOKS_DIR = "notebooks"
 README = "README.md"
@@ -301,10 +304,19 @@ def install_section(coordinates: Coordinates) -> str:
 
 
 def stamp_readme(text: str, notebooks: list[NotebookInfo], coordinates: Coordinates, where: str = README) -> str:
-    """README text with its generated blocks rewritten; NotebookTemplateError if a block is missing."""
+    """README text with its generated blocks rewritten; NotebookTemplateError if a block is missing.
+
+    Where the README has the `<!-- experiments:start -->` ... `<!-- experiments:end -->` markers, the
+    table of declared experiments (colabkit.experiments.markdown_table) goes between them, and the
+    older `notebooks` block becomes optional."""
+    experiments = has_markers(text)
+    if experiments:
+        text = stamp_experiments_table(text, markdown_table(coordinates=coordinates), where)
     for name, body in (("notebooks", notebooks_table(notebooks, coordinates)),
                        ("colab-install", install_section(coordinates))):
         pattern = _block(name)
+        if name == "notebooks" and experiments and not pattern.search(text):
+            continue
         if not pattern.search(text):
             raise NotebookTemplateError(
                 f"{where}: no generated block '{name}': add the lines `<!-- colabkit:{name} -->` and "
