@@ -7,6 +7,7 @@ import statistics
 import pytest
 from conftest import execute_notebook
 
+from colabkit.experiments import get
 from colabkit.records.record import read_record
 
 pytestmark = pytest.mark.notebook
@@ -48,6 +49,7 @@ def test_cpu_smoke_run_on_offline_mnist(tmp_path):
     assert record["status"] == "ok" and record["data"]["source"] == "offline"
     metrics = record["metrics"]
     assert metrics["params"] == ALYAFEAI_2018_CNN_PARAMS
+    assert set(get("cnn_mnist").metrics) <= set(metrics)  # every metric its declaration promises
     check_training_record(record, epochs=3, global_batch=128, train_samples=1024)
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] > 0
     assert metrics["time_to_accuracy_s"] == pytest.approx(record["timings"]["epochs"][0]["epoch_s"], rel=0.5)

@@ -10,6 +10,7 @@ import pytest
 from conftest import execute_notebook
 from data_fixtures import har_arrays, har_nested_zip
 
+from colabkit.experiments import get
 from colabkit.records.record import read_record
 
 pytestmark = pytest.mark.notebook
@@ -82,6 +83,7 @@ def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
     assert record["data"]["source"] == "synthetic" and record["data"]["sizes"] == {"train": 7352, "test": 2947}
     check_repeated_training_record(record, repeats=2, epochs=2, global_batch=64, train=192, test=96)
     metrics = record["metrics"]
+    assert set(get("dblstm_har").metrics) <= set(metrics)  # every metric its declaration promises
     # 1 x Bidirectional(LSTM(8)) on 9 inputs, LSTM(8) on 16, Dense(6) on 8
     assert metrics["params"] == 2 * (4 * 8 * (9 + 8 + 1)) + 4 * 8 * (16 + 8 + 1) + 8 * 6 + 6
     assert metrics["global_batch_size"] == 64 and metrics["replicas"] == 1 and metrics["epochs_run"] == 2
