@@ -41,8 +41,3 @@ def suite_root() -> Path:
 def suite_path(relative: str | Path) -> Path:
     """`relative` (e.g. "notebooks/report.ipynb", "parameters/cnn_mnist.yaml") inside suite_root()."""
     return suite_root() / relative
-
-
-def is_installed_copy() -> bool:
-    """Whether the suite's files come from the installed package rather than a checkout."""
-    return checkout_root() is None
