@@ -24,7 +24,7 @@ from colabkit.experiments import (
     stamp_experiments_table,
     stamp_readme_file,
 )
-from colabkit.maintenance.notebooks import stamp_readme
+from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
 from colabkit.records.record import start_run
 from colabkit.sweep.parameters import declared_parameters
 from colabkit.sweep.runner import plan
@@ -250,10 +250,26 @@ def test_the_experiments_table_is_stamped_between_the_readme_markers(tmp_path):
         stamp_experiments_table("# no markers\n")
 
 
-def test_the_notebooks_command_stamps_the_experiments_table_in_place_of_the_notebooks_block():
+def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_notebooks():
     coordinates = Coordinates("colabkit/colabkit", "main")
-    readme = ("# x\n<!-- experiments:start -->\n<!-- experiments:end -->\n"
-              "<!-- colabkit:colab-install -->\nSTALE-INSTALL\n<!-- /colabkit:colab-install -->\n")
-    stamped = stamp_readme(readme, [], coordinates)
-    assert markdown_table(coordinates=coordinates) in stamped
-    assert "STALE-INSTALL" not in stamped
+    notebooks = [NotebookInfo("cnn_mnist", "notebooks/cnn_mnist.ipynb", "CNN", AcceleratorHint("GPU", "T4")),
+                 NotebookInfo("report", "notebooks/report.ipynb", "Results report", AcceleratorHint())]
+    table = readme_table(notebooks, coordinates)
+    experiments_part, others_part = table.split("The notebooks that sweep and report them:")
+    assert experiments_part.startswith(markdown_table(coordinates=coordinates, runtimes={"cnn_mnist": "T4 GPU",
+                                                                                          "report": "CPU"}))
+    assert "| [`cnn_mnist`](notebooks/cnn_mnist.ipynb) |" in experiments_part
+    assert "T4 GPU |" in experiments_part.splitlines()[3]  # cnn_mnist's row says the runtime it asks for
+    assert "[`report`](notebooks/report.ipynb)" in others_part and "cnn_mnist" not in others_part
+    readme = "# x\n<!-- experiments:start (generated) -->\nSTALE\n<!-- experiments:end -->\n"
+    stamped = stamp_block(readme, NOTEBOOKS_BLOCK, table)
+    assert stamped == "# x\n<!-- experiments:start (generated) -->\n" + table + "<!-- experiments:end -->\n"
+    assert stamp_experiments_table(readme, "T\n") == "# x\n<!-- experiments:start (generated) -->\nT\n<!-- experiments:end -->\n"
+
+
+def test_the_repositorys_readme_carries_the_current_table():
+    from colabkit.colab.coordinates import configured
+    from colabkit.maintenance.notebooks import stamp_repository
+
+    result = stamp_repository(REPO, configured(), check=True)
+    assert "README.md" not in result.changed, "run `python -m colabkit notebooks` to restamp the README"
