@@ -56,6 +56,10 @@ class SweepLockedError(ColabkitError):
     """Another sweep is writing to the same output folder."""
 
 
+class OutputFolderError(ColabkitError):
+    """A sweep's output folder cannot be written (a file in its place, no permission, read-only)."""
+
+
 class SweepInterrupted(ColabkitError):
     """A sweep stopped by Ctrl-C or SIGTERM. Holds the outcomes that finished before it stopped."""
 
@@ -98,6 +102,10 @@ class CorruptDownloadError(DataUnavailableError):
 class DataFormatError(DataError):
     """A file is intact but does not hold what the dataset's layout promises (missing member,
     wrong shape, labels out of range). Never silenced by a fallback: it means a changed source."""
+
+
+class DataCacheWarning(UserWarning):
+    """A cached data file failed verification and was removed (the message names it and why)."""
 
 
 class DataSourceWarning(UserWarning):

@@ -53,6 +53,7 @@ def notebook_digest(path: str | Path) -> str:
     return _notebook_digest_cached(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
 
 
+@lru_cache(maxsize=1)  # read once per process: reading package metadata costs ~1 ms, per combination
 def tensorflow_version() -> str | None:
     """The installed TensorFlow's version, read from package metadata (TensorFlow is not imported)."""
     for distribution in _TENSORFLOW_DISTRIBUTIONS:
