@@ -117,3 +117,8 @@ class ExperimentError(ColabkitError, ValueError):
 
 class UnknownDatasetError(ColabkitError, ValueError):
     """A dataset name that no loader of this notebook knows."""
+
+
+class FlopCountError(ColabkitError):
+    """A model's FLOPs cannot be counted analytically: a layer type without a formula (named in the
+    message), an axis of unknown length, or a model that was never built on keras.Input."""
