@@ -9,7 +9,7 @@ functions section by section::
 
 Modules: records (load, merge, device labels), section (Section, publish), writers (PNG/PDF/SVG,
 CSV/LaTeX/Markdown), figures (style and plot helpers), one module per notebook's section (matmul,
-cnn, dblstm, timeseries), summary (speedups and the plain-language reading), provenance, build
+cnn, dblstm, timeseries, paradnn), summary (speedups and the plain-language reading), provenance, build
 (papermill and the HTML export).
 """
 
@@ -18,6 +18,7 @@ from colabkit.report.cnn import cnn_section, cnn_table
 from colabkit.report.dblstm import dblstm_section, dblstm_table, runtime_ratios
 from colabkit.report.figures import bar_heights, line_data, report_style
 from colabkit.report.matmul import matmul_section, matmul_table
+from colabkit.report.paradnn import paradnn_section, paradnn_table, roofline_point
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, device_label, load_report_data
 from colabkit.report.section import ReportFigure, ReportTable, Section, publish, show, write_section
@@ -31,7 +32,8 @@ __all__ = [
     "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "bar_heights",
     "build_report", "cnn_section", "cnn_table", "dblstm_section", "dblstm_table", "device_label", "export_html",
     "latex_table", "line_data", "load_report_data", "markdown_table", "matmul_section", "matmul_table",
-    "overview_section", "prediction_frame", "prepare_output", "provenance_section", "publish", "reading",
-    "report_style", "runtime_ratios", "show", "speedup_table", "summary_section", "timeseries_section",
+    "overview_section", "paradnn_section", "paradnn_table", "prediction_frame", "prepare_output",
+    "provenance_section", "publish", "reading", "report_style", "roofline_point", "runtime_ratios", "show",
+    "speedup_table", "summary_section", "timeseries_section",
     "timeseries_table", "write_figure", "write_records_csv", "write_section", "write_table",
 ]

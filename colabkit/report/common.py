@@ -23,6 +23,7 @@ NOTEBOOK_TITLES = {
     "cnn_mnist": "CNN on MNIST",
     "dblstm_har": "dBLSTM on UCI HAR",
     "timeseries_rnn": "Weather time series (GRU)",
+    "paradnn": "ParaDnn (FC, CNN, RNN)",
 }
 
 
