@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.colors import to_hex, to_rgb
+from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.report.common import column, config_key, notebook_section, pick
@@ -59,11 +60,12 @@ def roofline_point(intensity: float | None, achieved_tflops: float | None, peak_
 
 
 def draw_roofline(ax: Any, points: Iterable[tuple[float, float, str, str | None]], peak_tflops: float | None,
-                  bandwidth_gb_s: float | None, roof_label: str = "roofline") -> None:
+                  bandwidth_gb_s: float | None, roof_label: str = "roofline", span: Iterable[float] = ()) -> None:
     """Log-log roofline on `ax`: each point (intensity FLOP/byte, achieved TFLOPS, label, colour) as a
-    marker, and the roof min(peak, intensity x bandwidth) as a line where both figures are known."""
+    marker, and the roof min(peak, intensity x bandwidth) as a line where both figures are known,
+    drawn over the points' intensities, `span`'s and the ridge point, with a margin of 4x."""
     points = [p for p in points if _finite(p[0]) and _finite(p[1])]
-    xs = [p[0] for p in points]
+    xs = [p[0] for p in points] + [x for x in span if _finite(x)]
     for x, y, label, color in points:
         ax.scatter([x], [y], label=label, color=color, edgecolor="#333333", linewidth=0.5, zorder=3)
     if _finite(peak_tflops) and _finite(bandwidth_gb_s):
@@ -138,10 +140,9 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
                        label=f"{family}, batch {format_number(batch)}")
         roofs = rows[["peak_tflops", "bandwidth_gb_s", "precision"]].drop_duplicates()
         for roof in roofs.itertuples():
-            draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})")
-        xs = rows["intensity"].dropna()
-        if len(xs):  # keep the points in view even where the roof spans far wider
-            ax.set_xlim(min(ax.get_xlim()[0], xs.min() / 2), max(ax.get_xlim()[1], xs.max() * 2))
+            precision = "float32" if roof.precision in (None, "none") or pd.isna(roof.precision) else roof.precision
+            draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({precision})",
+                          span=rows["intensity"].dropna().astype(float))
         ax.set_title(device, fontsize="medium")
         ax.legend(fontsize="x-small", loc="lower right")
     behind = table[["device", "family", "model", "batch", "precision", "intensity", "model_tflops", "peak_tflops",
@@ -200,6 +201,7 @@ def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportF
                            linewidth=0.4, zorder=3, label=f"batch {format_number(batch)}")
             ax.axhline(1.0, color="#999999", linewidth=1)
             ax.set_yscale("log")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel(f"{family} models, sorted by speedup")
             ax.set_ylabel("speedup (samples/s ratio)")
             ax.set_title(f"{b.split(':')[0]} over {a.split(':')[0]}: {family}", fontsize="medium")
