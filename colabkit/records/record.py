@@ -27,6 +27,35 @@ REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
 )
+# What each top-level field holds: the required ones, then those only some records have.
+# docs/records.md is rendered from these (python -m colabkit.maintenance.schema_doc; a test keeps it current).
+FIELD_DOCS: dict[str, str] = {
+    "schema_version": f"the record format's version ({SCHEMA_VERSION}); readers refuse versions they do not know",
+    "notebook": "the notebook's name, e.g. `matmul_tflops`",
+    "status": "`ok` (a finished measurement), `failed` (see `error`) or `skipped` (never ran; `error` says why)",
+    "params": "every parameter the notebook ran with, defaults included",
+    "metrics": "the results: the headline figures and scores, flat name -> number (or string); "
+               "which names depends on the notebook",
+    "timings": "what was timed and how: raw samples (cold, warm, per epoch or per repeat) and their "
+               "summaries (min, median, mean, std), so every headline figure can be recomputed",
+    "device": "what ran the work: the device asked for and found, its model, replicas, distribution "
+              "strategy, Keras backend",
+    "software": "Python and library versions (TensorFlow, Keras, NumPy, JAX, PyTorch...), "
+                "TensorFlow's CUDA/cuDNN build, the Keras backend",
+    "host": "the machine: OS, CPU model and cores, memory, and the Colab runtime when there is one",
+    "data": "which data was used: dataset, `source` (`real`, `offline` or `synthetic`), URL, sha256, shapes, "
+            "and a note when it is not the real data",
+    "started_at": "when the run started (UTC, ISO 8601)",
+    "finished_at": "when the record was written (UTC, ISO 8601)",
+    "git_commit": "the commit of colabkit's code: from its git checkout (`-dirty` when modified), else the "
+                  "commit pip installed it from (direct_url.json); null when neither says",
+    "error": "only when not ok: `type`, `kind`, `message`, and where a cell failed its index (`cell`), "
+             "`exec_count` and `source`",
+    "fingerprint": "written by the sweep: what the result depends on (notebook code, parameters, colabkit's "
+                   "version and code, TensorFlow's version) and their `digest`; a resumed sweep keeps a "
+                   "record whose digest matches",
+    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`)",
+}
 
 
 def utc_now() -> str:

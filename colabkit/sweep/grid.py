@@ -38,6 +38,7 @@ import yaml
 
 from colabkit.device.spec import DEVICE_KINDS, parse_device
 from colabkit.errors import GridError, UnknownDeviceError
+from colabkit.suite import suite_root
 from colabkit.sweep.parameters import DeclaredParameter, declared_parameters
 
 TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
@@ -171,8 +172,9 @@ def _resolve_notebook(grid_path: Path, notebook: str) -> Path:
     candidate = Path(notebook)
     if candidate.is_absolute():
         return candidate
-    # Relative to where the command runs, else to the project holding parameters/.
-    for base in (Path.cwd(), grid_path.parent, grid_path.parent.parent):
+    # Relative to where the command runs, else to the project holding parameters/, else the suite's
+    # own copy (the checkout colabkit runs from, or the one installed with it: colabkit.suite).
+    for base in (Path.cwd(), grid_path.parent, grid_path.parent.parent, suite_root()):
         if (base / candidate).exists():
             return (base / candidate).resolve()
     return (grid_path.parent.parent / candidate).resolve()
