@@ -99,6 +99,20 @@ def test_roofline_per_device_table_speedups_and_claims(tmp_path):
     assert cnn_max["ours (x)"] == pytest.approx(20.0) and "GPU" in cnn_max["our devices"]
     roofs = section.table("paradnn_roofs")
     assert set(roofs["peak TFLOPS: source"]) == {"cpu datasheet", "gpu datasheet"}
+    assert roofs["runs"].tolist() == [len(MODELS) * 2] * 2 and roofs["precision"].tolist() == ["float32"] * 2
+
+
+def test_a_cpu_measuring_its_bandwidth_per_run_gets_one_roof_at_the_median(tmp_path):
+    for index, bandwidth in enumerate((10.0, 20.0, 40.0)):
+        record = paradnn_record("cpu", "fc", {"layers": 4, "nodes": 32 * (index + 1)}, 1e5, 2.0, 64)
+        record["metrics"]["peak_bandwidth_gb_s"] = bandwidth
+        write(tmp_path, record, f"fc-{index}")
+    section = paradnn_section(load_report_data([tmp_path]))
+    (ax,) = section.figure("paradnn_roofline").figure.axes
+    (roof,) = [line for line in ax.get_lines() if line.get_label().startswith("roof")]
+    assert "20 GB/s" in roof.get_label()
+    roofs = section.table("paradnn_roofs")
+    assert roofs[["bandwidth (GB/s, median)", "min", "max", "runs"]].values.tolist() == [[20.0, 10.0, 40.0, 3]]
 
 
 def test_one_device_draws_its_roofline_without_speedups(tmp_path):

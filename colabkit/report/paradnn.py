@@ -102,7 +102,7 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "bandwidth_source": column(ok, "metrics.peak_bandwidth_source"),
         "bound": column(ok, "metrics.bound"), "roofline_tflops": column(ok, "metrics.roofline_tflops"),
         "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
-        "config": config_key(ok, exclude=("device", "backend")), "path": ok["path"],
+        "config": config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "family", "model", "batch"],
@@ -125,6 +125,22 @@ def point_colors(table: pd.DataFrame) -> pd.Series:
                                           position.get(float(row["batch"]), 1.0)), axis=1)
 
 
+def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
+    """One roof per device and precision: the median of its records' peak TFLOPS and bandwidth (a
+    CPU's bandwidth is measured in every run, so its records differ), with the bandwidth's range
+    over the runs and the first record's sources."""
+    precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
+    rows = []
+    for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
+        bandwidth = group["bandwidth_gb_s"].astype(float)
+        rows.append({"device": device, "precision": name, "runs": len(group),
+                     "peak_tflops": group["peak_tflops"].astype(float).median(),
+                     "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": bandwidth.min(),
+                     "bandwidth_max_gb_s": bandwidth.max(), "peak_source": group["peak_source"].iloc[0],
+                     "bandwidth_source": group["bandwidth_source"].iloc[0]})
+    return pd.DataFrame(rows)
+
+
 def roofline_figure(table: pd.DataFrame) -> ReportFigure:
     """One log-log panel per device: each model's arithmetic intensity against its achieved TFLOPS,
     coloured by family and shaded by batch size, under the device's roofs (peak and bandwidth from
@@ -138,10 +154,8 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
             ax.scatter(group["intensity"], group["model_tflops"], color=colors[group.index[0]],
                        marker=FAMILY_MARKERS.get(family, "o"), edgecolor="#333333", linewidth=0.5, zorder=3,
                        label=f"{family}, batch {format_number(batch)}")
-        roofs = rows[["peak_tflops", "bandwidth_gb_s", "precision"]].drop_duplicates()
-        for roof in roofs.itertuples():
-            precision = "float32" if roof.precision in (None, "none") or pd.isna(roof.precision) else roof.precision
-            draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({precision})",
+        for roof in device_roofs(rows).itertuples():
+            draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
                           span=rows["intensity"].dropna().astype(float))
         ax.set_title(device, fontsize="medium")
         ax.legend(fontsize="x-small", loc="lower right")
@@ -149,8 +163,9 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
                     "peak_source", "bandwidth_gb_s", "bandwidth_source", "roofline_tflops", "bound"]]
     caption = ("Roofline per device: achieved model TFLOPS (training FLOPs per sample x steady samples/s) against "
                "arithmetic intensity (training FLOPs per byte of weights and activations moved, per replica). "
-               "Roof: the peak at the run's precision and the memory bandwidth named in the records (datasheet on "
-               "GPUs/TPUs, measured STREAM triad on CPUs, a lower bound); dotted: the ridge point. Colour: family; "
+               "Roof: the peak at the runs' precision and the memory bandwidth named in the records (datasheet on "
+               "GPUs/TPUs; on CPUs a STREAM triad measured in each run, a lower bound: the median over the runs); "
+               "dotted: the ridge point. Colour: family; "
                "paler: smaller batch.")
     return ReportFigure("paradnn_roofline", figure, behind.copy(), caption)
 
@@ -272,15 +287,18 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"), ("intensity", "FLOPs/byte"),
                            ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
                            ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
-    sources = table[["device", "peak_source", "bandwidth_source"]].drop_duplicates()
     section.items = [ReportTable("paradnn_models", printed,
                                  "ParaDnn models per device: steady step time and throughput, achieved model TFLOPS, "
                                  "MFU and position on the roofline.")]
     if table["intensity"].notna().any() and table["model_tflops"].notna().any():
         section.items.append(roofline_figure(table))
-    section.items.append(ReportTable("paradnn_roofs", sources.rename(columns={
-        "peak_source": "peak TFLOPS: source", "bandwidth_source": "bandwidth: source"}).reset_index(drop=True),
-        "Where each device's roof comes from: the peak and bandwidth figures its records used."))
+    roofs = device_roofs(table).rename(columns={
+        "peak_tflops": "peak TFLOPS", "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
+        "bandwidth_max_gb_s": "max", "peak_source": "peak TFLOPS: source",
+        "bandwidth_source": "bandwidth: source (first run)"})
+    section.items.append(ReportTable(
+        "paradnn_roofs", roofs, "Each device's roof: the peak and bandwidth its records used (median over the runs; "
+        "min and max: the bandwidth's range, which a CPU measures in every run) and where they come from."))
     pairs = device_pairs(table)
     if pairs:
         section.items.append(speedup_figure(table, pairs))
