@@ -158,7 +158,7 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
             draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
                           span=rows["intensity"].dropna().astype(float))
         ax.set_title(device, fontsize="medium")
-        ax.legend(fontsize="x-small", loc="lower right")
+        ax.legend(fontsize="x-small", loc="upper left")  # above the bandwidth slope: no point can be there
     behind = table[["device", "family", "model", "batch", "precision", "intensity", "model_tflops", "peak_tflops",
                     "peak_source", "bandwidth_gb_s", "bandwidth_source", "roofline_tflops", "bound"]]
     caption = ("Roofline per device: achieved model TFLOPS (training FLOPs per sample x steady samples/s) against "
