@@ -147,3 +147,8 @@ class UnknownExperimentError(ColabkitError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message quoted
         return str(self.args[0]) if self.args else ""
+
+
+class FlopCountError(ColabkitError):
+    """A model's FLOPs cannot be counted analytically: a layer type without a formula (named in the
+    message), an axis of unknown length, or a model that was never built on keras.Input."""

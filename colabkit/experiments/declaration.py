@@ -188,6 +188,9 @@ class Experiment:
     headline: Headline
     section: str
     references: tuple[Reference, ...] = ()
+    # Rules tying several parameters together (e.g. steps a multiple of steps_per_execution): each
+    # takes the full set of values (defaults filled in) and returns what is wrong in one line, or None.
+    constraints: tuple[Callable[[Mapping[str, Any]], str | None], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]
@@ -243,4 +246,7 @@ def check_values(experiment: Experiment, values: Mapping[str, Any], *, complete:
     if complete:
         problems += [f"{name}: not set (the notebook's parameters cell must assign it)"
                      for name in declared if name not in values]
+    if not problems:  # the rules between parameters only make sense once each value fits its own
+        merged = {**experiment.defaults, **values}
+        problems += [problem for rule in experiment.constraints if (problem := rule(merged))]
     return problems

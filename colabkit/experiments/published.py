@@ -86,3 +86,17 @@ def alyafeai_2018_rows(batch_size: int) -> list[dict[str, Any]]:
 def weather_gru_rows() -> list[dict[str, Any]]:
     """The published weather-GRU epoch times as table rows, with the time per training step."""
     return [{**row, "step_time_s": row["epoch_time_s"] / row["steps_per_epoch"]} for row in WEATHER_GRU_EPOCHS]
+
+# Wang, Wei & Brooks 2020 (ParaDnn; arXiv 1907.10701 and its 2020 slides): headline speedups on
+# TPU v2/v3 and a V100 GPU, TF 1.x, their own models and precisions (bf16 TPU, fp16 GPU).
+PARADNN_SOURCE = "Wang, Wei & Brooks 2020, ParaDnn"
+PARADNN_CLAIMS: list[dict[str, Any]] = [
+    {"claim": "TPU v3 over TPU v2, compute-bound FC models", "kind": "median_compute_bound", "family": "fc",
+     "devices": ("TPU v2", "TPU v3"), "theirs": 2.3},
+    {"claim": "TPU v3 over TPU v2, memory-bound FC models", "kind": "median_memory_bound", "family": "fc",
+     "devices": ("TPU v2", "TPU v3"), "theirs": 1.5},
+    {"claim": "CNNs: TPU over GPU, up to", "kind": "max", "family": "cnn", "devices": ("GPU", "TPU"), "theirs": 6.0},
+    {"claim": "FC: TPU over GPU, lowest (GPU better below 1)", "kind": "min", "family": "fc",
+     "devices": ("GPU", "TPU"), "theirs": 0.35},
+    {"claim": "FC: TPU over GPU, highest", "kind": "max", "family": "fc", "devices": ("GPU", "TPU"), "theirs": 9.0},
+]

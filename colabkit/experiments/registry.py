@@ -27,6 +27,7 @@ BUILTIN_MODULES = (
     "colabkit.experiments.cnn_mnist",
     "colabkit.experiments.dblstm_har",
     "colabkit.experiments.timeseries_rnn",
+    "colabkit.experiments.paradnn",
 )
 _BUILTIN = "colabkit"
 _DIRECT = "register()"  # declared by a direct call (e.g. in a notebook), not by a listed module
