@@ -130,7 +130,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _coordinates_module(root: str) -> Path:
-    module = Path(root) / "colabkit" / "colab.py"
+    module = Path(root) / "colabkit" / "colab" / "coordinates.py"
     if not module.is_file():
         raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
     return module
@@ -173,6 +173,10 @@ def _badges(args: argparse.Namespace) -> int:
     from colabkit.colab.coordinates import Coordinates, write_coordinates
 
     coordinates = Coordinates(args.repo, args.ref)
+    if not coordinates.pinned:
+        print(f"warning: ref {args.ref!r} is not a release tag (v0.1.0) or a commit id: if it is a branch, the "
+              "bootstrap installs whatever it holds on the day, not the code the records were made with",
+              file=sys.stderr)
     module = _coordinates_module(args.root)
     if write_coordinates(module, coordinates):
         print(f"coordinates set in {module}: {coordinates.repository}@{coordinates.ref}")
@@ -301,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.set_defaults(handler=_notebooks)
     badges = verbs.add_parser("badges", help="point every badge and the bootstrap at another repository or ref")
     badges.add_argument("--repo", required=True, help="GitHub OWNER/NAME")
-    badges.add_argument("--ref", required=True, help="branch, tag or commit")
+    badges.add_argument("--ref", required=True, help="release tag (v0.1.0) or commit; a branch works but is not pinned")
     badges.add_argument("--root", default=".", help="repository root (default: .)")
     badges.set_defaults(handler=_badges)
     workers = verbs.add_parser("workers", help="run a notebook on N local worker processes (MultiWorkerMirroredStrategy)")

@@ -125,3 +125,30 @@ class ExperimentError(ColabkitError, ValueError):
 
 class UnknownDatasetError(ColabkitError, ValueError):
     """A dataset name that no loader of this notebook knows."""
+
+
+class ParameterError(ColabkitError, ValueError):
+    """Values a notebook's parameters cell was given (by papermill, a sweep, or an edit in Colab) that
+    its experiment's declaration does not allow; one line per problem, naming parameter, value and
+    what is allowed. Raised right after the parameters cell, before any work."""
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class ExperimentDeclarationError(ColabkitError):
+    """An experiment declaration that contradicts itself (a default outside its own range, a headline
+    metric it does not record) or a module named in COLABKIT_EXPERIMENTS that cannot be imported."""
+
+
+class UnknownExperimentError(ColabkitError, KeyError):
+    """An experiment name no declaration registers."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class FlopCountError(ColabkitError):
+    """A model's FLOPs cannot be counted analytically: a layer type without a formula (named in the
+    message), an axis of unknown length, or a model that was never built on keras.Input."""

@@ -548,7 +548,7 @@ def load_weather(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: bool = True,
 ) -> WeatherData:
-    """Hvass's weather-denmark, hourly (SOURCES.md section 4), or the TMY3 offline substitute.
+    """Hvass-Labs' weather-denmark, hourly (tutorial #23, docs/sources.md), or the TMY3 offline substitute.
 
     Real: five cities' Temp, Pressure, WindSpeed, WindDir resampled to hours and inner-joined, minus
     Esbjerg's and Roskilde's pressure, plus DayOfYear and Hour: 20 input columns; targets

@@ -28,6 +28,35 @@ REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
 )
+# What each top-level field holds: the required ones, then those only some records have.
+# docs/records.md is rendered from these (python -m colabkit.maintenance.schema_doc; a test keeps it current).
+FIELD_DOCS: dict[str, str] = {
+    "schema_version": f"the record format's version ({SCHEMA_VERSION}); readers refuse versions they do not know",
+    "notebook": "the notebook's name, e.g. `matmul_tflops`",
+    "status": "`ok` (a finished measurement), `failed` (see `error`) or `skipped` (never ran; `error` says why)",
+    "params": "every parameter the notebook ran with, defaults included",
+    "metrics": "the results: the headline figures and scores, flat name -> number (or string); "
+               "which names depends on the notebook",
+    "timings": "what was timed and how: raw samples (cold, warm, per epoch or per repeat) and their "
+               "summaries (min, median, mean, std), so every headline figure can be recomputed",
+    "device": "what ran the work: the device asked for and found, its model, replicas, distribution "
+              "strategy, Keras backend",
+    "software": "Python and library versions (TensorFlow, Keras, NumPy, JAX, PyTorch...), "
+                "TensorFlow's CUDA/cuDNN build, the Keras backend",
+    "host": "the machine: OS, CPU model and cores, memory, and the Colab runtime when there is one",
+    "data": "which data was used: dataset, `source` (`real`, `offline` or `synthetic`), URL, sha256, shapes, "
+            "and a note when it is not the real data",
+    "started_at": "when the run started (UTC, ISO 8601)",
+    "finished_at": "when the record was written (UTC, ISO 8601)",
+    "git_commit": "the commit of colabkit's code: from its git checkout (`-dirty` when modified), else the "
+                  "commit pip installed it from (direct_url.json); null when neither says",
+    "error": "only when not ok: `type`, `kind`, `message`, and where a cell failed its index (`cell`), "
+             "`exec_count` and `source`",
+    "fingerprint": "written by the sweep: what the result depends on (notebook code, parameters, colabkit's "
+                   "version and code, TensorFlow's version) and their `digest`; a resumed sweep keeps a "
+                   "record whose digest matches",
+    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`)",
+}
 
 
 def utc_now() -> str:
@@ -233,7 +262,7 @@ def final_base(record_path: Path) -> Path:
 class Run:
     """One execution of a notebook: notes the start, then writes its record once at the end.
 
-    >>> run = start_run("matmul_tflops", params={"device": "cpu", "n": 512}, results_path="")
+    >>> run = start_run("matmul_tflops", globals())  # right after the notebook's parameters cell
     >>> run.record(device=dev, metrics={...}, timings={...}, data={...})
     """
 
@@ -289,8 +318,38 @@ class Run:
         return self.path
 
 
-def start_run(notebook: str, params: Mapping[str, Any], results_path: str | Path | None = None) -> Run:
-    """Begin a run of `notebook` with its parameters; `results_path` empty means the default path."""
+def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
+              params: Mapping[str, Any] | None = None, results_path: str | Path | None = None) -> Run:
+    """Begin a run of `notebook`, after checking its parameters.
+
+    `start_run("cnn_mnist", globals())`, right after a notebook's parameters cell: reads every
+    parameter the experiment's declaration names from `namespace`, checks them all against it and
+    raises ParameterError listing every problem ("n = 'abc': expected an int >= 1") before any work;
+    the record's params are those values, its path `results_path` (empty: the default path).
+
+    `start_run(name, params=..., results_path=...)` is for a notebook that has no declaration; where
+    `name` has one, `params` are checked against it all the same.
+    """
+    from colabkit.errors import ParameterError
+    from colabkit.experiments import check_values, find, get
+
+    if namespace is not None:
+        if params is not None:
+            raise TypeError("start_run takes a namespace (globals()) or params=, not both")
+        experiment = get(notebook)
+        values = {name: namespace[name] for name in experiment.parameter_names if name in namespace}
+        problems = check_values(experiment, values, complete=True)
+        if problems:
+            raise ParameterError(problems)
+        results_path = values.pop("results_path")
+        return Run(notebook, values, results_path)
+    if params is None:
+        raise TypeError(f'start_run("{notebook}", globals()) reads the parameters cell; or pass params=')
+    experiment = find(notebook)
+    if experiment is not None:
+        problems = check_values(experiment, {key: value for key, value in params.items()}, complete=False)
+        if problems:
+            raise ParameterError(problems)
     return Run(notebook, params, results_path)
 
 
