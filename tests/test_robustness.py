@@ -382,17 +382,31 @@ def test_sigterm_stops_the_sweep_like_ctrl_c_and_status_shows_the_unfinished_run
     assert f"unfinished {folder / 'value-2_mode-sleep'}: interrupted; the next sweep runs it again" in status.stdout
 
 
-# --- the matmul notebook: count 0 is not a measurement -------------------------------------------
+# --- matmul figures: 0 or NaN TFLOPS is not a measurement -----------------------------------------
 
-@pytest.mark.notebook
-def test_matmul_with_count_0_writes_a_failed_record_not_an_ok_one(tmp_path):
+def test_matmul_count_0_is_refused_before_anything_runs(tmp_path):
     result = colabkit("sweep", REPO / "parameters" / "matmul_tflops.yaml", "--preset", "smoke", "--device", "cpu",
-                      "-p", "n=64", "-p", "count=0", "--out", tmp_path, "--no-html")
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    record = read_record(tmp_path / "matmul_tflops" / "cpu" / "dtype-float32.json")
+                      "-p", "n=64", "-p", "count=0", "--out", tmp_path)
+    assert "count = 0" in one_line_error(result)
+
+
+@pytest.mark.parametrize("tflops", [0.0, float("nan"), float("inf")])
+def test_a_matmul_record_of_0_or_nan_tflops_is_failed_not_ok(tmp_path, tflops):
+    """What the matmul notebook's last cell does, with the figures a run that multiplied nothing
+    (or whose clock failed) would produce: the record on disk says failed, and why."""
+    from colabkit.errors import MeasurementError
+    from colabkit.records.record import start_run
+
+    path = tmp_path / "matmul.json"
+    run = start_run("matmul_tflops", params={"device": "cpu", "n": 64, "count": 1}, results_path=path)
+    metrics = {"tflops_cold": 1.0, "tflops_warm": tflops, "seconds_warm": 0.001, "flops_per_call": 2 * 64**3}
+    with pytest.raises(MeasurementError, match="not a measurement: tflops_warm = "):
+        run.record(metrics=metrics, timings={}, device={"requested": "cpu", "kind": "cpu"},
+                   data={"name": "uniform random matrices", "source": "synthetic"})
+    record = read_record(path)
     assert record["status"] == "failed" and record["error"]["kind"] == "not_a_measurement"
-    assert "tflops_warm = 0.0" in record["error"]["message"]
-    assert "must be a finite number > 0" in record["error"]["message"]
+    assert "(must be a finite number > 0)" in record["error"]["message"]
+    assert "tflops_cold" not in record["error"]["message"]  # only the bad figures are named
 
 
 # --- the data cache: say what was removed and why, and what to do next --------------------------
