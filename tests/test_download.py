@@ -23,7 +23,7 @@ from colabkit.data.download import (
     sha256_of,
     url_basename,
 )
-from colabkit.errors import CorruptDownloadError, DownloadError
+from colabkit.errors import CorruptDownloadError, CorruptFileError, DownloadError
 
 PAYLOAD = b"colabkit test payload " * 1000
 
@@ -176,9 +176,9 @@ def test_archive_validators_catch_truncation(tmp_path):
     check_zip(archive)
     for path in (tarball, archive):
         path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
-    with pytest.raises(download.Corrupt):
+    with pytest.raises(CorruptFileError):
         check_tar(tarball)
-    with pytest.raises(download.Corrupt):
+    with pytest.raises(CorruptFileError):
         check_zip(archive)
 
 
@@ -189,7 +189,7 @@ def test_zip_with_a_damaged_member_fails_its_crc(tmp_path):
     payload = bytearray(path.read_bytes())
     payload[payload.index(b"xxxx") + 10] = ord("y")
     path.write_bytes(bytes(payload))
-    with pytest.raises(download.Corrupt, match="CRC|readable"):
+    with pytest.raises(CorruptFileError, match="CRC|readable"):
         check_zip(path)
 
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
-import os
-import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from colabkit.errors import RecordError
+from colabkit.io import json_value, write_json_atomic
 from colabkit.records.provenance import git_commit, host_info, software_versions
 
 SCHEMA_VERSION = 1
@@ -63,44 +61,6 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
-def _plain(value: Any) -> Any:
-    """NumPy scalars and arrays, tuples and paths as plain JSON values; non-finite floats as None."""
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_plain(item) for item in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays and scalars
-        return _plain(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_json_atomic(path: str | Path, payload: Any) -> Path:
-    """Write JSON to `path` through a temporary file in the same folder and an atomic rename.
-
-    A reader never sees a half-written file: either the old content or the complete new one.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_plain(payload), indent=2, sort_keys=False, allow_nan=False)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide records from the other users of a shared folder
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text + "\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-    return target
-
-
 def make_record(
     notebook: str,
     status: str,
@@ -138,7 +98,7 @@ def make_record(
     if error:
         record["error"] = dict(error)
     record.update(extra)
-    return _plain(record)
+    return json_value(record)
 
 
 def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
