@@ -14,6 +14,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,10 @@ def write_atomic(path: str | Path, content: str | bytes | Callable[[Path], None]
 
 
 def json_value(value: Any) -> Any:
-    """`value` as plain JSON: NumPy scalars and arrays, tuples, sets and paths converted; non-finite
+    """`value` as plain JSON: enum members, NumPy scalars and arrays, tuples, sets and paths converted; non-finite
     floats as None (JSON has no NaN or infinity, and a reader must not mistake them for numbers)."""
+    if isinstance(value, Enum):  # a vocabulary member (e.g. RecordStatus.OK) as the plain value it stands for
+        return json_value(value.value)
     if isinstance(value, Mapping):
         return {str(key): json_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple, set)):

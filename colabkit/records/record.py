@@ -18,9 +18,10 @@ from typing import Any
 from colabkit.errors import RecordError
 from colabkit.io import json_value, write_json_atomic
 from colabkit.records.provenance import git_commit, host_info, software_versions
+from colabkit.records.schema import RecordStatus
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "skipped")
+STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"
 REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
@@ -63,7 +64,7 @@ def utc_now() -> str:
 
 def make_record(
     notebook: str,
-    status: str,
+    status: RecordStatus | str,
     params: Mapping[str, Any],
     *,
     metrics: Mapping[str, Any] | None = None,
@@ -78,12 +79,13 @@ def make_record(
     """A complete record of schema version 1, with software, host and git commit filled in."""
     if status not in STATUSES:
         raise RecordError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-    if status != "ok" and not error:
-        raise RecordError(f"a {status!r} record needs an `error` saying why")
+    status = RecordStatus(status)
+    if status != RecordStatus.OK and not error:
+        raise RecordError(f"a {status.value!r} record needs an `error` saying why")
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "notebook": notebook,
-        "status": status,
+        "status": status.value,  # the plain string: the record schema's value
         "params": dict(params),
         "metrics": dict(metrics or {}),
         "timings": dict(timings or {}),

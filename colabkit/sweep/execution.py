@@ -31,6 +31,7 @@ from typing import IO, Any
 from colabkit.errors import RecordError
 from colabkit.io import write_atomic, write_json_atomic
 from colabkit.records.record import make_record, read_record, running_path, utc_now
+from colabkit.records.schema import ErrorKind, RecordStatus
 from colabkit.sweep.grid import Combination
 from colabkit.sweep.notebook_runner import (
     KernelWatch,
@@ -65,12 +66,15 @@ class Outcome:
     """What happened to one combination."""
 
     combination: Combination
-    status: str  # ok | failed | skipped
+    status: RecordStatus
     seconds: float
     record_path: Path
     message: str = ""
     resumed: bool = False  # True: an earlier sweep's record was kept, nothing ran now
     error: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.status = RecordStatus(self.status)  # a record's status string, checked against the vocabulary
 
 
 class RunFiles:
@@ -136,31 +140,31 @@ def describe_failure(exc: BaseException, running_notebook: Path, source_notebook
     if failure is not None:  # papermill.PapermillExecutionError: an exception raised inside a cell
         ename, message, source = failure.ename, failure.evalue, failure.source
         cell = source_index(source_notebook, source, failure.cell_index)
-        return {"type": ename, "kind": "oom" if _is_out_of_memory(ename, message) else "exception",
+        return {"type": ename, "kind": ErrorKind.OOM if _is_out_of_memory(ename, message) else ErrorKind.EXCEPTION,
                 "message": message[:4000], "cell": cell, "exec_count": failure.exec_count,
                 "source": source[:2000]}
     error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc).strip()[:2000]}
     if isinstance(exc, CellTimeoutError):
-        error.update(kind="timeout", message=f"the run exceeded its time limit (--timeout {timeout_s:g} s)")
+        error.update(kind=ErrorKind.TIMEOUT, message=f"the run exceeded its time limit (--timeout {timeout_s:g} s)")
     elif isinstance(exc, DeadKernelError):
         how = f" with exit code {exit_code}" if exit_code is not None else ""
         if exit_code is not None and exit_code < 0:
             how += f" (signal {-exit_code}{': SIGKILL, e.g. the OOM killer' if exit_code == -9 else ''})"
-        error.update(kind="dead_kernel", message=f"the kernel process died{how} while a cell ran")
+        error.update(kind=ErrorKind.DEAD_KERNEL, message=f"the kernel process died{how} while a cell ran")
         if exit_code is not None:
             error["exit_code"] = exit_code
     elif isinstance(exc, NoSuchKernel):
-        error.update(kind="kernel_start", message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
+        error.update(kind=ErrorKind.KERNEL_START, message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
     else:
-        error["kind"] = "oom" if _is_out_of_memory(error["type"], error["message"]) else "sweep"
+        error["kind"] = ErrorKind.OOM if _is_out_of_memory(error["type"], error["message"]) else ErrorKind.SWEEP
     started = started_cells(running_notebook)
     if started:  # the last cell that started is the one running when the run ended
         index, cell = started[-1]
         source = str(cell.get("source", ""))
         error.update(cell=source_index(source_notebook, source, index), exec_count=cell.get("execution_count"),
                      source=source[:2000])
-    elif error["kind"] == "sweep":
-        error["kind"] = "kernel_start"  # nothing ran: the kernel never came up
+    elif error["kind"] == ErrorKind.SWEEP:
+        error["kind"] = ErrorKind.KERNEL_START  # nothing ran: the kernel never came up
     return error
 
 
@@ -269,20 +273,20 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
     record: dict[str, Any] | None = None
     if error is None:
         if not files.running_record.exists():
-            error = {"type": "MissingRecord", "kind": "missing_record",
+            error = {"type": "MissingRecord", "kind": ErrorKind.MISSING_RECORD,
                      "message": "the notebook finished without writing its record (does it call run.record?)"}
         else:
             try:
                 record = read_record(files.running_record)
             except RecordError as exc:
-                error = {"type": "RecordError", "kind": "missing_record", "message": str(exc)}
+                error = {"type": "RecordError", "kind": ErrorKind.MISSING_RECORD, "message": str(exc)}
     if options.html and files.notebook.exists():
         try:
             export_html(files.notebook, files.html, files.running_html)
         except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides
             log.write("\n[colabkit] HTML export failed:\n" + "".join(traceback.format_exception(exc)))
             if error is None:
-                error = {"type": type(exc).__name__, "kind": "html_export", "message": str(exc)[:2000]}
+                error = {"type": type(exc).__name__, "kind": ErrorKind.HTML_EXPORT, "message": str(exc)[:2000]}
     if error is not None:
         return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
                                    time.perf_counter() - start)
@@ -296,7 +300,7 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
 def _outcome(combination: Combination, record: dict[str, Any], record_path: Path, seconds: float) -> Outcome:
     message = ""
     reported = dict(record.get("error") or {})
-    if record["status"] != "ok":
+    if record["status"] != RecordStatus.OK:
         cell = f" (In [{reported['exec_count']}])" if reported.get("exec_count") is not None else ""
         message = f"{reported.get('type', 'Error')}: {str(reported.get('message', ''))[:200]}{cell}"
     return Outcome(combination, record["status"], seconds, record_path, message, error=reported)
@@ -306,7 +310,7 @@ def write_failed_record(combination: Combination, files: RunFiles, fingerprint: 
                         error: dict[str, Any], started_at: str | None = None,
                         sweep_section: dict[str, Any] | None = None, seconds: float = 0.0) -> Outcome:
     """Write the `failed` record of a combination (its last step: the record marks it finished)."""
-    record = make_record(combination.name, "failed", combination.params, started_at=started_at,
+    record = make_record(combination.name, RecordStatus.FAILED, combination.params, started_at=started_at,
                          device={"requested": combination.device}, error=error,
                          fingerprint=fingerprint, sweep=sweep_section or {})
     write_json_atomic(files.record, record)
@@ -323,12 +327,12 @@ def write_skipped_record(combination: Combination, out: str | Path, fingerprint:
     files = RunFiles.of(combination, out)
     if files.record.exists():
         try:
-            if read_record(files.record)["status"] == "ok":
-                return Outcome(combination, "skipped", 0.0, files.record, reason + " (an earlier ok record is kept)")
+            if read_record(files.record)["status"] == RecordStatus.OK:
+                return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record, reason + " (an earlier ok record is kept)")
         except RecordError:
             pass  # an unreadable record is replaced by the skipped one
-    record = make_record(combination.name, "skipped", combination.params, device={"requested": combination.device},
-                         error={"type": "DeviceNotAvailable", "kind": "skipped", "message": reason},
+    record = make_record(combination.name, RecordStatus.SKIPPED, combination.params, device={"requested": combination.device},
+                         error={"type": "DeviceNotAvailable", "kind": ErrorKind.SKIPPED, "message": reason},
                          fingerprint=fingerprint)
     write_json_atomic(files.record, record)
-    return Outcome(combination, "skipped", 0.0, files.record, reason)
+    return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record, reason)

@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from colabkit.sweep.execution import (
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
 from colabkit.sweep.grid import Combination, check_overrides, duplicate_problems, expand, load_grid
 
-__all__ = ["Decision", "Outcome", "RunOptions", "decide", "detect_devices", "dry_run_table", "missing_device_reason",
+__all__ = ["Decision", "Outcome", "RunOptions", "SweepAction", "decide", "detect_devices", "dry_run_table", "missing_device_reason",
            "plan", "prepare", "run_sweep", "summary_table", "sweep_lock", "text_table"]
 
 _DETECT = "import json; from colabkit.device import available_devices; print(json.dumps(available_devices()))"
@@ -177,14 +178,26 @@ def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | 
     return combinations
 
 
+class SweepAction(StrEnum):
+    """What a sweep does with one combination."""
+
+    RUN = "run"  # not run yet (or skipped before, and its device is here now)
+    RERUN = "rerun"  # run again: failed, stale, interrupted, unreadable, or --force
+    DONE = "done"  # an earlier ok record with the same fingerprint is kept
+    SKIP = "skip"  # its device is absent: a skipped record says so
+
+
 @dataclass
 class Decision:
     """What a sweep will do with one combination, and why."""
 
     combination: Combination
-    action: str  # run | rerun | done (an earlier ok record is kept) | skip (device absent)
+    action: SweepAction
     reason: str
     fingerprint: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.action = SweepAction(self.action)  # a plain "run" is accepted; a misspelt one is not
 
 
 def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -441,12 +454,12 @@ def run_sweep(
     outcomes: list[Outcome] = []
     with sweep_lock(out):
         for decision in decisions:
-            if decision.action == "skip":
+            if decision.action == SweepAction.SKIP:
                 outcomes.append(write_skipped_record(decision.combination, out, decision.fingerprint, decision.reason))
-            elif decision.action == "done":
+            elif decision.action == SweepAction.DONE:
                 record_path = RunFiles.of(decision.combination, out).record
                 outcomes.append(Outcome(decision.combination, "ok", 0.0, record_path, "finished earlier", resumed=True))
-        to_run = [decision for decision in decisions if decision.action in ("run", "rerun")]
+        to_run = [decision for decision in decisions if decision.action in (SweepAction.RUN, SweepAction.RERUN)]
         kept = sum(outcome.resumed for outcome in outcomes)
         echo(f"{len(decisions)} combinations: {len(to_run)} to run, {kept} finished earlier (kept), "
              f"{len(outcomes) - kept} skipped (device absent)")
@@ -498,7 +511,7 @@ def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
     rows = [("notebook", "device", "combination", "action", "why")]
     rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason) for d in decisions]
     lines = text_table(rows)
-    counts = {action: sum(d.action == action for d in decisions) for action in ("run", "rerun", "done", "skip")}
+    counts = {action: sum(d.action == action for d in decisions) for action in SweepAction}
     lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
                  f"{counts['done']} finished earlier, skip {counts['skip']}; outputs in {out}")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from colabkit.errors import MultiWorkerError, WorkersFailed
+from colabkit.records.schema import ErrorKind
 from colabkit.sweep.notebook_runner import notebook_error
 
 
@@ -148,7 +149,7 @@ def run_multiworker_notebook(notebook: str | Path, count: int, parameters: dict[
                                grace_s=grace_s, env=env)
     except WorkersFailed as exc:
         outcomes = exc.outcomes
-        error = {"type": "WorkersFailed", "kind": "multi_worker", "message": str(exc)[:4000]}
+        error = {"type": "WorkersFailed", "kind": ErrorKind.MULTI_WORKER, "message": str(exc)[:4000]}
         chief = notebook_error(Path(chief_notebook), Path(notebook))
         if chief:  # the chief's own exception says best what went wrong (e.g. a collective aborted)
             error.update(chief_error=chief, cell=chief.get("cell"), source=chief.get("source"))
