@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from data_fixtures import FixtureServer, closed_port_url, har_nested_zip, sha256, weather_tarball
+from data_fixtures import (
+    FixtureServer,
+    closed_port_url,
+    har_nested_zip,
+    sha256,
+    weather_tarball,
+)
 
 import colabkit.data.download as download
 from colabkit.data.download import (
