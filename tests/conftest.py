@@ -3,30 +3,15 @@ marker (a test that needs a real GPU is skipped where `nvidia-smi -L` lists none
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import subprocess
 import sys
 from typing import Any
 
 import pytest
-from helpers import FakeTensorFlow
+from helpers import FakeTensorFlow, visible_gpus
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-
-@functools.lru_cache(maxsize=1)
-def visible_gpus() -> int:
-    """How many GPUs `nvidia-smi -L` lists on this machine (0 without nvidia-smi or a driver)."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

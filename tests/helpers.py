@@ -3,12 +3,27 @@ repository's paths, a papermill runner for notebooks, and a fake TensorFlow for 
 
 from __future__ import annotations
 
+import functools
+import shutil
+import subprocess
 import types
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
+
+
+@functools.lru_cache(maxsize=1)
+def visible_gpus() -> int:
+    """How many GPUs `nvidia-smi -L` lists on this machine (0 without nvidia-smi or a driver)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
 
 
 def execute_notebook(name: str, output_dir: Path, **parameters: Any):
