@@ -21,14 +21,27 @@ from typing import Any
 __all__ = ["json_value", "read_json", "write_atomic", "write_json_atomic"]
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (os.umask can only be read
+    by setting it, which would race with threads creating files meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _default_mode(target: Path) -> int:
-    """The mode a plain `open(path, "w")` would give: the existing file's, else 0666 less the umask."""
+    """The mode a plain `open(path, "w")` would leave: the existing file's, else 0666 less the umask."""
     try:
         return target.stat().st_mode & 0o7777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
 
 
 def write_atomic(path: str | Path, content: str | bytes | Callable[[Path], None], *, mode: int | None = None,
