@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from colabkit.io import write_atomic
 from colabkit.records.record import FIELD_DOCS, REQUIRED_FIELDS, SCHEMA_VERSION, STATUSES
 from colabkit.records.schema import ErrorKind
 
@@ -183,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if current != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
         print(f"wrote {path}")
     return 0
 
