@@ -30,7 +30,7 @@ _CHILD = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 start = time.perf_counter()
-from colabkit.data import loaders as data
+from colabkit import data
 imported = time.perf_counter()
 loader = getattr(data, sys.argv[1])
 loader("offline")
@@ -78,7 +78,8 @@ def stand_in_long_frame(first_year: int, last_year: int, seed: int = 0) -> pd.Da
 
 
 def weather_at_scale(first_year: int, last_year: int) -> None:
-    from colabkit.data import loaders as data
+    from colabkit import data
+    from colabkit.data.common import MIRRORS
     from colabkit.data.download import Remote
 
     with tempfile.TemporaryDirectory() as workdir:
@@ -94,7 +95,7 @@ def weather_at_scale(first_year: int, last_year: int) -> None:
         print(f"weather-denmark stand-in {first_year}-{last_year}: {len(long):,} observations, CSV "
               f"{len(payload) / 2**20:.0f} MiB, tarball {tarball.stat().st_size / 2**20:.0f} MiB "
               f"(built in {time.perf_counter() - start:.0f} s)")
-        data.MIRRORS["weather_denmark"] = (Remote(tarball.as_uri(), "weather-denmark.tar.gz"),)
+        MIRRORS["weather_denmark"] = (Remote(tarball.as_uri(), "weather-denmark.tar.gz"),)
         for label in ("first call (copy, verify, parse, resample, cache)", "second call (cache hit)"):
             start = time.perf_counter()
             loaded = data.load_weather("real", cache_dir=folder / "cache", progress=False)

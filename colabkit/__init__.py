@@ -3,7 +3,7 @@
 Notebooks import what they need from here; each concern lives in its own module.
 """
 
-from colabkit.data.loaders import (
+from colabkit.data import (
     HarData,
     MnistData,
     WeatherData,

@@ -186,7 +186,7 @@ def _badges(args: argparse.Namespace) -> int:
 def _workers(args: argparse.Namespace) -> int:
     from colabkit.records.record import running_path
     from colabkit.sweep.grid import parse_overrides
-    from colabkit.sweep.workers import WorkersFailed, run_workers
+    from colabkit.sweep.workers import run_multiworker_notebook
 
     notebook = Path(args.notebook)
     if not notebook.is_file():
@@ -200,14 +200,13 @@ def _workers(args: argparse.Namespace) -> int:
     pending = running_path(out / notebook.stem, ".json").resolve()
     pending.unlink(missing_ok=True)
     parameters = {**parse_overrides(args.param), "results_path": str(pending)}
-    try:
-        outcomes = run_workers(notebook, args.count, parameters, out / f"{notebook.stem}.ipynb", out / ".workers",
-                               cwd=Path.cwd(), timeout_s=args.timeout, grace_s=args.grace)
-    except WorkersFailed as exc:
+    run = run_multiworker_notebook(notebook, args.count, parameters, out / f"{notebook.stem}.ipynb", out / ".workers",
+                                   cwd=Path.cwd(), timeout_s=args.timeout, grace_s=args.grace)
+    if run.error is not None:
         pending.unlink(missing_ok=True)
-        print(f"error: {exc}; no record written", file=sys.stderr)
+        print(f"error: {run.error['message']}; no record written", file=sys.stderr)
         return 1
-    for outcome in outcomes:
+    for outcome in run.outcomes:
         print(outcome.describe())
     if pending.exists():
         os.replace(pending, record)

@@ -66,6 +66,38 @@ class SweepInterrupted(ColabkitError):
     def __init__(self, outcomes: list, message: str = "interrupted") -> None:
         self.outcomes = outcomes
         super().__init__(message)
+
+
+class MultiWorkerError(ColabkitError):
+    """A multi-worker run cannot be set up or run as asked (worker count, cluster spec, loop options)."""
+
+
+class ClusterSpecError(MultiWorkerError, ValueError):
+    """TF_CONFIG is not JSON, or does not name a cluster of workers and this worker's task."""
+
+
+class WorkersFailed(MultiWorkerError):
+    """A multi-worker run did not finish on every worker; the message says which and how.
+    `outcomes` holds each worker's colabkit.sweep.workers.WorkerOutcome, chief first."""
+
+    def __init__(self, message: str, outcomes: list) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+class DeviceSetupError(ColabkitError):
+    """A device cannot be set up in this process as asked (e.g. TensorFlow was already initialised
+    with another layout); the message says to restart the kernel."""
+
+
+class SuiteNotFoundError(ColabkitError):
+    """The suite's notebooks and grid files cannot be found (no checkout beside colabkit, not in Colab)."""
+
+
+class FolderNotFoundError(ColabkitError, FileNotFoundError):
+    """A folder colabkit was asked to read (outputs to archive, results to report) does not exist."""
+
+
 class BootstrapError(ColabkitError):
     """The Colab bootstrap could not install what the runtime lacks (pip failed)."""
 
@@ -97,6 +129,16 @@ class DownloadError(DataUnavailableError):
 
 class CorruptDownloadError(DataUnavailableError):
     """A downloaded file failed verification (pinned sha256, size, archive checks) twice."""
+
+
+class MirrorUnreachableError(DataUnavailableError):
+    """One mirror of a file could not be reached or refused the request; `fetch` tries the next
+    one, and raises DownloadError once none is left."""
+
+
+class CorruptFileError(DataError):
+    """A file failed one check (its pinned sha256, its size, its archive's own integrity checks).
+    Raised by the validators `fetch` runs; `fetch` downloads once more, then raises CorruptDownloadError."""
 
 
 class DataFormatError(DataError):

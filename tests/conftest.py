@@ -1,126 +1,26 @@
-"""Shared test fixtures: quiet TensorFlow, a papermill runner, a fake TensorFlow for device logic."""
+"""Shared test fixtures and hooks: quiet TensorFlow, a fake machine for device logic, and the `gpu`
+marker (a test that needs a real GPU is skipped where `nvidia-smi -L` lists none)."""
 
 from __future__ import annotations
 
 import os
 import sys
-import types
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = REPO / "notebooks"
+from helpers import FakeTensorFlow, visible_gpus
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def execute_notebook(name: str, output_dir: Path, **parameters: Any):
-    """Run notebooks/<name>.ipynb through papermill (the production path) with `parameters`.
-
-    Returns (executed notebook node, record path). The record goes to output_dir/record.json.
-    """
-    import papermill
-
-    record_path = output_dir / "record.json"
-    parameters.setdefault("results_path", str(record_path))
-    executed = papermill.execute_notebook(
-        str(NOTEBOOKS / f"{name}.ipynb"), str(output_dir / f"{name}.ipynb"), parameters=parameters,
-        progress_bar=False, cwd=str(REPO),
-    )
-    return executed, Path(parameters["results_path"])
-
-
-class FakeStrategy:
-    """Stands in for a tf.distribute strategy: remembers how it was built."""
-
-    def __init__(self, *args: Any, devices: list[str] | None = None, **kwargs: Any) -> None:
-        self.args, self.devices = args, devices
-        if devices is not None:
-            self.num_replicas_in_sync = len(devices)
-        elif args and isinstance(args[0], str):
-            self.num_replicas_in_sync = 1
-        else:
-            self.num_replicas_in_sync = kwargs.get("replicas", 8)
-
-
-class OneDeviceStrategy(FakeStrategy):
-    pass
-
-
-class MirroredStrategy(FakeStrategy):
-    pass
-
-
-class TPUStrategy(FakeStrategy):
-    pass
-
-
-class FakeTensorFlow(types.ModuleType):
-    """A fake `tensorflow` with just what colabkit.device touches, configurable per test."""
-
-    class OpError(Exception):
-        pass
-
-    def __init__(self, gpus: list[dict[str, Any]] | None = None, tpu_cores: int | None = None,
-                 tpu_fails: bool = False, initialised: bool = False) -> None:
-        super().__init__("tensorflow")
-        self.gpus = gpus or []
-        self.calls: list[tuple] = []
-        self.visible_gpus = True
-        fake = self
-
-        class _Resolver:
-            def __init__(self, tpu: str) -> None:
-                fake.calls.append(("TPUClusterResolver", tpu))
-                self.tpu = tpu
-
-        def list_physical_devices(kind: str) -> list[str]:
-            if kind == "CPU":
-                return ["/physical_device:CPU:0"]
-            if kind == "GPU" and fake.visible_gpus:
-                return [f"/physical_device:GPU:{index}" for index in range(len(fake.gpus))]
-            return []
-
-        def get_device_details(device: str) -> dict[str, Any]:
-            gpu = fake.gpus[int(device.rsplit(":", 1)[1])]
-            return {"device_name": gpu["name"], "compute_capability": gpu["cc"]}
-
-        def set_visible_devices(devices: list, kind: str) -> None:
-            if initialised:
-                raise RuntimeError("Visible devices cannot be modified after being initialized")
-            fake.calls.append(("set_visible_devices", list(devices), kind))
-            fake.visible_gpus = False
-
-        def initialize_tpu_system(resolver: Any) -> Any:
-            fake.calls.append(("initialize_tpu_system", resolver.tpu))
-            if tpu_fails:
-                raise fake.errors.OpError("No TPU devices found")
-            return types.SimpleNamespace(num_tasks=1)
-
-        def tpu_strategy(resolver: Any) -> TPUStrategy:
-            return TPUStrategy(resolver, replicas=tpu_cores or 8)
-
-        self.config = types.SimpleNamespace(
-            list_physical_devices=list_physical_devices,
-            list_logical_devices=lambda kind: list_physical_devices(kind),
-            set_visible_devices=set_visible_devices,
-            set_logical_device_configuration=lambda device, configs: fake.calls.append(("logical", len(configs))),
-            LogicalDeviceConfiguration=lambda: object(),
-            experimental_connect_to_cluster=lambda resolver: fake.calls.append(("connect", resolver.tpu)),
-            experimental=types.SimpleNamespace(
-                get_device_details=get_device_details,
-                tensor_float_32_execution_enabled=lambda: True,
-            ),
-        )
-        self.distribute = types.SimpleNamespace(
-            OneDeviceStrategy=OneDeviceStrategy, MirroredStrategy=MirroredStrategy, TPUStrategy=tpu_strategy,
-            cluster_resolver=types.SimpleNamespace(TPUClusterResolver=_Resolver),
-        )
-        self.tpu = types.SimpleNamespace(experimental=types.SimpleNamespace(initialize_tpu_system=initialize_tpu_system))
-        self.errors = types.SimpleNamespace(OpError=FakeTensorFlow.OpError)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked `gpu` when no GPU is visible, saying why."""
+    marked = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if marked and not visible_gpus():
+        skip = pytest.mark.skip(reason="needs a real GPU: nvidia-smi -L lists none here")
+        for item in marked:
+            item.add_marker(skip)
 
 
 @pytest.fixture

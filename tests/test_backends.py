@@ -8,10 +8,20 @@ import sys
 import types
 
 import pytest
-from conftest import REPO, execute_notebook
+from helpers import REPO, execute_notebook
 
-from colabkit.device.backends import select_backend, setup_jax, setup_torch, unsupported_reason
-from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
+from colabkit.device.backends import (
+    select_backend,
+    setup_jax,
+    setup_torch,
+    unsupported_reason,
+)
+from colabkit.errors import (
+    BackendError,
+    BackendNotInstalledError,
+    BackendUnsupportedError,
+    DeviceNotFoundError,
+)
 from colabkit.records.record import read_record
 
 HAVE = {name: importlib.util.find_spec(name) is not None for name in ("jax", "torch")}

@@ -12,14 +12,20 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 import colabkit
 import colabkit.colab as colab
 import colabkit.colab.install as install
 import colabkit.device.probes as probes
 from colabkit.colab.coordinates import Coordinates, configured
-from colabkit.colab.install import bootstrap, bootstrap_source, install_commands, install_plan, run_pip
+from colabkit.colab.install import (
+    bootstrap,
+    bootstrap_source,
+    install_commands,
+    install_plan,
+    run_pip,
+)
 from colabkit.colab.runtime import colab_runtime_info, in_colab, runtime_accelerator
 from colabkit.errors import BootstrapError, CoordinatesError
 

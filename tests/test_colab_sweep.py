@@ -7,7 +7,7 @@ import types
 import zipfile
 
 import pytest
-from conftest import REPO, execute_notebook
+from helpers import REPO, execute_notebook
 
 from colabkit.colab.sweep import archive_outputs, best_device, deliver, suite_checkout
 from colabkit.errors import ColabkitError

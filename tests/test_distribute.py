@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from colabkit.device.multiworker import cluster_size, is_chief, read_tf_config
 from colabkit.device.spec import parse_device

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from data_fixtures import FixtureServer, closed_port_url, har_nested_zip, sha256, weather_tarball
+from data_fixtures import (
+    FixtureServer,
+    closed_port_url,
+    har_nested_zip,
+    sha256,
+    weather_tarball,
+)
 
 import colabkit.data.download as download
 from colabkit.data.download import (
@@ -23,7 +29,7 @@ from colabkit.data.download import (
     sha256_of,
     url_basename,
 )
-from colabkit.errors import CorruptDownloadError, DataCacheWarning, DownloadError
+from colabkit.errors import CorruptDownloadError, CorruptFileError, DataCacheWarning, DownloadError
 
 PAYLOAD = b"colabkit test payload " * 1000
 
@@ -178,9 +184,9 @@ def test_archive_validators_catch_truncation(tmp_path):
     check_zip(archive)
     for path in (tarball, archive):
         path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
-    with pytest.raises(download.Corrupt):
+    with pytest.raises(CorruptFileError):
         check_tar(tarball)
-    with pytest.raises(download.Corrupt):
+    with pytest.raises(CorruptFileError):
         check_zip(archive)
 
 
@@ -191,7 +197,7 @@ def test_zip_with_a_damaged_member_fails_its_crc(tmp_path):
     payload = bytearray(path.read_bytes())
     payload[payload.index(b"xxxx") + 10] = ord("y")
     path.write_bytes(bytes(payload))
-    with pytest.raises(download.Corrupt, match="CRC|readable"):
+    with pytest.raises(CorruptFileError, match="CRC|readable"):
         check_zip(path)
 
 

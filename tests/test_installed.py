@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from colabkit.records.provenance import checkout_commit
 from colabkit.sweep.fingerprint import code_digest, fingerprint, stale_reason

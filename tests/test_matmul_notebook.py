@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import papermill
 import pytest
-from conftest import execute_notebook
+from helpers import execute_notebook, visible_gpus
 
 from colabkit.experiments import get
 from colabkit.records.record import read_record
@@ -55,6 +55,22 @@ def test_two_logical_cpu_replicas_both_count(tmp_path):
     assert record["device"]["logical_devices"] == 2
     check_flops_arithmetic(record)
     assert "blas_tflops" not in record["metrics"]
+
+
+@pytest.mark.gpu
+def test_gpu_smoke_run_measures_the_gpu_nvidia_smi_lists(tmp_path):
+    from colabkit.device.probes import nvidia_smi
+
+    gpus = nvidia_smi()
+    assert len(gpus) == visible_gpus()  # the probe sees what `nvidia-smi -L` lists
+    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="gpu", n=1024, count=3, repeats=3,
+                                      blas_baseline=False)
+    record = read_record(record_path)
+    assert record["status"] == "ok" and record["device"]["kind"] == "gpu" and record["device"]["replicas"] == 1
+    assert record["device"]["name"] == gpus[0]["name"]
+    check_flops_arithmetic(record)
+    if record["metrics"]["peak_tflops"]:  # a measured rate above the datasheet peak is a broken clock
+        assert 0 < record["metrics"]["fraction_of_peak"] <= 1
 
 
 @pytest.mark.skipif("gpu" in detect_devices(), reason="this machine has a GPU")

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from colabkit.scores import classification_report, confusion_matrix, headline_scores, scores_from_confusion
+from colabkit.scores import (
+    classification_report,
+    confusion_matrix,
+    headline_scores,
+    scores_from_confusion,
+)
 
 
 def test_confusion_matrix_counts_true_rows_predicted_columns():

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
-from conftest import NOTEBOOKS, REPO
+from helpers import NOTEBOOKS, REPO
 
 from colabkit.cli import main
 from colabkit.colab.coordinates import Coordinates, configured, read_coordinates

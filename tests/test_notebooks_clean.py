@@ -6,13 +6,9 @@ import json
 
 import papermill
 import pytest
-from conftest import NOTEBOOKS
+from helpers import NOTEBOOKS
 
 NOTEBOOK_PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
-
-
-def test_there_are_notebooks():
-    assert NOTEBOOK_PATHS
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.name)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import report_fixtures as fx
-from conftest import NOTEBOOKS, REPO
+from helpers import NOTEBOOKS, REPO
 
 from colabkit import report
 from colabkit.cli import main

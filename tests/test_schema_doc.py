@@ -6,7 +6,7 @@ import enum
 import inspect
 import re
 
-from conftest import REPO
+from helpers import REPO
 
 import colabkit.sweep.execution as execution
 from colabkit.maintenance import schema_doc
@@ -43,8 +43,9 @@ def test_every_key_the_producers_write_is_described():
 
 def test_every_error_kind_the_sweep_writes_is_described():
     source = inspect.getsource(execution)
-    kinds = (set(re.findall(r'kind(?:"\s*:\s*|\s*=\s*)"(\w+)"', source))
-             | set(re.findall(r'"(\w+)" if _is_out_of_memory\([^)]*\) else "(\w+)"', source)[0]))
+    kinds = set(re.findall(r'kind(?:"\s*:\s*|\s*=\s*)"(\w+)"', source))
+    for pair in re.findall(r'"(\w+)" if _is_out_of_memory\([^)]*\) else "(\w+)"', source):
+        kinds |= set(pair)
     # Where the kinds become an enum, its values are the vocabulary.
     for value in vars(execution).values():
         if isinstance(value, type) and issubclass(value, enum.Enum) and "Kind" in value.__name__:

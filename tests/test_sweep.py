@@ -8,7 +8,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import NOTEBOOKS, REPO
+from helpers import NOTEBOOKS, REPO
 from notebook_factory import write_tiny_notebook
 
 from colabkit.cli import main

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 from notebook_factory import write_tiny_notebook
 
 from colabkit.errors import SweepLockedError

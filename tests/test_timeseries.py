@@ -8,7 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from colabkit.errors import DataError, DataFormatError, DataSourceWarning, UnknownDatasetError
+from colabkit.errors import (
+    DataError,
+    DataFormatError,
+    DataSourceWarning,
+    UnknownDatasetError,
+)
 from colabkit.training import timeseries
 from colabkit.training.timeseries import MinMaxScaler, WarmupMSE, tile_windows
 

@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, execute_notebook
 from data_fixtures import sha256, weather_tarball, weather_weeks_frame
+from helpers import REPO, execute_notebook
 
 from colabkit.experiments import get
 from colabkit.records.record import read_record

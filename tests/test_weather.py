@@ -99,9 +99,9 @@ def test_denmark_csv_missing_a_city_or_column_is_a_format_error():
 
 
 def test_tmy3_rows_become_one_nominal_year_with_24_00_as_next_midnight():
-    from colabkit.data.loaders import _package_file
+    from colabkit.data.common import package_file
 
-    path, _ = _package_file("pvlib", "data/723170TYA.CSV")
+    path, _ = package_file("pvlib", "data/723170TYA.CSV")
     station, frame = weather.read_tmy3(path, 1990)
     assert station["usaf"] == "723170" and station["state"] == "NC"
     assert len(frame) == 8760 and frame.index.is_unique and frame.index.is_monotonic_increasing

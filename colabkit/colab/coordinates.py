@@ -9,12 +9,12 @@ so the badges keep opening. `python -m colabkit badges --ref main` still works, 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from colabkit.errors import CoordinatesError
+from colabkit.io import write_atomic
 
 # The one place for the repository coordinates (rewritten by `python -m colabkit badges`).
 REPOSITORY = "colabkit/colabkit"
@@ -100,7 +100,5 @@ def write_coordinates(module_path: str | Path, coordinates: Coordinates) -> bool
         text = _assignment(variable).sub(f'{variable} = "{value}"', text)
     if text == original:
         return False
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomic(path, text)
     return True

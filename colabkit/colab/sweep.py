@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from colabkit.colab.runtime import in_colab
-from colabkit.errors import ColabkitError
+from colabkit.errors import FolderNotFoundError, SuiteNotFoundError
 from colabkit.suite import SUITE_FOLDERS, suite_root
 
 DRIVE_MOUNT = Path("/content/drive")  # where Colab mounts Google Drive; MyDrive is inside
@@ -27,12 +27,12 @@ def suite_checkout() -> Path:
 
     The checkout colabkit runs from, when it runs from one (a clone, an editable install); else the
     copy installed with the package (`pip install git+...`, what the Colab set-up cell does), which
-    comes from the same commit as the code running it. ColabkitError when neither is there (a
+    comes from the same commit as the code running it. SuiteNotFoundError when neither is there (a
     colabkit built without its notebooks).
     """
     root = suite_root()
     if not all((root / folder).is_dir() for folder in SUITE_FOLDERS):
-        raise ColabkitError(f"this colabkit has no notebooks/ and parameters/ ({root}): reinstall it from its "
+        raise SuiteNotFoundError(f"this colabkit has no notebooks/ and parameters/ ({root}): reinstall it from its "
                             "repository (pip install git+https://github.com/OWNER/NAME@REF) or run from a clone")
     return root
 
@@ -49,7 +49,7 @@ def archive_outputs(folder: str | Path, label: str) -> Path:
     """A zip of `folder` beside it, named `<folder>-<label>-<UTC time>.zip` (never overwriting one)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ColabkitError(f"nothing to archive: {folder} is not a folder")
+        raise FolderNotFoundError(f"nothing to archive: {folder} is not a folder")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     base = folder.with_name(f"{folder.name}-{label}-{stamp}")
     return Path(shutil.make_archive(str(base), "zip", root_dir=folder.parent, base_dir=folder.name))

@@ -1,17 +1,18 @@
-"""Datasets: download (fetch, verify, cache), the parsers of each archive (har, weather), and the
-loaders notebooks call (loaders: MNIST, UCI HAR, weather), with offline stand-ins that say so."""
+"""Datasets: download (fetch, verify, cache), what every loader shares (common: data sources,
+mirrors, provenance), and one module per dataset (mnist, har, weather) with its loader and, where
+the real data cannot be had, an offline stand-in that says so.
 
-from colabkit.data.loaders import (
-    DATA_SOURCES,
-    HarData,
-    MnistData,
-    WeatherData,
-    data_banner,
-    load_jena_climate,
-    load_mnist,
-    load_uci_har,
-    load_weather,
-)
+    mnist = load_mnist(data_source)          # Keras MNIST, 60,000 / 10,000, (28, 28, 1) in [0, 1]
+    har = load_uci_har(data_source)          # UCI HAR inertial signals, (windows, 128, 9)
+    weather = load_weather(data_source)      # Hvass weather-denmark, hourly, 20 inputs, Odense targets
+    print(mnist.banner())
+    run.record(..., data=mnist.provenance)
+"""
+
+from colabkit.data.common import DATA_SOURCES, data_banner
+from colabkit.data.har import HarData, load_uci_har
+from colabkit.data.mnist import MnistData, load_mnist
+from colabkit.data.weather import WeatherData, load_jena_climate, load_weather
 
 __all__ = ["DATA_SOURCES", "HarData", "MnistData", "WeatherData", "data_banner", "load_jena_climate", "load_mnist",
            "load_uci_har", "load_weather"]

@@ -22,7 +22,6 @@ import http.client
 import os
 import sys
 import tarfile
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -36,13 +35,21 @@ from pathlib import Path
 
 import numpy as np
 
-from colabkit.errors import CorruptDownloadError, DataCacheWarning, DownloadError
+from colabkit.errors import (
+    CorruptDownloadError,
+    CorruptFileError,
+    DataCacheWarning,
+    DownloadError,
+    MirrorUnreachableError,
+)
+from colabkit.io import write_atomic
 from colabkit.records.provenance import is_colab
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_TIMEOUT_S = 60.0
 ATTEMPTS_PER_MIRROR = 2
 STALE_TEMPORARY_S = 24 * 3600
+PART_SUFFIX = ".part"  # the suffix of a download in progress (see _remove_stale_temporaries)
 COLAB_DATA_DIR = Path("/content/colabkit_data")
 
 
@@ -78,14 +85,6 @@ class Fetched:
                 "sha256_source": self.sha256_source, "bytes": self.size, "downloaded": self.downloaded}
 
 
-class _Unreachable(Exception):
-    """The mirror could not be reached or refused the request (internal)."""
-
-
-class Corrupt(Exception):
-    """A file failed a check; raised by validators, turned into a retry, then an error."""
-
-
 def data_dir() -> Path:
     """The cache folder: $COLABKIT_DATA, else /content/colabkit_data on Colab, else ~/.cache/colabkit."""
     configured = os.environ.get("COLABKIT_DATA")
@@ -106,7 +105,7 @@ def sha256_of(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-# --- validators: raise Corrupt when an archive's own integrity checks fail ---------------------
+# --- validators: raise CorruptFileError when an archive's own integrity checks fail -----------
 
 def check_zip(path: Path) -> None:
     """Every member of a zip (or .npz) decompresses with a matching CRC."""
@@ -114,9 +113,9 @@ def check_zip(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-        raise Corrupt(f"not a readable zip archive ({exc})") from exc
+        raise CorruptFileError(f"not a readable zip archive ({exc})") from exc
     if bad is not None:
-        raise Corrupt(f"zip member {bad!r} fails its CRC check")
+        raise CorruptFileError(f"zip member {bad!r} fails its CRC check")
 
 
 def check_tar(path: Path) -> None:
@@ -130,7 +129,7 @@ def check_tar(path: Path) -> None:
                         while stream.read(CHUNK_BYTES):
                             pass
     except (tarfile.TarError, zlib.error, EOFError, OSError) as exc:
-        raise Corrupt(f"not a readable tar archive ({exc})") from exc
+        raise CorruptFileError(f"not a readable tar archive ({exc})") from exc
 
 
 # --- the cache --------------------------------------------------------------------------------
@@ -147,20 +146,8 @@ def _recorded_sha256(path: Path) -> str | None:
     return text[0].lower() if text else None
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call write(temporary) for a hidden temporary beside `path`, then rename it to `path`."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(handle)
-    try:
-        write(Path(temporary))
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-
-
 def _record_sha256(path: Path, digest: str) -> None:
-    _write_atomic(_sidecar(path), lambda tmp: tmp.write_text(f"{digest}  {path.name}\n", encoding="utf-8"))
+    write_atomic(_sidecar(path), f"{digest}  {path.name}\n", suffix=PART_SUFFIX)
 
 
 def _remove(path: Path) -> None:
@@ -171,7 +158,7 @@ def _remove(path: Path) -> None:
 def _remove_stale_temporaries(folder: Path, filename: str) -> None:
     """Temporaries left by killed runs; a day-old one cannot belong to a live download."""
     now = time.time()
-    for temporary in folder.glob(f".{filename}.*.part"):
+    for temporary in folder.glob(f".{filename}.*{PART_SUFFIX}"):
         try:
             if now - temporary.stat().st_mtime > STALE_TEMPORARY_S:
                 temporary.unlink()
@@ -181,11 +168,12 @@ def _remove_stale_temporaries(folder: Path, filename: str) -> None:
 
 def _verify(path: Path, remote: Remote, validate: Callable[[Path], None] | None,
             expected: str | None = None) -> str:
-    """Return the file's sha256 if it passes its pin (or `expected`) and `validate`; else raise Corrupt."""
+    """Return the file's sha256 if it passes its pin (or `expected`) and `validate`; else raise
+    CorruptFileError."""
     digest = sha256_of(path)
     wanted = (remote.sha256 or expected or "").lower() or None
     if wanted is not None and digest != wanted:
-        raise Corrupt(f"sha256 {digest} differs from the expected {wanted}")
+        raise CorruptFileError(f"sha256 {digest} differs from the expected {wanted}")
     if validate is not None and wanted is None:
         validate(path)  # a known digest already proves the content; otherwise check the archive
     return digest
@@ -201,7 +189,7 @@ def _cached(folder: Path, remote: Remote, validate: Callable[[Path], None] | Non
     recorded = _recorded_sha256(path)
     try:
         digest = _verify(path, remote, validate if recorded is None else None, expected=recorded)
-    except Corrupt as exc:
+    except CorruptFileError as exc:
         _remove(path)
         note = f"removed the corrupt cached file {path} ({exc})"
         warnings.warn(DataCacheWarning(f"{note}; fetching it again from {remote.url}"), stacklevel=3)
@@ -215,7 +203,8 @@ def _cached(folder: Path, remote: Remote, validate: Callable[[Path], None] | Non
 
 
 def _download_to(url: str, target: Path, label: str, timeout_s: float, progress: bool) -> None:
-    """Stream `url` into `target`; raise _Unreachable before the body starts, Corrupt if it breaks off."""
+    """Stream `url` into `target`; raise MirrorUnreachableError before the body starts, CorruptFileError
+    if it breaks off."""
     from tqdm import tqdm
 
     from colabkit import __version__
@@ -224,7 +213,7 @@ def _download_to(url: str, target: Path, label: str, timeout_s: float, progress:
     try:
         response = urllib.request.urlopen(request, timeout=timeout_s)  # noqa: S310 - http(s) and file
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        raise _Unreachable(f"{url}: {getattr(exc, 'reason', None) or exc}") from exc
+        raise MirrorUnreachableError(f"{url}: {getattr(exc, 'reason', None) or exc}") from exc
     written = 0
     with response, open(target, "wb") as out:
         announced = response.headers.get("Content-Length")
@@ -237,11 +226,11 @@ def _download_to(url: str, target: Path, label: str, timeout_s: float, progress:
                     written += len(chunk)
                     bar.update(len(chunk))
             except (http.client.HTTPException, OSError) as exc:  # IncompleteRead, reset, read timeout
-                raise Corrupt(f"the transfer broke off after {written} bytes ({exc!r})") from exc
+                raise CorruptFileError(f"the transfer broke off after {written} bytes ({exc!r})") from exc
         out.flush()
         os.fsync(out.fileno())
     if total is not None and written != total:
-        raise Corrupt(f"truncated: {written} of the {total} bytes announced")
+        raise CorruptFileError(f"truncated: {written} of the {total} bytes announced")
 
 
 def fetch(
@@ -258,7 +247,7 @@ def fetch(
 
     The cache (`cache_dir` or `data_dir()`, then `subdir`) is searched for every mirror's file
     first; only then is the network used, mirror after mirror. Each mirror gets at most
-    ATTEMPTS_PER_MIRROR downloads. `validate(path)` raises `Corrupt` for a file whose archive is
+    ATTEMPTS_PER_MIRROR downloads. `validate(path)` raises `CorruptFileError` for a file whose archive is
     damaged. Raises DownloadError when no mirror answered, CorruptDownloadError when one answered
     with a file that failed verification twice; both messages say what was removed from the
     cache and what to do next (`mirror_variable`, the environment variable naming an extra
@@ -287,11 +276,11 @@ def fetch(
                 outcome["sha256"] = _verify(temporary, remote, validate)
 
             try:
-                _write_atomic(path, download_and_verify)
-            except _Unreachable as exc:
+                write_atomic(path, download_and_verify, suffix=PART_SUFFIX)
+            except MirrorUnreachableError as exc:
                 unreachable.append(str(exc))
                 break
-            except Corrupt as exc:
+            except CorruptFileError as exc:
                 corrupt.append(f"{remote.url} (attempt {attempt}): {exc}")
                 continue
             _record_sha256(path, outcome["sha256"])
@@ -338,5 +327,5 @@ def cached_arrays(path: Path, build: Callable[[], Mapping[str, np.ndarray]]) -> 
         with open(temporary, "wb") as stream:
             np.savez(stream, **arrays)
 
-    _write_atomic(path, save)
+    write_atomic(path, save, suffix=PART_SUFFIX)
     return arrays, False

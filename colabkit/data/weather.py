@@ -1,6 +1,11 @@
-"""Weather tables to hourly frames: the Hvass weather-denmark processing, Jena climate, TMY3 stations.
+"""Weather: tables to hourly frames (the Hvass weather-denmark processing, Jena climate, TMY3
+stations), and the loaders that fetch them.
 
-Pure processing (no downloads): `colabkit.data` fetches the files and calls these.
+    weather = load_weather(data_source)      # Hvass weather-denmark, hourly, 20 inputs, Odense targets
+    jena = load_jena_climate(data_source)    # Keras's Jena climate example, hourly
+
+The processing functions are pure (no downloads); `load_weather` and `load_jena_climate` fetch the
+files and call them. Offline, both substitute two real TMY3 stations shipped by pvlib.
 
 The weather-denmark steps follow Hvass-Labs tutorial #23's weather.py (docs/sources.md): per city, drop
 the rows and columns that are entirely NaN, resample to 1 minute with time interpolation, then to
@@ -15,16 +20,23 @@ pipeline.
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+import json
+import tarfile
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 import pandas as pd
 
+from colabkit.data.common import Provenanced, mirror_variable, mirrors, package_file, resolve_source
+from colabkit.data.download import DEFAULT_TIMEOUT_S, cached_arrays, check_tar, check_zip, fetch, sha256_of
 from colabkit.errors import DataError, DataFormatError
 
 HOUR = pd.Timedelta(minutes=60)
+WEATHER_PROCESSING_VERSION = 1  # part of the processed cache's name: new processing never reads older frames
 
 # weather-denmark (Hvass-Labs), as the tutorial uses it
 CITIES = ("Aalborg", "Aarhus", "Esbjerg", "Odense", "Roskilde")
@@ -239,3 +251,174 @@ def shifted_arrays(
     x = frame[list(input_columns)].to_numpy(dtype=dtype)[:-shift_steps]
     y = frame[list(target_columns)].to_numpy(dtype=dtype)[shift_steps:]
     return x, y
+
+
+# --- the loaders: the offline substitute's stations, what a loader returns, and the loaders ------
+
+TMY3_STATIONS = (("SandPoint", "703165TY.csv"), ("Greensboro", "723170TYA.CSV"))
+TMY3_TARGET_STATION = "Greensboro"
+TMY3_DROPPED = ("SandPoint_Pressure",)  # a constant 1012 mbar fill in this file: no information
+TMY3_NOMINAL_YEAR = 1990
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class WeatherData(Provenanced):
+    """An hourly weather frame (DatetimeIndex 'DateTime') and what its columns are.
+
+    `input_columns` are all of the frame's columns (the targets' current values among them);
+    `target_columns` are the three series to forecast, `target_names` say what they are
+    (temperature, wind speed, pressure); `units` maps every column to its unit.
+    """
+
+    frame: pd.DataFrame
+    input_columns: tuple[str, ...]
+    target_columns: tuple[str, ...]
+    target_names: tuple[str, ...]
+    units: dict[str, str]
+    provenance: dict[str, Any]
+
+    def shifted_arrays(self, shift_steps: int = 24, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y): inputs at hour t and targets at hour t + shift_steps, len(frame) - shift_steps rows."""
+        return shifted_arrays(self.frame, self.input_columns, self.target_columns, shift_steps, dtype)
+
+    def __repr__(self) -> str:
+        return (f"WeatherData({self.source}: {len(self.frame)} hours x {len(self.input_columns)} inputs, "
+                f"targets {', '.join(self.target_columns)})")
+
+
+def _cached_frame(path: Path, build: Callable[[], tuple[pd.DataFrame, dict[str, Any]]]) -> tuple[pd.DataFrame, dict[str, Any], bool]:
+    """A processed float frame and its stats, saved as .npz (no pickle) and reloaded when present."""
+
+    def arrays() -> dict[str, np.ndarray]:
+        frame, stats = build()
+        return {"values": frame.to_numpy(dtype=np.float64), "index": frame.index.to_numpy().astype("datetime64[ns]"),
+                "columns": np.array(frame.columns, dtype=str), "stats": np.array(json.dumps(stats))}
+
+    stored, hit = cached_arrays(path, arrays)
+    frame = pd.DataFrame(stored["values"], index=pd.DatetimeIndex(stored["index"], name="DateTime"),
+                         columns=[str(name) for name in stored["columns"]])
+    return frame, json.loads(str(stored["stats"])), hit
+
+
+def _weather(frame: pd.DataFrame, inputs: tuple[str, ...], targets: tuple[str, ...], units: dict[str, str],
+             provenance: dict[str, Any]) -> WeatherData:
+    provenance.update(
+        shapes={"frame": list(frame.shape)}, sizes={"hours": len(frame)},
+        start=str(frame.index[0]) if len(frame) else None, end=str(frame.index[-1]) if len(frame) else None,
+        input_columns=list(inputs), target_columns=list(targets), target_names=list(TARGET_NAMES),
+        nan_cells=int(frame.isna().to_numpy().sum()),
+    )
+    return WeatherData(frame, inputs, targets, TARGET_NAMES, units, provenance)
+
+
+def _denmark_from_archive(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read the archive's weather-denmark.csv (at any depth) and resample it; the pickle is ignored."""
+    with tarfile.open(path) as archive:
+        for member in archive:
+            if member.isfile() and member.name.rsplit("/", 1)[-1] == "weather-denmark.csv":
+                with archive.extractfile(member) as stream:  # type: ignore[union-attr]
+                    return denmark_hourly(read_denmark_csv(stream))
+    raise DataFormatError(f"{path.name} holds no weather-denmark.csv")
+
+
+def _weather_denmark_real(cache_dir: str | Path | None, timeout_s: float, progress: bool) -> WeatherData:
+    fetched = fetch(mirrors("weather_denmark"), "weather_denmark", mirror_variable=mirror_variable("weather_denmark"),
+                    validate=check_tar, cache_dir=cache_dir,
+                    timeout_s=timeout_s, progress=progress)
+    # The CSV, not the pickle: the 2018 pickle may not load in pandas 2+, and unpickling a file that
+    # no pin vouches for would run whatever code it holds.
+    processed = fetched.path.with_name(f"processed-{fetched.sha256[:16]}-v{WEATHER_PROCESSING_VERSION}.npz")
+    hourly, stats, hit = _cached_frame(processed, lambda: _denmark_from_archive(fetched.path))
+    frame, inputs, targets = denmark_layout(hourly)
+    units = {name: UNITS[name.split("_", 1)[1]] for name in frame.columns if "_" in name}
+    provenance = {"dataset": "weather_denmark", "source": "real",
+                  "description": "Hvass-Labs weather-denmark (NCDC observations of 5 Danish cities, 1980-2018), "
+                                 "resampled hourly as in Hvass's tutorial #23",
+                  **fetched.provenance(), "processed_cache": "hit" if hit else "built", "processing": stats,
+                  "note": None}
+    return _weather(frame, inputs, targets, {**units, **CALENDAR_UNITS}, provenance)
+
+
+def _jena_real(cache_dir: str | Path | None, timeout_s: float, progress: bool) -> WeatherData:
+    fetched = fetch(mirrors("jena_climate"), "jena_climate", mirror_variable=mirror_variable("jena_climate"),
+                    validate=check_zip, cache_dir=cache_dir,
+                    timeout_s=timeout_s, progress=progress)
+
+    def build() -> tuple[pd.DataFrame, dict[str, Any]]:
+        with zipfile.ZipFile(fetched.path) as archive:
+            names = [name for name in archive.namelist() if name.endswith(".csv") and not name.startswith("__MACOSX")]
+            if not names:
+                raise DataFormatError(f"{fetched.path.name} holds no CSV file: {archive.namelist()[:10]}")
+            with archive.open(names[0]) as stream:
+                return read_jena_csv(stream)
+
+    processed = fetched.path.with_name(f"processed-{fetched.sha256[:16]}-v{WEATHER_PROCESSING_VERSION}.npz")
+    hourly, stats, hit = _cached_frame(processed, build)
+    frame = add_calendar_columns(hourly)
+    provenance = {"dataset": "jena_climate", "source": "real",
+                  "description": "Jena climate 2009-2016 (Max Planck Institute for Biogeochemistry), "
+                                 "10-minute records resampled hourly",
+                  **fetched.provenance(), "processed_cache": "hit" if hit else "built", "processing": stats,
+                  "note": None}
+    return _weather(frame, tuple(frame.columns), JENA_TARGETS, jena_units(frame.columns), provenance)
+
+
+def _weather_offline(dataset: str) -> WeatherData:
+    """Two real TMY3 stations from pvlib's data folder, laid out like the real loaders' frames."""
+    hourly, stations, digests, sizes, version = {}, [], {}, {}, ""
+    for place, filename in TMY3_STATIONS:
+        path, version = package_file("pvlib", f"data/{filename}")
+        station, table = read_tmy3(path, TMY3_NOMINAL_YEAR)
+        hourly[place] = resample_hourly(table)
+        stations.append({"column_prefix": place, "file": filename, **station})
+        digests[filename], sizes[filename] = sha256_of(path), path.stat().st_size
+    frame = add_calendar_columns(join_places(hourly).drop(columns=list(TMY3_DROPPED)))
+    targets = tuple(column_name(TMY3_TARGET_STATION, name) for name in TARGET_MEASUREMENTS)
+    units = {name: TMY3_UNITS[name.split("_", 1)[1]] for name in frame.columns if "_" in name}
+    names = " and ".join(f"{station['name']}, {station['state']} (USAF {station['usaf']})" for station in stations)
+    provenance = {
+        "dataset": dataset, "source": "offline",
+        "description": f"pvlib {version} TMY3 hourly records of {names}",
+        "url": f"https://pypi.org/project/pvlib/{version}/",
+        "file": ", ".join(f"pvlib/data/{filename}" for _, filename in TMY3_STATIONS),
+        "sha256": digests, "sha256_pinned": False, "bytes": sizes, "downloaded": False, "stations": stations,
+        "note": f"OFFLINE SUBSTITUTE, not the {dataset} data: real hourly observations of two US stations, "
+                f"{names}, from the typical-meteorological-year files shipped with the PyPI package pvlib. "
+                "Each month comes from a different real year (1980-2005); rows are stamped with the nominal "
+                f"year {TMY3_NOMINAL_YEAR} in local standard time. One year only ({TMY3_HOURS} hours), "
+                f"targets are {TMY3_TARGET_STATION}'s temperature, wind speed and station pressure; "
+                "Sand Point's pressure (a constant fill) is dropped. Losses are not comparable.",
+    }
+    return _weather(frame, tuple(frame.columns), targets, {**units, **CALENDAR_UNITS}, provenance)
+
+
+def load_weather(
+    data_source: str = "auto",
+    *,
+    cache_dir: str | Path | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: bool = True,
+) -> WeatherData:
+    """Hvass-Labs' weather-denmark, hourly (tutorial #23, docs/sources.md), or the TMY3 offline substitute.
+
+    Real: five cities' Temp, Pressure, WindSpeed, WindDir resampled to hours and inner-joined, minus
+    Esbjerg's and Roskilde's pressure, plus DayOfYear and Hour: 20 input columns; targets
+    Odense_Temp, Odense_WindSpeed, Odense_Pressure. The 24-hour shift, the train split and the
+    scaling are the notebook's (see WeatherData.shifted_arrays). The processed frame is cached
+    beside the archive, keyed by its sha256, so only the first call parses the CSV.
+    """
+    return resolve_source(data_source, lambda: _weather_denmark_real(cache_dir, timeout_s, progress),
+                    lambda: _weather_offline("weather_denmark"))
+
+
+def load_jena_climate(
+    data_source: str = "auto",
+    *,
+    cache_dir: str | Path | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: bool = True,
+) -> WeatherData:
+    """The Jena climate CSV of Keras's weather example, hourly: its 14 measurements plus DayOfYear
+    and Hour as inputs; targets 'T (degC)', 'wv (m/s)', 'p (mbar)'. Substitute: the TMY3 stations."""
+    return resolve_source(data_source, lambda: _jena_real(cache_dir, timeout_s, progress),
+                    lambda: _weather_offline("jena_climate"))

@@ -26,7 +26,7 @@ from typing import Any
 
 from colabkit.device.probes import cpu_info, gpu_description, physical_devices
 from colabkit.device.spec import DeviceSetup
-from colabkit.errors import ColabkitError, DeviceNotFoundError
+from colabkit.errors import ClusterSpecError, DeviceNotFoundError
 
 # Every worker reads the whole in-memory dataset and keeps its share of each global batch.
 SHARDING_POLICY = "DATA"
@@ -44,10 +44,10 @@ def read_tf_config(environ: dict[str, str] | None = None) -> dict[str, Any]:
         workers = config["cluster"]["worker"]
         task_type, task_index = config["task"]["type"], int(config["task"]["index"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ColabkitError(f"TF_CONFIG is not a cluster spec ({exc}): expected "
+        raise ClusterSpecError(f"TF_CONFIG is not a cluster spec ({exc}): expected "
                             '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}') from exc
     if not isinstance(workers, list) or not workers:
-        raise ColabkitError("TF_CONFIG's cluster has no workers")
+        raise ClusterSpecError("TF_CONFIG's cluster has no workers: list them as cluster.worker [\"host:port\", ...]")
     return {"cluster": config["cluster"], "task_type": task_type, "task_index": task_index}
 
 

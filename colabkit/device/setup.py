@@ -27,7 +27,7 @@ from colabkit.device.probes import (
     tpu_runtime_hint,
 )
 from colabkit.device.spec import MULTI_WORKER, DeviceRequest, DeviceSetup, parse_device
-from colabkit.errors import BackendUnsupportedError, ColabkitError, DeviceNotFoundError
+from colabkit.errors import BackendUnsupportedError, DeviceNotFoundError, DeviceSetupError
 
 _SETUPS: dict[str, DeviceSetup] = {}
 
@@ -109,7 +109,7 @@ def _configure_logical_cpus(count: int) -> None:
     except RuntimeError as exc:
         existing = len(tf.config.list_logical_devices("CPU"))
         if existing != count:
-            raise ColabkitError(
+            raise DeviceSetupError(
                 f"device 'cpu:{count}' needs {count} logical CPU devices, but TensorFlow was already "
                 f"initialised with {existing}; call setup_device first thing in a fresh kernel"
             ) from exc

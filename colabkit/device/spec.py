@@ -4,24 +4,39 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from colabkit.device.bandwidth import measure_cpu_bandwidth
 from colabkit.device.peaks import PeakBandwidth, PeakFlops, cpu_peak, gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
 from colabkit.errors import UnknownDeviceError
 
-DEVICE_KINDS = ("cpu", "gpu", "tpu")
-MULTI_WORKER = "multiworker"  # MultiWorkerMirroredStrategy over the cluster in TF_CONFIG
-DEVICE_CHOICES = ("auto",) + DEVICE_KINDS + (MULTI_WORKER,)
-_COUNTED = ("cpu", "gpu", MULTI_WORKER)
+
+class DeviceKind(StrEnum):
+    """What a device name asks for (the part before any ':count')."""
+
+    AUTO = "auto"  # the best device present: TPU, else GPU, else CPU
+    CPU = "cpu"
+    GPU = "gpu"
+    TPU = "tpu"
+    MULTIWORKER = "multiworker"  # MultiWorkerMirroredStrategy over the cluster in TF_CONFIG
+
+
+DEVICE_KINDS = (DeviceKind.CPU, DeviceKind.GPU, DeviceKind.TPU)  # the hardware kinds
+MULTI_WORKER = DeviceKind.MULTIWORKER
+DEVICE_CHOICES = tuple(DeviceKind)  # auto, cpu, gpu, tpu, multiworker
+_COUNTED = (DeviceKind.CPU, DeviceKind.GPU, DeviceKind.MULTIWORKER)
 
 
 @dataclass(frozen=True)
 class DeviceRequest:
     """A parsed device name: its kind and, where given, how many devices to use."""
 
-    kind: str
+    kind: DeviceKind
     count: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", DeviceKind(self.kind))  # "gpu" is accepted and stored as DeviceKind.GPU
 
     def __str__(self) -> str:
         return self.kind if self.count is None else f"{self.kind}:{self.count}"

@@ -16,8 +16,18 @@ from colabkit.experiments.declaration import (
     device_parameter,
     results_path_parameter,
 )
-from colabkit.experiments.registry import ENVIRONMENT_VARIABLE, all_experiments, find, get, register
-from colabkit.experiments.table import markdown_table, stamp_experiments_table, stamp_readme_file
+from colabkit.experiments.registry import (
+    ENVIRONMENT_VARIABLE,
+    all_experiments,
+    find,
+    get,
+    register,
+)
+from colabkit.experiments.table import (
+    markdown_table,
+    stamp_experiments_table,
+    stamp_readme_file,
+)
 
 __all__ = ["ENVIRONMENT_VARIABLE", "Experiment", "Headline", "Parameter", "Reference", "all_experiments",
            "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter",

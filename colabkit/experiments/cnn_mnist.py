@@ -1,6 +1,6 @@
 """CNN on MNIST: epoch, step and per-sample time per batch size, device and Keras backend."""
 
-from colabkit.data.loaders import DATA_SOURCES
+from colabkit.data.common import DATA_SOURCES
 from colabkit.device.backends import BACKENDS
 from colabkit.experiments.declaration import (
     Experiment,

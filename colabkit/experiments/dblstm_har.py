@@ -4,7 +4,7 @@ Every parameter of the dBLSTM notebook is declared here, and only here (its para
 plain assignments with the same names and defaults; tests/test_experiments.py checks they agree).
 """
 
-from colabkit.data.loaders import DATA_SOURCES
+from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
     Experiment,
     Headline,

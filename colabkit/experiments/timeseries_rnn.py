@@ -1,6 +1,6 @@
 """Weather forecast GRU: epoch and step time per batch size and device, errors against persistence."""
 
-from colabkit.data.loaders import DATA_SOURCES
+from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
     Experiment,
     Headline,
@@ -9,7 +9,12 @@ from colabkit.experiments.declaration import (
     device_parameter,
     results_path_parameter,
 )
-from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER, WEATHER_GRU_EPOCHS, WEATHER_GRU_SOURCE
+from colabkit.experiments.published import (
+    HVASS_SOURCE,
+    HVASS_WEATHER,
+    WEATHER_GRU_EPOCHS,
+    WEATHER_GRU_SOURCE,
+)
 
 BATCH_SIZE_MEANINGS = ("per_replica", "global")  # as colabkit.training.setup (which imports Keras)
 DATASETS = ("weather_denmark", "jena_climate")  # as colabkit.training.timeseries.load_weather_series

@@ -21,7 +21,6 @@ to choose per device and the exact commands the bootstrap issues).
 from __future__ import annotations
 
 import copy
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from colabkit.colab.install import (
 from colabkit.errors import NotebookTemplateError
 from colabkit.experiments.registry import all_experiments
 from colabkit.experiments.table import markdown_table
+from colabkit.io import write_atomic
 
 NOTEBOOKS_DIR = "notebooks"
 README = "README.md"
@@ -252,12 +252,6 @@ def notebook_text(notebook: Any) -> str:
     return nbformat.writes(notebook) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
 # --- the README and docs/colab.md --------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -384,7 +378,7 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
             writes.append((path, text))
     if not check:
         for path, text in writes:
-            _write_atomic(path, text)
+            write_atomic(path, text)
     return result
 
 

@@ -14,22 +14,25 @@ import argparse
 import sys
 from pathlib import Path
 
+from colabkit.io import write_atomic
 from colabkit.records.record import FIELD_DOCS, REQUIRED_FIELDS, SCHEMA_VERSION, STATUSES
+from colabkit.records.schema import ErrorKind
 
 RECORDS_DOC = "docs/records.md"
 
-# error.kind: how a run failed, or why it was skipped (colabkit.sweep.execution writes them).
+# error.kind: how a run failed, or why it was skipped (the ErrorKind vocabulary the sweep writes).
 ERROR_KINDS: dict[str, str] = {
-    "exception": "a cell raised an exception (`type` and `message` are the exception's)",
-    "oom": "out of memory: ResourceExhaustedError, CUDA/TPU out-of-memory messages",
-    "timeout": "the run took longer than the sweep's `--timeout`",
-    "dead_kernel": "the kernel process died while a cell ran (`exit_code`: e.g. -9, the OOM killer)",
-    "kernel_start": "no kernel came up (unknown kernel name, or start-up failed on every try)",
-    "sweep": "the sweep's own machinery failed around the run (the message says what)",
-    "multi_worker": "a worker of a multi-worker run failed; the message names it",
-    "missing_record": "the notebook finished but wrote no readable record",
-    "html_export": "the run finished but its HTML export failed",
-    "skipped": "never ran: the device is not on this machine, or the combination is not supported",
+    ErrorKind.EXCEPTION: "a cell raised an exception (`type` and `message` are the exception's)",
+    ErrorKind.OOM: "out of memory: ResourceExhaustedError, CUDA/TPU out-of-memory messages",
+    ErrorKind.TIMEOUT: "the run took longer than the sweep's `--timeout`",
+    ErrorKind.DEAD_KERNEL: "the kernel process died while a cell ran (`exit_code`: e.g. -9, the OOM killer)",
+    ErrorKind.KERNEL_START: "no kernel came up (unknown kernel name, or start-up failed on every try)",
+    ErrorKind.SWEEP: "the sweep's own machinery failed around the run (the message says what)",
+    ErrorKind.WORKER_DIED: "the sweep's worker process running it (`--jobs N`) died: killed, or out of host memory",
+    ErrorKind.MULTI_WORKER: "a worker of a multi-worker run failed; the message names it",
+    ErrorKind.MISSING_RECORD: "the notebook finished but wrote no readable record",
+    ErrorKind.HTML_EXPORT: "the run finished but its HTML export failed",
+    ErrorKind.SKIPPED: "never ran: the device is not on this machine, or the combination is not supported",
 }
 ERROR_KEYS: dict[str, str] = {
     "type": "the exception's class name (`DeviceNotAvailable` for skipped runs)",
@@ -181,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if current != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
         print(f"wrote {path}")
     return 0
 

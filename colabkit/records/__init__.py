@@ -1,5 +1,6 @@
-"""Result records: one JSON file per run with a versioned schema (record), and the provenance every
-record carries: software versions, host, git commit (provenance)."""
+"""Result records: one JSON file per run with a versioned schema (record) and its fixed vocabularies
+(schema: RecordStatus, ErrorKind), and the provenance every record carries: software versions,
+host, git commit (provenance)."""
 
 from colabkit.records.record import Run, load_results, read_record, start_run
 

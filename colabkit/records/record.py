@@ -12,18 +12,18 @@ import datetime as dt
 import json
 import math
 import numbers
-import os
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from colabkit.errors import MeasurementError, RecordError
+from colabkit.io import json_value, write_json_atomic
 from colabkit.records.provenance import git_commit, host_info, software_versions
+from colabkit.records.schema import RecordStatus
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "skipped")
+STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"
 REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
@@ -64,47 +64,9 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
-def _plain(value: Any) -> Any:
-    """NumPy scalars and arrays, tuples and paths as plain JSON values; non-finite floats as None."""
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_plain(item) for item in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays and scalars
-        return _plain(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_json_atomic(path: str | Path, payload: Any) -> Path:
-    """Write JSON to `path` through a temporary file in the same folder and an atomic rename.
-
-    A reader never sees a half-written file: either the old content or the complete new one.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_plain(payload), indent=2, sort_keys=False, allow_nan=False)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(handle, 0o644)  # mkstemp's 0600 would hide records from the other users of a shared folder
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text + "\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-    return target
-
-
 def make_record(
     notebook: str,
-    status: str,
+    status: RecordStatus | str,
     params: Mapping[str, Any],
     *,
     metrics: Mapping[str, Any] | None = None,
@@ -119,12 +81,13 @@ def make_record(
     """A complete record of schema version 1, with software, host and git commit filled in."""
     if status not in STATUSES:
         raise RecordError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-    if status != "ok" and not error:
-        raise RecordError(f"a {status!r} record needs an `error` saying why")
+    status = RecordStatus(status)
+    if status != RecordStatus.OK and not error:
+        raise RecordError(f"a {status.value!r} record needs an `error` saying why")
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "notebook": notebook,
-        "status": status,
+        "status": status.value,  # the plain string: the record schema's value
         "params": dict(params),
         "metrics": dict(metrics or {}),
         "timings": dict(timings or {}),
@@ -139,7 +102,7 @@ def make_record(
     if error:
         record["error"] = dict(error)
     record.update(extra)
-    return _plain(record)
+    return json_value(record)
 
 
 def validate_record(record: Any, source: str = "record") -> dict[str, Any]:

@@ -10,14 +10,14 @@ report-with-code.html.
 from __future__ import annotations
 
 import copy
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from colabkit.errors import ReportError
+from colabkit.io import write_atomic
 from colabkit.suite import suite_path
+from colabkit.sweep.notebook_runner import execute_notebook, failure_summary
 
 # The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
 REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
@@ -81,12 +81,6 @@ def prepare_output(output_dir: str | Path) -> Path:
     return folder
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def export_html(notebook_path: str | Path, html_path: str | Path, with_code: bool = False) -> Path:
     """Export an executed report notebook as one HTML file that needs nothing else: figures are
     embedded as data URIs, no script or image is loaded from the network; code hidden unless `with_code`."""
@@ -105,29 +99,8 @@ def export_html(notebook_path: str | Path, html_path: str | Path, with_code: boo
                             exclude_input_prompt=not with_code, exclude_output_prompt=not with_code, embed_images=True)
     body, _ = exporter.from_notebook_node(notebook)
     path = Path(html_path)
-    _write_atomic(path, body)
+    write_atomic(path, body)
     return path
-
-
-def _kernel_logging_to(log: Any) -> type:
-    """A kernel manager whose kernel process writes its own output (start-up and shutdown chatter)
-    to the report's log file rather than to the terminal."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class ReportKernelManager(AsyncKernelManager):
-        async def start_kernel(self, **kwargs: Any) -> None:
-            kwargs.setdefault("stdout", log)
-            kwargs.setdefault("stderr", log)
-            await super().start_kernel(**kwargs)
-
-    return ReportKernelManager
-
-
-def _failure(exc: Any) -> str:
-    ename = getattr(exc, "ename", None)
-    if ename:  # papermill.PapermillExecutionError names the cell and the error
-        return f"cell {getattr(exc, 'exec_count', '?')}: {ename}: {getattr(exc, 'evalue', '')}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name: str | None = None,
@@ -137,8 +110,6 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
     Raises ReportError when a results folder does not exist, the report notebook is missing, or a
     cell of it fails (the executed notebook is kept in `out` for inspection).
     """
-    import papermill
-
     dirs = [Path(d) for d in results_dirs]
     missing = [str(d) for d in dirs if not d.exists()]
     if missing:
@@ -152,11 +123,9 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
     parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder)}
     with open(folder / "report.log", "w", encoding="utf-8") as log:
         try:
-            papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
-                                       progress_bar=False, cwd=str(folder), stdout_file=log, stderr_file=log,
-                                       kernel_manager_class=_kernel_logging_to(log))
+            execute_notebook(source, executed, parameters, log, kernel_name=kernel_name, cwd=folder)
         except Exception as exc:  # noqa: BLE001 - papermill raises its own and the kernel's errors; all mean "failed"
-            raise ReportError(f"the report notebook failed ({_failure(exc)}); the executed notebook is {executed}, "
+            raise ReportError(f"the report notebook failed ({failure_summary(exc)}); the executed notebook is {executed}, "
                               f"its log {folder / 'report.log'}") from exc
     return ReportOutputs(
         folder=folder, html=export_html(executed, folder / "report.html"),

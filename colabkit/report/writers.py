@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from colabkit.io import write_atomic
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 TABLE_FORMATS = ("csv", "tex", "md")
@@ -97,21 +98,14 @@ def markdown_table(table: pd.DataFrame, caption: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_text(path: Path, text: str) -> Path:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-    return path
-
-
 def write_table(table: pd.DataFrame, name: str, folder: str | Path, caption: str = "") -> list[Path]:
     """Write `table` as folder/name.csv (every digit), .tex (booktabs) and .md; return the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     csv = folder / f"{name}.csv"
     table.to_csv(csv, index=False)
-    return [csv, _write_text(folder / f"{name}.tex", latex_table(table, caption)),
-            _write_text(folder / f"{name}.md", markdown_table(table, caption))]
+    return [csv, write_atomic(folder / f"{name}.tex", latex_table(table, caption)),
+            write_atomic(folder / f"{name}.md", markdown_table(table, caption))]
 
 
 def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame | None = None) -> list[Path]:

@@ -20,22 +20,29 @@ from __future__ import annotations
 import errno
 import glob
 import json
-import logging
 import math
 import os
 import random
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
 from colabkit.errors import RecordError
-from colabkit.records.record import make_record, read_record, running_path, utc_now, write_json_atomic
+from colabkit.io import write_atomic, write_json_atomic
+from colabkit.records.record import make_record, read_record, running_path, utc_now
+from colabkit.records.schema import ErrorKind, RecordStatus
 from colabkit.sweep.grid import Combination
+from colabkit.sweep.notebook_runner import (
+    KernelWatch,
+    cell_failure,
+    execute_notebook,
+    library_logs_to,
+    source_index,
+    started_cells,
+)
 
 OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
 # NumPy raises numpy._core._exceptions._ArrayMemoryError ("Unable to allocate 7.3 PiB for an array...");
@@ -64,13 +71,16 @@ class Outcome:
     """What happened to one combination."""
 
     combination: Combination
-    status: str  # ok | failed | skipped
+    status: RecordStatus
     seconds: float
     record_path: Path
     message: str = ""
     resumed: bool = False  # True: an earlier sweep's record was kept, nothing ran now
     set_aside: bool = False  # True: its record file cannot be read; kept untouched, nothing ran (see --rerun)
     error: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.status = RecordStatus(self.status)  # a record's status string, checked against the vocabulary
 
 
 class RunFiles:
@@ -123,68 +133,6 @@ class _RunBudget:
         return max(1, math.ceil(self.deadline - now))  # 0 would mean "no limit" to nbclient
 
 
-class _KernelWatch:
-    """Remembers the kernel process a run started, to tell how it ended if it died."""
-
-    def __init__(self) -> None:
-        self.process: Any = None
-
-    @property
-    def exit_code(self) -> int | None:
-        return None if self.process is None else self.process.poll()
-
-
-def _kernel_manager_class(log: IO[str], env: dict[str, str] | None, watch: _KernelWatch) -> type:
-    """A kernel manager whose kernel writes its own stdout/stderr (TensorFlow's C++ logs, kernel
-    warnings) into the run's log instead of the sweep's terminal, started with `env` added to the
-    environment (CUDA_VISIBLE_DEVICES for parallel jobs)."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class SweepKernelManager(AsyncKernelManager):
-        async def start_kernel(self, **kwargs: Any) -> None:
-            kwargs.setdefault("stdout", log)
-            kwargs.setdefault("stderr", log)
-            if env:
-                kwargs["env"] = {**os.environ, **kwargs.get("env", {}), **env}
-            await super().start_kernel(**kwargs)
-            watch.process = getattr(self.provisioner, "process", None)
-
-    return SweepKernelManager
-
-
-@contextmanager
-def _library_logs_to(log: IO[str]) -> Iterator[None]:
-    """papermill's and nbclient's own messages ("Kernel died...") go to the run's log too."""
-    handler = logging.StreamHandler(log)
-    handler.setFormatter(logging.Formatter("[%(name)s %(levelname)s] %(message)s"))
-    loggers = [logging.getLogger(name) for name in ("papermill", "nbclient", "traitlets")]
-    saved = [(logger.propagate, logger.level) for logger in loggers]
-    for logger in loggers:
-        logger.addHandler(handler)
-        logger.propagate = False
-        logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        for logger, (propagate, level) in zip(loggers, saved):
-            logger.removeHandler(handler)
-            logger.propagate, logger.level = propagate, level
-
-
-def _started_cells(notebook_path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(index, cell) of every code cell papermill marked as started, from the saved notebook."""
-    import nbformat
-
-    if not notebook_path.exists():
-        return []
-    try:
-        notebook = nbformat.read(str(notebook_path), as_version=4)
-    except (OSError, ValueError):
-        return []
-    return [(index, cell) for index, cell in enumerate(notebook.cells)
-            if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("papermill", {}).get("start_time")]
-
-
 def _is_out_of_memory(kind_name: str, message: str) -> bool:
     """An out-of-memory error by its type's name (also private subclasses such as NumPy's
     _ArrayMemoryError) or by the allocator's words in its message."""
@@ -192,29 +140,15 @@ def _is_out_of_memory(kind_name: str, message: str) -> bool:
             or any(text in message for text in _OUT_OF_MEMORY_TEXT))
 
 
-def _exception_kind(ename: str, message: str) -> str:
+def _exception_kind(ename: str, message: str) -> ErrorKind:
     """The `kind` of an exception raised in a cell: oom, not_a_measurement, filesystem or exception."""
     if _is_out_of_memory(ename, message):
-        return "oom"
+        return ErrorKind.OOM
     if ename == "MeasurementError":
-        return "not_a_measurement"
+        return ErrorKind.NOT_A_MEASUREMENT
     if "No space left on device" in message or "Disk quota exceeded" in message:
-        return "filesystem"
-    return "exception"
-
-
-def _source_index(source_notebook: Path, source: str, executed_index: int | None) -> int | None:
-    """Where a cell of the executed notebook sits in the notebook as stored (papermill adds a cell
-    of injected parameters, so the executed copy's indices run one ahead after it)."""
-    import nbformat
-
-    try:
-        cells = nbformat.read(str(source_notebook), as_version=4).cells
-    except (OSError, ValueError):
-        return None
-    matches = [index for index, cell in enumerate(cells) if cell.get("source") == source]
-    earlier = [index for index in matches if executed_index is None or index <= executed_index]
-    return (earlier or matches or [None])[-1]
+        return ErrorKind.FILESYSTEM
+    return ErrorKind.EXCEPTION
 
 
 def describe_failure(exc: BaseException, running_notebook: Path, source_notebook: Path, timeout_s: float | None,
@@ -225,37 +159,37 @@ def describe_failure(exc: BaseException, running_notebook: Path, source_notebook
     from jupyter_client.kernelspec import NoSuchKernel
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    ename = getattr(exc, "ename", None)
-    if ename:  # papermill.PapermillExecutionError: an exception raised inside a cell
-        message, source = str(getattr(exc, "evalue", "")), str(getattr(exc, "source", ""))
-        cell = _source_index(source_notebook, source, getattr(exc, "cell_index", None))
+    failure = cell_failure(exc)
+    if failure is not None:  # papermill.PapermillExecutionError: an exception raised inside a cell
+        ename, message, source = failure.ename, failure.evalue, failure.source
+        cell = source_index(source_notebook, source, failure.cell_index)
         return {"type": ename, "kind": _exception_kind(ename, message),
-                "message": message[:4000], "cell": cell, "exec_count": getattr(exc, "exec_count", None),
+                "message": message[:4000], "cell": cell, "exec_count": failure.exec_count,
                 "source": source[:2000]}
     error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc).strip()[:2000]}
     if isinstance(exc, CellTimeoutError):
-        error.update(kind="timeout", message=f"the run exceeded its time limit (--timeout {timeout_s:g} s)")
+        error.update(kind=ErrorKind.TIMEOUT, message=f"the run exceeded its time limit (--timeout {timeout_s:g} s)")
     elif isinstance(exc, DeadKernelError):
         how = f" with exit code {exit_code}" if exit_code is not None else ""
         if exit_code is not None and exit_code < 0:
             how += f" (signal {-exit_code}{': SIGKILL, e.g. the OOM killer' if exit_code == -9 else ''})"
-        error.update(kind="dead_kernel", message=f"the kernel process died{how} while a cell ran")
+        error.update(kind=ErrorKind.DEAD_KERNEL, message=f"the kernel process died{how} while a cell ran")
         if exit_code is not None:
             error["exit_code"] = exit_code
     elif isinstance(exc, NoSuchKernel):
-        error.update(kind="kernel_start", message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
+        error.update(kind=ErrorKind.KERNEL_START, message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
     elif is_filesystem_fault(exc):
-        error["kind"] = "filesystem"
+        error["kind"] = ErrorKind.FILESYSTEM
     else:
-        error["kind"] = "oom" if _is_out_of_memory(error["type"], error["message"]) else "sweep"
-    started = _started_cells(running_notebook)
+        error["kind"] = ErrorKind.OOM if _is_out_of_memory(error["type"], error["message"]) else ErrorKind.SWEEP
+    started = started_cells(running_notebook)
     if started:  # the last cell that started is the one running when the run ended
         index, cell = started[-1]
         source = str(cell.get("source", ""))
-        error.update(cell=_source_index(source_notebook, source, index), exec_count=cell.get("execution_count"),
+        error.update(cell=source_index(source_notebook, source, index), exec_count=cell.get("execution_count"),
                      source=source[:2000])
-    elif error["kind"] == "sweep":
-        error["kind"] = "kernel_start"  # nothing ran: the kernel never came up
+    elif error["kind"] == ErrorKind.SWEEP:
+        error["kind"] = ErrorKind.KERNEL_START  # nothing ran: the kernel never came up
     return error
 
 
@@ -269,47 +203,18 @@ def is_filesystem_fault(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FILESYSTEM_ERRNOS
 
 
-def _notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any] | None:
-    """The exception an executed notebook ended with (type, message, cell), from its error output."""
-    import nbformat
-
-    try:
-        cells = nbformat.read(str(notebook_path), as_version=4).cells
-    except (OSError, ValueError):
-        return None
-    for index, cell in enumerate(cells):
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                source = str(cell.get("source", ""))
-                return {"type": output.get("ename"), "message": str(output.get("evalue", ""))[:4000],
-                        "cell": _source_index(source_notebook, source, index), "source": source[:2000]}
-    return None
-
-
 def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
                      log: IO[str], env: dict[str, str] | None) -> dict[str, Any] | None:
     """A `multiworker:N` combination: N local worker processes (colabkit.workers), the chief's notebook
     and record being the combination's. Returns the error section, or None when every worker finished."""
     from colabkit.device.spec import parse_device
-    from colabkit.sweep.workers import WorkersFailed, run_workers
+    from colabkit.sweep.workers import run_multiworker_notebook
 
     count = parse_device(combination.device).count or 2
     scratch = files.base.with_name(files.base.name + ".workers")
-    error = None
-    try:
-        outcomes = run_workers(combination.notebook, count, params, files.running_notebook, scratch,
-                               cwd=options.cwd or Path.cwd(), timeout_s=options.timeout_s,
-                               grace_s=options.worker_grace_s, env=env)
-    except WorkersFailed as exc:
-        outcomes = exc.outcomes
-        error = {"type": "WorkersFailed", "kind": "multi_worker", "message": str(exc)[:4000]}
-        chief = _notebook_error(files.running_notebook, combination.notebook)
-        if chief:  # the chief's own exception says best what went wrong (e.g. a collective aborted)
-            error.update(chief_error=chief, cell=chief.get("cell"), source=chief.get("source"))
-    for outcome in outcomes:
-        log.write(f"\n[colabkit] ---- {outcome.describe()}: log {outcome.log} ----\n")
-        log.write(outcome.log.read_text(encoding="utf-8", errors="replace") if outcome.log.exists() else "")
-    return error
+    return run_multiworker_notebook(combination.notebook, count, params, files.running_notebook, scratch,
+                                    cwd=options.cwd or Path.cwd(), timeout_s=options.timeout_s,
+                                    grace_s=options.worker_grace_s, env=env, log=log).error
 
 
 def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
@@ -319,28 +224,22 @@ def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], 
 
     if parse_device(combination.device).kind == MULTI_WORKER:
         return _execute_workers(combination, files, params, options, log, env), 1
-    import papermill
     from jupyter_client.kernelspec import NoSuchKernel
 
-    engine_options: dict[str, Any] = {}
     for attempt in range(1, options.start_attempts + 1):
-        watch = _KernelWatch()
-        if options.timeout_s:
-            engine_options["timeout_func"] = _RunBudget(options.timeout_s)
+        watch = KernelWatch()
         try:
-            papermill.execute_notebook(
-                str(combination.notebook), str(files.running_notebook), parameters=params,
-                kernel_name=options.kernel_name, progress_bar=False, stdout_file=log, stderr_file=log,
-                cwd=options.cwd or str(Path.cwd()), start_timeout=options.start_timeout_s,
-                kernel_manager_class=_kernel_manager_class(log, env, watch),
+            execute_notebook(
+                combination.notebook, files.running_notebook, params, log, kernel_name=options.kernel_name,
+                cwd=options.cwd, env=env, watch=watch, start_timeout_s=options.start_timeout_s,
+                timeout_func=_RunBudget(options.timeout_s) if options.timeout_s else None,
                 # C-level output (TensorFlow's logs) goes to the log once, not also into every cell.
-                extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-                **engine_options,
+                capture_fd_output=False,
             )
             return None, attempt
         except Exception as exc:  # noqa: BLE001 - whatever one run does must not sink the sweep
             log.write("\n" + "".join(traceback.format_exception(exc)))
-            never_started = not _started_cells(files.running_notebook) and not getattr(exc, "ename", None)
+            never_started = not started_cells(files.running_notebook) and cell_failure(exc) is None
             if (never_started and attempt < options.start_attempts and not isinstance(exc, NoSuchKernel)
                     and not is_filesystem_fault(exc)):
                 # Two kernels starting at once can pick the same free port; a moment later they won't.
@@ -372,10 +271,7 @@ def warm_up() -> None:
 def export_html(notebook_path: Path, html_path: Path, temporary: Path | None = None) -> Path:
     """Export an executed notebook to HTML with nbconvert (atomically, through `temporary`)."""
     body, _ = _html_exporter().from_filename(str(notebook_path))
-    temporary = temporary or html_path.with_name(f".{html_path.name}.tmp")
-    temporary.write_text(body, encoding="utf-8")
-    os.replace(temporary, html_path)
-    return html_path
+    return write_atomic(html_path, body, temporary=temporary)
 
 
 def execute_combination(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
@@ -392,7 +288,7 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     sweep_section = {"jobs": options.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
     try:
         files.prepare()
-        with open(files.log, "w", encoding="utf-8") as log, _library_logs_to(log):
+        with open(files.log, "w", encoding="utf-8") as log, library_logs_to(log):
             log.write(f"[colabkit] {combination.label}\n[colabkit] parameters {combination.params}\n"
                       f"[colabkit] fingerprint {fingerprint.get('digest')}\n")
             log.flush()
@@ -461,20 +357,20 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
     record: dict[str, Any] | None = None
     if error is None:
         if not files.running_record.exists():
-            error = {"type": "MissingRecord", "kind": "missing_record",
+            error = {"type": "MissingRecord", "kind": ErrorKind.MISSING_RECORD,
                      "message": "the notebook finished without writing its record (does it call run.record?)"}
         else:
             try:
                 record = read_record(files.running_record)
             except RecordError as exc:
-                error = {"type": "RecordError", "kind": "missing_record", "message": str(exc)}
+                error = {"type": "RecordError", "kind": ErrorKind.MISSING_RECORD, "message": str(exc)}
     if options.html and files.notebook.exists():
         try:
             export_html(files.notebook, files.html, files.running_html)
         except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides
             log.write("\n[colabkit] HTML export failed:\n" + "".join(traceback.format_exception(exc)))
             if error is None:
-                error = {"type": type(exc).__name__, "kind": "html_export", "message": str(exc)[:2000]}
+                error = {"type": type(exc).__name__, "kind": ErrorKind.HTML_EXPORT, "message": str(exc)[:2000]}
     if error is not None:
         return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
                                    time.perf_counter() - start)
@@ -488,7 +384,7 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
 def _outcome(combination: Combination, record: dict[str, Any], record_path: Path, seconds: float) -> Outcome:
     message = ""
     reported = dict(record.get("error") or {})
-    if record["status"] != "ok":
+    if record["status"] != RecordStatus.OK:
         cell = f" (In [{reported['exec_count']}])" if reported.get("exec_count") is not None else ""
         message = f"{reported.get('type', 'Error')}: {str(reported.get('message', ''))[:200]}{cell}"
     return Outcome(combination, record["status"], seconds, record_path, message, error=reported)
@@ -498,7 +394,7 @@ def write_failed_record(combination: Combination, files: RunFiles, fingerprint: 
                         error: dict[str, Any], started_at: str | None = None,
                         sweep_section: dict[str, Any] | None = None, seconds: float = 0.0) -> Outcome:
     """Write the `failed` record of a combination (its last step: the record marks it finished)."""
-    record = make_record(combination.name, "failed", combination.params, started_at=started_at,
+    record = make_record(combination.name, RecordStatus.FAILED, combination.params, started_at=started_at,
                          device={"requested": combination.device}, error=error,
                          fingerprint=fingerprint, sweep=sweep_section or {})
     write_json_atomic(files.record, record)
@@ -516,16 +412,16 @@ def write_skipped_record(combination: Combination, out: str | Path, fingerprint:
     files = RunFiles.of(combination, out)
     if files.record.exists():
         try:
-            if read_record(files.record)["status"] == "ok":
-                return Outcome(combination, "skipped", 0.0, files.record, reason + " (an earlier ok record is kept)")
+            if read_record(files.record)["status"] == RecordStatus.OK:
+                return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record, reason + " (an earlier ok record is kept)")
         except (RecordError, OSError) as exc:
             if not replace_unreadable:  # e.g. an ok record of a newer schema: never lose it to a skip
                 why = str(exc).removeprefix(f"{files.record}: ")
-                return Outcome(combination, "skipped", 0.0, files.record,
+                return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record,
                                f"{reason}; its record file cannot be read and is kept as it is ({why})",
                                set_aside=True)
-    record = make_record(combination.name, "skipped", combination.params, device={"requested": combination.device},
-                         error={"type": "DeviceNotAvailable", "kind": "skipped", "message": reason},
+    record = make_record(combination.name, RecordStatus.SKIPPED, combination.params, device={"requested": combination.device},
+                         error={"type": "DeviceNotAvailable", "kind": ErrorKind.SKIPPED, "message": reason},
                          fingerprint=fingerprint)
     write_json_atomic(files.record, record)
-    return Outcome(combination, "skipped", 0.0, files.record, reason)
+    return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record, reason)

@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ from colabkit.sweep.execution import (
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
 from colabkit.sweep.grid import Combination, check_overrides, duplicate_problems, expand, load_grid
 
-__all__ = ["Decision", "Outcome", "RunOptions", "check_output_folder", "decide", "detect_devices", "dry_run_table",
+__all__ = ["Decision", "Outcome", "RunOptions", "SweepAction", "check_output_folder", "decide", "detect_devices", "dry_run_table",
            "missing_device_reason",
            "plan", "prepare", "run_sweep", "summary_table", "sweep_lock", "text_table"]
 
@@ -186,17 +187,28 @@ def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | 
     return combinations
 
 
+class SweepAction(StrEnum):
+    """What a sweep does with one combination."""
+
+    RUN = "run"  # not run yet (or skipped before, and its device is here now)
+    RERUN = "rerun"  # run again: failed, stale, interrupted, unreadable, or --force
+    DONE = "done"  # an earlier ok record with the same fingerprint is kept
+    SKIP = "skip"  # its device is absent: a skipped record says so
+    SET_ASIDE = "set_aside"  # its record file cannot be read: kept untouched, nothing runs (--rerun replaces it)
+
+
 @dataclass
 class Decision:
     """What a sweep will do with one combination, and why."""
 
     combination: Combination
-    # run | rerun | done (an earlier ok record is kept) | skip (device absent)
-    # | set_aside (its record file cannot be read: kept untouched, nothing runs; --rerun replaces it)
-    action: str
+    action: SweepAction
     reason: str
     fingerprint: dict[str, Any]
     note: str = ""  # what else the dry run should say (a skip keeps a record file it cannot read)
+
+    def __post_init__(self) -> None:
+        self.action = SweepAction(self.action)  # a plain "run" is accepted; a misspelt one is not
 
 
 def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -224,27 +236,27 @@ def decide(combinations: list[Combination], out: str | Path, available: dict[str
         if absent:
             unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
             kept = f"; {unreadable} and is kept as it is" if unreadable else ""
-            decisions.append(Decision(combination, "skip", absent, current, note=kept))
+            decisions.append(Decision(combination, SweepAction.SKIP, absent, current, note=kept))
             continue
         record, unreadable = _existing_record(files.record)
         if unreadable and not rerun_unreadable:
-            decisions.append(Decision(combination, "set_aside", f"{unreadable}; kept as it is (--rerun replaces it)",
+            decisions.append(Decision(combination, SweepAction.SET_ASIDE, f"{unreadable}; kept as it is (--rerun replaces it)",
                                       current))
         elif record is None:
             interrupted = files.running_notebook.exists()
             reason = unreadable or ("an earlier sweep stopped while running it" if interrupted else "not run yet")
-            decisions.append(Decision(combination, "rerun" if unreadable or interrupted else "run", reason, current))
+            decisions.append(Decision(combination, SweepAction.RERUN if unreadable or interrupted else SweepAction.RUN, reason, current))
         elif force:
-            decisions.append(Decision(combination, "rerun", "--force", current))
+            decisions.append(Decision(combination, SweepAction.RERUN, "--force", current))
         elif record["status"] == "ok":
             stale = stale_reason(record.get("fingerprint"), current)
-            decisions.append(Decision(combination, "rerun", f"stale: {stale}", current) if stale
-                             else Decision(combination, "done", "finished earlier with the same fingerprint", current))
+            decisions.append(Decision(combination, SweepAction.RERUN, f"stale: {stale}", current) if stale
+                             else Decision(combination, SweepAction.DONE, "finished earlier with the same fingerprint", current))
         elif record["status"] == "failed":
             error = record.get("error") or {}
-            decisions.append(Decision(combination, "rerun", f"failed before ({error.get('type', 'error')})", current))
+            decisions.append(Decision(combination, SweepAction.RERUN, f"failed before ({error.get('type', 'error')})", current))
         else:
-            decisions.append(Decision(combination, "run", "skipped before; its device is here now", current))
+            decisions.append(Decision(combination, SweepAction.RUN, "skipped before; its device is here now", current))
     return decisions
 
 
@@ -503,16 +515,16 @@ def run_sweep(
         available = detect_devices() if available is None else available
         decisions = decide(combinations, out, available, force, rerun_unreadable)
         for decision in decisions:
-            if decision.action == "skip":
+            if decision.action == SweepAction.SKIP:
                 outcomes.append(_skip(decision, out, rerun_unreadable))
-            elif decision.action == "done":
+            elif decision.action == SweepAction.DONE:
                 record_path = RunFiles.of(decision.combination, out).record
                 outcomes.append(Outcome(decision.combination, "ok", 0.0, record_path, "finished earlier", resumed=True))
-            elif decision.action == "set_aside":
+            elif decision.action == SweepAction.SET_ASIDE:
                 record_path = RunFiles.of(decision.combination, out).record
                 outcomes.append(Outcome(decision.combination, "skipped", 0.0, record_path, decision.reason,
                                         set_aside=True))
-        to_run = [decision for decision in decisions if decision.action in ("run", "rerun")]
+        to_run = [decision for decision in decisions if decision.action in (SweepAction.RUN, SweepAction.RERUN)]
         kept = sum(outcome.resumed for outcome in outcomes)
         set_aside = sum(outcome.set_aside for outcome in outcomes)
         echo(f"{len(decisions)} combinations: {len(to_run)} to run, {kept} finished earlier (kept), "
@@ -586,8 +598,7 @@ def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
     rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason + d.note)
              for d in decisions]
     lines = text_table(rows)
-    actions = ("run", "rerun", "done", "skip", "set_aside")
-    counts = {action: sum(d.action == action for d in decisions) for action in actions}
+    counts = {action.value: sum(d.action == action for d in decisions) for action in SweepAction}
     lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
                  f"{counts['done']} finished earlier, skip {counts['skip']}"
                  + (f", set aside {counts['set_aside']} (record file unreadable; --rerun replaces it)"

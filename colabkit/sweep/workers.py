@@ -23,17 +23,11 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from colabkit.errors import ColabkitError
-
-
-class WorkersFailed(ColabkitError):
-    """A multi-worker run did not finish on every worker; the message says which and how."""
-
-    def __init__(self, message: str, outcomes: list[WorkerOutcome]) -> None:
-        super().__init__(message)
-        self.outcomes = outcomes
+from colabkit.errors import MultiWorkerError, WorkersFailed
+from colabkit.records.schema import ErrorKind
+from colabkit.sweep.notebook_runner import notebook_error
 
 
 @dataclass
@@ -88,7 +82,7 @@ def run_workers(notebook: str | Path, count: int, parameters: dict[str, Any], ch
     outcomes) unless every worker finished.
     """
     if count < 1:
-        raise ColabkitError(f"a multi-worker run needs at least 1 worker, got {count}")
+        raise MultiWorkerError(f"a multi-worker run needs at least 1 worker, got {count}: give --count 1 or more")
     scratch = Path(scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     configs = tf_configs(count, free_ports(count))
@@ -124,6 +118,46 @@ def run_workers(notebook: str | Path, count: int, parameters: dict[str, Any], ch
         raise WorkersFailed(f"{count}-worker run failed: {first.describe()}; "
                             + "; ".join(outcome.describe() for outcome in outcomes if outcome is not first), outcomes)
     return outcomes
+
+
+@dataclass
+class MultiWorkerRun:
+    """How a multi-worker run of a notebook ended."""
+
+    outcomes: list[WorkerOutcome]  # one per worker, chief first
+    error: dict[str, Any] | None  # the `error` section of the run's failed record; None: every worker finished
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def run_multiworker_notebook(notebook: str | Path, count: int, parameters: dict[str, Any],
+                             chief_notebook: str | Path, scratch: str | Path, *, cwd: str | Path | None = None,
+                             timeout_s: float | None = None, grace_s: float = 60.0,
+                             env: dict[str, str] | None = None, log: IO[str] | None = None) -> MultiWorkerRun:
+    """Run `notebook` on `count` local workers (see `run_workers`) and say how it ended, without raising
+    for a failed worker: the sweep and `python -m colabkit workers` both launch through here.
+
+    A failure's error section (type WorkersFailed, kind multi_worker) names every worker's end and
+    carries the chief's own exception when its notebook shows one (e.g. a collective that aborted).
+    With `log`, each worker's log is appended to it, chief first.
+    """
+    error = None
+    try:
+        outcomes = run_workers(notebook, count, parameters, chief_notebook, scratch, cwd=cwd, timeout_s=timeout_s,
+                               grace_s=grace_s, env=env)
+    except WorkersFailed as exc:
+        outcomes = exc.outcomes
+        error = {"type": "WorkersFailed", "kind": ErrorKind.MULTI_WORKER, "message": str(exc)[:4000]}
+        chief = notebook_error(Path(chief_notebook), Path(notebook))
+        if chief:  # the chief's own exception says best what went wrong (e.g. a collective aborted)
+            error.update(chief_error=chief, cell=chief.get("cell"), source=chief.get("source"))
+    if log is not None:
+        for outcome in outcomes:
+            log.write(f"\n[colabkit] ---- {outcome.describe()}: log {outcome.log} ----\n")
+            log.write(outcome.log.read_text(encoding="utf-8", errors="replace") if outcome.log.exists() else "")
+    return MultiWorkerRun(outcomes, error)
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from colabkit.errors import ColabkitError
+from colabkit.errors import MultiWorkerError
 
 
 def shard_by_data(dataset: Any) -> Any:
@@ -66,7 +66,7 @@ def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any,
     compiled_metrics = [str(name) for name in (model.get_compile_config() or {}).get("metrics") or []]
     unsupported = [name for name in compiled_metrics if name not in ("accuracy", "acc")]
     if unsupported:
-        raise ColabkitError(f"the multi-worker loop computes loss and accuracy only; drop {unsupported} from compile")
+        raise MultiWorkerError(f"the multi-worker loop computes loss and accuracy only; drop {unsupported} from compile")
     accuracy = bool(compiled_metrics)
     loss_fn = model.loss if isinstance(model.loss, keras.losses.Loss) else keras.losses.get(model.loss)
     optimizer = model.optimizer

@@ -35,7 +35,7 @@ UNIT_PREFIXES = {"temperature": ("degC",), "wind speed": ("m/s",), "pressure": (
 
 def load_weather_series(dataset: str, data_source: str = "auto"):
     """The hourly weather series `dataset` names: 'weather_denmark' (the tutorial's) or 'jena_climate'."""
-    from colabkit.data.loaders import load_jena_climate, load_weather
+    from colabkit.data import load_jena_climate, load_weather
 
     loaders = {"weather_denmark": load_weather, "jena_climate": load_jena_climate}
     if dataset not in loaders:

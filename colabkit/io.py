@@ -1,0 +1,119 @@
+"""Writing files so that a reader never sees half of one: the package's single atomic write.
+
+Every file colabkit writes for others to read (records, report pages and tables, downloaded data,
+stamped notebooks) goes through `write_atomic`: the content goes to a hidden temporary in the same
+folder (a rename is atomic only within one file system), then `os.replace` puts it in place. A
+reader sees either the old file or the complete new one, and a process killed mid-write leaves at
+most a hidden `.<name>.<random><suffix>` temporary, never a truncated file under the real name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+__all__ = ["json_value", "read_json", "write_atomic", "write_json_atomic"]
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (os.umask can only be read
+    by setting it, which would race with threads creating files meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _default_mode(target: Path) -> int:
+    """The mode a plain `open(path, "w")` would leave: the existing file's, else 0666 less the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def write_atomic(path: str | Path, content: str | bytes | Callable[[Path], None], *, mode: int | None = None,
+                 fsync: bool = False, suffix: str = ".tmp", temporary: str | Path | None = None) -> Path:
+    """Put `content` at `path` atomically and return `path`.
+
+    `content` is text (written as UTF-8), bytes, or a callable that writes the temporary file whose
+    path it is given (e.g. a download, or `np.savez`). The file gets `mode` (default: what a plain
+    write would give, so a temporary's private 0600 never leaks into place); with `fsync` its data
+    reach the disk before the rename. The temporary is `.<name>.<random><suffix>` beside `path`,
+    unless `temporary` names it (a caller that must find and remove leftovers of its own). On any
+    error, the temporary is removed and the old content of `path` stays as it was.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    wanted_mode = _default_mode(target) if mode is None else mode
+    if temporary is None:
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+        os.close(handle)
+        scratch = Path(name)
+    else:
+        scratch = Path(temporary)
+    try:
+        if callable(content):
+            content(scratch)
+        else:
+            data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+            with open(scratch, "wb") as stream:
+                stream.write(data)
+                if fsync:
+                    stream.flush()
+                    os.fsync(stream.fileno())
+        if fsync and callable(content):
+            with open(scratch, "rb") as stream:
+                os.fsync(stream.fileno())
+        os.chmod(scratch, wanted_mode)
+        os.replace(scratch, target)
+    except BaseException:
+        scratch.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def json_value(value: Any) -> Any:
+    """`value` as plain JSON: enum members, NumPy scalars and arrays, tuples, sets and paths converted; non-finite
+    floats as None (JSON has no NaN or infinity, and a reader must not mistake them for numbers)."""
+    if isinstance(value, Enum):  # a vocabulary member (e.g. RecordStatus.OK) as the plain value it stands for
+        return json_value(value.value)
+    if isinstance(value, Mapping):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [json_value(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays and scalars
+        return json_value(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json_atomic(path: str | Path, payload: Any, *, mode: int = 0o644) -> Path:
+    """Write `payload` (through `json_value`) as indented JSON to `path`, atomically and fsynced.
+
+    Mode 0644 by default: a record in a folder shared by several users must be readable by all.
+    Raises TypeError for a value JSON cannot hold; `path` is then left untouched.
+    """
+    text = json.dumps(json_value(payload), indent=2, sort_keys=False, allow_nan=False)
+    return write_atomic(path, text + "\n", mode=mode, fsync=True)
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value stored at `path` (UTF-8)."""
+    with open(path, encoding="utf-8") as stream:
+        return json.load(stream)

@@ -1,0 +1,171 @@
+"""Run one notebook through papermill with its kernel's chatter in a log, and read how it failed.
+
+Shared by the sweep (one run per combination, colabkit.sweep.execution) and the report
+(colabkit.report.build): both execute a notebook whose kernel process writes its own output
+(TensorFlow's C++ logs, start-up and shutdown warnings) to a log file rather than to the terminal,
+and both turn papermill's exceptions into a message naming the cell that failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["CellFailure", "KernelWatch", "cell_failure", "execute_notebook", "failure_summary",
+           "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index", "started_cells"]
+
+
+class KernelWatch:
+    """Remembers the kernel process a run started, to tell how it ended if it died."""
+
+    def __init__(self) -> None:
+        self.process: Any = None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The kernel process's exit status; None while it runs or when none was started."""
+        return None if self.process is None else self.process.poll()
+
+
+def logging_kernel_manager(log: IO[str], env: Mapping[str, str] | None = None,
+                           watch: KernelWatch | None = None) -> type:
+    """A kernel manager class whose kernel process writes its stdout and stderr to `log`, started
+    with `env` added to the environment (e.g. CUDA_VISIBLE_DEVICES for parallel jobs); `watch`
+    is told the kernel's process."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LoggingKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kwargs: Any) -> None:
+            kwargs.setdefault("stdout", log)
+            kwargs.setdefault("stderr", log)
+            if env:
+                kwargs["env"] = {**os.environ, **kwargs.get("env", {}), **env}
+            await super().start_kernel(**kwargs)
+            if watch is not None:
+                watch.process = getattr(self.provisioner, "process", None)
+
+    return LoggingKernelManager
+
+
+@contextmanager
+def library_logs_to(log: IO[str]) -> Iterator[None]:
+    """papermill's and nbclient's own messages ("Kernel died...") go to `log` while this lasts."""
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("[%(name)s %(levelname)s] %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("papermill", "nbclient", "traitlets")]
+    saved = [(logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, (propagate, level) in zip(loggers, saved):
+            logger.removeHandler(handler)
+            logger.propagate, logger.level = propagate, level
+
+
+def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping[str, Any], log: IO[str], *,
+                     kernel_name: str | None = None, cwd: str | Path | None = None,
+                     env: Mapping[str, str] | None = None, watch: KernelWatch | None = None,
+                     start_timeout_s: float = 60, timeout_func: Callable[[Any], int] | None = None,
+                     capture_fd_output: bool = True) -> None:
+    """Execute `source` with `parameters` into `output` through papermill; the kernel's own output
+    and papermill's goes to `log`. With `capture_fd_output` False, C-level output (TensorFlow's
+    logs) goes to the log only, not also into every cell's outputs.
+
+    Raises what papermill raises: PapermillExecutionError for an exception in a cell (see
+    `cell_failure`), nbclient's DeadKernelError, CellTimeoutError, jupyter_client's NoSuchKernel...
+    """
+    import papermill
+
+    options: dict[str, Any] = {}
+    if timeout_func is not None:
+        options["timeout_func"] = timeout_func
+    if not capture_fd_output:
+        options["extra_arguments"] = ["--IPKernelApp.capture_fd_output=False"]
+    papermill.execute_notebook(
+        str(source), str(output), parameters=dict(parameters), kernel_name=kernel_name, progress_bar=False,
+        stdout_file=log, stderr_file=log, cwd=str(cwd or Path.cwd()), start_timeout=start_timeout_s,
+        kernel_manager_class=logging_kernel_manager(log, env, watch), **options)
+
+
+@dataclass(frozen=True)
+class CellFailure:
+    """An exception raised inside a cell, as papermill reports it."""
+
+    ename: str  # the exception's type name, e.g. "ResourceExhaustedError"
+    evalue: str  # its message
+    source: str  # the cell's code
+    cell_index: int | None  # the cell's index in the executed notebook (papermill adds a parameters cell)
+    exec_count: int | None  # its In [n]
+
+
+def cell_failure(exc: BaseException) -> CellFailure | None:
+    """What papermill's PapermillExecutionError says about the cell that raised; None for any other
+    error (the kernel died, timed out or never started)."""
+    ename = getattr(exc, "ename", None)
+    if not ename:
+        return None
+    return CellFailure(ename=str(ename), evalue=str(getattr(exc, "evalue", "")), source=str(getattr(exc, "source", "")),
+                       cell_index=getattr(exc, "cell_index", None), exec_count=getattr(exc, "exec_count", None))
+
+
+def failure_summary(exc: BaseException) -> str:
+    """One line saying how a notebook run failed: the cell and its exception, or the error itself."""
+    failure = cell_failure(exc)
+    if failure is not None:
+        count = "?" if failure.exec_count is None else failure.exec_count
+        return f"cell {count}: {failure.ename}: {failure.evalue}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def started_cells(notebook_path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(index, cell) of every code cell papermill marked as started, from the saved notebook."""
+    import nbformat
+
+    if not notebook_path.exists():
+        return []
+    try:
+        notebook = nbformat.read(str(notebook_path), as_version=4)
+    except (OSError, ValueError):
+        return []
+    return [(index, cell) for index, cell in enumerate(notebook.cells)
+            if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("papermill", {}).get("start_time")]
+
+
+def source_index(source_notebook: Path, source: str, executed_index: int | None) -> int | None:
+    """Where a cell of the executed notebook sits in the notebook as stored (papermill adds a cell
+    of injected parameters, so the executed copy's indices run one ahead after it)."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(str(source_notebook), as_version=4).cells
+    except (OSError, ValueError):
+        return None
+    matches = [index for index, cell in enumerate(cells) if cell.get("source") == source]
+    earlier = [index for index in matches if executed_index is None or index <= executed_index]
+    return (earlier or matches or [None])[-1]
+
+
+def notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any] | None:
+    """The exception an executed notebook ended with (type, message, cell), from its error output."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(str(notebook_path), as_version=4).cells
+    except (OSError, ValueError):
+        return None
+    for index, cell in enumerate(cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                source = str(cell.get("source", ""))
+                return {"type": output.get("ename"), "message": str(output.get("evalue", ""))[:4000],
+                        "cell": source_index(source_notebook, source, index), "source": source[:2000]}
+    return None

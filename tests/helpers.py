@@ -1,0 +1,132 @@
+"""Helpers shared by the tests, imported as a plain module (`from helpers import REPO`): the
+repository's paths, a papermill runner for notebooks, and a fake TensorFlow for device logic."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import types
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+
+
+@functools.lru_cache(maxsize=1)
+def visible_gpus() -> int:
+    """How many GPUs `nvidia-smi -L` lists on this machine (0 without nvidia-smi or a driver)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
+
+
+def execute_notebook(name: str, output_dir: Path, **parameters: Any):
+    """Run notebooks/<name>.ipynb through papermill (the production path) with `parameters`.
+
+    Returns (executed notebook node, record path). The record goes to output_dir/record.json.
+    """
+    import papermill
+
+    record_path = output_dir / "record.json"
+    parameters.setdefault("results_path", str(record_path))
+    executed = papermill.execute_notebook(
+        str(NOTEBOOKS / f"{name}.ipynb"), str(output_dir / f"{name}.ipynb"), parameters=parameters,
+        progress_bar=False, cwd=str(REPO),
+    )
+    return executed, Path(parameters["results_path"])
+
+
+class FakeStrategy:
+    """Stands in for a tf.distribute strategy: remembers how it was built."""
+
+    def __init__(self, *args: Any, devices: list[str] | None = None, **kwargs: Any) -> None:
+        self.args, self.devices = args, devices
+        if devices is not None:
+            self.num_replicas_in_sync = len(devices)
+        elif args and isinstance(args[0], str):
+            self.num_replicas_in_sync = 1
+        else:
+            self.num_replicas_in_sync = kwargs.get("replicas", 8)
+
+
+class OneDeviceStrategy(FakeStrategy):
+    pass
+
+
+class MirroredStrategy(FakeStrategy):
+    pass
+
+
+class TPUStrategy(FakeStrategy):
+    pass
+
+
+class FakeTensorFlow(types.ModuleType):
+    """A fake `tensorflow` with just what colabkit.device touches, configurable per test."""
+
+    class OpError(Exception):
+        pass
+
+    def __init__(self, gpus: list[dict[str, Any]] | None = None, tpu_cores: int | None = None,
+                 tpu_fails: bool = False, initialised: bool = False) -> None:
+        super().__init__("tensorflow")
+        self.gpus = gpus or []
+        self.calls: list[tuple] = []
+        self.visible_gpus = True
+        fake = self
+
+        class _Resolver:
+            def __init__(self, tpu: str) -> None:
+                fake.calls.append(("TPUClusterResolver", tpu))
+                self.tpu = tpu
+
+        def list_physical_devices(kind: str) -> list[str]:
+            if kind == "CPU":
+                return ["/physical_device:CPU:0"]
+            if kind == "GPU" and fake.visible_gpus:
+                return [f"/physical_device:GPU:{index}" for index in range(len(fake.gpus))]
+            return []
+
+        def get_device_details(device: str) -> dict[str, Any]:
+            gpu = fake.gpus[int(device.rsplit(":", 1)[1])]
+            return {"device_name": gpu["name"], "compute_capability": gpu["cc"]}
+
+        def set_visible_devices(devices: list, kind: str) -> None:
+            if initialised:
+                raise RuntimeError("Visible devices cannot be modified after being initialized")
+            fake.calls.append(("set_visible_devices", list(devices), kind))
+            fake.visible_gpus = False
+
+        def initialize_tpu_system(resolver: Any) -> Any:
+            fake.calls.append(("initialize_tpu_system", resolver.tpu))
+            if tpu_fails:
+                raise fake.errors.OpError("No TPU devices found")
+            return types.SimpleNamespace(num_tasks=1)
+
+        def tpu_strategy(resolver: Any) -> TPUStrategy:
+            return TPUStrategy(resolver, replicas=tpu_cores or 8)
+
+        self.config = types.SimpleNamespace(
+            list_physical_devices=list_physical_devices,
+            list_logical_devices=lambda kind: list_physical_devices(kind),
+            set_visible_devices=set_visible_devices,
+            set_logical_device_configuration=lambda device, configs: fake.calls.append(("logical", len(configs))),
+            LogicalDeviceConfiguration=lambda: object(),
+            experimental_connect_to_cluster=lambda resolver: fake.calls.append(("connect", resolver.tpu)),
+            experimental=types.SimpleNamespace(
+                get_device_details=get_device_details,
+                tensor_float_32_execution_enabled=lambda: True,
+            ),
+        )
+        self.distribute = types.SimpleNamespace(
+            OneDeviceStrategy=OneDeviceStrategy, MirroredStrategy=MirroredStrategy, TPUStrategy=tpu_strategy,
+            cluster_resolver=types.SimpleNamespace(TPUClusterResolver=_Resolver),
+        )
+        self.tpu = types.SimpleNamespace(experimental=types.SimpleNamespace(initialize_tpu_system=initialize_tpu_system))
+        self.errors = types.SimpleNamespace(OpError=FakeTensorFlow.OpError)

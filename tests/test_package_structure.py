@@ -1,0 +1,168 @@
+"""The package's shape: every module imports by itself, no import circle, no private name borrowed
+across modules."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+PACKAGE = REPO / "colabkit"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_type_checking_block(node: ast.stmt) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def top_level_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is imported: at module level, also inside
+    top-level if/try blocks, but not in functions, classes or `if TYPE_CHECKING:` blocks."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, (ast.If, ast.Try)) and not is_type_checking_block(node):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                for child in getattr(node, field, []):
+                    pending.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+    return found
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The colabkit modules `path` imports at import time (`from pkg import submodule` counts as
+    importing the submodule; a package's parents are not counted)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in top_level_imports(path):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+            continue
+        base = node.module or ""
+        if node.level:  # a relative import
+            anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        targets.add(base)
+        targets.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES)
+    return {target for target in targets if target in MODULES and target != name}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle in `graph` (as a path that starts and ends at the same module), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_circle_and_clears_a_tree():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_module_imports_form_a_circle():
+    graph = {name: imported_modules(path) for name, path in MODULES.items()}
+    assert graph["colabkit.sweep.execution"] >= {"colabkit.sweep.notebook_runner", "colabkit.io"}  # the graph is real
+    assert find_cycle(graph) is None
+
+
+def test_no_private_name_is_imported_across_modules():
+    borrowed = []
+    for name, path in MODULES.items():
+        for node in top_level_imports(path) + [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                                               if isinstance(node, ast.ImportFrom)]:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("colabkit"):
+                borrowed += [f"{name}: from {node.module} import {alias.name}" for alias in node.names
+                             if alias.name.startswith("_") and not alias.name.startswith("__")]
+            elif isinstance(node, ast.Import):
+                borrowed += [f"{name}: import {alias.name}" for alias in node.names
+                             if any(part.startswith("_") and not part.startswith("__") for part in alias.name.split("."))]
+    assert not borrowed, "\n".join(sorted(set(borrowed)))
+
+
+# `python -m colabkit` runs the command line when imported: checked by running it instead.
+IMPORTABLE = sorted(name for name in MODULES if not name.endswith(".__main__"))
+
+# In one fresh interpreter: for each module, forget every colabkit module imported so far, then import
+# that module first. Third-party packages stay loaded (cheap), colabkit starts from nothing each time.
+PURGE_AND_IMPORT = """
+import importlib, sys, traceback
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [key for key in sys.modules if key == "colabkit" or key.startswith("colabkit.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        failed.append(name + ":\\n" + traceback.format_exc(limit=-3))
+print("\\n\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def python(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"})
+
+
+def test_every_module_imports_first_with_no_other_colabkit_module_loaded():
+    """An import circle that only bites in one order, or a module leaning on another's side effect,
+    shows up only when each module is the first colabkit module an interpreter imports."""
+    completed = python("-c", PURGE_AND_IMPORT, *IMPORTABLE)
+    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-2000:]
+
+
+def test_the_command_line_module_runs():
+    completed = python("-m", "colabkit", "--help", timeout=120)
+    assert completed.returncode == 0 and "sweep" in completed.stdout, completed.stderr[-2000:]
+
+
+def import_alone(module: str) -> tuple[str, int, str]:
+    completed = python("-c", f"import {module}", timeout=300)
+    return module, completed.returncode, completed.stderr.strip()[-2000:]
+
+
+@pytest.mark.slow
+def test_every_module_imports_by_itself_in_a_fresh_interpreter():
+    """The strict form of the test above, one interpreter per module (a few minutes on 2 cores)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failures = [result for result in pool.map(import_alone, IMPORTABLE) if result[1] != 0]
+    assert not failures, "\n\n".join(f"{module}:\n{stderr}" for module, _, stderr in failures)
