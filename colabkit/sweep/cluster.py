@@ -81,7 +81,11 @@ class ClusterSession:
 
     def workers(self) -> dict[str, dict[str, Any]]:
         """The scheduler's view of each worker: host, nthreads, resources, name."""
-        return dict(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        try:
+            info = self.client.scheduler_info(n_workers=-1)  # every worker (newer versions list 5 by default)
+        except TypeError:  # distributed before n_workers existed lists them all
+            info = self.client.scheduler_info()
+        return dict(info.get("workers", {}))
 
     def close(self) -> None:
         self.client.close()
@@ -433,7 +437,7 @@ def _run(decisions: list[Decision], session: ClusterSession, workers: dict[str, 
         section = {"scheduler": session.address}
         running: dict[Any, _Submitted] = {}
         try:
-            session.client.run(warm_up)  # papermill and nbconvert loaded before the first timed run
+            _warm_up_workers(session)
             futures = []
             for decision in to_run:
                 combination = decision.combination
@@ -466,6 +470,16 @@ def _run(decisions: list[Decision], session: ClusterSession, workers: dict[str, 
         bar.close()
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
+
+
+def _warm_up_workers(session: ClusterSession) -> None:
+    """Load papermill and nbconvert on every worker before the first timed run; a worker without
+    colabkit (or with a broken install) is reported here, before anything is submitted."""
+    try:
+        session.client.run(warm_up)
+    except Exception as exc:  # noqa: BLE001 - whatever a worker raised (ImportError, pickling errors) means the same
+        raise ColabkitError(f"the Dask workers cannot run colabkit ({type(exc).__name__}: {exc}); install colabkit "
+                            "and the notebooks' dependencies in every worker's environment") from None
 
 
 def _collect(future: Any, submitted: _Submitted, section: dict[str, Any]) -> Outcome:
