@@ -93,9 +93,29 @@ def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch
     assert main(["sweep", str(grid), "--cluster", "local:1", "--jobs", "2", "--out", str(tmp_path / "o")]) == 2
 
 
+@pytest.mark.parametrize("address, message", [("local:x", "expected local:N"), ("nonsense", "expected a scheduler"),
+                                               ("tcp://127.0.0.1:1", "no Dask scheduler answered")])
+def test_a_bad_cluster_address_is_a_one_line_error(address, message):
+    with pytest.raises(ColabkitError, match=message):
+        cluster_module.connect(address, timeout_s=2)
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster():
+    """Two local workers, each declaring one (fake) GPU and running up to two tasks at once."""
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        local = LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None,
+                             resources={"GPU": 1}, silence_logs=40)
+    yield local.scheduler_address
+    local.close()
+
+
 @pytest.mark.notebook
 def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rerun_submits_nothing(
-        tmp_path, capsys):
+        tmp_path, capsys, gpu_cluster):
     grid = NOTEBOOKS.parent / "parameters" / "matmul_tflops.yaml"
     overrides = ["-p", "n=64", "-p", "count=2", "-p", "repeats=2", "-p", "blas_baseline=False"]
     local_out, cluster_out = tmp_path / "local", tmp_path / "cluster"
@@ -119,8 +139,9 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
 
     capsys.readouterr()
     before = record["finished_at"]
+    # A rerun (on another running cluster, its CPU combination only) submits nothing: it finished.
     assert main(["sweep", str(grid), "--preset", "smoke", *overrides, "--out", str(cluster_out), "--no-progress",
-                 "--cluster", "local:1"]) == 0
+                 "--cluster", gpu_cluster, "--device", "cpu"]) == 0
     printed = capsys.readouterr().out
     assert "0 to run" in printed and "1 finished earlier (kept)" in printed
     assert read_record(cluster_out / "matmul_tflops" / "cpu" / "dtype-float32.json")["finished_at"] == before
@@ -139,19 +160,6 @@ def test_a_worker_killed_mid_combination_gives_a_failed_record_and_the_sweep_fin
     assert "on each of 2 tries" in failed["error"]["message"] and failed["worker"]["address"].startswith("tcp://")
     assert "died" in (out / "probe" / "cpu" / "value-2.log").read_text()
     assert not list(out.rglob(".*"))
-
-
-@pytest.fixture(scope="module")
-def gpu_cluster():
-    """Two local workers, each declaring one (fake) GPU and running up to two tasks at once."""
-    import dask
-    from distributed import LocalCluster
-
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-        local = LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None,
-                             resources={"GPU": 1}, silence_logs=40)
-    yield local.scheduler_address
-    local.close()
 
 
 def intervals(out: Path, device: str) -> dict[str, list[tuple[float, float]]]:
@@ -213,6 +221,16 @@ def test_a_shared_out_that_a_worker_cannot_see_fails_that_combination(tmp_path, 
     outcomes = run_cluster_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=True)
     assert outcomes[0].status == "failed"
     assert "does not see" in read_record(out / "probe" / "cpu" / "value-1.json")["error"]["message"]
+
+
+def test_dry_run_on_a_cluster_plans_against_the_workers_resources(tmp_path, gpu_cluster, capsys):
+    grid = write_probe(tmp_path, "grid: {device: [gpu, gpu:2, cpu], value: [1]}\n")
+    out = tmp_path / "out"
+    assert main(["sweep", str(grid), "--dry-run", "--cluster", gpu_cluster, "--out", str(out)]) == 0
+    rows = {line.split()[1]: line.split()[3] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("probe ")}
+    assert rows == {"gpu": "run", "gpu:2": "skip", "cpu": "run"}
+    assert not out.exists() or not list(out.rglob("*.json"))  # nothing written, nothing submitted
 
 
 @pytest.mark.notebook

@@ -111,6 +111,9 @@ def connect(cluster: str, *, timeout_s: float = 30, local_resources: dict[str, f
         return ClusterSession(local.scheduler_address, distributed.Client(local), local)
     try:
         client = distributed.Client(cluster, timeout=timeout_s)
+    except ValueError as exc:  # distributed's parser: "missing port number in address ..."
+        raise ColabkitError(f"--cluster {cluster!r}: {exc}; expected a scheduler's address (tcp://host:8786) "
+                            "or local:N") from None
     except (OSError, TimeoutError) as exc:
         raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({exc}); start one with "
                             "`dask scheduler` and workers with `dask worker ADDRESS` (see docs/cluster.md)") from None
@@ -169,7 +172,10 @@ def _worker_identity() -> dict[str, Any]:
     from distributed import get_worker
 
     worker = get_worker()
-    return {"host": socket.gethostname(), "address": worker.address, "name": str(worker.name)}
+    # CUDA_VISIBLE_DEVICES: the GPU a one-GPU-per-worker set-up gave this worker (its kernels inherit it).
+    return {"host": socket.gethostname(), "address": worker.address, "name": str(worker.name),
+            "resources": dict(worker.state.total_resources),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def _annotate_record(record_path: Path, worker: dict[str, Any], cluster_section: dict[str, Any]) -> bytes:
@@ -485,6 +491,9 @@ def _warm_up_workers(session: ClusterSession) -> None:
 def _collect(future: Any, submitted: _Submitted, section: dict[str, Any]) -> Outcome:
     """The Outcome of a finished task, its products written under OUT if they came back as bytes."""
     decision = submitted.decision
+    if future.cancelled():  # not by this sweep (it stops collecting first): the scheduler restarted or lost it
+        lost = ColabkitError("the scheduler cancelled the task (restarted, or lost its state)")
+        return _worker_died(submitted, lost, decision.fingerprint, section)
     if future.status != "finished":
         return _worker_died(submitted, future.exception(), decision.fingerprint, section)
     result: TaskResult = future.result()
