@@ -18,6 +18,7 @@ from colabkit.errors import ColabkitError, GridError, SweepInterrupted
 from colabkit.records.record import read_record
 from colabkit.sweep import cluster as cluster_module
 from colabkit.sweep.cluster import cluster_devices, resources_for, run_cluster_sweep
+from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status
 
 pytest.importorskip("distributed")
@@ -119,7 +120,9 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
     grid = NOTEBOOKS.parent / "parameters" / "matmul_tflops.yaml"
     overrides = ["-p", "n=64", "-p", "count=2", "-p", "repeats=2", "-p", "blas_baseline=False"]
     local_out, cluster_out = tmp_path / "local", tmp_path / "cluster"
-    assert main(["sweep", str(grid), "--preset", "smoke", *overrides, "--out", str(local_out), "--no-progress"]) == 0
+    # The local sweep as the CLI runs it, told the devices (detecting them imports TensorFlow: slow here).
+    run_sweep([grid], preset="smoke", out=local_out, available={"cpu": 1}, echo=quiet,
+              overrides={"n": 64, "count": 2, "repeats": 2, "blas_baseline": False})
     assert main(["sweep", str(grid), "--preset", "smoke", *overrides, "--out", str(cluster_out), "--no-progress",
                  "--cluster", "local:2"]) == 0
     local, on_cluster = record_set(local_out), record_set(cluster_out)
@@ -149,11 +152,11 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
 
 @pytest.mark.notebook
 def test_a_worker_killed_mid_combination_gives_a_failed_record_and_the_sweep_finishes(tmp_path):
-    grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2, 3]}\nfixed: {kill_worker_on: 2}\n")
+    grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\nfixed: {kill_worker_on: 2}\n")
     out = tmp_path / "out"
     outcomes = run_cluster_sweep([grid], cluster="local:2", out=out, echo=quiet)
     by_value = {outcome.combination.params["value"]: outcome for outcome in outcomes}
-    assert [by_value[value].status for value in (1, 2, 3)] == ["ok", "failed", "ok"]
+    assert [by_value[value].status for value in (1, 2)] == ["ok", "failed"]
     failed = read_record(out / "probe" / "cpu" / "value-2.json")
     assert failed["status"] == "failed" and failed["error"]["kind"] == "worker_died"
     # local:N retries once: the worker died on both tries.
@@ -190,8 +193,11 @@ def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluste
     # The same worker threads without the resource request do run side by side (the check can fail).
     cpu_grid = write_probe(tmp_path / "cpu", "grid: {device: [cpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
     run_cluster_sweep([cpu_grid], cluster=gpu_cluster, out=tmp_path / "cpu-out", echo=quiet)
-    runs = sorted(run for found in intervals(tmp_path / "cpu-out", "cpu").values() for run in found)
-    assert any(start < end for (_, end), (start, _) in zip(runs, runs[1:]))
+    overlapped = False
+    for runs in intervals(tmp_path / "cpu-out", "cpu").values():
+        runs.sort()
+        overlapped |= any(start < end for (_, end), (start, _) in zip(runs, runs[1:]))
+    assert overlapped
 
 
 @pytest.mark.notebook
