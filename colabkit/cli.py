@@ -1,18 +1,39 @@
-"""The `python -m colabkit` command line. Each verb is a thin wrapper over a module's function."""
+"""The `python -m colabkit` command line. Each verb is a thin wrapper over a module's function.
+
+Every user error (a bad argument, grid, output folder, a folder locked by another sweep) is one
+line on stderr and exit status 2, decided before any device is detected or anything runs; a
+traceback means a bug in colabkit. Exit statuses are listed in EXIT_CODES (and `--help`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import math
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from colabkit.errors import ColabkitError, SweepInterrupted
 
 if TYPE_CHECKING:
     from colabkit.colab.coordinates import Coordinates
+
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_CODES = """exit status:
+  0    done: every combination ran ok or was kept (sweep); a report built from every record
+       found (report); every record ok or skipped, nothing unfinished or unreadable (status)
+  1    done, but something needs a look: a combination failed or was set aside (sweep); some
+       files could not be read as records (report); a failed, unfinished or unreadable record,
+       or no record at all (status); drift found (notebooks --check)
+  2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
+       sweep is writing to, a missing folder or report notebook (one line on stderr)
+  130  interrupted by Ctrl-C or SIGTERM: finished combinations are kept; unfinished ones are
+       shown by `status` and run again by the same command
+see docs/cli.md"""
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -26,21 +47,26 @@ def _sweep(args: argparse.Namespace) -> int:
 
         prepare, run_sweep = on_cluster(args.cluster, shared_out=args.shared_out)
     if args.dry_run:
-        decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force)
+        decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
+                            rerun_unreadable=args.rerun)
         print(dry_run_table(decisions, out))
-        return 0
+        return EXIT_OK
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
     try:
         outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
-                             force=args.force, timeout_s=args.timeout, jobs=args.jobs, html=args.html,
-                             kernel_name=args.kernel, progress=progress)
+                             force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
+                             html=args.html, kernel_name=args.kernel, progress=progress)
     except SweepInterrupted as stopped:
+        # The abandoned kernel's pending asyncio tasks would print "Task exception was never
+        # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
+        logging.getLogger("asyncio").disabled = True
         print()
         if stopped.outcomes:
             print(summary_table(stopped.outcomes))
-        print(f"\n{stopped}: finished combinations are kept; run the same command again to resume.", file=sys.stderr)
-        return 130
+        print(f"\n{stopped}: finished combinations are kept; `python -m colabkit status {out}` shows the "
+              "unfinished ones; run the same command again to resume.", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
     print()
@@ -48,9 +74,14 @@ def _sweep(args: argparse.Namespace) -> int:
     failed = [outcome for outcome in outcomes if outcome.status == "failed"]
     for outcome in failed:
         base = str(outcome.record_path)[: -len(".json")]
-        print(f"failed: {outcome.combination.label}: {outcome.message}\n        inspect {base}.ipynb and {base}.log")
+        products = [path for path in (f"{base}.ipynb", f"{base}.log") if os.path.exists(path)]
+        inspect = f"\n        inspect {' and '.join(products)}" if products else ""
+        print(f"failed: {outcome.combination.label}: {outcome.message}{inspect}")
+    for outcome in outcomes:
+        if outcome.set_aside:
+            print(f"set aside: {outcome.record_path}: {outcome.message}")
     print(f"\noutputs: {out}")
-    return 1 if failed else 0
+    return EXIT_FAILED if failed or any(outcome.set_aside for outcome in outcomes) else EXIT_OK
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -60,25 +91,50 @@ def _interrupt(signum: int, frame: object) -> None:
 def _status(args: argparse.Namespace) -> int:
     from colabkit.sweep.status import collect_status, format_status
 
-    print(format_status(collect_status(args.out)))
-    return 0
+    folder = Path(args.out)
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ColabkitError(f"output folder {folder} {what}: give the --out folder of a sweep")
+    status = collect_status(folder)
+    print(format_status(status))
+    attention = (status.total("failed") + status.total("unfinished") + len(status.unreadable)
+                 or not status.groups)
+    return EXIT_FAILED if attention else EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:
+    from colabkit.errors import ReportError
     from colabkit.report import build_report
+    from colabkit.report.records import load_report_data
 
-    outputs = build_report(args.results_dirs or ["outputs"], args.out, kernel_name=args.kernel)
+    dirs = args.results_dirs or ["outputs"]
+    missing = [folder for folder in dirs if not Path(folder).exists()]
+    if missing:
+        raise ReportError(f"results folder(s) not found: {', '.join(missing)}")
+    found = load_report_data(dirs)
+    statuses = found.frame["status"].value_counts().to_dict() if len(found.frame) else {}
+    counts = ", ".join(f"{statuses.get(status, 0)} {status}" for status in ("ok", "failed", "skipped"))
+    print(f"found {len(found.frame)} record(s) below {', '.join(dirs)}: {counts}")
+    for path, why in found.rejected:
+        print(f"rejected {path}: {why}", file=sys.stderr)
+    if found.rejected:
+        print(f"{len(found.rejected)} file(s) could not be read as records and are left out of the report "
+              "(they are listed in it too)", file=sys.stderr)
+    if not len(found.frame):
+        raise ReportError(f"no records found below {', '.join(dirs)}: nothing to report (run a sweep first, "
+                          "or give the folder it wrote to)")
+    outputs = build_report(dirs, args.out, kernel_name=args.kernel)
     files = outputs.files()
     print(f"report: {outputs.html}")
     print(f"        {outputs.html_with_code} (with code)")
     print(f"{len(files)} files under {outputs.folder}: "
           f"{sum(p.parent == outputs.figures for p in files)} in figures/, "
           f"{sum(p.parent == outputs.tables for p in files)} in tables/, records.csv, report.ipynb")
-    return 0
+    return EXIT_FAILED if found.rejected else EXIT_OK
 
 
 def _coordinates_module(root: str) -> Path:
-    module = Path(root) / "colabkit" / "colab.py"
+    module = Path(root) / "colabkit" / "colab" / "coordinates.py"
     if not module.is_file():
         raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
     return module
@@ -121,6 +177,10 @@ def _badges(args: argparse.Namespace) -> int:
     from colabkit.colab.coordinates import Coordinates, write_coordinates
 
     coordinates = Coordinates(args.repo, args.ref)
+    if not coordinates.pinned:
+        print(f"warning: ref {args.ref!r} is not a release tag (v0.1.0) or a commit id: if it is a branch, the "
+              "bootstrap installs whatever it holds on the day, not the code the records were made with",
+              file=sys.stderr)
     module = _coordinates_module(args.root)
     if write_coordinates(module, coordinates):
         print(f"coordinates set in {module}: {coordinates.repository}@{coordinates.ref}")
@@ -162,10 +222,52 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr (exit 2) rather than the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {message} (see --help)\n")
+
+
+def _timeout(text: str) -> float | None:
+    """--timeout: seconds > 0, or 'none' for no limit (0 is refused: it reads as 'no time at all')."""
+    if text.strip().lower() in ("none", "no", "off"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (or 'none' for no limit)") from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0, or 'none' for no limit")
+    return seconds
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 1 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m colabkit", description=__doc__)
+    parser = _Parser(prog="python -m colabkit", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = parser.add_subparsers(dest="verb", required=True)
-    sweep = verbs.add_parser("sweep", help="run notebooks once per grid combination through papermill")
+    sweep = verbs.add_parser("sweep", help="run notebooks once per grid combination through papermill",
+                             epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sweep.add_argument("grids", nargs="+", help="grid files, e.g. parameters/matmul_tflops.yaml")
     sweep.add_argument("--preset", help="a preset named in the grid files, e.g. smoke or paper")
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
@@ -173,10 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                        help="set a parameter for every combination (typed like papermill's -p); repeatable")
     sweep.add_argument("--force", action="store_true", help="rerun combinations that finished earlier")
+    sweep.add_argument("--rerun", action="store_true",
+                       help="also rerun combinations whose record file cannot be read (bad encoding or JSON, a "
+                            "newer schema), replacing that file; without it such files are kept and set aside")
     sweep.add_argument("--dry-run", action="store_true",
                        help="list the combinations and what would run, be kept or skipped; run nothing")
-    sweep.add_argument("--timeout", type=float, metavar="SECONDS", help="fail a run whose cells take longer than this")
-    sweep.add_argument("--jobs", type=int, default=1, metavar="N",
+    sweep.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+                       help="fail a run whose cells take longer than this (> 0; default and 'none': no limit)")
+    sweep.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                        help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
     sweep.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML export of each run")
     sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
@@ -191,13 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "writes there when it sees the folder)")
     sweep.set_defaults(handler=_sweep)
     report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
-                                             "(runs notebooks/report.ipynb)")
+                                             "(runs notebooks/report.ipynb)",
+                              epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
                         help="folders of records; several merge (default: outputs)")
     report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
     report.set_defaults(handler=_report)
-    status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device")
+    status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device",
+                              epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
     status.set_defaults(handler=_status)
     notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
@@ -208,16 +316,17 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.set_defaults(handler=_notebooks)
     badges = verbs.add_parser("badges", help="point every badge and the bootstrap at another repository or ref")
     badges.add_argument("--repo", required=True, help="GitHub OWNER/NAME")
-    badges.add_argument("--ref", required=True, help="branch, tag or commit")
+    badges.add_argument("--ref", required=True, help="release tag (v0.1.0) or commit; a branch works but is not pinned")
     badges.add_argument("--root", default=".", help="repository root (default: .)")
     badges.set_defaults(handler=_badges)
     workers = verbs.add_parser("workers", help="run a notebook on N local worker processes (MultiWorkerMirroredStrategy)")
     workers.add_argument("notebook", help="the notebook, e.g. notebooks/cnn_mnist.ipynb")
-    workers.add_argument("--count", type=int, required=True, help="how many worker processes")
+    workers.add_argument("--count", type=_positive_int, required=True, help="how many worker processes")
     workers.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="a notebook parameter; repeatable")
     workers.add_argument("--out", help="output folder (default: outputs/workers/<notebook>/multiworker-<N>)")
-    workers.add_argument("--timeout", type=float, metavar="SECONDS", help="stop every worker after this long")
-    workers.add_argument("--grace", type=float, default=60.0, metavar="SECONDS",
+    workers.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+                         help="stop every worker after this long (> 0; default and 'none': no limit)")
+    workers.add_argument("--grace", type=_seconds, default=60.0, metavar="SECONDS",
                          help="after a worker dies, how long the others may take to fail by themselves (default 60)")
     workers.set_defaults(handler=_workers)
     return parser
@@ -229,4 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except ColabkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C before a sweep started, or in another verb
+        print("\ninterrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

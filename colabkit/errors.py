@@ -56,6 +56,10 @@ class SweepLockedError(ColabkitError):
     """Another sweep is writing to the same output folder."""
 
 
+class OutputFolderError(ColabkitError):
+    """A sweep's output folder cannot be written (a file in its place, no permission, read-only)."""
+
+
 class SweepInterrupted(ColabkitError):
     """A sweep stopped by Ctrl-C or SIGTERM. Holds the outcomes that finished before it stopped."""
 
@@ -100,6 +104,10 @@ class DataFormatError(DataError):
     wrong shape, labels out of range). Never silenced by a fallback: it means a changed source."""
 
 
+class DataCacheWarning(UserWarning):
+    """A cached data file failed verification and was removed (the message names it and why)."""
+
+
 class DataSourceWarning(UserWarning):
     """Issued whenever a loader returns anything but the real data (an offline or synthetic
     substitute), so that no result can pass for one made on the real dataset."""
@@ -117,3 +125,30 @@ class ExperimentError(ColabkitError, ValueError):
 
 class UnknownDatasetError(ColabkitError, ValueError):
     """A dataset name that no loader of this notebook knows."""
+
+
+class ParameterError(ColabkitError, ValueError):
+    """Values a notebook's parameters cell was given (by papermill, a sweep, or an edit in Colab) that
+    its experiment's declaration does not allow; one line per problem, naming parameter, value and
+    what is allowed. Raised right after the parameters cell, before any work."""
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class ExperimentDeclarationError(ColabkitError):
+    """An experiment declaration that contradicts itself (a default outside its own range, a headline
+    metric it does not record) or a module named in COLABKIT_EXPERIMENTS that cannot be imported."""
+
+
+class UnknownExperimentError(ColabkitError, KeyError):
+    """An experiment name no declaration registers."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+class FlopCountError(ColabkitError):
+    """A model's FLOPs cannot be counted analytically: a layer type without a formula (named in the
+    message), an axis of unknown length, or a model that was never built on keras.Input."""

@@ -7,16 +7,17 @@ import statistics
 import pytest
 from conftest import execute_notebook
 
+from colabkit.experiments import get
 from colabkit.records.record import read_record
 
 pytestmark = pytest.mark.notebook
 
-# Hand-derived parameter count of seed 003's CNN:
+# Hand-derived parameter count of Alyafeai 2018's CNN:
 #   Conv2D(64, 2x2) on 1 channel:  2*2*1*64 + 64     =    320
 #   Conv2D(32, 2x2) on 64 channels: 2*2*64*32 + 32   =  8,224
 #   Dense(256) on 7*7*32 = 1,568:   1568*256 + 256   = 401,664
 #   Dense(10):                      256*10 + 10      =  2,570
-SEED_003_CNN_PARAMS = 320 + 8_224 + 401_664 + 2_570  # 412,778
+ALYAFEAI_2018_CNN_PARAMS = 320 + 8_224 + 401_664 + 2_570  # 412,778
 
 
 def check_training_record(record, epochs: int, global_batch: int, train_samples: int):
@@ -47,7 +48,8 @@ def test_cpu_smoke_run_on_offline_mnist(tmp_path):
     record = read_record(record_path)
     assert record["status"] == "ok" and record["data"]["source"] == "offline"
     metrics = record["metrics"]
-    assert metrics["params"] == SEED_003_CNN_PARAMS
+    assert metrics["params"] == ALYAFEAI_2018_CNN_PARAMS
+    assert set(get("cnn_mnist").metrics) <= set(metrics)  # every metric its declaration promises
     check_training_record(record, epochs=3, global_batch=128, train_samples=1024)
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] > 0
     assert metrics["time_to_accuracy_s"] == pytest.approx(record["timings"]["epochs"][0]["epoch_s"], rel=0.5)

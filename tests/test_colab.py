@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+import colabkit
 import colabkit.colab as colab
 import colabkit.colab.install as install
 import colabkit.device.probes as probes
@@ -23,7 +24,7 @@ from colabkit.colab.runtime import colab_runtime_info, in_colab, runtime_acceler
 from colabkit.errors import BootstrapError, CoordinatesError
 
 LIBTPU = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
-COLABKIT_FROM_GITHUB = "git+https://github.com/colabkit/colabkit@main"
+COLABKIT_FROM_GITHUB = f"git+https://github.com/colabkit/colabkit@v{colabkit.__version__}"
 RELEASE_TAG = "release-colab_20260310-060056_RC00"
 
 
@@ -77,10 +78,13 @@ def runtime(monkeypatch, tmp_path):
 
 def test_configured_coordinates_make_the_badge_and_the_pip_requirement():
     coordinates = configured()
-    assert (coordinates.repository, coordinates.ref) == ("colabkit/colabkit", "main")
+    # Pinned by default: this version's release tag, so a badge's notebook and the colabkit the
+    # bootstrap installs come from the same, fixed code.
+    assert (coordinates.repository, coordinates.ref) == ("colabkit/colabkit", f"v{colabkit.__version__}")
+    assert coordinates.pinned
     assert coordinates.pip_requirement == COLABKIT_FROM_GITHUB
     assert coordinates.notebook_url("notebooks/x.ipynb") == \
-        "https://colab.research.google.com/github/colabkit/colabkit/blob/main/notebooks/x.ipynb"
+        f"https://colab.research.google.com/github/colabkit/colabkit/blob/v{colabkit.__version__}/notebooks/x.ipynb"
     assert coordinates.badge("notebooks/x.ipynb").startswith(
         "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://")
 
@@ -89,6 +93,14 @@ def test_configured_coordinates_make_the_badge_and_the_pip_requirement():
                                              ("a/b", "0123abc")])
 def test_coordinates_accept_github_names_and_refs(repository, ref):
     assert Coordinates(repository, ref).pip_requirement == f"git+https://github.com/{repository}@{ref}"
+
+
+@pytest.mark.parametrize("ref, pinned", [("v0.1.0", True), ("v2", True), ("v1.0.0rc1", True),
+                                         ("0123abc", True), ("0123456789abcdef0123456789abcdef01234567", True),
+                                         ("main", False), ("dev", False), ("release/2026-03", False),
+                                         ("v1.x", False), ("0123ab", False)])
+def test_a_ref_is_pinned_when_it_is_a_release_tag_or_a_commit(ref, pinned):
+    assert Coordinates("a/b", ref).pinned is pinned
 
 
 @pytest.mark.parametrize("repository, ref", [("colabkit", "main"), ("a/b/c", "main"), ("-a/b", "main"),
@@ -180,8 +192,8 @@ def test_install_commands_per_runtime_are_the_documented_ones():
         "python -m pip install -q tensorflow==2.20.0",
         f"python -m pip install -q tensorflow-tpu==2.20.0 -f {LIBTPU}",
     ]
-    readme = (REPO / "README.md").read_text()
-    assert all(command in readme for command in commands["tpu"] + commands["cpu"])
+    colab_doc = (REPO / "docs" / "colab.md").read_text()
+    assert all(command in colab_doc for command in commands["tpu"] + commands["cpu"])
 
 
 def test_tensorflow_for_cpu_and_gpu_is_the_tested_version_in_requirements():

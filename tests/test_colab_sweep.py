@@ -9,7 +9,6 @@ import zipfile
 import pytest
 from conftest import REPO, execute_notebook
 
-from colabkit.colab.coordinates import Coordinates
 from colabkit.colab.sweep import archive_outputs, best_device, deliver, suite_checkout
 from colabkit.errors import ColabkitError
 
@@ -24,33 +23,25 @@ def test_a_checkout_is_used_where_colabkit_runs_from_one():
     assert suite_checkout() == REPO
 
 
-def test_in_colab_without_a_checkout_the_configured_repository_is_cloned(tmp_path, monkeypatch):
-    import colabkit.colab.sweep as module
+def test_without_a_checkout_the_copy_installed_with_colabkit_is_used(tmp_path, monkeypatch):
+    import colabkit.suite as suite
 
-    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab" / "sweep.py"))
-    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    commands = []
-
-    def fake_git(command, **kwargs):
-        commands.append(command)
-        (tmp_path / "clone" / "parameters").mkdir(parents=True, exist_ok=True)
-        return types.SimpleNamespace(returncode=0)
-
-    target = suite_checkout(tmp_path / "clone", Coordinates("someone/suite", "v1.0"), run=fake_git)
-    assert target == tmp_path / "clone"
-    assert commands == [["git", "clone", "--quiet", "--depth", "1", "--branch", "v1.0",
-                         "https://github.com/someone/suite.git", str(tmp_path / "clone")]]
-    assert suite_checkout(tmp_path / "clone", run=fake_git) == target and len(commands) == 1  # cloned once
+    package = tmp_path / "site-packages" / "colabkit"
+    for folder in ("notebooks", "parameters"):
+        (package / "bundled" / folder).mkdir(parents=True)
+    monkeypatch.setattr(suite, "_PACKAGE", package)
+    monkeypatch.setattr(suite, "BUNDLED", package / "bundled")
+    assert suite_checkout() == package / "bundled"
 
 
-def test_outside_colab_without_a_checkout_is_a_clear_error(tmp_path, monkeypatch):
-    import colabkit.colab.sweep as module
+def test_a_colabkit_without_its_notebooks_is_a_clear_error(tmp_path, monkeypatch):
+    import colabkit.suite as suite
 
-    monkeypatch.setattr(module, "__file__", str(tmp_path / "site-packages" / "colabkit" / "colab" / "sweep.py"))
-    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
-    with pytest.raises(ColabkitError, match="clone the repository"):
-        suite_checkout(tmp_path / "none")
+    package = tmp_path / "site-packages" / "colabkit"
+    monkeypatch.setattr(suite, "_PACKAGE", package)
+    monkeypatch.setattr(suite, "BUNDLED", package / "bundled")
+    with pytest.raises(ColabkitError, match="reinstall it from its repository"):
+        suite_checkout()
 
 
 def fake_colab(monkeypatch, tmp_path):

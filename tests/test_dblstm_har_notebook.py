@@ -10,6 +10,7 @@ import pytest
 from conftest import execute_notebook
 from data_fixtures import har_arrays, har_nested_zip
 
+from colabkit.experiments import get
 from colabkit.records.record import read_record
 
 pytestmark = pytest.mark.notebook
@@ -22,7 +23,7 @@ def lstm_params(inputs: int, units: int) -> int:
     return 4 * units * (inputs + units + 1)
 
 
-# Hand-derived parameter count of seed 000's printed model (layers=2, units=128, head_units=64,
+# Hand-derived parameter count of the model Kimm, Paik & Kimm 2021 printed (layers=2, units=128, head_units=64,
 # 9 input signals, 6 activities). A Keras LSTM of u units on i inputs has 4 gates, each with an
 # (i x u) kernel, a (u x u) recurrent kernel and u biases: 4u(i + u + 1). A Bidirectional layer
 # holds two of them and concatenates their outputs (2u features).
@@ -30,12 +31,12 @@ def lstm_params(inputs: int, units: int) -> int:
 #   Bidirectional(LSTM(128)) on 256 inputs:  2 * 4*128*(256 + 128 + 1) = 2 * 197,120 = 394,240
 #   LSTM(64) on 256 inputs:                  4*64*(256 + 64 + 1)                     =  82,176
 #   Dense(6) on 64 inputs:                   64*6 + 6                                =     390
-SEED_000_DBLSTM_PARAMS = 141_312 + 394_240 + 82_176 + 390  # 618,118
+KIMM_2021_DBLSTM_PARAMS = 141_312 + 394_240 + 82_176 + 390  # 618,118
 
 
 def test_hand_count_agrees_with_the_formula():
-    assert SEED_000_DBLSTM_PARAMS == 618_118
-    assert SEED_000_DBLSTM_PARAMS == (2 * lstm_params(9, 128) + 2 * lstm_params(256, 128)
+    assert KIMM_2021_DBLSTM_PARAMS == 618_118
+    assert KIMM_2021_DBLSTM_PARAMS == (2 * lstm_params(9, 128) + 2 * lstm_params(256, 128)
                                       + lstm_params(256, 64) + 64 * 6 + 6)
 
 
@@ -82,6 +83,7 @@ def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
     assert record["data"]["source"] == "synthetic" and record["data"]["sizes"] == {"train": 7352, "test": 2947}
     check_repeated_training_record(record, repeats=2, epochs=2, global_batch=64, train=192, test=96)
     metrics = record["metrics"]
+    assert set(get("dblstm_har").metrics) <= set(metrics)  # every metric its declaration promises
     # 1 x Bidirectional(LSTM(8)) on 9 inputs, LSTM(8) on 16, Dense(6) on 8
     assert metrics["params"] == 2 * (4 * 8 * (9 + 8 + 1)) + 4 * 8 * (16 + 8 + 1) + 8 * 6 + 6
     assert metrics["global_batch_size"] == 64 and metrics["replicas"] == 1 and metrics["epochs_run"] == 2
@@ -117,7 +119,7 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
     data = record["data"]
     assert data["source"] == "real" and data["url"] == archive.as_uri() and data["sizes"] == {"train": 12, "test": 6}
     assert data["class_names"] == ACTIVITIES and data["subjects"] == {"train": [1, 3], "test": [2]}
-    assert record["metrics"]["params"] == SEED_000_DBLSTM_PARAMS
+    assert record["metrics"]["params"] == KIMM_2021_DBLSTM_PARAMS
     check_repeated_training_record(record, repeats=1, epochs=2, global_batch=4, train=12, test=6)
     expected_labels = np.asarray(har_arrays()["y_test"]) - 1  # the archive's 1-6, shifted
     support = np.bincount(expected_labels, minlength=6).tolist()

@@ -23,7 +23,7 @@ from colabkit.data.download import (
     sha256_of,
     url_basename,
 )
-from colabkit.errors import CorruptDownloadError, DownloadError
+from colabkit.errors import CorruptDownloadError, DataCacheWarning, DownloadError
 
 PAYLOAD = b"colabkit test payload " * 1000
 
@@ -104,7 +104,8 @@ def test_corrupted_cached_file_is_removed_and_downloaded_again(server, tmp_path)
     remote = Remote(server.serve("/f.bin", PAYLOAD), "f.bin")  # unpinned: checked against the recorded sha256
     cached = fetch([remote], "x", cache_dir=tmp_path, progress=False).path
     cached.write_bytes(PAYLOAD[:-10])  # bit rot, or a copy cut short
-    again = fetch([remote], "x", cache_dir=tmp_path, progress=False)
+    with pytest.warns(DataCacheWarning, match=f"removed the corrupt cached file {cached} .*fetching it again"):
+        again = fetch([remote], "x", cache_dir=tmp_path, progress=False)
     assert server.requests["/f.bin"] == 2 and again.downloaded
     assert again.path.read_bytes() == PAYLOAD
 
@@ -114,8 +115,9 @@ def test_cached_file_without_a_record_is_validated_before_use(server, tmp_path):
     folder.mkdir()
     (folder / "f.zip").write_bytes(b"dropped here by hand, not a zip")
     good = har_nested_zip()
-    fetched = fetch([Remote(server.serve("/f.zip", good), "f.zip")], "x", validate=check_zip, cache_dir=tmp_path,
-                    progress=False)
+    with pytest.warns(DataCacheWarning, match="not a readable zip archive"):
+        fetched = fetch([Remote(server.serve("/f.zip", good), "f.zip")], "x", validate=check_zip,
+                        cache_dir=tmp_path, progress=False)
     assert fetched.downloaded and fetched.path.read_bytes() == good
 
 

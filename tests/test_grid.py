@@ -6,7 +6,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import NOTEBOOKS
+from conftest import NOTEBOOKS, REPO
 from notebook_factory import write_tiny_notebook
 
 from colabkit.cli import main
@@ -181,14 +181,27 @@ def test_device_narrowing_takes_counts_and_lists(tmp_path, tiny):
         plan([grid], device="cuda")
 
 
-def test_matmul_parameters_take_the_types_their_comments_name():
-    declared = declared_parameters(NOTEBOOKS / "matmul_tflops.ipynb")
-    assert declared["jit_compile"].problem_with(True) is None  # `jit_compile = "auto"  # ..., True, False`
-    assert declared["jit_compile"].problem_with("auto") is None
-    assert "takes bool or str" in declared["jit_compile"].problem_with(3)
-    assert declared["n"].problem_with(2048) is None
-    assert declared["n"].problem_with(True) is not None  # a bool is not a matrix size
-    assert declared["dtype"].problem_with("bfloat16") is None
+def test_an_undeclared_notebooks_parameters_take_the_types_their_comments_name(tmp_path):
+    import nbformat
+
+    notebook = write_tiny_notebook(tmp_path / "scratch.ipynb")  # no experiment declares it
+    node = nbformat.read(notebook, as_version=4)
+    node.cells[1].source = node.cells[1].source.replace('label = "a"  #', 'label = "a"  # or True, False;')
+    nbformat.write(node, notebook)
+    declared = declared_parameters(notebook)
+    assert declared["label"].problem_with(True) is None
+    assert declared["label"].problem_with("b") is None
+    assert "takes bool or str" in declared["label"].problem_with(3)
+    assert declared["value"].problem_with(2048) is None
+    assert declared["value"].problem_with(True) is not None  # a bool is not an int here
+
+
+def test_a_declared_notebook_is_checked_against_its_declaration_not_its_comments():
+    spec = load_grid(REPO / "parameters" / "matmul_tflops.yaml")
+    assert spec.experiment is not None and spec.experiment.name == "matmul_tflops"
+    assert spec.parameters["jit_compile"].problem(True) is None
+    assert spec.parameters["jit_compile"].problem(3) == "jit_compile = 3: expected one of auto, True, False"
+    assert spec.parameters["n"].problem(0) == "n = 0: expected an int >= 1"
 
 
 def test_slugs_with_dots_keep_distinct_files(tmp_path, tiny):

@@ -6,6 +6,7 @@ import papermill
 import pytest
 from conftest import execute_notebook
 
+from colabkit.experiments import get
 from colabkit.records.record import read_record
 from colabkit.sweep.runner import detect_devices
 
@@ -35,6 +36,10 @@ def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
     assert record["data"]["source"] == "synthetic"
     check_flops_arithmetic(record)
     metrics = record["metrics"]
+    assert set(get("matmul_tflops").metrics) <= set(metrics)  # every metric its declaration promises
+    expected = {**get("matmul_tflops").defaults, "device": "cpu", "n": 256, "count": 3, "repeats": 3}
+    del expected["results_path"]
+    assert record["params"] == expected  # every declared parameter, read back from the parameters cell
     assert metrics["blas_tflops"] > 0
     assert metrics["ratio_to_blas"] == pytest.approx(metrics["tflops_warm"] / metrics["blas_tflops"])
     assert metrics["xla"] is False  # "auto" means oneDNN graphs on CPU

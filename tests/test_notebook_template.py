@@ -27,6 +27,7 @@ from colabkit.maintenance.notebooks import (
 )
 
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+COORDINATES = REPO / "colabkit" / "colab" / "coordinates.py"
 
 
 # --- the committed repository --------------------------------------------------------------------
@@ -68,7 +69,7 @@ def test_broken_links_catch_wrong_repository_missing_notebooks_and_other_refs(tm
     problems = broken_links(repo)
     assert len(problems) == 3
     assert "gone.ipynb, which is not a notebook" in problems[0]
-    assert "is not on colabkit/colabkit@main" in problems[1] and "is not on" in problems[2]
+    assert f"is not on colabkit/colabkit@{coordinates.ref}" in problems[1] and "is not on" in problems[2]
 
 
 # --- stamping one notebook ---------------------------------------------------------------------------
@@ -88,8 +89,8 @@ def test_new_notebook_gets_badge_and_bootstrap_and_keeps_its_cells():
     assert [cell.id for cell in stamped.cells] == ["title", BOOTSTRAP_CELL_ID, "params"]
     assert stamped.cells[0].source == (
         "# CNN on MNIST: batch size on GPU vs TPU\n\n"
-        f"[![Open In Colab]({BADGE_IMAGE})](https://colab.research.google.com/github/colabkit/colabkit/blob/main/"
-        "notebooks/cnn_mnist.ipynb)")
+        f"[![Open In Colab]({BADGE_IMAGE})](https://colab.research.google.com/github/colabkit/colabkit/blob/"
+        f"{configured().ref}/notebooks/cnn_mnist.ipynb)")
     assert stamped.cells[2].metadata.tags == ["parameters"]
     assert stamped.metadata.kernelspec == {"display_name": "Python 3", "language": "python", "name": "python3"}
     assert "accelerator" not in stamped.metadata and "colab" not in stamped.metadata
@@ -180,10 +181,12 @@ def test_notebook_without_a_title_cell_is_a_clear_error():
 
 def copy_repository(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
-    (repo / "colabkit").mkdir(parents=True)
-    shutil.copy(REPO / "colabkit" / "colab.py", repo / "colabkit" / "colab.py")
+    (repo / "colabkit" / "colab").mkdir(parents=True)
+    shutil.copy(COORDINATES, repo / COORDINATES.relative_to(REPO))
     shutil.copytree(NOTEBOOKS, repo / "notebooks")
     shutil.copy(REPO / "README.md", repo / "README.md")
+    (repo / "docs").mkdir()
+    shutil.copy(REPO / "docs" / "colab.md", repo / "docs" / "colab.md")
     return repo
 
 
@@ -198,8 +201,9 @@ def test_notebooks_command_stamps_a_new_notebook_and_check_reports_drift(tmp_pat
     stamped = nbformat.read(repo / "notebooks" / "cnn_mnist.ipynb", as_version=4)
     assert stamped.cells[1].id == BOOTSTRAP_CELL_ID and stamped.metadata.accelerator == "TPU"
     readme = (repo / "README.md").read_text()
-    assert "| [`cnn_mnist`](notebooks/cnn_mnist.ipynb) | CNN on MNIST: batch size on GPU vs TPU |" in readme
-    assert "| v2-8 TPU |" in readme
+    row = next(line for line in readme.splitlines() if "[`cnn_mnist`](notebooks/cnn_mnist.ipynb)" in line)
+    assert row.startswith("| CNN on MNIST | ")  # the experiment's declared title (colabkit.experiments)
+    assert row.endswith("| v2-8 TPU |")  # the runtime the notebook now asks for
     assert broken_links(repo) == []
 
 
@@ -217,7 +221,7 @@ def test_badges_command_moves_every_badge_and_bootstrap_to_new_coordinates(tmp_p
     repo = copy_repository(tmp_path)
     assert main(["badges", "--repo", "someone/fork", "--ref", "v1.0", "--root", str(repo)]) == 0
     moved = Coordinates("someone/fork", "v1.0")
-    module = (repo / "colabkit" / "colab.py").read_text()
+    module = (repo / "colabkit" / "colab" / "coordinates.py").read_text()
     assert 'REPOSITORY = "someone/fork"\n' in module and 'REF = "v1.0"\n' in module
     assert stamp_repository(repo, moved, check=True).changed == []
     assert broken_links(repo, moved) == []
@@ -227,24 +231,25 @@ def test_badges_command_moves_every_badge_and_bootstrap_to_new_coordinates(tmp_p
         notebook = nbformat.read(path, as_version=4)
         assert notebook.cells[1].source == bootstrap_source(moved)
         assert "git+https://github.com/someone/fork@v1.0" in notebook.cells[1].source
-    assert "python -m pip install -q git+https://github.com/someone/fork@v1.0" in (repo / "README.md").read_text()
+    assert "python -m pip install -q git+https://github.com/someone/fork@v1.0" in (repo / "docs" / "colab.md").read_text()
     # `notebooks` reads the coordinates of the checkout it stamps, not those of the colabkit running it.
     assert main(["notebooks", "--check", "--root", str(repo)]) == 0
 
 
 def test_badges_command_rejects_bad_coordinates_and_changes_nothing(tmp_path, capsys):
     repo = copy_repository(tmp_path)
-    before = (repo / "colabkit" / "colab.py").read_text()
+    before = (repo / "colabkit" / "colab" / "coordinates.py").read_text()
     assert main(["badges", "--repo", "not-a-repo", "--ref", "main", "--root", str(repo)]) == 2
     assert "is not OWNER/NAME" in capsys.readouterr().err
-    assert (repo / "colabkit" / "colab.py").read_text() == before
+    assert (repo / "colabkit" / "colab" / "coordinates.py").read_text() == before
 
 
 def test_coordinates_are_read_from_the_one_place_in_the_checkout(tmp_path, capsys):
-    assert read_coordinates(REPO / "colabkit" / "colab.py") == configured()
+    assert read_coordinates(COORDINATES) == configured()
     repo = copy_repository(tmp_path)
-    module = repo / "colabkit" / "colab.py"
-    module.write_text(module.read_text().replace('REF = "main"', 'REF = "main"\nREF = "other"'))
+    module = repo / "colabkit" / "colab" / "coordinates.py"
+    ref_line = f'REF = "{configured().ref}"'
+    module.write_text(module.read_text().replace(ref_line, f'{ref_line}\nREF = "other"'))
     with pytest.raises(CoordinatesError, match='exactly one line `REF = "..."`'):
         read_coordinates(module)
     assert main(["badges", "--repo", "a/b", "--ref", "c", "--root", str(repo)]) == 2
@@ -256,6 +261,18 @@ def test_readme_without_its_generated_blocks_is_a_clear_error(tmp_path):
     (repo / "README.md").write_text("# colabkit\n")
     with pytest.raises(NotebookTemplateError, match="no generated block 'notebooks'"):
         stamp_repository(repo)
+    shutil.copy(REPO / "README.md", repo / "README.md")
+    (repo / "docs" / "colab.md").write_text("# Colab\n")
+    with pytest.raises(NotebookTemplateError, match="docs/colab.md: no generated block 'colab-install'"):
+        stamp_repository(repo)
+
+
+def test_badges_command_warns_that_a_branch_is_not_pinned(tmp_path, capsys):
+    repo = copy_repository(tmp_path)
+    assert main(["badges", "--repo", "someone/fork", "--ref", "main", "--root", str(repo)]) == 0
+    assert "warning: ref 'main' is not a release tag" in capsys.readouterr().err
+    assert main(["badges", "--repo", "someone/fork", "--ref", "v1.2.0", "--root", str(repo)]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 @pytest.mark.notebook

@@ -45,7 +45,7 @@ def test_every_repeat_gets_seed_plus_repeat_and_the_clock_spans_them_all():
     assert calls == [(0, 7), (1, 8), (2, 9)]
     assert [(result.repeat, result.seed) for result in experiment.results] == [(0, 7), (1, 8), (2, 9)]
     assert experiment.experiment_time_s >= 0.15  # the perf_counter wraps every repeat
-    assert echoed == [">#1: 80.000", ">#2: 80.000", ">#3: 80.000"]  # the seed's per-repeat line, in percent
+    assert echoed == [">#1: 80.000", ">#2: 80.000", ">#3: 80.000"]  # the paper's per-repeat line, in percent
 
 
 def test_scores_are_mean_and_population_std_over_repeats_with_every_value_kept():
@@ -63,7 +63,7 @@ def test_scores_are_mean_and_population_std_over_repeats_with_every_value_kept()
     assert metrics["repeats"] == 3 and metrics["experiment_time_s"] == experiment.experiment_time_s
 
 
-def test_seed_summary_line_matches_numpy_mean_and_std_in_percent():
+def test_published_summary_line_matches_numpy_mean_and_std_in_percent():
     experiment = run_repeats(lambda r, s: fake_repeat(r, s, []), 3, echo=None)
     values = experiment.per_repeat("f1_macro")
     assert experiment.score_line("f1_macro", "F1") == f"F1: {100 * np.mean(values):.3f}% (+/-{100 * np.std(values):.3f})"

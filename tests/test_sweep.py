@@ -47,17 +47,17 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
         notebook: {NOTEBOOKS / "matmul_tflops.ipynb"}
         grid:
           device: [cpu, tpu]
-          dtype: [float32, no_such_dtype]
-        fixed: {{n: 128, count: 2, repeats: 2, blas_baseline: false}}
+          n: [128, 1000000]  # a valid n whose 4 TB matrices no machine here can allocate: a real failure
+        fixed: {{dtype: float32, count: 2, repeats: 2, blas_baseline: false}}
         presets: {{smoke: {{}}, paper: {{}}}}
     """)
     out = tmp_path / "out"
     outcomes = run_sweep([grid], out=out, available={"cpu": 1}, echo=lambda line: None)
-    by_key = {(o.combination.device, o.combination.params["dtype"]): o for o in outcomes}
+    by_key = {(o.combination.device, o.combination.params["n"]): o for o in outcomes}
     assert [o.status for o in outcomes] == ["ok", "failed", "skipped", "skipped"]
 
-    ok = by_key[("cpu", "float32")]
-    base = out / "matmul_tflops" / "cpu" / "dtype-float32"
+    ok = by_key[("cpu", 128)]
+    base = out / "matmul_tflops" / "cpu" / "n-128"
     assert ok.record_path == base.with_suffix(".json")
     for suffix in (".ipynb", ".html", ".json", ".log"):
         assert base.with_suffix(suffix).is_file(), suffix
@@ -66,17 +66,17 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
     assert "data:image/png;base64" in html and "TFLOPS" in html
     assert not list(out.rglob(".*"))  # no temporary files left behind
 
-    failed = read_record(by_key[("cpu", "no_such_dtype")].record_path)
+    failed = read_record(by_key[("cpu", 1000000)].record_path)
     assert failed["status"] == "failed" and failed["error"]["cell"] is not None
-    assert "no_such_dtype" in failed["error"]["message"] + failed["error"]["source"]
-    assert (out / "matmul_tflops" / "cpu" / "dtype-no_such_dtype.ipynb").is_file()  # kept for inspection
+    assert "1000000" in failed["error"]["message"] + failed["error"]["source"]
+    assert (out / "matmul_tflops" / "cpu" / "n-1000000.ipynb").is_file()  # kept for inspection
 
-    skipped = read_record(by_key[("tpu", "float32")].record_path)
+    skipped = read_record(by_key[("tpu", 128)].record_path)
     assert skipped["status"] == "skipped" and "device 'tpu' is not on this machine" in skipped["error"]["message"]
-    assert not (out / "matmul_tflops" / "tpu" / "dtype-float32.ipynb").exists()
+    assert not (out / "matmul_tflops" / "tpu" / "n-128.ipynb").exists()
 
     table = summary_table(outcomes)
-    assert "1 ok, 1 failed, 2 skipped" in table and "dtype-no_such_dtype" in table
+    assert "1 ok, 1 failed, 2 skipped" in table and "n-1000000" in table
     assert json.loads(ok.record_path.read_text())["params"]["device"] == "cpu"
 
 

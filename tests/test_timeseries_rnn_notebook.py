@@ -13,12 +13,13 @@ import yaml
 from conftest import REPO, execute_notebook
 from data_fixtures import sha256, weather_tarball, weather_weeks_frame
 
+from colabkit.experiments import get
 from colabkit.records.record import read_record
 from colabkit.sweep.runner import run_sweep
 
 pytestmark = pytest.mark.notebook
 
-# What Keras 3 prints when a callback's monitored metric is missing (the seed's every epoch):
+# What Keras 3 prints when a callback's monitored metric is missing (Sarkar 2018's, every epoch):
 # EarlyStopping and ReduceLROnPlateau "...conditioned on metric `val_loss` which is not available",
 # ModelCheckpoint "Can save best model only with val_loss available".
 MISSING_VALIDATION = re.compile(r"which is not available|only with val_loss available")
@@ -107,6 +108,7 @@ def test_smoke_sweep_on_offline_data_writes_record_html_and_log_without_missing_
     assert count_images(executed) >= 2  # loss per epoch, forecasts vs truth
 
     params, metrics = record["params"], record["metrics"]
+    assert set(get("timeseries_rnn").metrics) <= set(metrics)  # every metric its declaration promises
     assert params["sequence_length"] == 48 and params["units"] == 8 and params["max_hours"] == 8760
     assert metrics["input_columns"] == 9 and metrics["params"] == gru_params(9, 8)
     assert metrics["epochs_run"] == 3 and metrics["early_stopping_epoch"] is None
@@ -163,7 +165,7 @@ def test_early_stopping_fires_on_a_plateau_across_two_replicas(tmp_path):
 
 
 def test_the_warning_pattern_catches_callbacks_left_without_validation_data(tmp_path):
-    # The control for the tests above: the seed's mistake (no validation data) trips the pattern.
+    # The control for the tests above: Sarkar 2018's mistake (no validation data) trips the pattern.
     import keras
 
     model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(1)])

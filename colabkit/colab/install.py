@@ -1,9 +1,9 @@
-"""Google Colab: the repository coordinates, the runtime, and the bootstrap cell every notebook runs.
+"""Google Colab: the bootstrap cell every notebook runs, and what it installs on each runtime.
 
-The repository coordinates (GitHub OWNER/NAME and the ref) live here and nowhere else: the
-Open-in-Colab badges, the bootstrap's `pip install git+https://github.com/OWNER/NAME@REF` and
-the README are all stamped from them (`python -m colabkit notebooks`), and `python -m colabkit
-badges --repo OWNER/NAME --ref REF` rewrites the two assignments below, then restamps.
+The repository coordinates (GitHub OWNER/NAME and a pinned ref) live in colabkit/colab/coordinates.py
+and nowhere else: the Open-in-Colab badges, the bootstrap's `pip install
+git+https://github.com/OWNER/NAME@REF` and the docs are all stamped from them (`python -m colabkit
+notebooks`), and `python -m colabkit badges --repo OWNER/NAME --ref REF` rewrites them, then restamps.
 
 The bootstrap cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, which is its whole
 point, so it holds only the first step: in Colab, install colabkit when it is missing. Everything
@@ -122,7 +122,7 @@ def bootstrap(*, pip: Callable[[list[str]], None] | None = None, installed: Call
 BOOTSTRAP_CELL_ID = "colab-bootstrap"
 BOOTSTRAP_MARKER = "# Colab set-up"
 BOOTSTRAP_TEMPLATE = '''\
-# Colab set-up, the same in every notebook (stamped from colabkit/colab.py by `python -m colabkit notebooks`).
+# Colab set-up, the same in every notebook (stamped by `python -m colabkit notebooks`).
 # In Colab it quietly installs what the runtime lacks: colabkit from {repository}@{ref}, and TensorFlow
 # (on a TPU runtime the TPU build, which Colab does not ship). Anywhere else it does nothing.
 import os, sys

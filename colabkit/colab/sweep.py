@@ -1,55 +1,40 @@
 """Sweeping from a Colab runtime: the suite's files, the runtime's device, and getting results out.
 
-notebooks/colab_sweep.ipynb strings these together: find (in Colab: clone) the suite's notebooks and
-grid files, detect the runtime's device, sweep its combinations, build the report, zip the outputs
-and hand the zip over (a browser download; a copy on Google Drive only when asked). Run it on a CPU,
-a GPU and a TPU runtime and merge the three zips with `python -m colabkit report` for the full
-comparison.
+notebooks/colab_sweep.ipynb strings these together: find the suite's notebooks and grid files (the
+checkout, or the copy installed with colabkit), detect the runtime's device, sweep its combinations,
+build the report, zip the outputs and hand the zip over (a browser download; a copy on Google Drive
+only when asked). Run it on a CPU, a GPU and a TPU runtime and merge the three zips with
+`python -m colabkit report` for the full comparison.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab
 from colabkit.errors import ColabkitError
+from colabkit.suite import SUITE_FOLDERS, suite_root
 
-COLAB_CHECKOUT = Path("/content/colabkit")
 DRIVE_MOUNT = Path("/content/drive")  # where Colab mounts Google Drive; MyDrive is inside
 DEVICE_PREFERENCE = ("tpu", "gpu", "cpu")
 
 
-def suite_checkout(target: str | Path = COLAB_CHECKOUT, coordinates: Coordinates | None = None,
-                   run: Callable[..., Any] = subprocess.run) -> Path:
+def suite_checkout() -> Path:
     """The folder holding the suite's notebooks/ and parameters/.
 
-    The checkout colabkit itself runs from, when it runs from one (a clone, an editable install);
-    else, in Colab, a clone of the configured repository at its ref in `target` (made once).
-    A pip-installed colabkit carries no notebooks, so outside Colab that is an error.
+    The checkout colabkit runs from, when it runs from one (a clone, an editable install); else the
+    copy installed with the package (`pip install git+...`, what the Colab set-up cell does), which
+    comes from the same commit as the code running it. ColabkitError when neither is there (a
+    colabkit built without its notebooks).
     """
-    here = Path(__file__).resolve().parents[2]
-    if (here / "notebooks").is_dir() and (here / "parameters").is_dir():
-        return here
-    target = Path(target)
-    if (target / "parameters").is_dir():
-        return target
-    if not in_colab():
-        raise ColabkitError(f"no checkout of the suite beside colabkit ({here}) and not in Colab: "
-                            "clone the repository and run from there")
-    coordinates = coordinates or configured()
-    url = f"https://github.com/{coordinates.repository}.git"
-    cloned = run(["git", "clone", "--quiet", "--depth", "1", "--branch", coordinates.ref, url, str(target)],
-                 capture_output=True, text=True)
-    if cloned.returncode != 0:  # a commit id is no --branch: clone whole, then check it out
-        run(["git", "clone", "--quiet", url, str(target)], check=True, capture_output=True, text=True)
-        run(["git", "-C", str(target), "checkout", "--quiet", coordinates.ref], check=True, capture_output=True, text=True)
-    return target
+    root = suite_root()
+    if not all((root / folder).is_dir() for folder in SUITE_FOLDERS):
+        raise ColabkitError(f"this colabkit has no notebooks/ and parameters/ ({root}): reinstall it from its "
+                            "repository (pip install git+https://github.com/OWNER/NAME@REF) or run from a clone")
+    return root
 
 
 def best_device(available: dict[str, int]) -> str:

@@ -9,8 +9,9 @@ Promises:
   under the cache's name; stale temporaries of killed runs are removed later.
 - A cached file is re-hashed on every use and compared with its pin, or else with the sha256
   recorded beside it (`<file>.sha256`, sha256sum format) when it was verified.
-- A corrupt or truncated file is removed and fetched once more; a second failure raises
-  CorruptDownloadError. Unreachable mirrors raise DownloadError once every mirror was tried.
+- A corrupt or truncated file is removed, with a DataCacheWarning naming it and why, and fetched
+  once more; a second failure raises CorruptDownloadError. Unreachable mirrors raise DownloadError
+  once every mirror was tried. Both errors say what was removed and what to do next.
 - Plain urllib, so file:// and http://127.0.0.1 URLs work as well as https://.
 """
 
@@ -26,6 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from colabkit.errors import CorruptDownloadError, DownloadError
+from colabkit.errors import CorruptDownloadError, DataCacheWarning, DownloadError
 from colabkit.records.provenance import is_colab
 
 CHUNK_BYTES = 1 << 20
@@ -189,16 +191,22 @@ def _verify(path: Path, remote: Remote, validate: Callable[[Path], None] | None,
     return digest
 
 
-def _cached(folder: Path, remote: Remote, validate: Callable[[Path], None] | None) -> Fetched | None:
-    """The verified cached copy of `remote`, or None (a corrupt copy is removed)."""
+def _cached(folder: Path, remote: Remote, validate: Callable[[Path], None] | None,
+            removed: list[str] | None = None) -> Fetched | None:
+    """The verified cached copy of `remote`, or None. A corrupt copy is removed, with a
+    DataCacheWarning saying which file and why (also appended to `removed`)."""
     path = folder / remote.filename
     if not path.is_file():
         return None
     recorded = _recorded_sha256(path)
     try:
         digest = _verify(path, remote, validate if recorded is None else None, expected=recorded)
-    except Corrupt:
+    except Corrupt as exc:
         _remove(path)
+        note = f"removed the corrupt cached file {path} ({exc})"
+        warnings.warn(DataCacheWarning(f"{note}; fetching it again from {remote.url}"), stacklevel=3)
+        if removed is not None:
+            removed.append(note)
         return None
     if recorded != digest:
         _record_sha256(path, digest)
@@ -244,6 +252,7 @@ def fetch(
     cache_dir: str | Path | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: bool = True,
+    mirror_variable: str | None = None,
 ) -> Fetched:
     """Return a verified local copy of the file the mirrors `remotes` serve, downloading if needed.
 
@@ -251,15 +260,18 @@ def fetch(
     first; only then is the network used, mirror after mirror. Each mirror gets at most
     ATTEMPTS_PER_MIRROR downloads. `validate(path)` raises `Corrupt` for a file whose archive is
     damaged. Raises DownloadError when no mirror answered, CorruptDownloadError when one answered
-    with a file that failed verification twice.
+    with a file that failed verification twice; both messages say what was removed from the
+    cache and what to do next (`mirror_variable`, the environment variable naming an extra
+    mirror, is suggested when given).
     """
     if not remotes:
         raise DownloadError(f"no mirror configured for {subdir!r}")
     folder = Path(cache_dir).expanduser() if cache_dir is not None else data_dir()
     folder = folder / subdir
     folder.mkdir(parents=True, exist_ok=True)
+    removed: list[str] = []
     for remote in remotes:
-        cached = _cached(folder, remote, validate)
+        cached = _cached(folder, remote, validate, removed)
         if cached is not None:
             return cached
     unreachable: list[str] = []
@@ -285,13 +297,18 @@ def fetch(
             _record_sha256(path, outcome["sha256"])
             return Fetched(path, remote.url, outcome["sha256"], path.stat().st_size, remote.sha256 is not None,
                            downloaded=True, sha256_source=remote.sha256_source)
+    earlier = (" Before that, " + "; ".join(removed) + ".") if removed else ""
+    mirror = f"set {mirror_variable} to another URL or a local copy of the file, " if mirror_variable else ""
+    wanted = remotes[0]
+    next_step = (f" Next: {mirror}download {wanted.url} yourself and save it as {folder / wanted.filename} "
+                 "(it is verified on use), or pass data_source='offline' to run on the offline substitute.")
     if corrupt:
         raise CorruptDownloadError(
             f"{subdir}: the download failed verification and was discarded (nothing was kept in {folder}): "
-            + "; ".join(corrupt) + ("; unreachable: " + "; ".join(unreachable) if unreachable else ""))
-    raise DownloadError(f"{subdir}: no mirror could be reached: " + "; ".join(unreachable)
-                        + " (no network? use data_source='offline', or put the file in "
-                        + f"{folder} by hand)")
+            + "; ".join(corrupt) + ("; unreachable: " + "; ".join(unreachable) if unreachable else "")
+            + "." + earlier + next_step)
+    raise DownloadError(f"{subdir}: no mirror could be reached (no network?): " + "; ".join(unreachable)
+                        + "." + earlier + next_step)
 
 
 def url_basename(url: str) -> str:

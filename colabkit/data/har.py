@@ -1,7 +1,7 @@
 """UCI HAR files to arrays, and the synthetic stand-in with UCI HAR's shapes.
 
 Pure processing (no downloads): `colabkit.data` fetches the archive and calls these. The layout
-(SOURCES.md section 2): 'UCI HAR Dataset/{train,test}/Inertial Signals/<signal>_<split>.txt',
+(UCI HAR, dataset 240): 'UCI HAR Dataset/{train,test}/Inertial Signals/<signal>_<split>.txt',
 one window of 128 readings per line, with y_<split>.txt (activities 1-6), subject_<split>.txt
 (volunteers 1-30) and activity_labels.txt beside them. UCI's current download wraps that folder's
 zip in an outer zip; its older direct link serves the inner zip itself.

@@ -311,7 +311,8 @@ def _mnist(images_train: np.ndarray, labels_train: np.ndarray, images_test: np.n
 
 
 def _mnist_real(one_hot: bool, cache_dir: str | Path | None, timeout_s: float, progress: bool) -> MnistData:
-    fetched = fetch(mirrors("mnist"), "mnist", validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
+    fetched = fetch(mirrors("mnist"), "mnist", mirror_variable=mirror_variable("mnist"),
+                    validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
                     progress=progress)
     try:
         with np.load(fetched.path, allow_pickle=False) as archive:
@@ -385,7 +386,8 @@ def _har(arrays: dict[str, np.ndarray], one_hot: bool, provenance: dict[str, Any
 
 
 def _har_real(one_hot: bool, cache_dir: str | Path | None, timeout_s: float, progress: bool) -> HarData:
-    fetched = fetch(mirrors("uci_har"), "uci_har", validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
+    fetched = fetch(mirrors("uci_har"), "uci_har", mirror_variable=mirror_variable("uci_har"),
+                    validate=check_zip, cache_dir=cache_dir, timeout_s=timeout_s,
                     progress=progress)
     parsed = fetched.path.with_name(f"parsed-{fetched.sha256[:16]}-v{HAR_PARSER_VERSION}.npz")
     arrays, hit = cached_arrays(parsed, lambda: har.parse_archive(fetched.path))
@@ -469,7 +471,8 @@ def _denmark_from_archive(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def _weather_denmark_real(cache_dir: str | Path | None, timeout_s: float, progress: bool) -> WeatherData:
-    fetched = fetch(mirrors("weather_denmark"), "weather_denmark", validate=check_tar, cache_dir=cache_dir,
+    fetched = fetch(mirrors("weather_denmark"), "weather_denmark", mirror_variable=mirror_variable("weather_denmark"),
+                    validate=check_tar, cache_dir=cache_dir,
                     timeout_s=timeout_s, progress=progress)
     # The CSV, not the pickle: the 2018 pickle may not load in pandas 2+, and unpickling a file that
     # no pin vouches for would run whatever code it holds.
@@ -486,7 +489,8 @@ def _weather_denmark_real(cache_dir: str | Path | None, timeout_s: float, progre
 
 
 def _jena_real(cache_dir: str | Path | None, timeout_s: float, progress: bool) -> WeatherData:
-    fetched = fetch(mirrors("jena_climate"), "jena_climate", validate=check_zip, cache_dir=cache_dir,
+    fetched = fetch(mirrors("jena_climate"), "jena_climate", mirror_variable=mirror_variable("jena_climate"),
+                    validate=check_zip, cache_dir=cache_dir,
                     timeout_s=timeout_s, progress=progress)
 
     def build() -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -544,7 +548,7 @@ def load_weather(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: bool = True,
 ) -> WeatherData:
-    """Hvass's weather-denmark, hourly (SOURCES.md section 4), or the TMY3 offline substitute.
+    """Hvass-Labs' weather-denmark, hourly (tutorial #23, docs/sources.md), or the TMY3 offline substitute.
 
     Real: five cities' Temp, Pressure, WindSpeed, WindDir resampled to hours and inner-joined, minus
     Esbjerg's and Roskilde's pressure, plus DayOfYear and Hour: 20 input columns; targets

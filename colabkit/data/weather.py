@@ -2,7 +2,7 @@
 
 Pure processing (no downloads): `colabkit.data` fetches the files and calls these.
 
-The weather-denmark steps follow the tutorial's weather.py (SOURCES.md section 4): per city, drop
+The weather-denmark steps follow Hvass-Labs tutorial #23's weather.py (docs/sources.md): per city, drop
 the rows and columns that are entirely NaN, resample to 1 minute with time interpolation, then to
 60 minutes, drop the hours with no value at all; inner-join the cities; drop Esbjerg's and
 Roskilde's pressure; add day-of-year and hour. `resample_hourly` computes that resampling

@@ -1,4 +1,5 @@
-"""Published peak matrix throughput of common accelerators, and an estimate for CPUs.
+"""Published peak matrix throughput and memory bandwidth of common accelerators, and an estimate
+of a CPU's peak FLOPS (its bandwidth is measured in the run: colabkit.device.bandwidth).
 
 Figures are dense (no structured-sparsity doubling), in TFLOPS, per device as TensorFlow sees
 it: one GPU (a K80 board is two GPUs), one TPU core (TensorFlow shows one device per core).
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,74 @@ def cpu_peak(cores: int, clock_mhz: float | None, flags: set[str], clock_source:
                       f"{flops_per_cycle} FP32 FLOPs/cycle ({isa}, 2 FMA units assumed)")
             return PeakFlops(per_core * cores, per_core, cores, "float32", source)
     return None
+
+
+BandwidthQuality = Literal["vendor", "secondary", "measured"]
+
+
+@dataclass(frozen=True)
+class PeakBandwidth:
+    """Peak memory bandwidth of the devices a run used, and where the figure comes from.
+
+    `quality`: "vendor" (the maker's datasheet or docs), "secondary" (a figure from a secondary
+    source, to re-check against the vendor before publishing), "measured" (a CPU measured in the
+    run: a lower bound on its peak).
+    """
+
+    gb_per_s: float  # all replicas together (a CPU's replicas share one memory: the host's figure)
+    gb_per_s_per_device: float
+    devices: int
+    source: str
+    quality: BandwidthQuality
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# (pattern on the device name, minimum memory in GiB or None, GB/s per device, source, quality).
+# The first row whose pattern matches and whose memory bound holds wins: bigger boards first.
+_GPU_BANDWIDTH: list[tuple[str, float | None, float, str, BandwidthQuality]] = [
+    (r"K80", None, 240.0, "Tesla K80: 480 GB/s per board, 2 GPUs per board (secondary source)", "secondary"),
+    (r"T4\b", None, 320.0, "NVIDIA T4 datasheet: 320 GB/s GDDR6", "vendor"),
+    (r"P100", 14.0, 732.0, "Tesla P100 16 GB: 732 GB/s HBM2 (secondary source)", "secondary"),
+    (r"P100", None, 549.0, "Tesla P100 12 GB: 549 GB/s HBM2 (secondary source)", "secondary"),
+    (r"V100", None, 900.0, "NVIDIA Tesla V100 datasheet: 900 GB/s HBM2", "vendor"),
+    (r"A100.*(SXM|HBM2e)", 60.0, 2039.0, "A100 80 GB SXM: 2,039 GB/s HBM2e (secondary source)", "secondary"),
+    (r"A100", 60.0, 1935.0, "A100 80 GB PCIe: 1,935 GB/s HBM2e (secondary source)", "secondary"),
+    (r"A100", None, 1555.0, "NVIDIA A100 datasheet, 40 GB: 1,555 GB/s HBM2", "vendor"),
+    (r"\bL4\b", None, 300.0, "NVIDIA L4: 300 GB/s GDDR6 (secondary source)", "secondary"),
+    (r"H200", None, 4800.0, "NVIDIA H200: 4,800 GB/s HBM3e (secondary source)", "secondary"),
+    (r"H100.*PCI", None, 2000.0, "NVIDIA H100 datasheet (PCIe): about 2,000 GB/s HBM2e", "vendor"),
+    (r"H100", None, 3350.0, "NVIDIA H100 datasheet (SXM): 3,350 GB/s HBM3", "vendor"),
+]
+
+# TPU generation -> HBM GB/s per chip (Google Cloud TPU docs, system architecture pages).
+_TPU_BANDWIDTH: dict[str, float] = {"v2": 600.0, "v3": 900.0, "v4": 1200.0, "v5e": 819.0, "v5p": 2765.0,
+                                    "v6e": 1640.0}
+
+
+def gpu_bandwidth(name: str, devices: int, memory_gib: float | None = None) -> PeakBandwidth | None:
+    """Peak memory bandwidth of `devices` GPUs called `name`, or None if the table lacks it.
+
+    `memory_gib` tells the P100 and A100 boards apart; without it the smaller board is assumed.
+    """
+    for pattern, min_memory, per_device, source, quality in _GPU_BANDWIDTH:
+        if not re.search(pattern, name, flags=re.IGNORECASE):
+            continue
+        if min_memory is not None and (memory_gib is None or memory_gib < min_memory):
+            continue
+        return PeakBandwidth(per_device * devices, per_device, devices, source, quality)
+    return None
+
+
+def tpu_bandwidth(accelerator_type: str | None, devices: int) -> PeakBandwidth | None:
+    """Peak HBM bandwidth of `devices` TPU cores (TensorFlow devices; v2 and v3 have 2 per chip)."""
+    generation = tpu_generation(accelerator_type)
+    if generation is None or generation not in _TPU_BANDWIDTH:
+        return None
+    per_chip = _TPU_BANDWIDTH[generation]
+    cores_per_chip = _TPU_PEAKS[generation][1]
+    per_device = per_chip / cores_per_chip
+    source = (f"Google Cloud TPU system architecture docs: {per_chip:,.0f} GB/s HBM per {generation} chip, "
+              f"{cores_per_chip} core(s) per chip")
+    return PeakBandwidth(per_device * devices, per_device, devices, source, "vendor")

@@ -155,7 +155,7 @@ def gpu_description(gpus: list[Any]) -> dict[str, Any]:
 
 
 def machine_details() -> str:
-    """Raw text about the machine, as the seed notebooks showed it: lscpu and nvidia-smi."""
+    """Raw text about the machine, as the published notebooks showed it: lscpu and nvidia-smi."""
     sections = []
     for command in (["lscpu"], ["nvidia-smi"]):
         if shutil.which(command[0]) is None:

@@ -6,7 +6,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from colabkit.device.peaks import PeakFlops, cpu_peak, gpu_peak, tpu_peak
+from colabkit.device.bandwidth import measure_cpu_bandwidth
+from colabkit.device.peaks import PeakBandwidth, PeakFlops, cpu_peak, gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
 from colabkit.errors import UnknownDeviceError
 
 DEVICE_KINDS = ("cpu", "gpu", "tpu")
@@ -90,6 +91,18 @@ class DeviceSetup:
         # Logical CPU replicas share the same cores, so the peak is the host's, not per replica.
         cpu = self.description
         return cpu_peak(cpu["cores"], cpu.get("clock_mhz"), set(cpu.get("flags", [])), cpu.get("clock_source", ""))
+
+    def peak_bandwidth(self) -> PeakBandwidth | None:
+        """Peak memory bandwidth of the devices in use (GB/s), or None when unknown. On a CPU it is
+        measured (a STREAM-triad lower bound, about a second, once per process), not looked up."""
+        if self.kind == "gpu":
+            return gpu_bandwidth(self.name, self.replicas, self.description.get("memory_gib"))
+        if self.kind == "tpu":
+            kind = self.description.get("accelerator_type") or self.description.get("tpu_generation")
+            return tpu_bandwidth(kind if kind != "v2 or v3" else None, self.replicas)
+        measured = measure_cpu_bandwidth()
+        # Logical CPU replicas share the host's memory: its bandwidth is the whole figure.
+        return PeakBandwidth(measured.gb_per_s, measured.gb_per_s, 1, measured.method, "measured")
 
     def as_record(self) -> dict[str, Any]:
         """The `device` section of a result record."""

@@ -1,1 +1,24 @@
-"""The experiments the suite runs, and the published figures each is compared with (published)."""
+"""The suite's experiments, each declared once (notebook, typed parameters, metrics, headline,
+published references, report section), and the registry everything else reads them from.
+
+    from colabkit.experiments import all_experiments, get
+    get("cnn_mnist").parameter("batch_size").problem(0)   # "batch_size = 0: expected an int >= 1"
+
+A declaration outside colabkit is found through COLABKIT_EXPERIMENTS (docs/adding-an-experiment.md).
+"""
+
+from colabkit.experiments.declaration import (
+    Experiment,
+    Headline,
+    Parameter,
+    Reference,
+    check_values,
+    device_parameter,
+    results_path_parameter,
+)
+from colabkit.experiments.registry import ENVIRONMENT_VARIABLE, all_experiments, find, get, register
+from colabkit.experiments.table import markdown_table, stamp_experiments_table, stamp_readme_file
+
+__all__ = ["ENVIRONMENT_VARIABLE", "Experiment", "Headline", "Parameter", "Reference", "all_experiments",
+           "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter",
+           "stamp_experiments_table", "stamp_readme_file"]

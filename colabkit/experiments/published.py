@@ -1,34 +1,37 @@
-"""The seeds' published figures, so notebooks and reports can show them beside our measurements.
+"""Published figures of the works the suite rebuilds, so notebooks and reports can show them beside
+our measurements.
 
-Each table says where it comes from (../shared/SOURCES.md collects the checked facts). They are
-other people's numbers on other hardware and software: shown for comparison, never mixed into
-our results.
+Each table names its source by author and year (docs/sources.md lists them with their URLs). They are
+other people's numbers on other hardware and software: shown for comparison, never mixed into our
+results.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Seed 003 (Alyafeai, GPUvsTPU notebook, 2018): K80 GPU vs TPU v2-8, Keras on TF 1.x, 10 epochs,
-# first epoch left out. Per-sample time: old Keras printed microseconds per *sample*.
-SEED_003_MNIST_CNN: dict[int, dict[str, dict[str, float]]] = {
+# Alyafeai 2018, GPUvsTPU notebook: K80 GPU vs TPU v2-8, Keras on TF 1.x, 10 epochs, first epoch
+# left out. Per-sample time: old Keras printed microseconds per *sample*.
+ALYAFEAI_2018_MNIST_CNN: dict[int, dict[str, dict[str, float]]] = {
     256: {"gpu": {"epoch_time_s": 6, "sample_time_us": 94}, "tpu": {"epoch_time_s": 6, "sample_time_us": 97}},
     512: {"gpu": {"epoch_time_s": 5, "sample_time_us": 82}, "tpu": {"epoch_time_s": 3, "sample_time_us": 58}},
     1024: {"gpu": {"epoch_time_s": 4, "sample_time_us": 79}, "tpu": {"epoch_time_s": 2, "sample_time_us": 37}},
 }
-SEED_003_SOURCE = "seed 003 (Alyafeai, GPUvsTPU notebook): Tesla K80 vs TPU v2-8, Keras/TF 1.x, mean of epochs 2-10"
+ALYAFEAI_2018_SOURCE = "Alyafeai 2018, GPUvsTPU notebook: Tesla K80 vs TPU v2-8, Keras/TF 1.x, mean of epochs 2-10"
 
-# Seed 001 (Colab 2018 TPU benchmark, N=4096, COUNT=100). The author warns these hold errors:
-# 15.70 TFLOPS exceeds a K80's datasheet peak.
-SEED_001_MATMUL: dict[str, dict[str, float]] = {
+# Sarkar 2018 Cloud TPU blog (Colab's 2018 tpu.ipynb adapted; N=4096, COUNT=100). The author warns
+# these hold errors: 15.70 TFLOPS exceeds a K80's datasheet peak.
+SARKAR_2018_MATMUL: dict[str, dict[str, float]] = {
     "cpu": {"tflops": 0.53, "tflops_low": 0.47},
     "gpu": {"tflops": 15.70},  # "K80", 29x over CPU
     "tpu": {"tflops_cold": 35.47, "tflops_warm": 158.91},  # TPU v2-8: 75x cold, 338x warm over CPU
 }
-SEED_001_SOURCE = "seed 001 (Colab 2018 tpu.ipynb adaptation): N=4096, COUNT=100; CPU 0.47-0.53, K80 15.70, TPU v2-8 35.47 cold / 158.91 warm"
+SARKAR_2018_SOURCE = ("Sarkar 2018 Cloud TPU blog (Colab's 2018 tpu.ipynb adapted): N=4096, COUNT=100; "
+                      "CPU 0.47-0.53, K80 15.70, TPU v2-8 35.47 cold / 158.91 warm")
 
-# Seed 002: one CNN on MNIST, same hyperparameters, three frameworks; total training time, test accuracy.
-SEED_002_FRAMEWORKS: dict[tuple[str, str], dict[str, float]] = {
+# Ragab & Ragab, Acceleration of DNN: one CNN on MNIST, same hyperparameters, three frameworks;
+# total training time, test accuracy.
+RAGAB_FRAMEWORKS: dict[tuple[str, str], dict[str, float]] = {
     ("tensorflow", "cpu"): {"train_time_s": 1286.5, "test_accuracy": 0.9275},
     ("tensorflow", "gpu"): {"train_time_s": 77.8, "test_accuracy": 0.9294},
     ("tensorflow", "tpu"): {"train_time_s": 268.8, "test_accuracy": 0.964},
@@ -36,48 +39,64 @@ SEED_002_FRAMEWORKS: dict[tuple[str, str], dict[str, float]] = {
     ("torch", "gpu"): {"train_time_s": 751.8, "test_accuracy": 0.9438},
     ("jax", "gpu"): {"train_time_s": 95.0, "test_accuracy": 0.979},
 }
-SEED_002_SOURCE = "seed 002 (Ragab & Ragab): one MNIST CNN in TF, PyTorch, JAX; empty cells were never run"
+RAGAB_SOURCE = "Ragab & Ragab, Acceleration of DNN: one MNIST CNN in TF, PyTorch, JAX; empty cells were never run"
 
-# Seed 000 (Kimm, Paik, Kimm, MCSoC 2021): claims, not a table of numbers.
-SEED_000_CLAIMS = (
+# Kimm, Paik & Kimm 2021 (MCSoC): claims, not a table of numbers.
+KIMM_2021_CLAIMS = (
     "CPU 25x slower than GPU/TPU at 128 units; 55x at 256 units",
     "TPU better with large batches and many units; GPU better with small ones",
 )
-SEED_000_SOURCE = "seed 000 (Kimm, Paik, Kimm, MCSoC 2021): dBLSTM on UCI HAR, batch 64/128, 30 epochs"
+KIMM_2021_SOURCE = "Kimm, Paik & Kimm 2021 (MCSoC): dBLSTM on UCI HAR, batch 64/128, 30 epochs"
 # The model and settings the paper printed (its speed-up claims are for this model family).
-SEED_000_MODEL = {"layers": 2, "units": 128, "head_units": 64, "epochs": 30, "batch_size": 64,
-                  "optimizer": "adam", "loss": "categorical_crossentropy"}
-# The "LSTM for HAR" tutorial whose layout the seed's code follows: LSTM(100) on the 9 inertial
-# signals of the real UCI HAR, test accuracy as mean (+/- std) over repeats (SOURCES.md section 2).
+KIMM_2021_MODEL = {"layers": 2, "units": 128, "head_units": 64, "epochs": 30, "batch_size": 64,
+                   "optimizer": "adam", "loss": "categorical_crossentropy"}
+# The paper's claims as points: CPU time / GPU-or-TPU time at 128 and 256 units per layer.
+KIMM_2021_RATIOS = {128: 25.0, 256: 55.0}
+# The "LSTM for HAR" tutorial whose layout the paper's code follows: LSTM(100) on the 9 inertial
+# signals of the real UCI HAR, test accuracy as mean (+/- std) over repeats.
 HAR_LSTM_TUTORIAL = {"test_accuracy": 0.897, "test_accuracy_std": 0.014}
-HAR_LSTM_TUTORIAL_SOURCE = ("the 'LSTM for HAR' tutorial seed 000's code follows: LSTM(100) on real UCI HAR "
-                            "inertial signals, about 89.7% (+/-1.4) test accuracy")
+HAR_LSTM_TUTORIAL_SOURCE = ("the 'LSTM for HAR' tutorial the code of Kimm, Paik & Kimm 2021 follows: LSTM(100) on "
+                            "real UCI HAR inertial signals, about 89.7% (+/-1.4) test accuracy")
 
-# Hvass-Labs tutorial #23 (the weather GRU seed 001 derived from): GTX 1070.
+# Hvass-Labs tutorial #23 (the weather GRU that Sarkar 2018 ran on Colab): GTX 1070.
 HVASS_WEATHER = {"test_loss": 0.0022, "epoch_time_s": 150.0}
 HVASS_SOURCE = "Hvass-Labs TensorFlow tutorial #23: test loss ~0.0022, ~2.5 min/epoch on a GTX 1070"
 
 # The weather GRU's published epoch times: Hvass's (100 steps of batch 256 x 1344 per epoch) and
-# seed 001's Colab runs of 2018 (10 epochs x 10 steps, no validation data; the CPU run ran out of
+# Sarkar 2018's Colab runs (10 epochs x 10 steps, no validation data; the CPU run ran out of
 # memory, so it has no figure).
 WEATHER_GRU_EPOCHS: tuple[dict[str, Any], ...] = (
-    {"source": "Hvass tutorial #23, GPU (GTX 1070)", "steps_per_epoch": 100, "epoch_time_s": 150.0},
-    {"source": "seed 001, Colab GPU (2018)", "steps_per_epoch": 10, "epoch_time_s": 43.0,
+    {"source": "Hvass-Labs tutorial #23, GPU (GTX 1070)", "steps_per_epoch": 100, "epoch_time_s": 150.0},
+    {"source": "Sarkar 2018, Colab GPU", "steps_per_epoch": 10, "epoch_time_s": 43.0,
      "note": "42-44 s per epoch, 7 min 12 s wall for 10 epochs"},
-    {"source": "seed 001, Colab TPU v2-8 (2018)", "steps_per_epoch": 10, "epoch_time_s": 5.0,
+    {"source": "Sarkar 2018, Colab TPU v2-8", "steps_per_epoch": 10, "epoch_time_s": 5.0,
      "epoch_time_first_s": 14.0, "note": "first epoch 14 s, then about 5 s"},
 )
-WEATHER_GRU_SOURCE = ("Hvass-Labs tutorial #23 (GTX 1070, ~2.5 min per 100-step epoch) and seed 001's 2018 Colab "
-                      "runs (10 steps per epoch, no validation); step time = epoch time / steps")
+WEATHER_GRU_SOURCE = ("Hvass-Labs tutorial #23 (GTX 1070, ~2.5 min per 100-step epoch) and Sarkar 2018 Cloud TPU "
+                      "blog's Colab runs (10 steps per epoch, no validation); step time = epoch time / steps")
 
 
-def seed_003_rows(batch_size: int) -> list[dict[str, Any]]:
-    """Seed 003's figures for one batch size as table rows (empty if it did not measure it)."""
-    published = SEED_003_MNIST_CNN.get(int(batch_size), {})
-    return [{"source": f"seed 003, {device.upper()} ({'K80' if device == 'gpu' else 'TPU v2-8'})",
+def alyafeai_2018_rows(batch_size: int) -> list[dict[str, Any]]:
+    """Alyafeai 2018's figures for one batch size as table rows (empty if it did not measure it)."""
+    published = ALYAFEAI_2018_MNIST_CNN.get(int(batch_size), {})
+    return [{"source": f"Alyafeai 2018, {device.upper()} ({'K80' if device == 'gpu' else 'TPU v2-8'})",
              "batch_size": batch_size, **figures} for device, figures in published.items()]
 
 
 def weather_gru_rows() -> list[dict[str, Any]]:
     """The published weather-GRU epoch times as table rows, with the time per training step."""
     return [{**row, "step_time_s": row["epoch_time_s"] / row["steps_per_epoch"]} for row in WEATHER_GRU_EPOCHS]
+
+# Wang, Wei & Brooks 2020 (ParaDnn; arXiv 1907.10701 and its 2020 slides): headline speedups on
+# TPU v2/v3 and a V100 GPU, TF 1.x, their own models and precisions (bf16 TPU, fp16 GPU).
+PARADNN_SOURCE = "Wang, Wei & Brooks 2020, ParaDnn"
+PARADNN_CLAIMS: list[dict[str, Any]] = [
+    {"claim": "TPU v3 over TPU v2, compute-bound FC models", "kind": "median_compute_bound", "family": "fc",
+     "devices": ("TPU v2", "TPU v3"), "theirs": 2.3},
+    {"claim": "TPU v3 over TPU v2, memory-bound FC models", "kind": "median_memory_bound", "family": "fc",
+     "devices": ("TPU v2", "TPU v3"), "theirs": 1.5},
+    {"claim": "CNNs: TPU over GPU, up to", "kind": "max", "family": "cnn", "devices": ("GPU", "TPU"), "theirs": 6.0},
+    {"claim": "FC: TPU over GPU, lowest (GPU better below 1)", "kind": "min", "family": "fc",
+     "devices": ("GPU", "TPU"), "theirs": 0.35},
+    {"claim": "FC: TPU over GPU, highest", "kind": "max", "family": "fc", "devices": ("GPU", "TPU"), "theirs": 9.0},
+]

@@ -1,4 +1,4 @@
-"""Stamp every notebook (and the README) with the Colab header badge and the bootstrap cell.
+"""Stamp every notebook (and the README and docs/colab.md) with the Colab header badge and the bootstrap cell.
 
 What the template owns, and what each notebook keeps:
 - the first markdown cell: the notebook keeps its `# Title` line and its own paragraph; the template
@@ -11,8 +11,10 @@ What the template owns, and what each notebook keeps:
 - every other cell, its id and its tags (`parameters` included) stay as they are, stored clean:
   no outputs, no execution counts, no papermill / Colab run metadata, no injected-parameters cell.
 
-The README carries two generated blocks between `<!-- colabkit:NAME -->` and `<!-- /colabkit:NAME -->`
-markers: `notebooks` (a table of the notebooks with their badges) and `colab-install` (the runtime
+Two generated blocks live in the docs: the README's table of the notebooks with their badges
+(between `<!-- experiments:start -->` and `<!-- experiments:end -->`: the declared experiments from
+colabkit.experiments, then the notebooks that drive them), and docs/colab.md's `colab-install`
+block (between `<!-- colabkit:colab-install -->` and `<!-- /colabkit:colab-install -->`: the runtime
 to choose per device and the exact commands the bootstrap issues).
 """
 
@@ -38,9 +40,12 @@ from colabkit.colab.install import (
     install_commands,
 )
 from colabkit.errors import NotebookTemplateError
+from colabkit.experiments.registry import all_experiments
+from colabkit.experiments.table import markdown_table
 
 NOTEBOOKS_DIR = "notebooks"
 README = "README.md"
+COLAB_DOC = "docs/colab.md"
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 # Colab's runtime-type values as its "Change runtime type" dialog saves them (metadata.colab.gpuType).
@@ -253,10 +258,23 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-# --- the README ----------------------------------------------------------------------------------
+# --- the README and docs/colab.md --------------------------------------------------------------
 
-def _block(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- colabkit:{name}\b[^>]*-->\n)(.*?)(<!-- /colabkit:{name} -->)", flags=re.DOTALL)
+@dataclass(frozen=True)
+class GeneratedBlock:
+    """A block of a Markdown file that the stamp rewrites, between a start and an end marker line."""
+
+    name: str
+    file: str
+    start: str
+    end: str
+
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(rf"({re.escape(self.start)}[^\n]*\n)(.*?)({re.escape(self.end)})", flags=re.DOTALL)
+
+
+NOTEBOOKS_BLOCK = GeneratedBlock("notebooks", README, "<!-- experiments:start", "<!-- experiments:end -->")
+INSTALL_BLOCK = GeneratedBlock("colab-install", COLAB_DOC, "<!-- colabkit:colab-install", "<!-- /colabkit:colab-install -->")
 
 
 def notebooks_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str:
@@ -300,24 +318,33 @@ def install_section(coordinates: Coordinates) -> str:
     ])
 
 
-def stamp_readme(text: str, notebooks: list[NotebookInfo], coordinates: Coordinates, where: str = README) -> str:
-    """README text with its generated blocks rewritten; NotebookTemplateError if a block is missing."""
-    for name, body in (("notebooks", notebooks_table(notebooks, coordinates)),
-                       ("colab-install", install_section(coordinates))):
-        pattern = _block(name)
-        if not pattern.search(text):
-            raise NotebookTemplateError(
-                f"{where}: no generated block '{name}': add the lines `<!-- colabkit:{name} -->` and "
-                f"`<!-- /colabkit:{name} -->` where it belongs")
-        text = pattern.sub(lambda match: match.group(1) + body + match.group(3), text, count=1)
+def readme_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str:
+    """The README's notebooks block: the table of declared experiments (colabkit.experiments, with
+    the Colab runtime each notebook asks for), then the other notebooks (report, sweep drivers)."""
+    experiments = {experiment.name for experiment in all_experiments()}
+    runtimes = {info.name: info.hint.label() for info in notebooks}
+    others = [info for info in notebooks if info.name not in experiments]
+    text = markdown_table(coordinates=coordinates, runtimes=runtimes)
+    if others:
+        text += "\nThe notebooks that sweep and report them:\n\n" + notebooks_table(others, coordinates)
     return text
+
+
+def stamp_block(text: str, block: GeneratedBlock, body: str) -> str:
+    """`text` with `block`'s content replaced by `body`; NotebookTemplateError if its markers are missing."""
+    pattern = block.pattern()
+    if not pattern.search(text):
+        raise NotebookTemplateError(
+            f"{block.file}: no generated block '{block.name}': add the lines `{block.start} -->` and "
+            f"`{block.end}` where it belongs")
+    return pattern.sub(lambda match: match.group(1) + body + match.group(3), text, count=1)
 
 
 # --- the repository ------------------------------------------------------------------------------
 
 def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = None, check: bool = False,
                      hints: dict[str, AcceleratorHint] | None = None) -> StampResult:
-    """Stamp every notebook under ROOT/notebooks/ and the README's generated blocks.
+    """Stamp every notebook under ROOT/notebooks/, the README's notebooks table and docs/colab.md's install block.
 
     With `check`, nothing is written: `changed` lists the files that differ from the template
     (drifted). `hints` maps a notebook name to a new Colab accelerator hint. Every notebook is
@@ -345,14 +372,16 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
         if text != original:
             result.changed.append(relative)
             writes.append((path, text))
-    readme = root / README
-    if not readme.exists():
-        raise NotebookTemplateError(f"{readme}: missing; the notebooks table and Colab install notes live there")
-    original = readme.read_text(encoding="utf-8")
-    text = stamp_readme(original, result.notebooks, coordinates, README)
-    if text != original:
-        result.changed.append(README)
-        writes.append((readme, text))
+    for block, body in ((NOTEBOOKS_BLOCK, readme_table(result.notebooks, coordinates)),
+                        (INSTALL_BLOCK, install_section(coordinates))):
+        path = root / block.file
+        if not path.exists():
+            raise NotebookTemplateError(f"{path}: missing; the generated block '{block.name}' lives there")
+        original = path.read_text(encoding="utf-8")
+        text = stamp_block(original, block, body)
+        if text != original:
+            result.changed.append(block.file)
+            writes.append((path, text))
     if not check:
         for path, text in writes:
             _write_atomic(path, text)
@@ -360,11 +389,12 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
 
 
 def colab_links(root: str | Path = ".") -> list[tuple[str, str]]:
-    """Every Open-in-Colab URL in the README and in the notebooks' cells: (file, URL) pairs."""
+    """Every Open-in-Colab URL in the README, docs/ and the notebooks' cells: (file, URL) pairs."""
     root = Path(root)
     texts = []
-    if (root / README).exists():
-        texts.append((README, (root / README).read_text(encoding="utf-8")))
+    for path in [root / README, *sorted((root / "docs").glob("*.md"))]:
+        if path.exists():
+            texts.append((path.relative_to(root).as_posix(), path.read_text(encoding="utf-8")))
     for path in discover(root):
         notebook = nbformat.read(path, as_version=4)
         texts.append((path.relative_to(root).as_posix(), "\n".join(_text(cell.source) for cell in notebook.cells)))

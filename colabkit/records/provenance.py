@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -66,12 +67,28 @@ def host_info() -> dict[str, Any]:
 
 
 def git_commit(path: str | Path | None = None) -> str | None:
-    """Commit of the git checkout holding `path` (default: colabkit's own source), '-dirty' if modified.
+    """The commit of the code that ran: by default colabkit's own.
 
-    None where the code is not in a git checkout (e.g. installed from a wheel).
+    From a git checkout (the one holding `path`, by default the one whose tracked files colabkit's
+    source is), the HEAD commit, with '-dirty' when tracked files differ from it. Where colabkit is
+    not in a checkout, the commit pip installed it from (`pip install git+URL@REF` writes it in the
+    distribution's direct_url.json, as `vcs_info.commit_id`). None when neither says (a wheel built
+    from a plain copy of the source).
     """
-    where = Path(path) if path else Path(__file__).resolve().parent
+    if path is not None:
+        return checkout_commit(Path(path))
+    source = Path(__file__).resolve()
+    return checkout_commit(source.parent, tracked=source.name) or installed_commit()
+
+
+def checkout_commit(where: Path, tracked: str | None = None) -> str | None:
+    """HEAD of the git checkout holding the folder `where` ('-dirty' if tracked files are modified);
+    None outside one, or, with `tracked`, when that file of `where` is not tracked by it (colabkit
+    installed into a virtual environment that happens to sit inside some checkout)."""
     try:
+        if tracked is not None:
+            subprocess.run(["git", "ls-files", "--error-unmatch", tracked], cwd=where, capture_output=True,
+                           text=True, timeout=10, check=True)
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
@@ -79,3 +96,26 @@ def git_commit(path: str | Path | None = None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}-dirty" if dirty else commit
+
+
+def installed_commit(distribution: str = "colabkit") -> str | None:
+    """The commit an installed `distribution` was built from, as pip recorded it for a VCS install
+    (direct_url.json's `vcs_info.commit_id`, PEP 610); None for any other kind of install.
+
+    Only the installed copy this colabkit was imported from counts (another copy elsewhere on the
+    path says nothing about the code running).
+    """
+    package_init = Path(__file__).resolve().parents[1] / "__init__.py"
+    for dist in metadata.distributions(name=distribution):
+        if Path(str(dist.locate_file("colabkit/__init__.py"))).resolve() != package_init:
+            continue
+        text = dist.read_text("direct_url.json")
+        if not text:
+            continue
+        try:
+            commit = (json.loads(text).get("vcs_info") or {}).get("commit_id")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(commit, str) and commit:
+            return commit
+    return None

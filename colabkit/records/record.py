@@ -11,14 +11,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import numbers
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import RecordError
+from colabkit.errors import MeasurementError, RecordError
 from colabkit.records.provenance import git_commit, host_info, software_versions
 
 SCHEMA_VERSION = 1
@@ -27,6 +28,39 @@ REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
 )
+# What each top-level field holds: the required ones, then those only some records have.
+# docs/records.md is rendered from these (python -m colabkit.maintenance.schema_doc; a test keeps it current).
+FIELD_DOCS: dict[str, str] = {
+    "schema_version": f"the record format's version ({SCHEMA_VERSION}); readers refuse versions they do not know",
+    "notebook": "the notebook's name, e.g. `matmul_tflops`",
+    "status": "`ok` (a finished measurement), `failed` (see `error`) or `skipped` (never ran; `error` says why)",
+    "params": "every parameter the notebook ran with, defaults included",
+    "metrics": "the results: the headline figures and scores, flat name -> number (or string); "
+               "which names depends on the notebook",
+    "timings": "what was timed and how: raw samples (cold, warm, per epoch or per repeat) and their "
+               "summaries (min, median, mean, std), so every headline figure can be recomputed",
+    "device": "what ran the work: the device asked for and found, its model, replicas, distribution "
+              "strategy, Keras backend",
+    "software": "Python and library versions (TensorFlow, Keras, NumPy, JAX, PyTorch...), "
+                "TensorFlow's CUDA/cuDNN build, the Keras backend",
+    "host": "the machine: OS, CPU model and cores, memory, and the Colab runtime when there is one",
+    "data": "which data was used: dataset, `source` (`real`, `offline` or `synthetic`), URL, sha256, shapes, "
+            "and a note when it is not the real data",
+    "started_at": "when the run started (UTC, ISO 8601)",
+    "finished_at": "when the record was written (UTC, ISO 8601)",
+    "git_commit": "the commit of colabkit's code: from its git checkout (`-dirty` when modified), else the "
+                  "commit pip installed it from (direct_url.json); null when neither says",
+    "error": "only when not ok: `type`, `kind`, `message`, and where a cell failed its index (`cell`), "
+             "`exec_count` and `source`",
+    "fingerprint": "written by the sweep: what the result depends on (notebook code, parameters, colabkit's "
+                   "version and code, TensorFlow's version) and their `digest`; a resumed sweep keeps a "
+                   "record whose digest matches",
+    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
+             "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
+             "into a shared `out`)",
+    "worker": "written by a sweep on a Dask cluster (`--cluster`): the worker that ran it (`host`, `address`, "
+              "`name`, its declared `resources`, `cuda_visible_devices`)",
+}
 
 
 def utc_now() -> str:
@@ -117,6 +151,9 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
     if not isinstance(record, dict):
         raise RecordError(f"{source}: a record is a JSON object, got {type(record).__name__}")
     version = record.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise RecordError(f"{source}: schema_version {version} was written by a newer colabkit (this one reads "
+                          f"{SCHEMA_VERSION}): upgrade colabkit to read it")
     if version != SCHEMA_VERSION:
         raise RecordError(f"{source}: schema_version {version!r} is not one this colabkit reads ({SCHEMA_VERSION})")
     missing = [name for name in REQUIRED_FIELDS if name not in record]
@@ -128,13 +165,78 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
-    """Load and validate one record file."""
+    """Load and validate one record file; RecordError (naming the file) for anything that is not a
+    readable record: not UTF-8 text, not JSON, not a record of a schema this colabkit reads."""
     try:
         with open(path, encoding="utf-8") as stream:
             record = json.load(stream)
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path}: not valid JSON ({exc})") from exc
     return validate_record(record, str(path))
+
+
+# --- plausibility: a result that cannot be a measurement is never recorded as ok ---------------
+
+MetricCheck = Callable[[Any], bool]
+
+
+def _positive(value: Any) -> bool:
+    """True when `value` is absent (None) or a finite number > 0."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return math.isfinite(float(value)) and float(value) > 0
+
+
+def _finite(value: Any) -> bool:
+    """True when `value` is absent, not a number, or a finite one (a NaN loss: training diverged)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return True
+    return math.isfinite(float(value))
+
+
+POSITIVE = "must be a finite number > 0"
+FINITE = "must be finite"
+# One check per metric a notebook reports: metric -> (check, what it requires). A metric that is
+# absent is not checked (notebooks report different metrics); one that is present must pass.
+METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
+    # matmul: a FLOP count or rate of 0 or NaN means nothing was multiplied or the clock failed.
+    **{name: (_positive, POSITIVE) for name in (
+        "flops_per_call", "tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "seconds_cold",
+        "seconds_warm", "blas_tflops")},
+    # training: steps, samples and times must have happened.
+    **{name: (_positive, POSITIVE) for name in (
+        "epochs_run", "global_batch_size", "train_time_s", "epoch_time_first_s", "samples_per_s", "steps",
+        "samples")},
+}
+
+
+def measurement_problems(metrics: Mapping[str, Any], timings: Mapping[str, Any] | None = None) -> list[str]:
+    """Why `metrics` (and `timings`) cannot be a measurement: empty when they can.
+
+    Checks each metric named in METRIC_CHECKS, every metric whose name holds 'loss' for a finite
+    value, and, for training timings (`timings["epochs"]`), that every epoch ran steps. Metrics
+    failing the same requirement are named together: 'tflops_warm = 0.0, seconds_warm = 0 (must ...)'.
+    """
+    failing: dict[str, list[str]] = {}
+    for name, value in metrics.items():
+        check, requirement = METRIC_CHECKS.get(name, (_finite, FINITE) if "loss" in name else (None, ""))
+        if check is not None and not check(value):
+            shown = value if isinstance(value, (int, float)) or not isinstance(value, numbers.Real) else float(value)
+            failing.setdefault(requirement, []).append(f"{name} = {shown}")
+    problems = [f"{', '.join(names)} ({requirement})" for requirement, names in failing.items()]
+    epochs = (timings or {}).get("epochs")
+    if isinstance(epochs, list):
+        if not epochs:
+            problems.append("no epoch was timed")
+        empty = [str(epoch.get("epoch", "?")) for epoch in epochs
+                 if isinstance(epoch, Mapping) and not epoch.get("steps")]
+        if empty:
+            problems.append(f"epoch(s) {', '.join(empty)} ran no training step")
+    return problems
 
 
 def default_results_path(notebook: str, device: str, root: str | Path = "outputs") -> Path:
@@ -164,7 +266,7 @@ def final_base(record_path: Path) -> Path:
 class Run:
     """One execution of a notebook: notes the start, then writes its record once at the end.
 
-    >>> run = start_run("matmul_tflops", params={"device": "cpu", "n": 512}, results_path="")
+    >>> run = start_run("matmul_tflops", globals())  # right after the notebook's parameters cell
     >>> run.record(device=dev, metrics={...}, timings={...}, data={...})
     """
 
@@ -203,17 +305,55 @@ class Run:
         if not is_chief_setup(device):
             return None
         device_section = device.as_record() if hasattr(device, "as_record") else dict(device or {})
+        problems = measurement_problems(metrics, timings) if status == "ok" else []
+        if problems:  # recorded as failed, with the reason, and the notebook stops here
+            status = "failed"
+            error = {"type": "MeasurementError", "kind": "not_a_measurement",
+                     "message": "not a measurement: " + "; ".join(problems)}
         record = make_record(
             self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,
             data=data, started_at=self.started_at, error=error, **extra,
         )
         write_json_atomic(self.path, record)
         self.written = record
+        if problems:
+            final = final_base(self.path)  # a sweep's temporary name undone: where the record ends up
+            raise MeasurementError(f"{error['message']}; recorded as failed in {final.with_name(final.name + '.json')}")
         return self.path
 
 
-def start_run(notebook: str, params: Mapping[str, Any], results_path: str | Path | None = None) -> Run:
-    """Begin a run of `notebook` with its parameters; `results_path` empty means the default path."""
+def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
+              params: Mapping[str, Any] | None = None, results_path: str | Path | None = None) -> Run:
+    """Begin a run of `notebook`, after checking its parameters.
+
+    `start_run("cnn_mnist", globals())`, right after a notebook's parameters cell: reads every
+    parameter the experiment's declaration names from `namespace`, checks them all against it and
+    raises ParameterError listing every problem ("n = 'abc': expected an int >= 1") before any work;
+    the record's params are those values, its path `results_path` (empty: the default path).
+
+    `start_run(name, params=..., results_path=...)` is for a notebook that has no declaration; where
+    `name` has one, `params` are checked against it all the same.
+    """
+    from colabkit.errors import ParameterError
+    from colabkit.experiments import check_values, find, get
+
+    if namespace is not None:
+        if params is not None:
+            raise TypeError("start_run takes a namespace (globals()) or params=, not both")
+        experiment = get(notebook)
+        values = {name: namespace[name] for name in experiment.parameter_names if name in namespace}
+        problems = check_values(experiment, values, complete=True)
+        if problems:
+            raise ParameterError(problems)
+        results_path = values.pop("results_path")
+        return Run(notebook, values, results_path)
+    if params is None:
+        raise TypeError(f'start_run("{notebook}", globals()) reads the parameters cell; or pass params=')
+    experiment = find(notebook)
+    if experiment is not None:
+        problems = check_values(experiment, {key: value for key, value in params.items()}, complete=False)
+        if problems:
+            raise ParameterError(problems)
     return Run(notebook, params, results_path)
 
 
@@ -244,7 +384,7 @@ def load_results(*dirs: str | Path):
         try:
             with open(path, encoding="utf-8") as stream:
                 payload = json.load(stream)
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or not UTF-8 text
             rejected.append((str(path), f"unreadable: {exc}"))
             continue
         if not isinstance(payload, dict) or "schema_version" not in payload:

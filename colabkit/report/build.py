@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import ReportError
+from colabkit.suite import suite_path
 
-REPORT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "report.ipynb"
+# The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
+REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
 REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", ".tex", ".md")}
 _TEMPLATE_NAME = "colabkit_report.html.j2"
 # The lab template, minus the scripts it loads from a CDN (require.js, MathJax, mermaid): the report
@@ -143,8 +145,8 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
         raise ReportError(f"results folder(s) not found: {', '.join(missing)}")
     source = Path(notebook) if notebook else REPORT_NOTEBOOK
     if not source.is_file():
-        raise ReportError(f"the report notebook {source} is missing: run from a checkout of colabkit "
-                          "(the notebook is not part of the installed package)")
+        raise ReportError(f"the report notebook {source} is missing: reinstall colabkit from its repository "
+                          "(pip install git+https://github.com/OWNER/NAME@REF) or run from a checkout")
     folder = prepare_output(Path(out).resolve())
     executed = folder / "report.ipynb"
     parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder)}

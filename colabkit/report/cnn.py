@@ -1,11 +1,16 @@
-"""CNN-MNIST section: epoch time and per-sample step time per batch size and device, with seed 003's
+"""CNN-MNIST section: epoch time and per-sample step time per batch size and device, with Alyafeai 2018's
 published figures beside ours, and test accuracy."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from colabkit.experiments.published import SEED_002_FRAMEWORKS, SEED_002_SOURCE, SEED_003_MNIST_CNN, SEED_003_SOURCE
+from colabkit.experiments.published import (
+    ALYAFEAI_2018_MNIST_CNN,
+    ALYAFEAI_2018_SOURCE,
+    RAGAB_FRAMEWORKS,
+    RAGAB_SOURCE,
+)
 from colabkit.plots import device_color
 from colabkit.report.common import (
     column,
@@ -24,8 +29,12 @@ from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "cnn_mnist"
-SEED_SERIES = {"gpu": "seed 003 (2018): K80 GPU", "tpu": "seed 003 (2018): TPU v2-8"}
-SEED_TRAIN_SAMPLES = 60_000
+INTRO = ("The small convolutional network of Alyafeai 2018 (GPUvsTPU notebook) trained at several batch sizes. The "
+         "first epoch (tracing, compilation) is reported apart; steady figures are medians over the later epochs, "
+         "with their spread. Per-sample time is the steady step time divided by the global batch, the unit the "
+         "Keras of 2018 printed, so Alyafeai's two tables (K80 GPU and TPU v2-8) sit beside ours.")
+PUBLISHED_SERIES = {"gpu": "Alyafeai 2018: K80 GPU", "tpu": "Alyafeai 2018: TPU v2-8"}
+PUBLISHED_TRAIN_SAMPLES = 60_000
 
 
 def cnn_table(data: ReportData) -> pd.DataFrame:
@@ -46,24 +55,24 @@ def cnn_table(data: ReportData) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def _seed_rows() -> pd.DataFrame:
-    return pd.DataFrame([{"series": SEED_SERIES[kind], "device": kind.upper(), "batch": batch,
+def _published_rows() -> pd.DataFrame:
+    return pd.DataFrame([{"series": PUBLISHED_SERIES[kind], "device": kind.upper(), "batch": batch,
                           "epoch_steady_s": figures["epoch_time_s"], "sample_us": figures["sample_time_us"]}
-                         for batch, devices in SEED_003_MNIST_CNN.items() for kind, figures in devices.items()])
+                         for batch, devices in ALYAFEAI_2018_MNIST_CNN.items() for kind, figures in devices.items()])
 
 
 def _colors(table: pd.DataFrame) -> dict[str, str]:
-    return {**label_colors(table["series"]), **{name: device_color(kind) for kind, name in SEED_SERIES.items()}}
+    return {**label_colors(table["series"]), **{name: device_color(kind) for kind, name in PUBLISHED_SERIES.items()}}
 
 
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     """Two panels of bars per global batch size: steady epoch time and per-sample time, ours (with
-    std over the steady epochs) beside seed 003's (hatched)."""
-    both = pd.concat([table, _seed_rows()], ignore_index=True)
+    std over the steady epochs) beside Alyafeai 2018's (hatched)."""
+    both = pd.concat([table, _published_rows()], ignore_index=True)
     figure, axes = new_figure(ncols=2, width=5.2, height=4.2)
     for ax, value, err, label in [(axes[0], "epoch_steady_s", "epoch_steady_std_s", "steady epoch time (s)"),
                                   (axes[1], "sample_us", "sample_std_us", "time per sample (us)")]:
-        grouped_bars(ax, both, "batch", value, err=err, colors=_colors(table), hatched=SEED_SERIES.values())
+        grouped_bars(ax, both, "batch", value, err=err, colors=_colors(table), hatched=PUBLISHED_SERIES.values())
         ax.set_xlabel("global batch size")
         ax.set_ylabel(label)
     axes[0].set_title("Epoch time (validation included)")
@@ -73,9 +82,9 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     behind = both[["series", "device", "batch", "epoch_steady_s", "epoch_steady_std_s", "sample_us", "sample_std_us"]]
     samples = sorted({int(n) for n in table["train_samples"].dropna()})
     caption = ("Steady state: median over the epochs after the first; bars: std over those epochs. Hatched: "
-               f"{SEED_003_SOURCE}.")
-    if samples and samples != [SEED_TRAIN_SAMPLES]:
-        caption += (f" Our epochs covered {', '.join(map(str, samples))} training samples, the seed's 60,000: "
+               f"{ALYAFEAI_2018_SOURCE}.")
+    if samples and samples != [PUBLISHED_TRAIN_SAMPLES]:
+        caption += (f" Our epochs covered {', '.join(map(str, samples))} training samples, Alyafeai 2018's 60,000: "
                     "compare per-sample times, not epoch times.")
     return ReportFigure("cnn_epoch_and_sample_time", figure, behind.copy(), caption)
 
@@ -96,27 +105,27 @@ def accuracy_figure(table: pd.DataFrame) -> ReportFigure:
                         f"{', '.join(map(str, epochs))} epoch(s).")
 
 
-def seed_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:
-    """Seed 003's table layout: a row per batch size, a column per device: ours, then the seed's."""
-    both = pd.concat([table[["series", "batch", value]], _seed_rows()[["series", "batch", value]]], ignore_index=True)
+def published_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Alyafeai 2018's table layout: a row per batch size, a column per device: ours, then theirs."""
+    both = pd.concat([table[["series", "batch", value]], _published_rows()[["series", "batch", value]]], ignore_index=True)
     pivot = both.pivot_table(index="batch", columns="series", values=value, aggfunc="first", sort=False)
-    ordered = [*dict.fromkeys(table["series"]), *SEED_SERIES.values()]
+    ordered = [*dict.fromkeys(table["series"]), *PUBLISHED_SERIES.values()]
     pivot = pivot[[name for name in ordered if name in pivot.columns]]
     return pivot.reset_index().rename(columns={"batch": "global batch"}).rename_axis(columns=None)
 
 
 def frameworks_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Seed 002's comparison, when the runs used several Keras backends: training time and test
-    accuracy per framework and device, ours beside the seed's (None with one backend or none)."""
+    """Ragab & Ragab's comparison, when the runs used several Keras backends: training time and test
+    accuracy per framework and device, ours beside theirs (None with one backend or none)."""
     if table["backend"].dropna().nunique() < 2:
         return None
     rows = []
     for row in table[table["backend"].notna()].itertuples():
-        seed = SEED_002_FRAMEWORKS.get((row.backend, row.device.split(":")[0].split(" ")[0].lower()), {})
+        published = RAGAB_FRAMEWORKS.get((row.backend, row.device.split(":")[0].split(" ")[0].lower()), {})
         rows.append({"framework": row.backend, "device": row.device, "global batch": row.batch,
                      "epochs": row.epochs_run, "train samples": row.train_samples, "training time (s)": row.train_time_s,
-                     "test accuracy": row.test_accuracy, "seed 002 training time (s)": seed.get("train_time_s"),
-                     "seed 002 test accuracy": seed.get("test_accuracy")})
+                     "test accuracy": row.test_accuracy, "Ragab & Ragab training time (s)": published.get("train_time_s"),
+                     "Ragab & Ragab test accuracy": published.get("test_accuracy")})
     return pd.DataFrame(rows).sort_values(["framework", "device", "global batch"]).reset_index(drop=True)
 
 
@@ -149,20 +158,20 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     section.items = [
         ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size."),
         *([epoch_figure] if epoch_figure else []),
-        ReportTable("cnn_epoch_time_vs_seed003", seed_comparison(table, "epoch_steady_s"),
-                    f"Steady epoch time (s) per global batch size: ours and {SEED_003_SOURCE}."),
-        ReportTable("cnn_sample_time_vs_seed003", seed_comparison(table, "sample_us"),
-                    f"Time per sample (us) per global batch size: ours and {SEED_003_SOURCE}."),
+        ReportTable("cnn_epoch_time_vs_published", published_comparison(table, "epoch_steady_s"),
+                    f"Steady epoch time (s) per global batch size: ours and {ALYAFEAI_2018_SOURCE}."),
+        ReportTable("cnn_sample_time_vs_published", published_comparison(table, "sample_us"),
+                    f"Time per sample (us) per global batch size: ours and {ALYAFEAI_2018_SOURCE}."),
         *([accuracy] if accuracy else []),
     ]
     frameworks = frameworks_table(table)
     if frameworks is not None:
         section.items.append(ReportTable(
-            "cnn_frameworks_vs_seed002", frameworks,
-            f"One CNN on several Keras backends: whole-fit time and test accuracy, and {SEED_002_SOURCE} "
-            "(their run: full MNIST; empty where the seed left the cell empty)."))
+            "cnn_frameworks_vs_published", frameworks,
+            f"One CNN on several Keras backends: whole-fit time and test accuracy, and {RAGAB_SOURCE} "
+            "(their run: full MNIST; empty where they left the cell empty)."))
 
 
 def cnn_section(data: ReportData) -> Section:
     """The CNN-MNIST section (or one that says why it has nothing to show)."""
-    return notebook_section(data, NOTEBOOK, "CNN on MNIST", "cnn", cnn_table, _fill)
+    return notebook_section(data, NOTEBOOK, "CNN on MNIST", "cnn", cnn_table, _fill, INTRO)

@@ -13,21 +13,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from colabkit.experiments import find
 from colabkit.report.figures import mark_substitute_data
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 
 SUBSTITUTES = ("OFFLINE", "SYNTHETIC")
-NOTEBOOK_TITLES = {
-    "matmul_tflops": "Matmul TFLOPS",
-    "cnn_mnist": "CNN on MNIST",
-    "dblstm_har": "dBLSTM on UCI HAR",
-    "timeseries_rnn": "Weather time series (GRU)",
-}
 
 
 def title_of(notebook: str) -> str:
-    return NOTEBOOK_TITLES.get(notebook, notebook)
+    """The experiment's declared title (colabkit.experiments), or the notebook's name without one."""
+    experiment = find(notebook)
+    return experiment.title if experiment else notebook
+
+
+def has_section(notebook: str) -> bool:
+    """Whether the report has a section for `notebook`'s records (it is a declared experiment)."""
+    return find(notebook) is not None
 
 
 def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
@@ -213,16 +215,19 @@ def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTabl
 
 def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
                      table_of: Callable[[ReportData], pd.DataFrame],
-                     fill: Callable[[Section, pd.DataFrame, ReportData], None]) -> Section:
+                     fill: Callable[[Section, pd.DataFrame, ReportData], None], intro: str = "") -> Section:
     """The skeleton of every notebook's section: `table_of(data)` gives the table of its ok runs and
-    `fill` adds the text, tables and figures made from it; without ok runs, the section says so. Then
-    the stand-in data warnings (section and figures) and, last, the runs that failed or were skipped."""
+    `fill` adds the text, tables and figures made from it, after the `intro` paragraph (what the
+    experiment does); without ok runs, the section says so. Then the stand-in data warnings (section
+    and figures) and, last, the runs that failed or were skipped."""
     section = Section(notebook, title)
     listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
     table = table_of(data)
     if not len(table):
         return without_results(section, data, notebook, listed)
     fill(section, table, data)
+    if intro:
+        section.text.insert(0, intro)
     mark_stand_in_data(section, data, notebook, list(section.figures.values()))
     if listed:
         section.items.append(listed)

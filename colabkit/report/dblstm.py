@@ -1,5 +1,5 @@
 """dBLSTM-HAR section: training time against units for each number of layers, per device; accuracy
-against units; the evaluation metrics per device (seed 000's figures); CPU/GPU/TPU runtime ratios."""
+against units; the evaluation metrics per device (the figures of Kimm, Paik & Kimm 2021); CPU/GPU/TPU runtime ratios."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 
 import pandas as pd
 
-from colabkit.experiments.published import SEED_000_CLAIMS, SEED_000_SOURCE
+from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_RATIOS, KIMM_2021_SOURCE
 from colabkit.report.common import (
     column,
     config_key,
@@ -32,12 +32,14 @@ from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "dblstm_har"
+INTRO = ("The stacked bidirectional LSTM of Kimm, Paik & Kimm 2021 on human activity recognition: training time "
+         "and test scores for each number of layers and units per layer, per device, as means over repeated runs "
+         "with their standard deviation; the evaluation metrics per device at one configuration; and the ratios "
+         "of training times between devices, beside the paper's claims.")
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
           ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
 REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
               "else the sample standard deviation of the per-repeat values")
-# Seed 000's claims as points: CPU time / GPU-or-TPU time at 128 and 256 units per layer.
-SEED_000_RATIOS = {128: 25.0, 256: 55.0}
 
 
 def dblstm_table(data: ReportData) -> pd.DataFrame:
@@ -113,7 +115,7 @@ def reference_config(table: pd.DataFrame) -> str | None:
 
 
 def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Accuracy, precision, recall and F1 per device at one configuration (seed 000's comparison)."""
+    """Accuracy, precision, recall and F1 per device at one configuration (the comparison of Kimm, Paik & Kimm 2021)."""
     table = table[table[[metric for metric, _ in SCORES]].notna().any(axis=1)]
     if not len(table):
         return None
@@ -174,19 +176,19 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
     for ax, count in zip(axes, layers):
         rows = ratios[ratios["layers"] == count]
         plot_lines(ax, rows, "units", "ratio")
-        ax.plot(list(SEED_000_RATIOS), list(SEED_000_RATIOS.values()), marker="*", markersize=12, linestyle="none",
-                color="#777777", markeredgecolor="black", label="seed 000 (2021): CPU / GPU or TPU")
+        ax.plot(list(KIMM_2021_RATIOS), list(KIMM_2021_RATIOS.values()), marker="*", markersize=12, linestyle="none",
+                color="#777777", markeredgecolor="black", label="Kimm, Paik & Kimm 2021: CPU / GPU or TPU")
         ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-        powers_of_two_axis(ax, [*rows["units"], *SEED_000_RATIOS])
+        powers_of_two_axis(ax, [*rows["units"], *KIMM_2021_RATIOS])
         ax.set_title(f"{format_number(count)} layer(s)")
         ax.set_xlabel("units per layer")
-    log_scale_if_wide(axes[0], [*ratios["ratio"], *SEED_000_RATIOS.values(), 1.0], ratio=10)
+    log_scale_if_wide(axes[0], [*ratios["ratio"], *KIMM_2021_RATIOS.values(), 1.0], ratio=10)
     axes[0].set_ylabel("training-time ratio")
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
     return ReportFigure("dblstm_runtime_ratios_vs_units", figure, ratios.drop(columns=["series"]).copy(),
                         "Training time of the first device divided by that of the second, same configuration "
-                        f"(above 1: the second is faster). Stars: {SEED_000_SOURCE}: {SEED_000_CLAIMS[0]}.")
+                        f"(above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]}.")
 
 
 def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
@@ -204,7 +206,7 @@ def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
 
 def dblstm_section(data: ReportData) -> Section:
     """The dBLSTM-HAR section (or one that says why it has nothing to show)."""
-    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill)
+    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill, INTRO)
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
@@ -212,7 +214,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     section.text = _findings(table, ratios)
     if ratios.empty:
         section.text.append("No configuration ran on two kinds of device, so no runtime ratio can be given.")
-    section.text.append(f"Seed 000 ({SEED_000_SOURCE}) claimed: {'; '.join(SEED_000_CLAIMS)}.")
+    section.text.append(f"{KIMM_2021_SOURCE} claimed: {'; '.join(KIMM_2021_CLAIMS)}.")
     figures = [item for item in (runtime_figure(table), accuracy_figure(table), metrics_figure(table)) if item]
     if not ratios.empty:
         figures.append(ratio_figure(ratios))

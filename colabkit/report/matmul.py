@@ -1,12 +1,12 @@
 """Matmul section: TFLOPS per device and matrix size, cold vs warm, speedup over the CPU, fraction of
-peak, with seed 001's published figures beside ours."""
+peak, with the published figures of Sarkar 2018 (Cloud TPU blog) beside ours."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from colabkit.experiments.published import SEED_001_MATMUL, SEED_001_SOURCE
+from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
 from colabkit.plots import device_color
 from colabkit.report.common import (
     column,
@@ -24,9 +24,13 @@ from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
 NOTEBOOK = "matmul_tflops"
-SEED_N = 4096  # seed 001 multiplied 4096 x 4096 matrices, 100 chained products per call
-# Seed 001's speedups over its CPU (0.47-0.53 TFLOPS), as the seed published them.
-SEED_001_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tpu", 75.0), "TPU v2-8, warm": ("tpu", 338.0)}
+INTRO = ("Two random `n x n` matrices multiplied `count` times in a row inside one compiled call (after Sarkar "
+         "2018, Cloud TPU blog). *Cold* is the first call, tracing and compilation included; *warm* the median of "
+         "the later calls. Peaks come from datasheets (estimated for CPUs); the speedup compares warm throughput "
+         "with the CPU's at the same size.")
+PUBLISHED_N = 4096  # Sarkar 2018 multiplied 4096 x 4096 matrices, 100 chained products per call
+# Sarkar 2018's speedups over its CPU (0.47-0.53 TFLOPS), as published.
+SARKAR_2018_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tpu", 75.0), "TPU v2-8, warm": ("tpu", 338.0)}
 
 
 def matmul_table(data: ReportData) -> pd.DataFrame:
@@ -55,49 +59,49 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
 
 
 def tflops_figure(table: pd.DataFrame) -> ReportFigure:
-    """Warm (solid, min-max bars) and cold (dashed) TFLOPS against n per device; seed 001's figures
+    """Warm (solid, min-max bars) and cold (dashed) TFLOPS against n per device; Sarkar 2018's figures
     as stars at n = 4096."""
     figure, (ax,) = new_figure(width=7.5, height=4.5)
     plot_lines(ax, table, "n", "tflops_warm", low="tflops_warm_min", high="tflops_warm_max", suffix=" - warm")
     plot_lines(ax, table, "n", "tflops_cold", linestyle="--", suffix=" - cold", filled=False)
-    seed_rows = []
-    for kind, label, value, filled in [("cpu", "CPU", SEED_001_MATMUL["cpu"]["tflops"], True),
-                                       ("gpu", "K80 GPU", SEED_001_MATMUL["gpu"]["tflops"], True),
-                                       ("tpu", "TPU v2-8, warm", SEED_001_MATMUL["tpu"]["tflops_warm"], True),
-                                       ("tpu", "TPU v2-8, cold", SEED_001_MATMUL["tpu"]["tflops_cold"], False)]:
-        ax.plot([SEED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
+    published_rows = []
+    for kind, label, value, filled in [("cpu", "CPU", SARKAR_2018_MATMUL["cpu"]["tflops"], True),
+                                       ("gpu", "K80 GPU", SARKAR_2018_MATMUL["gpu"]["tflops"], True),
+                                       ("tpu", "TPU v2-8, warm", SARKAR_2018_MATMUL["tpu"]["tflops_warm"], True),
+                                       ("tpu", "TPU v2-8, cold", SARKAR_2018_MATMUL["tpu"]["tflops_cold"], False)]:
+        ax.plot([PUBLISHED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
                 markerfacecolor=device_color(kind) if filled else "white",
                 markeredgecolor="black" if filled else device_color(kind), markeredgewidth=1.5,
-                label=f"seed 001 (2018): {label}")
-        seed_rows.append({"series": f"seed 001 (2018): {label}", "n": SEED_N, "tflops": value})
-    powers_of_two_axis(ax, [*table["n"], SEED_N])
-    log_scale_if_wide(ax, [*table["tflops_warm"], *table["tflops_cold"], *(r["tflops"] for r in seed_rows)])
+                label=f"Sarkar 2018: {label}")
+        published_rows.append({"series": f"Sarkar 2018: {label}", "n": PUBLISHED_N, "tflops": value})
+    powers_of_two_axis(ax, [*table["n"], PUBLISHED_N])
+    log_scale_if_wide(ax, [*table["tflops_warm"], *table["tflops_cold"], *(r["tflops"] for r in published_rows)])
     ax.set_xlabel("matrix size n (n x n)")
     ax.set_ylabel("TFLOPS")
     ax.set_title("Matmul TFLOPS: warm (solid), cold (dashed)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     ours = table[["series", "device", "n", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "tflops_cold"]]
-    behind = pd.concat([ours, pd.DataFrame(seed_rows)], ignore_index=True)
+    behind = pd.concat([ours, pd.DataFrame(published_rows)], ignore_index=True)
     caption = ("TFLOPS = replicas x count x 2 n^3 / seconds. Warm: median of the timed calls, bars from the "
                "fastest to the slowest; cold: the first call (tracing and compilation included). Stars: "
-               f"{SEED_001_SOURCE} (other hardware, 2018; the author warned they hold errors).")
+               f"{SARKAR_2018_SOURCE} (other hardware, 2018; the author warned they hold errors).")
     return ReportFigure("matmul_tflops_vs_n", figure, behind, caption)
 
 
 def speedup_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Warm speedup over the CPU baseline against n, per device; seed 001's published speedups as stars."""
+    """Warm speedup over the CPU baseline against n, per device; Sarkar 2018's published speedups as stars."""
     baseline = table.attrs.get("baseline")
     rows = table[(table["device"] != baseline) & table["speedup_vs_cpu"].notna()]
     if not len(rows):
         return None
     figure, (ax,) = new_figure(width=7.5, height=4.2)
     plot_lines(ax, rows, "n", "speedup_vs_cpu")
-    for label, (kind, value) in SEED_001_SPEEDUPS.items():
-        ax.plot([SEED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
-                markeredgecolor="black", label=f"seed 001 (2018): {label}")
+    for label, (kind, value) in SARKAR_2018_SPEEDUPS.items():
+        ax.plot([PUBLISHED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
+                markeredgecolor="black", label=f"Sarkar 2018: {label}")
     ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-    powers_of_two_axis(ax, [*rows["n"], SEED_N])
-    log_scale_if_wide(ax, [*rows["speedup_vs_cpu"], *(v for _, v in SEED_001_SPEEDUPS.values()), 1.0], ratio=10)
+    powers_of_two_axis(ax, [*rows["n"], PUBLISHED_N])
+    log_scale_if_wide(ax, [*rows["speedup_vs_cpu"], *(v for _, v in SARKAR_2018_SPEEDUPS.values()), 1.0], ratio=10)
     ax.set_xlabel("matrix size n (n x n)")
     ax.set_ylabel(f"warm TFLOPS / {baseline}")
     ax.set_title("Speedup over the CPU (same n, dtype and count)")
@@ -105,7 +109,7 @@ def speedup_figure(table: pd.DataFrame) -> ReportFigure | None:
     behind = rows[["series", "device", "n", "tflops_warm", "speedup_vs_cpu", "speedup_cold_vs_cpu"]].copy()
     return ReportFigure("matmul_speedup", figure, behind,
                         f"Warm throughput of each device divided by that of {baseline} at the same parameters "
-                        "(dotted line: as fast as the CPU). Stars: seed 001's published speedups at n = 4096.")
+                        "(dotted line: as fast as the CPU). Stars: Sarkar 2018's published speedups at n = 4096.")
 
 
 def peak_figure(table: pd.DataFrame) -> ReportFigure | None:
@@ -127,19 +131,19 @@ def peak_figure(table: pd.DataFrame) -> ReportFigure | None:
                         "(cores x clock x FMA width) from the clock it reports, so a boosting CPU can pass 100 %.")
 
 
-def seed_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Ours at the largest n each device ran, beside seed 001's published numbers (n = 4096)."""
+def published_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Ours at the largest n each device ran, beside Sarkar 2018's published numbers (n = 4096)."""
     ours = table.sort_values("n").groupby("series", sort=False).tail(1)
     rows = [{"source": f"ours: {row.series}", "n": row.n, "TFLOPS warm": row.tflops_warm, "TFLOPS cold": row.tflops_cold,
              "speedup over CPU (warm)": row.speedup_vs_cpu} for row in ours.itertuples()]
-    seed = SEED_001_MATMUL
+    published = SARKAR_2018_MATMUL
     rows += [
-        {"source": "seed 001: Colab CPU (2018)", "n": SEED_N, "TFLOPS warm": seed["cpu"]["tflops"],
+        {"source": "Sarkar 2018: Colab CPU", "n": PUBLISHED_N, "TFLOPS warm": published["cpu"]["tflops"],
          "TFLOPS cold": np.nan, "speedup over CPU (warm)": 1.0},
-        {"source": "seed 001: K80 GPU (2018)", "n": SEED_N, "TFLOPS warm": seed["gpu"]["tflops"],
-         "TFLOPS cold": np.nan, "speedup over CPU (warm)": SEED_001_SPEEDUPS["GPU (K80), warm"][1]},
-        {"source": "seed 001: TPU v2-8 (2018)", "n": SEED_N, "TFLOPS warm": seed["tpu"]["tflops_warm"],
-         "TFLOPS cold": seed["tpu"]["tflops_cold"], "speedup over CPU (warm)": SEED_001_SPEEDUPS["TPU v2-8, warm"][1]},
+        {"source": "Sarkar 2018: K80 GPU", "n": PUBLISHED_N, "TFLOPS warm": published["gpu"]["tflops"],
+         "TFLOPS cold": np.nan, "speedup over CPU (warm)": SARKAR_2018_SPEEDUPS["GPU (K80), warm"][1]},
+        {"source": "Sarkar 2018: TPU v2-8", "n": PUBLISHED_N, "TFLOPS warm": published["tpu"]["tflops_warm"],
+         "TFLOPS cold": published["tpu"]["tflops_cold"], "speedup over CPU (warm)": SARKAR_2018_SPEEDUPS["TPU v2-8, warm"][1]},
     ]
     return pd.DataFrame(rows)
 
@@ -173,11 +177,12 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
         ReportTable("matmul_tflops", printed, "Matmul throughput per device and size. Speedup: warm TFLOPS over "
                     f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters."),
         *figures,
-        ReportTable("matmul_vs_seed001", seed_table(table),
-                    f"Ours at the largest n measured per device, and {SEED_001_SOURCE}."),
+        ReportTable("matmul_vs_published", published_table(table),
+                    f"Ours at the largest n measured per device, and {SARKAR_2018_SOURCE}."),
     ]
 
 
 def matmul_section(data: ReportData) -> Section:
     """The matmul section (or one that says why it has nothing to show)."""
-    return notebook_section(data, NOTEBOOK, "Matrix multiplication throughput", "matmul", matmul_table, _fill)
+    return notebook_section(data, NOTEBOOK, "Matrix multiplication throughput", "matmul", matmul_table, _fill,
+                            INTRO)

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pandas as pd
 
-from colabkit.report.common import NOTEBOOK_TITLES, column, not_plotted, substitute_rows, substitute_warning
+from colabkit.report.common import column, has_section, not_plotted, substitute_rows, substitute_warning
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -136,7 +136,7 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
         section.warnings.append(f"{len(data.rejected)} file(s) look like records but could not be read (unknown schema "
                                 "version, missing fields or bad JSON); they are in no figure. See the table below.")
     used = data.used()
-    unknown = sorted(set(used["notebook"]) - set(NOTEBOOK_TITLES))
+    unknown = sorted(notebook for notebook in set(used["notebook"]) if not has_section(notebook))
     if not len(data.frame):
         section.text.append("No result records were found.")
     else:

@@ -5,26 +5,21 @@ from __future__ import annotations
 
 import pandas as pd
 
+from colabkit.experiments import all_experiments
 from colabkit.report.common import config_key, cpu_baseline, figure_warning, speedups, title_of
 from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
-# notebook -> (metric, higher is better, what it is)
-HEADLINES = {
-    "matmul_tflops": ("tflops_warm", True, "warm matmul TFLOPS"),
-    "cnn_mnist": ("epoch_time_steady_s", False, "steady epoch time"),
-    "dblstm_har": ("train_time_s", False, "training time"),
-    "timeseries_rnn": ("epoch_time_steady_s", False, "steady epoch time"),
-}
-
 
 def speedup_table(data: ReportData) -> pd.DataFrame:
-    """Per notebook and device: the speedup over the CPU baseline on the notebook's headline measure,
-    over the configurations both ran (median, min, max, how many)."""
+    """Per notebook and device: the speedup over the CPU baseline on the experiment's declared headline
+    measure, over the configurations both ran (median, min, max, how many)."""
     rows = []
-    for notebook, (metric, higher, what) in HEADLINES.items():
+    for experiment in all_experiments():
+        notebook, what = experiment.name, experiment.headline.label
+        metric, higher = experiment.headline.metric, experiment.headline.higher_is_better
         ok = data.ok(notebook)
         column = f"metrics.{metric}"
         if column not in ok or not ok[column].notna().any():
@@ -53,7 +48,7 @@ def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
         return None
     figure, (ax,) = new_figure(width=7.5, height=4.0)
     grouped_bars(ax, rows, "title", "speedup", series="device", low="min", high="max",
-                 colors=label_colors(rows["device"]), order=[title_of(n) for n in HEADLINES])
+                 colors=label_colors(rows["device"]), order=[experiment.title for experiment in all_experiments()])
     ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
     log_scale_if_wide(ax, [*rows["min"], *rows["max"], 1.0], ratio=10)
     ax.set_ylabel("speedup over the CPU (x)")
@@ -65,8 +60,8 @@ def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
         mark_substitute_data(figure, note)
     return ReportFigure("summary_speedup_by_notebook", figure, rows.drop(columns="title"),
                         "Median over the configurations that ran on both the device and the CPU (same parameters); "
-                        "bars from the smallest to the largest speedup. Matmul: warm TFLOPS ratio; training "
-                        "notebooks: CPU time / device time.")
+                        "bars from the smallest to the largest speedup: the device's value over the CPU's where "
+                        "higher is better (throughput), the CPU's over the device's where lower is (time).")
 
 
 def _times(value: float) -> str:
@@ -121,8 +116,8 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
         sentences.append("The multi-replica CPU runs split one CPU into logical devices that share its cores: they "
                          "exercise the multi-device code path, not extra hardware.")
     if (table["configurations"] > 0).any():
-        sentences.append("Speedups compare runs with the same parameters: the CPU's time over the device's for the "
-                         "training notebooks, the device's throughput over the CPU's for matmul.")
+        sentences.append("Speedups compare runs with the same parameters: the CPU's time over the device's for a "
+                         "time, the device's throughput over the CPU's for a throughput.")
     for device, rows in table.groupby("device", sort=False):
         sentences.append(_device_sentence(device, rows))
     if counts.get("failed", 0):

@@ -28,6 +28,9 @@ from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
 NOTEBOOK = "timeseries_rnn"
+INTRO = ("The recurrent weather model of Hvass-Labs tutorial #23 (run on Colab by Sarkar 2018) predicting "
+         "temperature, wind speed and pressure 24 hours ahead: epoch times per device and batch size, the loss "
+         "curves, the forecasts against the truth, and the errors beside a persistence forecast.")
 # Where a record says when EarlyStopping stopped training (None or absent: it did not fire).
 STOP_EPOCH_METRICS = ["metrics.early_stopping_epoch", "metrics.stopped_epoch"]
 _TIME_KEYS = ("timestamps", "timestamp", "times", "time", "datetime", "index")
@@ -242,7 +245,7 @@ def _findings(table: pd.DataFrame, errors: pd.DataFrame | None) -> str:
 def timeseries_section(data: ReportData) -> Section:
     """The time-series section (or one that says why it has nothing to show)."""
     return notebook_section(data, NOTEBOOK, "Weather forecasting with a recurrent network", "timeseries",
-                            timeseries_table, _fill)
+                            timeseries_table, _fill, INTRO)
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:

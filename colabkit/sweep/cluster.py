@@ -45,7 +45,15 @@ from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.record import make_record, utc_now, write_json_atomic
 from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, execute_combination, warm_up, write_skipped_record
 from colabkit.sweep.grid import Combination
-from colabkit.sweep.runner import Decision, Progress, decide, missing_device_reason, plan, sweep_lock
+from colabkit.sweep.runner import (
+    Decision,
+    Progress,
+    check_output_folder,
+    decide,
+    missing_device_reason,
+    plan,
+    sweep_lock,
+)
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -340,10 +348,10 @@ def _placeholders(files: RunFiles, notebook_source: bytes, address: str) -> None
 
 
 def _decide(combinations: list[Combination], out: Path, workers: dict[str, dict[str, Any]],
-            force: bool) -> list[Decision]:
+            force: bool, rerun_unreadable: bool) -> list[Decision]:
     """The local sweep's decisions, with the cluster's resources as the devices at hand."""
     available = cluster_devices(workers)
-    decisions = decide(combinations, out, available, force)
+    decisions = decide(combinations, out, available, force, rerun_unreadable)
     for decision in decisions:
         if decision.action == "skip" and missing_device_reason(decision.combination.device, available):
             need = resources_for(decision.combination.device) or {}
@@ -355,12 +363,13 @@ def _decide(combinations: list[Combination], out: Path, workers: dict[str, dict[
 
 def prepare_on_cluster(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
                        out: str | Path = "outputs", *, cluster: str, overrides: dict[str, Any] | None = None,
-                       force: bool = False) -> list[Decision]:
+                       force: bool = False, rerun_unreadable: bool = False) -> list[Decision]:
     """What `--dry-run --cluster` shows: validate, read the workers' resources, decide; submit nothing."""
     combinations = plan(grid_paths, preset, device, overrides, out)
+    check_output_folder(out)
     session = connect(cluster)
     try:
-        return _decide(combinations, Path(out), session.workers(), force)
+        return _decide(combinations, Path(out), session.workers(), force, rerun_unreadable)
     finally:
         session.close()
 
@@ -384,6 +393,7 @@ def run_cluster_sweep(
     jobs: int = 1,
     overrides: dict[str, Any] | None = None,
     force: bool = False,
+    rerun_unreadable: bool = False,
     timeout_s: float | None = None,
     html: bool = True,
     progress: bool = False,
@@ -401,13 +411,16 @@ def run_cluster_sweep(
     """
     if jobs != 1:
         raise ColabkitError("--jobs does not apply with --cluster: each Dask worker thread runs one combination")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ColabkitError(f"--timeout must be more than 0 seconds, got {timeout_s:g}")
     out = Path(out).absolute()
     combinations = plan(grid_paths, preset, device, overrides, out)  # every problem, before any connection
+    check_output_folder(out)
     session = connect(cluster, local_resources=local_resources, local_threads=local_threads)
     try:
         workers = session.workers()
-        decisions = _decide(combinations, out, workers, force)
-        return _run(decisions, session, workers, out, echo, progress, shared_out,
+        decisions = _decide(combinations, out, workers, force, rerun_unreadable)
+        return _run(decisions, session, workers, out, echo, progress, shared_out, rerun_unreadable,
                     RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()),
                                jobs=1, worker_grace_s=worker_grace_s))
     finally:
@@ -415,7 +428,8 @@ def run_cluster_sweep(
 
 
 def _run(decisions: list[Decision], session: ClusterSession, workers: dict[str, dict[str, Any]], out: Path,
-         echo: Callable[[str], None], progress: bool, shared_out: bool | None, options: RunOptions) -> list[Outcome]:
+         echo: Callable[[str], None], progress: bool, shared_out: bool | None, rerun_unreadable: bool,
+         options: RunOptions) -> list[Outcome]:
     distributed = _distributed()
     token = secrets.token_hex(8)
     share: ShareMode = "auto" if shared_out is None else ("shared" if shared_out else "returned")
@@ -423,16 +437,22 @@ def _run(decisions: list[Decision], session: ClusterSession, workers: dict[str, 
     outcomes: list[Outcome] = []
     with sweep_lock(out):
         for decision in decisions:
+            record_path = RunFiles.of(decision.combination, out).record
             if decision.action == "skip":
-                outcomes.append(write_skipped_record(decision.combination, out, decision.fingerprint, decision.reason))
+                outcomes.append(write_skipped_record(decision.combination, out, decision.fingerprint, decision.reason,
+                                                     replace_unreadable=rerun_unreadable))
             elif decision.action == "done":
-                record_path = RunFiles.of(decision.combination, out).record
                 outcomes.append(Outcome(decision.combination, "ok", 0.0, record_path, "finished earlier", resumed=True))
+            elif decision.action == "set_aside":
+                outcomes.append(Outcome(decision.combination, "skipped", 0.0, record_path, decision.reason,
+                                        set_aside=True))
         to_run = [decision for decision in decisions if decision.action in ("run", "rerun")]
         kept = sum(outcome.resumed for outcome in outcomes)
+        set_aside = sum(outcome.set_aside for outcome in outcomes)
         echo(f"{len(decisions)} combinations: {len(to_run)} to run on the Dask cluster at {session.address} "
              f"({len(workers)} workers, {threads} threads), {kept} finished earlier (kept), "
-             f"{len(outcomes) - kept} skipped (device absent)")
+             f"{len(outcomes) - kept - set_aside} skipped (device absent)"
+             + (f", {set_aside} set aside (record file unreadable; --rerun replaces it)" if set_aside else ""))
         hosts = [info.get("host") for info in workers.values() for _ in range(int(info.get("nthreads", 1)))]
         if len(hosts) != len(set(hosts)) and len(to_run) > 1 and any(resources_for(d.combination.device) is None for d in to_run):
             echo("warning: several worker threads share a host: CPU combinations that run side by side there "

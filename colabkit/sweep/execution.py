@@ -17,7 +17,9 @@ notebook that finished without writing its record ("missing_record").
 
 from __future__ import annotations
 
+import errno
 import glob
+import json
 import logging
 import math
 import os
@@ -36,7 +38,10 @@ from colabkit.records.record import make_record, read_record, running_path, utc_
 from colabkit.sweep.grid import Combination
 
 OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
-_OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "out of memory")
+# NumPy raises numpy._core._exceptions._ArrayMemoryError ("Unable to allocate 7.3 PiB for an array...");
+# PyTorch "CUDA out of memory", CUDA itself CUDA_ERROR_OUT_OF_MEMORY, XLA "RESOURCE_EXHAUSTED".
+_OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "Resource exhausted", "out of memory",
+                       "OUT_OF_MEMORY", "Unable to allocate")
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
 
 
@@ -64,6 +69,7 @@ class Outcome:
     record_path: Path
     message: str = ""
     resumed: bool = False  # True: an earlier sweep's record was kept, nothing ran now
+    set_aside: bool = False  # True: its record file cannot be read; kept untouched, nothing ran (see --rerun)
     error: dict[str, Any] = field(default_factory=dict)
 
 
@@ -95,9 +101,12 @@ class RunFiles:
         for stale in (self.record, self.html, self.notebook, *self.temporaries):
             stale.unlink(missing_ok=True)
 
-    def discard_temporaries(self) -> None:
+    def discard_temporaries(self, keep_notebook: bool = False) -> None:
+        """Remove the temporaries; `keep_notebook` keeps the running notebook, the mark of a run
+        that was interrupted (`status` counts it as unfinished; the next run removes it)."""
         for temporary in self.temporaries:
-            temporary.unlink(missing_ok=True)
+            if not (keep_notebook and temporary == self.running_notebook):
+                temporary.unlink(missing_ok=True)
 
 
 class _RunBudget:
@@ -177,7 +186,21 @@ def _started_cells(notebook_path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _is_out_of_memory(kind_name: str, message: str) -> bool:
-    return kind_name in OUT_OF_MEMORY_ERRORS or any(text in message for text in _OUT_OF_MEMORY_TEXT)
+    """An out-of-memory error by its type's name (also private subclasses such as NumPy's
+    _ArrayMemoryError) or by the allocator's words in its message."""
+    return (kind_name in OUT_OF_MEMORY_ERRORS or kind_name.endswith(OUT_OF_MEMORY_ERRORS)
+            or any(text in message for text in _OUT_OF_MEMORY_TEXT))
+
+
+def _exception_kind(ename: str, message: str) -> str:
+    """The `kind` of an exception raised in a cell: oom, not_a_measurement, filesystem or exception."""
+    if _is_out_of_memory(ename, message):
+        return "oom"
+    if ename == "MeasurementError":
+        return "not_a_measurement"
+    if "No space left on device" in message or "Disk quota exceeded" in message:
+        return "filesystem"
+    return "exception"
 
 
 def _source_index(source_notebook: Path, source: str, executed_index: int | None) -> int | None:
@@ -206,7 +229,7 @@ def describe_failure(exc: BaseException, running_notebook: Path, source_notebook
     if ename:  # papermill.PapermillExecutionError: an exception raised inside a cell
         message, source = str(getattr(exc, "evalue", "")), str(getattr(exc, "source", ""))
         cell = _source_index(source_notebook, source, getattr(exc, "cell_index", None))
-        return {"type": ename, "kind": "oom" if _is_out_of_memory(ename, message) else "exception",
+        return {"type": ename, "kind": _exception_kind(ename, message),
                 "message": message[:4000], "cell": cell, "exec_count": getattr(exc, "exec_count", None),
                 "source": source[:2000]}
     error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc).strip()[:2000]}
@@ -221,6 +244,8 @@ def describe_failure(exc: BaseException, running_notebook: Path, source_notebook
             error["exit_code"] = exit_code
     elif isinstance(exc, NoSuchKernel):
         error.update(kind="kernel_start", message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
+    elif is_filesystem_fault(exc):
+        error["kind"] = "filesystem"
     else:
         error["kind"] = "oom" if _is_out_of_memory(error["type"], error["message"]) else "sweep"
     started = _started_cells(running_notebook)
@@ -232,6 +257,16 @@ def describe_failure(exc: BaseException, running_notebook: Path, source_notebook
     elif error["kind"] == "sweep":
         error["kind"] = "kernel_start"  # nothing ran: the kernel never came up
     return error
+
+
+FILESYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG,
+                               errno.ENOTDIR, errno.EISDIR, errno.EEXIST})
+
+
+def is_filesystem_fault(exc: BaseException) -> bool:
+    """A fault of the output folder (full disk, no permission, a file where a folder should be):
+    it fails the combination it hit, never the whole sweep, and retrying at once does not help."""
+    return isinstance(exc, OSError) and exc.errno in FILESYSTEM_ERRNOS
 
 
 def _notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any] | None:
@@ -306,7 +341,8 @@ def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], 
         except Exception as exc:  # noqa: BLE001 - whatever one run does must not sink the sweep
             log.write("\n" + "".join(traceback.format_exception(exc)))
             never_started = not _started_cells(files.running_notebook) and not getattr(exc, "ename", None)
-            if never_started and attempt < options.start_attempts and not isinstance(exc, NoSuchKernel):
+            if (never_started and attempt < options.start_attempts and not isinstance(exc, NoSuchKernel)
+                    and not is_filesystem_fault(exc)):
                 # Two kernels starting at once can pick the same free port; a moment later they won't.
                 delay = attempt + random.uniform(0, 1)
                 log.write(f"\n[colabkit] the kernel did not start (attempt {attempt} of {options.start_attempts}); "
@@ -351,11 +387,11 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     temporaries are removed and no record is written, so a resumed sweep runs it again.
     """
     files = RunFiles.of(combination, out)
-    files.prepare()
     started_at, start = utc_now(), time.perf_counter()
     params = {**combination.params, "results_path": str(files.running_record.resolve())}
     sweep_section = {"jobs": options.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
     try:
+        files.prepare()
         with open(files.log, "w", encoding="utf-8") as log, _library_logs_to(log):
             log.write(f"[colabkit] {combination.label}\n[colabkit] parameters {combination.params}\n"
                       f"[colabkit] fingerprint {fingerprint.get('digest')}\n")
@@ -363,9 +399,57 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
             error, attempts = _execute(combination, files, params, options, log, env)
             sweep_section["kernel_start_attempts"] = attempts
             return _commit(combination, files, fingerprint, options, error, started_at, start, sweep_section, log)
+    except OSError as exc:
+        if not is_filesystem_fault(exc):
+            files.discard_temporaries()
+            raise
+        # A full disk or an unwritable folder fails this combination; the sweep goes on.
+        error = {"type": type(exc).__name__, "kind": "filesystem",
+                 "message": f"{exc.strerror or exc}: {exc.filename or files.base.parent}"}
+        _remove_if_truncated(files.notebook)
+        return fail_without_crashing(combination, files, fingerprint, error, started_at, sweep_section,
+                                     time.perf_counter() - start)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: the partial notebook stays under its temporary name, so that `status`
+        # shows the combination as unfinished and the next sweep runs it again (and removes it).
+        files.discard_temporaries(keep_notebook=True)
+        raise
     except BaseException:
         files.discard_temporaries()
         raise
+
+
+def _remove_if_truncated(notebook: Path) -> None:
+    """A notebook a full disk cut short is no product to inspect: it must not pass for one."""
+    try:
+        with open(notebook, encoding="utf-8") as stream:
+            json.load(stream)
+    except OSError:
+        pass  # none there, or its folder cannot be reached: nothing to remove
+    except ValueError:  # cut short: not JSON (or not even UTF-8)
+        try:
+            notebook.unlink(missing_ok=True)
+        except OSError:
+            pass  # a file system that refuses even this: the failed outcome says what happened
+
+
+def fail_without_crashing(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
+                          error: dict[str, Any], started_at: str | None = None,
+                          sweep_section: dict[str, Any] | None = None, seconds: float = 0.0) -> Outcome:
+    """Write the failed record of a file-system fault if the folder takes it; if it does not (the
+    disk is full, the folder unwritable), the outcome alone says what happened."""
+    try:
+        return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section, seconds)
+    except OSError as again:
+        if not is_filesystem_fault(again):
+            raise
+        try:
+            files.discard_temporaries()
+        except OSError:
+            pass  # the folder itself is unreachable: there is nothing of this run in it to remove
+        return Outcome(combination, "failed", seconds, files.record,
+                       f"{error['type']}: {error['message']} (no record could be written: {again.strerror})",
+                       error=dict(error))
 
 
 def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, Any], options: RunOptions,
@@ -423,18 +507,23 @@ def write_failed_record(combination: Combination, files: RunFiles, fingerprint: 
 
 
 def write_skipped_record(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
-                         reason: str) -> Outcome:
+                         reason: str, replace_unreadable: bool = False) -> Outcome:
     """Record a combination this machine cannot run, without running it.
 
-    An `ok` record already there (copied from the machine that has the device) is kept as it is.
+    An `ok` record already there (copied from the machine that has the device) is kept as it is,
+    and so is a record file this colabkit cannot read, unless `replace_unreadable` (`--rerun`).
     """
     files = RunFiles.of(combination, out)
     if files.record.exists():
         try:
             if read_record(files.record)["status"] == "ok":
                 return Outcome(combination, "skipped", 0.0, files.record, reason + " (an earlier ok record is kept)")
-        except RecordError:
-            pass  # an unreadable record is replaced by the skipped one
+        except (RecordError, OSError) as exc:
+            if not replace_unreadable:  # e.g. an ok record of a newer schema: never lose it to a skip
+                why = str(exc).removeprefix(f"{files.record}: ")
+                return Outcome(combination, "skipped", 0.0, files.record,
+                               f"{reason}; its record file cannot be read and is kept as it is ({why})",
+                               set_aside=True)
     record = make_record(combination.name, "skipped", combination.params, device={"requested": combination.device},
                          error={"type": "DeviceNotAvailable", "kind": "skipped", "message": reason},
                          fingerprint=fingerprint)

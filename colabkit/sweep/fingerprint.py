@@ -2,9 +2,16 @@
 
 A combination's fingerprint covers the notebook's content (its cells' types and sources, not
 outputs or metadata, so opening and saving a clean notebook does not invalidate results), the
-combination's parameters, colabkit's version and TensorFlow's version. The sweep stores it in
-every record it commits (top-level field `fingerprint`); a record whose fingerprint digest
-matches is a finished result that a resumed sweep does not run again.
+combination's parameters, colabkit's version, colabkit's code and TensorFlow's version. The sweep
+stores it in every record it commits (top-level field `fingerprint`); a record whose fingerprint
+digest matches is a finished result that a resumed sweep does not run again.
+
+colabkit's code counts by content (`code_sha256`: every .py file of the package), not by commit id,
+so a resumed sweep never keeps records made by other code, whether the code came from a checkout
+(committed or dirty: a `-dirty` commit id says nothing about which edits), a pip install from git
+(Colab) or a wheel; and a commit that changed only notebooks, grids or docs reruns nothing that did
+not change. The commit (`git_commit`, as records carry it) is stored beside it to say which code that
+was, and is left out of the digest.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from colabkit.records.provenance import git_commit
 
 # Distributions that provide the `tensorflow` module, in the order they are looked for.
 _TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tf-nightly", "tensorflow-macos")
@@ -44,6 +53,7 @@ def notebook_digest(path: str | Path) -> str:
     return _notebook_digest_cached(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
 
 
+@lru_cache(maxsize=1)  # read once per process: reading package metadata costs ~1 ms, per combination
 def tensorflow_version() -> str | None:
     """The installed TensorFlow's version, read from package metadata (TensorFlow is not imported)."""
     for distribution in _TENSORFLOW_DISTRIBUTIONS:
@@ -60,15 +70,39 @@ def colabkit_version() -> str:
     return __version__
 
 
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 of colabkit's own source: every .py file under the package, with its relative path.
+
+    Read once per process: the code a process imported does not change while it runs.
+    """
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode("utf-8") + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_commit() -> str | None:
+    """The commit colabkit's code came from (records.provenance.git_commit), once per process."""
+    return git_commit()
+
+
 def fingerprint(notebook: str | Path, params: dict[str, Any]) -> dict[str, Any]:
-    """The fingerprint of running `notebook` with `params` here: its parts and their digest."""
+    """The fingerprint of running `notebook` with `params` here: its parts and their digest.
+
+    `git_commit` is informative only: the digest covers the code itself (`code_sha256`).
+    """
     parts = {
         "notebook_sha256": notebook_digest(notebook),
         "params": dict(params),
         "colabkit": colabkit_version(),
+        "code_sha256": code_digest(),
         "tensorflow": tensorflow_version(),
     }
-    return {"digest": _sha256(_canonical(parts)), **parts}
+    return {"digest": _sha256(_canonical(parts)), **parts, "git_commit": code_commit()}
 
 
 def stale_reason(recorded: Any, current: dict[str, Any]) -> str | None:
@@ -88,4 +122,8 @@ def stale_reason(recorded: Any, current: dict[str, Any]) -> str | None:
     for part, label in (("colabkit", "colabkit"), ("tensorflow", "TensorFlow")):
         if recorded.get(part) != current[part]:
             changes.append(f"{label} {recorded.get(part)} -> {current[part]}")
+    if recorded.get("code_sha256") != current["code_sha256"]:
+        commits = (recorded.get("git_commit"), current.get("git_commit"))
+        changes.append("colabkit's code changed" + (f" (commit {commits[0]} -> {commits[1]})"
+                                                    if commits[0] != commits[1] else ""))
     return "; ".join(changes) or "its fingerprint differs"

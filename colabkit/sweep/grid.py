@@ -19,9 +19,12 @@ or a fixed value): `-p batch_size=64` pins an axis to one value. Within one laye
 in one place only. `zip` may also be a single mapping (one group).
 
 Validation happens before anything runs and reports every problem found, one line each: unknown
-keys, a missing notebook, parameters the notebook's `parameters` cell does not declare, values of
-the wrong type for the declared parameter (see colabkit.notebook_params), empty lists, zip lists of
-unequal length, values listed twice, and devices colabkit does not know. Files are read with YAML's
+keys, a missing notebook, parameters the notebook does not declare, values outside what the
+parameter takes, empty lists, zip lists of unequal length, values listed twice, and devices colabkit
+does not know. A notebook with an experiment declaration (colabkit.experiments, found by the
+notebook's file name) is checked against the declaration's types, ranges and choices
+("grid.n: n = 0: expected an int >= 1"), and its parameters cell must assign the same names; a
+notebook without one against the types of its parameters cell's defaults (colabkit.sweep.parameters). Files are read with YAML's
 safe loader; values reach a notebook only as papermill parameters.
 """
 
@@ -38,6 +41,8 @@ import yaml
 
 from colabkit.device.spec import DEVICE_KINDS, parse_device
 from colabkit.errors import GridError, UnknownDeviceError
+from colabkit.experiments import Experiment, Parameter, find
+from colabkit.suite import suite_root
 from colabkit.sweep.parameters import DeclaredParameter, declared_parameters
 
 TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
@@ -136,7 +141,8 @@ class GridSpec:
     base: Layer
     presets: dict[str, Layer]
     description: str = ""
-    parameters: dict[str, DeclaredParameter] = field(default_factory=dict)
+    parameters: dict[str, Parameter | DeclaredParameter] = field(default_factory=dict)
+    experiment: Experiment | None = None
 
     @property
     def grid(self) -> dict[str, list[Any]]:
@@ -171,8 +177,9 @@ def _resolve_notebook(grid_path: Path, notebook: str) -> Path:
     candidate = Path(notebook)
     if candidate.is_absolute():
         return candidate
-    # Relative to where the command runs, else to the project holding parameters/.
-    for base in (Path.cwd(), grid_path.parent, grid_path.parent.parent):
+    # Relative to where the command runs, else to the project holding parameters/, else the suite's
+    # own copy (the checkout colabkit runs from, or the one installed with it: colabkit.suite).
+    for base in (Path.cwd(), grid_path.parent, grid_path.parent.parent, suite_root()):
         if (base / candidate).exists():
             return (base / candidate).resolve()
     return (grid_path.parent.parent / candidate).resolve()
@@ -264,7 +271,38 @@ def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
     return layer
 
 
-def check_layer_values(layer: Layer, parameters: dict[str, DeclaredParameter], notebook_label: str,
+def value_problem(parameter: Parameter | DeclaredParameter, value: Any) -> str | None:
+    """Why `value` does not fit `parameter` (declared by an experiment, or read from a parameters cell)."""
+    if isinstance(parameter, Parameter):
+        return parameter.problem(value)
+    return parameter.problem_with(value)
+
+
+def notebook_parameters(notebook: Path, problems: list[str]) -> tuple[dict[str, Parameter | DeclaredParameter],
+                                                                    Experiment | None]:
+    """The parameters a sweep may set on `notebook`, by name, and its experiment declaration if it has
+    one. A declared notebook whose parameters cell assigns other names than its declaration is a
+    problem: the notebook would record values the sweep never checked."""
+    try:
+        cell = declared_parameters(notebook)
+    except GridError as exc:
+        problems.extend(exc.problems)
+        return {}, None
+    experiment = find(notebook.stem)
+    if experiment is None:
+        return dict(cell), None
+    declared = experiment.parameter_names
+    extra = [name for name in cell if name not in declared]
+    missing = [name for name in declared if name not in cell]
+    if extra or missing:
+        problems.append(f"notebook {notebook.name}'s parameters cell and the declaration of experiment "
+                        f"{experiment.name} differ: " + "; ".join(
+                            ([f"only the cell has {', '.join(extra)}"] if extra else [])
+                            + ([f"only the declaration has {', '.join(missing)}"] if missing else [])))
+    return {parameter.name: parameter for parameter in experiment.parameters}, experiment
+
+
+def check_layer_values(layer: Layer, parameters: dict[str, Parameter | DeclaredParameter], notebook_label: str,
                        problems: list[str]) -> None:
     """Append a problem for every key `layer` sets that the notebook lacks, the sweep owns, or whose
     value has the wrong type or names an unknown device."""
@@ -277,13 +315,13 @@ def check_layer_values(layer: Layer, parameters: dict[str, DeclaredParameter], n
                             f"(its parameters cell has: {', '.join(sorted(parameters))})")
             continue
         for value in values:
-            if key == "device":
+            if key == "device" and not isinstance(parameters.get(key), Parameter):
                 try:
                     parse_device(str(value))
                 except UnknownDeviceError as exc:
                     problems.append(f"{where}: {exc}")
                 continue
-            problem = parameters[key].problem_with(value) if key in parameters else None
+            problem = value_problem(parameters[key], value) if key in parameters else None
             if problem:
                 problems.append(f"{where}: {problem}")
 
@@ -305,7 +343,8 @@ def load_grid(path: str | Path) -> GridSpec:
         problems.append(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL_KEYS)}")
     notebook_name = raw.get("notebook")
     notebook = None
-    parameters: dict[str, DeclaredParameter] = {}
+    parameters: dict[str, Parameter | DeclaredParameter] = {}
+    experiment = None
     if not isinstance(notebook_name, str) or not notebook_name:
         problems.append("`notebook` (path of the .ipynb to run) is missing")
     else:
@@ -313,10 +352,7 @@ def load_grid(path: str | Path) -> GridSpec:
         if not notebook.is_file():
             problems.append(f"notebook {notebook_name!r} not found (looked for {notebook})")
         else:
-            try:
-                parameters = declared_parameters(notebook)
-            except GridError as exc:
-                problems.extend(exc.problems)
+            parameters, experiment = notebook_parameters(notebook, problems)
     base = _read_layer(raw, "", problems)
     presets_raw = raw.get("presets") or {}
     if not isinstance(presets_raw, dict):
@@ -338,7 +374,7 @@ def load_grid(path: str | Path) -> GridSpec:
         problems.append("no `device` axis: add `device: [cpu, gpu, tpu]` to the grid (or a fixed device)")
     if problems:
         raise GridError(problems, str(grid_path))
-    return GridSpec(grid_path, notebook, base, presets, str(raw.get("description") or ""), parameters)
+    return GridSpec(grid_path, notebook, base, presets, str(raw.get("description") or ""), parameters, experiment)
 
 
 # --- the command line's -p KEY=VALUE ------------------------------------------------------------
@@ -378,23 +414,25 @@ def check_overrides(specs: list[GridSpec], overrides: dict[str, Any]) -> list[st
     epochs where there is one), so it is an error only when no notebook has it.
     """
     problems: list[str] = []
+    seen: set[str] = set()  # one line for a value several notebooks refuse alike
     for key, value in overrides.items():
         owners = [spec for spec in specs if key in spec.parameters]
         if key in SET_BY_THE_SWEEP:
             problems.append(f"-p {key}: `{key}` is set by the sweep for each combination")
-        elif key == "device":
+        elif key == "device" and not any(isinstance(spec.parameters.get(key), Parameter) for spec in owners):
             try:
                 parse_device(str(value))
             except UnknownDeviceError as exc:
                 problems.append(f"-p device: {exc}")
-        elif not owners:
+        elif not owners and specs:  # (no spec at all: every grid file failed, and said why)
             names = ", ".join(spec.notebook.name for spec in specs)
             problems.append(f"-p {key}: no notebook of this sweep declares a parameter `{key}` ({names})")
         for spec in owners:
-            if key != "device":
-                problem = spec.parameters[key].problem_with(value)
-                if problem:
+            if key != "device" or isinstance(spec.parameters[key], Parameter):
+                problem = value_problem(spec.parameters[key], value)
+                if problem and problem not in seen:
                     problems.append(f"-p {key} ({spec.notebook.name}): {problem}")
+                    seen.add(problem)
     return problems
 
 

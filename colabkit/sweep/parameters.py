@@ -1,5 +1,9 @@
 """What a notebook's `parameters` cell declares, and whether a value fits a declared parameter.
 
+A notebook with an experiment declaration (colabkit.experiments) is checked against that: its types,
+ranges and choices. What follows is the fallback for a notebook that has none (a scratch notebook
+swept as it is), and how the sweep reads the names a parameters cell assigns.
+
 papermill's inspection (`papermill.inspect_notebook`) gives each parameter's name, default (as
 source text), inferred type (only where the line has a type annotation) and help (its comment).
 Most notebooks write `n = 1024  # matrix size`, with no annotation, so the type a value must have

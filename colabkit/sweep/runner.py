@@ -29,21 +29,30 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.device.spec import parse_device
-from colabkit.errors import ColabkitError, GridError, RecordError, SweepInterrupted, SweepLockedError
+from colabkit.errors import (
+    ColabkitError,
+    GridError,
+    OutputFolderError,
+    RecordError,
+    SweepInterrupted,
+    SweepLockedError,
+)
 from colabkit.records.record import read_record
 from colabkit.sweep.execution import (
     Outcome,
     RunFiles,
     RunOptions,
     execute_combination,
+    fail_without_crashing,
+    is_filesystem_fault,
     warm_up,
-    write_failed_record,
     write_skipped_record,
 )
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
 from colabkit.sweep.grid import Combination, check_overrides, duplicate_problems, expand, load_grid
 
-__all__ = ["Decision", "Outcome", "RunOptions", "decide", "detect_devices", "dry_run_table", "missing_device_reason",
+__all__ = ["Decision", "Outcome", "RunOptions", "check_output_folder", "decide", "detect_devices", "dry_run_table",
+           "missing_device_reason",
            "plan", "prepare", "run_sweep", "summary_table", "sweep_lock", "text_table"]
 
 _DETECT = "import json; from colabkit.device import available_devices; print(json.dumps(available_devices()))"
@@ -182,9 +191,12 @@ class Decision:
     """What a sweep will do with one combination, and why."""
 
     combination: Combination
-    action: str  # run | rerun | done (an earlier ok record is kept) | skip (device absent)
+    # run | rerun | done (an earlier ok record is kept) | skip (device absent)
+    # | set_aside (its record file cannot be read: kept untouched, nothing runs; --rerun replaces it)
+    action: str
     reason: str
     fingerprint: dict[str, Any]
+    note: str = ""  # what else the dry run should say (a skip keeps a record file it cannot read)
 
 
 def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -193,22 +205,32 @@ def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
     try:
         return read_record(path), ""
     except (RecordError, OSError) as exc:
-        return None, f"its record is unreadable ({exc})"
+        return None, f"its record cannot be read ({str(exc).removeprefix(f'{path}: ')})"
 
 
 def decide(combinations: list[Combination], out: str | Path, available: dict[str, int],
-           force: bool = False) -> list[Decision]:
-    """Run, rerun, keep or skip, per combination, from the records already in `out`."""
+           force: bool = False, rerun_unreadable: bool = False) -> list[Decision]:
+    """Run, rerun, keep, skip or set aside, per combination, from the records already in `out`.
+
+    A record file that cannot be read (not UTF-8, not JSON, a schema this colabkit does not know,
+    e.g. an ok record from a newer colabkit) is never overwritten unless `rerun_unreadable`: its
+    combination is set aside.
+    """
     decisions = []
     for combination in combinations:
         current = fingerprint(combination.notebook, combination.params)
         files = RunFiles.of(combination, out)
         absent = missing_device_reason(combination.device, available) or unsupported_combination(combination)
         if absent:
-            decisions.append(Decision(combination, "skip", absent, current))
+            unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
+            kept = f"; {unreadable} and is kept as it is" if unreadable else ""
+            decisions.append(Decision(combination, "skip", absent, current, note=kept))
             continue
         record, unreadable = _existing_record(files.record)
-        if record is None:
+        if unreadable and not rerun_unreadable:
+            decisions.append(Decision(combination, "set_aside", f"{unreadable}; kept as it is (--rerun replaces it)",
+                                      current))
+        elif record is None:
             interrupted = files.running_notebook.exists()
             reason = unreadable or ("an earlier sweep stopped while running it" if interrupted else "not run yet")
             decisions.append(Decision(combination, "rerun" if unreadable or interrupted else "run", reason, current))
@@ -228,11 +250,33 @@ def decide(combinations: list[Combination], out: str | Path, available: dict[str
 
 def prepare(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
             out: str | Path = "outputs", available: dict[str, int] | None = None,
-            overrides: dict[str, Any] | None = None, force: bool = False) -> list[Decision]:
-    """Validate, detect devices (unless `available` is given), and decide every combination."""
+            overrides: dict[str, Any] | None = None, force: bool = False,
+            rerun_unreadable: bool = False) -> list[Decision]:
+    """Validate, check the output folder, detect devices (unless `available` is given), and
+    decide every combination. Writes nothing."""
     combinations = plan(grid_paths, preset, device, overrides, out)
+    check_output_folder(out)
     available = detect_devices() if available is None else available
-    return decide(combinations, out, available, force)
+    return decide(combinations, out, available, force, rerun_unreadable)
+
+
+def check_output_folder(out: str | Path) -> None:
+    """Raise OutputFolderError (one line) unless `out` is, or can be made, a folder this process
+    can write into. Creates nothing: the first existing folder on the way is checked instead."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise OutputFolderError(f"output folder {folder} is a file, not a folder: choose another --out")
+    existing = folder
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing != folder and not existing.is_dir():
+        raise OutputFolderError(f"output folder {folder} cannot be made: {existing} is a file, not a folder")
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        raise OutputFolderError(f"output folder {folder} is on a read-only file system ({existing})")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputFolderError(f"output folder {folder} is not writable ({existing}: permission denied)")
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -246,10 +290,16 @@ def sweep_lock(out: str | Path) -> Iterator[None]:
     import fcntl
 
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputFolderError(f"output folder {folder} cannot be made: {exc.strerror}") from None
     path = folder / LOCK_NAME
     while True:
-        handle = open(path, "a+", encoding="utf-8")
+        try:
+            handle = open(path, "a+", encoding="utf-8")
+        except OSError as exc:
+            raise OutputFolderError(f"output folder {folder} is not writable: {exc.strerror}") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -263,10 +313,13 @@ def sweep_lock(out: str | Path) -> Iterator[None]:
         if os.path.exists(path) and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
             break
         handle.close()  # the holder removed the file between our open and lock: take the new one
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+    except OSError:
+        pass  # a full disk: the lock holds without the pid, which only tells `status` who holds it
     try:
         yield
     finally:
@@ -391,18 +444,19 @@ def _run_parallel(decisions: list[Decision], out: Path, options: RunOptions, ava
                     broken = True
                     error = {"type": type(exc).__name__, "kind": "worker_died",
                              "message": "the worker process running it died (killed, or out of host memory)"}
-                    outcome = write_failed_record(decision.combination, RunFiles.of(decision.combination, out),
-                                                  decision.fingerprint, error, seconds=time.perf_counter() - started,
-                                                  sweep_section={"jobs": options.jobs})
+                    outcome = fail_without_crashing(decision.combination, RunFiles.of(decision.combination, out),
+                                                    decision.fingerprint, error, seconds=time.perf_counter() - started,
+                                                    sweep_section={"jobs": options.jobs})
                 outcomes.append(outcome)
                 progress.finished(outcome)
             if broken:  # every job of a broken pool fails; start a fresh pool for the rest
                 pool.shutdown(wait=False, cancel_futures=True)
                 pool = _new_pool(options.jobs)
-    except BaseException:
+    except BaseException as stopped:
         _stop_workers(pool)
+        interrupted = isinstance(stopped, KeyboardInterrupt)  # keep the marks `status` shows as unfinished
         for decision, _, _ in running.values():
-            RunFiles.of(decision.combination, out).discard_temporaries()
+            RunFiles.of(decision.combination, out).discard_temporaries(keep_notebook=interrupted)
         raise
     pool.shutdown(wait=True)
 
@@ -418,6 +472,7 @@ def run_sweep(
     *,
     overrides: dict[str, Any] | None = None,
     force: bool = False,
+    rerun_unreadable: bool = False,
     timeout_s: float | None = None,
     jobs: int = 1,
     html: bool = True,
@@ -426,30 +481,43 @@ def run_sweep(
 ) -> list[Outcome]:
     """Run every combination that is not finished yet; return one Outcome per combination.
 
-    Nothing runs if a grid file, override or combination is invalid (GridError). Combinations
-    whose record is ok with a matching fingerprint are kept (`resumed`) unless `force`; absent
-    devices are recorded as skipped. Raises SweepInterrupted (with the outcomes so far) on Ctrl-C.
+    Nothing runs if a grid file, override or combination is invalid (GridError), or if `out`
+    cannot be written or is locked by another sweep (OutputFolderError, SweepLockedError): all
+    decided before devices are detected. Combinations whose record is ok with a matching
+    fingerprint are kept (`resumed`) unless `force`; absent devices are recorded as skipped;
+    record files that cannot be read are set aside untouched unless `rerun_unreadable`. A
+    file-system fault of one combination fails that combination only. Raises SweepInterrupted
+    (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
     if jobs < 1:
         raise ColabkitError(f"--jobs must be at least 1, got {jobs}")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ColabkitError(f"--timeout must be more than 0 seconds, got {timeout_s:g}")
     out = Path(out)
     combinations = plan(grid_paths, preset, device, overrides, out)
-    available = detect_devices() if available is None else available
-    decisions = decide(combinations, out, available, force)
+    check_output_folder(out)
     options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
                          worker_grace_s=worker_grace_s)
     outcomes: list[Outcome] = []
     with sweep_lock(out):
+        available = detect_devices() if available is None else available
+        decisions = decide(combinations, out, available, force, rerun_unreadable)
         for decision in decisions:
             if decision.action == "skip":
-                outcomes.append(write_skipped_record(decision.combination, out, decision.fingerprint, decision.reason))
+                outcomes.append(_skip(decision, out, rerun_unreadable))
             elif decision.action == "done":
                 record_path = RunFiles.of(decision.combination, out).record
                 outcomes.append(Outcome(decision.combination, "ok", 0.0, record_path, "finished earlier", resumed=True))
+            elif decision.action == "set_aside":
+                record_path = RunFiles.of(decision.combination, out).record
+                outcomes.append(Outcome(decision.combination, "skipped", 0.0, record_path, decision.reason,
+                                        set_aside=True))
         to_run = [decision for decision in decisions if decision.action in ("run", "rerun")]
         kept = sum(outcome.resumed for outcome in outcomes)
+        set_aside = sum(outcome.set_aside for outcome in outcomes)
         echo(f"{len(decisions)} combinations: {len(to_run)} to run, {kept} finished earlier (kept), "
-             f"{len(outcomes) - kept} skipped (device absent)")
+             f"{len(outcomes) - kept - set_aside} skipped (device absent)"
+             + (f", {set_aside} set aside (record file unreadable; --rerun replaces it)" if set_aside else ""))
         if jobs > 1 and len(to_run) > 1:
             echo(PARALLEL_WARNING.format(jobs=jobs))
         bar = Progress(len(to_run), min(jobs, max(len(to_run), 1)), echo, progress)
@@ -465,6 +533,19 @@ def run_sweep(
     # Parallel outcomes come back with copies of their combinations: order them by output path.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
+
+
+def _skip(decision: Decision, out: Path, rerun_unreadable: bool) -> Outcome:
+    """The skipped record of a combination whose device is absent; a file-system fault fails it."""
+    try:
+        return write_skipped_record(decision.combination, out, decision.fingerprint, decision.reason,
+                                    replace_unreadable=rerun_unreadable)
+    except OSError as exc:
+        if not is_filesystem_fault(exc):
+            raise
+        return Outcome(decision.combination, "failed", 0.0, RunFiles.of(decision.combination, out).record,
+                       f"{type(exc).__name__}: could not write its skipped record ({exc.strerror}: {exc.filename})",
+                       error={"type": type(exc).__name__, "kind": "filesystem", "message": str(exc)})
 
 
 # --- tables --------------------------------------------------------------------------------------
@@ -485,20 +566,30 @@ def summary_table(outcomes: list[Outcome]) -> str:
         rows.append((o.combination.name, o.combination.device, o.combination.slug, o.status, seconds,
                      o.message[:100]))
     lines = text_table(rows)
-    counts = {status: sum(o.status == status for o in outcomes) for status in ("ok", "failed", "skipped")}
+    counts = {status: sum(o.status == status and not o.set_aside for o in outcomes)
+              for status in ("ok", "failed", "skipped")}
     ran = [o for o in outcomes if not o.resumed and o.status != "skipped"]
     lines.append(", ".join(f"{count} {status}" for status, count in counts.items())
                  + f"; {sum(o.resumed for o in outcomes)} of the ok finished earlier; "
                  + f"ran {len(ran)}, {sum(o.seconds for o in ran):.1f} s in all")
+    aside = [o for o in outcomes if o.set_aside]
+    if aside:
+        folders = sorted({str(o.record_path.parent) for o in aside})
+        lines.append(f"{len(aside)} set aside: record file(s) that cannot be read, kept as they are, in "
+                     f"{', '.join(folders)} (fix or move them, or run again with --rerun to replace them)")
     return "\n".join(lines)
 
 
 def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
     """What a sweep would do, per combination, and where each record is or would be."""
     rows = [("notebook", "device", "combination", "action", "why")]
-    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason) for d in decisions]
+    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason + d.note)
+             for d in decisions]
     lines = text_table(rows)
-    counts = {action: sum(d.action == action for d in decisions) for action in ("run", "rerun", "done", "skip")}
+    actions = ("run", "rerun", "done", "skip", "set_aside")
+    counts = {action: sum(d.action == action for d in decisions) for action in actions}
     lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
-                 f"{counts['done']} finished earlier, skip {counts['skip']}; outputs in {out}")
+                 f"{counts['done']} finished earlier, skip {counts['skip']}"
+                 + (f", set aside {counts['set_aside']} (record file unreadable; --rerun replaces it)"
+                    if counts["set_aside"] else "") + f"; outputs in {out}")
     return "\n".join(lines)

@@ -114,13 +114,19 @@ def collect_status(out: str | Path = "outputs") -> SweepStatus:
 def format_status(status: SweepStatus) -> str:
     """The status as text: a table per notebook and device, then failures, skips and unfinished runs."""
     if not status.groups and not status.unreadable:
-        return f"no records below {status.out}"
+        return f"no records below {status.out} (nothing has run here, or this is not a sweep's output folder)"
+    if not status.groups:
+        return "\n".join([f"no readable records below {status.out}; {len(status.unreadable)} file(s) set aside:"]
+                         + [f"unreadable {path}: {reason.removeprefix(f'{path}: ')}"
+                            for path, reason in status.unreadable])
     rows = [("notebook", "device", "ok", "failed", "skipped", "unfinished", "run time", "last finished (UTC)")]
     for group in status.groups.values():
         rows.append((group.notebook, group.device, *(str(group.counts[key]) for key in
                      ("ok", "failed", "skipped", "unfinished")), f"{group.seconds:.0f} s", group.last_finished[:19]))
     lines = text_table(rows)
-    lines.append(", ".join(f"{status.total(key)} {key}" for key in ("ok", "failed", "skipped", "unfinished")))
+    unreadable = f", {len(status.unreadable)} unreadable (set aside, not counted above)" if status.unreadable else ""
+    lines.append(", ".join(f"{status.total(key)} {key}" for key in ("ok", "failed", "skipped", "unfinished"))
+                 + unreadable)
     if status.lock_holder:
         lines.append(f"a sweep (pid {status.lock_holder}) is writing here now")
     for group in status.groups.values():
@@ -135,5 +141,5 @@ def format_status(status: SweepStatus) -> str:
             note = "running now" if status.lock_holder else "interrupted; the next sweep runs it again"
             lines.append(f"unfinished {base}: {note}")
     for path, reason in status.unreadable:
-        lines.append(f"unreadable {path}: {reason}")
+        lines.append(f"unreadable {path}: {reason.removeprefix(f'{path}: ')}")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Repeated experiments: train a fresh model several times, time the whole, summarise the spread.
 
-Seed 000 ran `run_experiment(repeats)`: each repeat built, trained and evaluated a fresh model,
+Kimm, Paik & Kimm 2021 ran `run_experiment(repeats)`: each repeat built, trained and evaluated a fresh model,
 printed '>#1: 91.234', and the experiment ended with 'Accuracy: 91.234% (+/-1.234)' (NumPy's mean
 and std of the repeats' scores); a perf_counter around the whole gave its runtime. `run_repeats`
 does the same with a seed per repeat, keeps every repeat's scores, timing figures and history, and
@@ -12,7 +12,7 @@ turns them into one record's metrics:
   `epoch_time_steady_std_s` is that of every repeat's steady epochs pooled;
 - `experiment_time_s`: the perf_counter around every repeat (build, train, predict, score).
 
-The standard deviation of scores is NumPy's default (population, ddof=0), as the seed printed it;
+The standard deviation of scores is NumPy's default (population, ddof=0), as Kimm, Paik & Kimm 2021 printed it;
 timing spreads stay in the per-repeat lists and in `timings`.
 """
 
@@ -31,7 +31,7 @@ from colabkit.errors import ExperimentError
 from colabkit.scores import scores_from_confusion
 from colabkit.timing.clock import summarize
 
-SCORE_STD_IS = "population standard deviation over repeats (ddof=0, numpy.std, as seed 000 printed it)"
+SCORE_STD_IS = "population standard deviation over repeats (ddof=0, numpy.std, as Kimm, Paik & Kimm 2021 printed it)"
 # TrainingTimer figures that are settings, the same in every repeat: copied, not aggregated.
 SETTING_KEYS = ("epochs_run", "global_batch_size", "target_accuracy")
 
@@ -56,7 +56,7 @@ class RepeatResult:
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
-    """(mean, population std) of a non-empty list, as seed 000's summarize_results computed them."""
+    """(mean, population std) of a non-empty list, as the summarize_results of Kimm, Paik & Kimm 2021 computed them."""
     if not values:
         raise ExperimentError("no values to summarise: an experiment needs at least one repeat")
     array = np.asarray(values, dtype=float)
@@ -98,7 +98,7 @@ class Experiment:
         return mean_std(self.per_repeat(name))
 
     def score_line(self, name: str, label: str, scale: float = 100.0, unit: str = "%") -> str:
-        """The seed's summary line, e.g. 'Accuracy: 91.234% (+/-1.234)' (scale 100: percent)."""
+        """The paper's summary line, e.g. 'Accuracy: 91.234% (+/-1.234)' (scale 100: percent)."""
         mean, std = self.score(name)
         return f"{label}: {mean * scale:.3f}{unit} (+/-{std * scale:.3f})"
 
@@ -161,7 +161,7 @@ def run_repeats(evaluate: Callable[[int, int], RepeatResult], repeats: int, seed
     """Call `evaluate(repeat, seed + repeat)` for repeat = 0 .. repeats-1, timing all of it.
 
     Each call must build its own fresh model (the seed is for that). When `score` names one of the
-    scores, its value is echoed after each repeat as the seed did ('>#1: 91.234', in percent).
+    scores, its value is echoed after each repeat as the paper's code did ('>#1: 91.234', in percent).
     """
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ExperimentError(f"repeats must be a whole number >= 1, got {repeats!r}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import keras
 
+from colabkit.errors import MeasurementError
 from colabkit.timing.clock import block_until_ready, summarize
 
 
@@ -64,6 +65,7 @@ class TrainingTimer(keras.callbacks.Callback):
         self._fit_start = self._epoch_start = self._last_step_end = self._validation_start = 0.0
         self._execution_begin = 0
         self._current: EpochTiming | None = None
+        self._fit_started = False  # on_train_begin was called: the callback was passed to fit
 
     # --- forcing completion -------------------------------------------------------------------
 
@@ -79,6 +81,7 @@ class TrainingTimer(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.epochs, self.train_time_s, self.time_to_accuracy_s = [], None, None
+        self._fit_started = True
         self._fit_start = _now()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -139,7 +142,13 @@ class TrainingTimer(keras.callbacks.Callback):
         """The figures a record's `metrics` holds. Steady-state figures are None after one epoch:
         with nothing but the compile epoch there is no steady state to report."""
         if not self.epochs:
+            if self._fit_started:  # fit ran but trained nothing: epochs < 1 (e.g. epochs=-1)
+                raise MeasurementError("model.fit ran no epoch, so nothing was timed: set epochs to 1 or more")
             raise RuntimeError("TrainingTimer has no epochs: was it passed to model.fit(callbacks=...)?")
+        empty = [epoch.epoch for epoch in self.epochs if epoch.steps == 0]
+        if empty:  # an empty dataset, or steps_per_epoch=0: no step was timed
+            raise MeasurementError(f"epoch(s) {', '.join(map(str, empty))} ran no training step, so nothing was "
+                                   "timed: check that the training data is not empty and steps_per_epoch >= 1")
         steady = self.steady_epochs
         epoch_steady = _median([e.epoch_s for e in steady])
         train_steady = _median([e.train_s for e in steady])

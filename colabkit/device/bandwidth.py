@@ -1,0 +1,89 @@
+"""A CPU's memory bandwidth, measured in the run: a STREAM-triad-style NumPy measurement.
+
+McCalpin's STREAM triad computes a = b + q*c over arrays much larger than the caches and credits
+24 bytes per element (read b, read c, write a, 8 bytes each). NumPy cannot fuse the triad: it runs
+a = q*c, then a = a + b, moving 40 bytes per element, so crediting 24 bytes gives a LOWER BOUND on
+the bandwidth STREAM itself would report (by up to 5/3).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from colabkit.errors import MeasurementError
+
+_BYTES_PER_ELEMENT = 24  # STREAM's credit for the triad: two 8-byte reads and one 8-byte write
+_FALLBACK_CACHE_BYTES = 32 * 2**20  # when the machine does not say: a large server L3
+_MIN_ARRAY_BYTES = 64 * 2**20
+_MAX_ARRAY_BYTES = 512 * 2**20  # keeps 3 arrays within 1.5 GiB on hosts with huge caches
+
+
+@dataclass(frozen=True)
+class BandwidthMeasurement:
+    """A measured memory bandwidth (GB/s = 1e9 bytes/s), with how it was measured."""
+
+    gb_per_s: float  # the best repeat, as STREAM reports
+    median_gb_per_s: float
+    array_bytes: int  # each of the three arrays
+    cache_bytes: int  # the last level cache the arrays were sized against
+    repeats: int
+    method: str
+
+
+def last_level_cache_bytes() -> tuple[int, str]:
+    """Size of the largest CPU cache the OS reports (Linux sysfs), else a 32 MiB assumption."""
+    largest = 0
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            text = open(path).read().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            largest = max(largest, int(digits) * scale)
+    if largest:
+        return largest, "sysfs"
+    return _FALLBACK_CACHE_BYTES, "assumed (not reported by the OS)"
+
+
+@functools.lru_cache(maxsize=1)
+def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
+    """STREAM-triad-style bandwidth of this host's memory with NumPy, a lower bound (module doc).
+
+    Each array is at least 4x the last level cache (STREAM's rule; capped at 512 MiB per array,
+    which the method text then says), the first pass only warms the pages, the best of `repeats`
+    timed passes is the figure and the median is kept beside it. About 1 s on a small VM; the
+    result is cached for the process.
+    """
+    cache, cache_source = last_level_cache_bytes()
+    wanted = max(4 * cache, _MIN_ARRAY_BYTES)
+    array_bytes = min(wanted, _MAX_ARRAY_BYTES)
+    n = array_bytes // 8
+    b = np.full(n, 1.0)
+    c = np.full(n, 2.0)
+    a = np.empty(n)
+    q = 3.0
+    seconds = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        np.multiply(c, q, out=a)
+        np.add(a, b, out=a)
+        seconds.append(time.perf_counter() - start)
+    if a[0] != 7.0 or a[-1] != 7.0:
+        raise MeasurementError(f"the triad computed {a[0]} instead of 7.0: the measurement cannot be trusted")
+    timed = sorted(seconds[1:])
+    if timed[0] <= 0:
+        raise MeasurementError("the triad took no measurable time: the clock or the arrays are wrong")
+    credited = _BYTES_PER_ELEMENT * n
+    best, median = credited / timed[0] / 1e9, credited / timed[len(timed) // 2] / 1e9
+    capped = "" if array_bytes >= 4 * cache else " (capped below 4x the cache)"
+    method = (f"measured lower bound: NumPy STREAM-triad a = b + q*c over 3 arrays of {array_bytes / 2**20:.0f} MiB"
+              f"{capped}, last level cache {cache / 2**20:.0f} MiB ({cache_source}), 24 bytes credited per "
+              f"element (NumPy moves 40), best of {repeats} passes after a warm-up (median {median:.1f} GB/s)")
+    return BandwidthMeasurement(best, median, int(array_bytes), int(cache), repeats, method)

@@ -1,0 +1,63 @@
+"""CNN on MNIST: epoch, step and per-sample time per batch size, device and Keras backend."""
+
+from colabkit.data.loaders import DATA_SOURCES
+from colabkit.device.backends import BACKENDS
+from colabkit.experiments.declaration import (
+    Experiment,
+    Headline,
+    Parameter,
+    Reference,
+    device_parameter,
+    results_path_parameter,
+)
+from colabkit.experiments.published import (
+    ALYAFEAI_2018_MNIST_CNN,
+    ALYAFEAI_2018_SOURCE,
+    RAGAB_FRAMEWORKS,
+    RAGAB_SOURCE,
+)
+
+# The same vocabularies as colabkit.training.setup (not imported here: that would import Keras;
+# tests/test_experiments.py checks they agree).
+BATCH_SIZE_MEANINGS = ("per_replica", "global")
+LR_SCALING_RULES = ("none", "linear")
+MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
+
+EXPERIMENT = Experiment(
+    name="cnn_mnist",
+    notebook="notebooks/cnn_mnist.ipynb",
+    title="CNN on MNIST",
+    measures="Epoch, step and per-sample time of a small CNN per batch size and device; test accuracy",
+    parameters=(
+        device_parameter('"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" for several replicas; "multiworker:N" '
+                         "across machines"),
+        Parameter("backend", str, "tensorflow", "Keras backend", choices=BACKENDS),
+        Parameter("batch_size", int, 256, "Alyafeai 2018 swept 256, 512 and 1024", minimum=1),
+        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
+                  choices=BATCH_SIZE_MEANINGS),
+        Parameter("epochs", int, 10, "training epochs (the first is reported apart)", minimum=1),
+        Parameter("learning_rate", float, 0.001, "Adam's default, as in Alyafeai 2018", minimum=0,
+                  minimum_exclusive=True),
+        Parameter("lr_scaling", str, "none", "learning_rate x global batch / per-replica batch (optional rule)",
+                  choices=LR_SCALING_RULES),
+        Parameter("target_accuracy", float, 0.98,
+                  "time_to_accuracy_s: first epoch whose validation accuracy reaches this", minimum=0, maximum=1),
+        Parameter("mixed_precision", str, "none", "Keras dtype policy", choices=MIXED_PRECISION_CHOICES),
+        Parameter("steps_per_execution", int, 1, "must stay 1 on the torch backend", minimum=1),
+        Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
+                  choices=DATA_SOURCES),
+        Parameter("seed", int, 0, "random seed of weights and shuffling", minimum=0),
+        Parameter("train_samples", int, 0, "training samples used; smoke runs use fewer", minimum=1,
+                  zero_means="the whole training set"),
+        Parameter("test_samples", int, 0, "test samples used", minimum=1, zero_means="the whole test set"),
+        results_path_parameter("cnn_mnist"),
+    ),
+    metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "sample_time_steady_us",
+             "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss"),
+    headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
+    section="colabkit.report.cnn:cnn_section",
+    references=(
+        Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
+        Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
+    ),
+)

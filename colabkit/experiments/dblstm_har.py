@@ -1,0 +1,62 @@
+"""dBLSTM on UCI HAR: training time and test scores per units, layers, batch size and device.
+
+Every parameter of the dBLSTM notebook is declared here, and only here (its parameters cell keeps
+plain assignments with the same names and defaults; tests/test_experiments.py checks they agree).
+"""
+
+from colabkit.data.loaders import DATA_SOURCES
+from colabkit.experiments.declaration import (
+    Experiment,
+    Headline,
+    Parameter,
+    Reference,
+    device_parameter,
+    results_path_parameter,
+)
+from colabkit.experiments.published import (
+    HAR_LSTM_TUTORIAL,
+    HAR_LSTM_TUTORIAL_SOURCE,
+    KIMM_2021_CLAIMS,
+    KIMM_2021_SOURCE,
+)
+
+BATCH_SIZE_MEANINGS = ("per_replica", "global")  # as colabkit.training.setup (which imports Keras)
+MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
+
+EXPERIMENT = Experiment(
+    name="dblstm_har",
+    notebook="notebooks/dblstm_har.ipynb",
+    title="dBLSTM on UCI HAR",
+    measures="Training time and accuracy, precision, recall, F1 of a stacked bidirectional LSTM per units, "
+             "layers, batch size and device",
+    parameters=(
+        device_parameter(),
+        Parameter("batch_size", int, 64, "the paper's (it also ran 128)", minimum=1),
+        Parameter("batch_size_is", str, "global", "as model.fit(batch_size) under a strategy; or per_replica",
+                  choices=BATCH_SIZE_MEANINGS),
+        Parameter("units", int, 128, "units of each bidirectional LSTM layer (per direction)", minimum=1),
+        Parameter("layers", int, 2, "bidirectional LSTM layers", minimum=1),
+        Parameter("head_units", int, 64, "units of the final LSTM", minimum=1),
+        Parameter("epochs", int, 30, "training epochs of every repeat", minimum=1),
+        Parameter("repeats", int, 3, "fresh models, each seeded with seed + repeat", minimum=1),
+        Parameter("learning_rate", float, 0.001, "Adam's default, as in the paper", minimum=0,
+                  minimum_exclusive=True),
+        Parameter("mixed_precision", str, "none", "Keras dtype policy", choices=MIXED_PRECISION_CHOICES),
+        Parameter("steps_per_execution", int, 1, "training steps per compiled call", minimum=1),
+        Parameter("data_source", str, "auto", '"auto" (real, else the synthetic stand-in), "real", "offline"',
+                  choices=DATA_SOURCES),
+        Parameter("seed", int, 0, "seed of the first repeat", minimum=0),
+        Parameter("train_samples", int, 0, "training windows used; smoke runs use fewer", minimum=1,
+                  zero_means="all 7,352 training windows"),
+        Parameter("test_samples", int, 0, "test windows used", minimum=1, zero_means="all 2,947 test windows"),
+        results_path_parameter("dblstm_har"),
+    ),
+    metrics=("train_time_s", "epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size",
+             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params"),
+    headline=Headline("train_time_s", "training time", "s", "lower"),
+    section="colabkit.report.dblstm:dblstm_section",
+    references=(
+        Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
+        Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
+    ),
+)

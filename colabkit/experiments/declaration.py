@@ -1,0 +1,252 @@
+"""What an experiment is, declared once: its notebook, typed parameters, metrics, headline, published
+references and report section. The sweep's validator, the notebook's own parameter check
+(`colabkit.start_run(name, globals())`), the report and the README's table all read it.
+
+A parameter's value is checked by `Parameter.problem`, which answers one line naming what is allowed
+("expected an int >= 1", "expected one of float32, float16, bfloat16"); `check_values` gathers every
+problem of a dict of values at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from colabkit.device.spec import parse_device
+from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
+
+ValueType = type[int] | type[float] | type[str] | type[bool]
+TYPE_NAMES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool"}
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _shown(value: Any) -> str:
+    """A choice as a message lists it: strings bare (float32), anything else as Python writes it."""
+    return value if isinstance(value, str) else repr(value)
+
+
+def _is_float_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of an experiment's notebook, as its `parameters` cell assigns it.
+
+    `type` is int, float, str or bool (a tuple of them where several are taken, e.g. jit_compile's
+    "auto" | True | False). A number may be bounded by `minimum`/`maximum` (`minimum_exclusive` for
+    "> 0"); `choices` lists every value allowed; `zero_means` says what 0 stands for where 0 is
+    allowed below the minimum ("all": 0 takes the whole data set). `check`, when given, is a further
+    test returning what is allowed (or None when the value fits), e.g. the device syntax.
+    """
+
+    name: str
+    type: ValueType | tuple[ValueType, ...]
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    minimum_exclusive: bool = False
+    choices: tuple[Any, ...] | None = None
+    zero_means: str | None = None
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        problem = self.problem(self.default)
+        if problem:
+            raise ExperimentDeclarationError(f"parameter {self.name}: its default does not fit its own rule: {problem}")
+
+    @property
+    def types(self) -> tuple[ValueType, ...]:
+        return self.type if isinstance(self.type, tuple) else (self.type,)
+
+    def allowed(self) -> str:
+        """What this parameter takes, in words: 'an int >= 1', 'one of none, linear'."""
+        if self.choices is not None:
+            return "one of " + ", ".join(_shown(choice) for choice in self.choices)
+        names = " or ".join(TYPE_NAMES[kind] for kind in self.types)
+        text = f"{_article(names)} {names}"
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"{'>' if self.minimum_exclusive else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        if bounds:
+            text += " " + " and ".join(bounds)
+        if self.zero_means is not None:
+            text += f" (0: {self.zero_means})"
+        return text
+
+    def _type_fits(self, value: Any) -> bool:
+        kind = type(value)
+        if kind in self.types:
+            return True
+        return kind is int and float in self.types  # a grid may write 2 for 2.0; a bool is never an int
+
+    def problem(self, value: Any) -> str | None:
+        """None if `value` fits, else one line: "n = 'abc': expected an int >= 1"."""
+        stated = f"{self.name} = {value!r}"
+        if self.choices is not None:
+            if any(type(value) is type(choice) and value == choice for choice in self.choices):
+                return None
+            return f"{stated}: expected {self.allowed()}"
+        if not self._type_fits(value):
+            hint = " (YAML reads 1e-3 as a string: write 1.0e-3)" if (
+                isinstance(value, str) and float in self.types and _is_float_text(value)) else ""
+            return f"{stated}: expected {self.allowed()}{hint}"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value != value:  # NaN fits no range
+                return f"{stated}: expected {self.allowed()}"
+            zero_ok = self.zero_means is not None and value == 0
+            too_low = self.minimum is not None and (
+                value <= self.minimum if self.minimum_exclusive else value < self.minimum)
+            too_high = self.maximum is not None and value > self.maximum
+            if (too_low and not zero_ok) or too_high:
+                return f"{stated}: expected {self.allowed()}"
+        if self.check is not None:
+            reason = self.check(value)
+            if reason:
+                return f"{stated}: expected {reason}"
+        return None
+
+
+def device_syntax(value: Any) -> str | None:
+    """Why `value` is not a device name colabkit.device.parse_device understands (None if it is)."""
+    try:
+        parse_device(str(value))
+    except UnknownDeviceError:
+        return "one of auto, cpu, gpu, tpu, multiworker; cpu and gpu may take a replica count (cpu:2, gpu:4), " \
+               "multiworker a worker count (multiworker:2)"
+    return None
+
+
+def device_parameter(help: str = '"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" for several replicas') -> Parameter:
+    """The `device` parameter every experiment has (its help may say more for one notebook)."""
+    return Parameter("device", str, "auto", help, check=device_syntax)
+
+
+def results_path_parameter(notebook: str) -> Parameter:
+    """The `results_path` parameter every experiment has: where its record goes (the sweep sets it)."""
+    return Parameter("results_path", str, "",
+                     f"the JSON record (empty: outputs/{notebook}/<device>/manual-<time>.json)")
+
+
+COMMON_PARAMETERS = ("device", "results_path")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The one figure the summary compares across devices: `metric` is a key of the record's
+    metrics, `better` says which way is an improvement."""
+
+    metric: str
+    label: str
+    unit: str
+    better: Literal["higher", "lower"]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better == "higher"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Published figures an experiment is compared with: who published them (author and year, e.g.
+    "Alyafeai 2018, GPUvsTPU notebook"), what they are in one line, and the figures themselves."""
+
+    citation: str
+    summary: str
+    figures: Mapping[Any, Any] | tuple[Any, ...] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment of the suite, declared once.
+
+    `notebook` is relative to the suite's root (notebooks/NAME.ipynb); `parameters` lists every
+    assignment of its `parameters` cell, in order, `device` and `results_path` included; `metrics`
+    the keys the record's metrics carry that the report reads; `section` the report section
+    function as "module:function" (imported only when the report runs, so that declaring an
+    experiment imports no plotting library).
+    """
+
+    name: str
+    notebook: str
+    title: str
+    measures: str
+    parameters: tuple[Parameter, ...]
+    metrics: tuple[str, ...]
+    headline: Headline
+    section: str
+    references: tuple[Reference, ...] = ()
+    # Rules tying several parameters together (e.g. steps a multiple of steps_per_execution): each
+    # takes the full set of values (defaults filled in) and returns what is wrong in one line, or None.
+    constraints: tuple[Callable[[Mapping[str, Any]], str | None], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        names = [parameter.name for parameter in self.parameters]
+        problems = []
+        if len(set(names)) != len(names):
+            problems.append("a parameter is declared twice")
+        missing = [name for name in COMMON_PARAMETERS if name not in names]
+        if missing:
+            problems.append(f"every experiment declares {', '.join(COMMON_PARAMETERS)}; missing {', '.join(missing)}")
+        if self.headline.metric not in self.metrics:
+            problems.append(f"the headline metric {self.headline.metric!r} is not among its metrics")
+        if ":" not in self.section:
+            problems.append(f"section {self.section!r} is not 'module:function'")
+        if problems:
+            raise ExperimentDeclarationError(f"experiment {self.name}: " + "; ".join(problems))
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(parameter.name for parameter in self.parameters)
+
+    def parameter(self, name: str) -> Parameter:
+        for parameter in self.parameters:
+            if parameter.name == name:
+                return parameter
+        raise KeyError(name)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {parameter.name: parameter.default for parameter in self.parameters}
+
+    def section_function(self) -> Callable[..., Any]:
+        """The report section function (takes the report's data, returns a Section)."""
+        module_name, _, function = self.section.partition(":")
+        try:
+            return getattr(importlib.import_module(module_name), function)
+        except (ImportError, AttributeError) as exc:
+            raise ExperimentDeclarationError(
+                f"experiment {self.name}: its report section {self.section!r} cannot be imported ({exc})") from exc
+
+
+def check_values(experiment: Experiment, values: Mapping[str, Any], *, complete: bool = False) -> list[str]:
+    """Every problem with `values` for `experiment`, one line each: a name it does not declare, a value
+    its parameter does not take, and (with `complete`) a declared parameter with no value."""
+    problems = []
+    declared = experiment.parameter_names
+    for name, value in values.items():
+        if name not in declared:
+            problems.append(f"{name}: {experiment.name} declares no such parameter (it has: {', '.join(declared)})")
+            continue
+        problem = experiment.parameter(name).problem(value)
+        if problem:
+            problems.append(problem)
+    if complete:
+        problems += [f"{name}: not set (the notebook's parameters cell must assign it)"
+                     for name in declared if name not in values]
+    if not problems:  # the rules between parameters only make sense once each value fits its own
+        merged = {**experiment.defaults, **values}
+        problems += [problem for rule in experiment.constraints if (problem := rule(merged))]
+    return problems

@@ -1,0 +1,38 @@
+"""Matmul TFLOPS: chained n x n matrix products per device, size and dtype."""
+
+from colabkit.experiments.declaration import (
+    Experiment,
+    Headline,
+    Parameter,
+    Reference,
+    device_parameter,
+    results_path_parameter,
+)
+from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+EXPERIMENT = Experiment(
+    name="matmul_tflops",
+    notebook="notebooks/matmul_tflops.ipynb",
+    title="Matmul TFLOPS",
+    measures="Matrix-multiply throughput (TFLOPS), cold and warm, per device, matrix size and dtype",
+    parameters=(
+        device_parameter('"cpu", "gpu", "tpu", "auto" (TPU, else GPU, else CPU); "cpu:2", "gpu:4" for several '
+                         "replicas"),
+        Parameter("n", int, 1024, "matrix size (n x n): this notebook's batch-size axis", minimum=1),
+        Parameter("count", int, 10, "products chained inside one compiled call (Sarkar 2018 used 100)", minimum=1),
+        Parameter("dtype", str, "float32", "element type of the matrices", choices=DTYPES),
+        Parameter("jit_compile", (str, bool), "auto",
+                  'XLA: "auto" (on for GPU and TPU, off on CPU where oneDNN graphs are faster), True, False',
+                  choices=("auto", True, False)),
+        Parameter("repeats", int, 5, "warm calls timed", minimum=1),
+        Parameter("warmup", int, 1, "calls after the cold one that are discarded", minimum=0),
+        Parameter("blas_baseline", bool, True, "on CPU, also time NumPy's BLAS on the same n in the same run"),
+        results_path_parameter("matmul_tflops"),
+    ),
+    metrics=("tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "replicas", "xla"),
+    headline=Headline("tflops_warm", "warm matmul TFLOPS", "TFLOPS", "higher"),
+    section="colabkit.report.matmul:matmul_section",
+    references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
+)

@@ -1,0 +1,80 @@
+"""ParaDnn (Wang, Wei & Brooks 2020): generated FC, CNN and RNN models timed per step, placed on the
+roofline by their model FLOPs and arithmetic intensity."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from colabkit.device.backends import BACKENDS
+from colabkit.experiments.declaration import (
+    Experiment,
+    Headline,
+    Parameter,
+    Reference,
+    device_parameter,
+    results_path_parameter,
+)
+from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
+
+FAMILIES = ("fc", "cnn", "rnn")
+BLOCKS = ("residual", "bottleneck")
+CELLS = ("rnn", "lstm", "gru")
+MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
+
+
+def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
+    if values["steps"] % values["steps_per_execution"]:
+        return (f"steps = {values['steps']}: expected a multiple of steps_per_execution "
+                f"({values['steps_per_execution']}), so every epoch runs whole executions")
+    return None
+
+
+def _torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
+    if values["backend"] == "torch" and values["steps_per_execution"] != 1:
+        return (f"steps_per_execution = {values['steps_per_execution']}: expected 1 on the torch backend "
+                "(Keras runs one step per call there)")
+    return None
+
+
+EXPERIMENT = Experiment(
+    name="paradnn",
+    notebook="notebooks/paradnn.ipynb",
+    title="ParaDnn (FC, CNN, RNN)",
+    measures="Steady training throughput, model TFLOPS, fraction of peak and roofline position of generated "
+             "FC, CNN and RNN models per size, batch size and device",
+    parameters=(
+        Parameter("family", str, "fc", '"fc" (fully connected), "cnn" (ResNet-v1) or "rnn" (stacked recurrent cells)',
+                  choices=FAMILIES),
+        Parameter("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers", minimum=1),
+        Parameter("nodes", int, 256, "fc: units of each hidden Dense layer", minimum=1),
+        Parameter("input_size", int, 2000, "fc: input features; cnn: image side in pixels (square RGB images)",
+                  minimum=1),
+        Parameter("output_size", int, 200, "fc, cnn: classes", minimum=1),
+        Parameter("blocks", int, 1, "cnn: residual or bottleneck blocks in each of the 4 groups", minimum=1),
+        Parameter("filters", int, 16, "cnn: filters F of the first group (then 2F, 4F, 8F)", minimum=1),
+        Parameter("block", str, "residual", 'cnn: "residual" (two 3x3 convs) or "bottleneck" (1x1, 3x3, 1x1 with 4F)',
+                  choices=BLOCKS),
+        Parameter("cell", str, "lstm", 'rnn: "rnn", "lstm" or "gru"', choices=CELLS),
+        Parameter("hidden", int, 100, "rnn: units of each recurrent layer, also the embedding size", minimum=1),
+        Parameter("length", int, 10, "rnn: time steps per sequence", minimum=1),
+        Parameter("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
+        Parameter("batch_size", int, 64, "per replica", minimum=1),
+        Parameter("steps", int, 20, "training steps per epoch", minimum=1),
+        Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures are medians "
+                  "over the others", minimum=2),
+        Parameter("steps_per_execution", int, 1, 'ParaDnn\'s "iterations per loop" (steps per host round trip); '
+                  "1 on the torch backend", minimum=1),
+        Parameter("mixed_precision", str, "none", '"none", "mixed_float16" or "mixed_bfloat16"',
+                  choices=MIXED_PRECISION_CHOICES),
+        device_parameter(),
+        Parameter("backend", str, "tensorflow", 'Keras backend: "tensorflow", "jax" or "torch"', choices=BACKENDS),
+        Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
+        results_path_parameter("paradnn"),
+    ),
+    metrics=("samples_per_s", "step_time_steady_ms", "model_flops_train_per_sample", "model_tflops", "mfu",
+             "arithmetic_intensity", "params", "family", "model", "peak_tflops", "peak_bandwidth_gb_s",
+             "roofline_tflops", "fraction_of_roofline", "bound"),
+    headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
+    section="colabkit.report.paradnn:paradnn_section",
+    references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
+    constraints=(_steps_fill_executions, _torch_runs_one_step_per_call),
+)

@@ -1,0 +1,53 @@
+"""Weather forecast GRU: epoch and step time per batch size and device, errors against persistence."""
+
+from colabkit.data.loaders import DATA_SOURCES
+from colabkit.experiments.declaration import (
+    Experiment,
+    Headline,
+    Parameter,
+    Reference,
+    device_parameter,
+    results_path_parameter,
+)
+from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER, WEATHER_GRU_EPOCHS, WEATHER_GRU_SOURCE
+
+BATCH_SIZE_MEANINGS = ("per_replica", "global")  # as colabkit.training.setup (which imports Keras)
+DATASETS = ("weather_denmark", "jena_climate")  # as colabkit.training.timeseries.load_weather_series
+
+EXPERIMENT = Experiment(
+    name="timeseries_rnn",
+    notebook="notebooks/timeseries_rnn.ipynb",
+    title="Weather time series (GRU)",
+    measures="Epoch and step time of a weather-forecast GRU per batch size and device; errors beside a "
+             "persistence forecast",
+    parameters=(
+        device_parameter(),
+        Parameter("batch_size", int, 256, "windows per step, as in the tutorial", minimum=1),
+        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
+                  choices=BATCH_SIZE_MEANINGS),
+        Parameter("sequence_length", int, 1344, "hours per training window: 8 weeks, as in the tutorial", minimum=1),
+        Parameter("units", int, 512, "GRU units", minimum=1),
+        Parameter("epochs", int, 20, "training epochs (early stopping may end sooner)", minimum=1),
+        Parameter("steps_per_epoch", int, 100, "training steps per epoch", minimum=1),
+        Parameter("warmup_steps", int, 50, "the first hours of every window are left out of the loss", minimum=0),
+        Parameter("shift_hours", int, 24, "how far ahead the targets are forecast", minimum=1),
+        Parameter("learning_rate", float, 0.001, "RMSprop", minimum=0, minimum_exclusive=True),
+        Parameter("patience", int, 5, "EarlyStopping on val_loss", minimum=0),
+        Parameter("dataset", str, "weather_denmark", "the tutorial's data; or jena_climate", choices=DATASETS),
+        Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
+                  choices=DATA_SOURCES),
+        Parameter("seed", int, 0, "random seed of weights and windows", minimum=0),
+        Parameter("max_hours", int, 0, "smoke runs may keep only the series' first hours", minimum=1,
+                  zero_means="the whole series"),
+        Parameter("plot_hours", int, 500, "hours of the test part drawn, and kept in the record", minimum=1),
+        results_path_parameter("timeseries_rnn"),
+    ),
+    metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
+             "best_epoch", "test_loss", "persistence_test_loss"),
+    headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
+    section="colabkit.report.timeseries:timeseries_section",
+    references=(
+        Reference("Hvass-Labs tutorial #23", HVASS_SOURCE, HVASS_WEATHER),
+        Reference("Sarkar 2018 Cloud TPU blog", WEATHER_GRU_SOURCE, WEATHER_GRU_EPOCHS),
+    ),
+)

@@ -1,0 +1,191 @@
+"""docs/records.md, rendered from the code that writes records, so the page cannot drift from it.
+
+The top-level fields, which of them are required and the statuses come from colabkit.records.record
+(FIELD_DOCS, REQUIRED_FIELDS, STATUSES, SCHEMA_VERSION); the sections below describe the nested
+parts whose keys the code fixes (a test checks every key the producers write is described here).
+
+    python -m colabkit.maintenance.schema_doc           # rewrite docs/records.md
+    python -m colabkit.maintenance.schema_doc --check   # exit 1 if it is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from colabkit.records.record import FIELD_DOCS, REQUIRED_FIELDS, SCHEMA_VERSION, STATUSES
+
+RECORDS_DOC = "docs/records.md"
+
+# error.kind: how a run failed, or why it was skipped (colabkit.sweep.execution writes them).
+ERROR_KINDS: dict[str, str] = {
+    "exception": "a cell raised an exception (`type` and `message` are the exception's)",
+    "oom": "out of memory: ResourceExhaustedError, CUDA/TPU out-of-memory messages",
+    "timeout": "the run took longer than the sweep's `--timeout`",
+    "dead_kernel": "the kernel process died while a cell ran (`exit_code`: e.g. -9, the OOM killer)",
+    "kernel_start": "no kernel came up (unknown kernel name, or start-up failed on every try)",
+    "sweep": "the sweep's own machinery failed around the run (the message says what)",
+    "multi_worker": "a worker of a multi-worker run failed; the message names it",
+    "missing_record": "the notebook finished but wrote no readable record",
+    "html_export": "the run finished but its HTML export failed",
+    "skipped": "never ran: the device is not on this machine, or the combination is not supported",
+}
+ERROR_KEYS: dict[str, str] = {
+    "type": "the exception's class name (`DeviceNotAvailable` for skipped runs)",
+    "kind": "one of the kinds below",
+    "message": "what went wrong, in words (cut at a few thousand characters)",
+    "cell": "the failing cell's index in the notebook as stored (0-based)",
+    "exec_count": "its `In [n]` in the executed notebook",
+    "source": "its code",
+    "exit_code": "the dead kernel's exit status (negative: the signal)",
+    "chief_error": "a failed multi-worker run: the chief's own exception (type, message, cell, source)",
+}
+FINGERPRINT_KEYS: dict[str, str] = {
+    "digest": "SHA-256 of every part below but `git_commit`; equal digests mean the same result",
+    "notebook_sha256": "the notebook's cell types and sources (not outputs or metadata)",
+    "params": "the combination's parameters",
+    "colabkit": "colabkit's version",
+    "code_sha256": "colabkit's code: every .py file of the package, so uncommitted edits count too",
+    "tensorflow": "the installed TensorFlow's version (read from package metadata)",
+    "git_commit": "the commit of that code (as in the record's `git_commit`), to say which it was; not in the digest",
+}
+SWEEP_KEYS: dict[str, str] = {
+    "jobs": "how many combinations ran side by side (`--jobs`); 1 for published numbers",
+    "cuda_visible_devices": "the GPUs this run was given, when the sweep chose them",
+}
+HOST_KEYS: dict[str, str] = {
+    "hostname": "the machine's name",
+    "platform": "OS and kernel, as Python's platform module says",
+    "cpu_model": "the CPU's model name",
+    "cpu_cores": "logical cores this process may use",
+    "memory_gib": "physical memory",
+    "colab": "whether this is a Google Colab runtime",
+    "colab_runtime": "on Colab: its release tag, accelerator, TPU type and chips; null elsewhere",
+}
+SOFTWARE_KEYS: dict[str, str] = {
+    "python": "the interpreter's version",
+    "colabkit": "installed versions, for each package present: colabkit, tensorflow, keras, numpy, pandas, "
+                "papermill, jax, jaxlib, torch",
+    "tf_cuda_build": "the CUDA version TensorFlow was built with (when TensorFlow was imported)",
+    "tf_cudnn_build": "the cuDNN version TensorFlow was built with",
+    "tf_is_cuda_build": "whether TensorFlow is a CUDA build",
+    "keras_backend": "the Keras backend that ran (tensorflow, jax, torch), when Keras was imported",
+}
+# Package versions are listed under "colabkit" above (one line for all of them).
+SOFTWARE_PACKAGES = ("colabkit", "tensorflow", "keras", "numpy", "pandas", "papermill", "jax", "jaxlib", "torch")
+DEVICE_KEYS: dict[str, str] = {
+    "requested": "the `device` parameter as given (`auto`, `cpu`, `gpu:2`, `tpu`, `multiworker:2`...)",
+    "kind": "what it resolved to: cpu, gpu, tpu or multiworker",
+    "replicas": "how many replicas the strategy runs (GPUs, TPU cores, logical CPUs, workers x devices)",
+    "strategy": "the tf.distribute strategy (OneDeviceStrategy, MirroredStrategy, TPUStrategy...), or the "
+                "other backend's equivalent",
+    "backend": "the Keras backend: tensorflow, jax or torch",
+    "name": "the device model (`Tesla T4`, `TPU v2-8`, the CPU's model name)",
+}
+
+
+def _table(header: tuple[str, str], rows: dict[str, str]) -> list[str]:
+    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
+    lines += [f"| `{key}` | {text.replace('|', '/')} |" for key, text in rows.items()]
+    return lines
+
+
+def render() -> str:
+    """The text of docs/records.md."""
+    required = [name for name in FIELD_DOCS if name in REQUIRED_FIELDS]
+    optional = [name for name in FIELD_DOCS if name not in REQUIRED_FIELDS]
+    lines = [
+        "# Records",
+        "",
+        "<!-- generated by `python -m colabkit.maintenance.schema_doc` from colabkit/records/record.py; "
+        "do not edit by hand -->",
+        "",
+        f"Every run writes one JSON record, schema version {SCHEMA_VERSION}: the contract between the notebooks and",
+        "everything after them (the sweep's resume, `python -m colabkit status`, the report,",
+        "`colabkit.load_results`). Records are written atomically (a temporary file, then a rename), so a",
+        "killed run never leaves a half file that looks like a result. Later schema versions add fields and",
+        "never rename these; a reader refuses a version it does not know.",
+        "",
+        f"`status` is one of {', '.join(f'`{status}`' for status in STATUSES)}. A record that is not `ok` has an",
+        "`error` saying why; only `ok` records are plotted, the others are listed.",
+        "",
+        "## Fields every record has",
+        "",
+        *_table(("field", "what it holds"), {name: FIELD_DOCS[name] for name in required}),
+        "",
+        "## Fields some records have",
+        "",
+        *_table(("field", "what it holds"), {name: FIELD_DOCS[name] for name in optional}),
+        "",
+        "Notebooks may add further top-level fields of their own (the weather GRU adds `history`,",
+        "`evaluation`, `predictions` and `windows`); readers ignore fields they do not know.",
+        "",
+        "## `device`",
+        "",
+        *_table(("key", "what it holds"), DEVICE_KEYS),
+        "",
+        "plus what the probe found: for a CPU its `model`, `cores`, `clock_mhz`, `clock_source`, ISA `flags`",
+        "and `arch`; for GPUs `count`, `memory_gib`, `compute_capability`, `driver` and `tf32_active`; for a",
+        "TPU `accelerator_type`, `tpu_generation`, `tpu_chips`, `cores`, `hosts` and `runtime`.",
+        "",
+        "## `software`",
+        "",
+        *_table(("key", "what it holds"), SOFTWARE_KEYS),
+        "",
+        "## `host`",
+        "",
+        *_table(("key", "what it holds"), HOST_KEYS),
+        "",
+        "## `error`",
+        "",
+        *_table(("key", "what it holds"), ERROR_KEYS),
+        "",
+        *_table(("kind", "when"), ERROR_KINDS),
+        "",
+        "## `fingerprint` (sweep runs)",
+        "",
+        *_table(("key", "what it holds"), FINGERPRINT_KEYS),
+        "",
+        "## `sweep` (sweep runs)",
+        "",
+        *_table(("key", "what it holds"), SWEEP_KEYS),
+        "",
+        "## Reading records",
+        "",
+        "```python",
+        "import colabkit",
+        'runs = colabkit.load_results("outputs/smoke")   # one row per record; nested fields flattened with dots',
+        'ok = runs[runs["status"] == "ok"]                # e.g. ok["metrics.tflops_warm"], ok["device.name"]',
+        "```",
+        "",
+        "Files that are JSON but not readable records (an unknown schema version, a missing field) are not",
+        "dropped silently: a warning names them and `runs.attrs[\"rejected\"]` lists them.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m colabkit.maintenance.schema_doc", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if the page is out of date")
+    parser.add_argument("--root", default=".", help="repository root (default: .)")
+    args = parser.parse_args(argv)
+    path = Path(args.root) / RECORDS_DOC
+    text = render()
+    current = path.read_text(encoding="utf-8") if path.exists() else None
+    if args.check:
+        if current != text:
+            print(f"{path} is out of date: run `python -m colabkit.maintenance.schema_doc`", file=sys.stderr)
+            return 1
+        return 0
+    if current != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""ParaDnn section: where each model sits on its device's roofline, the speedup of one device over
+another per model, and the published claims of Wang, Wei & Brooks 2020 (ParaDnn) beside ours.
+
+The roofline of a device is min(peak FLOPS, arithmetic intensity x memory bandwidth). Each record
+carries what its roofline needs: the peak TFLOPS used (and its source) and the bandwidth used
+(a datasheet figure on accelerators, a STREAM-triad measurement on CPUs), so the report draws each
+device's roof from its own records, never from a table of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import to_hex, to_rgb
+from matplotlib.ticker import MaxNLocator
+
+from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
+from colabkit.report.common import column, config_key, notebook_section, pick
+from colabkit.report.figures import new_figure
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.writers import format_number
+
+NOTEBOOK = "paradnn"
+FAMILIES = ("fc", "cnn", "rnn")
+FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c"}
+FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^"}
+MAX_DEVICE_PAIRS = 3
+
+
+# --- the roofline of one point -------------------------------------------------------------------
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def roofline_point(intensity: float | None, achieved_tflops: float | None, peak_tflops: float | None,
+                   bandwidth_gb_s: float | None) -> dict[str, Any]:
+    """Where a measurement sits under its device's roofline.
+
+    Returns `ridge_flops_per_byte` (peak FLOPS / bandwidth: the intensity where the two roofs meet),
+    `roofline_tflops` (the attainable min(peak, intensity x bandwidth)), `fraction_of_roofline`
+    (achieved / attainable) and `bound` ("memory" left of the ridge, "compute" right of it). A figure
+    that needs an unknown input is None, and `bound_reason` then says which input is missing.
+    """
+    missing = [name for name, value in (("arithmetic intensity", intensity), ("peak TFLOPS", peak_tflops),
+                                        ("bandwidth", bandwidth_gb_s)) if not _finite(value)]
+    if missing:
+        return {"ridge_flops_per_byte": None, "roofline_tflops": None, "fraction_of_roofline": None, "bound": None,
+                "bound_reason": f"unknown {' and '.join(missing)}"}
+    ridge = peak_tflops * 1e12 / (bandwidth_gb_s * 1e9)
+    attainable = min(peak_tflops, intensity * bandwidth_gb_s / 1e3)
+    return {"ridge_flops_per_byte": ridge, "roofline_tflops": attainable,
+            "fraction_of_roofline": achieved_tflops / attainable if _finite(achieved_tflops) else None,
+            "bound": "memory" if intensity < ridge else "compute", "bound_reason": None}
+
+
+def draw_roofline(ax: Any, points: Iterable[tuple[float, float, str, str | None]], peak_tflops: float | None,
+                  bandwidth_gb_s: float | None, roof_label: str = "roofline", span: Iterable[float] = ()) -> None:
+    """Log-log roofline on `ax`: each point (intensity FLOP/byte, achieved TFLOPS, label, colour) as a
+    marker, and the roof min(peak, intensity x bandwidth) as a line where both figures are known,
+    drawn over the points' intensities, `span`'s and the ridge point, with a margin of 4x."""
+    points = [p for p in points if _finite(p[0]) and _finite(p[1])]
+    xs = [p[0] for p in points] + [x for x in span if _finite(x)]
+    for x, y, label, color in points:
+        ax.scatter([x], [y], label=label, color=color, edgecolor="#333333", linewidth=0.5, zorder=3)
+    if _finite(peak_tflops) and _finite(bandwidth_gb_s):
+        ridge = peak_tflops * 1e12 / (bandwidth_gb_s * 1e9)
+        low, high = min([*xs, ridge]) / 4, max([*xs, ridge]) * 4
+        grid = np.geomspace(low, high, 200)
+        ax.plot(grid, np.minimum(peak_tflops, grid * bandwidth_gb_s / 1e3), color="#444444", linewidth=1.5,
+                label=f"{roof_label}: {format_number(peak_tflops, 3)} TFLOPS, {format_number(bandwidth_gb_s, 3)} GB/s")
+        ax.axvline(ridge, color="#999999", linestyle=":", linewidth=1)
+    elif _finite(peak_tflops):
+        ax.axhline(peak_tflops, color="#444444", linewidth=1.5, label=f"peak {format_number(peak_tflops, 3)} TFLOPS")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
+    ax.set_ylabel("achieved TFLOPS")
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+def paradnn_table(data: ReportData) -> pd.DataFrame:
+    """One row per ok ParaDnn record: device, family, model, batch, throughput, FLOPS, MFU, roofline."""
+    ok = data.ok(NOTEBOOK)
+    table = pd.DataFrame({
+        "device": ok["device_label"], "family": column(ok, "params.family"), "model": column(ok, "metrics.model"),
+        "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
+        "precision": column(ok, "params.mixed_precision"), "params": column(ok, "metrics.params"),
+        "step_ms": column(ok, "metrics.step_time_steady_ms"),
+        "step_std_ms": column(ok, "timings.step_s_steady.std").astype(float) * 1e3,
+        "samples_per_s": column(ok, "metrics.samples_per_s"),
+        "model_tflops": column(ok, "metrics.model_tflops"), "mfu": column(ok, "metrics.mfu"),
+        "intensity": column(ok, "metrics.arithmetic_intensity"),
+        "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
+        "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
+        "bandwidth_source": column(ok, "metrics.peak_bandwidth_source"),
+        "bound": column(ok, "metrics.bound"), "roofline_tflops": column(ok, "metrics.roofline_tflops"),
+        "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
+        "config": config_key(ok), "path": ok["path"],
+    })
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(["device", "family", "model", "batch"],
+                             key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+def _shade(color: str, fraction: float) -> str:
+    """`color` from pale (fraction 0) to full (fraction 1)."""
+    rgb = np.array(to_rgb(color))
+    return to_hex(rgb + (1 - rgb) * 0.65 * (1 - fraction))
+
+
+def point_colors(table: pd.DataFrame) -> pd.Series:
+    """A colour per row: its family's hue, paler for smaller batches (one shade per batch size)."""
+    batches = sorted({float(b) for b in table["batch"].dropna()})
+    position = {b: (i / (len(batches) - 1) if len(batches) > 1 else 1.0) for i, b in enumerate(batches)}
+    return table.apply(lambda row: _shade(FAMILY_COLORS.get(row["family"], "#7f7f7f"),
+                                          position.get(float(row["batch"]), 1.0)), axis=1)
+
+
+def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
+    """One roof per device and precision: the median of its records' peak TFLOPS and bandwidth (a
+    CPU's bandwidth is measured in every run, so its records differ), with the bandwidth's range
+    over the runs and the first record's sources."""
+    precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
+    rows = []
+    for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
+        bandwidth = group["bandwidth_gb_s"].astype(float)
+        rows.append({"device": device, "precision": name, "runs": len(group),
+                     "peak_tflops": group["peak_tflops"].astype(float).median(),
+                     "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": bandwidth.min(),
+                     "bandwidth_max_gb_s": bandwidth.max(), "peak_source": group["peak_source"].iloc[0],
+                     "bandwidth_source": group["bandwidth_source"].iloc[0]})
+    return pd.DataFrame(rows)
+
+
+def roofline_figure(table: pd.DataFrame) -> ReportFigure:
+    """One log-log panel per device: each model's arithmetic intensity against its achieved TFLOPS,
+    coloured by family and shaded by batch size, under the device's roofs (peak and bandwidth from
+    the records)."""
+    devices = sort_labels(table["device"])
+    figure, axes = new_figure(ncols=len(devices), width=5.6, height=4.4)
+    colors = point_colors(table)
+    for ax, device in zip(axes, devices):
+        rows = table[table["device"] == device]
+        for (family, batch), group in rows.groupby(["family", "batch"], sort=True):
+            ax.scatter(group["intensity"], group["model_tflops"], color=colors[group.index[0]],
+                       marker=FAMILY_MARKERS.get(family, "o"), edgecolor="#333333", linewidth=0.5, zorder=3,
+                       label=f"{family}, batch {format_number(batch)}")
+        for roof in device_roofs(rows).itertuples():
+            draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
+                          span=rows["intensity"].dropna().astype(float))
+        ax.set_title(device, fontsize="medium")
+        ax.legend(fontsize="x-small", loc="upper left")  # above the bandwidth slope: no point can be there
+    behind = table[["device", "family", "model", "batch", "precision", "intensity", "model_tflops", "peak_tflops",
+                    "peak_source", "bandwidth_gb_s", "bandwidth_source", "roofline_tflops", "bound"]]
+    caption = ("Roofline per device: achieved model TFLOPS (training FLOPs per sample x steady samples/s) against "
+               "arithmetic intensity (training FLOPs per byte of weights and activations moved, per replica). "
+               "Roof: the peak at the runs' precision and the memory bandwidth named in the records (datasheet on "
+               "GPUs/TPUs; on CPUs a STREAM triad measured in each run, a lower bound: the median over the runs); "
+               "dotted: the ridge point. Colour: family; "
+               "paler: smaller batch.")
+    return ReportFigure("paradnn_roofline", figure, behind.copy(), caption)
+
+
+def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(slower-kind, faster-kind) device pairs to compare, in report order (CPU < GPU < TPU), at most
+    MAX_DEVICE_PAIRS: each later device over each earlier one with models in common."""
+    devices = sort_labels(table["device"])
+    pairs = [(a, b) for i, a in enumerate(devices) for b in devices[i + 1:]
+             if set(table.loc[table["device"] == a, "config"]) & set(table.loc[table["device"] == b, "config"])]
+    return pairs[:MAX_DEVICE_PAIRS]
+
+
+def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
+    """Per model run on both devices: samples/s on `other` over samples/s on `baseline`."""
+    base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
+    rows = table[table["device"] == other].drop_duplicates("config")
+    rows = rows[rows["config"].isin(base.index)]
+    return pd.DataFrame({
+        "baseline": baseline, "device": other, "family": rows["family"].to_numpy(),
+        "model": rows["model"].to_numpy(), "batch": rows["batch"].to_numpy(),
+        "bound": rows["bound"].to_numpy(), "baseline_bound": base.loc[rows["config"], "bound"].to_numpy(),
+        "speedup": (rows["samples_per_s"].astype(float).to_numpy()
+                    / base.loc[rows["config"], "samples_per_s"].astype(float).to_numpy()),
+    })
+
+
+def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportFigure:
+    """ParaDnn's TPU/GPU figures: per device pair and family, every model's speedup (sorted), coloured
+    by batch size; above 1 the second device is faster."""
+    frames = [speedup_frame(table, a, b) for a, b in pairs]
+    both = pd.concat(frames, ignore_index=True)
+    families = [f for f in FAMILIES if f in set(both["family"])]
+    figure, axes = new_figure(ncols=len(families), nrows=len(pairs), width=4.6, height=3.6)
+    axes = axes.reshape(len(pairs), len(families))
+    batches = sorted({float(b) for b in both["batch"].dropna()})
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    shade = {b: cmap(i / max(1, len(batches) - 1)) for i, b in enumerate(batches)}
+    for row, (a, b) in enumerate(pairs):
+        frame = both[(both["baseline"] == a) & (both["device"] == b)]
+        for col, family in enumerate(families):
+            ax = axes[row, col]
+            rows = frame[frame["family"] == family].sort_values("speedup").reset_index(drop=True)
+            for batch, group in rows.groupby("batch"):
+                ax.scatter(group.index, group["speedup"], color=shade[float(batch)], edgecolor="#333333",
+                           linewidth=0.4, zorder=3, label=f"batch {format_number(batch)}")
+            ax.axhline(1.0, color="#999999", linewidth=1)
+            ax.set_yscale("log")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel(f"{family} models, sorted by speedup")
+            ax.set_ylabel("speedup (samples/s ratio)")
+            ax.set_title(f"{b.split(':')[0]} over {a.split(':')[0]}: {family}", fontsize="medium")
+            if len(rows):
+                ax.legend(fontsize="x-small")
+    caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "
+               "precision), coloured by batch size, as in ParaDnn's TPU/GPU figures. Above 1: the second device "
+               f"is faster. Devices: {'; '.join(f'{b} over {a}' for a, b in pairs)}.")
+    return ReportFigure("paradnn_speedup", figure, both, caption)
+
+
+# --- ParaDnn's claims beside ours ----------------------------------------------------------------------
+
+def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, str]:
+    rows = frame[frame["family"] == family]
+    if kind == "median_compute_bound":
+        rows = rows[(rows["bound"] == "compute") & (rows["baseline_bound"] == "compute")]
+    elif kind == "median_memory_bound":
+        rows = rows[(rows["bound"] == "memory") & (rows["baseline_bound"] == "memory")]
+    values = rows["speedup"].dropna()
+    if not len(values):
+        return None, f"no {family} models of that kind measured on both devices"
+    value = {"max": values.max, "min": values.min}.get(kind, values.median)()
+    return float(value), f"{'median' if kind.startswith('median') else kind} over {len(values)} {family} model(s)"
+
+
+def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """ParaDnn's published speedups, labelled as theirs, each beside the same statistic of our device
+    pairs (ours ran other hardware, models and software: a comparison of kind, not of like with like)."""
+    rows = []
+    for claim in PARADNN_CLAIMS:
+        slow, fast = claim["devices"]
+        base = {"claim": claim["claim"], "theirs (x)": claim["theirs"], "their devices": f"{fast} over {slow}",
+                "source": PARADNN_SOURCE}
+        if not pairs:
+            rows.append({**base, "ours (x)": None, "our devices": "", "our basis": "one device only: no speedup"})
+        for a, b in pairs:
+            value, basis = _ours(speedup_frame(table, a, b), claim["kind"], claim["family"])
+            rows.append({**base, "ours (x)": value, "our devices": f"{b} over {a}", "our basis": basis})
+    return pd.DataFrame(rows)
+
+
+# --- the section ------------------------------------------------------------------------------------
+
+def _findings(table: pd.DataFrame) -> str:
+    sentences = []
+    for device in sort_labels(table["device"]):
+        rows = table[table["device"] == device]
+        best = rows.loc[rows["model_tflops"].astype(float).idxmax()] if rows["model_tflops"].notna().any() else None
+        if best is None:
+            sentences.append(f"**{device}**: no achieved TFLOPS in its records.")
+            continue
+        mfu = f", MFU {format_number(best['mfu'], 3)}" if pd.notna(best["mfu"]) else " (peak unknown: no MFU)"
+        bounds = rows["bound"].value_counts()
+        sentences.append(
+            f"**{device}**: {len(rows)} model(s); the fastest in FLOPS is {best['model']} at batch "
+            f"{format_number(best['batch'])}: {format_number(best['model_tflops'], 3)} TFLOPS{mfu}; "
+            f"{int(bounds.get('memory', 0))} memory-bound and {int(bounds.get('compute', 0))} compute-bound "
+            "by the roofline.")
+    return " ".join(sentences)
+
+
+def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
+    section.text.append(_findings(table))
+    printed = pick(table, [("device", "device"), ("family", "family"), ("model", "model"), ("batch", "global batch"),
+                           ("precision", "precision"), ("params", "parameters"), ("step_ms", "step (ms)"),
+                           ("step_std_ms", "std (ms)"), ("samples_per_s", "samples/s"),
+                           ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"), ("intensity", "FLOPs/byte"),
+                           ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
+                           ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
+    section.items = [ReportTable("paradnn_models", printed,
+                                 "ParaDnn models per device: steady step time and throughput, achieved model TFLOPS, "
+                                 "MFU and position on the roofline.")]
+    if table["intensity"].notna().any() and table["model_tflops"].notna().any():
+        section.items.append(roofline_figure(table))
+    roofs = device_roofs(table).rename(columns={
+        "peak_tflops": "peak TFLOPS", "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
+        "bandwidth_max_gb_s": "max", "peak_source": "peak TFLOPS: source",
+        "bandwidth_source": "bandwidth: source (first run)"})
+    section.items.append(ReportTable(
+        "paradnn_roofs", roofs, "Each device's roof: the peak and bandwidth its records used (median over the runs; "
+        "min and max: the bandwidth's range, which a CPU measures in every run) and where they come from."))
+    pairs = device_pairs(table)
+    if pairs:
+        section.items.append(speedup_figure(table, pairs))
+    section.items.append(ReportTable(
+        "paradnn_claims", claims_table(table, pairs),
+        f"{PARADNN_SOURCE}: their published speedups (theirs: TF 1.x, TPU v2/v3 and a V100, bf16/fp16) beside "
+        "the same statistic of our device pairs, which are other devices, models and software."))
+
+
+def paradnn_section(data: ReportData) -> Section:
+    """The ParaDnn section (or one that says why it has nothing to show)."""
+    return notebook_section(data, NOTEBOOK, "ParaDnn: roofline and speedups", "paradnn", paradnn_table, _fill)

@@ -1,0 +1,43 @@
+"""Where the suite's own files are: the notebooks, the grid files and the report notebook.
+
+Two places, looked for in this order:
+- the checkout colabkit runs from (a clone, or an editable install: `pip install -e .`): its
+  top-level notebooks/ and parameters/ folders, the ones the Colab badges link to;
+- the copy shipped inside the installed package (`pip install git+...`, what Colab does):
+  colabkit/bundled/notebooks/ and colabkit/bundled/parameters/, put there by setup.py from the
+  same two folders when the wheel is built.
+
+Grid files name their notebook relative to the folder holding parameters/ (`notebook:
+notebooks/cnn_mnist.ipynb`), and both places keep that layout, so an installed grid file finds its
+installed notebook.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SUITE_FOLDERS = ("notebooks", "parameters")
+_PACKAGE = Path(__file__).resolve().parent
+BUNDLED = _PACKAGE / "bundled"  # setup.py maps colabkit.bundled.<folder> onto the top-level folders
+
+
+def _has_suite(root: Path) -> bool:
+    return all((root / folder).is_dir() for folder in SUITE_FOLDERS)
+
+
+def checkout_root() -> Path | None:
+    """The checkout colabkit runs from (the folder holding colabkit/, notebooks/, parameters/), or None."""
+    root = _PACKAGE.parent
+    return root if _has_suite(root) else None
+
+
+def suite_root() -> Path:
+    """The folder holding notebooks/ and parameters/: the checkout when colabkit runs from one,
+    else the copy installed with the package. When neither is there (a build that left the files
+    out) it returns the installed location anyway, so the caller's error names where it looked."""
+    return checkout_root() or BUNDLED
+
+
+def suite_path(relative: str | Path) -> Path:
+    """`relative` (e.g. "notebooks/report.ipynb", "parameters/cnn_mnist.yaml") inside suite_root()."""
+    return suite_root() / relative

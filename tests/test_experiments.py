@@ -1,0 +1,275 @@
+"""Experiment declarations: each notebook's parameters cell agrees with its declaration, values are
+checked against declared types, ranges and choices (by the sweep before anything runs, and by the
+notebook itself right after its parameters cell), and the README's table is made from them."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from colabkit.cli import main
+from colabkit.colab.coordinates import Coordinates
+from colabkit.errors import ExperimentDeclarationError, NotebookTemplateError, ParameterError, UnknownExperimentError
+from colabkit.experiments import (
+    Experiment,
+    Headline,
+    Parameter,
+    all_experiments,
+    check_values,
+    get,
+    markdown_table,
+    stamp_experiments_table,
+    stamp_readme_file,
+)
+from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
+from colabkit.records.record import start_run
+from colabkit.sweep.parameters import declared_parameters
+from colabkit.sweep.runner import plan
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn")
+
+
+@pytest.fixture(autouse=True)
+def nothing_runs(monkeypatch):
+    """Validation must stop every sweep in this file before devices are even detected."""
+    def refuse() -> None:
+        raise AssertionError("the sweep got past validation")
+
+    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", refuse)
+
+
+@pytest.mark.parametrize("name", SUITE)
+def test_each_declaration_and_its_notebooks_parameters_cell_list_the_same_names_and_defaults(name):
+    experiment = get(name)
+    assert experiment.notebook == f"notebooks/{name}.ipynb"
+    cell = declared_parameters(REPO / experiment.notebook)
+    assert list(cell) == list(experiment.parameter_names)
+    assert {key: parameter.default for key, parameter in cell.items()} == experiment.defaults
+
+
+def test_the_suite_declares_its_four_experiments_in_report_order_with_a_grid_file_each():
+    assert [experiment.name for experiment in all_experiments()][:4] == list(SUITE)
+    for name in SUITE:
+        assert (REPO / "parameters" / f"{name}.yaml").is_file()
+        assert callable(get(name).section_function())
+
+
+def test_declared_vocabularies_are_the_ones_the_training_code_accepts():
+    from colabkit.experiments import cnn_mnist, dblstm_har, timeseries_rnn
+    from colabkit.training import setup, timeseries
+
+    for module in (cnn_mnist, dblstm_har):
+        assert module.MIXED_PRECISION_CHOICES == setup.MIXED_PRECISION_CHOICES
+        assert module.BATCH_SIZE_MEANINGS == setup.BATCH_SIZE_MEANINGS
+    assert cnn_mnist.LR_SCALING_RULES == setup.LR_SCALING_RULES
+    assert timeseries_rnn.BATCH_SIZE_MEANINGS == setup.BATCH_SIZE_MEANINGS
+    for dataset in timeseries_rnn.DATASETS:  # each one the loader knows (an unknown name raises)
+        assert dataset in timeseries.load_weather_series.__doc__
+
+
+@pytest.mark.parametrize("name, values, message", [
+    ("cnn_mnist", {"batch_size": 0}, "batch_size = 0: expected an int >= 1"),
+    ("cnn_mnist", {"epochs": -1}, "epochs = -1: expected an int >= 1"),
+    ("matmul_tflops", {"n": -5}, "n = -5: expected an int >= 1"),
+    ("matmul_tflops", {"n": "abc"}, "n = 'abc': expected an int >= 1"),
+    ("matmul_tflops", {"count": 0}, "count = 0: expected an int >= 1"),
+    ("matmul_tflops", {"dtype": "float8x"}, "dtype = 'float8x': expected one of float32, bfloat16, float16"),
+    ("matmul_tflops", {"jit_compile": 1}, "jit_compile = 1: expected one of auto, True, False"),
+    ("matmul_tflops", {"n": True}, "n = True: expected an int >= 1"),
+    ("cnn_mnist", {"learning_rate": 0}, "learning_rate = 0: expected a float > 0"),
+    ("cnn_mnist", {"learning_rate": "1e-3"}, "(YAML reads 1e-3 as a string: write 1.0e-3)"),
+    ("cnn_mnist", {"train_samples": -1}, "train_samples = -1: expected an int >= 1 (0: the whole training set)"),
+    ("cnn_mnist", {"backend": "mxnet"}, "backend = 'mxnet': expected one of tensorflow, jax, torch"),
+    ("cnn_mnist", {"data_source": "web"}, "data_source = 'web': expected one of auto, real, offline"),
+    ("cnn_mnist", {"target_accuracy": 1.5}, "target_accuracy = 1.5: expected a float >= 0 and <= 1"),
+    ("dblstm_har", {"mixed_precision": "fp8"}, "mixed_precision = 'fp8': expected one of none, mixed_float16"),
+    ("timeseries_rnn", {"dataset": "moon"}, "dataset = 'moon': expected one of weather_denmark, jena_climate"),
+    ("timeseries_rnn", {"device": "cuda"}, "device = 'cuda': expected one of auto, cpu, gpu, tpu, multiworker"),
+    ("timeseries_rnn", {"device": "gpu:0"}, "device = 'gpu:0': expected"),
+])
+def test_a_value_outside_its_declared_range_is_named_with_what_is_allowed(name, values, message):
+    problems = check_values(get(name), values)
+    assert len(problems) == 1 and message in problems[0], problems
+
+
+def test_values_inside_their_ranges_pass_and_zero_means_all_where_declared():
+    assert check_values(get("cnn_mnist"), {"train_samples": 0, "learning_rate": 1, "device": "gpu:4",
+                                           "batch_size_is": "global", "backend": "jax"}) == []
+    assert check_values(get("matmul_tflops"), {"jit_compile": True, "warmup": 0, "dtype": "bfloat16"}) == []
+    for experiment in all_experiments():
+        assert check_values(experiment, experiment.defaults, complete=True) == []
+
+
+def test_every_problem_comes_at_once_including_unknown_and_missing_names():
+    experiment = get("matmul_tflops")
+    values = {**experiment.defaults, "n": 0, "count": -1, "dtype": "x", "nope": 1}
+    del values["warmup"]
+    problems = check_values(experiment, values, complete=True)
+    assert [problem.split(" ")[0].rstrip(":") for problem in problems] == ["n", "count", "dtype", "nope", "warmup"]
+    assert problems[-1] == "warmup: not set (the notebook's parameters cell must assign it)"
+
+
+def test_a_declaration_refuses_a_default_outside_its_own_rule_and_a_headline_it_does_not_record():
+    with pytest.raises(ExperimentDeclarationError, match="its default does not fit its own rule: x = 0"):
+        Parameter("x", int, 0, "a count", minimum=1)
+    common = (Parameter("device", str, "auto", "d"), Parameter("results_path", str, "", "r"))
+    with pytest.raises(ExperimentDeclarationError, match="headline metric 'speed' is not among its metrics"):
+        Experiment("e", "notebooks/e.ipynb", "E", "e", common, ("time",), Headline("speed", "s", "x", "higher"),
+                   "m:f")
+    with pytest.raises(ExperimentDeclarationError, match="every experiment declares device, results_path"):
+        Experiment("e", "notebooks/e.ipynb", "E", "e", (), ("t",), Headline("t", "t", "s", "lower"), "m:f")
+
+
+def test_an_unknown_experiment_is_named_with_the_known_ones():
+    with pytest.raises(UnknownExperimentError, match=r"no experiment is declared as 'nope' \(known: matmul_tflops"):
+        get("nope")
+
+
+def test_start_run_reads_checks_and_records_the_declared_parameters_of_a_namespace(tmp_path):
+    namespace = {**get("matmul_tflops").defaults, "results_path": str(tmp_path / "r.json"), "other": 1}
+    run = start_run("matmul_tflops", namespace)
+    assert run.params == {key: value for key, value in get("matmul_tflops").defaults.items() if key != "results_path"}
+    assert run.path == tmp_path / "r.json"
+    with pytest.raises(ParameterError) as info:
+        start_run("matmul_tflops", {**namespace, "n": "abc", "count": 0})
+    assert str(info.value) == "n = 'abc': expected an int >= 1; count = 0: expected an int >= 1"
+    assert len(info.value.problems) == 2
+    with pytest.raises(ParameterError, match="repeats: not set"):
+        start_run("matmul_tflops", {key: value for key, value in namespace.items() if key != "repeats"})
+    with pytest.raises(ParameterError, match="n = 0"):  # the older params= form of a declared notebook is checked too
+        start_run("matmul_tflops", params={"device": "cpu", "n": 0})
+
+
+@pytest.mark.parametrize("body, messages", [
+    ("grid: {device: [cpu], n: [0, abc]}\nfixed: {count: 0, dtype: float8x}",
+     ["grid.n: n = 0: expected an int >= 1", "grid.n: n = 'abc': expected an int >= 1",
+      "fixed.count: count = 0: expected an int >= 1",
+      "fixed.dtype: dtype = 'float8x': expected one of float32, bfloat16, float16"]),
+    ("grid: {device: [cpu, cuda]}\npresets: {smoke: {fixed: {repeats: -1, size: 3}}}",
+     ["grid.device: device = 'cuda': expected one of auto, cpu",
+      "presets.smoke.fixed.repeats: repeats = -1: expected an int >= 1",
+      "presets.smoke.fixed.size: the notebook"]),
+])
+def test_the_sweep_refuses_out_of_range_values_all_at_once_before_anything_runs(tmp_path, capsys, body, messages):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"notebook: {REPO / 'notebooks' / 'matmul_tflops.ipynb'}\n{body}\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{len(messages)} problems" in err
+    for message in messages:
+        assert message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_overrides_are_checked_against_the_declarations_of_every_notebook_that_has_them(tmp_path, capsys):
+    argv = ["sweep", str(REPO / "parameters" / "cnn_mnist.yaml"), str(REPO / "parameters" / "dblstm_har.yaml"),
+            "--out", str(tmp_path / "out"), "-p", "epochs=0", "-p", "batch_size=abc"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "-p epochs (cnn_mnist.ipynb): epochs = 0: expected an int >= 1" in err
+    assert "-p batch_size (cnn_mnist.ipynb): batch_size = 'abc': expected an int >= 1" in err
+
+
+def test_a_notebook_whose_parameters_cell_drifted_from_its_declaration_is_refused(tmp_path):
+    import nbformat
+
+    notebook = nbformat.read(REPO / "notebooks" / "matmul_tflops.ipynb", as_version=4)
+    cell = next(cell for cell in notebook.cells if "parameters" in cell.metadata.get("tags", []))
+    cell.source = cell.source.replace("warmup = 1", "warm_up = 1")
+    (tmp_path / "matmul_tflops.ipynb").write_text(nbformat.writes(notebook))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"notebook: {tmp_path / 'matmul_tflops.ipynb'}\ngrid: {{device: [cpu]}}\n")
+    with pytest.raises(Exception, match="only the cell has warm_up; only the declaration has warmup"):
+        plan([grid])
+
+
+def test_validating_a_grid_of_ten_thousand_combinations_takes_under_five_seconds(tmp_path):
+    grid = tmp_path / "big.yaml"
+    grid.write_text(textwrap.dedent(f"""
+        notebook: {REPO / 'notebooks' / 'matmul_tflops.ipynb'}
+        grid:
+          device: [cpu]
+          n: {list(range(1, 101))}
+          count: {list(range(1, 101))}
+        fixed: {{repeats: 2}}
+    """))
+    started = time.perf_counter()
+    combinations = plan([grid], overrides={"warmup": 0}, out=tmp_path / "out")
+    elapsed = time.perf_counter() - started
+    assert len(combinations) == 10_000
+    assert elapsed < 5, f"{elapsed:.1f} s"
+    bad = grid.read_text().replace("count: [1,", "count: [0,")
+    grid.write_text(bad)
+    started = time.perf_counter()
+    with pytest.raises(Exception, match="count = 0: expected an int >= 1"):
+        plan([grid], out=tmp_path / "out")
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.notebook
+def test_plain_papermill_stops_right_after_the_parameters_cell_naming_the_parameter(tmp_path):
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError) as info:
+        papermill.execute_notebook(str(REPO / "notebooks" / "matmul_tflops.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"n": "abc", "dtype": "float8x", "results_path": str(tmp_path / "r.json")},
+                                   progress_bar=False, cwd=str(REPO))
+    assert info.value.ename == "ParameterError"
+    assert info.value.evalue == ("n = 'abc': expected an int >= 1; "
+                                 "dtype = 'float8x': expected one of float32, bfloat16, float16")
+    assert not (tmp_path / "r.json").exists()  # stopped before any work, and wrote no record
+
+
+def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge():
+    coordinates = Coordinates("someone/fork", "v1.2")
+    table = markdown_table(coordinates=coordinates)
+    lines = table.strip().splitlines()
+    assert len(lines) == 2 + len(all_experiments())
+    for experiment, line in zip(all_experiments(), lines[2:]):
+        assert line.startswith(f"| {experiment.title} | [`{experiment.name}`]({experiment.notebook}) |")
+        assert f"{experiment.headline.label} ({experiment.headline.unit}, {experiment.headline.better} is better)" in line
+        assert coordinates.notebook_url(experiment.notebook) in line
+
+
+def test_the_experiments_table_is_stamped_between_the_readme_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# colabkit\n\nintro\n\n<!-- experiments:start -->\nstale\n<!-- experiments:end -->\n\nafter\n")
+    assert stamp_readme_file(readme, check=True)
+    assert "stale" in readme.read_text()  # a check writes nothing
+    assert stamp_readme_file(readme)
+    text = readme.read_text()
+    assert text == ("# colabkit\n\nintro\n\n<!-- experiments:start -->\n" + markdown_table()
+                    + "<!-- experiments:end -->\n\nafter\n")
+    assert not stamp_readme_file(readme)  # stamping twice changes nothing
+    with pytest.raises(NotebookTemplateError, match="no `<!-- experiments:start -->`"):
+        stamp_experiments_table("# no markers\n")
+
+
+def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_notebooks():
+    coordinates = Coordinates("colabkit/colabkit", "main")
+    notebooks = [NotebookInfo("cnn_mnist", "notebooks/cnn_mnist.ipynb", "CNN", AcceleratorHint("GPU", "T4")),
+                 NotebookInfo("report", "notebooks/report.ipynb", "Results report", AcceleratorHint())]
+    table = readme_table(notebooks, coordinates)
+    experiments_part, others_part = table.split("The notebooks that sweep and report them:")
+    assert experiments_part.startswith(markdown_table(coordinates=coordinates, runtimes={"cnn_mnist": "T4 GPU",
+                                                                                          "report": "CPU"}))
+    assert "| [`cnn_mnist`](notebooks/cnn_mnist.ipynb) |" in experiments_part
+    assert "T4 GPU |" in experiments_part.splitlines()[3]  # cnn_mnist's row says the runtime it asks for
+    assert "[`report`](notebooks/report.ipynb)" in others_part and "cnn_mnist" not in others_part
+    readme = "# x\n<!-- experiments:start (generated) -->\nSTALE\n<!-- experiments:end -->\n"
+    stamped = stamp_block(readme, NOTEBOOKS_BLOCK, table)
+    assert stamped == "# x\n<!-- experiments:start (generated) -->\n" + table + "<!-- experiments:end -->\n"
+    assert stamp_experiments_table(readme, "T\n") == "# x\n<!-- experiments:start (generated) -->\nT\n<!-- experiments:end -->\n"
+
+
+def test_the_repositorys_readme_carries_the_current_table():
+    from colabkit.colab.coordinates import configured
+    from colabkit.maintenance.notebooks import stamp_repository
+
+    result = stamp_repository(REPO, configured(), check=True)
+    assert "README.md" not in result.changed, "run `python -m colabkit notebooks` to restamp the README"

@@ -1,0 +1,99 @@
+"""The ParaDnn notebook through papermill with smoke parameters, one run per family, on the CPU."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from conftest import execute_notebook
+
+from colabkit.records.record import read_record
+
+pytestmark = pytest.mark.notebook
+
+SMOKE = dict(device="cpu", batch_size=16, steps=4, epochs=3, steps_per_execution=2)
+
+# FC smoke model: Dense 256->64, 64->64, 64->16. Dense d->u forward: 2du + u FLOPs; params du + u.
+FC = dict(family="fc", layers=2, nodes=64, input_size=256, output_size=16)
+FC_FORWARD = (2 * 256 * 64 + 64) + (2 * 64 * 64 + 64) + (2 * 64 * 16 + 16)  # 43,152
+FC_PARAMS = (256 * 64 + 64) + (64 * 64 + 64) + (64 * 16 + 16)  # 21,648
+
+# RNN smoke model: Embedding(256, 32), one GRU(32) over 10 steps, Dense(256) at every step.
+# Keras 3 GRU (reset_after): 6u(d+u) + 6u per step; Dense 32->256: 2*32*256 + 256 per step; lookups 0.
+RNN = dict(family="rnn", layers=1, cell="gru", hidden=32, length=10, vocab=256)
+RNN_FORWARD = 10 * (6 * 32 * (32 + 32) + 6 * 32) + 10 * (2 * 32 * 256 + 256)  # 291,200
+RNN_PARAMS = 256 * 32 + 3 * 32 * (32 + 32 + 2) + (32 * 256 + 256)
+
+# CNN smoke model: ResNet-v1, 1 bottleneck block per group: 7x7 stem + 4 x (3 convs + 1x1 projection).
+CNN = dict(family="cnn", blocks=1, filters=4, block="bottleneck", input_size=32, output_size=16)
+CNN_CONVS = 1 + 4 * 4
+
+
+def run_family(tmp_path, **knobs):
+    _, record_path = execute_notebook("paradnn", tmp_path, **SMOKE, **knobs)
+    record = read_record(record_path)
+    assert record["status"] == "ok"
+    for knob, value in knobs.items():
+        assert record["params"][knob] == value
+    return record
+
+
+def check_record(record, forward: float | None = None, params: int | None = None):
+    metrics, timings = record["metrics"], record["timings"]
+    batch, steps = SMOKE["batch_size"], SMOKE["steps"]
+    # the timer: the first epoch apart, then steady epochs of exactly `steps` steps
+    assert [epoch["steps"] for epoch in timings["epochs"]] == [steps] * SMOKE["epochs"]
+    steady_train_s = statistics.median(epoch["train_s"] for epoch in timings["epochs"][1:])
+    assert metrics["samples_per_s"] == pytest.approx(steps * batch / steady_train_s)
+    # model FLOPs and the achieved TFLOPS: train FLOPs per sample x samples/s, exactly
+    assert metrics["model_flops_train_per_sample"] == 3 * metrics["model_flops_forward_per_sample"]
+    assert metrics["model_tflops"] == metrics["model_flops_train_per_sample"] * metrics["samples_per_s"] / 1e12
+    if forward is not None:
+        assert metrics["model_flops_forward_per_sample"] == forward
+    if params is not None:
+        assert metrics["params"] == params
+    assert record["flops"]["train_per_sample"] == metrics["model_flops_train_per_sample"]
+    assert sum(layer["forward_per_sample"] for layer in record["flops"]["by_layer"]) == pytest.approx(
+        metrics["model_flops_forward_per_sample"])
+    # utilisation against the CPU's estimated peak (or a reason when this CPU has none)
+    if metrics["peak_tflops"] is not None:
+        assert metrics["mfu"] == pytest.approx(metrics["model_tflops"] / metrics["peak_tflops"])
+        assert metrics["peak_tflops_source"]
+    else:
+        assert metrics["mfu"] is None and metrics["mfu_reason"]
+    # arithmetic intensity per training step and the roofline it implies
+    assert metrics["flops_per_step_per_replica"] == metrics["model_flops_train_per_sample"] * batch
+    assert metrics["arithmetic_intensity"] == pytest.approx(
+        metrics["flops_per_step_per_replica"] / metrics["bytes_per_step_per_replica"])
+    assert metrics["peak_bandwidth_gb_s"] > 0 and metrics["peak_bandwidth_quality"] == "measured"
+    assert "STREAM" in metrics["peak_bandwidth_source"]
+    if metrics["peak_tflops"] is not None:
+        attainable = min(metrics["peak_tflops"], metrics["arithmetic_intensity"] * metrics["peak_bandwidth_gb_s"] / 1e3)
+        assert metrics["roofline_tflops"] == pytest.approx(attainable)
+        ridge = metrics["peak_tflops"] * 1e3 / metrics["peak_bandwidth_gb_s"]
+        assert metrics["bound"] == ("memory" if metrics["arithmetic_intensity"] < ridge else "compute")
+        assert metrics["fraction_of_roofline"] == pytest.approx(metrics["model_tflops"] / attainable)
+
+
+def test_fc_smoke(tmp_path):
+    record = run_family(tmp_path, **FC)
+    check_record(record, forward=FC_FORWARD, params=FC_PARAMS)
+    assert record["metrics"]["family"] == "fc" and record["data"]["source"] == "synthetic"
+    assert record["data"]["shape"] == {"inputs": [16, 256], "labels": [16]}
+
+
+def test_rnn_smoke(tmp_path):
+    record = run_family(tmp_path, **RNN)
+    check_record(record, forward=RNN_FORWARD, params=RNN_PARAMS)
+    assert record["data"]["shape"] == {"inputs": [16, 10], "labels": [16, 10]}
+
+
+def test_cnn_smoke(tmp_path):
+    record = run_family(tmp_path, **CNN)
+    check_record(record)
+    layers = record["flops"]["by_layer"]
+    assert sum(layer["class"] == "Conv2D" for layer in layers) == CNN_CONVS
+    assert sum(layer["class"] == "BatchNormalization" for layer in layers) == CNN_CONVS
+    # the last group's bottleneck ends with 4 x 8F channels: the Dense head reads 128 features
+    head = layers[-1]
+    assert head["class"] == "Dense" and head["forward_per_sample"] == 2 * 4 * 8 * 4 * 16 + 16
