@@ -30,6 +30,8 @@ ERROR_KINDS: dict[str, str] = {
     "missing_record": "the notebook finished but wrote no readable record",
     "html_export": "the run finished but its HTML export failed",
     "skipped": "never ran: the device is not on this machine, or the combination is not supported",
+    "worker_died": "a sweep on a Dask cluster: the worker running it died on every try (`--cluster`)",
+    "cluster": "a sweep on a Dask cluster: the task could not run on its worker (the message says why)",
 }
 ERROR_KEYS: dict[str, str] = {
     "type": "the exception's class name (`DeviceNotAvailable` for skipped runs)",
