@@ -42,6 +42,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
     overrides = parse_overrides(args.param)
+    if args.cluster:  # the same sweep, its combinations run on a Dask cluster (colabkit.sweep.cluster)
+        from colabkit.sweep.cluster import on_cluster
+
+        prepare, run_sweep = on_cluster(args.cluster, shared_out=args.shared_out)
     if args.dry_run:
         decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
                             rerun_unreadable=args.rerun)
@@ -283,6 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show a progress bar (default: when the terminal is interactive, or in Colab)")
+    sweep.add_argument("--cluster", metavar="ADDRESS",
+                       help="run the combinations on a Dask cluster: a scheduler's address (tcp://host:8786) or "
+                            "local:N for N worker processes here; needs colabkit[cluster] (see docs/cluster.md)")
+    sweep.add_argument("--shared-out", action=argparse.BooleanOptionalAction, default=None,
+                       help="with --cluster: every worker sees --out at the same path and writes there "
+                            "(--no-shared-out: results always come back to this machine; default: each task "
+                            "writes there when it sees the folder)")
     sweep.set_defaults(handler=_sweep)
     report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
                                              "(runs notebooks/report.ipynb)",

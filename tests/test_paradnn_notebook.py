@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import execute_notebook
+from helpers import execute_notebook
 
 from colabkit.records.record import read_record
 

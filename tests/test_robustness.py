@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from colabkit.records.record import read_record
 

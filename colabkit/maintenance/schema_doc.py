@@ -28,11 +28,14 @@ ERROR_KINDS: dict[str, str] = {
     ErrorKind.DEAD_KERNEL: "the kernel process died while a cell ran (`exit_code`: e.g. -9, the OOM killer)",
     ErrorKind.KERNEL_START: "no kernel came up (unknown kernel name, or start-up failed on every try)",
     ErrorKind.SWEEP: "the sweep's own machinery failed around the run (the message says what)",
-    ErrorKind.WORKER_DIED: "the sweep's worker process running it (`--jobs N`) died: killed, or out of host memory",
+    ErrorKind.WORKER_DIED: "the process running it died: a sweep worker (`--jobs N`), or a Dask worker on every try (`--cluster`)",
     ErrorKind.MULTI_WORKER: "a worker of a multi-worker run failed; the message names it",
     ErrorKind.MISSING_RECORD: "the notebook finished but wrote no readable record",
     ErrorKind.HTML_EXPORT: "the run finished but its HTML export failed",
     ErrorKind.SKIPPED: "never ran: the device is not on this machine, or the combination is not supported",
+    ErrorKind.NOT_A_MEASUREMENT: "the run finished but a figure cannot be a measurement (0 FLOPs, no samples, a NaN loss)",
+    ErrorKind.FILESYSTEM: "the output folder failed the run: a full disk, no permission, a file where a folder goes",
+    ErrorKind.CLUSTER: "a sweep on a Dask cluster: the task could not run on its worker (the message says why)",
 }
 ERROR_KEYS: dict[str, str] = {
     "type": "the exception's class name (`DeviceNotAvailable` for skipped runs)",

@@ -55,7 +55,11 @@ FIELD_DOCS: dict[str, str] = {
     "fingerprint": "written by the sweep: what the result depends on (notebook code, parameters, colabkit's "
                    "version and code, TensorFlow's version) and their `digest`; a resumed sweep keeps a "
                    "record whose digest matches",
-    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`)",
+    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
+             "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
+             "into a shared `out`)",
+    "worker": "written by a sweep on a Dask cluster (`--cluster`): the worker that ran it (`host`, `address`, "
+              "`name`, its declared `resources`, `cuda_visible_devices`)",
 }
 
 

@@ -355,7 +355,7 @@ def _worker_init(parent_pid: int) -> None:
     warm_up()  # so that the first run's time is the run's own
 
 
-class _Progress:
+class Progress:
     """One progress bar over the combinations to run (ETA, current ones named) and a line per run."""
 
     def __init__(self, total: int, jobs: int, echo: Callable[[str], None], bar: bool) -> None:
@@ -406,7 +406,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _run_serial(decisions: list[Decision], out: Path, options: RunOptions, progress: _Progress,
+def _run_serial(decisions: list[Decision], out: Path, options: RunOptions, progress: Progress,
                 outcomes: list[Outcome]) -> None:
     for decision in decisions:
         progress.started(decision.combination)
@@ -427,7 +427,7 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def _run_parallel(decisions: list[Decision], out: Path, options: RunOptions, available: dict[str, int],
-                  progress: _Progress, outcomes: list[Outcome]) -> None:
+                  progress: Progress, outcomes: list[Outcome]) -> None:
     slots = _DeviceSlots(available)
     pending = list(decisions)
     running: dict[Future, tuple[Decision, _Lease, float]] = {}
@@ -532,7 +532,7 @@ def run_sweep(
              + (f", {set_aside} set aside (record file unreadable; --rerun replaces it)" if set_aside else ""))
         if jobs > 1 and len(to_run) > 1:
             echo(PARALLEL_WARNING.format(jobs=jobs))
-        bar = _Progress(len(to_run), min(jobs, max(len(to_run), 1)), echo, progress)
+        bar = Progress(len(to_run), min(jobs, max(len(to_run), 1)), echo, progress)
         try:
             if jobs == 1:
                 _run_serial(to_run, out, options, bar, outcomes)
