@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from colabkit.records.record import make_record, write_json_atomic
+from colabkit.io import write_json_atomic
+from colabkit.records.record import make_record
 from colabkit.training.timeseries import forecast_excerpt
 
 CPU = {"requested": "cpu", "kind": "cpu", "replicas": 1, "strategy": "OneDeviceStrategy", "name": "AMD EPYC",
