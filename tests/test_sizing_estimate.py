@@ -96,3 +96,26 @@ def test_fit_estimate_covers_the_repeats_still_to_come():
     record = estimate.as_record()
     assert record["total_steps"] == 60
     assert record["remaining_s"] == pytest.approx((20 - record["after_steps"] + 40) * record["step_s"])
+
+
+@pytest.mark.parametrize("notebook", ["cnn_mnist", "dblstm_har", "timeseries_rnn"])
+def test_every_parameter_line_is_declared_and_auto_sizes_accept_grid_integers(notebook):
+    """papermill skips a parameter line it cannot parse (an `int | str` annotation, a second '=' in
+    the comment), and the grids could then not set it: every assignment must be declared, and the
+    "auto" parameters must take the integers the grids give."""
+    import ast
+    import json
+    from pathlib import Path
+
+    from colabkit.sweep.parameters import declared_parameters
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{notebook}.ipynb"
+    cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    assigned = {node.target.id if isinstance(node, ast.AnnAssign) else node.targets[0].id
+                for node in ast.parse("".join(cell["source"])).body if isinstance(node, (ast.Assign, ast.AnnAssign))}
+    declared = declared_parameters(path)
+    assert assigned == set(declared)
+    autos = [name for name, parameter in declared.items() if parameter.default == "auto" and parameter.annotation]
+    assert autos, "the training notebooks size some parameters for the device"
+    for name in autos:
+        assert declared[name].problem_with(8) is None and declared[name].problem_with("auto") is None, name
