@@ -549,3 +549,20 @@ def test_dblstm_ratios_use_throughput_where_work_differs_and_old_records_read_la
     # the old record's `layers` and the new one's `bilstm_layers` name one configuration
     assert len(ratios) == 1 and ratios["ratio"].item() == pytest.approx(50.0)
     assert ratios["measure"].item() == "throughput (work per epoch differs)"
+
+
+def test_hand_runs_left_at_auto_match_by_the_sizes_they_used(tmp_path):
+    """Two runs that asked units="auto" but were sized for different devices did different work:
+    they must not be compared as one configuration."""
+    cpu, gpu, gpu_small = fx.timeseries("cpu", 64), fx.timeseries("gpu", 64), fx.timeseries("gpu", 64)
+    for record, units in ((cpu, 32), (gpu, 128), (gpu_small, 32)):
+        record["params"]["units"] = "auto"
+        record["sizes"] = {"device_kind": record["device"]["kind"], "auto": ["units"], "asked": {"units": "auto"},
+                           "used": {"units": units}}
+    fx.write(tmp_path, cpu, "manual-a")
+    fx.write(tmp_path, gpu, "manual-b")
+    table = report.speedup_table(report.load_report_data([tmp_path])).set_index(["notebook", "device"])
+    assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "configurations"] == 0
+    fx.write(tmp_path, gpu_small, "manual-b")  # now the GPU run used the CPU's sizes: the same work
+    table = report.speedup_table(report.load_report_data([tmp_path])).set_index(["notebook", "device"])
+    assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "configurations"] == 1
