@@ -97,9 +97,11 @@ def cnn(device: str, batch: int, status: str = "ok", data: dict[str, Any] | None
 
 
 def dblstm(device: str, layers: int, units: int, status: str = "ok", data: dict[str, Any] | None = None,
-           repeats: int = 3) -> dict[str, Any]:
-    params = {"device": device, "units": units, "layers": layers, "head_units": 64, "batch_size": 64,
-              "epochs": 2, "repeats": repeats, "data_source": "auto"}
+           repeats: int = 3, old_names: bool = False) -> dict[str, Any]:
+    """`layers` bidirectional layers (`bilstm_layers`), an LSTM(64) head; `old_names`: the parameter
+    names of records written before the rename (`layers`)."""
+    params = {"device": device, "units": units, "layers" if old_names else "bilstm_layers": layers, "head_units": 64,
+              "batch_size": 64, "epochs": 2, "repeats": repeats, "data_source": "auto"}
     if status != "ok":
         return make_record("dblstm_har", status, params, device=_device(device, status), error=_error(status))
     accuracy = 0.80 + units / 2000 + layers / 100

@@ -23,7 +23,7 @@ def lstm_params(inputs: int, units: int) -> int:
     return 4 * units * (inputs + units + 1)
 
 
-# Hand-derived parameter count of the model Kimm, Paik & Kimm 2021 printed (layers=2, units=128, head_units=64,
+# Hand-derived parameter count of Kimm, Paik & Kimm 2021's printed model (bilstm_layers=2, units=128, head_units=64,
 # 9 input signals, 6 activities). A Keras LSTM of u units on i inputs has 4 gates, each with an
 # (i x u) kernel, a (u x u) recurrent kernel and u biases: 4u(i + u + 1). A Bidirectional layer
 # holds two of them and concatenates their outputs (2u features).
@@ -77,7 +77,7 @@ def check_repeated_training_record(record, *, repeats: int, epochs: int, global_
 
 def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
     executed, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu", batch_size=64, units=8, layers=1, head_units=8, epochs=2,
+        "dblstm_har", tmp_path, device="cpu", batch_size=64, units=8, bilstm_layers=1, head_units=8, epochs=2,
         repeats=2, train_samples=192, test_samples=96, data_source="offline", seed=5)
     record = read_record(record_path)
     assert record["data"]["source"] == "synthetic" and record["data"]["sizes"] == {"train": 7352, "test": 2947}
@@ -97,7 +97,7 @@ def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
 
 def test_two_logical_cpu_replicas_split_the_global_batch(tmp_path):
     _, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu:2", batch_size=32, units=4, layers=1, head_units=4, epochs=2,
+        "dblstm_har", tmp_path, device="cpu:2", batch_size=32, units=4, bilstm_layers=1, head_units=4, epochs=2,
         repeats=1, train_samples=96, test_samples=40, data_source="offline")
     record = read_record(record_path)
     assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
@@ -113,14 +113,45 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "cache"))
     monkeypatch.setenv("COLABKIT_MIRROR_UCI_HAR", archive.as_uri())
     _, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu", batch_size=4, layers=2, units=128, head_units=64, epochs=2,
+        "dblstm_har", tmp_path, device="cpu", batch_size=4, bilstm_layers=2, units=128, head_units=64, epochs=2,
         repeats=1, data_source="real")
     record = read_record(record_path)
     data = record["data"]
     assert data["source"] == "real" and data["url"] == archive.as_uri() and data["sizes"] == {"train": 12, "test": 6}
     assert data["class_names"] == ACTIVITIES and data["subjects"] == {"train": [1, 3], "test": [2]}
-    assert record["metrics"]["params"] == KIMM_2021_DBLSTM_PARAMS
+    assert record["metrics"]["params"] == KIMM_2021_DBLSTM_PARAMS  # the printed model, parameter for parameter
+    assert record["architecture"] == "2 x BiLSTM(128) + LSTM(64)"
     check_repeated_training_record(record, repeats=1, epochs=2, global_batch=4, train=12, test=6)
     expected_labels = np.asarray(har_arrays()["y_test"]) - 1  # the archive's 1-6, shifted
     support = np.bincount(expected_labels, minlength=6).tolist()
     assert [row for row in map(sum, record["evaluation"]["confusion_matrix"])] == support
+
+
+def test_no_head_and_auto_sizes_on_a_cpu(tmp_path):
+    """head_units=0: a single BiLSTM returns its last state straight into the softmax (the paper
+    preset's one-layer model). epochs, repeats and train_samples left at "auto" take the CPU's sizes,
+    printed and recorded, and the first steps give an estimate of the run's length."""
+    executed, record_path = execute_notebook(
+        "dblstm_har", tmp_path, device="cpu", batch_size=64, units=4, bilstm_layers=1, head_units=0,
+        test_samples=64, data_source="offline")
+    record = read_record(record_path)
+    # 1 x Bidirectional(LSTM(4)) on 9 inputs (8 features out), Dense(6) on 8; no LSTM head
+    assert record["metrics"]["params"] == 2 * lstm_params(9, 4) + 8 * 6 + 6
+    assert record["architecture"] == "1 x BiLSTM(4)"
+    sizes = record["sizes"]
+    assert sizes["device_kind"] == "cpu" and sorted(sizes["auto"]) == ["epochs", "repeats", "train_samples"]
+    assert sizes["used"] == {"epochs": 3, "repeats": 1, "train_samples": 1024}
+    assert record["params"]["epochs"] == "auto"  # what was asked stays in params
+    check_repeated_training_record(record, repeats=1, epochs=3, global_batch=64, train=1024, test=64)
+    estimate = record["estimate"]
+    assert estimate["total_steps"] == 3 * 16 and estimate["remaining_s"] > 0
+    outputs = str([o for cell in executed.cells for o in cell.get("outputs", [])])
+    assert "sizes chosen for a CPU runtime" in outputs and "estimate after" in outputs
+
+
+def test_a_negative_head_is_refused(tmp_path):
+    import papermill
+
+    with pytest.raises(papermill.PapermillExecutionError, match="head_units >= 0"):
+        execute_notebook("dblstm_har", tmp_path, device="cpu", batch_size=8, units=2, bilstm_layers=1, head_units=-1,
+                         epochs=2, repeats=1, train_samples=16, test_samples=8, data_source="offline")

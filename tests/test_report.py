@@ -141,11 +141,12 @@ def test_dblstm_runtime_per_layers_accuracy_metrics_and_ratios(data):
     section = report.dblstm_section(data)
     runtime = section.figure("dblstm_runtime").figure
     one_layer, two_layers = runtime.axes[:2]
-    assert one_layer.get_title().endswith("1 layer(s)") and two_layers.get_title().endswith("2 layer(s)")
+    assert one_layer.get_title().endswith("1 x BiLSTM + LSTM(64)") and two_layers.get_title().endswith("2 x BiLSTM + LSTM(64)")
     assert line_data(one_layer)["GPU: Tesla T4"] == ([32, 64], [1.0, 2.0])
     assert "TPU x8: TPU v2-8" in line_data(one_layer) and "TPU x8: TPU v2-8" not in line_data(two_layers)
     table = report.dblstm_table(data)
-    row = table[(table["device"] == "CPU: AMD EPYC") & (table["units"] == 64) & (table["layers"] == 2)].iloc[0]
+    row = table[(table["device"] == "CPU: AMD EPYC") & (table["units"] == 64) & (table["bilstm_layers"] == 2)].iloc[0]
+    assert row["recurrent_layers"] == 3 and row["model"] == "2 x BiLSTM + LSTM(64)"
     assert row["train_time_std_s"] == pytest.approx(np.std([36, 40, 44], ddof=1))  # error bars from the repeats
     assert row["test_accuracy_std"] == pytest.approx(0.01)
 
@@ -159,7 +160,7 @@ def test_dblstm_runtime_per_layers_accuracy_metrics_and_ratios(data):
     assert [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()] == \
         ["accuracy", "precision", "recall", "F1 (macro)", "F1 (weighted)"]
     assert set(bar_heights(ax)) == {"CPU: AMD EPYC", "GPU: Tesla T4", "TPU x8: TPU v2-8"}  # the config all three ran
-    assert set(metrics.data["configuration"]) == {"1 layer(s) x 64 units, batch 64"}
+    assert set(metrics.data["configuration"]) == {"1 x BiLSTM(64) + LSTM(64), global batch 64"}
 
 
 def test_timeseries_epoch_times_loss_curves_and_predictions(data):
@@ -452,15 +453,21 @@ def test_the_reading_calls_a_device_faster_only_where_every_configuration_agrees
     assert "0.500x to 4x" in text
 
 
-def test_runs_on_several_keras_backends_are_set_beside_ragab_and_ragab(tmp_path):
+def test_runs_on_several_keras_backends_are_kept_apart_from_the_published_unknown_model(tmp_path):
     for backend in ("tensorflow", "jax", "torch"):
         fx.write(tmp_path, fx.cnn("cpu", 256, backend=backend), f"backend-{backend}")
     section = report.cnn_section(report.load_report_data([tmp_path]))
-    frameworks = section.table("cnn_frameworks_vs_published").set_index("framework")
-    assert frameworks.loc["tensorflow", "Ragab & Ragab training time (s)"] == 1286.5
-    assert frameworks.loc["torch", "Ragab & Ragab test accuracy"] == 0.9434
-    assert pd.isna(frameworks.loc["jax", "Ragab & Ragab training time (s)"])  # they never ran JAX on a CPU
+    frameworks = section.table("cnn_frameworks").set_index("framework")
     assert frameworks.loc["jax", "training time (s)"] == 50.0
+    assert not any("1286.5" in str(value) for value in frameworks.to_numpy().ravel())  # no published figure beside ours
+    assert not [name for name in frameworks.columns if "Ragab" in name or "seed" in name]
+    published = section.table("cnn_frameworks_published")
+    assert set(published["model"]) == {"published, model unknown"}
+    tf_cpu = published[(published["framework"] == "tensorflow") & (published["device"] == "CPU")].iloc[0]
+    assert tf_cpu["training time (s)"] == 1286.5 and tf_cpu["test accuracy"] == 0.9275
+    assert not ((published["framework"] == "jax") & (published["device"] == "CPU")).any()  # never run: absent
+    caption = section.tables["cnn_frameworks_published"].caption
+    assert caption.startswith("Published, model unknown") and "not as a like-for-like comparison" in caption
     assert set(bar_heights(section.figure("cnn_accuracy").figure.axes[0])) == {
         "CPU: AMD EPYC, backend=jax", "CPU: AMD EPYC, backend=tensorflow", "CPU: AMD EPYC, backend=torch"}
 
@@ -494,3 +501,73 @@ def test_a_recorded_std_over_repeats_is_used_as_the_record_gives_it(tmp_path):
     assert table["test_accuracy_std"].tolist() == [0.5]
     assert table["train_time_std_s"].tolist() == pytest.approx([np.std([0.9, 1.0, 1.1], ddof=1)])
     assert table["repeats"].tolist() == [3]
+
+
+def test_runs_match_by_global_batch_not_by_the_batch_size_parameter(tmp_path):
+    """256 per replica on 8 TPU cores is a global batch of 2,048: it matches the CPU at 2,048, never
+    the CPU at 256 (which did 8x less work per step)."""
+    cpu_small, cpu_large, tpu = fx.cnn("cpu", 256), fx.cnn("cpu", 2048), fx.cnn("tpu", 256)
+    tpu["metrics"].update(global_batch_size=2048, epoch_time_steady_s=0.5)  # 256 per replica x 8
+    fx.write(tmp_path, cpu_small, "batch_size-256")
+    fx.write(tmp_path, cpu_large, "batch_size-2048")
+    fx.write(tmp_path, tpu, "batch_size-256")
+    data = report.load_report_data([tmp_path])
+    table = report.speedup_table(data).set_index(["notebook", "device"])
+    row = table.loc[("cnn_mnist", "TPU x8: TPU v2-8")]
+    assert row["configurations"] == 1 and row["speedup"] == pytest.approx(10.0 / 0.5)  # vs the CPU at 2,048
+    cnn = report.cnn_table(data)
+    assert sorted(cnn["batch"]) == [256, 2048, 2048]
+    assert cnn.loc[cnn["device"] == "TPU x8: TPU v2-8", "config"].item() == \
+        cnn.loc[(cnn["device"] == "CPU: AMD EPYC") & (cnn["batch"] == 2048), "config"].item()
+
+
+def test_unequal_work_per_epoch_is_compared_by_throughput_and_said(tmp_path):
+    cpu, gpu = fx.cnn("cpu", 256), fx.cnn("gpu", 256)
+    cpu["metrics"].update(samples_per_epoch=10_000, samples_per_s=1_000.0, epoch_time_steady_s=10.0)
+    gpu["metrics"].update(samples_per_epoch=60_000, samples_per_s=30_000.0, epoch_time_steady_s=2.0)
+    fx.write(tmp_path, cpu, "batch_size-256")
+    fx.write(tmp_path, gpu, "batch_size-256")
+    data = report.load_report_data([tmp_path])
+    row = report.speedup_table(data).set_index(["notebook", "device"]).loc[("cnn_mnist", "GPU: Tesla T4")]
+    assert row["speedup"] == pytest.approx(30.0)  # samples/s ratio, not the epoch-time ratio 5
+    assert "work per epoch differed" in row["measure"]
+    caption = report.cnn_section(data).figure("cnn_epoch_and_sample_time").caption
+    assert "Work per epoch differs" in caption and "per-sample times" in caption
+    # equal work: the epoch-time ratio, and no such note
+    gpu["metrics"].update(samples_per_epoch=10_000)
+    fx.write(tmp_path, gpu, "batch_size-256")
+    row = report.speedup_table(report.load_report_data([tmp_path])).set_index(["notebook", "device"]) \
+        .loc[("cnn_mnist", "GPU: Tesla T4")]
+    assert row["speedup"] == pytest.approx(5.0) and "differed" not in row["measure"]
+
+
+def test_dblstm_ratios_use_throughput_where_work_differs_and_old_records_read_layers(tmp_path):
+    cpu = fx.dblstm("cpu", 2, 64, old_names=True)  # written before the rename: `layers`
+    gpu = fx.dblstm("gpu", 2, 64)
+    cpu["metrics"].update(samples_per_epoch=1024, samples_per_s=100.0)
+    gpu["metrics"].update(samples_per_epoch=7352, samples_per_s=5000.0)
+    fx.write(tmp_path, cpu, "a")
+    fx.write(tmp_path, gpu, "a")
+    table = report.dblstm_table(report.load_report_data([tmp_path]))
+    assert set(table["model"]) == {"2 x BiLSTM + LSTM(64)"} and set(table["recurrent_layers"]) == {3}
+    ratios = report.runtime_ratios(table)
+    # the old record's `layers` and the new one's `bilstm_layers` name one configuration
+    assert len(ratios) == 1 and ratios["ratio"].item() == pytest.approx(50.0)
+    assert ratios["measure"].item() == "throughput (work per epoch differs)"
+
+
+def test_hand_runs_left_at_auto_match_by_the_sizes_they_used(tmp_path):
+    """Two runs that asked units="auto" but were sized for different devices did different work:
+    they must not be compared as one configuration."""
+    cpu, gpu, gpu_small = fx.timeseries("cpu", 64), fx.timeseries("gpu", 64), fx.timeseries("gpu", 64)
+    for record, units in ((cpu, 32), (gpu, 128), (gpu_small, 32)):
+        record["params"]["units"] = "auto"
+        record["sizes"] = {"device_kind": record["device"]["kind"], "auto": ["units"], "asked": {"units": "auto"},
+                           "used": {"units": units}}
+    fx.write(tmp_path, cpu, "manual-a")
+    fx.write(tmp_path, gpu, "manual-b")
+    table = report.speedup_table(report.load_report_data([tmp_path])).set_index(["notebook", "device"])
+    assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "configurations"] == 0
+    fx.write(tmp_path, gpu_small, "manual-b")  # now the GPU run used the CPU's sizes: the same work
+    table = report.speedup_table(report.load_report_data([tmp_path])).set_index(["notebook", "device"])
+    assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "configurations"] == 1

@@ -152,3 +152,58 @@ def test_subsample_rejects_negative_counts_and_unpaired_arrays():
         subsample(-1, np.zeros(3))
     with pytest.raises(ValueError, match="differ in length"):
         subsample(2, np.zeros(3), np.zeros(4))
+
+
+def test_batch_samples_count_the_partial_last_batch_of_each_pass():
+    from colabkit.training.timer import TrainingTimer
+
+    timer = TrainingTimer(global_batch_size=1024, dataset_size=4000)  # 3 full batches + 928
+    assert [timer.batch_samples(step) for step in range(5)] == [1024, 1024, 1024, 928, 1024]
+    assert sum(timer.batch_samples(step) for step in range(4)) == 4000  # not 4 x 1024 = 4096
+    dropped = TrainingTimer(global_batch_size=1024, dataset_size=4000, drop_remainder=True)
+    assert [dropped.batch_samples(step) for step in range(4)] == [1024] * 4  # 3 per pass, all full
+    even = TrainingTimer(global_batch_size=1000, dataset_size=4000)
+    assert [even.batch_samples(step) for step in range(5)] == [1000] * 5
+    stream = TrainingTimer(global_batch_size=256)
+    assert stream.batch_samples(7) == 256
+    with pytest.raises(ValueError):
+        TrainingTimer(global_batch_size=1024, dataset_size=1000, drop_remainder=True)
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 4])
+def test_per_sample_figures_use_the_samples_the_epoch_saw(steps_per_execution):
+    """60 samples at batch 8: 7 full batches and one of 4. Steps x batch would count 64."""
+    import tensorflow as tf
+
+    from colabkit.training.timer import TrainingTimer
+
+    x, y = toy_data()
+    x, y = x[:60], y[:60]
+    model = slow_toy_model(steps_per_execution)
+    timer = TrainingTimer(global_batch_size=BATCH, dataset_size=len(x))
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    model.fit(data, epochs=3, callbacks=[timer], verbose=0)
+
+    assert [epoch.steps for epoch in timer.epochs] == [8, 8, 8]
+    assert [epoch.samples for epoch in timer.epochs] == [60, 60, 60]
+    metrics = timer.metrics()
+    steady = timer.epochs[1:]
+    assert metrics["samples_per_epoch"] == 60
+    assert metrics["samples_per_s"] == pytest.approx(60 / np.median([e.train_s for e in steady]))
+    assert metrics["sample_time_steady_us"] == pytest.approx(1e6 * np.median([e.train_s / 60 for e in steady]))
+    assert timer.timings()["epochs"][1]["samples"] == 60
+
+
+def test_dropped_remainder_is_not_counted():
+    import tensorflow as tf
+
+    from colabkit.training.timer import TrainingTimer
+
+    x, y = toy_data()
+    x, y = x[:60], y[:60]
+    model = slow_toy_model(1)
+    timer = TrainingTimer(global_batch_size=BATCH, dataset_size=len(x), drop_remainder=True)
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH, drop_remainder=True), epochs=2,
+              callbacks=[timer], verbose=0)
+    assert [epoch.samples for epoch in timer.epochs] == [56, 56]
+    assert timer.metrics()["samples_per_epoch"] == 56

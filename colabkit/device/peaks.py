@@ -46,10 +46,20 @@ _GPU_PEAKS: list[tuple[str, str, dict[str, float], str]] = [
      "NVIDIA A100 datasheet (dense): 19.5 FP32, 156 TF32, 312 FP16/BF16 TFLOPS"),
     (r"\bL4\b", "L4", {"float32": 30.3, "tf32": 60.0, "float16": 121.0, "bfloat16": 121.0},
      "NVIDIA L4 datasheet (dense, half the sparsity figures): 30.3 FP32, 60 TF32, 121 FP16/BF16"),
+    # NVL parts (PCIe cards with an NVLink bridge, lower clocks and power) come before the patterns
+    # that would also match their names: "NVIDIA H100 NVL" is not an H100 SXM.
+    (r"H100.*NVL", "H100-NVL", {"float32": 60.0, "tf32": 417.5, "float16": 835.5, "bfloat16": 835.5},
+     "NVIDIA H100 datasheet (NVL column; dense = half its sparsity figures): 60 FP32, 417.5 TF32, "
+     "835.5 FP16/BF16 TFLOPS"),
+    (r"H200.*NVL", "H200-NVL", {"float32": 60.0, "tf32": 417.5, "float16": 835.5, "bfloat16": 835.5},
+     "NVIDIA H200 datasheet (NVL column; dense = half its sparsity figures): 60 FP32, 417.5 TF32, "
+     "835.5 FP16/BF16 TFLOPS"),
     (r"H100.*PCI", "H100-PCIe", {"float32": 51.0, "tf32": 378.0, "float16": 756.0, "bfloat16": 756.0},
      "NVIDIA H100 datasheet (PCIe, dense): 51 FP32, 378 TF32, 756 FP16/BF16 TFLOPS"),
-    (r"H100|H200", "H100-SXM", {"float32": 67.0, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4},
-     "NVIDIA H100/H200 datasheet (SXM, dense): 67 FP32, 494.7 TF32, 989.4 FP16/BF16 TFLOPS"),
+    (r"H200", "H200-SXM", {"float32": 67.0, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4},
+     "NVIDIA H200 datasheet (SXM, dense = half its sparsity figures): 67 FP32, 494.7 TF32, 989.4 FP16/BF16 TFLOPS"),
+    (r"H100", "H100-SXM", {"float32": 67.0, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4},
+     "NVIDIA H100 datasheet (SXM, dense): 67 FP32, 494.7 TF32, 989.4 FP16/BF16 TFLOPS"),
 ]
 
 # TPU generation -> (bf16 TFLOPS per chip, TensorFlow devices per chip). On TPUs a float32 matmul
@@ -106,18 +116,23 @@ def tpu_peak(accelerator_type: str | None, devices: int) -> PeakFlops | None:
     return PeakFlops(per_device * devices, per_device, devices, "bfloat16", source)
 
 
-def cpu_peak(cores: int, clock_mhz: float | None, flags: set[str], clock_source: str) -> PeakFlops | None:
-    """Estimated FP32 peak of `cores` CPU cores: cores x clock x FLOPs per cycle.
+def cpu_peak(cores: int | None, clock_mhz: float | None, flags: set[str], clock_source: str,
+             logical_cpus: int | None = None) -> PeakFlops | None:
+    """Estimated FP32 peak of `cores` PHYSICAL CPU cores: cores x clock x FLOPs per cycle.
 
-    The clock is what the machine reports (often the nominal clock inside a VM); a core that
-    turbo-boosts above it can exceed the estimate, so treat fraction-of-peak on CPU as indicative.
+    Hyperthread siblings share one core's FMA units, so logical CPUs (`logical_cpus`, recorded in
+    the source text) must not be multiplied in: Colab's 2 vCPUs are one core. The clock is what
+    the machine reports (often the nominal clock inside a VM); a core that turbo-boosts above it
+    can exceed the estimate, so treat fraction-of-peak on CPU as indicative. None when the
+    physical cores or the clock are unknown: no peak is better than a guessed one.
     """
-    if not clock_mhz or cores <= 0:
+    if not clock_mhz or not cores or cores <= 0:
         return None
+    logical = f", {logical_cpus} logical CPU(s)" if logical_cpus else ""
     for flag, flops_per_cycle, isa in _CPU_FLOPS_PER_CYCLE:
         if flag in flags:
             per_core = clock_mhz * 1e6 * flops_per_cycle / 1e12
-            source = (f"estimate: {cores} cores x {clock_mhz:.0f} MHz ({clock_source}) x "
+            source = (f"estimate: {cores} physical core(s){logical} x {clock_mhz:.0f} MHz ({clock_source}) x "
                       f"{flops_per_cycle} FP32 FLOPs/cycle ({isa}, 2 FMA units assumed)")
             return PeakFlops(per_core * cores, per_core, cores, "float32", source)
     return None

@@ -19,32 +19,104 @@ _TPU_PCI_GENERATIONS = {"0x0027": "v2 or v3", "0x005e": "v4", "0x0062": "v5p", "
                         "0x006f": "v6e", "0x0076": "tpu7x"}
 
 
+def physical_cores_from_cpuinfo(text: str, usable: set[int] | None = None) -> int | None:
+    """Physical cores among the logical CPUs `usable` (all when None), from /proc/cpuinfo's text:
+    distinct ('physical id', 'core id') pairs. None when the text lacks those fields (e.g. ARM)."""
+    cores: set[tuple[str, str]] = set()
+    for block in text.split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+        if "processor" not in fields or "core id" not in fields:
+            continue
+        try:
+            processor = int(fields["processor"])
+        except ValueError:
+            continue
+        if usable is None or processor in usable:
+            cores.add((fields.get("physical id", "0"), fields["core id"]))
+    return len(cores) or None
+
+
+def threads_per_core_from_lscpu(text: str) -> int | None:
+    """lscpu's 'Thread(s) per core' (hardware threads sharing one core), or None when absent."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Thread(s) per core":
+            try:
+                return max(1, int(value.strip()))
+            except ValueError:
+                return None
+    return None
+
+
+def _lscpu_text() -> str:
+    if shutil.which("lscpu") is None:
+        return ""
+    try:
+        return subprocess.run(["lscpu"], capture_output=True, text=True, timeout=20, env={**os.environ, "LC_ALL": "C"}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def physical_cores(logical: int, usable: set[int] | None, cpuinfo_text: str | None = None,
+                   lscpu_text: str | None = None) -> tuple[int | None, str]:
+    """(physical cores behind the `logical` usable CPUs, how they were counted).
+
+    /proc/cpuinfo first: its 'core id' per 'physical id' names each core, so hyperthread siblings
+    count once (Colab's 2 vCPUs are one core). Else lscpu's threads per core divides the logical
+    count. (None, why) when neither tells: a peak from logical CPUs would overstate a
+    hyperthreaded host, so none is guessed.
+    """
+    if cpuinfo_text:
+        counted = physical_cores_from_cpuinfo(cpuinfo_text, usable)
+        if counted:
+            return counted, "/proc/cpuinfo: distinct (physical id, core id) of the usable CPUs"
+    threads = threads_per_core_from_lscpu(lscpu_text if lscpu_text is not None else _lscpu_text())
+    if threads:
+        return max(1, logical // threads), f"lscpu: {logical} usable logical CPUs / {threads} thread(s) per core"
+    return None, "unknown: /proc/cpuinfo has no core ids and lscpu gave no threads per core"
+
+
 def cpu_info() -> dict[str, Any]:
-    """The host CPU: model name, logical cores usable by this process, clock, relevant ISA flags."""
+    """The host CPU: model name, logical CPUs usable by this process and the physical cores behind
+    them (how counted), clock (and where it was read), relevant ISA flags.
+
+    `cores` is the logical count (what the process may schedule on); `physical_cores` is what a
+    peak estimate multiplies by.
+    """
     model, clock_mhz, flags = platform.processor() or platform.machine(), None, set()
+    cpuinfo_text = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                key, value = key.strip(), value.strip()
-                if key == "model name" and value:
-                    model = value
-                elif key == "cpu MHz" and clock_mhz is None:
-                    clock_mhz = float(value)
-                elif key == "flags" and not flags:
-                    flags = set(value.split())
+            cpuinfo_text = cpuinfo.read()
     except OSError:
         pass  # not Linux: keep platform's answer
+    for line in cpuinfo_text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "model name" and value:
+            model = value
+        elif key == "cpu MHz" and clock_mhz is None:
+            clock_mhz = float(value)
+        elif key == "flags" and not flags:
+            flags = set(value.split())
     clock_source = "/proc/cpuinfo cpu MHz"
     max_freq = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
     if os.path.exists(max_freq):
         with open(max_freq, encoding="utf-8") as freq:
             clock_mhz, clock_source = int(freq.read().strip()) / 1000.0, "cpufreq max"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    usable = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = len(usable) if usable is not None else (os.cpu_count() or 1)
+    physical, physical_source = physical_cores(cores, usable, cpuinfo_text)
     wanted = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "sse2")
     return {
         "model": model,
         "cores": cores,
+        "logical_cpus": cores,
+        "physical_cores": physical,
+        "physical_cores_source": physical_source,
         "clock_mhz": clock_mhz,
         "clock_source": clock_source,
         "flags": sorted(flag for flag in wanted if flag in flags),

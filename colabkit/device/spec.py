@@ -105,7 +105,8 @@ class DeviceSetup:
             return None
         # Logical CPU replicas share the same cores, so the peak is the host's, not per replica.
         cpu = self.description
-        return cpu_peak(cpu["cores"], cpu.get("clock_mhz"), set(cpu.get("flags", [])), cpu.get("clock_source", ""))
+        return cpu_peak(cpu.get("physical_cores"), cpu.get("clock_mhz"), set(cpu.get("flags", [])),
+                        cpu.get("clock_source", ""), logical_cpus=cpu.get("logical_cpus", cpu.get("cores")))
 
     def peak_bandwidth(self) -> PeakBandwidth | None:
         """Peak memory bandwidth of the devices in use (GB/s), or None when unknown. On a CPU it is
@@ -134,10 +135,11 @@ class DeviceSetup:
         """One line for humans: what runs, on how many replicas, under which strategy."""
         extras = []
         for key, label in (("memory_gib", "GiB"), ("compute_capability", "compute capability"),
-                           ("driver", "driver"), ("cores", "cores"), ("clock_mhz", "MHz")):
+                           ("driver", "driver"), ("cores", "cores"), ("physical_cores", "physical cores"),
+                           ("clock_mhz", "MHz")):
             value = self.description.get(key)
             if value:
-                extras.append(f"{value} {label}" if key in ("memory_gib", "cores", "clock_mhz")
+                extras.append(f"{value} {label}" if key in ("memory_gib", "cores", "physical_cores", "clock_mhz")
                               else f"{label} {value}")
         detail = f" ({', '.join(extras)})" if extras else ""
         simulated = " [logical CPU devices: replicas share the same cores]" if self.description.get("logical_devices") else ""

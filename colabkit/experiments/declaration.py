@@ -129,6 +129,14 @@ def device_syntax(value: Any) -> str | None:
     return None
 
 
+def auto_or_value(value: Any) -> str | None:
+    """For parameters that take a number or "auto" (sized for the detected device): the only text
+    allowed is "auto" (None when `value` fits)."""
+    if isinstance(value, str) and value != "auto":
+        return '"auto" or a number'
+    return None
+
+
 def device_parameter(help: str = '"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" for several replicas') -> Parameter:
     """The `device` parameter every experiment has (its help may say more for one notebook)."""
     return Parameter("device", str, "auto", help, check=device_syntax)

@@ -39,7 +39,9 @@ RAGAB_FRAMEWORKS: dict[tuple[str, str], dict[str, float]] = {
     ("torch", "gpu"): {"train_time_s": 751.8, "test_accuracy": 0.9438},
     ("jax", "gpu"): {"train_time_s": 95.0, "test_accuracy": 0.979},
 }
-RAGAB_SOURCE = "Ragab & Ragab, Acceleration of DNN: one MNIST CNN in TF, PyTorch, JAX; empty cells were never run"
+RAGAB_SOURCE = ("Ragab & Ragab, Acceleration of DNN: an MNIST CNN in TF, PyTorch, JAX whose model, batch size "
+                "and epochs are not stated; empty cells were never run")
+RAGAB_MODEL_KNOWN = False  # so never a like-for-like comparison with our CNN
 
 # Kimm, Paik & Kimm 2021 (MCSoC): claims, not a table of numbers.
 KIMM_2021_CLAIMS = (
@@ -48,7 +50,8 @@ KIMM_2021_CLAIMS = (
 )
 KIMM_2021_SOURCE = "Kimm, Paik & Kimm 2021 (MCSoC): dBLSTM on UCI HAR, batch 64/128, 30 epochs"
 # The model and settings the paper printed (its speed-up claims are for this model family).
-KIMM_2021_MODEL = {"layers": 2, "units": 128, "head_units": 64, "epochs": 30, "batch_size": 64,
+# In the notebook's parameters: 2 x Bidirectional(LSTM(128)) then an LSTM(64) head.
+KIMM_2021_MODEL = {"bilstm_layers": 2, "units": 128, "head_units": 64, "epochs": 30, "batch_size": 64,
                    "optimizer": "adam", "loss": "categorical_crossentropy"}
 # The paper's claims as points: CPU time / GPU-or-TPU time at 128 and 256 units per layer.
 KIMM_2021_RATIOS = {128: 25.0, 256: 55.0}

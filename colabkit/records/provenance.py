@@ -59,7 +59,8 @@ def host_info() -> dict[str, Any]:
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu_model": cpu["model"],
-        "cpu_cores": cpu["cores"],
+        "cpu_cores": cpu["cores"],  # logical CPUs usable by the process
+        "cpu_physical_cores": cpu.get("physical_cores"),
         "memory_gib": memory_gib,
         "colab": is_colab(),
         "colab_runtime": colab_runtime_info(),

@@ -1,5 +1,7 @@
-"""CNN-MNIST section: epoch time and per-sample step time per batch size and device, with Alyafeai 2018's
-published figures beside ours, and test accuracy."""
+"""CNN-MNIST section: epoch time and per-sample step time per global batch size and device, with
+Alyafeai 2018's published figures beside ours (matched on the global batch), and test accuracy.
+Ragab & Ragab's framework table never states its model, so it is shown apart, as published figures
+of an unknown model, never as a like-for-like comparison."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from colabkit.experiments.published import (
 )
 from colabkit.plots import device_color
 from colabkit.report.common import (
+    WORK_DIFFERS_NOTE,
     column,
-    config_key,
+    global_batch,
     has,
+    match_key,
     notebook_section,
     pick,
     repeats_std,
@@ -40,19 +44,25 @@ PUBLISHED_TRAIN_SAMPLES = 60_000
 def cnn_table(data: ReportData) -> pd.DataFrame:
     """One row per ok CNN-MNIST record: device, global batch, timing figures with spread, accuracy."""
     ok = data.ok(NOTEBOOK)
-    batch = column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size"))
+    batch = global_batch(ok)
     table = pd.DataFrame({
         "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
         "batch": batch, "backend": column(ok, "params.backend"), "replicas": column(ok, "metrics.replicas"),
         "train_samples": train_samples(ok),
         **timing_frame(ok),
         "test_accuracy": column(ok, "metrics.test_accuracy"), "test_accuracy_std": repeats_std(ok, "test_accuracy"),
-        "test_loss": column(ok, "metrics.test_loss"), "data": ok["data_used"], "config": config_key(ok),
+        "test_loss": column(ok, "metrics.test_loss"), "data": ok["data_used"], "config": match_key(ok),
         "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
         .reset_index(drop=True)
+
+
+def epoch_samples(table: pd.DataFrame) -> pd.Series:
+    """Training samples per epoch: the count the timer recorded, else the slice the run asked for."""
+    recorded = table["samples_per_epoch"].astype(float) if "samples_per_epoch" in table else None
+    return table["train_samples"].astype(float) if recorded is None else recorded.fillna(table["train_samples"])
 
 
 def _published_rows() -> pd.DataFrame:
@@ -80,12 +90,15 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
     behind = both[["series", "device", "batch", "epoch_steady_s", "epoch_steady_std_s", "sample_us", "sample_std_us"]]
-    samples = sorted({int(n) for n in table["train_samples"].dropna()})
-    caption = ("Steady state: median over the epochs after the first; bars: std over those epochs. Hatched: "
-               f"{ALYAFEAI_2018_SOURCE}.")
+    samples = sorted({int(n) for n in epoch_samples(table).dropna()})
+    caption = ("Bars side by side share a global batch (samples per step over all replicas), as the published "
+               "rows do. Steady state: median over the epochs after the first; bars: std over those epochs. "
+               f"Hatched: {ALYAFEAI_2018_SOURCE}.")
     if samples and samples != [PUBLISHED_TRAIN_SAMPLES]:
-        caption += (f" Our epochs covered {', '.join(map(str, samples))} training samples, Alyafeai 2018's 60,000: "
-                    "compare per-sample times, not epoch times.")
+        caption += (f" Work per epoch differs: our epochs covered {', '.join(f'{n:,}' for n in samples)} training "
+                    "samples, the published 60,000, so compare per-sample times, not epoch times.")
+    elif len(samples) > 1:
+        caption += " Work per epoch differs between our runs: compare per-sample times, not epoch times."
     return ReportFigure("cnn_epoch_and_sample_time", figure, behind.copy(), caption)
 
 
@@ -114,18 +127,28 @@ def published_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:
     return pivot.reset_index().rename(columns={"batch": "global batch"}).rename_axis(columns=None)
 
 
+FRAMEWORKS_PUBLISHED = "published, model unknown"
+
+
+def published_frameworks_table() -> pd.DataFrame:
+    """Ragab & Ragab's table as published: whole training time and test accuracy per framework and
+    device, of a CNN on MNIST whose layers, batch size and epochs the source never states."""
+    return pd.DataFrame([{"framework": framework, "device": device.upper(), "training time (s)": figures["train_time_s"],
+                          "test accuracy": figures["test_accuracy"], "model": FRAMEWORKS_PUBLISHED}
+                         for (framework, device), figures in RAGAB_FRAMEWORKS.items()])
+
+
 def frameworks_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Ragab & Ragab's comparison, when the runs used several Keras backends: training time and test
-    accuracy per framework and device, ours beside theirs (None with one backend or none)."""
+    """Our runs on several Keras backends: training time and test accuracy per framework and device,
+    one model (Alyafeai 2018's CNN) at one global batch (None with one backend or none). Ragab &
+    Ragab's figures are not put beside them: their model is unknown, so the pair would not compare
+    like with like (see `published_frameworks_table`)."""
     if table["backend"].dropna().nunique() < 2:
         return None
-    rows = []
-    for row in table[table["backend"].notna()].itertuples():
-        published = RAGAB_FRAMEWORKS.get((row.backend, row.device.split(":")[0].split(" ")[0].lower()), {})
-        rows.append({"framework": row.backend, "device": row.device, "global batch": row.batch,
-                     "epochs": row.epochs_run, "train samples": row.train_samples, "training time (s)": row.train_time_s,
-                     "test accuracy": row.test_accuracy, "Ragab & Ragab training time (s)": published.get("train_time_s"),
-                     "Ragab & Ragab test accuracy": published.get("test_accuracy")})
+    rows = [{"framework": row.backend, "device": row.device, "global batch": row.batch, "epochs": row.epochs_run,
+             "train samples": row.train_samples, "training time (s)": row.train_time_s,
+             "samples/s": row.samples_per_s, "test accuracy": row.test_accuracy}
+            for row in table[table["backend"].notna()].itertuples()]
     return pd.DataFrame(rows).sort_values(["framework", "device", "global batch"]).reset_index(drop=True)
 
 
@@ -150,13 +173,15 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     epoch_figure = epoch_time_figure(table) if timed else None
     accuracy = accuracy_figure(table) if has(table, "test_accuracy") else None
     printed = pick(table, [("device", "device"), ("batch", "global batch"), ("replicas", "replicas"),
-                           ("train_samples", "train samples"), ("epochs_run", "epochs"),
+                           ("train_samples", "train samples"), ("samples_per_epoch", "samples/epoch"),
+                           ("epochs_run", "epochs"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
                            ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("sample_us", "per sample (us)"),
                            ("samples_per_s", "samples/s"), ("test_accuracy", "test accuracy"),
                            ("test_accuracy_std", "accuracy std"), ("test_loss", "test loss"), ("data", "data")])
     section.items = [
-        ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size."),
+        ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size. "
+                    + WORK_DIFFERS_NOTE),
         *([epoch_figure] if epoch_figure else []),
         ReportTable("cnn_epoch_time_vs_published", published_comparison(table, "epoch_steady_s"),
                     f"Steady epoch time (s) per global batch size: ours and {ALYAFEAI_2018_SOURCE}."),
@@ -167,9 +192,15 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     frameworks = frameworks_table(table)
     if frameworks is not None:
         section.items.append(ReportTable(
-            "cnn_frameworks_vs_published", frameworks,
-            f"One CNN on several Keras backends: whole-fit time and test accuracy, and {RAGAB_SOURCE} "
-            "(their run: full MNIST; empty where they left the cell empty)."))
+            "cnn_frameworks", frameworks,
+            "One CNN (Alyafeai 2018's) on several Keras backends: whole-fit time, throughput and test accuracy "
+            "at one global batch. Where epochs or train samples differ between rows, compare samples/s, not "
+            "training times."))
+        section.items.append(ReportTable(
+            "cnn_frameworks_published", published_frameworks_table(),
+            f"Published, model unknown: {RAGAB_SOURCE}. The source states neither the model nor its batch "
+            "size or epochs, so these figures are shown apart from ours, not as a like-for-like comparison; cells "
+            "it left empty are absent."))
 
 
 def cnn_section(data: ReportData) -> Section:

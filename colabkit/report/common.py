@@ -262,6 +262,7 @@ def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
         "sample_us": column(ok, "metrics.sample_time_steady_us"),
         "sample_std_us": step_std_s * 1e6 / batch,
         "samples_per_s": column(ok, "metrics.samples_per_s"),
+        "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
         "train_time_s": column(ok, "metrics.train_time_s"),
         "train_time_std_s": repeats_std(ok, "train_time_s"),
     }, index=ok.index)
@@ -272,3 +273,51 @@ def train_samples(ok: pd.DataFrame) -> pd.Series:
     asked = column(ok, "params.train_samples").astype(float)
     full = column(ok, "data.sizes.train").astype(float)
     return asked.where(asked > 0, full)
+
+
+def global_batch(ok: pd.DataFrame) -> pd.Series:
+    """Each run's global batch (samples per step over all replicas): the recorded one, else the
+    `batch_size` parameter (old records, single replica)."""
+    return column(ok, "metrics.global_batch_size").astype(float).fillna(column(ok, "params.batch_size").astype(float))
+
+
+BATCH_PARAMS = ("batch_size", "batch_size_is")
+
+
+def match_key(frame: pd.DataFrame, exclude: tuple[str, ...] = ("device",)) -> pd.Series:
+    """Like `config_key`, but runs match by their GLOBAL batch, not by `batch_size` and its meaning:
+    256 per replica on 8 TPU cores is a global batch of 2,048 and matches a CPU run at 2,048, never
+    one at 256. A parameter a run left at "auto" counts with the value it used (`sizes.used.<name>`),
+    so two hand runs sized for different devices do not pass for the same work."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    skip = set(exclude) | set(BATCH_PARAMS)
+    names = sorted(c for c in frame.columns if c.startswith("params.") and c[len("params."):] not in skip)
+
+    def key(row: pd.Series) -> str:
+        parts = []
+        for name in names:
+            used = row.get(f"sizes.used.{name[len('params.'):]}")
+            value = used if used is not None and not (isinstance(used, float) and math.isnan(used)) else row[name]
+            parts.append(f"{name[len('params.'):]}={_key(value)}")
+        return "|".join(parts)
+
+    return frame.apply(key, axis=1) + "|global_batch=" + global_batch(frame).map(_key)
+
+
+def work_differs(a: Any, b: Any) -> bool:
+    """Whether two runs (rows with `samples_per_epoch` and `epochs_run`) trained on different amounts
+    of work, so that their epoch or training times cannot be compared as they are: per-sample times or
+    throughputs can. Unknown counts (old records) are not taken for a difference."""
+    for name in ("samples_per_epoch", "epochs_run"):
+        x, y = a.get(name), b.get(name)
+        if x is None or y is None or pd.isna(x) or pd.isna(y):
+            continue
+        if float(x) != float(y):
+            return True
+    return False
+
+
+WORK_DIFFERS_NOTE = ("Runs are matched by global batch; where the work per epoch differs (another number of "
+                     "samples per epoch or of epochs), the comparison uses per-sample times or throughput, "
+                     "not epoch or training times.")

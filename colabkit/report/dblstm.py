@@ -1,23 +1,27 @@
-"""dBLSTM-HAR section: training time against units for each number of layers, per device; accuracy
-against units; the evaluation metrics per device (the figures of Kimm, Paik & Kimm 2021); CPU/GPU/TPU runtime ratios."""
+"""dBLSTM-HAR section: training time against units for each model shape (bidirectional layers and
+LSTM head), per device; accuracy against units; the evaluation metrics per device (Kimm, Paik & Kimm
+2021's figures); CPU/GPU/TPU runtime ratios at the same global batch."""
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pandas as pd
 
 from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_RATIOS, KIMM_2021_SOURCE
 from colabkit.report.common import (
     column,
-    config_key,
     cpu_baseline,
+    global_batch,
+    match_key,
     notebook_section,
     pick,
     repeats_count,
     repeats_std,
     series_labels,
     timing_frame,
+    work_differs,
 )
 from colabkit.report.figures import (
     grouped_bars,
@@ -42,39 +46,57 @@ REPEAT_STD = ("standard deviation over repeats, the record's own where it gives 
               "else the sample standard deviation of the per-repeat values")
 
 
+def model_shape(bilstm_layers: float, head_units: float) -> str:
+    """'2 x BiLSTM + LSTM(64)', '1 x BiLSTM' (no head): the facet a figure draws units along."""
+    if pd.isna(bilstm_layers):
+        return "unknown"
+    head = f" + LSTM({int(head_units)})" if pd.notna(head_units) and head_units > 0 else ""
+    return f"{int(bilstm_layers)} x BiLSTM{head}"
+
+
 def dblstm_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok dBLSTM record: device, layers, units, training time and the test scores, each
-    with its std over repeats where the record has per-repeat values."""
-    ok = data.ok(NOTEBOOK)
+    """One row per ok dBLSTM record: device, model shape (bidirectional layers, head), units,
+    training time and the test scores, each with its std over repeats where the record has
+    per-repeat values. Records from before the parameters were renamed give `layers` (bidirectional
+    layers, always with a head): read as bilstm_layers."""
+    ok = data.ok(NOTEBOOK).copy()
+    bilstm = column(ok, "params.bilstm_layers").astype(float).fillna(column(ok, "params.layers").astype(float))
+    if "params.layers" in ok:  # one name for one thing, so old and new records of a model match
+        ok["params.bilstm_layers"] = bilstm
+        ok = ok.drop(columns="params.layers")
+    head = column(ok, "params.head_units").astype(float)
     scores = {}
     for metric, _ in SCORES:
         scores[metric] = column(ok, f"metrics.{metric}")
         scores[f"{metric}_std"] = repeats_std(ok, metric)
     table = pd.DataFrame({
-        "device": ok["device_label"], "series": series_labels(ok, ["params.units", "params.layers"]),
-        "layers": column(ok, "params.layers"), "units": column(ok, "params.units"),
-        "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
+        "device": ok["device_label"],
+        "series": series_labels(ok, ["params.units", "params.bilstm_layers", "params.layers", "params.head_units"]),
+        "bilstm_layers": bilstm, "head_units": head,
+        "recurrent_layers": bilstm + (head.fillna(0) > 0).astype(float),
+        "model": [model_shape(b, h) for b, h in zip(bilstm, head)], "units": column(ok, "params.units"),
+        "batch": global_batch(ok),
         "repeats": column(ok, "params.repeats").fillna(repeats_count(ok, "test_accuracy")),
         **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
-        "data": ok["data_used"], "config": config_key(ok), "path": ok["path"],
+        "data": ok["data_used"], "config": match_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "series", "layers", "units"],
+    return table.sort_values(["device", "series", "recurrent_layers", "model", "units"],
                              key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
 
 
 def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, name: str, caption: str,
                 log: bool, dodge: float = 0.0) -> ReportFigure | None:
-    table = table[table[y].notna() & table["layers"].notna() & table["units"].notna()]
+    table = table[table[y].notna() & table["bilstm_layers"].notna() & table["units"].notna()]
     if not len(table):
         return None
-    layers = sorted(table["layers"].unique())
-    figure, axes = new_figure(ncols=max(1, len(layers)), width=4.3, height=3.8, sharey=True)
-    for ax, count in zip(axes, layers):
-        rows = table[table["layers"] == count]
+    shapes = list(dict.fromkeys(table.sort_values(["recurrent_layers", "model"])["model"]))
+    figure, axes = new_figure(ncols=max(1, len(shapes)), width=4.3, height=3.8, sharey=True)
+    for ax, shape in zip(axes, shapes):
+        rows = table[table["model"] == shape]
         plot_lines(ax, rows, "units", y, err=err, dodge=dodge)
         powers_of_two_axis(ax, rows["units"])
-        ax.set_title(f"{title}, {format_number(count)} layer(s)")
+        ax.set_title(f"{title}, {shape}")
         ax.set_xlabel("units per layer")
     if log:
         log_scale_if_wide(axes[0], table[y])
@@ -86,7 +108,7 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
                 handles.append(handle)
                 labels.append(label)
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = table[["series", "device", "layers", "units", "batch", y, err]].copy()
+    behind = table[["series", "device", "model", "bilstm_layers", "head_units", "units", "batch", y, err]].copy()
     return ReportFigure(name, figure, behind, caption)
 
 
@@ -107,10 +129,11 @@ def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
 
 
 def reference_config(table: pd.DataFrame) -> str | None:
-    """The configuration measured on the most devices (ties: the most layers, then units)."""
+    """The configuration measured on the most devices (ties: the most recurrent layers, then units)."""
     if not len(table):
         return None
-    counts = table.groupby("config").agg(devices=("device", "nunique"), layers=("layers", "max"), units=("units", "max"))
+    counts = table.groupby("config").agg(devices=("device", "nunique"), layers=("recurrent_layers", "max"),
+                                         units=("units", "max"))
     return counts.sort_values(["devices", "layers", "units"], ascending=False).index[0]
 
 
@@ -130,8 +153,8 @@ def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
                  order=[label for _, label in SCORES])
     ax.set_ylim(0, 1)
     ax.set_ylabel("score on the test set")
-    where = (f"{format_number(first['layers'])} layer(s) x {format_number(first['units'])} units, "
-             f"batch {format_number(first['batch'])}")
+    shape = str(first["model"]).replace("BiLSTM", f"BiLSTM({format_number(first['units'])})")
+    where = f"{shape}, global batch {format_number(first['batch'])}"
     ax.set_title(f"Evaluation metrics per device ({where})")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     long.insert(0, "configuration", where)
@@ -147,48 +170,64 @@ def _short(labels: list[str]) -> dict[str, str]:
 
 
 def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
-    """Training-time ratios per configuration: CPU / each accelerator, and each GPU / each TPU
-    (above 1: the second device is faster)."""
+    """Per configuration (same parameters at the same GLOBAL batch): CPU / each accelerator, and each
+    GPU / each TPU (above 1: the second device is faster). The ratio of whole training times where
+    both runs trained on the same samples; where the work differed (another sample count per epoch,
+    another number of epochs), the ratio of throughputs (samples/s) instead, said in `measure`."""
     labels = sort_labels(table["device"])
     baseline = cpu_baseline(labels)
     gpus = [label for label in labels if label.startswith("GPU")]
     tpus = [label for label in labels if label.startswith("TPU")]
     pairs = [(baseline, other) for other in gpus + tpus if baseline] + list(itertools.product(gpus, tpus))
     short = _short(labels)
-    timed = table[table["train_time_s"].notna()]
-    times = timed.drop_duplicates(["config", "device"]).set_index(["config", "device"])["train_time_s"]
+    runs = table.drop_duplicates(["config", "device"]).set_index(["config", "device"])
     rows = []
     for config, group in table.groupby("config", sort=False):
         first = group.iloc[0]
         for slow, fast in pairs:
-            if (config, slow) in times.index and (config, fast) in times.index:
-                rows.append({"layers": first["layers"], "units": first["units"], "batch": first["batch"],
-                             "pair": f"{short[slow]} / {short[fast]}", "series": f"{short[slow]} / {short[fast]}",
-                             "device": fast, "numerator": slow, "denominator": fast,
-                             "ratio": times[(config, slow)] / times[(config, fast)]})
-    columns = ["layers", "units", "batch", "pair", "series", "device", "numerator", "denominator", "ratio"]
-    return pd.DataFrame(rows, columns=columns).sort_values(["pair", "layers", "units"]).reset_index(drop=True)
+            if (config, slow) not in runs.index or (config, fast) not in runs.index:
+                continue
+            a, b = runs.loc[(config, slow)], runs.loc[(config, fast)]
+            differs = work_differs(a, b)
+            if differs:
+                ratio, measure = b["samples_per_s"] / a["samples_per_s"], "throughput (work per epoch differs)"
+            else:
+                ratio, measure = a["train_time_s"] / b["train_time_s"], "training time"
+            if not np.isfinite(ratio):
+                continue
+            rows.append({"model": first["model"], "recurrent_layers": first["recurrent_layers"],
+                         "units": first["units"], "batch": first["batch"],
+                         "pair": f"{short[slow]} / {short[fast]}", "series": f"{short[slow]} / {short[fast]}",
+                         "device": fast, "numerator": slow, "denominator": fast, "ratio": ratio, "measure": measure})
+    columns = ["model", "recurrent_layers", "units", "batch", "pair", "series", "device", "numerator", "denominator",
+               "ratio", "measure"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["pair", "recurrent_layers", "model", "units"]) \
+        .reset_index(drop=True)
 
 
 def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
-    layers = sorted(ratios["layers"].dropna().unique())
-    figure, axes = new_figure(ncols=len(layers), width=4.3, height=3.8, sharey=True)
-    for ax, count in zip(axes, layers):
-        rows = ratios[ratios["layers"] == count]
+    shapes = list(dict.fromkeys(ratios.sort_values(["recurrent_layers", "model"])["model"]))
+    figure, axes = new_figure(ncols=len(shapes), width=4.3, height=3.8, sharey=True)
+    for ax, shape in zip(axes, shapes):
+        rows = ratios[ratios["model"] == shape]
         plot_lines(ax, rows, "units", "ratio")
         ax.plot(list(KIMM_2021_RATIOS), list(KIMM_2021_RATIOS.values()), marker="*", markersize=12, linestyle="none",
                 color="#777777", markeredgecolor="black", label="Kimm, Paik & Kimm 2021: CPU / GPU or TPU")
         ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
         powers_of_two_axis(ax, [*rows["units"], *KIMM_2021_RATIOS])
-        ax.set_title(f"{format_number(count)} layer(s)")
+        ax.set_title(shape)
         ax.set_xlabel("units per layer")
     log_scale_if_wide(axes[0], [*ratios["ratio"], *KIMM_2021_RATIOS.values(), 1.0], ratio=10)
-    axes[0].set_ylabel("training-time ratio")
+    axes[0].set_ylabel("speed ratio")
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    return ReportFigure("dblstm_runtime_ratios_vs_units", figure, ratios.drop(columns=["series"]).copy(),
-                        "Training time of the first device divided by that of the second, same configuration "
-                        f"(above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]}.")
+    caption = ("Training time of the first device divided by that of the second, same configuration at the same "
+               f"global batch (above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]} "
+               "(the paper's printed model is 2 x BiLSTM + LSTM(64)).")
+    if (ratios["measure"] != "training time").any():
+        caption += (" Where the two runs trained on different numbers of samples (work per epoch differs), the "
+                    "ratio is of throughputs (second's samples/s over the first's), not of training times.")
+    return ReportFigure("dblstm_runtime_ratios_vs_units", figure, ratios.drop(columns=["series"]).copy(), caption)
 
 
 def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
@@ -197,10 +236,10 @@ def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
         if rows["test_accuracy"].notna().any():
             best = rows.loc[rows["test_accuracy"].idxmax()]
             text.append(f"**{series}**: best test accuracy {format_number(best['test_accuracy'], 3)} with "
-                        f"{format_number(best['layers'])} layer(s) x {format_number(best['units'])} units; training took "
+                        f"{best['model']}, {format_number(best['units'])} units; training took "
                         f"{span(rows['train_time_s'])} s.")
     for pair, rows in ratios.groupby("pair", sort=False):
-        text.append(f"Training-time ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s).")
+        text.append(f"Speed ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s).")
     return [" ".join(text)] if text else []
 
 
@@ -218,15 +257,21 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     figures = [item for item in (runtime_figure(table), accuracy_figure(table), metrics_figure(table)) if item]
     if not ratios.empty:
         figures.append(ratio_figure(ratios))
-    printed = pick(table, [("device", "device"), ("layers", "layers"), ("units", "units"), ("batch", "batch"),
+    printed = pick(table, [("device", "device"), ("model", "model"), ("bilstm_layers", "BiLSTM layers"),
+                           ("head_units", "head units"), ("units", "units"), ("batch", "global batch"),
+                           ("samples_per_epoch", "samples/epoch"),
                            ("repeats", "repeats"), ("train_time_s", "train time (s)"), ("train_time_std_s", "std (s)"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
                            ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
                            *[(metric, label) for metric, label in SCORES], ("test_accuracy_std", "accuracy std"),
                            ("model_params", "parameters"), ("data", "data")])
-    section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, layers and units: training time "
-                                 "and test scores (means over repeats; std over repeats where recorded)."), *figures]
+    section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, model shape and units: training "
+                                 "time and test scores (means over repeats; std over repeats where recorded)."),
+                     *figures]
     if not ratios.empty:
+        differs = (ratios["measure"] != "training time").any()
         section.items.append(ReportTable(
-            "dblstm_runtime_ratios", ratios[["layers", "units", "batch", "pair", "ratio"]],
-            "Training-time ratios per configuration (above 1: the second device is faster)."))
+            "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "measure"]],
+            "Speed ratios per configuration at the same global batch (above 1: the second device is faster): "
+            "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
+                                      else "; every pair trained on the same samples.")))

@@ -6,28 +6,57 @@ from __future__ import annotations
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import config_key, cpu_baseline, figure_warning, speedups, title_of
+from colabkit.report.common import (
+    column,
+    cpu_baseline,
+    figure_warning,
+    match_key,
+    speedups,
+    title_of,
+    work_differs,
+)
 from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
+THROUGHPUT = "samples_per_s"
+
+
+def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) -> pd.Series:
+    """Which rows did other work than their baseline run (samples per epoch, epochs): their speedup
+    is recomputed from throughput, which stays comparable when the work per epoch differs."""
+    if baseline is None or not len(table):
+        return pd.Series(False, index=table.index)
+    base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
+    return table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]), axis=1)
+
 
 def speedup_table(data: ReportData) -> pd.DataFrame:
     """Per notebook and device: the speedup over the CPU baseline on the experiment's declared headline
-    measure, over the configurations both ran (median, min, max, how many)."""
+    measure, over the configurations both ran (median, min, max, how many). Runs match by their parameters at
+    the same GLOBAL batch; a training run that did other work than its baseline (another number of
+    samples per epoch or of epochs) is compared by throughput instead, and `measure` says so."""
     rows = []
     for experiment in all_experiments():
         notebook, what = experiment.name, experiment.headline.label
         metric, higher = experiment.headline.metric, experiment.headline.higher_is_better
         ok = data.ok(notebook)
-        column = f"metrics.{metric}"
-        if column not in ok or not ok[column].notna().any():
+        name = f"metrics.{metric}"
+        if name not in ok or not ok[name].notna().any():
             continue
-        ok = ok[ok[column].notna()]
-        table = pd.DataFrame({"device": ok["device_label"], "value": ok[column].astype(float), "config": config_key(ok)})
+        ok = ok[ok[name].notna()]
+        table = pd.DataFrame({"device": ok["device_label"], "value": ok[name].astype(float), "config": match_key(ok),
+                              THROUGHPUT: column(ok, f"metrics.{THROUGHPUT}").astype(float),
+                              "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
+                              "epochs_run": column(ok, "metrics.epochs_run")})
         baseline = cpu_baseline(table["device"])
         table["speedup"] = speedups(table, "value", higher, baseline)
+        differs = _throughput_where_work_differs(table, baseline)
+        if differs.any():
+            by_throughput = speedups(table, THROUGHPUT, True, baseline)
+            table["speedup"] = table["speedup"].where(~differs, by_throughput)
+            what = f"{what} (samples/s where the work per epoch differed)"
         for device in sort_labels(table["device"]):
             if device == baseline:
                 continue
@@ -59,9 +88,10 @@ def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
     if note:
         mark_substitute_data(figure, note)
     return ReportFigure("summary_speedup_by_notebook", figure, rows.drop(columns="title"),
-                        "Median over the configurations that ran on both the device and the CPU (same parameters); "
-                        "bars from the smallest to the largest speedup: the device's value over the CPU's where "
-                        "higher is better (throughput), the CPU's over the device's where lower is (time).")
+                        "Median over the configurations that ran on both the device and the CPU (same parameters at "
+                        "the same global batch); bars from the smallest to the largest speedup: the device's value "
+                        "over the CPU's where higher is better (throughput), the CPU's over the device's where lower "
+                        "is (time), or the throughput ratio (samples/s) where the two runs' work per epoch differed.")
 
 
 def _times(value: float) -> str:

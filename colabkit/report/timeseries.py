@@ -14,9 +14,10 @@ from matplotlib.ticker import MaxNLocator
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
 from colabkit.report.common import (
     column,
-    config_key,
     first_column,
+    global_batch,
     has,
+    match_key,
     notebook_section,
     pick,
     series_labels,
@@ -48,12 +49,12 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
               if re.fullmatch(r"metrics\.(persistence_)?mae_.+", name) and ok[name].notna().any()}
     table = pd.DataFrame({
         "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"]),
-        "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
+        "batch": global_batch(ok),
         **timing_frame(ok), "stop_epoch": column(ok, stop) if stop else np.nan,
         "best_epoch": column(ok, "metrics.best_epoch"), "val_loss": column(ok, "metrics.val_loss"),
         "test_loss": column(ok, "metrics.test_loss"), "persistence_test_loss": column(ok, "metrics.persistence_test_loss"),
         **errors,
-        "data": ok["data_used"], "config": config_key(ok), "path": ok["path"],
+        "data": ok["data_used"], "config": match_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \

@@ -26,11 +26,12 @@ class EpochTiming:
     train_s: float = math.nan  # the training steps alone
     validation_s: float = 0.0  # from the end of training to the end of the epoch (0 without validation)
     steps: int = 0
+    samples: int = 0  # training samples the epoch's steps really saw (a partial last batch counts as it is)
     step_s: list[float] = field(default_factory=list)  # per step, one entry per step
 
     def as_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "epoch_s": self.epoch_s, "train_s": self.train_s,
-                "validation_s": self.validation_s, "steps": self.steps,
+                "validation_s": self.validation_s, "steps": self.steps, "samples": self.samples,
                 "step_s": [round(seconds, 7) for seconds in self.step_s]}
 
 
@@ -42,20 +43,33 @@ class TrainingTimer(keras.callbacks.Callback):
     """Times `model.fit`: epochs, steps, validation; first epoch apart from the steady state.
 
     Args:
-        global_batch_size: samples per step over all replicas (per-sample figures divide by it).
+        global_batch_size: samples per full step over all replicas.
         target_accuracy: `time_to_accuracy_s` is the time from the start of fit to the end of the
             first epoch whose `monitor` value reached this; None disables it.
         monitor: the logged metric compared with `target_accuracy` (validation accuracy by default).
         replicas: replicas training together (all workers' devices); throughput per replica, for
             scaling efficiency (throughput with R replicas / (R x throughput with 1)), divides by it.
+        dataset_size: samples in one pass over the training data, when it is finite. Its batches are
+            all `global_batch_size` but the last of each pass, which holds the remainder (or is
+            dropped, with `drop_remainder`), so the samples an epoch saw are counted exactly rather
+            than as steps x batch. None: an endless stream of full batches (e.g. random windows).
+        drop_remainder: whether the pipeline drops the partial last batch of a pass (TPU static shapes).
     """
 
     def __init__(self, global_batch_size: int, target_accuracy: float | None = None,
-                 monitor: str = "val_accuracy", replicas: int = 1) -> None:
+                 monitor: str = "val_accuracy", replicas: int = 1, dataset_size: int | None = None,
+                 drop_remainder: bool = False) -> None:
         super().__init__()
         if global_batch_size < 1:
             raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
+        if dataset_size is not None and dataset_size < 1:
+            raise ValueError(f"dataset_size must be >= 1 (or None for an endless stream), got {dataset_size}")
+        if dataset_size is not None and drop_remainder and dataset_size < global_batch_size:
+            raise ValueError(f"a pass of {dataset_size} samples holds no full batch of {global_batch_size} "
+                             "when the last partial batch is dropped: no step would run")
         self.global_batch_size = int(global_batch_size)
+        self.dataset_size = None if dataset_size is None else int(dataset_size)
+        self.drop_remainder = bool(drop_remainder)
         self.replicas = max(1, int(replicas))
         self.target_accuracy = target_accuracy
         self.monitor = monitor
@@ -99,6 +113,8 @@ class TrainingTimer(keras.callbacks.Callback):
         steps = max(1, batch - self._execution_begin + 1)
         per_step = (now - self._last_step_end) / steps
         self._current.step_s.extend([per_step] * steps)
+        self._current.samples += sum(self.batch_samples(index)
+                                     for index in range(self._current.steps, self._current.steps + steps))
         self._current.steps += steps
         self._last_step_end = now
 
@@ -131,6 +147,18 @@ class TrainingTimer(keras.callbacks.Callback):
         self._finish_device_work(logs)
         self.train_time_s = _now() - self._fit_start
 
+    # --- counting samples -----------------------------------------------------------------------
+
+    def batch_samples(self, step: int) -> int:
+        """Samples in the `step`-th batch of an epoch (0-based): the global batch, but the last
+        batch of each pass over a finite dataset holds only the remainder."""
+        if self.dataset_size is None:
+            return self.global_batch_size
+        full, remainder = divmod(self.dataset_size, self.global_batch_size)
+        batches_per_pass = full + (1 if remainder and not self.drop_remainder else 0)
+        position = step % batches_per_pass
+        return remainder if position == full else self.global_batch_size
+
     # --- results ------------------------------------------------------------------------------
 
     @property
@@ -154,7 +182,12 @@ class TrainingTimer(keras.callbacks.Callback):
         train_steady = _median([e.train_s for e in steady])
         step_steady = _median([e.train_s / e.steps for e in steady if e.steps])
         dispatch_steady = _median([s for e in steady for s in e.step_s])
-        samples_per_epoch = _median([e.steps * self.global_batch_size for e in steady])
+        # Per-sample figures divide by the samples each epoch really saw, not steps x batch.
+        sample_steady = _median([e.train_s / e.samples for e in steady if e.samples])
+        samples_per_epoch = _median([e.samples for e in steady]) if steady else self.epochs[0].samples
+        if samples_per_epoch is not None and float(samples_per_epoch).is_integer():
+            samples_per_epoch = int(samples_per_epoch)
+        throughput = samples_per_epoch / train_steady if train_steady and samples_per_epoch else None
         return {
             "epochs_run": len(self.epochs),
             "epoch_time_first_s": self.epochs[0].epoch_s,
@@ -164,9 +197,10 @@ class TrainingTimer(keras.callbacks.Callback):
             "validation_time_steady_s": _median([e.validation_s for e in steady]),
             "step_time_steady_ms": step_steady * 1e3 if step_steady is not None else None,
             "step_dispatch_interval_median_ms": dispatch_steady * 1e3 if dispatch_steady is not None else None,
-            "sample_time_steady_us": step_steady * 1e6 / self.global_batch_size if step_steady is not None else None,
-            "samples_per_s": samples_per_epoch / train_steady if train_steady else None,
-            "samples_per_s_per_replica": samples_per_epoch / train_steady / self.replicas if train_steady else None,
+            "sample_time_steady_us": sample_steady * 1e6 if sample_steady is not None else None,
+            "samples_per_s": throughput,
+            "samples_per_s_per_replica": throughput / self.replicas if throughput is not None else None,
+            "samples_per_epoch": samples_per_epoch,
             "train_time_s": self.train_time_s,
             "time_to_accuracy_s": self.time_to_accuracy_s,
             "target_accuracy": self.target_accuracy,
@@ -183,6 +217,8 @@ class TrainingTimer(keras.callbacks.Callback):
             "step_s_steady": summarize([e.train_s / e.steps for e in self.steady_epochs if e.steps]),
             "step_dispatch_interval_s_steady": summarize([s for e in self.steady_epochs for s in e.step_s]),
             "first_epoch_excluded": True,
+            "samples_counted": ("every batch's samples, the partial last batch of each pass as it is"
+                                if self.dataset_size is not None else "steps x global batch (a stream of full batches)"),
             "step_s_is": "steady epoch training time / steps (synchronised)",
             "epochs_step_s_is": "interval between consecutive step dispatches on the host (not synchronised)",
         }

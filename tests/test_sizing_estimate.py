@@ -1,0 +1,121 @@
+"""Sizes for runs by hand ("auto" resolved from the device) and the estimate from the first steps."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from colabkit.training.sizing import resolve_auto
+
+SIZES = {"cpu": {"units": 32, "epochs": 5}, "gpu": {"units": 128, "epochs": 10}}
+
+
+def test_auto_takes_the_device_size_and_explicit_values_stay():
+    cpu = resolve_auto({"units": "auto", "epochs": 3}, SIZES, "cpu")
+    assert cpu.used == {"units": 32, "epochs": 3} and cpu.resolved == ["units"]
+    assert cpu["units"] == 32
+    gpu = resolve_auto({"units": "auto", "epochs": "auto"}, SIZES, "gpu")
+    assert gpu.used == {"units": 128, "epochs": 10}
+    record = gpu.as_record()
+    assert record["asked"] == {"units": "auto", "epochs": "auto"} and record["used"] == {"units": 128, "epochs": 10}
+    assert record["sized_for"] == "a free Colab T4 GPU" and record["auto"] == ["units", "epochs"]
+    assert "units=128" in gpu.describe() and "a free Colab T4 GPU" in gpu.describe()
+    assert "no parameter was" in resolve_auto({"units": 8}, SIZES, "cpu").describe()
+
+
+def test_auto_without_a_size_for_the_device_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="units='auto' has no size for a tpu device"):
+        resolve_auto({"units": "auto"}, SIZES, "tpu")
+
+
+def test_format_duration_reads_like_an_estimate():
+    from colabkit.training.estimate import format_duration
+
+    assert format_duration(3 * 3600 + 10 * 60 + 12) == "~3 h 10 min"
+    assert format_duration(4 * 60 + 20) == "~4 min 20 s"
+    assert format_duration(25 * 60 + 20) == "~25 min"
+    assert format_duration(35.4) == "~35 s"
+    assert format_duration(float("nan")) == "unknown"
+
+
+def test_estimate_remaining_is_steps_left_times_step_time():
+    from colabkit.training.estimate import estimate_remaining
+
+    assert estimate_remaining(10, 2000, 0.5) == pytest.approx(995.0)
+    with pytest.raises(ValueError):
+        estimate_remaining(10, 5, 0.5)
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 2])
+def test_fit_estimate_extrapolates_the_first_steps_to_the_whole_fit(steps_per_execution):
+    """A model whose every step sleeps 20 ms: after the skipped and measured steps the estimate of
+    the steps left (4 epochs x 10 steps in all) is their count x ~20 ms, and it is printed once."""
+    import keras
+    import tensorflow as tf
+
+    from colabkit.training.estimate import FitEstimate
+
+    class Sleep(keras.layers.Layer):
+        def call(self, inputs):
+            def nap(value):
+                time.sleep(0.02)
+                return value
+            slept = tf.py_function(nap, [inputs], inputs.dtype)
+            slept.set_shape(inputs.shape)
+            return slept
+
+    model = keras.Sequential([keras.Input((3,)), Sleep(), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=steps_per_execution, jit_compile=False)
+    printed = []
+    estimate = FitEstimate(measure_steps=4, skip_steps=2, echo=printed.append)
+    x = np.zeros((40, 3), "float32")
+    model.fit(x, x[:, :1], batch_size=4, epochs=4, callbacks=[estimate], verbose=0)
+
+    record = estimate.as_record()
+    assert record["total_steps"] == 40 and record["after_steps"] in (6, 7)
+    assert 0.02 * 0.9 <= record["step_s"] < 0.2  # each step slept 20 ms
+    left = 40 - record["after_steps"]
+    assert record["remaining_s"] == pytest.approx(left * record["step_s"])
+    assert len(printed) == 1 and printed[0].startswith(f"estimate after {record['after_steps']} steps: ~")
+    assert "at this rate" in printed[0]
+
+
+def test_fit_estimate_covers_the_repeats_still_to_come():
+    from colabkit.training.estimate import FitEstimate
+
+    estimate = FitEstimate(measure_steps=2, skip_steps=0, repeats=3, steps_per_epoch=10, echo=lambda _: None)
+    estimate.params = {"epochs": 2, "steps": 10}
+    estimate.on_train_begin()
+    estimate.on_epoch_begin(0)
+    for batch in range(3):
+        estimate.on_train_batch_begin(batch)
+        time.sleep(0.01)
+        estimate.on_train_batch_end(batch)
+    record = estimate.as_record()
+    assert record["total_steps"] == 60
+    assert record["remaining_s"] == pytest.approx((20 - record["after_steps"] + 40) * record["step_s"])
+
+
+@pytest.mark.parametrize("notebook", ["cnn_mnist", "dblstm_har", "timeseries_rnn"])
+def test_every_parameter_line_is_declared_and_auto_sizes_accept_grid_integers(notebook):
+    """papermill skips a parameter line it cannot parse (an `int | str` annotation, a second '=' in
+    the comment), and the grids could then not set it: every assignment must be declared, and the
+    "auto" parameters must take the integers the grids give."""
+    import ast
+    import json
+    from pathlib import Path
+
+    from colabkit.sweep.parameters import declared_parameters
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{notebook}.ipynb"
+    cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    assigned = {node.target.id if isinstance(node, ast.AnnAssign) else node.targets[0].id
+                for node in ast.parse("".join(cell["source"])).body if isinstance(node, (ast.Assign, ast.AnnAssign))}
+    declared = declared_parameters(path)
+    assert assigned == set(declared)
+    autos = [name for name, parameter in declared.items() if parameter.default == "auto" and parameter.annotation]
+    assert autos, "the training notebooks size some parameters for the device"
+    for name in autos:
+        assert declared[name].problem_with(8) is None and declared[name].problem_with("auto") is None, name
