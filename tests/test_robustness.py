@@ -414,19 +414,19 @@ def test_a_matmul_record_of_0_or_nan_tflops_is_failed_not_ok(tmp_path, tflops):
 def test_a_corrupt_cached_file_is_reported_removed_and_the_error_says_what_to_do(tmp_path, monkeypatch):
     from data_fixtures import closed_port_url
 
-    from colabkit.data import loaders
+    from colabkit.data import common, mnist
     from colabkit.data.download import Remote
     from colabkit.errors import DataCacheWarning, DownloadError
 
     url = closed_port_url("/mnist.npz")  # the source is unreachable: no network
-    monkeypatch.setitem(loaders.MIRRORS, "mnist", (Remote(url, "mnist.npz", sha256="0" * 64),))
+    monkeypatch.setitem(common.MIRRORS, "mnist", (Remote(url, "mnist.npz", sha256="0" * 64),))
     monkeypatch.delenv("COLABKIT_MIRROR_MNIST", raising=False)
     cached = tmp_path / "mnist" / "mnist.npz"
     cached.parent.mkdir()
     cached.write_bytes(b"a copy cut short")
     with pytest.warns(DataCacheWarning, match=f"removed the corrupt cached file {cached} \\(sha256 "):
         with pytest.raises(DownloadError) as caught:
-            loaders.load_mnist("real", cache_dir=tmp_path, progress=False)
+            mnist.load_mnist("real", cache_dir=tmp_path, progress=False)
     assert not cached.exists()
     message = str(caught.value)
     assert f"Before that, removed the corrupt cached file {cached}" in message
