@@ -58,6 +58,16 @@ def test_cpu_smoke_run_on_offline_mnist(tmp_path):
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] > 0
     assert metrics["time_to_accuracy_s"] == pytest.approx(record["timings"]["epochs"][0]["epoch_s"], rel=0.5)
     assert sum(sum(row) for row in record["evaluation"]["confusion_matrix"]) == 256  # every test digit scored once
+    # utilisation: the hand count of Alyafeai 2018's CNN (4,420,608 matmul FLOPs + 56,714 bias adds forward
+    # per sample, tests/test_flops.py), achieved TFLOPS = training FLOPs per sample x steady samples/s
+    # exactly, MFU against the CPU's estimated peak
+    assert metrics["model_flops_forward_per_sample"] == 4_477_322
+    assert metrics["model_flops_train_per_sample"] == 3 * metrics["model_flops_forward_per_sample"]
+    assert metrics["model_tflops"] == metrics["model_flops_train_per_sample"] * metrics["samples_per_s"] / 1e12
+    assert metrics["mfu"] == pytest.approx(metrics["model_tflops"] / metrics["peak_tflops"])
+    assert 0 < metrics["mfu"] < 1 and metrics["arithmetic_intensity"] > 0
+    # energy: NVML reads NVIDIA boards only, so a CPU run says why it has none
+    assert metrics["energy_j_per_epoch"] is None and "NVIDIA GPUs only" in metrics["energy_reason"]
     assert len(record["history"]["val_accuracy"]) == 3
     images = [o for cell in executed.cells for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) >= 2  # training curves and the confusion matrix

@@ -173,6 +173,7 @@ _GPU_BANDWIDTH: list[tuple[str, float | None, float, str, BandwidthQuality]] = [
     (r"A100", None, 1555.0, "NVIDIA A100 datasheet, 40 GB: 1,555 GB/s HBM2", "vendor"),
     (r"\bL4\b", None, 300.0, "NVIDIA L4: 300 GB/s GDDR6 (secondary source)", "secondary"),
     (r"H200", None, 4800.0, "NVIDIA H200: 4,800 GB/s HBM3e (secondary source)", "secondary"),
+    (r"H100.*NVL", None, 3900.0, "NVIDIA H100 NVL: 3,900 GB/s HBM3 per GPU (secondary source)", "secondary"),
     (r"H100.*PCI", None, 2000.0, "NVIDIA H100 datasheet (PCIe): about 2,000 GB/s HBM2e", "vendor"),
     (r"H100", None, 3350.0, "NVIDIA H100 datasheet (SXM): 3,350 GB/s HBM3", "vendor"),
 ]

@@ -55,7 +55,9 @@ EXPERIMENT = Experiment(
         results_path_parameter("cnn_mnist"),
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "sample_time_steady_us",
-             "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss"),
+             "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss",
+             "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
+             "arithmetic_intensity"),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     section="colabkit.report.cnn:cnn_section",
     references=(

@@ -57,7 +57,9 @@ EXPERIMENT = Experiment(
         results_path_parameter("dblstm_har"),
     ),
     metrics=("train_time_s", "epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size",
-             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params"),
+             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params",
+             "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
+             "arithmetic_intensity"),
     headline=Headline("train_time_s", "training time", "s", "lower"),
     section="colabkit.report.dblstm:dblstm_section",
     references=(

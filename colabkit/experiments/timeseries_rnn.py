@@ -53,7 +53,9 @@ EXPERIMENT = Experiment(
         results_path_parameter("timeseries_rnn"),
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
-             "best_epoch", "test_loss", "persistence_test_loss"),
+             "best_epoch", "test_loss", "persistence_test_loss",
+             "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
+             "arithmetic_intensity"),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     section="colabkit.report.timeseries:timeseries_section",
     references=(

@@ -288,3 +288,53 @@ def utilisation_metrics(flops: ModelFlops, samples_per_s: float | None, peak_tfl
         "mfu_reason": reason,
         "flop_convention": flops.convention,
     }
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per value of a Keras compute dtype ("float32" 4, "float16" and "bfloat16" 2)."""
+    sizes = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+    if dtype not in sizes:
+        raise FlopCountError(f"no byte size known for compute dtype {dtype!r} (known: {', '.join(sizes)})")
+    return sizes[dtype]
+
+
+def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size_per_replica: int, *,
+                sequence_length: int | None = None) -> dict[str, Any]:
+    """How well a trained model used its device, as record fields: model FLOPs per sample, achieved
+    model TFLOPS and MFU (utilisation_metrics), the peak it was divided by (with its source, at the
+    model's compute precision), and the arithmetic intensity of one training step per replica.
+
+    `device` is the notebook's DeviceSetup; `samples_per_s` the steady global throughput
+    (TrainingTimer's). The intensity's bytes are counted as INTENSITY_CONVENTION says.
+    """
+    compute_dtype = str(getattr(getattr(model, "dtype_policy", None), "compute_dtype", None) or "float32")
+    flops = model_flops(model, sequence_length)
+    peak = device.peak(compute_dtype)
+    reason = None if peak else f"no published peak for {device.name} at {compute_dtype}"
+    fields = utilisation_metrics(flops, samples_per_s, peak.tflops if peak else None, peak_reason=reason)
+    intensity = arithmetic_intensity(model, flops, batch_size_per_replica, dtype_bytes(compute_dtype), sequence_length)
+    fields.update({
+        "compute_dtype": compute_dtype,
+        "peak_tflops": peak.tflops if peak else None,
+        "peak_precision": peak.precision if peak else None,
+        "peak_tflops_source": peak.source if peak else reason,
+        "arithmetic_intensity": intensity.intensity,
+        "flops_per_step_per_replica": intensity.flops_per_step,
+        "bytes_per_step_per_replica": intensity.bytes_per_step,
+        "intensity_convention": INTENSITY_CONVENTION,
+    })
+    return fields
+
+
+def describe_utilisation(metrics: dict[str, Any]) -> str:
+    """One line for a notebook: model FLOPs, achieved TFLOPS and the fraction of peak (or why not)."""
+    forward = metrics.get("model_flops_forward_per_sample")
+    achieved = metrics.get("model_tflops")
+    text = f"model FLOPs: {forward / 1e6:,.2f} MFLOP forward per sample" if forward is not None else "model FLOPs: -"
+    if achieved is not None:
+        text += f"; achieved {achieved * 1e3:,.2f} GFLOPS"
+    if metrics.get("mfu") is not None:
+        text += f" = {metrics['mfu']:.2%} of the {metrics['peak_precision']} peak ({metrics['peak_tflops']:g} TFLOPS)"
+    else:
+        text += f"; MFU unknown: {metrics.get('mfu_reason')}"
+    return text + f"; arithmetic intensity {metrics.get('arithmetic_intensity', float('nan')):.1f} FLOPs/byte"
