@@ -571,3 +571,25 @@ def test_hand_runs_left_at_auto_match_by_the_sizes_they_used(tmp_path):
     fx.write(tmp_path, gpu_small, "manual-b")  # now the GPU run used the CPU's sizes: the same work
     table = report.speedup_table(report.load_report_data([tmp_path])).set_index(["notebook", "device"])
     assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "configurations"] == 1
+
+
+def test_training_sections_show_utilisation_and_the_fraction_of_peak(tmp_path):
+    peaks = {"cpu": 0.3, "gpu": 65.0}
+    for device in ("cpu", "gpu"):
+        for batch in (256, 1024):
+            record = fx.cnn(device, batch)
+            metrics = record["metrics"]
+            samples_per_s = metrics["samples_per_s"]
+            metrics.update(model_flops_forward_per_sample=4_477_322.0, model_flops_train_per_sample=13_431_966.0,
+                           model_tflops=13_431_966.0 * samples_per_s / 1e12, peak_tflops=peaks[device],
+                           peak_precision="float32", arithmetic_intensity=40.0, mfu_reason=None,
+                           mfu=13_431_966.0 * samples_per_s / 1e12 / peaks[device])
+            fx.write(tmp_path, record, f"{device}-{batch}")
+    fx.write(tmp_path, fx.cnn("cpu", 512), "cpu-512-old-record")  # written before FLOPs were counted: left out
+    section = report.cnn_section(report.load_report_data([tmp_path]))
+    table = section.table("cnn_utilisation")
+    assert len(table) == 4 and set(table["global batch"]) == {256, 1024}
+    gpu = table[table["device"].str.startswith("GPU")].iloc[0]
+    assert gpu["fraction of peak (MFU)"] == pytest.approx(gpu["achieved GFLOPS"] / 1e3 / 65.0)
+    figure = section.figure("cnn_fraction_of_peak")
+    assert set(figure.data["global batch"]) == {256, 1024} and (figure.data["MFU (%)"] > 0).all()

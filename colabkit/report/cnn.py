@@ -30,6 +30,7 @@ from colabkit.report.common import (
 from colabkit.report.figures import grouped_bars, label_colors, new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "cnn_mnist"
@@ -201,6 +202,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             f"Published, model unknown: {RAGAB_SOURCE}. The source states neither the model nor its batch "
             "size or epochs, so these figures are shown apart from ours, not as a like-for-like comparison; cells "
             "it left empty are absent."))
+    section.items += utilisation_items(data, NOTEBOOK, "cnn")
 
 
 def cnn_section(data: ReportData) -> Section:

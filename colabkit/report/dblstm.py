@@ -33,6 +33,7 @@ from colabkit.report.figures import (
 )
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "dblstm_har"
@@ -275,3 +276,4 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             "Speed ratios per configuration at the same global batch (above 1: the second device is faster): "
             "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
                                       else "; every pair trained on the same samples.")))
+    section.items += utilisation_items(data, NOTEBOOK, "dblstm")

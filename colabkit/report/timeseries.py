@@ -26,6 +26,7 @@ from colabkit.report.common import (
 from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number
 
 NOTEBOOK = "timeseries_rnn"
@@ -280,3 +281,4 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     section.items.append(ReportTable(
         "timeseries_vs_hvass", hvass_table(table),
         f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))
+    section.items += utilisation_items(data, NOTEBOOK, "timeseries")
