@@ -152,6 +152,6 @@ def test_no_head_and_auto_sizes_on_a_cpu(tmp_path):
 def test_a_negative_head_is_refused(tmp_path):
     import papermill
 
-    with pytest.raises(papermill.PapermillExecutionError, match="head_units >= 0"):
+    with pytest.raises(papermill.PapermillExecutionError, match="head_units = -1"):
         execute_notebook("dblstm_har", tmp_path, device="cpu", batch_size=8, units=2, bilstm_layers=1, head_units=-1,
                          epochs=2, repeats=1, train_samples=16, test_samples=8, data_source="offline")

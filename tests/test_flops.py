@@ -11,6 +11,7 @@ import textwrap
 
 import keras
 import pytest
+from helpers import REPO  # noqa: I001
 
 from colabkit.errors import FlopCountError
 from colabkit.training.flops import (
@@ -20,8 +21,6 @@ from colabkit.training.flops import (
     model_flops,
     utilisation_metrics,
 )
-
-from helpers import REPO  # noqa: I001
 
 
 def seed_cnn() -> keras.Model:

@@ -7,7 +7,6 @@ from colabkit.experiments.declaration import (
     Headline,
     Parameter,
     Reference,
-    auto_or_value,
     device_parameter,
     results_path_parameter,
 )
@@ -48,10 +47,10 @@ EXPERIMENT = Experiment(
         Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
                   choices=DATA_SOURCES),
         Parameter("seed", int, 0, "random seed of weights and shuffling", minimum=0),
-        Parameter("train_samples", (int, str), "auto", 'training samples used; "auto": sized for the device (10,000 '
-                  "on a CPU, all elsewhere)", minimum=1, zero_means="the whole training set", check=auto_or_value),
-        Parameter("test_samples", (int, str), "auto", 'test samples used; "auto": sized for the device (2,000 on a '
-                  "CPU, all elsewhere)", minimum=1, zero_means="the whole test set", check=auto_or_value),
+        Parameter("train_samples", int, "auto", 'training samples used; "auto": sized for the device (10,000 '
+                  "on a CPU, all elsewhere)", minimum=1, zero_means="the whole training set", auto="sized for the device"),
+        Parameter("test_samples", int, "auto", 'test samples used; "auto": sized for the device (2,000 on a '
+                  "CPU, all elsewhere)", minimum=1, zero_means="the whole test set", auto="sized for the device"),
         results_path_parameter("cnn_mnist"),
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "sample_time_steady_us",

@@ -10,7 +10,6 @@ from colabkit.experiments.declaration import (
     Headline,
     Parameter,
     Reference,
-    auto_or_value,
     device_parameter,
     results_path_parameter,
 )
@@ -40,10 +39,10 @@ EXPERIMENT = Experiment(
         Parameter("units", int, 128, "units of each bidirectional LSTM layer, per direction (the paper: 128)", minimum=1),
         Parameter("head_units", int, 64, "units of the LSTM head after them (the paper: 64)", minimum=1,
                   zero_means="no head"),
-        Parameter("epochs", (int, str), "auto", 'the paper\'s 30; "auto": 30 on a GPU or TPU, 3 on a CPU', minimum=1,
-                  check=auto_or_value),
-        Parameter("repeats", (int, str), "auto", 'fresh models, each seeded with seed + repeat; "auto": 3 (the '
-                  "paper's), 1 on a CPU", minimum=1, check=auto_or_value),
+        Parameter("epochs", int, "auto", 'the paper\'s 30; "auto": 30 on a GPU or TPU, 3 on a CPU', minimum=1,
+                  auto="sized for the device"),
+        Parameter("repeats", int, "auto", 'fresh models, each seeded with seed + repeat; "auto": 3 (the '
+                  "paper's), 1 on a CPU", minimum=1, auto="sized for the device"),
         Parameter("learning_rate", float, 0.001, "Adam's default, as in the paper", minimum=0,
                   minimum_exclusive=True),
         Parameter("mixed_precision", str, "none", "Keras dtype policy", choices=MIXED_PRECISION_CHOICES),
@@ -51,8 +50,8 @@ EXPERIMENT = Experiment(
         Parameter("data_source", str, "auto", '"auto" (real, else the synthetic stand-in), "real", "offline"',
                   choices=DATA_SOURCES),
         Parameter("seed", int, 0, "seed of the first repeat", minimum=0),
-        Parameter("train_samples", (int, str), "auto", 'training windows used; "auto": all, 1,024 on a CPU', minimum=1,
-                  zero_means="all 7,352 training windows", check=auto_or_value),
+        Parameter("train_samples", int, "auto", 'training windows used; "auto": all, 1,024 on a CPU', minimum=1,
+                  zero_means="all 7,352 training windows", auto="sized for the device"),
         Parameter("test_samples", int, 0, "test windows used", minimum=1, zero_means="all 2,947 test windows"),
         results_path_parameter("dblstm_har"),
     ),

@@ -45,7 +45,8 @@ class Parameter:
     `type` is int, float, str or bool (a tuple of them where several are taken, e.g. jit_compile's
     "auto" | True | False). A number may be bounded by `minimum`/`maximum` (`minimum_exclusive` for
     "> 0"); `choices` lists every value allowed; `zero_means` says what 0 stands for where 0 is
-    allowed below the minimum ("all": 0 takes the whole data set). `check`, when given, is a further
+    allowed below the minimum ("all": 0 takes the whole data set); `auto`, where the parameter also takes
+    "auto", says what that means (the notebook then sizes it for the detected device). `check`, when given, is a further
     test returning what is allowed (or None when the value fits), e.g. the device syntax.
     """
 
@@ -58,6 +59,7 @@ class Parameter:
     minimum_exclusive: bool = False
     choices: tuple[Any, ...] | None = None
     zero_means: str | None = None
+    auto: str | None = None  # what "auto" means where the parameter also takes it ("sized for the device")
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +86,8 @@ class Parameter:
             text += " " + " and ".join(bounds)
         if self.zero_means is not None:
             text += f" (0: {self.zero_means})"
+        if self.auto is not None:
+            text += f', or "auto" ({self.auto})'
         return text
 
     def _type_fits(self, value: Any) -> bool:
@@ -95,6 +99,8 @@ class Parameter:
     def problem(self, value: Any) -> str | None:
         """None if `value` fits, else one line: "n = 'abc': expected an int >= 1"."""
         stated = f"{self.name} = {value!r}"
+        if self.auto is not None and value == "auto":
+            return None
         if self.choices is not None:
             if any(type(value) is type(choice) and value == choice for choice in self.choices):
                 return None
@@ -126,14 +132,6 @@ def device_syntax(value: Any) -> str | None:
     except UnknownDeviceError:
         return "one of auto, cpu, gpu, tpu, multiworker; cpu and gpu may take a replica count (cpu:2, gpu:4), " \
                "multiworker a worker count (multiworker:2)"
-    return None
-
-
-def auto_or_value(value: Any) -> str | None:
-    """For parameters that take a number or "auto" (sized for the detected device): the only text
-    allowed is "auto" (None when `value` fits)."""
-    if isinstance(value, str) and value != "auto":
-        return '"auto" or a number'
     return None
 
 

@@ -6,7 +6,6 @@ from colabkit.experiments.declaration import (
     Headline,
     Parameter,
     Reference,
-    auto_or_value,
     device_parameter,
     results_path_parameter,
 )
@@ -31,14 +30,14 @@ EXPERIMENT = Experiment(
         Parameter("batch_size", int, 256, "windows per step, as in the tutorial", minimum=1),
         Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
                   choices=BATCH_SIZE_MEANINGS),
-        Parameter("sequence_length", (int, str), "auto", 'hours per training window (the tutorial: 1344, 8 weeks); '
-                  '"auto": 168 on a CPU, 672 on a GPU or TPU', minimum=1, check=auto_or_value),
-        Parameter("units", (int, str), "auto", 'GRU units (the tutorial: 512); "auto": 32 on a CPU, 128 on a GPU or TPU',
-                  minimum=1, check=auto_or_value),
-        Parameter("epochs", (int, str), "auto", 'training epochs, early stopping may end sooner (the tutorial: 20); '
-                  '"auto": 5 on a CPU, 10 on a GPU or TPU', minimum=1, check=auto_or_value),
-        Parameter("steps_per_epoch", (int, str), "auto", 'training steps per epoch (the tutorial: 100); "auto": 20 on '
-                  "a CPU, 100 on a GPU or TPU", minimum=1, check=auto_or_value),
+        Parameter("sequence_length", int, "auto", 'hours per training window (the tutorial: 1344, 8 weeks); '
+                  '"auto": 168 on a CPU, 672 on a GPU or TPU', minimum=1, auto="sized for the device"),
+        Parameter("units", int, "auto", 'GRU units (the tutorial: 512); "auto": 32 on a CPU, 128 on a GPU or TPU',
+                  minimum=1, auto="sized for the device"),
+        Parameter("epochs", int, "auto", 'training epochs, early stopping may end sooner (the tutorial: 20); '
+                  '"auto": 5 on a CPU, 10 on a GPU or TPU', minimum=1, auto="sized for the device"),
+        Parameter("steps_per_epoch", int, "auto", 'training steps per epoch (the tutorial: 100); "auto": 20 on '
+                  "a CPU, 100 on a GPU or TPU", minimum=1, auto="sized for the device"),
         Parameter("warmup_steps", int, 50, "the first hours of every window are left out of the loss", minimum=0),
         Parameter("shift_hours", int, 24, "how far ahead the targets are forecast", minimum=1),
         Parameter("learning_rate", float, 0.001, "RMSprop", minimum=0, minimum_exclusive=True),

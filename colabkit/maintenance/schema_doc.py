@@ -65,6 +65,7 @@ HOST_KEYS: dict[str, str] = {
     "platform": "OS and kernel, as Python's platform module says",
     "cpu_model": "the CPU's model name",
     "cpu_cores": "logical cores this process may use",
+    "cpu_physical_cores": "physical cores behind them (hyperthreads counted once; null when the machine does not say)",
     "memory_gib": "physical memory",
     "colab": "whether this is a Google Colab runtime",
     "colab_runtime": "on Colab: its release tag, accelerator, TPU type and chips; null elsewhere",
