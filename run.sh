@@ -13,17 +13,17 @@ PY="$VENV/bin/python"
 find_python() {
   for candidate in "${PYTHON:-}" python3.11 python3; do
     if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 &&
-       "$candidate" -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] < (3, 14))'; then
+       "$candidate" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))'; then
       echo "$candidate"; return
     fi
   done
-  echo "run.sh: no Python 3.10-3.13 found (set PYTHON=/path/to/python3.11)" >&2
+  echo "run.sh: no Python 3.11-3.13 found (set PYTHON=/path/to/python3.11)" >&2
   exit 1
 }
 
 setup() {
   local wanted stamp="$VENV/.colabkit-installed"
-  wanted=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+  wanted=$(cat requirements.txt pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
   if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
     return
   fi
