@@ -3,6 +3,7 @@
 from colabkit.data.common import DATA_SOURCES
 from colabkit.device.backends import BACKENDS
 from colabkit.experiments.declaration import (
+    UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
@@ -55,8 +56,7 @@ EXPERIMENT = Experiment(
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "sample_time_steady_us",
              "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss",
-             "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
-             "arithmetic_intensity"),
+             *UTILISATION_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     section="colabkit.report.cnn:cnn_section",
     references=(

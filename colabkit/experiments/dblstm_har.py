@@ -6,6 +6,7 @@ plain assignments with the same names and defaults; tests/test_experiments.py ch
 
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
+    UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
@@ -56,9 +57,7 @@ EXPERIMENT = Experiment(
         results_path_parameter("dblstm_har"),
     ),
     metrics=("train_time_s", "epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size",
-             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params",
-             "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
-             "arithmetic_intensity"),
+             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params", *UTILISATION_METRICS),
     headline=Headline("train_time_s", "training time", "s", "lower"),
     section="colabkit.report.dblstm:dblstm_section",
     references=(

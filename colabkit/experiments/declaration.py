@@ -30,7 +30,8 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def _is_float_text(text: str) -> bool:
+def is_float_text(text: str) -> bool:
+    """Whether `text` reads as a float (YAML 1.1 reads 1e-3 as a string: a hint names that case)."""
     try:
         float(text)
     except ValueError:
@@ -107,7 +108,7 @@ class Parameter:
             return f"{stated}: expected {self.allowed()}"
         if not self._type_fits(value):
             hint = " (YAML reads 1e-3 as a string: write 1.0e-3)" if (
-                isinstance(value, str) and float in self.types and _is_float_text(value)) else ""
+                isinstance(value, str) and float in self.types and is_float_text(value)) else ""
             return f"{stated}: expected {self.allowed()}{hint}"
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if value != value:  # NaN fits no range
@@ -147,6 +148,9 @@ def results_path_parameter(notebook: str) -> Parameter:
 
 
 COMMON_PARAMETERS = ("device", "results_path")
+# What every training notebook records about how well it used its device (colabkit.training.flops).
+UTILISATION_METRICS = ("model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
+                       "arithmetic_intensity")
 
 
 @dataclass(frozen=True)

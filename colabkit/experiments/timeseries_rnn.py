@@ -2,6 +2,7 @@
 
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
+    UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
@@ -52,9 +53,7 @@ EXPERIMENT = Experiment(
         results_path_parameter("timeseries_rnn"),
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
-             "best_epoch", "test_loss", "persistence_test_loss",
-             "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
-             "arithmetic_intensity"),
+             "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     section="colabkit.report.timeseries:timeseries_section",
     references=(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import GridError
+from colabkit.experiments.declaration import is_float_text
 
 # Literals a parameter's comment may name as alternatives: quoted strings and True/False/None.
 # (Bare numbers in a comment are usually examples of the default's own type, and an apostrophe
@@ -87,17 +88,9 @@ class DeclaredParameter:
         article = "an" if kind.__name__[0] in "aeiou" else "a"
         problem = (f"{value!r} is {article} {kind.__name__}, but the notebook's `{self.name} = {self.default_source}` "
                    f"takes {names}")
-        if kind is str and float in accepted and _is_float_text(value):
+        if kind is str and float in accepted and is_float_text(value):
             problem += " (YAML reads 1e-3 as a string: write 1.0e-3)"
         return problem
-
-
-def _is_float_text(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def declared_parameters(notebook: str | Path) -> dict[str, DeclaredParameter]:
