@@ -49,7 +49,8 @@ EXPERIMENT = Experiment(
                   choices=DATA_SOURCES),
         Parameter("seed", int, 0, "random seed of weights and shuffling", minimum=0),
         Parameter("train_samples", int, "auto", 'training samples used; "auto": sized for the device (10,000 '
-                  "on a CPU, all elsewhere)", minimum=1, zero_means="the whole training set", auto="sized for the device"),
+                  "on a CPU, all elsewhere)", minimum=1, zero_means="the whole training set",
+                  auto="sized for the device"),
         Parameter("test_samples", int, "auto", 'test samples used; "auto": sized for the device (2,000 on a '
                   "CPU, all elsewhere)", minimum=1, zero_means="the whole test set", auto="sized for the device"),
         results_path_parameter("cnn_mnist"),

@@ -37,7 +37,8 @@ EXPERIMENT = Experiment(
                   choices=BATCH_SIZE_MEANINGS),
         Parameter("bilstm_layers", int, 2, "Bidirectional(LSTM) layers, each returning its whole sequence (the paper "
                   "printed 2)", minimum=1),
-        Parameter("units", int, 128, "units of each bidirectional LSTM layer, per direction (the paper: 128)", minimum=1),
+        Parameter("units", int, 128, "units of each bidirectional LSTM layer, per direction (the paper: 128)",
+                  minimum=1),
         Parameter("head_units", int, 64, "units of the LSTM head after them (the paper: 64)", minimum=1,
                   zero_means="no head"),
         Parameter("epochs", int, "auto", 'the paper\'s 30; "auto": 30 on a GPU or TPU, 3 on a CPU', minimum=1,

@@ -225,7 +225,8 @@ def model_flops(model: Any, sequence_length: int | None = None) -> ModelFlops:
         raise FlopCountError(f"model {getattr(model, 'name', model)!r} has no layers to count")
     by_layer = []
     for layer, inputs, outputs in _walk(model, sequence_length):
-        by_layer.append((layer.name, type(layer).__name__, float(_layer_flops(layer, inputs, outputs, sequence_length))))
+        flops = float(_layer_flops(layer, inputs, outputs, sequence_length))
+        by_layer.append((layer.name, type(layer).__name__, flops))
     forward = sum(flops for _, _, flops in by_layer)
     return ModelFlops(forward_per_sample=forward, train_per_sample=TRAIN_TO_FORWARD * forward,
                       by_layer=tuple(by_layer), convention=FLOP_CONVENTION)
