@@ -21,8 +21,6 @@ from colabkit.experiments import (
     check_values,
     get,
     markdown_table,
-    stamp_experiments_table,
-    stamp_readme_file,
 )
 from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
 from colabkit.records.record import start_run
@@ -236,18 +234,14 @@ def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge
         assert coordinates.notebook_url(experiment.notebook) in line
 
 
-def test_the_experiments_table_is_stamped_between_the_readme_markers(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("# colabkit\n\nintro\n\n<!-- experiments:start -->\nstale\n<!-- experiments:end -->\n\nafter\n")
-    assert stamp_readme_file(readme, check=True)
-    assert "stale" in readme.read_text()  # a check writes nothing
-    assert stamp_readme_file(readme)
-    text = readme.read_text()
+def test_the_experiments_table_is_stamped_between_the_readme_markers():
+    readme = "# colabkit\n\nintro\n\n<!-- experiments:start -->\nstale\n<!-- experiments:end -->\n\nafter\n"
+    text = stamp_block(readme, NOTEBOOKS_BLOCK, markdown_table())
     assert text == ("# colabkit\n\nintro\n\n<!-- experiments:start -->\n" + markdown_table()
                     + "<!-- experiments:end -->\n\nafter\n")
-    assert not stamp_readme_file(readme)  # stamping twice changes nothing
-    with pytest.raises(NotebookTemplateError, match="no `<!-- experiments:start -->`"):
-        stamp_experiments_table("# no markers\n")
+    assert stamp_block(text, NOTEBOOKS_BLOCK, markdown_table()) == text  # stamping twice changes nothing
+    with pytest.raises(NotebookTemplateError, match="no generated block"):
+        stamp_block("# no markers\n", NOTEBOOKS_BLOCK, markdown_table())
 
 
 def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_notebooks():
@@ -264,7 +258,6 @@ def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_n
     readme = "# x\n<!-- experiments:start (generated) -->\nSTALE\n<!-- experiments:end -->\n"
     stamped = stamp_block(readme, NOTEBOOKS_BLOCK, table)
     assert stamped == "# x\n<!-- experiments:start (generated) -->\n" + table + "<!-- experiments:end -->\n"
-    assert stamp_experiments_table(readme, "T\n") == "# x\n<!-- experiments:start (generated) -->\nT\n<!-- experiments:end -->\n"
 
 
 def test_the_repositorys_readme_carries_the_current_table():

@@ -23,12 +23,7 @@ from colabkit.experiments.registry import (
     get,
     register,
 )
-from colabkit.experiments.table import (
-    markdown_table,
-    stamp_experiments_table,
-    stamp_readme_file,
-)
+from colabkit.experiments.table import markdown_table
 
 __all__ = ["ENVIRONMENT_VARIABLE", "Experiment", "Headline", "Parameter", "Reference", "all_experiments",
-           "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter",
-           "stamp_experiments_table", "stamp_readme_file"]
+           "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter"]

@@ -1,20 +1,12 @@
-"""The README's table of experiments, made from the declarations, and the hook that stamps it."""
+"""The README's table of experiments, made from the declarations (`python -m colabkit notebooks` stamps it)."""
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping
-from pathlib import Path
 
 from colabkit.colab.coordinates import Coordinates, configured
-from colabkit.errors import NotebookTemplateError
 from colabkit.experiments.declaration import Experiment
 from colabkit.experiments.registry import all_experiments
-
-START_MARKER = "<!-- experiments:start -->"  # the start line may say more: <!-- experiments:start (...) -->
-END_MARKER = "<!-- experiments:end -->"
-_BLOCK = re.compile(r"(<!-- experiments:start\b[^\n]*-->\n)(.*?)(" + re.escape(END_MARKER) + ")", flags=re.DOTALL)
 
 
 def _cell(text: str) -> str:
@@ -40,31 +32,3 @@ def markdown_table(experiments: tuple[Experiment, ...] | None = None, coordinate
         rows.append(row)
     return "\n".join(rows) + "\n"
 
-
-def has_markers(text: str) -> bool:
-    """Whether `text` has the experiments block's start and end markers, in that order."""
-    return _BLOCK.search(text) is not None
-
-
-def stamp_experiments_table(text: str, table: str | None = None, where: str = "README.md") -> str:
-    """`text` with the block between the experiments markers replaced by `table` (by default the
-    table of every declared experiment). NotebookTemplateError when the markers are not there."""
-    if not has_markers(text):
-        raise NotebookTemplateError(f"{where}: no `{START_MARKER}` ... `{END_MARKER}` block for the experiments table")
-    body = markdown_table() if table is None else table
-    return _BLOCK.sub(lambda match: match.group(1) + body + match.group(3), text, count=1)
-
-
-def stamp_readme_file(path: str | Path, coordinates: Coordinates | None = None, check: bool = False) -> bool:
-    """Rewrite the experiments block of the README at `path` with the experiments table alone; return
-    whether it changed (with `check`, whether it would change, writing nothing). `python -m colabkit
-    notebooks` stamps the same block with this table and the suite's other notebooks."""
-    path = Path(path)
-    original = path.read_text(encoding="utf-8")
-    text = stamp_experiments_table(original, markdown_table(coordinates=coordinates), str(path))
-    if text != original and not check:
-        # Through a temporary file and a rename, so a reader never sees half a README.
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    return text != original
