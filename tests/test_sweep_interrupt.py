@@ -125,7 +125,9 @@ def test_a_sweep_killed_with_sigkill_resumes_without_rerunning_finished_combinat
 
 @pytest.mark.notebook
 def test_ctrl_c_stops_parallel_jobs_and_the_same_command_resumes(tmp_path):
-    grid, out = slow_grid(tmp_path, count=5, sleep_s=1.5), tmp_path / "out"
+    # 5 s of sleep per combination: on a quiet machine the sweep must still be running when the
+    # signal comes, after the first two finished
+    grid, out = slow_grid(tmp_path, count=5, sleep_s=5), tmp_path / "out"
     folder = out / "tiny" / "cpu"
     sweep = start_sweep(grid, out, "--jobs", "2")
     try:

@@ -150,11 +150,12 @@ def test_real_path_on_the_weather_denmark_fixture_archive(tmp_path, monkeypatch)
 
 
 def test_early_stopping_fires_on_a_plateau_across_two_replicas(tmp_path):
-    # learning_rate 0: the weights never change, so val_loss never improves after the first epoch
+    # learning_rate 1e-30 (the declaration refuses 0): updates vanish below float32 resolution, so the
+    # weights never change and val_loss never improves after the first epoch
     # and EarlyStopping(patience=2) stops after epoch 3 of 8.
     _, record_path = execute_notebook(
         "timeseries_rnn", tmp_path, device="cpu:2", batch_size=8, sequence_length=40, units=4, epochs=8,
-        steps_per_epoch=2, warmup_steps=8, learning_rate=0.0, patience=2, data_source="offline", plot_hours=20)
+        steps_per_epoch=2, warmup_steps=8, learning_rate=1e-30, patience=2, data_source="offline", plot_hours=20)
     record = read_record(record_path)
     metrics, history = record["metrics"], record["history"]
     assert metrics["early_stopping_epoch"] == 3 and metrics["epochs_run"] == 3
