@@ -44,8 +44,11 @@ def slow_grid(tmp_path: Path, count: int, sleep_s: float) -> Path:
 def start_sweep(grid: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # A shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored:
+    # give the sweep the default disposition, as a terminal's Ctrl-C would find it.
     return subprocess.Popen([sys.executable, "-m", "colabkit", "sweep", str(grid), "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def records(folder: Path) -> list[Path]:
