@@ -10,11 +10,13 @@ and the spread, and the ratio notebook / independent is the verdict (target 0.95
 - cnn_mnist, dblstm_har, timeseries_rnn: the notebook's steady samples/s (TrainingTimer's figure,
   training time of the epochs after the first) vs a bare Keras `fit` of the notebook's own model
   (its build function, loaded from the notebook) on data of the same shapes and sizes, in a fresh
-  process, timed from outside: perf_counter around one-epoch `fit` calls after a warm-up epoch,
-  samples/s = samples per epoch / median epoch time.
+  process, timed from outside: after a warm-up fit, perf_counter around a fit of 1 epoch and a fit
+  of `epochs` epochs; steady epoch time = their difference / (epochs - 1), so that fit's own set-up
+  per call cancels (it is not training, and the notebook's figure leaves it out too);
+  samples/s = samples per epoch / steady epoch time.
 
 Every round is sized for >= ~10 s of steady work on a 2-core CPU. On a shared, noisy machine a
-single pair can differ by 30-50 % from noise alone (see MEASUREMENTS.md in the project notes):
+single pair can differ by 30-50 % from noise alone (docs/like-for-like.md):
 read the spread before the ratio. Run: python benchmarks/agreement.py [--pairs cnn dblstm] [--rounds 5]
 """
 
@@ -43,7 +45,7 @@ CNN = {"batch_size": 256, "epochs": 4, "train_samples": 4000, "test_samples": 50
        "target_accuracy": 0.0}
 DBLSTM = {"batch_size": 64, "bilstm_layers": 2, "units": 32, "head_units": 16, "epochs": 4, "repeats": 1,
           "train_samples": 1024, "test_samples": 64, "data_source": "offline"}
-TIMESERIES = {"batch_size": 64, "units": 32, "sequence_length": 168, "epochs": 4, "steps_per_epoch": 15,
+TIMESERIES = {"batch_size": 64, "units": 32, "sequence_length": 168, "epochs": 5, "steps_per_epoch": 60,
               "warmup_steps": 24, "data_source": "offline", "max_hours": 8760, "plot_hours": 48}
 
 # The independent side: a fresh Python process with nothing of colabkit's timing or pipelines.
@@ -56,16 +58,21 @@ import keras
 import tensorflow as tf
 P = json.loads({params!r})
 
-def epoch_rates(model, x, y, batch, epochs):
-    # one warm-up epoch (tracing), then one timed fit per epoch; the device finishes inside each clock
-    model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=True)
-    times = []
-    for _ in range(epochs - 1):
+def epoch_rates(model, samples_per_epoch, epochs, **fit_args):
+    # A warm-up fit (tracing), then two fits timed from outside, of 1 and of `epochs` epochs; the
+    # device finishes inside each clock. Their difference is epochs - 1 steady epochs: each fit call's
+    # own set-up (data adapter, iterator, callbacks: ~0.1-0.2 s, a third of a short epoch) cancels.
+    model.fit(epochs=1, verbose=0, **fit_args)
+
+    def timed_fit(count):
         start = time.perf_counter()
-        model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=True)
+        model.fit(epochs=count, verbose=0, **fit_args)
         keras.ops.convert_to_numpy(model.optimizer.iterations)
-        times.append(time.perf_counter() - start)
-    return len(x) / statistics.median(times), times
+        return time.perf_counter() - start
+
+    one, many = timed_fit(1), timed_fit(epochs)
+    epoch_s = (many - one) / (epochs - 1)
+    return samples_per_epoch / epoch_s, [epoch_s]
 """
 
 _MATMUL_SCRIPT = """
@@ -98,7 +105,7 @@ y = keras.utils.to_categorical(rng.integers(0, 10, P["train_samples"]), 10)
 keras.utils.set_random_seed(0)
 model = build_cnn()
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=["accuracy"])
-rate, times = epoch_rates(model, x, y, P["batch_size"], P["epochs"])
+rate, times = epoch_rates(model, len(x), P["epochs"], x=x, y=y, batch_size=P["batch_size"], shuffle=True)
 print(json.dumps({"value": rate, "times": times}))
 """
 
@@ -112,13 +119,15 @@ keras.utils.set_random_seed(0)
 model = build_dblstm(P["bilstm_layers"], P["units"], P["head_units"], 128, 9, 6)
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy",
               metrics=["accuracy", keras.metrics.Precision(), keras.metrics.Recall()])
-rate, times = epoch_rates(model, x, y, P["batch_size"], P["epochs"])
+rate, times = epoch_rates(model, len(x), P["epochs"], x=x, y=y, batch_size=P["batch_size"], shuffle=True)
 print(json.dumps({"value": rate, "times": times}))
 """
 
 _TIMESERIES_SCRIPT = """
 # The notebook's GRU and loss on random windows of the offline weather substitute's shape (9 inputs,
-# 3 targets): steps_per_epoch x batch windows of sequence_length hours per epoch, as the notebook trains.
+# 3 targets): steps_per_epoch x batch windows of sequence_length hours per epoch, as the notebook trains,
+# from an endless pipeline of full batches. Static batch shapes, as the notebook's (and TPUs') are: a
+# batch dimension of None makes TensorFlow's graph of this small GRU up to ~30 % slower on a CPU.
 from _notebook_code import notebook_function
 from colabkit.training.timeseries import WarmupMSE
 units = P["units"]
@@ -130,7 +139,9 @@ y = rng.random((samples, P["sequence_length"], 3), dtype=np.float32)
 keras.utils.set_random_seed(0)
 model = build_gru(9, 3)
 model.compile(optimizer=keras.optimizers.RMSprop(1e-3), loss=WarmupMSE(P["warmup_steps"]))
-rate, times = epoch_rates(model, x, y, P["batch_size"], P["epochs"])
+data = (tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(samples, seed=0)
+        .batch(P["batch_size"], drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+rate, times = epoch_rates(model, samples, P["epochs"], x=data, steps_per_epoch=P["steps_per_epoch"])
 print(json.dumps({"value": rate, "times": times}))
 """
 
@@ -186,7 +197,7 @@ def main() -> int:
         MATMUL.update(n=1024)
         CNN.update(train_samples=2000, epochs=3)
         DBLSTM.update(train_samples=512, epochs=3)
-        TIMESERIES.update(steps_per_epoch=8, epochs=3)
+        TIMESERIES.update(steps_per_epoch=30, epochs=3)
     verdicts = {}
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.pairs:

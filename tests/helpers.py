@@ -59,6 +59,13 @@ class OneDeviceStrategy(FakeStrategy):
     pass
 
 
+class _DefaultDistributionStrategy(FakeStrategy):
+    """tf.distribute.get_strategy() outside any scope: plain Keras on one device."""
+
+    def __init__(self) -> None:
+        super().__init__(replicas=1)
+
+
 class MirroredStrategy(FakeStrategy):
     pass
 
@@ -126,6 +133,7 @@ class FakeTensorFlow(types.ModuleType):
         )
         self.distribute = types.SimpleNamespace(
             OneDeviceStrategy=OneDeviceStrategy, MirroredStrategy=MirroredStrategy, TPUStrategy=tpu_strategy,
+            get_strategy=_DefaultDistributionStrategy,
             cluster_resolver=types.SimpleNamespace(TPUClusterResolver=_Resolver),
         )
         self.tpu = types.SimpleNamespace(experimental=types.SimpleNamespace(initialize_tpu_system=initialize_tpu_system))

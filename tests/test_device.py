@@ -36,11 +36,12 @@ def test_gpu_requested_on_cpu_machine_names_what_it_has(fake_machine):
     assert str(info.value) == "device 'gpu' requested but this machine has: CPU:0"
 
 
-def test_one_gpu_gets_one_device_strategy_and_its_description(fake_machine):
+def test_one_gpu_runs_as_plain_keras_does_and_gets_its_description(fake_machine):
     fake_machine(gpus=[T4])
     setup = setup_device("gpu")
     assert setup.kind == "gpu" and setup.replicas == 1
-    assert type(setup.strategy).__name__ == "OneDeviceStrategy" and setup.strategy.args == ("/gpu:0",)
+    # The default strategy, not OneDeviceStrategy: that one costs time and turns off Keras's auto XLA.
+    assert type(setup.strategy).__name__ == "_DefaultDistributionStrategy"
     assert setup.description["name"] == "Tesla T4"
     assert setup.description["compute_capability"] == "7.5"
     assert setup.description["tf32_active"] is False  # TF32 needs compute capability 8.0
@@ -48,7 +49,7 @@ def test_one_gpu_gets_one_device_strategy_and_its_description(fake_machine):
     assert setup.peak("float16").tflops == pytest.approx(65.0)
     assert setup.peak("bfloat16") is None  # not in the T4's table: no guess
     record = setup.as_record()
-    assert record["requested"] == "gpu" and record["strategy"] == "OneDeviceStrategy"
+    assert record["requested"] == "gpu" and record["strategy"] == "default strategy (one device, as plain Keras)"
 
 
 def test_several_gpus_get_mirrored_strategy_and_tf32_peak(fake_machine):
@@ -70,9 +71,16 @@ def test_more_gpus_than_present_is_an_error_listing_the_gpus(fake_machine):
 def test_cpu_on_a_gpu_machine_hides_the_gpus(fake_machine):
     fake = fake_machine(gpus=[T4])
     setup = setup_device("cpu")
-    assert setup.kind == "cpu" and setup.strategy.args == ("/cpu:0",)
+    assert setup.kind == "cpu" and type(setup.strategy).__name__ == "_DefaultDistributionStrategy"
     assert ("set_visible_devices", [], "GPU") in fake.calls
     assert setup.description["gpus_hidden"] is True
+
+
+def test_cpu_on_a_gpu_machine_too_late_to_hide_them_pins_the_model_to_the_cpu(fake_machine):
+    fake_machine(gpus=[T4], initialised=True)
+    setup = setup_device("cpu")
+    assert setup.description["gpus_hidden"] is False
+    assert type(setup.strategy).__name__ == "OneDeviceStrategy" and setup.strategy.args == ("/cpu:0",)
 
 
 def test_auto_prefers_tpu_then_gpu_then_cpu(fake_machine, monkeypatch):

@@ -84,3 +84,19 @@ def test_the_meter_leaves_the_first_epoch_out_and_counts_steady_samples(monkeypa
     assert metrics["energy_j_per_epoch"] == pytest.approx(50.0 * (meter.intervals[0][1] - meter.intervals[0][0]), rel=0.3)
     cpu = EnergyMeter("cpu", replicas=1, global_batch_size=32)
     assert cpu.metrics()["energy_reason"].startswith("power is read through NVML on NVIDIA GPUs only")
+
+
+def test_the_meter_counts_a_partial_last_batch_as_what_it_holds(monkeypatch):
+    from colabkit.training.energy import EnergyMeter
+
+    fake_nvml(monkeypatch, watts_per_gpu=50.0)
+    # 100 samples in batches of 32: 32 + 32 + 32 + 4 per epoch, not 4 x 32 = 128.
+    meter = EnergyMeter("gpu", replicas=1, global_batch_size=32, interval_s=0.01, dataset_size=100)
+    for epoch in range(2):
+        meter.on_epoch_begin(epoch)
+        for step in range(4):
+            meter.on_train_batch_begin(step)
+            meter.on_train_batch_end(step)
+        meter.on_epoch_end(epoch)
+    meter.on_train_end()
+    assert meter.samples == [100]

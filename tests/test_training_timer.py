@@ -78,6 +78,7 @@ def test_timings_add_up_to_the_measured_fit_time(steps_per_execution):
     assert metrics["train_epoch_time_steady_s"] == pytest.approx(8 * step_ms / 1e3)
     # target 0.0 is reached at the end of the first epoch
     assert metrics["time_to_accuracy_s"] == pytest.approx(timer.epochs[0].epoch_s, abs=0.1)
+    assert metrics["jit_compile"] is bool(model.jit_compile)  # what Keras compiled is on record
 
 
 def test_unreached_target_and_single_epoch_give_none_not_a_number():

@@ -83,6 +83,8 @@ class DeviceSetup:
         if self.strategy is None:
             return "single device"
         name = type(self.strategy).__name__
+        if name == "_DefaultDistributionStrategy":  # tf.distribute.get_strategy() outside any scope
+            return "default strategy (one device, as plain Keras)"
         # TensorFlow's class behind tf.distribute.MultiWorkerMirroredStrategy has an older name.
         return "MultiWorkerMirroredStrategy" if name == "CollectiveAllReduceStrategy" else name
 

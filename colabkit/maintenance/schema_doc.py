@@ -85,7 +85,7 @@ DEVICE_KEYS: dict[str, str] = {
     "requested": "the `device` parameter as given (`auto`, `cpu`, `gpu:2`, `tpu`, `multiworker:2`...)",
     "kind": "what it resolved to: cpu, gpu, tpu or multiworker",
     "replicas": "how many replicas the strategy runs (GPUs, TPU cores, logical CPUs, workers x devices)",
-    "strategy": "the tf.distribute strategy (OneDeviceStrategy, MirroredStrategy, TPUStrategy...), or the "
+    "strategy": "the tf.distribute strategy (the default strategy on one device, MirroredStrategy, TPUStrategy...), or the "
                 "other backend's equivalent",
     "backend": "the Keras backend: tensorflow, jax or torch",
     "name": "the device model (`Tesla T4`, `TPU v2-8`, the CPU's model name)",

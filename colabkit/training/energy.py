@@ -13,6 +13,7 @@ from typing import Any
 import keras
 
 from colabkit.device.energy import PowerSampler, energy_metrics, visible_gpu_indices
+from colabkit.training.timer import batch_samples
 
 
 class EnergyMeter(keras.callbacks.Callback):
@@ -22,13 +23,17 @@ class EnergyMeter(keras.callbacks.Callback):
         device_kind: the run's device kind ("gpu" samples; "cpu", "tpu" record the reason).
         replicas: GPUs in use (their power is summed).
         global_batch_size: samples per step over all replicas.
+        dataset_size, drop_remainder: as TrainingTimer's, so that energy per sample divides by the
+            samples the epochs really saw (a partial last batch counts as what it holds).
         interval_s: time between power readings.
     """
 
-    def __init__(self, device_kind: str, replicas: int, global_batch_size: int, interval_s: float = 0.05) -> None:
+    def __init__(self, device_kind: str, replicas: int, global_batch_size: int, interval_s: float = 0.05,
+                 dataset_size: int | None = None, drop_remainder: bool = False) -> None:
         super().__init__()
         self.device_kind = device_kind
         self.global_batch_size = int(global_batch_size)
+        self.dataset_size, self.drop_remainder = dataset_size, drop_remainder
         self.reason: str | None = None
         if device_kind != "gpu":
             self.reason = f"power is read through NVML on NVIDIA GPUs only; this run used a {device_kind.upper()}"
@@ -57,7 +62,8 @@ class EnergyMeter(keras.callbacks.Callback):
             return
         # Device work of the epoch is finished here: TrainingTimer (listed first) synchronised it.
         self.intervals.append((self._begin, time.perf_counter()))
-        self.samples.append(self._steps * self.global_batch_size)
+        self.samples.append(sum(batch_samples(step, self.global_batch_size, self.dataset_size, self.drop_remainder)
+                                for step in range(self._steps)))
         self._begin = None
 
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:

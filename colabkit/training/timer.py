@@ -39,6 +39,19 @@ def _median(values: list[float]) -> float | None:
     return summarize(values)["median"]  # type: ignore[return-value]
 
 
+def batch_samples(step: int, global_batch_size: int, dataset_size: int | None = None,
+                  drop_remainder: bool = False) -> int:
+    """Samples in the `step`-th batch of an epoch (0-based): the global batch, but the last batch of
+    each pass over a finite dataset of `dataset_size` samples holds only the remainder (or is dropped,
+    with `drop_remainder`). `dataset_size` None: an endless stream of full batches."""
+    if dataset_size is None:
+        return global_batch_size
+    full, remainder = divmod(dataset_size, global_batch_size)
+    batches_per_pass = full + (1 if remainder and not drop_remainder else 0)
+    position = step % batches_per_pass
+    return remainder if position == full else global_batch_size
+
+
 class TrainingTimer(keras.callbacks.Callback):
     """Times `model.fit`: epochs, steps, validation; first epoch apart from the steady state.
 
@@ -150,14 +163,8 @@ class TrainingTimer(keras.callbacks.Callback):
     # --- counting samples -----------------------------------------------------------------------
 
     def batch_samples(self, step: int) -> int:
-        """Samples in the `step`-th batch of an epoch (0-based): the global batch, but the last
-        batch of each pass over a finite dataset holds only the remainder."""
-        if self.dataset_size is None:
-            return self.global_batch_size
-        full, remainder = divmod(self.dataset_size, self.global_batch_size)
-        batches_per_pass = full + (1 if remainder and not self.drop_remainder else 0)
-        position = step % batches_per_pass
-        return remainder if position == full else self.global_batch_size
+        """Samples in the `step`-th batch of an epoch (0-based): see `batch_samples`."""
+        return batch_samples(step, self.global_batch_size, self.dataset_size, self.drop_remainder)
 
     # --- results ------------------------------------------------------------------------------
 
@@ -206,7 +213,14 @@ class TrainingTimer(keras.callbacks.Callback):
             "target_accuracy": self.target_accuracy,
             "global_batch_size": self.global_batch_size,
             "replicas": self.replicas,
+            # Whether Keras compiled the train step with XLA (its "auto" turns it on for one GPU,
+            # off on CPUs and under tf.distribute strategies): runs differing here did other work.
+            "jit_compile": self._jit_compile(),
         }
+
+    def _jit_compile(self) -> bool | None:
+        value = getattr(self.model, "jit_compile", None)  # no model: the timer was never given to fit
+        return None if value is None else bool(value)
 
     def timings(self) -> dict[str, Any]:
         """The raw times a record's `timings` holds: every epoch, with every step."""
