@@ -125,7 +125,7 @@ def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     out = tmp_path / "out"
     launcher = subprocess.Popen([sys.executable, "-m", "colabkit", "workers", "--count", "2",
                                  str(REPO / "notebooks" / "cnn_mnist.ipynb"), *SMOKE, "-p", "epochs=100000",
-                                 "--out", str(out), "--grace", "30"],
+                                 "--out", str(out), "--grace", "10"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     chief_notebook = out / "cnn_mnist.ipynb"
     deadline = time.monotonic() + 300
@@ -139,7 +139,7 @@ def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     bounded = time.monotonic() - killed_at
     assert launcher.returncode == 1
     assert "worker 1 was killed by signal 9 (SIGKILL)" in stderr
-    assert bounded < 30 + 60  # the chief fails by itself (TF's peer checks) or is stopped after the grace
+    assert bounded < 10 + 60  # the chief fails by itself (TF's peer checks) or is stopped after the grace
     assert not list(out.glob("*.json"))  # no record, not even a pending one (pathlib's * matches dot-files)
 
 
@@ -189,7 +189,7 @@ def test_the_workers_command_keeps_no_record_of_a_run_that_lost_a_worker(tmp_pat
     notebook = _write_worker_notebook(tmp_path / "tiny_workers.ipynb", CHIEF_RECORDS_THEN_A_WORKER_DIES)
     out = tmp_path / "out"
     completed = subprocess.run([sys.executable, "-m", "colabkit", "workers", "--count", "2", str(notebook),
-                                "--out", str(out), "--grace", "30"],
+                                "--out", str(out), "--grace", "10"],
                                capture_output=True, text=True, timeout=300, cwd=REPO)
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert "worker 1 failed with exit status" in completed.stderr and "no record written" in completed.stderr

@@ -1,17 +1,6 @@
-"""Training-time measurement shared by every training notebook: a Keras callback and its figures.
-
-`TrainingTimer` records the wall time of every epoch and every step (every execution when
-`steps_per_execution` > 1, divided by the steps it ran), keeps validation apart from training, and
-forces the device to finish before reading the clock where a figure ends: the end of training in an
-epoch, and the end of the epoch. Steps are not synchronised one by one (that would itself slow
-training down), so a step's interval is when the host dispatched it, and the host may run a few
-steps ahead of the device. The headline figures therefore come from synchronised clocks only: the
-steady step time is a steady epoch's training time divided by its steps (it includes the epoch's
-share of starting the input pipeline); the dispatch intervals are kept for their distribution.
-
-The first epoch (tracing, XLA or TPU compilation, input pipeline warm-up) is reported on its own;
-steady-state figures are medians over the later epochs, with their spread.
-"""
+"""What every training notebook sets up before fit: the dtype policy, per-replica and global batch
+sizes, the tf.data pipelines (static shapes for TPUs), the learning-rate scaling rule, and seeded
+subsamples for smoke-size runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,16 @@
-"""TrainingTimer: a Keras callback that times epochs and steps with device work finished."""
+"""TrainingTimer: a Keras callback that times epochs and steps with device work finished.
+
+It records the wall time of every epoch and every step (every execution when `steps_per_execution`
+> 1, divided by the steps it ran), keeps validation apart from training, and forces the device to
+finish before reading the clock where a figure ends: the end of training in an epoch, and the end
+of the epoch. It adds no synchronisation per step; Keras 3's fit on TensorFlow waits for each
+step's logs anyway, so a step's interval is from one step's logs reaching the host to the next's.
+The headline figures come from the synchronised epoch clocks only: the steady step time is a steady
+epoch's training time divided by its steps (it includes the epoch's share of starting the input
+pipeline); the per-step intervals are kept for their distribution. The first epoch (tracing, XLA
+or TPU compilation, input pipeline warm-up) is reported on its own; steady-state figures are
+medians over the later epochs, with their spread.
+"""
 
 from __future__ import annotations
 
@@ -234,7 +246,8 @@ class TrainingTimer(keras.callbacks.Callback):
             "samples_counted": ("every batch's samples, the partial last batch of each pass as it is"
                                 if self.dataset_size is not None else "steps x global batch (a stream of full batches)"),
             "step_s_is": "steady epoch training time / steps (synchronised)",
-            "epochs_step_s_is": "interval between consecutive step dispatches on the host (not synchronised)",
+            "epochs_step_s_is": ("interval between consecutive steps' logs reaching the host (Keras on TensorFlow "
+                                 "waits for each step's logs; colabkit adds no sync per step)"),
         }
 
 
