@@ -59,8 +59,8 @@ EXPERIMENT = Experiment(
         Parameter("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
         Parameter("batch_size", int, 64, "per replica", minimum=1),
         Parameter("steps", int, 20, "training steps per epoch", minimum=1),
-        Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures are medians "
-                  "over the others", minimum=2),
+        Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures come from "
+                  "the others", minimum=2),
         Parameter("steps_per_execution", int, 1, 'ParaDnn\'s "iterations per loop" (steps per host round trip); '
                   "1 on the torch backend", minimum=1),
         Parameter("mixed_precision", str, "none", '"none", "mixed_float16" or "mixed_bfloat16"',

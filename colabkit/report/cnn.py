@@ -35,9 +35,9 @@ from colabkit.report.writers import format_number, span
 
 NOTEBOOK = "cnn_mnist"
 INTRO = ("The small convolutional network of Alyafeai 2018 (GPUvsTPU notebook) trained at several batch sizes. The "
-         "first epoch (tracing, compilation) is reported apart; steady figures are medians over the later epochs, "
-         "with their spread. Per-sample time is the steady step time divided by the global batch, the unit the "
-         "Keras of 2018 printed, so Alyafeai's two tables (K80 GPU and TPU v2-8) sit beside ours.")
+         "first epoch (tracing, compilation) is reported apart; the later epochs are the steady state, with their "
+         "spread. Epoch time is their median; per-sample time is their training time over the samples they "
+         "trained on (slow epochs count at their cost), the unit the Keras of 2018 printed, so Alyafeai's two tables (K80 GPU and TPU v2-8) sit beside ours.")
 PUBLISHED_SERIES = {"gpu": "Alyafeai 2018: K80 GPU", "tpu": "Alyafeai 2018: TPU v2-8"}
 PUBLISHED_TRAIN_SAMPLES = 60_000
 
@@ -93,7 +93,8 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     behind = both[["series", "device", "batch", "epoch_steady_s", "epoch_steady_std_s", "sample_us", "sample_std_us"]]
     samples = sorted({int(n) for n in epoch_samples(table).dropna()})
     caption = ("Bars side by side share a global batch (samples per step over all replicas), as the published "
-               "rows do. Steady state: median over the epochs after the first; bars: std over those epochs. "
+               "rows do. Steady state, the epochs after the first: epoch time their median, per-sample time their "
+               "training time over their samples; bars: std over those epochs. "
                f"Hatched: {ALYAFEAI_2018_SOURCE}.")
     if samples and samples != [PUBLISHED_TRAIN_SAMPLES]:
         caption += (f" Work per epoch differs: our epochs covered {', '.join(f'{n:,}' for n in samples)} training "

@@ -8,8 +8,11 @@ step's logs anyway, so a step's interval is from one step's logs reaching the ho
 The headline figures come from the synchronised epoch clocks only: the steady step time is a steady
 epoch's training time divided by its steps (it includes the epoch's share of starting the input
 pipeline); the per-step intervals are kept for their distribution. The first epoch (tracing, XLA
-or TPU compilation, input pipeline warm-up) is reported on its own; steady-state figures are
-medians over the later epochs, with their spread.
+or TPU compilation, input pipeline warm-up) is reported on its own. Of the steady epochs (the later
+ones), the epoch and step times are medians, the typical epoch, with their spread; the throughput
+(samples/s, and the per-sample time, its inverse) is every steady sample over the steady epochs'
+whole training time, which is what a clock around those epochs sees: on a host whose epochs come
+in a fast and a slow mode, a median epoch would miss the slow ones' cost.
 """
 
 from __future__ import annotations
@@ -201,12 +204,14 @@ class TrainingTimer(keras.callbacks.Callback):
         train_steady = _median([e.train_s for e in steady])
         step_steady = _median([e.train_s / e.steps for e in steady if e.steps])
         dispatch_steady = _median([s for e in steady for s in e.step_s])
-        # Per-sample figures divide by the samples each epoch really saw, not steps x batch.
-        sample_steady = _median([e.train_s / e.samples for e in steady if e.samples])
         samples_per_epoch = _median([e.samples for e in steady]) if steady else self.epochs[0].samples
         if samples_per_epoch is not None and float(samples_per_epoch).is_integer():
             samples_per_epoch = int(samples_per_epoch)
-        throughput = samples_per_epoch / train_steady if train_steady and samples_per_epoch else None
+        # Throughput: the samples the steady epochs really saw (not steps x batch) over their whole
+        # training time, slow epochs included, as an outside clock around them would measure it.
+        steady_samples, steady_train_s = sum(e.samples for e in steady), sum(e.train_s for e in steady)
+        throughput = steady_samples / steady_train_s if steady_samples and steady_train_s > 0 else None
+        sample_steady = steady_train_s / steady_samples if throughput else None
         return {
             "epochs_run": len(self.epochs),
             "epoch_time_first_s": self.epochs[0].epoch_s,
