@@ -4,7 +4,8 @@ Four pairs, each run as interleaved rounds (A, B, A, B, ...) so that the host's 
 sides alike; each side's figure is the median over its rounds, printed with every round's value
 and the spread, and the ratio notebook / independent is the verdict (target 0.95-1.05):
 
-- matmul: the notebook's warm TFLOPS (papermill, the production path) vs a plain TensorFlow script: the same chained n x n product in a tf.function, the clock around each call
+- matmul: the notebook's warm TFLOPS (papermill, the production path) vs a plain TensorFlow
+  script: the same chained n x n product in a tf.function, the clock around each call
   with the result copied to the host, TFLOPS = count x 2 n^3 / median seconds;
 - cnn_mnist, dblstm_har, timeseries_rnn: the notebook's steady samples/s (TrainingTimer's figure:
   the samples of the epochs after the first over their training time) vs a bare Keras `fit` of the
@@ -177,7 +178,8 @@ print(json.dumps({"value": rate, "times": times}))
 """
 
 
-def independent(script: str, params: dict, workdir: Path, label: str, *, in_kernel: bool = True) -> tuple[float, list[float]]:
+def independent(script: str, params: dict, workdir: Path, label: str, *,
+                in_kernel: bool = True) -> tuple[float, list[float]]:
     """Run a plain script, none of colabkit's timing or pipelines, in a fresh Jupyter kernel through
     papermill (the notebook's kind of process), or with `in_kernel` False in a plain Python process;
     the script's last stdout line is {"value", "times"}."""
@@ -194,9 +196,9 @@ def independent(script: str, params: dict, workdir: Path, label: str, *, in_kern
         stdout = "".join(output.get("text", "") for output in executed.cells[0].outputs
                          if output.get("name") == "stdout")
     else:
+        path_entries = [str(BENCHMARKS.parent), os.environ.get("PYTHONPATH", "")]
         completed = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, check=False,
-                                   env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS.parent),
-                                                                                      os.environ.get("PYTHONPATH", "")])})
+                                   env={**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)})
         if completed.returncode:
             raise RuntimeError(f"independent script failed:\n{completed.stderr[-2000:]}")
         stdout = completed.stdout

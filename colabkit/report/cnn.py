@@ -37,7 +37,8 @@ NOTEBOOK = "cnn_mnist"
 INTRO = ("The small convolutional network of Alyafeai 2018 (GPUvsTPU notebook) trained at several batch sizes. The "
          "first epoch (tracing, compilation) is reported apart; the later epochs are the steady state, with their "
          "spread. Epoch time is their median; per-sample time is their training time over the samples they "
-         "trained on (slow epochs count at their cost), the unit the Keras of 2018 printed, so Alyafeai's two tables (K80 GPU and TPU v2-8) sit beside ours.")
+         "trained on (slow epochs count at their cost), the unit the Keras of 2018 printed, so Alyafeai's two "
+         "tables (K80 GPU and TPU v2-8) sit beside ours.")
 PUBLISHED_SERIES = {"gpu": "Alyafeai 2018: K80 GPU", "tpu": "Alyafeai 2018: TPU v2-8"}
 PUBLISHED_TRAIN_SAMPLES = 60_000
 
