@@ -8,24 +8,22 @@ and the spread, and the ratio notebook / independent is the verdict (target 0.95
   script: the same chained n x n product in a tf.function, the clock around each call
   with the result copied to the host, TFLOPS = count x 2 n^3 / median seconds;
 - cnn_mnist, dblstm_har, timeseries_rnn: the notebook's steady samples/s (TrainingTimer's figure:
-  the samples of the epochs after the first over their training time) vs a bare Keras `fit` of the
-  notebook's own model (its build function, loaded from the notebook) fed by the notebook's
-  pipeline written out plainly, on data of the same shapes and sizes, timed
-  from outside: after a warm-up fit of one epoch (the notebook's first), a clock around one fit of
-  the notebook's steady epochs, less fit's own per-call set-up (measured as fits of 0 epochs,
-  ~1 ms); samples/s = samples per epoch / steady epoch time. The clock stops at Keras's
-  `on_train_end`, the device finished, not when `fit` returns: after training, fit tears its input
-  pipeline down, which took 0 to 3.6 s per call here, varying call to call (not training either).
+  the samples of the epochs after the first over their summed training time) vs a bare Keras `fit`
+  of the notebook's own model (its build function, loaded from the notebook) fed by the notebook's
+  pipeline written out plainly (shuffled passes repeated, one per epoch, as colabkit's fit feeds
+  them), on data of the same shapes and sizes, for the notebook's epochs, and one clock from the end
+  of its first epoch to the end of training: samples/s = steady samples / that time, epoch
+  boundaries included. The clock stops at Keras's `on_train_end`, the device finished, not when
+  `fit` returns: after training, fit tears its input pipeline down, which took 0 to 3.6 s per call
+  here, varying call to call (not training either).
 
 Both sides run in a fresh Jupyter kernel under papermill, the notebook's kind of process (Colab's
-too): inside a kernel the epochs of even a bare fit stall now and then for ~1.2 s at their first step
-(seen with no colabkit code at all), which a plain Python process did not show, so a plain process
-is other work; `--plain-process` runs the independent side there, to show what the kernel costs.
+too); `--plain-process` runs the independent side in a plain Python process instead.
 
 The verdict is the ratio of the two sides' medians; the paired ratios (each round's notebook figure
 over the independent one measured right after it) are printed with their range. Every round is sized
-for >= ~10 s of steady work on a 2-core CPU: this host's epochs come in a fast and a slow mode (about
-0.9 and 1.3 s for the CNN here), and only long rounds average the mix. On a shared, noisy machine a
+for >= ~10 s of steady work on a 2-core CPU: on a shared host some epochs run 30-60 % slower than
+others, every step alike, and only long rounds average them out. On a shared, noisy machine a
 single pair can differ by 30-50 % from noise alone (docs/like-for-like.md): read the spread before
 the ratio. Run: python benchmarks/agreement.py [--pairs cnn dblstm] [--rounds 5]
 """
@@ -69,34 +67,37 @@ import tensorflow as tf
 P = json.loads({params!r})
 
 def shuffled_batches(x, y, batch_size):
-    # The training pipeline of the CNN and dBLSTM notebooks (colabkit's make_dataset), written out:
-    # the same input work on both sides. Keras's own NumPy adapter gathers every batch and trained
-    # the CNN ~8 % slower here, which is a difference of pipelines, not of clocks.
-    return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0, reshuffle_each_iteration=True)
-            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    # The training pipeline of the CNN and dBLSTM notebooks (colabkit's make_dataset and fit), written
+    # out: the same input work on both sides. Keras's own NumPy adapter gathers every batch and trained
+    # the CNN ~8 % slower here, which is a difference of pipelines, not of clocks. The passes repeat,
+    # one per epoch (steps_per_epoch), so fit keeps one input iterator: a new one every epoch stalled
+    # a third to half of the CNN's epochs by ~0.9 s at their first step.
+    dataset = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0, reshuffle_each_iteration=True)
+               .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    return dict(x=dataset.repeat(), steps_per_epoch=-(-len(x) // batch_size))
 
-class TrainingEnd(keras.callbacks.Callback):
-    # Stops the outside clock when training ends, the device finished: after on_train_end, fit tears
-    # its input pipeline down (0-3.6 s per call here, varying call to call), which is not training.
-    def on_train_end(self, logs=None):
+class SteadyClock(keras.callbacks.Callback):
+    # Two stamps, each with the device finished: the end of the first epoch (tracing, the pipeline's
+    # first pass: the notebook's first epoch) and the end of training. Everything between is the
+    # steady state, epoch boundaries included. The clock stops at on_train_end, not when fit returns:
+    # after it, fit tears its input pipeline down (0-3.6 s per call here, varying), not training.
+    def stamp(self):
         keras.ops.convert_to_numpy(self.model.optimizer.iterations)
-        self.ended = time.perf_counter()
+        return time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 0:
+            self.steady_start = self.stamp()
+
+    def on_train_end(self, logs=None):
+        self.ended = self.stamp()
 
 def steady_rate(model, samples_per_epoch, epochs, **fit_args):
-    # A warm-up fit of one epoch (tracing, the pipeline's first pass: the notebook's first epoch),
-    # then one fit of the notebook's epochs - 1 steady epochs, timed from outside, less fit's own
-    # per-call set-up (data adapter, callbacks), measured as fits of 0 epochs (median of 3).
-    model.fit(epochs=1, verbose=0, **fit_args)
-
-    def timed_fit(count):
-        end = TrainingEnd()
-        start = time.perf_counter()
-        model.fit(epochs=count, verbose=0, callbacks=[end], **fit_args)
-        return end.ended - start
-
-    set_up = statistics.median(timed_fit(0) for _ in range(3))
-    steady = epochs - 1
-    epoch_s = (timed_fit(steady) - set_up) / steady
+    # One fit of the notebook's epochs, as the notebook runs it: one input iterator throughout (a
+    # second fit would start a fresh one, whose warm-up the notebook's steady epochs never pay).
+    clock = SteadyClock()
+    model.fit(epochs=epochs, verbose=0, callbacks=[clock], **fit_args)
+    epoch_s = (clock.ended - clock.steady_start) / (epochs - 1)
     return samples_per_epoch / epoch_s, [epoch_s]
 """
 
@@ -130,7 +131,7 @@ y = keras.utils.to_categorical(rng.integers(0, 10, P["train_samples"]), 10)
 keras.utils.set_random_seed(0)
 model = build_cnn()
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy", metrics=["accuracy"])
-rate, times = steady_rate(model, len(x), P["epochs"], x=shuffled_batches(x, y, P["batch_size"]))
+rate, times = steady_rate(model, len(x), P["epochs"], **shuffled_batches(x, y, P["batch_size"]))
 print(json.dumps({"value": rate, "times": times}))
 """
 
@@ -144,7 +145,7 @@ keras.utils.set_random_seed(0)
 model = build_dblstm(P["bilstm_layers"], P["units"], P["head_units"], 128, 9, 6)
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="categorical_crossentropy",
               metrics=["accuracy", keras.metrics.Precision(), keras.metrics.Recall()])
-rate, times = steady_rate(model, len(x), P["epochs"], x=shuffled_batches(x, y, P["batch_size"]))
+rate, times = steady_rate(model, len(x), P["epochs"], **shuffled_batches(x, y, P["batch_size"]))
 print(json.dumps({"value": rate, "times": times}))
 """
 

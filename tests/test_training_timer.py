@@ -225,3 +225,12 @@ def test_dropped_remainder_is_not_counted():
               callbacks=[timer], verbose=0)
     assert [epoch.samples for epoch in timer.epochs] == [56, 56]
     assert timer.metrics()["samples_per_epoch"] == 56
+
+
+def test_an_execution_cut_short_by_the_end_of_the_epoch_counts_the_steps_it_ran():
+    from colabkit.training.timer import steps_in_execution
+
+    assert steps_in_execution(0, 1, 3) == 2
+    assert steps_in_execution(2, 3, 3) == 1  # Keras reports 2-3 for the pass's last batch alone
+    assert steps_in_execution(4, 7) == 4  # epoch length unknown: as reported
+    assert steps_in_execution(5, 5, 100) == 1

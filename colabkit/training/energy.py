@@ -13,7 +13,7 @@ from typing import Any
 import keras
 
 from colabkit.device.energy import PowerSampler, energy_metrics, visible_gpu_indices
-from colabkit.training.timer import batch_samples
+from colabkit.training.timer import batch_samples, steps_in_execution
 
 
 class EnergyMeter(keras.callbacks.Callback):
@@ -55,7 +55,7 @@ class EnergyMeter(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self._begin is not None:  # Keras calls this once per execution of steps_per_execution steps
-            self._steps += max(1, batch - self._execution_begin + 1)
+            self._steps += steps_in_execution(self._execution_begin, batch, (self.params or {}).get("steps"))
 
     def _close_interval(self) -> None:
         if self._begin is None:

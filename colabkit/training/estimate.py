@@ -10,6 +10,8 @@ from typing import Any
 
 import keras
 
+from colabkit.training.timer import steps_in_execution
+
 
 def format_duration(seconds: float) -> str:
     """'~3 h 10 min', '~4 min 20 s', '~35 s' (rounded: an estimate, not a measurement)."""
@@ -74,7 +76,8 @@ class FitEstimate(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.perf_counter()
-        self._done += max(1, batch - self._execution_begin + 1)  # once per execution (steps_per_execution)
+        # once per execution (steps_per_execution)
+        self._done += steps_in_execution(self._execution_begin, batch, (self.params or {}).get("steps"))
         if self.estimate is not None:
             return
         if self._start is None:

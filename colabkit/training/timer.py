@@ -11,8 +11,8 @@ pipeline); the per-step intervals are kept for their distribution. The first epo
 or TPU compilation, input pipeline warm-up) is reported on its own. Of the steady epochs (the later
 ones), the epoch and step times are medians, the typical epoch, with their spread; the throughput
 (samples/s, and the per-sample time, its inverse) is every steady sample over the steady epochs'
-whole training time, which is what a clock around those epochs sees: on a host whose epochs come
-in a fast and a slow mode, a median epoch would miss the slow ones' cost.
+whole training time, which is what a clock around those epochs sees: on a shared host where some
+epochs run slower than others, a median epoch would miss the slow ones' cost.
 """
 
 from __future__ import annotations
@@ -65,6 +65,17 @@ def batch_samples(step: int, global_batch_size: int, dataset_size: int | None = 
     batches_per_pass = full + (1 if remainder and not drop_remainder else 0)
     position = step % batches_per_pass
     return remainder if position == full else global_batch_size
+
+
+def steps_in_execution(first_step: int, last_step: int, steps_per_epoch: int | None = None) -> int:
+    """Steps one execution of `steps_per_execution` steps ran, from the indices Keras reports it by
+    (`on_train_batch_begin`'s and `on_train_batch_end`'s). Keras reports the last as first +
+    steps_per_execution - 1 even where the epoch ends inside the execution (a pass of 3 batches at
+    steps_per_execution 2 is reported as 0-1 and 2-3, but ran 3 steps), so the epoch's length, where
+    fit knows it (`params['steps']`), caps it."""
+    if steps_per_epoch:
+        last_step = min(last_step, int(steps_per_epoch) - 1)
+    return max(1, last_step - first_step + 1)
 
 
 class TrainingTimer(keras.callbacks.Callback):
@@ -138,7 +149,7 @@ class TrainingTimer(keras.callbacks.Callback):
         if self._current is None:
             return
         # Keras calls this once per execution with the index of its last step.
-        steps = max(1, batch - self._execution_begin + 1)
+        steps = steps_in_execution(self._execution_begin, batch, (self.params or {}).get("steps"))
         per_step = (now - self._last_step_end) / steps
         self._current.step_s.extend([per_step] * steps)
         self._current.samples += sum(self.batch_samples(index)
