@@ -8,8 +8,9 @@ turns them into one record's metrics:
 
 - scores (accuracy, F1, ...): the mean over repeats, `<name>_std` and `<name>_per_repeat`;
 - timing figures (TrainingTimer.metrics()): the median over repeats of each repeat's figure (each
-  already a steady-state figure over that repeat's epochs: a median epoch or step time, a throughput), and `<name>_per_repeat`; the spread
-  `epoch_time_steady_std_s` is that of every repeat's steady epochs pooled;
+  already a steady-state figure over that repeat's epochs: a median epoch or step time, a
+  throughput), and `<name>_per_repeat`; the spread `epoch_time_steady_std_s` is that of every
+  repeat's steady epochs pooled;
 - `experiment_time_s`: the perf_counter around every repeat (build, train, predict, score).
 
 The standard deviation of scores is NumPy's default (population, ddof=0), as Kimm, Paik & Kimm 2021 printed it;

@@ -76,7 +76,7 @@ class FitEstimate(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.perf_counter()
-        # once per execution (steps_per_execution)
+        # Keras calls this once per execution of steps_per_execution steps
         self._done += steps_in_execution(self._execution_begin, batch, (self.params or {}).get("steps"))
         if self.estimate is not None:
             return
