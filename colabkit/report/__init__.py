@@ -15,7 +15,7 @@ every declared experiment), summary (speedups and the plain-language reading), p
 (papermill and the HTML export).
 """
 
-from colabkit.report.build import ReportOutputs, build_report, export_html, prepare_output
+from colabkit.report.build import ReportOutputs, build_report, export_report_html, prepare_output
 from colabkit.report.cnn import cnn_section, cnn_table
 from colabkit.report.dblstm import dblstm_section, dblstm_table, runtime_ratios
 from colabkit.report.experiments import experiment_sections, publish_experiments, section_functions
@@ -32,7 +32,7 @@ from colabkit.report.writers import latex_table, markdown_table, write_figure, w
 __all__ = [
     "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "bar_heights",
     "build_report", "cnn_section", "cnn_table", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
-    "export_html", "latex_table", "line_data", "load_report_data", "markdown_table", "matmul_section", "matmul_table",
+    "export_report_html", "latex_table", "line_data", "load_report_data", "markdown_table", "matmul_section", "matmul_table",
     "overview_section", "paradnn_section", "paradnn_table", "prediction_frame", "prepare_output", "provenance_section", "publish",
     "publish_experiments", "reading", "roofline_point",
     "report_style", "runtime_ratios", "section_functions", "show", "speedup_table", "summary_section", "timeseries_section",

@@ -17,7 +17,7 @@ from pathlib import Path
 from colabkit.errors import ReportError
 from colabkit.io import write_atomic
 from colabkit.suite import suite_path
-from colabkit.sweep.notebook_runner import execute_notebook, failure_summary
+from colabkit.notebook_runner import execute_notebook, failure_summary
 
 # The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
 REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
@@ -81,7 +81,7 @@ def prepare_output(output_dir: str | Path) -> Path:
     return folder
 
 
-def export_html(notebook_path: str | Path, html_path: str | Path, with_code: bool = False) -> Path:
+def export_report_html(notebook_path: str | Path, html_path: str | Path, with_code: bool = False) -> Path:
     """Export an executed report notebook as one HTML file that needs nothing else: figures are
     embedded as data URIs, no script or image is loaded from the network; code hidden unless `with_code`."""
     import jinja2
@@ -128,8 +128,8 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
             raise ReportError(f"the report notebook failed ({failure_summary(exc)}); the executed notebook is {executed}, "
                               f"its log {folder / 'report.log'}") from exc
     return ReportOutputs(
-        folder=folder, html=export_html(executed, folder / "report.html"),
-        html_with_code=export_html(executed, folder / "report-with-code.html", with_code=True),
+        folder=folder, html=export_report_html(executed, folder / "report.html"),
+        html_with_code=export_report_html(executed, folder / "report-with-code.html", with_code=True),
         notebook=executed, figures=folder / "figures", tables=folder / "tables", records_csv=folder / "records.csv",
         log=folder / "report.log",
     )

@@ -45,7 +45,8 @@ from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.io import write_json_atomic
 from colabkit.records.record import make_record, utc_now
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, execute_combination, warm_up, write_skipped_record
+from colabkit.notebook_runner import warm_up
+from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, execute_combination, write_skipped_record
 from colabkit.sweep.grid import Combination
 from colabkit.sweep.runner import (
     Decision,

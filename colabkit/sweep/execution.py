@@ -26,23 +26,24 @@ import random
 import time
 import traceback
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
 from colabkit.errors import RecordError
-from colabkit.io import write_atomic, write_json_atomic
-from colabkit.records.record import make_record, read_record, running_path, utc_now
-from colabkit.records.schema import ErrorKind, RecordStatus
-from colabkit.sweep.grid import Combination
-from colabkit.sweep.notebook_runner import (
+from colabkit.io import write_json_atomic
+from colabkit.notebook_runner import (
     KernelWatch,
     cell_failure,
     execute_notebook,
+    export_run_html,
     library_logs_to,
     source_index,
     started_cells,
+    warm_up,
 )
+from colabkit.records.record import make_record, read_record, running_path, utc_now
+from colabkit.records.schema import ErrorKind, RecordStatus
+from colabkit.sweep.grid import Combination
 
 OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
 # NumPy raises numpy._core._exceptions._ArrayMemoryError ("Unable to allocate 7.3 PiB for an array...");
@@ -254,26 +255,6 @@ def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], 
     raise AssertionError("unreachable: the last attempt returns")
 
 
-@lru_cache(maxsize=1)
-def _html_exporter() -> Any:
-    from nbconvert import HTMLExporter
-
-    return HTMLExporter()  # built once per process: loading its templates costs about a second
-
-
-def warm_up() -> None:
-    """Import papermill and build the HTML exporter now, not during a run that is being timed."""
-    import papermill  # noqa: F401
-
-    _html_exporter()
-
-
-def export_html(notebook_path: Path, html_path: Path, temporary: Path | None = None) -> Path:
-    """Export an executed notebook to HTML with nbconvert (atomically, through `temporary`)."""
-    body, _ = _html_exporter().from_filename(str(notebook_path))
-    return write_atomic(html_path, body, temporary=temporary)
-
-
 def execute_combination(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
                         options: RunOptions = RunOptions(), env: dict[str, str] | None = None) -> Outcome:
     """Execute one combination with papermill; always leaves a record (ok or failed) behind.
@@ -366,7 +347,7 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
                 error = {"type": "RecordError", "kind": ErrorKind.MISSING_RECORD, "message": str(exc)}
     if options.html and files.notebook.exists():
         try:
-            export_html(files.notebook, files.html, files.running_html)
+            export_run_html(files.notebook, files.html, files.running_html)
         except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides
             log.write("\n[colabkit] HTML export failed:\n" + "".join(traceback.format_exception(exc)))
             if error is None:

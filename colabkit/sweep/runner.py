@@ -38,6 +38,7 @@ from colabkit.errors import (
     SweepInterrupted,
     SweepLockedError,
 )
+from colabkit.notebook_runner import warm_up
 from colabkit.records.record import read_record
 from colabkit.sweep.execution import (
     Outcome,
@@ -46,7 +47,6 @@ from colabkit.sweep.execution import (
     execute_combination,
     fail_without_crashing,
     is_filesystem_fault,
-    warm_up,
     write_skipped_record,
 )
 from colabkit.sweep.fingerprint import fingerprint, stale_reason

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from colabkit.errors import MultiWorkerError, WorkersFailed
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.notebook_runner import notebook_error
+from colabkit.notebook_runner import notebook_error
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """Run one notebook through papermill with its kernel's chatter in a log, and read how it failed.
 
 Shared by the sweep (one run per combination, colabkit.sweep.execution) and the report
-(colabkit.report.build): both execute a notebook whose kernel process writes its own output
-(TensorFlow's C++ logs, start-up and shutdown warnings) to a log file rather than to the terminal,
-and both turn papermill's exceptions into a message naming the cell that failed.
+(colabkit.report.build), and owned by neither: both execute a notebook whose kernel process writes
+its own output (TensorFlow's C++ logs, start-up and shutdown warnings) to a log file rather than to
+the terminal, and both turn papermill's exceptions into a message naming the cell that failed.
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["CellFailure", "KernelWatch", "cell_failure", "execute_notebook", "failure_summary",
-           "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index", "started_cells"]
+from colabkit.io import write_atomic
+
+__all__ = ["CellFailure", "KernelWatch", "cell_failure", "execute_notebook", "export_run_html", "failure_summary",
+           "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index", "started_cells",
+           "warm_up"]
 
 
 class KernelWatch:
@@ -169,3 +173,25 @@ def notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any]
                 return {"type": output.get("ename"), "message": str(output.get("evalue", ""))[:4000],
                         "cell": source_index(source_notebook, source, index), "source": source[:2000]}
     return None
+
+
+@lru_cache(maxsize=1)
+def _html_exporter() -> Any:
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter()  # built once per process: loading its templates costs about a second
+
+
+def warm_up() -> None:
+    """Import papermill and build the HTML exporter now, not during a run that is being timed."""
+    import papermill  # noqa: F401
+
+    _html_exporter()
+
+
+def export_run_html(notebook_path: Path, html_path: Path, temporary: Path | None = None) -> Path:
+    """Export an executed run's notebook to HTML with nbconvert, as it is (code and outputs), atomically
+    through `temporary`. (The report's own export, self-contained and code hidden, is
+    colabkit.report.build.export_report_html.)"""
+    body, _ = _html_exporter().from_filename(str(notebook_path))
+    return write_atomic(html_path, body, temporary=temporary)
