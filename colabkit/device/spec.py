@@ -41,6 +41,21 @@ class DeviceRequest:
     def __str__(self) -> str:
         return self.kind if self.count is None else f"{self.kind}:{self.count}"
 
+    def as_record(self) -> dict[str, Any]:
+        """The request as a record stores it (`device.request`): {"kind": "gpu", "count": 2}; `count`
+        is null where the name gave none ('gpu': every GPU there is, 'cpu': one)."""
+        return {"kind": self.kind.value, "count": self.count}
+
+    @classmethod
+    def from_record(cls, section: Any) -> DeviceRequest:
+        """The request a record's `device.request` stores; UnknownDeviceError if it is not one."""
+        if not isinstance(section, dict) or section.get("kind") not in DEVICE_CHOICES:
+            raise UnknownDeviceError(f"not a device request: {section!r} (expected {{'kind': 'gpu', 'count': 2}})")
+        count = section.get("count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise UnknownDeviceError(f"not a device request: {section!r} (its count must be a whole number >= 1)")
+        return cls(section["kind"], count)
+
 
 def parse_device(device: str) -> DeviceRequest:
     """Parse 'cpu', 'gpu:2', 'auto'... Raises UnknownDeviceError on anything else."""
@@ -126,6 +141,7 @@ class DeviceSetup:
         """The `device` section of a result record."""
         return {
             "requested": self.requested,
+            "request": parse_device(self.requested).as_record(),
             "kind": self.kind,
             "replicas": self.replicas,
             "strategy": self.strategy_name,

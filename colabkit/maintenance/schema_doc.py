@@ -83,6 +83,9 @@ SOFTWARE_KEYS: dict[str, str] = {
 SOFTWARE_PACKAGES = ("colabkit", "tensorflow", "keras", "numpy", "pandas", "papermill", "jax", "jaxlib", "torch")
 DEVICE_KEYS: dict[str, str] = {
     "requested": "the `device` parameter as given (`auto`, `cpu`, `gpu:2`, `tpu`, `multiworker:2`...)",
+    "request": "the same, parsed once: `kind` (auto, cpu, gpu, tpu, multiworker) and `count` (null where the name "
+               "gives none); readers use it rather than parsing `requested` (records written before it have none: "
+               "colabkit.records derives it when loading them)",
     "kind": "what it resolved to: cpu, gpu, tpu or multiworker",
     "replicas": "how many replicas the strategy runs (GPUs, TPU cores, logical CPUs, workers x devices)",
     "strategy": "the tf.distribute strategy (the default strategy on one device, MirroredStrategy, TPUStrategy...), or the "
