@@ -1,9 +1,16 @@
-"""Steady-state training throughput of the CNN-MNIST notebook's model on each installed Keras backend.
+"""The same notebooks on each installed backend, on this machine's CPU, as ratios to TensorFlow.
 
-The notebook itself runs once per backend (each in its own kernel: Keras fixes its backend per
-process) on this machine's CPU with the same data, batch size and epochs; each run's steady-state
-samples/s comes from its TrainingTimer (first epoch excluded). Ratios are to TensorFlow, measured
-in the same invocation.
+1. cnn: steady-state training throughput of the CNN-MNIST notebook on each installed Keras backend.
+   The notebook runs once per backend (each in its own kernel: Keras fixes its backend per process)
+   with the same data, batch size and epochs; each run's steady-state samples/s comes from its
+   TrainingTimer (first epoch excluded).
+2. matmul: the matmul notebook's warm TFLOPS on JAX (the chained product in one jax.jit call) against
+   the same work on TensorFlow (a tf.while_loop in a tf.function; its CPU default runs TensorFlow's
+   oneDNN graph path, no XLA), and against TensorFlow with XLA (jit_compile=True), in interleaved
+   rounds (TF, JAX, TF-XLA, TF, JAX, ...): medians over rounds with their range, and the verdict
+   JAX / TensorFlow within 10 %. Each round is a fresh papermill kernel with ~10 s of warm calls.
+On a shared 2-core host single runs vary by 30 % and more: read the ranges before the ratios.
+Run: python benchmarks/backends.py [--only cnn|matmul] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -18,14 +26,15 @@ from pathlib import Path
 from _notebook_code import run_notebook
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+MATMUL = {"device": "cpu", "n": 2048, "count": 10, "dtype": "float32", "repeats": 10, "warmup": 1,
+          "blas_baseline": False}
+MATMUL_SIDES = {"tensorflow": {"backend": "tensorflow", "jit_compile": "auto"},
+                "jax": {"backend": "jax", "jit_compile": "auto"},
+                "tensorflow-xla": {"backend": "tensorflow", "jit_compile": True}}
+AGREEMENT = 0.10  # JAX / TensorFlow within 10 %
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-samples", type=int, default=4096)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--epochs", type=int, default=4)
-    args = parser.parse_args()
+def cnn(args: argparse.Namespace) -> None:
     backends = ["tensorflow"] + [name for name in ("jax", "torch") if importlib.util.find_spec(name)]
     print(f"CNN-MNIST model on the CPU, {args.train_samples} samples x {args.epochs} epochs, batch "
           f"{args.batch_size}; steady state = median of epochs 2..{args.epochs}")
@@ -44,6 +53,47 @@ def main() -> int:
     missing = sorted({"jax", "torch"} - set(backends))
     if missing:
         print(f"not installed (skipped): {', '.join(missing)}")
+
+
+def matmul(args: argparse.Namespace) -> None:
+    print(f"matmul notebook on the CPU: n={MATMUL['n']} {MATMUL['dtype']}, {MATMUL['count']} chained products, "
+          f"{MATMUL['repeats']} warm calls per run; {args.rounds} interleaved rounds")
+    warm: dict[str, list[float]] = {side: [] for side in MATMUL_SIDES}
+    with tempfile.TemporaryDirectory() as workdir:
+        for round_index in range(args.rounds):
+            for side, parameters in MATMUL_SIDES.items():
+                record = run_notebook("matmul_tflops", Path(workdir), f"{side}-{round_index}", **MATMUL, **parameters)
+                assert record["device"]["backend"] == parameters["backend"], record["device"]
+                warm[side].append(record["metrics"]["tflops_warm"] * 1e3)
+                print(f"round {round_index + 1}: {side:<15}{warm[side][-1]:8.1f} GFLOPS warm "
+                      f"(XLA {record['metrics']['xla']})", flush=True)
+    medians = {side: statistics.median(values) for side, values in warm.items()}
+    print(f"\n{'side':<16}{'median GFLOPS':>15}{'range':>18}{'/ TensorFlow':>14}")
+    for side, values in warm.items():
+        print(f"{side:<16}{medians[side]:>15.1f}{f'{min(values):.0f}-{max(values):.0f}':>18}"
+              f"{medians[side] / medians['tensorflow']:>14.2f}")
+    paired = [jax / tf for jax, tf in zip(warm["jax"], warm["tensorflow"])]
+    ratio = medians["jax"] / medians["tensorflow"]
+    verdict = "agree" if abs(ratio - 1) <= AGREEMENT else "DIFFER"
+    print(f"JAX / TensorFlow = {ratio:.3f} (paired rounds {min(paired):.2f}-{max(paired):.2f}): {verdict} "
+          f"within {AGREEMENT:.0%}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("cnn", "matmul"))
+    parser.add_argument("--train-samples", type=int, default=4096)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5, help="matmul: interleaved rounds")
+    args = parser.parse_args()
+    if args.only in (None, "cnn"):
+        cnn(args)
+    if args.only in (None, "matmul"):
+        if importlib.util.find_spec("jax") is None:
+            print("matmul: jax is not installed (skipped)")
+        else:
+            matmul(args)
     return 0
 
 

@@ -70,8 +70,12 @@ def test_torch_gpu_on_a_machine_without_cuda_is_an_error():
 
 
 @pytest.mark.skipif(not HAVE["jax"], reason="jax not installed")
-def test_jax_gpu_on_a_cpu_machine_names_what_jax_has():
+def test_jax_gpu_on_a_cpu_machine_names_what_jax_has(monkeypatch):
     import jax
+
+    import colabkit.device.backends as backends
+
+    monkeypatch.setattr(backends, "keep_tensorflow_out", lambda: True)  # later tests of this process import it
 
     if jax.default_backend() != "cpu":
         pytest.skip("this machine has an accelerator")

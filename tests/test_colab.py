@@ -163,29 +163,77 @@ def test_cpu_and_gpu_runtimes_install_tensorflow_only_when_missing(runtime, kind
     assert pip.calls == [["tensorflow==2.21.0"]]
 
 
-def test_tpu_runtime_installs_tensorflow_then_the_tpu_build_from_the_libtpu_index(runtime):
+def test_tpu_runtime_runs_jax_and_installs_nothing_tpu_specific(runtime, capsys):
     pip = runtime("tpu")
-    plan = bootstrap(pip=pip, installed=has("colabkit", "tensorflow"))  # a plain TF is not enough
+    plan = bootstrap(pip=pip, installed=has("colabkit"))  # a fresh TPU image: JAX, no TensorFlow at all
+    assert plan == [] and pip.calls == []
+    assert install_plan("tpu", has("colabkit"), backend="jax") == []
+    out = capsys.readouterr().out
+    assert "notebooks run on JAX here" in out and 'backend = "tensorflow"' in out and "nothing to install" in out
+    assert "WARNING" not in out
+
+
+def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_about_jax(runtime, capsys):
+    pip = runtime("tpu")
+    plan = bootstrap(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow"))  # plain TF: not enough
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
     assert [step.command() for step in plan] == [
         "python -m pip install -q tensorflow==2.20.0",
         f"python -m pip install -q tensorflow-tpu==2.20.0 -f {LIBTPU}",
     ]
+    out = capsys.readouterr().out
+    assert install.TPU_TENSORFLOW_WARNING in out
+    assert "fall back to the CPU (jax-ml/jax #29989)" in out and "googlecolab/colabtools #4567" in out
 
 
-def test_tpu_runtime_with_the_tpu_build_installs_nothing(runtime):
+def test_setup_device_asking_tensorflow_on_a_colab_tpu_installs_the_pair_first(runtime, monkeypatch, capsys):
+    """The set-up cell installed nothing for TensorFlow (the TPU runtime's default is JAX): the run that
+    asks for it installs the pair when it starts, before TensorFlow is imported, then warns."""
+    import colabkit.device.setup as device_setup
+
     pip = runtime("tpu")
-    assert bootstrap(pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
+    monkeypatch.setattr(install, "run_pip", pip)
+    monkeypatch.setattr(install, "is_installed", has("colabkit"))
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # a fresh kernel: no TensorFlow yet
+    built = []
+    monkeypatch.setattr(device_setup, "_build", lambda request, backend: built.append((str(request), backend))
+                        or types.SimpleNamespace(kind=request.kind))
+    monkeypatch.setattr(device_setup, "_SETUPS", {})
+    monkeypatch.setattr(device_setup, "select_backend", lambda backend: backend)
+    device_setup.setup_device("tpu", backend="tensorflow")
+    assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
+    assert built == [("tpu", "tensorflow")]
+    assert install.TPU_TENSORFLOW_WARNING in capsys.readouterr().out
+    pip.calls.clear()
+    device_setup.setup_device("tpu", backend="auto")  # JAX: nothing is installed
+    assert pip.calls == [] and built[-1] == ("tpu", "jax")
+
+
+def test_install_for_backend_is_silent_where_nothing_is_missing(runtime, capsys):
+    pip = runtime("gpu")
+    assert install.install_for_backend("tensorflow", pip=pip, installed=has("colabkit", "tensorflow")) == []
+    assert install.install_for_backend("jax", pip=pip, installed=has("colabkit")) == []  # Colab's images have JAX
+    assert pip.calls == [] and capsys.readouterr().out == ""
+
+
+def test_install_for_backend_does_nothing_outside_colab_even_on_a_tpu_host(runtime):
+    pip = runtime("tpu", colab=False)
+    assert install.install_for_backend("tensorflow", pip=pip, installed=has()) == [] and pip.calls == []
+
+
+def test_tpu_runtime_with_the_tpu_build_installs_nothing_for_tensorflow(runtime):
+    pip = runtime("tpu")
+    assert bootstrap(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
     assert pip.calls == []
 
 
 def test_missing_colabkit_comes_first_from_the_configured_repository(runtime):
     pip = runtime("tpu")
-    bootstrap(pip=pip, installed=has())
+    bootstrap(backend="tensorflow", pip=pip, installed=has())
     assert pip.calls[0] == [COLABKIT_FROM_GITHUB]
     assert [call[0] for call in pip.calls[1:]] == ["tensorflow==2.20.0", "tensorflow-tpu==2.20.0"]
     pip = FakePip()
-    bootstrap(pip=pip, installed=has("tensorflow-tpu"), coordinates=Coordinates("me/fork", "v2"))
+    bootstrap(pip=pip, installed=has(), coordinates=Coordinates("me/fork", "v2"))  # JAX: colabkit alone
     assert pip.calls == [["git+https://github.com/me/fork@v2"]]
 
 
@@ -193,13 +241,14 @@ def test_install_commands_per_runtime_are_the_documented_ones():
     commands = install_commands()
     assert commands["cpu"] == commands["gpu"] == [
         f"python -m pip install -q {COLABKIT_FROM_GITHUB}", "python -m pip install -q tensorflow==2.21.0"]
-    assert commands["tpu"] == [
+    assert commands["tpu"] == [f"python -m pip install -q {COLABKIT_FROM_GITHUB}"]  # JAX: the image has it
+    assert commands["tpu-tensorflow"] == [
         f"python -m pip install -q {COLABKIT_FROM_GITHUB}",
         "python -m pip install -q tensorflow==2.20.0",
         f"python -m pip install -q tensorflow-tpu==2.20.0 -f {LIBTPU}",
     ]
     colab_doc = (REPO / "docs" / "colab.md").read_text()
-    assert all(command in colab_doc for command in commands["tpu"] + commands["cpu"])
+    assert all(command in colab_doc for command in commands["tpu-tensorflow"] + commands["cpu"])
 
 
 def test_tensorflow_for_cpu_and_gpu_is_the_tested_version_in_requirements():
@@ -255,12 +304,21 @@ def test_cell_in_a_fresh_colab_installs_colabkit_then_calls_bootstrap(runtime, m
     assert called == [{}]
 
 
-def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap(runtime, monkeypatch, capsys):
+def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap_and_installs_no_tensorflow(runtime, monkeypatch, capsys):
     pip = runtime("tpu")
     monkeypatch.setattr(install, "run_pip", pip)  # the default runner, as the cell calls bootstrap()
     assert run_cell(monkeypatch) == []  # colabkit is importable: the cell installs nothing itself
-    assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
-    assert "Colab TPU runtime" in capsys.readouterr().out
+    assert pip.calls == []  # the TPU runtime's default backend is JAX, which its image has
+    out = capsys.readouterr().out
+    assert "Colab TPU runtime" in out and "notebooks run on JAX here" in out
+
+
+def test_cell_on_a_colab_gpu_runtime_without_tensorflow_installs_it(runtime, monkeypatch):
+    pip = runtime("gpu")
+    monkeypatch.setattr(install, "run_pip", pip)
+    monkeypatch.setattr(install, "is_installed", has("colabkit"))
+    run_cell(monkeypatch)
+    assert pip.calls == [["tensorflow==2.21.0"]]
 
 
 def test_cell_source_follows_the_coordinates():

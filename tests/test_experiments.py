@@ -81,7 +81,7 @@ def test_declared_vocabularies_are_the_ones_the_training_code_accepts():
     ("cnn_mnist", {"learning_rate": 0}, "learning_rate = 0: expected a float > 0"),
     ("cnn_mnist", {"learning_rate": "1e-3"}, "(YAML reads 1e-3 as a string: write 1.0e-3)"),
     ("cnn_mnist", {"train_samples": -1}, "train_samples = -1: expected an int >= 1 (0: the whole training set)"),
-    ("cnn_mnist", {"backend": "mxnet"}, "backend = 'mxnet': expected one of tensorflow, jax, torch"),
+    ("cnn_mnist", {"backend": "mxnet"}, "backend = 'mxnet': expected one of auto, tensorflow, jax, torch"),
     ("cnn_mnist", {"data_source": "web"}, "data_source = 'web': expected one of auto, real, offline"),
     ("cnn_mnist", {"target_accuracy": 1.5}, "target_accuracy = 1.5: expected a float >= 0 and <= 1"),
     ("dblstm_har", {"mixed_precision": "fp8"}, "mixed_precision = 'fp8': expected one of none, mixed_float16"),

@@ -7,14 +7,16 @@ notebooks`), and `python -m colabkit badges --repo OWNER/NAME --ref REF` rewrite
 
 The bootstrap cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, which is its whole
 point, so it holds only the first step: in Colab, install colabkit when it is missing. Everything
-after that is `bootstrap()` below: on a TPU runtime the tensorflow + tensorflow-tpu pair (Colab's
-TPU runtimes ship no TensorFlow), on a CPU or GPU runtime TensorFlow only if the image lacks it.
-Outside Colab neither the cell nor `bootstrap()` does anything.
+after that is `bootstrap()` below, for the runtime's default backend (colabkit.device.backends:
+JAX on a TPU, TensorFlow elsewhere): on a CPU or GPU runtime TensorFlow if the image lacks it, on a
+TPU runtime nothing (its image has jax[tpu]). The TensorFlow TPU build is installed only when a run
+asks for TensorFlow on a TPU (`install_for_backend`, called by setup_device), with a warning: after
+it, JAX in that runtime falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU in
+one process (googlecolab/colabtools #4567). Outside Colab neither does anything.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import subprocess
 import sys
@@ -23,15 +25,22 @@ from dataclasses import dataclass
 
 from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab, runtime_accelerator
+from colabkit.device.backends import resolve_backend
+from colabkit.device.probes import tensorflow_tpu_installed
 from colabkit.errors import BootstrapError
 
 # The TensorFlow a CPU or GPU runtime gets when its image has none: the suite's tested version
 # (requirements.txt pins the same; a test keeps them equal).
 TENSORFLOW_VERSION = "2.21.0"
-# TPU runtimes need TensorFlow built for TPUs. tensorflow-tpu's newest release is 2.20.0 (there is
-# no 2.21 TPU build), so a TPU runtime gets the 2.20.0 pair; the record's `software` section says so.
+# TensorFlow on a TPU needs its TPU build. tensorflow-tpu's newest release is 2.20.0 (there is no
+# 2.21 TPU build), so a TensorFlow TPU run gets the 2.20.0 pair; the record's `software` section says so.
 TPU_TENSORFLOW_VERSION = "2.20.0"
 LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-tf-releases/index.html"
+TPU_TENSORFLOW_WARNING = (
+    "colabkit: WARNING: TensorFlow's TPU build is now installed in this runtime. JAX here will fall back to "
+    "the CPU (jax-ml/jax #29989), and TensorFlow and JAX cannot share the TPU in one process "
+    "(googlecolab/colabtools #4567): a JAX run on this runtime is refused, not measured on the CPU. For JAX, "
+    "start a fresh runtime (Runtime > Disconnect and delete runtime).")
 
 
 @dataclass(frozen=True)
@@ -50,31 +59,31 @@ def is_installed(requirement: str) -> bool:
     """Whether `requirement` is present: 'tensorflow-tpu' as an installed distribution (only the
     TPU build will do), anything else as an importable module (any TensorFlow build will do)."""
     if requirement == "tensorflow-tpu":
-        try:
-            importlib.metadata.distribution("tensorflow-tpu")
-        except importlib.metadata.PackageNotFoundError:
-            return False
-        return True
+        return tensorflow_tpu_installed()
     return importlib.util.find_spec(requirement) is not None
 
 
 def install_plan(accelerator: str, installed: Callable[[str], bool] = is_installed,
-                 coordinates: Coordinates | None = None) -> list[Install]:
-    """The pip installs a Colab runtime with this accelerator needs, in order; [] when it lacks nothing.
+                 coordinates: Coordinates | None = None, backend: str = "auto") -> list[Install]:
+    """The pip installs a Colab runtime with this accelerator needs for `backend`, in order; [] when it
+    lacks nothing. `backend` "auto" is the runtime's default: JAX on a TPU, TensorFlow elsewhere.
 
     colabkit comes first because the bootstrap cell installs it before it can call `bootstrap()`.
-    On a TPU runtime, `tensorflow` is installed before `tensorflow-tpu` (two commands, so the order
-    is certain): both carry the `tensorflow` package, the TPU build's files must be the ones that
-    stay, and the `tensorflow` distribution keeps every package that requires it satisfied, so
-    nothing later installs a plain TensorFlow over the TPU build.
+    TensorFlow on a TPU needs the TPU build: `tensorflow` is installed before `tensorflow-tpu` (two
+    commands, so the order is certain): both carry the `tensorflow` package, the TPU build's files
+    must be the ones that stay, and the `tensorflow` distribution keeps every package that requires it
+    satisfied, so nothing later installs a plain TensorFlow over the TPU build. JAX (and PyTorch) get
+    nothing: Colab's images carry them (the TPU image jax[tpu]).
     """
     coordinates = coordinates or configured()
     plan = []
     if not installed("colabkit"):
         plan.append(Install((coordinates.pip_requirement,), "colabkit is not installed"))
+    if resolve_backend(backend, accelerator) != "tensorflow":
+        return plan
     if accelerator == "tpu":
         if not installed("tensorflow-tpu"):
-            why = "a TPU runtime needs TensorFlow built for TPUs (Colab's TPU images ship none)"
+            why = "TensorFlow on a TPU needs its TPU build (Colab's TPU images ship JAX, no TensorFlow)"
             plan.append(Install((f"tensorflow=={TPU_TENSORFLOW_VERSION}",), why))
             plan.append(Install((f"tensorflow-tpu=={TPU_TENSORFLOW_VERSION}", "-f", LIBTPU_INDEX), why))
     elif not installed("tensorflow"):
@@ -93,10 +102,13 @@ def run_pip(args: list[str]) -> None:
         raise BootstrapError(f"pip install {' '.join(args)} failed (exit {completed.returncode}):\n{output}")
 
 
-def bootstrap(*, pip: Callable[[list[str]], None] | None = None, installed: Callable[[str], bool] | None = None,
-              coordinates: Coordinates | None = None, echo: Callable[[str], None] = print) -> list[Install]:
-    """In Colab, install what this runtime lacks (see install_plan) and return what was installed.
+def bootstrap(*, backend: str = "auto", pip: Callable[[list[str]], None] | None = None,
+              installed: Callable[[str], bool] | None = None, coordinates: Coordinates | None = None,
+              echo: Callable[[str], None] = print) -> list[Install]:
+    """In Colab, install what this runtime lacks for `backend` (see install_plan); return what was installed.
 
+    The set-up cell calls it with the runtime's default backend ("auto"): on a TPU runtime that is
+    JAX, so nothing TPU-specific is installed and it says how to ask for TensorFlow instead.
     Outside Colab it does nothing and returns []. `pip` runs one `pip install -q ARGS` (default:
     run_pip); `installed` says whether a requirement is present (default: is_installed). Run it
     before TensorFlow is imported: installing a module does not replace the one already imported,
@@ -104,16 +116,44 @@ def bootstrap(*, pip: Callable[[list[str]], None] | None = None, installed: Call
     """
     if not in_colab():
         return []
-    pip, installed = pip or run_pip, installed or is_installed
     accelerator, evidence = runtime_accelerator()
-    plan = install_plan(accelerator, installed, coordinates)
+    where = f"colabkit: Colab {accelerator.upper()} runtime ({evidence})"
+    resolved = resolve_backend(backend, accelerator)
+    if accelerator == "tpu" and resolved != "tensorflow":
+        name = {"jax": "JAX", "torch": "PyTorch"}.get(resolved, resolved)
+        echo(f"{where}: notebooks run on {name} here, which the image has; for TensorFlow on this TPU set "
+             "backend = \"tensorflow\" (its TPU build is then installed, and JAX in this runtime falls back "
+             "to the CPU)")
+    plan = install_plan(accelerator, installed or is_installed, coordinates, backend)
     if not plan:
-        echo(f"colabkit: Colab {accelerator.upper()} runtime ({evidence}); nothing to install")
+        echo(f"{where}; nothing to install")
         return []
+    return _install(plan, where, pip or run_pip, echo)
+
+
+def install_for_backend(backend: str, *, pip: Callable[[list[str]], None] | None = None,
+                        installed: Callable[[str], bool] | None = None,
+                        echo: Callable[[str], None] = print) -> list[Install]:
+    """In Colab, install what a run on `backend` needs beyond the set-up cell's installs (TensorFlow's
+    TPU build for backend "tensorflow" on a TPU runtime, with TPU_TENSORFLOW_WARNING); silent when
+    nothing is missing, and a no-op outside Colab. setup_device calls it before importing TensorFlow."""
+    if not in_colab():
+        return []
+    accelerator, evidence = runtime_accelerator()
+    plan = install_plan(accelerator, installed or is_installed, backend=backend)
+    if not plan:
+        return []
+    return _install(plan, f"colabkit: Colab {accelerator.upper()} runtime ({evidence})", pip or run_pip, echo)
+
+
+def _install(plan: list[Install], where: str, pip: Callable[[list[str]], None],
+             echo: Callable[[str], None]) -> list[Install]:
     for step in plan:
-        echo(f"colabkit: Colab {accelerator.upper()} runtime ({evidence}); {step.reason}: pip install {' '.join(step.args)}")
+        echo(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
         pip(list(step.args))
     importlib.invalidate_caches()
+    if any(step.args[0].startswith("tensorflow-tpu") for step in plan):
+        echo(TPU_TENSORFLOW_WARNING)
     if "tensorflow" in sys.modules and any(step.args[0].startswith("tensorflow") for step in plan):
         echo("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
     return plan
@@ -123,8 +163,8 @@ BOOTSTRAP_CELL_ID = "colab-bootstrap"
 BOOTSTRAP_MARKER = "# Colab set-up"
 BOOTSTRAP_TEMPLATE = '''\
 # Colab set-up, the same in every notebook (stamped by `python -m colabkit notebooks`).
-# In Colab it quietly installs what the runtime lacks: colabkit from {repository}@{ref}, and TensorFlow
-# (on a TPU runtime the TPU build, which Colab does not ship). Anywhere else it does nothing.
+# In Colab it quietly installs what the runtime lacks: colabkit from {repository}@{ref}, and TensorFlow on a
+# CPU or GPU runtime (a TPU runtime runs JAX, which it has). Anywhere else it does nothing.
 import os, sys
 
 if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
@@ -146,9 +186,13 @@ def bootstrap_source(coordinates: Coordinates | None = None) -> str:
 
 
 def install_commands(coordinates: Coordinates | None = None) -> dict[str, list[str]]:
-    """Every command the bootstrap can issue, per runtime type, on a runtime that lacks everything."""
-    return {accelerator: [step.command() for step in install_plan(accelerator, _fresh_runtime, coordinates)]
-            for accelerator in ("cpu", "gpu", "tpu")}
+    """Every command the bootstrap can issue, per runtime type, on a runtime that lacks everything:
+    'cpu', 'gpu' and 'tpu' for their default backends (JAX on the TPU), and 'tpu-tensorflow' for a
+    run that asks for TensorFlow on a TPU."""
+    runtimes = {"cpu": ("cpu", "auto"), "gpu": ("gpu", "auto"), "tpu": ("tpu", "auto"),
+                "tpu-tensorflow": ("tpu", "tensorflow")}
+    return {name: [step.command() for step in install_plan(accelerator, _fresh_runtime, coordinates, backend)]
+            for name, (accelerator, backend) in runtimes.items()}
 
 
 def _fresh_runtime(requirement: str) -> bool:

@@ -5,8 +5,13 @@ Keras reads its backend once, when it is first imported, so `select_backend` mus
 backend a sweep axis). Device set-up follows the same rule as on TensorFlow (`colabkit.device`):
 a requested device that is absent is an error naming what the machine has, never a silent CPU run.
 
+- "auto" (`resolve_backend`): JAX on a TPU, TensorFlow elsewhere. Colab's TPU runtimes ship JAX and
+  no TensorFlow, and a TensorFlow TPU build in the same runtime takes the TPU from JAX
+  (jax-ml/jax #29989, googlecolab/colabtools #4567): docs/frameworks.md.
 - JAX: devices from `jax.devices(kind)`; several replicas run under
   `keras.distribution.DataParallel`; "cpu:N" asks XLA for N host devices (set before JAX starts).
+  A JAX kernel never loads TensorFlow (`keep_tensorflow_out`): Keras itself would import it
+  wherever it is installed (`keras.utils.set_random_seed` seeds TensorFlow if it can import it).
 - PyTorch: Keras's torch backend places everything on one device (`KERAS_TORCH_DEVICE`); it has no
   data-parallel distribution, and a TPU needs torch_xla, so those requests are refused plainly.
 """
@@ -14,16 +19,18 @@ a requested device that is absent is an error naming what the machine has, never
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import importlib.util
 import os
 import sys
 from typing import Any
 
-from colabkit.device.probes import cpu_info
-from colabkit.device.spec import DeviceSetup
+from colabkit.device.probes import cpu_info, jax_tpu_description, tensorflow_tpu_installed, tpu_runtime_hint
+from colabkit.device.spec import DeviceSetup, parse_device
 from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
 
 BACKENDS = ("tensorflow", "jax", "torch")
+BACKEND_CHOICES = ("auto", *BACKENDS)  # what a notebook's `backend` parameter takes
 _INSTALL_HINTS = {
     "tensorflow": "pip install tensorflow",
     "jax": "pip install jax (CPU); pip install 'jax[cuda12]' (NVIDIA GPU); pip install 'jax[tpu]' (TPU)",
@@ -58,8 +65,24 @@ def select_backend(backend: str) -> str:
     return backend
 
 
+def resolve_backend(backend: str, device: str) -> str:
+    """The backend a run on `device` uses: `backend` itself, or for "auto" JAX on a TPU (the device
+    'tpu', or 'auto' on a machine with a TPU runtime) and TensorFlow everywhere else.
+
+    Why JAX on a TPU: Colab's TPU runtimes ship JAX and no TensorFlow (since the JAX 0.5 image of
+    March 2025), and a TensorFlow TPU build installed beside JAX takes the TPU from it.
+    """
+    if backend != "auto":
+        return backend
+    kind = parse_device(device).kind
+    on_tpu = kind == "tpu" or (kind == "auto" and tpu_runtime_hint() is not None)
+    return "jax" if on_tpu else "tensorflow"
+
+
 def unsupported_reason(backend: str, device_kind: str) -> str | None:
     """Why `backend` cannot run on `device_kind` on any machine like this one (None if it can)."""
+    if backend == "auto":
+        backend = resolve_backend(backend, device_kind)
     if backend not in BACKENDS:
         return f"unknown backend {backend!r}"
     if importlib.util.find_spec(backend) is None:
@@ -69,12 +92,50 @@ def unsupported_reason(backend: str, device_kind: str) -> str | None:
     return None
 
 
-def _hide_gpus_from_tensorflow() -> None:
-    """tf.data feeds every backend; keep TensorFlow off the GPU memory JAX or PyTorch will use."""
-    if importlib.util.find_spec("tensorflow") is None:
-        return
-    import tensorflow as tf
+class TensorFlowKeptOut(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """An import hook that refuses `import tensorflow` (and its submodules) in a JAX kernel.
 
+    Keras on JAX imports TensorFlow wherever it is installed (`keras.utils.set_random_seed` calls
+    `tf.random.set_seed` when it can import it; saving code checks `tf.available`). On a TPU runtime
+    the TensorFlow found would be a TPU build, which claims the TPU JAX uses. Refused, Keras takes
+    TensorFlow for absent and goes on; any other import of it fails with this message. Asking whether
+    it is there (`importlib.util.find_spec`) still answers, without loading it.
+    """
+
+    MESSAGE = ("TensorFlow is kept out of this kernel: it runs Keras on JAX (colabkit.setup_device), and a "
+               "TensorFlow TPU build loaded beside JAX takes the TPU from it. Use backend='tensorflow' in a "
+               "fresh kernel for TensorFlow.")
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.partition(".")[0] == "tensorflow":
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec: Any) -> None:
+        raise ModuleNotFoundError(self.MESSAGE, name=spec.name)  # before anything enters sys.modules
+
+    def exec_module(self, module: Any) -> None:  # never reached: create_module refuses
+        raise ModuleNotFoundError(self.MESSAGE, name=module.__name__)
+
+
+def keep_tensorflow_out() -> bool:
+    """Refuse every later `import tensorflow` in this process (TensorFlowKeptOut); False when it is
+    too late, TensorFlow being loaded already."""
+    if any(isinstance(finder, TensorFlowKeptOut) for finder in sys.meta_path):
+        return True
+    if "tensorflow" in sys.modules:
+        return False
+    sys.meta_path.insert(0, TensorFlowKeptOut())
+    return True
+
+
+def _hide_gpus_from_tensorflow() -> None:
+    """Where TensorFlow is already loaded in this process, keep it off the GPU memory JAX or PyTorch
+    will use. It is never imported here: on JAX and PyTorch the input pipelines are NumPy
+    (colabkit.training.batches), and a JAX kernel must not load TensorFlow at all."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not hasattr(tf, "config"):
+        return
     with contextlib.suppress(RuntimeError):  # TF already initialised: nothing left to hide
         tf.config.set_visible_devices([], "GPU")
 
@@ -95,9 +156,33 @@ def _jax_inventory() -> str:
                      for index in range(len(_jax_devices(kind)))) or "no devices"
 
 
-def setup_jax(requested: str, kind: str, count: int | None):
-    """A DeviceSetup for the JAX backend (see colabkit.device.setup_device)."""
+def _no_jax_device(requested: str, kind: str) -> DeviceNotFoundError:
+    """The error for a device JAX does not see, with what it does see and, on a TPU host, why not."""
+    message = f"device '{requested}' requested but JAX on this machine has: {_jax_inventory()}"
+    hint = tpu_runtime_hint()
+    if kind == "tpu" and hint:
+        message += f" (a TPU runtime is here, {hint}, but JAX did not initialise it"
+        if tensorflow_tpu_installed():
+            message += ("; tensorflow-tpu is installed in this runtime and takes the TPU from JAX, "
+                        "jax-ml/jax #29989: run JAX on a fresh runtime")
+        message += ")"
+    return DeviceNotFoundError(message)
 
+
+def setup_jax(requested: str, kind: str, count: int | None):
+    """A DeviceSetup for the JAX backend (see colabkit.device.setup_device).
+
+    TensorFlow is kept out of the process from here on (keep_tensorflow_out); if it is loaded
+    already, a TPU run is refused (the two would fight for the chip). "auto" on a machine with a TPU
+    runtime means the TPU: if JAX cannot use it, the run is refused rather than measured on the CPU.
+    """
+    if kind == "auto" and tpu_runtime_hint():
+        kind = "tpu"
+    if "tensorflow" in sys.modules and kind == "tpu":
+        raise BackendError(f"device '{requested}' with backend 'jax': TensorFlow is already loaded in this "
+                           "kernel and would fight JAX for the TPU; restart the kernel and call "
+                           "setup_device before anything imports TensorFlow")
+    tensorflow_kept_out = keep_tensorflow_out()
     if kind == "cpu" and "jax" not in sys.modules:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")  # a CPU run never touches an accelerator
         if count and count > 1:
@@ -111,7 +196,7 @@ def setup_jax(requested: str, kind: str, count: int | None):
     devices = _jax_devices(kind)
     wanted = count or (1 if kind == "cpu" else len(devices))
     if not devices or wanted > len(devices):
-        raise DeviceNotFoundError(f"device '{requested}' requested but JAX on this machine has: {_jax_inventory()}")
+        raise _no_jax_device(requested, kind)
     used = devices[:wanted]
     jax.config.update("jax_default_device", used[0])
     strategy = None
@@ -120,14 +205,17 @@ def setup_jax(requested: str, kind: str, count: int | None):
 
         strategy = keras.distribution.DataParallel(devices=[f"{device.platform}:{device.id}" for device in used])
         keras.distribution.set_distribution(strategy)
-    first = used[0]
-    description: dict[str, Any] = {"name": cpu_info()["model"] if kind == "cpu" else first.device_kind,
-                                   "count": wanted, "jax_devices": [str(device) for device in used]}
+    description: dict[str, Any] = {"name": used[0].device_kind, "count": wanted,
+                                   "jax_devices": [str(device) for device in used],
+                                   "tensorflow_in_kernel": "kept out" if tensorflow_kept_out else "loaded before set-up"}
     if kind == "cpu":
-        description.update(cpu_info())
+        cpu = cpu_info()
+        description.update(name=cpu["model"], **cpu)
         if wanted > 1:
             description["logical_devices"] = wanted
-    return DeviceSetup(requested, kind, strategy, wanted, description, backend="jax")
+    elif kind == "tpu":
+        description.update(jax_tpu_description(used))
+    return DeviceSetup(requested, kind, strategy, wanted, description, backend="jax", devices=used)
 
 
 # --- PyTorch ---------------------------------------------------------------------------------

@@ -79,10 +79,15 @@ _CPU_FLOPS_PER_CYCLE = [("avx512f", 64, "AVX-512"), ("avx2", 32, "AVX2"), ("avx"
 
 
 def tpu_generation(accelerator_type: str | None) -> str | None:
-    """'v2-8' -> 'v2', 'v5litepod-8' -> 'v5e', 'TPU v4' -> 'v4'; None when unknown."""
+    """The TPU generation of the peaks table, from a TPU's accelerator type or JAX's `device_kind`:
+    'v2-8' -> 'v2', 'v5litepod-8' -> 'v5e', 'TPU v4' -> 'v4', 'TPU v5 lite' -> 'v5e', 'TPU v5' -> 'v5p',
+    'TPU v6 lite' or 'TPU v6e' -> 'v6e'; None when unknown or not in the table (the inference chip
+    'TPU v4 lite', 'TPU7x'). JAX's names are those JAX's own Pallas TPU code maps to chip versions."""
     if not accelerator_type:
         return None
-    text = accelerator_type.lower()
+    text = accelerator_type.lower().replace(" ", "")
+    if "v4lite" in text or "v4i" in text:  # TPU v4i, the inference chip: not a v4, and not in the table
+        return None
     if "v5lite" in text or "v5e" in text:
         return "v5e"
     if "v6" in text:
@@ -91,6 +96,8 @@ def tpu_generation(accelerator_type: str | None) -> str | None:
     if not match:
         return None
     generation = f"v{match.group(1)}{match.group(2)}"
+    if generation == "v5":  # JAX calls a v5p "TPU v5" (and a v5e "TPU v5 lite", above)
+        return "v5p"
     return generation if generation in _TPU_PEAKS else None
 
 

@@ -1,13 +1,20 @@
-"""What the machine has: CPU facts, GPUs (TensorFlow, nvidia-smi), TPU chips (PCI ids, /dev), an inventory."""
+"""What the machine has: CPU facts, GPUs (TensorFlow, nvidia-smi), TPU chips (PCI ids, /dev, JAX's
+devices), an inventory."""
 
 from __future__ import annotations
 
 import glob
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import shutil
 import subprocess
+import sys
+from collections.abc import Sequence
 from typing import Any
+
+from colabkit.device.peaks import tpu_generation
 
 TPU_ENV_HINTS = ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE")
 _TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")
@@ -142,6 +149,16 @@ def tpu_runtime_hint() -> str | None:
     return None
 
 
+def tensorflow_tpu_installed() -> bool:
+    """Whether TensorFlow's TPU build (the `tensorflow-tpu` distribution) is installed; any other
+    TensorFlow does not count. Asked of pip's metadata, so nothing is imported."""
+    try:
+        importlib.metadata.distribution("tensorflow-tpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def tpu_chips_on_pci(devices_dir: str | None = None) -> dict[str, Any] | None:
     """The TPU chips attached over PCI: {'generation', 'chips', 'pci_device_id'}; None if there are none.
 
@@ -166,6 +183,31 @@ def tpu_chips_on_pci(devices_dir: str | None = None) -> dict[str, Any] | None:
     return {"generation": _TPU_PCI_GENERATIONS[device_id], "chips": chips, "pci_device_id": device_id}
 
 
+def jax_tpu_description(devices: Sequence[Any]) -> dict[str, Any]:
+    """What JAX's TPU devices say about the TPU: its chip generation from `device_kind` ("TPU v5 lite"
+    is a v5e, "TPU v6 lite" a v6e: colabkit.device.peaks.tpu_generation), the cores in use (one JAX
+    device per TensorCore JAX addresses: two per v2 or v3 chip, one per chip from v4 on), and the chips
+    (distinct chip coordinates, where JAX gives them; else the PCI count). TPU_ACCELERATOR_TYPE, where
+    the runtime sets it ("v2-8", "v5litepod-1"), names the slice as on TensorFlow."""
+    device_kind = str(devices[0].device_kind)
+    accelerator_type = os.environ.get("TPU_ACCELERATOR_TYPE")
+    coords = [getattr(device, "coords", None) for device in devices]
+    if all(coord is not None for coord in coords):
+        chips: int | None = len({tuple(coord) for coord in coords})
+    else:
+        pci = tpu_chips_on_pci()
+        chips = pci["chips"] if pci else None
+    return {
+        "name": f"TPU {accelerator_type}" if accelerator_type else device_kind,
+        "device_kind": device_kind,
+        "accelerator_type": accelerator_type,
+        "tpu_generation": tpu_generation(device_kind),
+        "tpu_chips": chips,
+        "cores": len(devices),
+        "runtime": "tpu-vm (JAX)",
+    }
+
+
 def machine_inventory() -> str:
     """What the machine has, in the form error messages use: 'CPU:0, GPU:0, GPU:1'."""
     names = []
@@ -176,13 +218,21 @@ def machine_inventory() -> str:
     return ", ".join(names) or "no devices TensorFlow can see"
 
 
+def gpu_count() -> int:
+    """GPUs here: those TensorFlow sees where it is installed (it honours CUDA_VISIBLE_DEVICES), else
+    those nvidia-smi lists (a JAX-only image, e.g. Colab's TPU runtimes, has no TensorFlow to ask)."""
+    if "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None:
+        return len(physical_devices("GPU"))
+    return len(nvidia_smi())
+
+
 def available_devices() -> dict[str, int]:
     """Device kinds present here and how many of each (TPU: 1 if a TPU runtime is hinted).
 
     This does not initialise a TPU (that takes seconds and claims it); it is meant for planning
     a sweep. A hinted TPU that fails to initialise still fails in `setup_device`.
     """
-    found = {"cpu": 1, "gpu": len(physical_devices("GPU"))}
+    found = {"cpu": 1, "gpu": gpu_count()}
     found["tpu"] = 1 if tpu_runtime_hint() else 0
     return {kind: count for kind, count in found.items() if count}
 

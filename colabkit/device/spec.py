@@ -85,7 +85,16 @@ class DeviceSetup:
     strategy: Any  # a tf.distribute strategy; on JAX a keras.distribution (or None for one device)
     replicas: int
     description: dict[str, Any] = field(default_factory=dict)
-    backend: str = "tensorflow"
+    backend: str = "tensorflow"  # the Keras backend that runs (never "auto": resolved before set-up)
+    # The backend's own device objects, one per replica, where the strategy does not hold them: JAX's.
+    devices: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def static_shapes(self) -> bool:
+        """Whether every batch must have the same shape: on a TPU (XLA compiles for one shape), and on
+        JAX over several devices (a batch must split evenly over them: keras.distribution shards it).
+        Training then drops the last partial batch of a pass and evaluation pads it (make_dataset)."""
+        return self.kind == "tpu" or (self.backend == "jax" and self.replicas > 1)
 
     def scope(self) -> Any:
         """The context to build and compile models in: the strategy's scope, or a no-op."""

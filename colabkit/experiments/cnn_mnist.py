@@ -1,15 +1,16 @@
 """CNN on MNIST: epoch, step and per-sample time per batch size, device and Keras backend."""
 
 from colabkit.data.common import DATA_SOURCES
-from colabkit.device.backends import BACKENDS
 from colabkit.experiments.declaration import (
     UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
     Reference,
+    backend_parameter,
     device_parameter,
     results_path_parameter,
+    torch_runs_one_step_per_call,
 )
 from colabkit.experiments.published import (
     ALYAFEAI_2018_MNIST_CNN,
@@ -32,7 +33,7 @@ EXPERIMENT = Experiment(
     parameters=(
         device_parameter('"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" for several replicas; "multiworker:N" '
                          "across machines"),
-        Parameter("backend", str, "tensorflow", "Keras backend", choices=BACKENDS),
+        backend_parameter(),
         Parameter("batch_size", int, 256, "Alyafeai 2018 swept 256, 512 and 1024", minimum=1),
         Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
                   choices=BATCH_SIZE_MEANINGS),
@@ -64,4 +65,5 @@ EXPERIMENT = Experiment(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
     ),
+    constraints=(torch_runs_one_step_per_call,),
 )

@@ -11,8 +11,10 @@ from colabkit.experiments.declaration import (
     Headline,
     Parameter,
     Reference,
+    backend_parameter,
     device_parameter,
     results_path_parameter,
+    torch_runs_one_step_per_call,
 )
 from colabkit.experiments.published import (
     HAR_LSTM_TUTORIAL,
@@ -32,6 +34,7 @@ EXPERIMENT = Experiment(
              "bidirectional layers, LSTM head, batch size and device",
     parameters=(
         device_parameter(),
+        backend_parameter(),
         Parameter("batch_size", int, 64, "the paper's (it also ran 128)", minimum=1),
         Parameter("batch_size_is", str, "global", "as model.fit(batch_size) under a strategy; or per_replica",
                   choices=BATCH_SIZE_MEANINGS),
@@ -65,4 +68,5 @@ EXPERIMENT = Experiment(
         Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
+    constraints=(torch_runs_one_step_per_call,),
 )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from colabkit.device.backends import BACKEND_CHOICES
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
 
@@ -139,6 +140,22 @@ def device_syntax(value: Any) -> str | None:
 def device_parameter(help: str = '"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" for several replicas') -> Parameter:
     """The `device` parameter every experiment has (its help may say more for one notebook)."""
     return Parameter("device", str, "auto", help, check=device_syntax)
+
+
+def backend_parameter(choices: tuple[str, ...] = BACKEND_CHOICES,
+                      help: str = 'Keras backend: "tensorflow", "jax", "torch" or "auto" (JAX on a TPU, TensorFlow '
+                                  "elsewhere)") -> Parameter:
+    """The `backend` parameter: "auto" by default, which colabkit.device.setup_device resolves (JAX on
+    a TPU, TensorFlow elsewhere) and records as `device.backend`."""
+    return Parameter("backend", str, "auto", help, choices=choices)
+
+
+def torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
+    """A rule for experiments with `backend` and `steps_per_execution`: Keras runs one step per call on torch."""
+    if values["backend"] == "torch" and values["steps_per_execution"] != 1:
+        return (f"steps_per_execution = {values['steps_per_execution']}: expected 1 on the torch backend "
+                "(Keras runs one step per call there)")
+    return None
 
 
 def results_path_parameter(notebook: str) -> Parameter:

@@ -1,16 +1,29 @@
-"""Matmul TFLOPS: chained n x n matrix products per device, size and dtype."""
+"""Matmul TFLOPS: chained n x n matrix products per device, size, dtype and backend."""
+
+from collections.abc import Mapping
+from typing import Any
 
 from colabkit.experiments.declaration import (
     Experiment,
     Headline,
     Parameter,
     Reference,
+    backend_parameter,
     device_parameter,
     results_path_parameter,
 )
 from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
 
 DTYPES = ("float32", "bfloat16", "float16")
+# The notebook holds the chained product twice, in TensorFlow and in JAX (no PyTorch version).
+MATMUL_BACKENDS = ("auto", "tensorflow", "jax")
+
+
+def _jax_always_compiles(values: Mapping[str, Any]) -> str | None:
+    if values["backend"] == "jax" and values["jit_compile"] is False:
+        return "jit_compile = False: expected \"auto\" or True on the jax backend (jax.jit always compiles with XLA)"
+    return None
+
 
 EXPERIMENT = Experiment(
     name="matmul_tflops",
@@ -20,11 +33,13 @@ EXPERIMENT = Experiment(
     parameters=(
         device_parameter('"cpu", "gpu", "tpu", "auto" (TPU, else GPU, else CPU); "cpu:2", "gpu:4" for several '
                          "replicas"),
+        backend_parameter(MATMUL_BACKENDS, '"tensorflow", "jax" or "auto" (JAX on a TPU, TensorFlow elsewhere)'),
         Parameter("n", int, 1024, "matrix size (n x n): this notebook's batch-size axis", minimum=1),
         Parameter("count", int, 10, "products chained inside one compiled call (Sarkar 2018 used 100)", minimum=1),
         Parameter("dtype", str, "float32", "element type of the matrices", choices=DTYPES),
         Parameter("jit_compile", (str, bool), "auto",
-                  'XLA: "auto" (on for GPU and TPU, off on CPU where oneDNN graphs are faster), True, False',
+                  'XLA on TensorFlow: "auto" (on for GPU and TPU, off on CPU where oneDNN graphs are faster), True, '
+                  "False; JAX always compiles",
                   choices=("auto", True, False)),
         Parameter("repeats", int, 5, "warm calls timed", minimum=1),
         Parameter("warmup", int, 1, "calls after the cold one that are discarded", minimum=0),
@@ -35,4 +50,5 @@ EXPERIMENT = Experiment(
     headline=Headline("tflops_warm", "warm matmul TFLOPS", "TFLOPS", "higher"),
     section="colabkit.report.matmul:matmul_section",
     references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
+    constraints=(_jax_always_compiles,),
 )

@@ -4,14 +4,15 @@ roofline by their model FLOPs and arithmetic intensity."""
 from collections.abc import Mapping
 from typing import Any
 
-from colabkit.device.backends import BACKENDS
 from colabkit.experiments.declaration import (
     Experiment,
     Headline,
     Parameter,
     Reference,
+    backend_parameter,
     device_parameter,
     results_path_parameter,
+    torch_runs_one_step_per_call,
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 
@@ -25,13 +26,6 @@ def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
     if values["steps"] % values["steps_per_execution"]:
         return (f"steps = {values['steps']}: expected a multiple of steps_per_execution "
                 f"({values['steps_per_execution']}), so every epoch runs whole executions")
-    return None
-
-
-def _torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
-    if values["backend"] == "torch" and values["steps_per_execution"] != 1:
-        return (f"steps_per_execution = {values['steps_per_execution']}: expected 1 on the torch backend "
-                "(Keras runs one step per call there)")
     return None
 
 
@@ -66,7 +60,7 @@ EXPERIMENT = Experiment(
         Parameter("mixed_precision", str, "none", '"none", "mixed_float16" or "mixed_bfloat16"',
                   choices=MIXED_PRECISION_CHOICES),
         device_parameter(),
-        Parameter("backend", str, "tensorflow", 'Keras backend: "tensorflow", "jax" or "torch"', choices=BACKENDS),
+        backend_parameter(),
         Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
         results_path_parameter("paradnn"),
     ),
@@ -76,5 +70,5 @@ EXPERIMENT = Experiment(
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     section="colabkit.report.paradnn:paradnn_section",
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
-    constraints=(_steps_fill_executions, _torch_runs_one_step_per_call),
+    constraints=(_steps_fill_executions, torch_runs_one_step_per_call),
 )

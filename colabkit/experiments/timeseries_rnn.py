@@ -7,6 +7,7 @@ from colabkit.experiments.declaration import (
     Headline,
     Parameter,
     Reference,
+    backend_parameter,
     device_parameter,
     results_path_parameter,
 )
@@ -28,6 +29,7 @@ EXPERIMENT = Experiment(
              "persistence forecast",
     parameters=(
         device_parameter(),
+        backend_parameter(),
         Parameter("batch_size", int, 256, "windows per step, as in the tutorial", minimum=1),
         Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
                   choices=BATCH_SIZE_MEANINGS),

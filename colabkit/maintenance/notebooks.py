@@ -281,16 +281,20 @@ def notebooks_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> 
 
 
 def install_section(coordinates: Coordinates) -> str:
-    """The README's runtime table and the exact commands the bootstrap issues on each runtime."""
+    """docs/colab.md's runtime table and the exact commands the bootstrap issues on each runtime."""
     commands = install_commands(coordinates)  # CPU and GPU runtimes get the same commands
     colabkit_line = commands["cpu"][0]
     return "\n".join([
-        "| device | pick in Runtime > Change runtime type | the bootstrap cell installs, only what is missing |",
-        "|---|---|---|",
-        f"| CPU | CPU (older menus: None) | colabkit; `tensorflow=={TENSORFLOW_VERSION}` if the image has no TensorFlow |",
-        f"| GPU | T4 GPU (free tier), L4 GPU or A100 GPU | colabkit; `tensorflow=={TENSORFLOW_VERSION}` if the image has no TensorFlow |",
-        f"| TPU | v2-8 TPU or v5e-1 TPU (TPU VM runtimes) | colabkit; `tensorflow=={TPU_TENSORFLOW_VERSION}` then "
-        f"`tensorflow-tpu=={TPU_TENSORFLOW_VERSION}` (Colab's TPU images ship no TensorFlow) |",
+        "| device | pick in Runtime > Change runtime type | backend (`backend = \"auto\"`) | the set-up installs, "
+        "only what is missing |",
+        "|---|---|---|---|",
+        f"| CPU | CPU (older menus: None) | TensorFlow | colabkit; `tensorflow=={TENSORFLOW_VERSION}` if the image "
+        "has no TensorFlow |",
+        f"| GPU | T4 GPU (free tier), L4 GPU or A100 GPU | TensorFlow | colabkit; `tensorflow=={TENSORFLOW_VERSION}` "
+        "if the image has no TensorFlow |",
+        "| TPU | v2-8 TPU, v5e-1 TPU or v6e-1 TPU (TPU VM runtimes) | JAX | colabkit only: the image has `jax[tpu]` |",
+        f"| TPU, `backend = \"tensorflow\"` | as above | TensorFlow | colabkit; then, when the run starts, "
+        f"`tensorflow=={TPU_TENSORFLOW_VERSION}` and `tensorflow-tpu=={TPU_TENSORFLOW_VERSION}`, with a warning |",
         "",
         "The exact commands (`python` is the notebook's own interpreter, `sys.executable`):",
         "",
@@ -299,11 +303,12 @@ def install_section(coordinates: Coordinates) -> str:
         colabkit_line,
         "# CPU and GPU runtimes, when the image has no TensorFlow (Colab's CPU/GPU images ship one)",
         *commands["cpu"][1:],
-        "# TPU runtimes, when tensorflow-tpu is not installed: tensorflow first, then the TPU build over it",
-        *commands["tpu"][1:],
+        "# TPU runtimes: nothing more for JAX. Only a run that asks for TensorFlow on a TPU, when",
+        "# tensorflow-tpu is not installed: tensorflow first, then the TPU build over it",
+        *commands["tpu-tensorflow"][1:],
         "```",
         "",
-        f"tensorflow-tpu's newest release is {TPU_TENSORFLOW_VERSION}, so TPU runs use TensorFlow "
+        f"tensorflow-tpu's newest release is {TPU_TENSORFLOW_VERSION}, so TensorFlow TPU runs use TensorFlow "
         f"{TPU_TENSORFLOW_VERSION}",
         f"while CPU and GPU runs use the tested {TENSORFLOW_VERSION}; every record's `software` section "
         "says which ran.",

@@ -90,7 +90,8 @@ DEVICE_KEYS: dict[str, str] = {
     "replicas": "how many replicas the strategy runs (GPUs, TPU cores, logical CPUs, workers x devices)",
     "strategy": "the tf.distribute strategy (the default strategy on one device, MirroredStrategy, TPUStrategy...), or the "
                 "other backend's equivalent",
-    "backend": "the Keras backend: tensorflow, jax or torch",
+    "backend": "the backend that ran: tensorflow, jax or torch, never `auto` (`params.backend` keeps what was asked; "
+               "`auto` is JAX on a TPU, TensorFlow elsewhere); runs on two backends are two results",
     "name": "the device model (`Tesla T4`, `TPU v2-8`, the CPU's model name)",
 }
 
@@ -137,7 +138,9 @@ def render() -> str:
         "",
         "plus what the probe found: for a CPU its `model`, `cores`, `clock_mhz`, `clock_source`, ISA `flags`",
         "and `arch`; for GPUs `count`, `memory_gib`, `compute_capability`, `driver` and `tf32_active`; for a",
-        "TPU `accelerator_type`, `tpu_generation`, `tpu_chips`, `cores`, `hosts` and `runtime`.",
+        "TPU `accelerator_type`, `tpu_generation`, `tpu_chips`, `cores`, `hosts` and `runtime`. On JAX also",
+        "`jax_devices` (the devices used), `tensorflow_in_kernel` (`kept out`: TensorFlow was never imported) and,",
+        "for a TPU, `device_kind` (JAX's name of the chip, e.g. `TPU v5 lite`).",
         "",
         "## `software`",
         "",

@@ -95,6 +95,21 @@ class Layer:
         return found
 
 
+def _one_row_per_device(group: dict[str, list[Any]]) -> bool:
+    devices = group.get("device")
+    return devices is not None and len({str(device) for device in devices}) == len(devices)
+
+
+def _distinct_rows(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """A zip group with each of its rows once, in order."""
+    rows, seen = [], set()
+    for row in zip(*group.values()):
+        if _canonical(row) not in seen:
+            seen.add(_canonical(row))
+            rows.append(row)
+    return {key: [row[index] for row in rows] for index, key in enumerate(group)}
+
+
 @dataclass
 class Resolved:
     """The values once every layer is applied: what `expand` crosses."""
@@ -104,12 +119,14 @@ class Resolved:
     fixed: dict[str, Any]
 
     def forget(self, key: str) -> None:
-        """Remove `key` wherever an earlier layer put it."""
+        """Remove `key` wherever an earlier layer put it. Rows of a zip group told apart by `key` alone
+        become one (`-p device=cpu:2` over rows (cpu, tensorflow), (gpu, tensorflow), (tpu, jax) keeps
+        the backends tensorflow and jax once each)."""
         self.axes.pop(key, None)
         self.fixed.pop(key, None)
         for group in self.zips:
             group.pop(key, None)
-        self.zips = [group for group in self.zips if group]
+        self.zips = [_distinct_rows(group) for group in self.zips if group]
 
     def apply(self, layer: Layer) -> None:
         for key, values in layer.grid.items():
@@ -128,8 +145,11 @@ class Resolved:
 
     @property
     def varying(self) -> list[str]:
-        """Grid axes and zip keys, in file order: the keys a combination's slug is made of."""
-        return list(self.axes) + [key for group in self.zips for key in group]
+        """Grid axes and zip keys, in file order: the keys a combination's slug is made of. Keys zipped
+        with `device`, one row per device (`backend: [tensorflow, tensorflow, jax]` beside `device: [cpu,
+        gpu, tpu]`), are named by the device's folder as the device is, so the slug leaves them out too."""
+        tied = {key for group in self.zips if _one_row_per_device(group) for key in group}
+        return [key for key in [*self.axes, *(key for group in self.zips for key in group)] if key not in tied]
 
 
 @dataclass
@@ -468,8 +488,11 @@ def expand(spec: GridSpec, preset: str | None = None, devices: list[str] | None 
     resolved = spec.resolve(preset, overrides)
     factors: list[list[dict[str, Any]]] = [[{key: value} for value in values] for key, values in resolved.axes.items()]
     for group in resolved.zips:
-        keys = list(group)
-        factors.append([dict(zip(keys, row)) for row in zip(*(group[key] for key in keys))])
+        rows = [dict(zip(group, row)) for row in zip(*group.values())]
+        if "device" in group:  # outermost, so that combinations go device by device as under a device axis
+            factors.insert(0, rows)
+        else:
+            factors.append(rows)
     combinations = []
     for choice in itertools.product(*factors):
         params = dict(resolved.fixed)

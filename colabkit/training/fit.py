@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import keras
 
+from colabkit.training.batches import ArrayBatches
 from colabkit.training.setup import make_dataset
 
 
@@ -13,25 +15,32 @@ def one_pass_per_epoch(train_data: Any, steps_per_epoch: int | None,
                        steps_per_execution: int = 1) -> tuple[Any, int | None]:
     """(dataset, steps_per_epoch) that train on the same batches with one input iterator for all epochs.
 
-    Keras's fit makes a new iterator over a finite tf.data dataset at every epoch (and one more at the
-    end of each epoch, which the next discards): on a 2-core CPU, a CNN's epochs of 4,000 shuffled
-    samples then stalled ~0.9 s at their first step in a third to a half of the epochs (a pipeline
-    restart, not training: ~14 % of the steady epochs' time). The same passes repeated, with
+    Keras's fit makes a new iterator over a finite dataset at every epoch (and one more at the end of
+    each epoch, which the next discards): on a 2-core CPU, a CNN's epochs of 4,000 shuffled samples
+    from tf.data then stalled ~0.9 s at their first step in a third to a half of the epochs (a
+    pipeline restart, not training: ~14 % of the steady epochs' time). The same passes repeated, with
     steps_per_epoch = the batches of one pass, keep one iterator and reshuffle each pass: every epoch
     still sees each sample once, in the same batches (a partial last batch stays the last of its pass).
-    Anything else is returned unchanged: not a tf.data dataset, steps_per_epoch already given, an
-    endless, empty or unknown-length dataset, or a pass whose batches `steps_per_execution` does not
-    divide (Keras runs whole executions, so the last one would run on into the next pass; over the
-    finite dataset it stops where the pass ends).
+    Done alike for a tf.data dataset (TensorFlow) and for colabkit's NumPy batches (`ArrayBatches`,
+    every other backend). Anything else is returned unchanged: another kind of data, steps_per_epoch
+    already given, an endless, empty or unknown-length dataset, or a pass whose batches
+    `steps_per_execution` does not divide (Keras runs whole executions, so the last one would run on
+    into the next pass; over the finite dataset it stops where the pass ends).
     """
-    import tensorflow as tf
-
-    if steps_per_epoch is not None or not isinstance(train_data, tf.data.Dataset):
+    if steps_per_epoch is not None:
         return train_data, steps_per_epoch
-    batches = int(train_data.cardinality())  # INFINITE (-1), UNKNOWN (-2), or 0 (fit must still fail)
+    if isinstance(train_data, ArrayBatches):
+        batches = -1 if train_data.is_endless else train_data.batches_per_pass
+        repeated = train_data.endless
+    else:
+        tf = sys.modules.get("tensorflow")  # a tf.data dataset exists only where TensorFlow is loaded
+        if tf is None or not isinstance(train_data, tf.data.Dataset):
+            return train_data, steps_per_epoch
+        batches = int(train_data.cardinality())  # INFINITE (-1), UNKNOWN (-2), or 0 (fit must still fail)
+        repeated = train_data.repeat
     if batches < 1 or batches % max(1, steps_per_execution):  # or executions would straddle two passes
         return train_data, steps_per_epoch
-    return train_data.repeat(), batches
+    return repeated(), batches
 
 
 def fit(model: Any, train_data: Any, *, epochs: int, device: Any, validation_data: Any = None,

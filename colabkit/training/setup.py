@@ -1,12 +1,14 @@
 """What every training notebook sets up before fit: the dtype policy, per-replica and global batch
-sizes, the tf.data pipelines (static shapes for TPUs), the learning-rate scaling rule, and seeded
-subsamples for smoke-size runs."""
+sizes, the input pipelines (tf.data on TensorFlow, NumPy batches on JAX; static shapes for TPUs), the
+learning-rate scaling rule, and seeded subsamples for smoke-size runs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import keras
+
+from colabkit.training.batches import ArrayBatches, RepeatedBatch, pad_to_full_batches
 
 MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
 BATCH_SIZE_MEANINGS = ("per_replica", "global")
@@ -39,33 +41,54 @@ def batch_sizes(batch_size: int, replicas: int, batch_size_is: str = "per_replic
 
 def make_dataset(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = False, seed: int = 0,
                  static_shapes: bool = False):
-    """A tf.data pipeline: (shuffle,) batch, prefetch.
+    """Batches of (x, y) for fit, evaluate or predict: (shuffle,) batch, on the Keras backend in use.
 
-    Training (`shuffle=True`) drops the last partial batch when `static_shapes` (TPUs need every
-    batch the same shape). Evaluation never drops samples: with `static_shapes` the last batch is
-    padded with zero-weight samples (dataset elements are then (x, y, sample_weight)), so every
-    real sample counts exactly once and padding counts for nothing.
+    On TensorFlow a tf.data pipeline (`tf_dataset`); on any other backend NumPy batches
+    (`colabkit.training.batches.ArrayBatches`), so that a JAX kernel never imports TensorFlow. Both
+    batch alike: training (`shuffle=True`) reshuffles every pass and drops the last partial batch when
+    `static_shapes` (TPUs, and JAX over several devices, need every batch the same shape). Evaluation
+    never drops samples: with `static_shapes` the last batch is padded with zero-weight samples
+    (elements are then (x, y, sample_weight)), so every real sample counts exactly once and padding
+    counts for nothing.
     """
-    import numpy as np
+    if keras.backend.backend() == "tensorflow":
+        return tf_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed, static_shapes=static_shapes)
+    return array_batches(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed, static_shapes=static_shapes)
+
+
+def array_batches(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = False, seed: int = 0,
+                  static_shapes: bool = False) -> ArrayBatches:
+    """make_dataset's batches as a keras.utils.PyDataset over NumPy arrays (no TensorFlow)."""
+    if shuffle:
+        arrays = (x,) if y is None else (x, y)
+        return ArrayBatches(arrays, batch_size=batch_size, shuffle=True, seed=seed, drop_remainder=static_shapes)
+    arrays = pad_to_full_batches(x, y, batch_size) if static_shapes else ((x,) if y is None else (x, y))
+    return ArrayBatches(arrays, batch_size=batch_size)
+
+
+def tf_dataset(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = False, seed: int = 0,
+               static_shapes: bool = False):
+    """make_dataset's batches as a tf.data pipeline, prefetched (imports TensorFlow)."""
     import tensorflow as tf
 
-    count = len(x)
     if shuffle:
         data = (x,) if y is None else (x, y)
-        dataset = tf.data.Dataset.from_tensor_slices(data).shuffle(count, seed=seed, reshuffle_each_iteration=True)
+        dataset = tf.data.Dataset.from_tensor_slices(data).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.batch(batch_size, drop_remainder=static_shapes)
     else:
-        padding = (-count) % batch_size if static_shapes else 0
-        if padding:
-            weights = np.concatenate([np.ones(count, "float32"), np.zeros(padding, "float32")])
-            x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
-            if y is not None:
-                y = np.concatenate([y, np.zeros((padding, *y.shape[1:]), y.dtype)])
-            data = (x,) if y is None else (x, y, weights)
-        else:
-            data = (x,) if y is None else (x, y)
+        data = pad_to_full_batches(x, y, batch_size) if static_shapes else ((x,) if y is None else (x, y))
         dataset = tf.data.Dataset.from_tensor_slices(data).batch(batch_size, drop_remainder=static_shapes)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def repeated_batch(x: Any, y: Any):
+    """One batch (x, y), the same every step, without end: tf.data on TensorFlow, NumPy elsewhere.
+    Bound each epoch with steps_per_epoch."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.data.Dataset.from_tensors((x, y)).repeat()
+    return RepeatedBatch(x, y)
 
 
 LR_SCALING_RULES = ("none", "linear")

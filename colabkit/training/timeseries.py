@@ -5,7 +5,8 @@ of a long multivariate series. What it needs, each piece testable on its own:
 
 - `split_points`: train on the first 90 %, hold out the rest in time order (validation, then test);
 - `MinMaxScaler`: scaling to [0, 1] fitted on the training part only (inputs and targets apart);
-- `random_windows`: the tutorial's batch generator as a tf.data pipeline with fixed shapes;
+- `random_windows`: the tutorial's batch generator with fixed shapes (tf.data on TensorFlow, NumPy
+  elsewhere);
 - `WarmupMSE`: mean squared error that ignores the first `warmup_steps` of each sequence, where
   the recurrent state has not yet seen enough of the series to forecast;
 - `tile_windows`: equal windows over a held-out part whose scored steps (after the warm-up) cover
@@ -25,6 +26,7 @@ import keras
 import numpy as np
 
 from colabkit.errors import DataError, DataFormatError, UnknownDatasetError
+from colabkit.training.batches import ArrayBatches, RandomWindows
 
 # What each target is called in a metric's name, and the units that name promises.
 METRIC_SUFFIXES = {"temperature": "temp_c", "wind speed": "wind_ms", "pressure": "pressure_hpa"}
@@ -103,22 +105,25 @@ def persistence_forecast(weather: Any, shift_steps: int) -> np.ndarray:
 # --- training windows ---------------------------------------------------------------------------
 
 def random_windows(x: np.ndarray, y: np.ndarray, *, sequence_length: int, batch_size: int, seed: int):
-    """An endless tf.data pipeline of batches of random windows: the tutorial's batch_generator.
+    """An endless stream of batches of random windows: the tutorial's batch_generator.
 
     Each element is (x, y) of static shapes (batch_size, sequence_length, columns): every window
-    starts at a uniformly drawn row of the training part. The draws come from
-    `tf.data.Dataset.random` (seeded, different on every pass), so the pipeline never ends (the
-    `repeat` is built in: bound an epoch with `steps_per_epoch`) and every batch is full; fixed
-    shapes are what TPUStrategy compiles for.
+    starts at a uniformly drawn row of the training part. The stream never ends (bound an epoch with
+    `steps_per_epoch`) and every batch is full; fixed shapes are what a TPU compiles for. On
+    TensorFlow a tf.data pipeline whose draws come from `tf.data.Dataset.random` (seeded, different
+    on every pass); on any other backend NumPy batches (colabkit.training.batches.RandomWindows,
+    seeded per batch), so a JAX kernel never imports TensorFlow. The two draw different windows.
     """
-    import tensorflow as tf
-
     if len(x) != len(y):
         raise DataError(f"x and y differ in length: {len(x)} vs {len(y)}")
     if sequence_length < 1 or batch_size < 1:
         raise ValueError(f"sequence_length and batch_size must be >= 1, got {sequence_length}, {batch_size}")
     if len(x) < sequence_length:
         raise DataError(f"a window of {sequence_length} steps does not fit in the {len(x)} training rows")
+    if keras.backend.backend() != "tensorflow":
+        return RandomWindows(x, y, sequence_length=sequence_length, batch_size=batch_size, seed=seed)
+    import tensorflow as tf
+
     starts = len(x) - sequence_length + 1
     x_all = tf.constant(np.asarray(x, dtype=np.float32))
     y_all = tf.constant(np.asarray(y, dtype=np.float32))
@@ -206,12 +211,15 @@ def tile_windows(start: int, stop: int, *, warmup_steps: int, max_length: int, m
 
 
 def window_batch(x_windows: np.ndarray, y_windows: np.ndarray | None = None):
-    """A tf.data dataset of exactly one batch holding all the windows (static shapes)."""
+    """Exactly one batch holding all the windows (static shapes): a tf.data dataset on TensorFlow,
+    NumPy batches (ArrayBatches) on any other backend."""
+    element = (np.asarray(x_windows, np.float32),) if y_windows is None else (
+        np.asarray(x_windows, np.float32), np.asarray(y_windows, np.float32))
+    if keras.backend.backend() != "tensorflow":
+        return ArrayBatches(element, batch_size=len(element[0]))
     import tensorflow as tf
 
-    element = np.asarray(x_windows, np.float32) if y_windows is None else (
-        np.asarray(x_windows, np.float32), np.asarray(y_windows, np.float32))
-    return tf.data.Dataset.from_tensors(element)
+    return tf.data.Dataset.from_tensors(element if y_windows is not None else element[0])
 
 
 # --- loss and scores ----------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""TensorFlow and JAX side by side: per experiment, its headline measure on each backend where both ran
+the same configuration on the same device, and the JAX / TensorFlow ratio.
+
+A record's backend is what ran (`device.backend`, resolved: a run asked for "auto" names the backend
+it got), else its explicit `params.backend`, else TensorFlow (records from before the `backend`
+parameter, when every notebook but the CNN's and ParaDnn's ran on TensorFlow only). Runs pair up by
+device (its label) and by their parameters at the same global batch, the backend left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from colabkit.experiments import all_experiments
+from colabkit.report.common import column, figure_warning, match_key, title_of
+from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+
+PAIR = ("tensorflow", "jax")
+COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow", "jax", "jax_over_tensorflow",
+           "faster", "runs_tensorflow", "runs_jax"]
+
+
+def run_backend(frame: pd.DataFrame) -> pd.Series:
+    """The backend each record ran on: device.backend, else params.backend (unless "auto"), else tensorflow."""
+    asked = column(frame, "params.backend", None).where(lambda values: values != "auto")
+    return column(frame, "device.backend", None).fillna(asked).fillna("tensorflow").astype(str)
+
+
+def backend_table(data: ReportData) -> pd.DataFrame:
+    """One row per experiment, device and configuration that ran on both TensorFlow and JAX: the headline
+    on each (the median where several runs exist), their ratio JAX / TensorFlow, and which was faster
+    (the headline's own direction: more TFLOPS, or less time, is faster)."""
+    rows = []
+    for experiment in all_experiments():
+        headline = experiment.headline
+        ok = data.ok(experiment.name)
+        name = f"metrics.{headline.metric}"
+        if name not in ok or not len(ok):
+            continue
+        table = pd.DataFrame({"device": ok["device_label"], "backend": run_backend(ok),
+                              "config": match_key(ok, exclude=("device", "backend")),
+                              "value": pd.to_numeric(ok[name], errors="coerce")}).dropna(subset=["value"])
+        table = table[table["backend"].isin(PAIR)]
+        for (device, config), runs in table.groupby(["device", "config"], sort=False):
+            by_backend = runs.groupby("backend")["value"]
+            if set(by_backend.groups) != set(PAIR):
+                continue
+            values, counts = by_backend.median(), by_backend.size()
+            tensorflow, jax = float(values["tensorflow"]), float(values["jax"])
+            ratio = jax / tensorflow if tensorflow else np.nan
+            jax_faster = ratio > 1 if headline.higher_is_better else ratio < 1
+            rows.append({"notebook": experiment.name, "measure": headline.label, "unit": headline.unit,
+                         "device": device, "configuration": config, "tensorflow": tensorflow, "jax": jax,
+                         "jax_over_tensorflow": ratio,
+                         "faster": "equal" if ratio == 1 else ("JAX" if jax_faster else "TensorFlow"),
+                         "runs_tensorflow": int(counts["tensorflow"]), "runs_jax": int(counts["jax"])})
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    device_order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    position = table["device"].map(device_order)
+    return table.assign(_position=position).sort_values(["notebook", "_position"], kind="stable") \
+        .drop(columns="_position").reset_index(drop=True)
+
+
+def backend_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Bars: the JAX / TensorFlow ratio of each experiment's headline per device (median over the
+    configurations both ran, bars from the smallest to the largest), a line at 1."""
+    if not len(table):
+        return None
+    summary = (table.groupby(["notebook", "device"], sort=False)["jax_over_tensorflow"]
+               .agg(ratio="median", low="min", high="max").reset_index())
+    summary["title"] = summary["notebook"].map(title_of)
+    figure, (ax,) = new_figure(width=7.5, height=4.0)
+    grouped_bars(ax, summary, "title", "ratio", series="device", low="low", high="high",
+                 colors=label_colors(summary["device"]),
+                 order=[experiment.title for experiment in all_experiments() if experiment.name in set(summary["notebook"])])
+    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
+    ax.set_ylabel("headline on JAX / on TensorFlow")
+    ax.set_title("JAX / TensorFlow, per experiment and device")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ok = data.ok()
+    note = figure_warning(ok[ok["notebook"].isin(set(table["notebook"]))])
+    if note:
+        mark_substitute_data(figure, note)
+    return ReportFigure("backends_jax_over_tensorflow", figure, summary.drop(columns="title"),
+                        "Each experiment's headline measured on JAX over the same measured on TensorFlow, same device "
+                        "and parameters; median over the configurations both ran, bars from the smallest to the "
+                        "largest ratio. Above 1 JAX gave more of the headline (faster for TFLOPS or samples/s, "
+                        "slower for a time); the table's `faster` column says which backend was faster.")
+
+
+def backends_section(data: ReportData) -> Section:
+    """The report's section on backends: the table of pairs and its figure, or why there is none."""
+    section = Section("backends", "TensorFlow and JAX")
+    table = backend_table(data)
+    if not len(table):
+        section.empty = ("No configuration ran on both TensorFlow and JAX on the same device: nothing to set side by "
+                         "side (a TPU row of the grids runs on JAX, its CPU and GPU rows on TensorFlow; "
+                         "-p backend=jax or the CNN's frameworks preset runs both).")
+        return section
+    section.text.append(
+        "The same notebook and parameters on the same device, once on TensorFlow and once on JAX (Keras 3's "
+        "backends; the matmul notebook's chained product is written in each framework). The ratio is the headline "
+        "on JAX over the headline on TensorFlow; `faster` reads it in the headline's direction. Each backend's "
+        "figure is the median of its runs (`runs_*`): a single pair of runs on a shared host can differ by 30 % "
+        "from noise alone.")
+    section.items.append(ReportTable("backends_jax_over_tensorflow", table,
+                                     "Headline per backend where both ran, and JAX / TensorFlow."))
+    figure = backend_figure(table, data)
+    if figure is not None:
+        section.items.append(figure)
+    return section

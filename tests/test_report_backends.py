@@ -1,0 +1,55 @@
+"""The report's TensorFlow / JAX section: the headline on each backend where both ran the same
+configuration on the same device, the ratio, and nothing where no pair exists."""
+
+from __future__ import annotations
+
+import report_fixtures as fx
+
+from colabkit.report.backends import backend_table, backends_section, run_backend
+from colabkit.report.records import load_report_data
+from colabkit.report.section import publish
+
+
+def on_backend(record: dict, backend: str, asked: str | None = None) -> dict:
+    """`record` as run on `backend` (device.backend), asked for as `asked` (params.backend)."""
+    record["device"]["backend"] = backend
+    record["params"]["backend"] = asked or backend
+    return record
+
+
+def test_pairs_of_the_same_work_give_the_headline_per_backend_and_the_ratio(tmp_path):
+    fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, 50.0), "tensorflow"), "n-512_backend-tensorflow")
+    fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, 60.0), "jax", asked="auto"), "n-512_backend-auto")
+    fx.write(tmp_path, on_backend(fx.matmul("cpu", 512, 0.5), "tensorflow"), "n-512_backend-tensorflow")  # no pair
+    tf_cnn = on_backend(fx.cnn("cpu", 256), "tensorflow")
+    jax_cnn = on_backend(fx.cnn("cpu", 256), "jax")
+    jax_cnn["metrics"]["epoch_time_steady_s"] = 40.0  # the CPU's TensorFlow run took 10 s per epoch
+    fx.write(tmp_path, tf_cnn, "batch_size-256_backend-tensorflow")
+    fx.write(tmp_path, jax_cnn, "batch_size-256_backend-jax")
+    data = load_report_data([tmp_path])
+    assert len(data.ok()) == 5 and data.merges.empty  # the two TPU runs are two combinations, never merged
+    table = backend_table(data).set_index("notebook")
+    assert list(table.index) == ["cnn_mnist", "matmul_tflops"]
+    matmul, cnn = table.loc["matmul_tflops"], table.loc["cnn_mnist"]
+    assert (matmul["device"], matmul["tensorflow"], matmul["jax"]) == ("TPU x8: TPU v2-8", 50.0, 60.0)
+    assert matmul["jax_over_tensorflow"] == 1.2 and matmul["faster"] == "JAX"  # more TFLOPS
+    assert cnn["jax_over_tensorflow"] == 4.0 and cnn["faster"] == "TensorFlow"  # more seconds per epoch
+    assert (cnn["runs_tensorflow"], cnn["runs_jax"]) == (1, 1)
+    section = backends_section(data)
+    assert section.empty is None and set(section.figures) == {"backends_jax_over_tensorflow"}
+    written = publish(section, tmp_path / "report", display=False)
+    assert {path.suffix for path in written} >= {".png", ".csv"}
+
+
+def test_a_record_without_a_resolved_backend_ran_tensorflow_or_what_its_parameter_says(tmp_path):
+    fx.write(tmp_path, fx.cnn("cpu", 256), "old")  # before the backend parameter: TensorFlow
+    fx.write(tmp_path, fx.cnn("cpu", 512, backend="jax"), "asked")
+    ok = load_report_data([tmp_path]).ok("cnn_mnist").sort_values("params.batch_size")
+    assert run_backend(ok).tolist() == ["tensorflow", "jax"]
+
+
+def test_without_a_configuration_on_both_backends_the_section_says_why(tmp_path):
+    fx.write(tmp_path, on_backend(fx.cnn("cpu", 256), "tensorflow"), "a")
+    fx.write(tmp_path, on_backend(fx.cnn("tpu", 256), "jax"), "b")  # another device: not a pair
+    section = backends_section(load_report_data([tmp_path]))
+    assert section.empty and "No configuration ran on both TensorFlow and JAX" in section.empty
