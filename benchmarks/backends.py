@@ -9,6 +9,9 @@
    oneDNN graph path, no XLA), and against TensorFlow with XLA (jit_compile=True), in interleaved
    rounds (TF, JAX, TF-XLA, TF, JAX, ...): medians over rounds with their range, and the verdict
    JAX / TensorFlow within 10 %. Each round is a fresh papermill kernel with ~10 s of warm calls.
+   Then the same comparison call by call: the notebook's own `tensorflow_matmul` and `jax_matmul`
+   (loaded from it) in one process, calls alternating TF, JAX, TF-XLA, ... each timed alone, so that
+   a neighbour's load hits the sides of a pair alike; the median of the paired ratios.
 On a shared 2-core host single runs vary by 30 % and more: read the ranges before the ratios.
 Run: python benchmarks/backends.py [--only cnn|matmul] [--rounds 5]
 """
@@ -17,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 from _notebook_code import run_notebook
@@ -79,6 +85,59 @@ def matmul(args: argparse.Namespace) -> None:
           f"within {AGREEMENT:.0%}")
 
 
+_PAIRED = textwrap.dedent("""
+    import json, os, statistics, sys, time, types
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    sys.path.insert(0, {benchmarks!r})
+    import numpy as np
+    import colabkit
+    from _notebook_code import notebook_function
+
+    n, count, dtype, pairs = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    tf_dev = colabkit.setup_device("cpu", backend="tensorflow")
+    import jax
+
+    jax_dev = types.SimpleNamespace(devices=jax.devices("cpu")[:1], replicas=1, kind="cpu")
+    shared = dict(np=np, n=n, count=count, dtype=dtype)
+    calls = {{
+        "tensorflow": notebook_function("matmul_tflops", "tensorflow_matmul", dev=tf_dev, jit_compile="auto", **shared)()[0],
+        "jax": notebook_function("matmul_tflops", "jax_matmul", dev=jax_dev, **shared)()[0],
+        "tensorflow-xla": notebook_function("matmul_tflops", "tensorflow_matmul", dev=tf_dev, jit_compile=True, **shared)()[0],
+    }}
+    for call in calls.values():  # cold and warm-up calls, untimed
+        for _ in range(2):
+            colabkit.block_until_ready(call())
+    seconds = {{side: [] for side in calls}}
+    for _ in range(pairs):
+        for side, call in calls.items():
+            _, elapsed = colabkit.timed(call)
+            seconds[side].append(elapsed)
+    print(json.dumps(seconds))
+""").format(benchmarks=str(Path(__file__).resolve().parent))
+
+
+def matmul_paired(pairs: int) -> None:
+    """The notebook's two implementations call by call in one process (module docstring, part 2)."""
+    completed = subprocess.run([sys.executable, "-c", _PAIRED, str(MATMUL["n"]), str(MATMUL["count"]),
+                                MATMUL["dtype"], str(pairs)], capture_output=True, text=True, timeout=1800,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    if completed.returncode != 0:
+        raise RuntimeError(f"paired matmul failed:\n{completed.stderr[-3000:]}")
+    seconds = json.loads(completed.stdout.strip().splitlines()[-1])
+    flops = 2 * MATMUL["n"] ** 3 * MATMUL["count"]
+    gflops = {side: [flops / value / 1e9 for value in values] for side, values in seconds.items()}
+    print(f"\ncall by call in one process ({pairs} rounds of TF, JAX, TF-XLA; n={MATMUL['n']}, count {MATMUL['count']})")
+    for side, values in gflops.items():
+        print(f"{side:<16}{statistics.median(values):>10.1f} GFLOPS (median; range {min(values):.0f}-{max(values):.0f})")
+    for other in ("tensorflow", "tensorflow-xla"):
+        paired = [jax / reference for jax, reference in zip(gflops["jax"], gflops[other])]
+        ratio = statistics.median(paired)
+        quartiles = statistics.quantiles(paired, n=4)
+        verdict = "agree" if abs(ratio - 1) <= AGREEMENT else "DIFFER"
+        print(f"JAX / {other}: median of paired ratios {ratio:.3f} (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}): "
+              f"{verdict} within {AGREEMENT:.0%}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("cnn", "matmul"))
@@ -86,6 +145,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5, help="matmul: interleaved rounds")
+    parser.add_argument("--pairs", type=int, default=40, help="matmul: call-by-call rounds in one process")
     args = parser.parse_args()
     if args.only in (None, "cnn"):
         cnn(args)
@@ -94,6 +154,7 @@ def main() -> int:
             print("matmul: jax is not installed (skipped)")
         else:
             matmul(args)
+            matmul_paired(args.pairs)
     return 0
 
 
