@@ -76,8 +76,13 @@ def test_tpu_pipeline_asks_for_the_global_batch_with_fixed_shapes():
     evaluation = make_dataset(x, y, batch_size=global_batch, static_shapes=True)
     assert evaluation.element_spec[0].shape.as_list() == [256, 4] and len(evaluation.element_spec) == 3
     sources = {path.stem: path.read_text() for path in (REPO / "notebooks").glob("*.ipynb")}
-    for name in ("cnn_mnist",):
-        assert 'static_shapes = dev.kind == \\"tpu\\"' in sources[name]
+    for name in ("cnn_mnist", "dblstm_har"):
+        assert "static_shapes = dev.static_shapes" in sources[name]
+    from colabkit.device.spec import DeviceSetup
+
+    assert DeviceSetup("tpu", "tpu", None, 8).static_shapes  # TensorFlow's TPUStrategy, or JAX on a TPU
+    assert DeviceSetup("cpu:2", "cpu", None, 2, backend="jax").static_shapes  # DataParallel splits each batch
+    assert not DeviceSetup("cpu:2", "cpu", None, 2).static_shapes  # MirroredStrategy splits a partial batch too
 
 
 def _notebook_output_text(path: Path) -> str:

@@ -12,6 +12,7 @@ from colabkit.experiments.declaration import (
     Headline,
     Parameter,
     Reference,
+    backend_parameter,
     check_values,
     device_parameter,
     results_path_parameter,
@@ -26,4 +27,4 @@ from colabkit.experiments.registry import (
 from colabkit.experiments.table import markdown_table
 
 __all__ = ["ENVIRONMENT_VARIABLE", "Experiment", "Headline", "Parameter", "Reference", "all_experiments",
-           "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter"]
+           "backend_parameter", "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter"]
