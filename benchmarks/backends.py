@@ -99,10 +99,14 @@ _PAIRED = textwrap.dedent("""
 
     jax_dev = types.SimpleNamespace(devices=jax.devices("cpu")[:1], replicas=1, kind="cpu")
     shared = dict(np=np, n=n, count=count, dtype=dtype)
+
+    def notebook_call(name, **namespace):  # the notebook's function, built: its first element is the call
+        return notebook_function("matmul_tflops", name, **namespace, **shared)()[0]
+
     calls = {{
-        "tensorflow": notebook_function("matmul_tflops", "tensorflow_matmul", dev=tf_dev, jit_compile="auto", **shared)()[0],
-        "jax": notebook_function("matmul_tflops", "jax_matmul", dev=jax_dev, **shared)()[0],
-        "tensorflow-xla": notebook_function("matmul_tflops", "tensorflow_matmul", dev=tf_dev, jit_compile=True, **shared)()[0],
+        "tensorflow": notebook_call("tensorflow_matmul", dev=tf_dev, jit_compile="auto"),
+        "jax": notebook_call("jax_matmul", dev=jax_dev),
+        "tensorflow-xla": notebook_call("tensorflow_matmul", dev=tf_dev, jit_compile=True),
     }}
     for call in calls.values():  # cold and warm-up calls, untimed
         for _ in range(2):
@@ -126,9 +130,11 @@ def matmul_paired(pairs: int) -> None:
     seconds = json.loads(completed.stdout.strip().splitlines()[-1])
     flops = 2 * MATMUL["n"] ** 3 * MATMUL["count"]
     gflops = {side: [flops / value / 1e9 for value in values] for side, values in seconds.items()}
-    print(f"\ncall by call in one process ({pairs} rounds of TF, JAX, TF-XLA; n={MATMUL['n']}, count {MATMUL['count']})")
+    print(f"\ncall by call in one process ({pairs} rounds of TF, JAX, TF-XLA; n={MATMUL['n']}, "
+          f"count {MATMUL['count']})")
     for side, values in gflops.items():
-        print(f"{side:<16}{statistics.median(values):>10.1f} GFLOPS (median; range {min(values):.0f}-{max(values):.0f})")
+        print(f"{side:<16}{statistics.median(values):>10.1f} GFLOPS "
+              f"(median; range {min(values):.0f}-{max(values):.0f})")
     for other in ("tensorflow", "tensorflow-xla"):
         paired = [jax / reference for jax, reference in zip(gflops["jax"], gflops[other])]
         ratio = statistics.median(paired)

@@ -135,14 +135,16 @@ def main() -> int:
                   f"worst first step {result['first_step_ratio']:.1f}x the median step, "
                   f"TensorFlow imported: {result['tensorflow_imported']}", flush=True)
     reference = statistics.median(r["samples_per_s"] for r in results[("jax", "tf.data")])
-    print(f"\n{'side':<22}{'median samples/s':>18}{'range':>20}{'/ jax+tf.data':>15}{'first step':>12}{'TF loaded':>11}")
+    print(f"\n{'side':<22}{'median samples/s':>18}{'range':>20}{'/ jax+tf.data':>15}{'first step':>12}"
+          f"{'TF loaded':>11}")
     for side, rounds in results.items():
         rates = [r["samples_per_s"] for r in rounds]
         median = statistics.median(rates)
         print(f"{side[0] + ' + ' + side[1]:<22}{median:>18.0f}{f'{min(rates):.0f}-{max(rates):.0f}':>20}"
               f"{median / reference:>15.2f}{max(r['first_step_ratio'] for r in rounds):>11.1f}x"
               f"{str(any(r['tensorflow_imported'] for r in rounds)):>11}")
-    paired = [n["samples_per_s"] / t["samples_per_s"] for n, t in zip(results[("jax", "numpy")], results[("jax", "tf.data")])]
+    paired = [numpy["samples_per_s"] / tf_data["samples_per_s"]
+              for numpy, tf_data in zip(results[("jax", "numpy")], results[("jax", "tf.data")])]
     print(f"jax + numpy / jax + tf.data, round by round: {', '.join(f'{ratio:.2f}' for ratio in paired)} "
           f"(median {statistics.median(paired):.2f})")
     alone = pipelines_alone(args.samples, args.batch_size)

@@ -205,9 +205,10 @@ def setup_jax(requested: str, kind: str, count: int | None):
 
         strategy = keras.distribution.DataParallel(devices=[f"{device.platform}:{device.id}" for device in used])
         keras.distribution.set_distribution(strategy)
-    description: dict[str, Any] = {"name": used[0].device_kind, "count": wanted,
-                                   "jax_devices": [str(device) for device in used],
-                                   "tensorflow_in_kernel": "kept out" if tensorflow_kept_out else "loaded before set-up"}
+    description: dict[str, Any] = {
+        "name": used[0].device_kind, "count": wanted, "jax_devices": [str(device) for device in used],
+        "tensorflow_in_kernel": "kept out" if tensorflow_kept_out else "loaded before set-up",
+    }
     if kind == "cpu":
         cpu = cpu_info()
         description.update(name=cpu["model"], **cpu)

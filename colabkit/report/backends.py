@@ -73,9 +73,10 @@ def backend_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
                .agg(ratio="median", low="min", high="max").reset_index())
     summary["title"] = summary["notebook"].map(title_of)
     figure, (ax,) = new_figure(width=7.5, height=4.0)
+    shown = set(summary["notebook"])
     grouped_bars(ax, summary, "title", "ratio", series="device", low="low", high="high",
                  colors=label_colors(summary["device"]),
-                 order=[experiment.title for experiment in all_experiments() if experiment.name in set(summary["notebook"])])
+                 order=[experiment.title for experiment in all_experiments() if experiment.name in shown])
     ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
     ax.set_ylabel("headline on JAX / on TensorFlow")
     ax.set_title("JAX / TensorFlow, per experiment and device")
