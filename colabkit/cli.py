@@ -129,7 +129,13 @@ def _print_records_read(dirs: list[str], summary: dict[str, Any]) -> None:
     statuses = summary["statuses"]
     counts = ", ".join(f"{statuses.get(status, 0)} {status}" for status in ("ok", "failed", "skipped"))
     print(f"found {summary['records']} record(s) below {', '.join(dirs)}: {counts}")
+    read = summary.get("dirs") or dirs  # the notebook read the folders by their absolute paths
     for path, why in summary["rejected"]:
+        for given, absolute in zip(dirs, read):  # name each file as the user named its folder
+            if path == absolute or path.startswith(absolute.rstrip(os.sep) + os.sep):
+                inside = path[len(absolute):].lstrip(os.sep)
+                path = os.path.join(given, inside) if inside else given
+                break
         print(f"rejected {path}: {why}", file=sys.stderr)
     if summary["rejected"]:
         print(f"{len(summary['rejected'])} file(s) could not be read as records (or cannot be measurements) and are "

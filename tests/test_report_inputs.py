@@ -10,7 +10,7 @@ import math
 import pytest
 import report_fixtures as fx
 
-from colabkit import report
+from colabkit import cli, report
 from colabkit.cli import main
 from colabkit.report.figures import label_colors, series_colors
 from colabkit.report.records import label_kind, sort_labels
@@ -116,3 +116,12 @@ def test_the_report_names_what_it_set_aside_and_exits_1(tmp_path, capsys):
     html = (out / "report.html").read_text()
     assert "colabkit-warning" in html and "list.json" in html and "tflops_warm = -5" in html
     assert "-5.0" not in (out / "figures" / "matmul_tflops_vs_n.csv").read_text()
+
+
+def test_the_command_names_a_set_aside_file_as_the_user_named_its_folder(capsys):
+    summary = {"dirs": ["/home/me/runs/outputs"], "records": 3, "statuses": {"ok": 3},
+               "rejected": [("/home/me/runs/outputs/matmul_tflops/cpu/x.json", "a record is a JSON object, got list")]}
+    cli._print_records_read(["outputs/"], summary)
+    printed = capsys.readouterr()
+    assert printed.out == "found 3 record(s) below outputs/: 3 ok, 0 failed, 0 skipped\n"
+    assert printed.err.startswith("rejected outputs/matmul_tflops/cpu/x.json: a record is a JSON object, got list\n")
