@@ -14,7 +14,8 @@ from typing import Any
 
 from colabkit.errors import RecordError
 from colabkit.records.record import iter_record_files, read_record
-from colabkit.sweep.runner import LOCK_NAME, text_table
+from colabkit.sweep.console import text_table
+from colabkit.sweep.outfolder import LOCK_NAME
 
 _RUNNING_SUFFIX = ".running.ipynb"
 
