@@ -140,7 +140,8 @@ def _silent(address: str, timeout_s: float) -> str | None:
     """Why nothing answers at a tcp:// scheduler address, found with one plain TCP connection (a
     closed port refuses at once, an unreachable host within `timeout_s`), where distributed's Client
     would retry for its whole timeout; None when something listens, or the address is not plain TCP
-    (distributed then says what it makes of it)."""
+    (distributed then says what it makes of it). A scheduler logs the probe once, at INFO level
+    ("Connection from ... closed before handshake completed")."""
     from distributed.comm.addressing import parse_address, parse_host_port
 
     try:

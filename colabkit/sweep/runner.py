@@ -111,15 +111,16 @@ def run_sweep(
             echo(_first_line(len(decisions), len(to_run), outcomes, executor.where))
             for note in executor.notes(to_run):
                 echo(note)
-            outcomes += _run(executor, to_run, echo, progress)
+            _run(executor, to_run, echo, progress, outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
 
 
-def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None], progress: bool) -> list[Outcome]:
-    """Run `to_run` through `executor` under a progress bar; SweepInterrupted (with what finished) on Ctrl-C."""
-    outcomes: list[Outcome] = []
+def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None], progress: bool,
+         outcomes: list[Outcome]) -> None:
+    """Run `to_run` through `executor` under a progress bar, adding each outcome to `outcomes` as it
+    comes; on Ctrl-C, SweepInterrupted with every outcome so far (those kept and skipped included)."""
     bar = Progress(len(to_run), max(1, min(executor.slots, len(to_run))), echo, progress)
     try:
         # closing: an interruption between two outcomes still stops the executor's runs under way
@@ -131,7 +132,6 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
         bar.close()
         raise SweepInterrupted(outcomes, f"interrupted after {bar.done} of {len(to_run)} runs") from None
     bar.close()
-    return outcomes
 
 
 def _first_line(total: int, to_run: int, settled: list[Outcome], where: str) -> str:
