@@ -37,26 +37,25 @@ see docs/cli.md"""
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from colabkit.sweep.grid import parse_overrides
-    from colabkit.sweep.runner import dry_run_table, prepare, run_sweep, summary_table
+    from colabkit.sweep.console import dry_run_table, summary_table
+    from colabkit.sweep.overrides import parse_overrides
+    from colabkit.sweep.runner import prepare, run_sweep
 
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
     overrides = parse_overrides(args.param)
-    if args.cluster:  # the same sweep, its combinations run on a Dask cluster (colabkit.sweep.cluster)
-        from colabkit.sweep.cluster import on_cluster
-
-        prepare, run_sweep = on_cluster(args.cluster, shared_out=args.shared_out)
     if args.dry_run:
         decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
-                            rerun_unreadable=args.rerun)
+                            rerun_unreadable=args.rerun, cluster=args.cluster)
         print(dry_run_table(decisions, out))
         return EXIT_OK
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
     try:
+        # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.cluster).
         outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
                              force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
-                             html=args.html, kernel_name=args.kernel, progress=progress)
+                             html=args.html, kernel_name=args.kernel, progress=progress, cluster=args.cluster,
+                             shared_out=args.shared_out)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -198,8 +197,8 @@ def _badges(args: argparse.Namespace) -> int:
 
 def _workers(args: argparse.Namespace) -> int:
     from colabkit.records.record import running_path
-    from colabkit.sweep.grid import parse_overrides
-    from colabkit.sweep.workers import run_multiworker_notebook
+    from colabkit.sweep.multiworker_launch import run_multiworker_notebook
+    from colabkit.sweep.overrides import parse_overrides
 
     notebook = Path(args.notebook)
     if not notebook.is_file():
@@ -217,7 +216,7 @@ def _workers(args: argparse.Namespace) -> int:
                                    cwd=Path.cwd(), timeout_s=args.timeout, grace_s=args.grace)
     if run.error is not None:
         pending.unlink(missing_ok=True)
-        print(f"error: {run.error['message']}; no record written", file=sys.stderr)
+        print(f"error: {run.error.message}; no record written", file=sys.stderr)
         return 1
     for outcome in run.outcomes:
         print(outcome.describe())

@@ -145,3 +145,30 @@ def test_the_paradnn_notebook_refuses_a_model_far_too_large_in_its_set_up_cell(t
                   if any(output.get("output_type") == "error" for output in cell.get("outputs", [])))
     assert "run.check_memory(dev)" in "".join(failed["source"])  # before the model cell ran
     assert not (tmp_path / "record.json").exists()
+
+
+def test_a_sweep_skips_a_model_far_too_large_before_anything_runs(tmp_path):
+    """The sweep's planning asks the same estimate (colabkit.sweep.devices.too_large): the combination
+    is skipped with the estimate and the memory named, and its record says InsufficientMemoryError."""
+    from colabkit.sweep.devices import Inventory
+    from colabkit.sweep.plan import SweepAction, decide, plan
+    from colabkit.sweep.runner import run_sweep
+
+    grid = tmp_path / "paradnn.yaml"
+    grid.write_text(f"notebook: {NOTEBOOKS / 'paradnn.ipynb'}\ngrid:\n  device: [cpu]\n"
+                    "fixed: {family: fc, layers: 64, nodes: 65536, steps: 5, epochs: 2}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    host = DeviceMemory(24 * GIB, "the CPU host", 1, "test")
+    inventory = Inventory({"cpu": 1}, known_memory={})
+    inventory.known_memory[next(iter(plan([grid], out=out))).request] = host
+    decision, = decide(plan([grid], out=out), out, inventory)
+    assert decision.action == SweepAction.SKIP and decision.skip_type == "InsufficientMemoryError"
+    assert "training needs about" in decision.reason and "the CPU host has 24 GiB" in decision.reason
+    # A model that fits is not refused by the estimate (it is not run here either: only planned).
+    small = tmp_path / "small.yaml"
+    small.write_text(grid.read_text().replace("layers: 64, nodes: 65536", "layers: 2, nodes: 16"), encoding="utf-8")
+    inventory.known_memory[next(iter(plan([small], out=out))).request] = host
+    assert decide(plan([small], out=out), out, inventory)[0].action == SweepAction.RUN
+    outcome, = run_sweep([grid], out=out, available={"cpu": 1}, echo=lambda line: None)
+    record = json.loads(outcome.record_path.read_text())
+    assert record["status"] == "skipped" and record["error"]["type"] == "InsufficientMemoryError"

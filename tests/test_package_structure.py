@@ -209,3 +209,63 @@ def test_no_experiment_notebook_imports_the_report():
         if "colabkit.report" in code or "from colabkit import report" in code:
             reaching[notebook.name] = True
     assert set(reaching) <= set(REPORT_NOTEBOOKS) and "report.ipynb" in reaching
+
+
+# --- the measurable shape of the sweep (issue: "a house the next person can live in") -----------
+
+SWEEP = sorted((PACKAGE / "sweep").glob("*.py"))
+
+
+def calls_to(path: Path, name: str) -> list[int]:
+    """The lines of `path` that call a function named `name` (plainly or as an attribute)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and name in (getattr(node.func, "id", None), getattr(node.func, "attr", None))]
+
+
+def test_no_module_is_over_450_lines_and_the_sweeps_runner_is_under_250():
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    assert lengths["colabkit.sweep.runner"] < 250
+    assert {name: lines for name, lines in lengths.items() if lines > 450} == {}
+
+
+def test_a_device_name_is_parsed_at_most_twice_in_the_sweep():
+    """A combination carries its typed request (Combination.request); the sweep does not parse the string again."""
+    calls = {path.name: lines for path in SWEEP if (lines := calls_to(path, "parse_device"))}
+    assert calls, "the sweep parses device names somewhere: the check is looking at the wrong files"
+    assert sum(len(lines) for lines in calls.values()) <= 2, calls
+
+
+def error_dicts(source: str) -> list[int]:
+    """The lines of `source` that build a run's error key by key: a dict literal or dict(...) with a
+    `kind`, an `x["kind"] = ...` or an `x.update(kind=...)`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        keys = []
+        if isinstance(node, ast.Dict):
+            keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
+        elif isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "dict"
+                                             or getattr(node.func, "attr", None) == "update"):
+            keys = [keyword.arg for keyword in node.keywords]
+        elif isinstance(node, ast.Assign):
+            keys = [target.slice.value for target in node.targets
+                    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)]
+        if "kind" in keys:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_a_failed_runs_error_is_one_typed_value_built_where_runs_fail():
+    definitions = [name for name, path in MODULES.items()
+                   for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                   if isinstance(node, ast.ClassDef) and node.name == "RunError"]
+    assert definitions == ["colabkit.records.run_error"]
+    # The check can fail: the ways the sweep built error dicts before RunError are all found.
+    sample = 'e = {"type": "X", "kind": "oom"}\ne["kind"] = "oom"\ne.update(kind="x")\ne = dict(kind=1)\n'
+    assert error_dicts(sample) == [1, 2, 3, 4]
+    failing = [*SWEEP, PACKAGE / "notebook_runner.py"]
+    built = {path.name: lines for path in failing if (lines := error_dicts(path.read_text(encoding="utf-8")))}
+    assert built == {}
+    for module in ("execution", "executors", "cluster", "cluster_task", "multiworker_launch"):
+        assert calls_to(PACKAGE / "sweep" / f"{module}.py", "RunError"), module
+    assert calls_to(PACKAGE / "notebook_runner.py", "RunError")

@@ -45,7 +45,8 @@ ERROR_KEYS: dict[str, str] = {
     "exec_count": "its `In [n]` in the executed notebook",
     "source": "its code",
     "exit_code": "the dead kernel's exit status (negative: the signal)",
-    "chief_error": "a failed multi-worker run: the chief's own exception (type, message, cell, source)",
+    "chief_error": "a failed multi-worker run: the chief's own exception, with the same keys (type, kind, message, "
+                   "cell, exec_count, source)",
 }
 FINGERPRINT_KEYS: dict[str, str] = {
     "digest": "SHA-256 of every part below but `git_commit`; equal digests mean the same result",

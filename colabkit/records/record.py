@@ -18,7 +18,8 @@ from colabkit.errors import MeasurementError, RecordError
 from colabkit.io import json_value, write_json_atomic
 from colabkit.records.plausibility import measurement_problems
 from colabkit.records.provenance import git_commit, host_info, software_versions
-from colabkit.records.schema import RecordStatus
+from colabkit.records.run_error import RunError
+from colabkit.records.schema import ErrorKind, RecordStatus
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"
@@ -229,8 +230,8 @@ class Run:
         problems = measurement_problems(metrics, timings) if status == "ok" else []
         if problems:  # recorded as failed, with the reason, and the notebook stops here
             status = "failed"
-            error = {"type": "MeasurementError", "kind": "not_a_measurement",
-                     "message": "not a measurement: " + "; ".join(problems)}
+            error = RunError("MeasurementError", ErrorKind.NOT_A_MEASUREMENT,
+                             "not a measurement: " + "; ".join(problems)).as_record()
         record = make_record(
             self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,
             data=data, started_at=self.started_at, error=error, **extra,
