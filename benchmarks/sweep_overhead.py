@@ -39,7 +39,8 @@ sys.path.insert(0, str(REPO / "tests"))  # the tiny notebook the sweep tests use
 
 from notebook_factory import write_tiny_notebook  # noqa: E402
 
-from colabkit.sweep.runner import detect_devices, run_sweep
+from colabkit.sweep.devices import detect_devices
+from colabkit.sweep.runner import run_sweep
 
 TARGET_S = 0.5
 CLUSTER_TARGET_S = 1.0
@@ -108,10 +109,8 @@ def run_on_cluster(grid: Path, out: Path, address: str, count: int) -> tuple[flo
     """Seconds for a cluster sweep (HTML export included) to run every combination of `grid` into `out`,
     and of those the seconds outside the runs themselves (each run's own seconds on the worker,
     execute_combination from start to record, taken out): Dask's and the sweep's machinery."""
-    from colabkit.sweep.cluster import run_cluster_sweep
-
     start = time.perf_counter()
-    outcomes = run_cluster_sweep([grid], cluster=address, out=out, echo=lambda line: None, shared_out=False)
+    outcomes = run_sweep([grid], cluster=address, out=out, echo=lambda line: None, shared_out=False)
     seconds = time.perf_counter() - start
     ran = [outcome for outcome in outcomes if outcome.status == "ok" and not outcome.resumed]
     if len(ran) != count:

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from colabkit.io import write_atomic
+from colabkit.records.run_error import RunError, exception_kind
 
-__all__ = ["CellFailure", "KernelWatch", "cell_failure", "execute_notebook", "export_run_html", "failure_summary",
-           "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index", "started_cells",
-           "warm_up"]
+__all__ = ["CellFailure", "KernelWatch", "cell_error", "cell_failure", "execute_notebook", "export_run_html",
+           "failure_summary", "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index",
+           "started_cells", "warm_up"]
 
 
 class KernelWatch:
@@ -158,8 +159,17 @@ def source_index(source_notebook: Path, source: str, executed_index: int | None)
     return (earlier or matches or [None])[-1]
 
 
-def notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any] | None:
-    """The exception an executed notebook ended with (type, message, cell), from its error output."""
+def cell_error(failure: CellFailure, source_notebook: Path) -> RunError:
+    """The error of a run whose cell raised: the exception's type and message, its kind (oom,
+    not_a_measurement, filesystem or exception), the cell's index in `source_notebook` as stored,
+    its In [n] and its code."""
+    return RunError(failure.ename, exception_kind(failure.ename, failure.evalue), failure.evalue[:4000],
+                    cell=source_index(source_notebook, failure.source, failure.cell_index),
+                    exec_count=failure.exec_count, source=failure.source[:2000])
+
+
+def notebook_error(notebook_path: Path, source_notebook: Path) -> RunError | None:
+    """The exception an executed notebook ended with, read from its first error output; None if it has none."""
     import nbformat
 
     try:
@@ -169,9 +179,10 @@ def notebook_error(notebook_path: Path, source_notebook: Path) -> dict[str, Any]
     for index, cell in enumerate(cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                source = str(cell.get("source", ""))
-                return {"type": output.get("ename"), "message": str(output.get("evalue", ""))[:4000],
-                        "cell": source_index(source_notebook, source, index), "source": source[:2000]}
+                failure = CellFailure(ename=str(output.get("ename")), evalue=str(output.get("evalue", "")),
+                                      source=str(cell.get("source", "")), cell_index=index,
+                                      exec_count=cell.get("execution_count"))
+                return cell_error(failure, source_notebook)
     return None
 
 

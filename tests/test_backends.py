@@ -144,11 +144,13 @@ def test_same_notebook_runs_on_every_installed_backend(backend_records):
 @pytest.mark.skipif(not HAVE["torch"] or importlib.util.find_spec("torch_xla") is not None,
                     reason="needs torch without torch_xla")
 def test_sweep_skips_torch_on_tpu_with_the_reason_even_on_a_tpu_host(tmp_path):
-    from colabkit.sweep.grid import expand, load_grid
-    from colabkit.sweep.runner import decide
+    from colabkit.device.spec import DeviceRequest
+    from colabkit.sweep.expand import expand
+    from colabkit.sweep.gridfile import load_grid
+    from colabkit.sweep.plan import decide
 
     spec = load_grid(REPO / "parameters" / "cnn_mnist.yaml")
-    combinations = expand(spec, "frameworks_smoke", devices=["tpu"])
+    combinations = expand(spec, "frameworks_smoke", devices=[DeviceRequest("tpu")])
     decisions = {d.combination.params["backend"]: d for d in decide(combinations, tmp_path, {"cpu": 1, "tpu": 1})}
     assert decisions["torch"].action == "skip" and "PyTorch on TPU is not supported" in decisions["torch"].reason
     assert decisions["tensorflow"].action == "run" and decisions["jax"].action == "run"

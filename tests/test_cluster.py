@@ -14,10 +14,11 @@ import pytest
 from helpers import NOTEBOOKS
 
 from colabkit.cli import main
+from colabkit.device.spec import DeviceRequest
 from colabkit.errors import ColabkitError, GridError, SweepInterrupted
 from colabkit.records.record import read_record
 from colabkit.sweep import cluster as cluster_module
-from colabkit.sweep.cluster import cluster_devices, resources_for, run_cluster_sweep
+from colabkit.sweep.cluster import cluster_devices, resources_for
 from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status
 
@@ -69,9 +70,12 @@ def record_set(out: Path) -> dict[str, tuple[str, dict]]:
 
 
 def test_resources_follow_the_device_and_absent_devices_come_from_the_workers():
-    assert resources_for("gpu") == {"GPU": 1} and resources_for("gpu:2") == {"GPU": 2}
-    assert resources_for("tpu") == {"TPU": 1}
-    assert resources_for("cpu") is None and resources_for("cpu:2") is None and resources_for("auto") is None
+    def resources(kind, count=None):
+        return resources_for(DeviceRequest(kind, count))
+
+    assert resources("gpu") == {"GPU": 1} and resources("gpu", 2) == {"GPU": 2}
+    assert resources("tpu") == {"TPU": 1}
+    assert resources("cpu") is None and resources("cpu", 2) is None and resources("auto") is None
     workers = {"a": {"resources": {"GPU": 1}}, "b": {"resources": {"GPU": 2}}, "c": {"resources": {}}}
     assert cluster_devices(workers) == {"cpu": 1, "gpu": 2, "tpu": 0}
 
@@ -80,7 +84,7 @@ def test_missing_extra_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)
     grid = write_probe(tmp_path, "grid: {device: [cpu]}\n")
     with pytest.raises(ColabkitError, match=r"pip install colabkit\[cluster\]"):
-        run_cluster_sweep([grid], cluster="local:1", out=tmp_path / "out", echo=quiet)
+        run_sweep([grid], cluster="local:1", out=tmp_path / "out", echo=quiet)
 
 
 def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch, tmp_path):
@@ -90,7 +94,7 @@ def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch
     monkeypatch.setattr(cluster_module, "connect", no_connection)
     grid = write_probe(tmp_path, "grid: {device: [cpu], no_such_parameter: [1]}\n")
     with pytest.raises(GridError, match="no_such_parameter"):
-        run_cluster_sweep([grid], cluster="tcp://127.0.0.1:1", out=tmp_path / "out", echo=quiet)
+        run_sweep([grid], cluster="tcp://127.0.0.1:1", out=tmp_path / "out", echo=quiet)
     assert main(["sweep", str(grid), "--cluster", "local:1", "--jobs", "2", "--out", str(tmp_path / "o")]) == 2
 
 
@@ -99,6 +103,21 @@ def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch
 def test_a_bad_cluster_address_is_a_one_line_error(address, message):
     with pytest.raises(ColabkitError, match=message):
         cluster_module.connect(address, timeout_s=2)
+
+
+def test_a_scheduler_address_where_nothing_listens_fails_within_seconds(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1]}\n")
+    start = time.perf_counter()
+    assert main(["sweep", str(grid), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "out")]) == 2
+    assert time.perf_counter() - start < 5  # distributed's Client alone retries for its whole 30 s timeout
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --cluster tcp://127.0.0.1:{port}: no Dask scheduler answered (Connection refused)")
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +147,15 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
     local, on_cluster = record_set(local_out), record_set(cluster_out)
     assert on_cluster == local  # same slugs, statuses and parameters
     assert sorted(status for status, _ in on_cluster.values()) == ["ok", "skipped", "skipped"]
-    record = read_record(cluster_out / "matmul_tflops" / "cpu" / "dtype-float32.json")
+    # The values pinned with -p name the files, beside the smoke preset's own results.
+    pinned = "n-64_dtype-float32_count-2_repeats-2_blas_baseline-False"
+    record = read_record(cluster_out / "matmul_tflops" / "cpu" / f"{pinned}.json")
     assert record["metrics"]["tflops_warm"] > 0
     assert record["worker"]["address"].startswith("tcp://") and record["worker"]["host"]
     assert record["sweep"]["cluster"]["out"] in ("shared", "returned")
     for suffix in (".ipynb", ".html", ".log"):
-        assert (cluster_out / "matmul_tflops" / "cpu" / f"dtype-float32{suffix}").is_file()
-    skipped = read_record(cluster_out / "matmul_tflops" / "gpu" / "dtype-float32.json")
+        assert (cluster_out / "matmul_tflops" / "cpu" / f"{pinned}{suffix}").is_file()
+    skipped = read_record(cluster_out / "matmul_tflops" / "gpu" / f"{pinned}.json")
     assert "no worker of the Dask cluster" in skipped["error"]["message"]
     assert not list(cluster_out.rglob(".*"))  # no temporaries, probe or lock left
     status = collect_status(cluster_out)
@@ -147,14 +168,14 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
                  "--cluster", gpu_cluster, "--device", "cpu"]) == 0
     printed = capsys.readouterr().out
     assert "0 to run" in printed and "1 finished earlier (kept)" in printed
-    assert read_record(cluster_out / "matmul_tflops" / "cpu" / "dtype-float32.json")["finished_at"] == before
+    assert read_record(cluster_out / "matmul_tflops" / "cpu" / f"{pinned}.json")["finished_at"] == before
 
 
 @pytest.mark.notebook
 def test_a_worker_killed_mid_combination_gives_a_failed_record_and_the_sweep_finishes(tmp_path):
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\nfixed: {kill_worker_on: 2}\n")
     out = tmp_path / "out"
-    outcomes = run_cluster_sweep([grid], cluster="local:2", out=out, echo=quiet)
+    outcomes = run_sweep([grid], cluster="local:2", out=out, echo=quiet)
     by_value = {outcome.combination.params["value"]: outcome for outcome in outcomes}
     assert [by_value[value].status for value in (1, 2)] == ["ok", "failed"]
     failed = read_record(out / "probe" / "cpu" / "value-2.json")
@@ -179,7 +200,7 @@ def intervals(out: Path, device: str) -> dict[str, list[tuple[float, float]]]:
 def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluster):
     grid = write_probe(tmp_path, "grid: {device: [gpu, tpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
     out = tmp_path / "out"
-    outcomes = run_cluster_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet)
+    outcomes = run_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet)
     assert sorted(outcome.status for outcome in outcomes) == ["ok"] * 4 + ["skipped"] * 4
     by_worker = intervals(out, "gpu")
     assert sum(len(runs) for runs in by_worker.values()) == 4
@@ -192,7 +213,7 @@ def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluste
 
     # The same worker threads without the resource request do run side by side (the check can fail).
     cpu_grid = write_probe(tmp_path / "cpu", "grid: {device: [cpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
-    run_cluster_sweep([cpu_grid], cluster=gpu_cluster, out=tmp_path / "cpu-out", echo=quiet)
+    run_sweep([cpu_grid], cluster=gpu_cluster, out=tmp_path / "cpu-out", echo=quiet)
     overlapped = False
     for runs in intervals(tmp_path / "cpu-out", "cpu").values():
         runs.sort()
@@ -206,7 +227,7 @@ def test_products_are_written_by_the_worker_in_a_shared_out_or_come_back_as_byte
                                                                                   shared_out, written):
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\n")
     out = tmp_path / "out"
-    outcomes = run_cluster_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=shared_out)
+    outcomes = run_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=shared_out)
     assert [outcome.status for outcome in outcomes] == ["ok", "ok"]
     for value in (1, 2):
         base = out / "probe" / "cpu" / f"value-{value}"
@@ -224,7 +245,7 @@ def test_a_shared_out_that_a_worker_cannot_see_fails_that_combination(tmp_path, 
     out = tmp_path / "out"
     # The probe file is what a worker looks for; written elsewhere, no worker sees OUT.
     monkeypatch.setattr(cluster_module, "PROBE_PREFIX", ".colabkit-elsewhere-")
-    outcomes = run_cluster_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=True)
+    outcomes = run_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=True)
     assert outcomes[0].status == "failed"
     assert "does not see" in read_record(out / "probe" / "cpu" / "value-1.json")["error"]["message"]
 
@@ -252,7 +273,7 @@ def test_ctrl_c_cancels_the_submitted_tasks_stops_their_kernels_and_leaves_no_ha
     before = sweep_kernels()
     start = time.perf_counter()
     with pytest.raises(SweepInterrupted) as stopped:
-        run_cluster_sweep([grid], cluster=gpu_cluster, out=out, echo=interrupt_after_the_first)
+        run_sweep([grid], cluster=gpu_cluster, out=out, echo=interrupt_after_the_first)
     assert time.perf_counter() - start < 50  # the 60 s runs were stopped, not waited for
     assert [outcome.status for outcome in stopped.value.outcomes] == ["ok"]
     records = list(out.rglob("*.json"))

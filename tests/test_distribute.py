@@ -20,7 +20,7 @@ from colabkit.device.multiworker import cluster_size, is_chief, read_tf_config
 from colabkit.device.spec import parse_device
 from colabkit.errors import ColabkitError, DeviceNotFoundError
 from colabkit.records.record import read_record, start_run
-from colabkit.sweep.workers import free_ports, tf_configs
+from colabkit.sweep.multiworker_launch import free_ports, tf_configs
 from colabkit.training.setup import batch_sizes, make_dataset, scaled_learning_rate
 
 SMOKE = ["-p", "batch_size=64", "-p", "epochs=2", "-p", "train_samples=512", "-p", "test_samples=128",
@@ -129,7 +129,8 @@ def _pid_of(pattern: str) -> int | None:
 def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     out = tmp_path / "out"
     launcher = subprocess.Popen([sys.executable, "-m", "colabkit", "workers", "--count", "2",
-                                 str(REPO / "notebooks" / "cnn_mnist.ipynb"), *SMOKE, "-p", "epochs=100000",
+                                 str(REPO / "notebooks" / "cnn_mnist.ipynb"),
+                                 *[item.replace("epochs=2", "epochs=100000") for item in SMOKE],  # each key once
                                  "--out", str(out), "--grace", "10"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     chief_notebook = out / "cnn_mnist.ipynb"

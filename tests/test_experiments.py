@@ -25,7 +25,7 @@ from colabkit.experiments import (
 from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
 from colabkit.records.record import start_run
 from colabkit.sweep.parameters import declared_parameters
-from colabkit.sweep.runner import plan
+from colabkit.sweep.plan import plan
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn")
@@ -37,7 +37,7 @@ def nothing_runs(monkeypatch):
     def refuse() -> None:
         raise AssertionError("the sweep got past validation")
 
-    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", refuse)
+    monkeypatch.setattr("colabkit.sweep.devices.detect_devices", refuse)
 
 
 @pytest.mark.parametrize("name", SUITE)

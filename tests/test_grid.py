@@ -10,12 +10,16 @@ from helpers import NOTEBOOKS, REPO
 from notebook_factory import write_tiny_notebook
 
 from colabkit.cli import main
+from colabkit.device.spec import DeviceRequest
 from colabkit.errors import GridError
+from colabkit.sweep.devices import DeviceSlots
 from colabkit.sweep.execution import RunFiles
+from colabkit.sweep.expand import expand
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
-from colabkit.sweep.grid import expand, load_grid, parse_overrides, typed_value
+from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.overrides import parse_overrides, typed_value
 from colabkit.sweep.parameters import declared_parameters
-from colabkit.sweep.runner import _DeviceSlots, plan
+from colabkit.sweep.plan import plan
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +28,7 @@ def nothing_runs(monkeypatch):
     def refuse() -> None:
         raise AssertionError("the sweep got past validation")
 
-    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", refuse)
+    monkeypatch.setattr("colabkit.sweep.devices.detect_devices", refuse)
 
 
 @pytest.fixture
@@ -61,7 +65,8 @@ BAD_GRIDS = [
     ("grid: {device: [cpu]}\nfixed: {results_path: x.json}", "fixed.results_path: `results_path` is set by the sweep"),
     ("grid: {device: [cuda]}", "grid.device: unknown device 'cuda'"),
     ("grid: {value: [1]}", "no `device` axis"),
-    ("grid: !!python/object/apply:os.system [echo hi]", "not valid YAML (or a tag the safe loader refuses)"),
+    ("grid: !!python/object/apply:os.system [echo hi]", "a tag the safe loader refuses at line 2, column 7: could not "
+     "determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.system'"),
 ]
 
 
@@ -74,10 +79,23 @@ def test_every_bad_grid_gives_its_message_and_runs_nothing(tmp_path, tiny, capsy
     assert not out.exists()  # validation failed before anything ran or was written
 
 
-def test_a_missing_notebook_is_named(tmp_path, capsys):
-    path = grid_file(tmp_path, "notebook: notebooks/nowhere.ipynb\ngrid: {device: [cpu]}\n")
+def test_a_missing_notebook_is_named_with_every_place_looked_in(tmp_path, capsys):
+    folder = tmp_path / "project" / "parameters"
+    folder.mkdir(parents=True)
+    path = grid_file(folder, "notebook: notebooks/nowhere.ipynb\ngrid: {device: [cpu]}\n")
     assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
-    assert "notebook 'notebooks/nowhere.ipynb' not found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "notebook 'notebooks/nowhere.ipynb' not found (looked for " in err and len(err.strip().splitlines()) == 1
+    for place in (REPO, folder, folder.parent):  # where the command runs (and the suite's copy), beside the file, above
+        assert str(place / "notebooks" / "nowhere.ipynb") in err, place
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_yaml_syntax_error_is_one_line_with_its_line_and_column(tmp_path, tiny, capsys):
+    path = grid_file(tmp_path, f"notebook: {tiny}\ngrid:\n  device: [cpu]\n  value: a: b\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: not valid YAML at line 4, column 11: mapping values are not allowed here\n"
     assert not (tmp_path / "out").exists()
 
 
@@ -162,7 +180,40 @@ def test_presets_and_overrides_replace_a_key_wherever_it_was(tmp_path, tiny):
     assert smoke[0].slug == "value-7_fail_on-10"
     pinned = expand(spec, "smoke", overrides={"value": 9, "fail_on": 5})
     assert {(c.params["value"], c.params["fail_on"]) for c in pinned} == {(9, 5)}
-    assert len(pinned) == 2 and [c.slug for c in pinned] == ["default", "default"]  # one per device
+    # One per device, named as the unpinned grid would name value 9 and fail_on 5: never another run's file.
+    assert len(pinned) == 2 and [c.slug for c in pinned] == ["value-9_fail_on-5", "value-9_fail_on-5"]
+
+
+def test_a_pinned_value_names_its_files_so_that_it_never_takes_another_runs_place(tmp_path, tiny):
+    grid = grid_file(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu], value: [1, 2]}}
+        fixed: {{label: a}}
+        presets: {{smoke: {{fixed: {{label: s}}}}}}
+    """)
+    spec = load_grid(grid)
+    unpinned = {c.slug: c.params for c in expand(spec)}
+    assert list(unpinned) == ["value-1", "value-2"]
+    # Pinning a grid value names the run as the grid's own run of that value (resume keeps a finished one).
+    [pinned] = expand(spec, overrides={"value": 2})
+    assert (pinned.slug, pinned.params) == ("value-2", unpinned["value-2"])
+    # Pinning a fixed value to another value adds it to the name, beside the normal results.
+    assert [c.slug for c in expand(spec, overrides={"label": "b"})] == ["value-1_label-b", "value-2_label-b"]
+    assert [c.slug for c in expand(spec, overrides={"fail_on": 3})] == ["value-1_fail_on-3", "value-2_fail_on-3"]
+    # The value the file (or its preset) fixes already names nothing: pinning it to that value changes nothing.
+    assert [c.slug for c in expand(spec, overrides={"label": "a"})] == ["value-1", "value-2"]
+    assert [c.slug for c in expand(spec, "smoke", overrides={"label": "s"})] == ["value-1", "value-2"]
+    assert [c.slug for c in expand(spec, "smoke", overrides={"label": "a"})] == ["value-1_label-a", "value-2_label-a"]
+
+
+def test_a_key_given_twice_with_p_is_refused_before_anything_runs(tmp_path, tiny, capsys):
+    grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1, 2]}}\n")
+    argv = ["sweep", str(grid), "--out", str(tmp_path / "out"), "-p", "value=256", "-p", "value=512"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == "error: -p value is given twice (256, then 512): give each key once\n"
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(GridError, match="-p n is given twice"):
+        parse_overrides(["n=1", "n=1"])
 
 
 def test_an_override_applies_to_the_notebooks_that_declare_it(tmp_path, tiny):
@@ -189,11 +240,26 @@ def test_an_undeclared_notebooks_parameters_take_the_types_their_comments_name(t
     node.cells[1].source = node.cells[1].source.replace('label = "a"  #', 'label = "a"  # or True, False;')
     nbformat.write(node, notebook)
     declared = declared_parameters(notebook)
-    assert declared["label"].problem_with(True) is None
-    assert declared["label"].problem_with("b") is None
-    assert "takes bool or str" in declared["label"].problem_with(3)
-    assert declared["value"].problem_with(2048) is None
-    assert declared["value"].problem_with(True) is not None  # a bool is not an int here
+    assert declared["label"].problem(True) is None
+    assert declared["label"].problem("b") is None
+    assert "takes bool or str" in declared["label"].problem(3)
+    assert declared["value"].problem(2048) is None
+    assert declared["value"].problem(True) is not None  # a bool is not an int here
+    assert declared["value"].default == 1 and declared["label"].default == "a"
+
+
+def test_a_parameters_cell_line_whose_type_cannot_be_told_takes_anything(tmp_path):
+    import nbformat
+
+    notebook = write_tiny_notebook(tmp_path / "scratch.ipynb")
+    node = nbformat.read(notebook, as_version=4)
+    node.cells[1].source += "dtype = np.float32  # an expression\nnothing = None\nsize: int = 3\n"
+    nbformat.write(node, notebook)
+    declared = declared_parameters(notebook)
+    assert declared["dtype"].problem("float16") is None and declared["dtype"].problem(3) is None
+    assert declared["dtype"].default == "np.float32"  # the source text, where it is not a literal
+    assert declared["nothing"].problem([1, 2]) is None
+    assert declared["size"].problem("3") == "'3' is a str, but the notebook's `size = 3` takes int"
 
 
 def test_a_declared_notebook_is_checked_against_its_declaration_not_its_comments():
@@ -232,15 +298,25 @@ def test_fingerprint_follows_notebook_code_and_params_not_outputs(tmp_path, tiny
 
 def test_parallel_jobs_get_their_own_gpus_and_share_the_tpu_one_at_a_time(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    slots = _DeviceSlots({"cpu": 1, "gpu": 2, "tpu": 1})
-    first, second = slots.take("gpu"), slots.take("gpu")
+    gpu, two_gpus, cpu, tpu = DeviceRequest("gpu"), DeviceRequest("gpu", 2), DeviceRequest("cpu"), DeviceRequest("tpu")
+    slots = DeviceSlots({"cpu": 1, "gpu": 2, "tpu": 1})
+    first, second = slots.take(gpu), slots.take(gpu)
     assert (first.env, second.env) == ({"CUDA_VISIBLE_DEVICES": "3"}, {"CUDA_VISIBLE_DEVICES": "5"})
-    assert slots.take("gpu") is None and slots.take("cpu").env is None
+    assert slots.take(gpu) is None and slots.take(cpu).env is None
     slots.give_back(first)
-    assert slots.take("gpu:2") is None
+    assert slots.take(two_gpus) is None
     slots.give_back(second)
-    assert slots.take("gpu:2").env == {"CUDA_VISIBLE_DEVICES": "3,5"}
-    tpu = slots.take("tpu")
-    assert tpu is not None and slots.take("tpu") is None
-    slots.give_back(tpu)
-    assert slots.take("tpu") is not None
+    assert slots.take(two_gpus).env == {"CUDA_VISIBLE_DEVICES": "3,5"}
+    tpu_lease = slots.take(tpu)
+    assert tpu_lease is not None and slots.take(tpu) is None
+    slots.give_back(tpu_lease)
+    assert slots.take(tpu) is not None
+
+
+def test_each_combination_carries_its_typed_device_request(tmp_path, tiny):
+    grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, 'gpu:2', multiworker:3], value: [1]}}\n")
+    combinations = plan([grid])
+    assert [(c.device, c.request) for c in combinations] == [
+        ("cpu", DeviceRequest("cpu")), ("gpu:2", DeviceRequest("gpu", 2)),
+        ("multiworker:3", DeviceRequest("multiworker", 3))]
+    assert [c.output_base(tmp_path).parent.name for c in combinations] == ["cpu", "gpu-2", "multiworker-3"]

@@ -8,7 +8,7 @@ from helpers import execute_notebook, visible_gpus
 
 from colabkit.experiments import get
 from colabkit.records.record import read_record
-from colabkit.sweep.runner import detect_devices
+from colabkit.sweep.devices import detect_devices
 
 pytestmark = pytest.mark.notebook
 

@@ -4,6 +4,7 @@ across modules."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -166,3 +167,105 @@ def test_every_module_imports_by_itself_in_a_fresh_interpreter():
     with ThreadPoolExecutor(max_workers=2) as pool:
         failures = [result for result in pool.map(import_alone, IMPORTABLE) if result[1] != 0]
     assert not failures, "\n\n".join(f"{module}:\n{stderr}" for module, _, stderr in failures)
+
+
+# --- layers that do not reach across -----------------------------------------------------------------
+
+def every_import(path: Path) -> set[str]:
+    """Every colabkit module or package `path` names in an import, at any depth (also the imports
+    inside functions): `from pkg import name` counts as importing pkg (and pkg.name where that is a module)."""
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            targets.add(node.module)
+            targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {target for target in targets if target == "colabkit" or target.startswith("colabkit.")}
+
+
+def test_the_report_imports_nothing_from_the_sweep():
+    reaching = {name: sorted(t for t in every_import(path) if t.startswith("colabkit.sweep"))
+                for name, path in MODULES.items() if name.startswith("colabkit.report")}
+    assert every_import(MODULES["colabkit.report.build"]) >= {"colabkit.notebook_runner"}  # the scan is real
+    assert {name: found for name, found in reaching.items() if found} == {}
+
+
+def test_data_imports_nothing_from_records_or_the_package_root():
+    reaching = {name: sorted(t for t in every_import(path) if t == "colabkit" or t.startswith("colabkit.records"))
+                for name, path in MODULES.items() if name.startswith("colabkit.data")}
+    assert every_import(MODULES["colabkit.data.download"]) >= {"colabkit.colab.runtime"}  # in_colab, from colab/
+    assert {name: found for name, found in reaching.items() if found} == {}
+
+
+REPORT_NOTEBOOKS = ("report.ipynb", "colab_sweep.ipynb")  # the notebooks that make reports
+
+
+def test_no_experiment_notebook_imports_the_report():
+    reaching = {}
+    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+        if "colabkit.report" in code or "from colabkit import report" in code:
+            reaching[notebook.name] = True
+    assert set(reaching) <= set(REPORT_NOTEBOOKS) and "report.ipynb" in reaching
+
+
+# --- the measurable shape of the sweep (issue: "a house the next person can live in") -----------
+
+SWEEP = sorted((PACKAGE / "sweep").glob("*.py"))
+
+
+def calls_to(path: Path, name: str) -> list[int]:
+    """The lines of `path` that call a function named `name` (plainly or as an attribute)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and name in (getattr(node.func, "id", None), getattr(node.func, "attr", None))]
+
+
+def test_no_module_is_over_450_lines_and_the_sweeps_runner_is_under_250():
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    assert lengths["colabkit.sweep.runner"] < 250
+    assert {name: lines for name, lines in lengths.items() if lines > 450} == {}
+
+
+def test_a_device_name_is_parsed_at_most_twice_in_the_sweep():
+    """A combination carries its typed request (Combination.request); the sweep does not parse the string again."""
+    calls = {path.name: lines for path in SWEEP if (lines := calls_to(path, "parse_device"))}
+    assert calls, "the sweep parses device names somewhere: the check is looking at the wrong files"
+    assert sum(len(lines) for lines in calls.values()) <= 2, calls
+
+
+def error_dicts(source: str) -> list[int]:
+    """The lines of `source` that build a run's error key by key: a dict literal or dict(...) with a
+    `kind`, an `x["kind"] = ...` or an `x.update(kind=...)`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        keys = []
+        if isinstance(node, ast.Dict):
+            keys = [key.value for key in node.keys if isinstance(key, ast.Constant)]
+        elif isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "dict"
+                                             or getattr(node.func, "attr", None) == "update"):
+            keys = [keyword.arg for keyword in node.keywords]
+        elif isinstance(node, ast.Assign):
+            keys = [target.slice.value for target in node.targets
+                    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)]
+        if "kind" in keys:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_a_failed_runs_error_is_one_typed_value_built_where_runs_fail():
+    definitions = [name for name, path in MODULES.items()
+                   for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                   if isinstance(node, ast.ClassDef) and node.name == "RunError"]
+    assert definitions == ["colabkit.records.run_error"]
+    # The check can fail: the ways the sweep built error dicts before RunError are all found.
+    sample = 'e = {"type": "X", "kind": "oom"}\ne["kind"] = "oom"\ne.update(kind="x")\ne = dict(kind=1)\n'
+    assert error_dicts(sample) == [1, 2, 3, 4]
+    failing = [*SWEEP, PACKAGE / "notebook_runner.py"]
+    built = {path.name: lines for path in failing if (lines := error_dicts(path.read_text(encoding="utf-8")))}
+    assert built == {}
+    for module in ("execution", "executors", "cluster", "cluster_task", "multiworker_launch"):
+        assert calls_to(PACKAGE / "sweep" / f"{module}.py", "RunError"), module
+    assert calls_to(PACKAGE / "notebook_runner.py", "RunError")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import inspect
 import re
 
@@ -41,16 +40,19 @@ def test_every_key_the_producers_write_is_described():
     assert set(fingerprint(REPO / "notebooks" / "matmul_tflops.ipynb", {"n": 64})) == set(schema_doc.FINGERPRINT_KEYS)
 
 
-def test_every_error_kind_the_sweep_writes_is_described():
-    source = inspect.getsource(execution)
-    kinds = set(re.findall(r'kind(?:"\s*:\s*|\s*=\s*)"(\w+)"', source))
-    for pair in re.findall(r'"(\w+)" if _is_out_of_memory\([^)]*\) else "(\w+)"', source):
-        kinds |= set(pair)
-    # Where the kinds become an enum, its values are the vocabulary.
-    for value in vars(execution).values():
-        if isinstance(value, type) and issubclass(value, enum.Enum) and "Kind" in value.__name__:
-            kinds |= {str(member.value) for member in value}
-    assert {"exception", "oom", "timeout", "dead_kernel", "kernel_start", "missing_record"} <= kinds
-    assert kinds <= set(schema_doc.ERROR_KINDS), kinds - set(schema_doc.ERROR_KINDS)
-    error_keys = set(re.findall(r'error\.update\((\w+)=', source)) | set(re.findall(r'error\["(\w+)"\]', source))
-    assert error_keys <= set(schema_doc.ERROR_KEYS)
+def test_every_error_kind_and_key_a_failed_record_can_have_is_described():
+    from dataclasses import fields
+
+    from colabkit.records.run_error import RunError
+    from colabkit.records.schema import ErrorKind
+
+    assert {kind.value for kind in ErrorKind} == set(schema_doc.ERROR_KINDS)
+    # The error section is written in one place (RunError.as_record): each field is a key it may write.
+    assert {field.name for field in fields(RunError)} == set(schema_doc.ERROR_KEYS)
+    chief = RunError("RuntimeError", ErrorKind.EXCEPTION, "collective aborted", cell=3, exec_count=4, source="fit()")
+    everything = RunError("WorkersFailed", ErrorKind.MULTI_WORKER, "worker 1 failed", cell=3, exec_count=4,
+                          source="fit()", exit_code=-9, chief_error=chief)
+    assert set(everything.as_record()) == set(schema_doc.ERROR_KEYS)
+    assert RunError.from_record(everything.as_record()) == everything
+    # The sweep's execution builds its errors from the vocabulary, never from bare strings.
+    assert not re.findall(r'kind(?:"\s*:\s*|\s*=\s*)"(\w+)"', inspect.getsource(execution))

@@ -111,11 +111,13 @@ def test_every_parameter_line_is_declared_and_auto_sizes_accept_grid_integers(no
 
     path = Path(__file__).resolve().parent.parent / "notebooks" / f"{notebook}.ipynb"
     cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    lines = ast.parse("".join(cell["source"])).body
     assigned = {node.target.id if isinstance(node, ast.AnnAssign) else node.targets[0].id
-                for node in ast.parse("".join(cell["source"])).body if isinstance(node, (ast.Assign, ast.AnnAssign))}
+                for node in lines if isinstance(node, (ast.Assign, ast.AnnAssign))}
+    annotated = {node.target.id for node in lines if isinstance(node, ast.AnnAssign)}
     declared = declared_parameters(path)
     assert assigned == set(declared)
-    autos = [name for name, parameter in declared.items() if parameter.default == "auto" and parameter.annotation]
+    autos = [name for name, parameter in declared.items() if parameter.default == "auto" and name in annotated]
     assert autos, "the training notebooks size some parameters for the device"
     for name in autos:
-        assert declared[name].problem_with(8) is None and declared[name].problem_with("auto") is None, name
+        assert declared[name].problem(8) is None and declared[name].problem("auto") is None, name

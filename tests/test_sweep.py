@@ -5,6 +5,7 @@ notebook_factory (about a second each); the matmul notebook runs where its real 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -12,9 +13,13 @@ from helpers import NOTEBOOKS, REPO
 from notebook_factory import write_tiny_notebook
 
 from colabkit.cli import main
+from colabkit.device.spec import DeviceRequest
 from colabkit.records.record import read_record
-from colabkit.sweep.grid import expand, load_grid
-from colabkit.sweep.runner import decide, plan, run_sweep, summary_table
+from colabkit.sweep.console import summary_table
+from colabkit.sweep.expand import expand
+from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.plan import decide, plan
+from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status, format_status
 
 CPU_ONLY = {"cpu": 1}
@@ -35,7 +40,7 @@ def test_every_committed_grid_file_is_valid_and_has_smoke_and_paper_presets():
 
 def test_smoke_preset_overrides_grid_and_fixed_values():
     spec = load_grid(REPO / "parameters" / "matmul_tflops.yaml")
-    combinations = expand(spec, "smoke", devices=["cpu"])
+    combinations = expand(spec, "smoke", devices=[DeviceRequest("cpu")])
     assert [c.params["n"] for c in combinations] == [256, 512]
     assert all(c.params["count"] == 3 and c.params["dtype"] == "float32" for c in combinations)
     assert [c.slug for c in combinations] == ["n-256_dtype-float32", "n-512_dtype-float32"]
@@ -96,7 +101,7 @@ def records_by_value(out, notebook="tiny", device="cpu"):
 
 @pytest.mark.notebook
 def test_a_cell_error_a_dead_kernel_and_a_real_oom_each_fail_alone(tmp_path, tiny, monkeypatch, capsys):
-    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", lambda: CPU_ONLY)
+    monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"""
         notebook: {tiny}
         grid: {{device: [cpu], value: [1, 2, 3, 4, 5]}}
@@ -176,7 +181,13 @@ def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny)
     assert reasons[("cpu", 2)] == ("rerun", "failed before (ValueError)")
     assert reasons[("tpu", 1)][0] == "skip" and "device 'tpu' is not on this machine" in reasons[("tpu", 1)][1]
     assert decide(combinations, out, CPU_ONLY, force=True)[0].action == "rerun"
-    assert decide(plan([grid], overrides={"label": "b"}), out, CPU_ONLY)[0].reason == "stale: parameters changed (label)"
+    # -p never takes a finished run's place: a pinned grid value is that run (kept); a changed value runs beside it.
+    [pinned] = [d for d in decide(plan([grid], overrides={"value": 1}), out, CPU_ONLY) if d.combination.device == "cpu"]
+    assert (pinned.combination.slug, pinned.action) == ("value-1", "done")
+    changed = decide(plan([grid], overrides={"label": "b"}), out, CPU_ONLY)[0]
+    assert (changed.combination.slug, changed.action, changed.reason) == ("value-1_label-b", "run", "not run yet")
+    grid.write_text(grid.read_text().replace("fail_on: 2", "fail_on: 2, label: c"))  # the file's own fixed value
+    assert decide(plan([grid]), out, CPU_ONLY)[0].reason == "stale: parameters changed (label)"
     notebook = json.loads(tiny.read_text())
     notebook["cells"][-1]["source"] += "\nprint('edited')"
     tiny.write_text(json.dumps(notebook))
@@ -191,7 +202,7 @@ def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny)
 
 
 def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeypatch, capsys):
-    monkeypatch.setattr("colabkit.sweep.runner.detect_devices", lambda: CPU_ONLY)
+    monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, gpu], value: [1, 2]}}\n")
     out = tmp_path / "out"
     assert main(["sweep", str(grid), "--out", str(out), "--dry-run"]) == 0
@@ -200,6 +211,74 @@ def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeyp
     assert lines[4].split()[:4] == ["tiny", "gpu", "value-1", "skip"] and "device 'gpu' is not on this machine" in lines[4]
     assert lines[-1] == f"would run 2 (0 of them again), keep 0 finished earlier, skip 2; outputs in {out}"
     assert not out.exists()
+
+
+def test_a_dry_run_beside_a_running_sweep_says_which_combination_it_runs(tmp_path, tiny, monkeypatch, capsys):
+    """What `status` calls running now, the dry run must not offer to run again."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: CPU_ONLY)
+    grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1, 2]}}\n")
+    out = tmp_path / "out"
+    running = out / "tiny" / "cpu" / ".value-1.running.ipynb"  # the mark of a combination a sweep is running
+    running.parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from colabkit.sweep.outfolder import sweep_lock\n"
+        f"with sweep_lock({str(out)!r}):\n"
+        f"    open({str(running)!r}, 'w').close(); print('locked', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main(["sweep", str(grid), "--out", str(out), "--dry-run"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[:4] == ["tiny", "cpu", "value-1", "running"]
+    assert lines[2].endswith(f"running now (sweep pid {holder.pid})")
+    assert lines[3].split()[:5] == ["tiny", "cpu", "value-2", "run", "not"]
+    assert f"a sweep (pid {holder.pid}) is writing to {out} now" in lines[-1]
+    # Once that sweep is gone, the same mark is an interrupted run, to be run again.
+    [first, _] = decide(plan([grid]), out, CPU_ONLY)
+    assert (first.action, first.reason) == ("rerun", "an earlier sweep stopped while running it")
+
+
+def test_a_multi_line_error_message_keeps_the_summary_table_one_row_per_combination(tmp_path):
+    from colabkit.records.run_error import RunError
+    from colabkit.sweep.execution import Outcome
+
+    [combination] = plan([write_grid(tmp_path, f"notebook: {NOTEBOOKS / 'matmul_tflops.ipynb'}\n"
+                                                "grid: {device: [cpu], n: [64]}\n")])
+    tensorflow_message = ("\n\nTraceback (most recent call last):\n-----\n"
+                          "2024-05-01 10:00:00.123456: W tensorflow/core/framework/op_kernel.cc:1830] \n"
+                          "2024-05-01 10:00:00.123457: W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES "
+                          "failed at matmul_op.cc:42 : RESOURCE_EXHAUSTED: OOM when allocating tensor\n"
+                          "Hint: If you want to see a list of allocated tensors when OOM happens...\n")
+    error = RunError("ResourceExhaustedError", "oom", tensorflow_message, exec_count=7, cell=3, source="x = 1")
+    outcome = Outcome(combination, "failed", 1.0, tmp_path / "n-64.json", error.summary(), error=error)
+    lines = summary_table([outcome]).splitlines()
+    assert len(lines) == 4  # header, rule, one row, counts
+    assert lines[2].endswith("ResourceExhaustedError: OP_REQUIRES failed at matmul_op.cc:42 : RESOURCE_EXHAUSTED: OOM "
+                             "when allocating tensor (In [7])"[:100])
+    plain = Outcome(combination, "failed", 1.0, tmp_path / "x.json", "a\nb")
+    assert summary_table([plain]).splitlines()[2].endswith(" a")
+
+
+@pytest.mark.notebook
+def test_a_full_disk_during_the_html_export_is_a_filesystem_failure(tmp_path, tiny, monkeypatch):
+    import errno
+
+    def full_disk(notebook, html, temporary=None):
+        raise OSError(errno.ENOSPC, "No space left on device", str(temporary))
+
+    monkeypatch.setattr("colabkit.sweep.execution.export_run_html", full_disk)
+    grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
+    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet)
+    error = read_record(outcome.record_path)["error"]
+    assert (outcome.status, error["type"], error["kind"]) == ("failed", "OSError", "filesystem")
+    assert error["message"].startswith("No space left on device: ") and ".running.html" in error["message"]
+    assert outcome.error.kind == "filesystem" and outcome.message.startswith("OSError: No space left on device")
 
 
 @pytest.mark.notebook

@@ -17,7 +17,8 @@ from notebook_factory import write_tiny_notebook
 
 from colabkit.errors import SweepLockedError
 from colabkit.records.record import read_record
-from colabkit.sweep.runner import run_sweep, sweep_lock
+from colabkit.sweep.outfolder import sweep_lock
+from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status, format_status
 
 CPU_ONLY = {"cpu": 1}
@@ -175,6 +176,29 @@ def test_parallel_jobs_record_the_same_results_as_a_serial_sweep(tmp_path):
     assert len(summary(tmp_path / "serial")) == 8
     jobs = {read_record(o.record_path)["sweep"].get("jobs") for o in parallel if o.status != "skipped"}
     assert jobs == {3}  # each record says it ran beside others
+
+
+@pytest.mark.notebook
+def test_a_parallel_worker_that_dies_gives_its_run_a_failed_record_and_the_sweep_finishes(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [nbformat.v4.new_code_cell('device = "cpu"\nvalue = 1\nresults_path = ""',
+                                                metadata={"tags": ["parameters"]}),
+                      nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)  # the "
+                                                "sweep's worker process, as the OOM killer would\nos._exit(0)")]
+    nbformat.write(notebook, str(tmp_path / "killer.ipynb"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"notebook: {tmp_path / 'killer.ipynb'}\ngrid: {{device: [cpu], value: [1]}}\n")
+    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, jobs=2, html=False)
+    record = read_record(outcome.record_path)
+    assert (outcome.status, record["status"], record["error"]["kind"]) == ("failed", "failed", "worker_died")
+    assert record["error"]["message"] == "the worker process running it died (killed, or out of host memory)"
+    assert record["sweep"] == {"jobs": 2}
+    assert record["device"] == {"requested": "cpu", "request": {"kind": "cpu", "count": None}}
+    assert "died" in (tmp_path / "out" / "killer" / "cpu" / "value-1.log").read_text()  # the log says so too
+    assert not list((tmp_path / "out").rglob(".*"))  # no temporaries, no lock left
 
 
 def test_one_sweep_at_a_time_per_output_folder(tmp_path):

@@ -145,7 +145,8 @@ GRIDS = ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn", "paradnn"
 
 @pytest.mark.parametrize("name", GRIDS)
 def test_every_grid_runs_its_tpu_rows_on_jax_and_names_every_backend(name):
-    from colabkit.sweep.grid import expand, load_grid
+    from colabkit.sweep.expand import expand
+    from colabkit.sweep.gridfile import load_grid
 
     spec = load_grid(REPO / "parameters" / f"{name}.yaml")
     for preset in [None, *(p for p in spec.presets if not p.startswith("frameworks"))]:
@@ -155,7 +156,7 @@ def test_every_grid_runs_its_tpu_rows_on_jax_and_names_every_backend(name):
 
 def test_the_colab_sweep_on_a_tpu_runtime_sweeps_with_jax_and_one_device_keeps_both_backends_once(tmp_path):
     from colabkit.colab.sweep import best_device
-    from colabkit.sweep.runner import plan
+    from colabkit.sweep.plan import plan
 
     grid = REPO / "parameters" / "cnn_mnist.yaml"
     on_tpu = plan([grid], preset="smoke", device=best_device({"cpu": 1, "tpu": 1}), out=tmp_path)

@@ -12,14 +12,23 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from colabkit.device.backends import BACKEND_CHOICES
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
 
-ValueType = type[int] | type[float] | type[str] | type[bool]
+if TYPE_CHECKING:
+    from colabkit.training.memory import MemoryEstimate
+
+# int, float, str or bool in a declaration; a parameter the sweep reads from a notebook's parameters
+# cell (colabkit.sweep.parameters) may also take list, dict, NoneType, or `object`: anything.
+ValueType = type
 TYPE_NAMES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool"}
+
+
+def _type_name(kind: type) -> str:
+    return TYPE_NAMES.get(kind, kind.__name__)
 
 
 def _article(word: str) -> str:
@@ -50,6 +59,10 @@ class Parameter:
     allowed below the minimum ("all": 0 takes the whole data set); `auto`, where the parameter also takes
     "auto", says what that means (the notebook then sizes it for the detected device). `check`, when given, is a further
     test returning what is allowed (or None when the value fits), e.g. the device syntax.
+
+    A parameter read from a notebook that has no declaration (a scratch notebook swept as it is) has
+    `declared_as`, the line its rule comes from ("the notebook's `n = 1024`"): a value of another
+    type is then refused naming that line. Its `type` may be `object` where nothing can be told.
     """
 
     name: str
@@ -63,6 +76,7 @@ class Parameter:
     zero_means: str | None = None
     auto: str | None = None  # what "auto" means where the parameter also takes it ("sized for the device")
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    declared_as: str | None = None  # read from a parameters cell: "the notebook's `n = 1024`"
 
     def __post_init__(self) -> None:
         problem = self.problem(self.default)
@@ -77,7 +91,7 @@ class Parameter:
         """What this parameter takes, in words: 'an int >= 1', 'one of none, linear'."""
         if self.choices is not None:
             return "one of " + ", ".join(_shown(choice) for choice in self.choices)
-        names = " or ".join(TYPE_NAMES[kind] for kind in self.types)
+        names = " or ".join(_type_name(kind) for kind in self.types)
         text = f"{_article(names)} {names}"
         bounds = []
         if self.minimum is not None:
@@ -94,7 +108,7 @@ class Parameter:
 
     def _type_fits(self, value: Any) -> bool:
         kind = type(value)
-        if kind in self.types:
+        if kind in self.types or object in self.types:
             return True
         return kind is int and float in self.types  # a grid may write 2 for 2.0; a bool is never an int
 
@@ -110,6 +124,10 @@ class Parameter:
         if not self._type_fits(value):
             hint = " (YAML reads 1e-3 as a string: write 1.0e-3)" if (
                 isinstance(value, str) and float in self.types and is_float_text(value)) else ""
+            if self.declared_as:
+                given = type(value).__name__
+                names = " or ".join(sorted(_type_name(kind) for kind in self.types))
+                return f"{value!r} is {_article(given)} {given}, but {self.declared_as} takes {names}{hint}"
             return f"{stated}: expected {self.allowed()}{hint}"
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if value != value:  # NaN fits no range
@@ -218,6 +236,10 @@ class Experiment:
     # Rules tying several parameters together (e.g. steps a multiple of steps_per_execution): each
     # takes the full set of values (defaults filled in) and returns what is wrong in one line, or None.
     constraints: tuple[Callable[[Mapping[str, Any]], str | None], ...] = field(default=(), compare=False)
+    # The memory one replica needs to train with a full set of values (colabkit.training.memory), where
+    # the declaration knows the model's shape: a run that clearly cannot fit its device is refused
+    # before it builds anything (the notebook's Run.check_memory, the sweep's memory_problem).
+    memory_estimate: Callable[[Mapping[str, Any]], MemoryEstimate] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]

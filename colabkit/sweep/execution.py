@@ -25,31 +25,28 @@ import os
 import random
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from colabkit.device.spec import MULTI_WORKER
 from colabkit.errors import RecordError
 from colabkit.io import write_json_atomic
 from colabkit.notebook_runner import (
     KernelWatch,
+    cell_error,
     cell_failure,
     execute_notebook,
     export_run_html,
     library_logs_to,
     source_index,
     started_cells,
-    warm_up,
 )
 from colabkit.records.record import make_record, read_record, running_path, utc_now
+from colabkit.records.run_error import RunError, is_out_of_memory
 from colabkit.records.schema import ErrorKind, RecordStatus
-from colabkit.sweep.grid import Combination
+from colabkit.sweep.combination import Combination
 
-OUT_OF_MEMORY_ERRORS = ("ResourceExhaustedError", "OutOfMemoryError", "MemoryError")
-# NumPy raises numpy._core._exceptions._ArrayMemoryError ("Unable to allocate 7.3 PiB for an array...");
-# PyTorch "CUDA out of memory", CUDA itself CUDA_ERROR_OUT_OF_MEMORY, XLA "RESOURCE_EXHAUSTED".
-_OUT_OF_MEMORY_TEXT = ("OOM when allocating", "RESOURCE_EXHAUSTED", "Resource exhausted", "out of memory",
-                       "OUT_OF_MEMORY", "Unable to allocate")
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
 
 
@@ -78,7 +75,7 @@ class Outcome:
     message: str = ""
     resumed: bool = False  # True: an earlier sweep's record was kept, nothing ran now
     set_aside: bool = False  # True: its record file cannot be read; kept untouched, nothing ran (see --rerun)
-    error: dict[str, Any] = field(default_factory=dict)
+    error: RunError | None = None  # how it failed (or why it was skipped); None when ok
 
     def __post_init__(self) -> None:
         self.status = RecordStatus(self.status)  # a record's status string, checked against the vocabulary
@@ -134,64 +131,40 @@ class _RunBudget:
         return max(1, math.ceil(self.deadline - now))  # 0 would mean "no limit" to nbclient
 
 
-def _is_out_of_memory(kind_name: str, message: str) -> bool:
-    """An out-of-memory error by its type's name (also private subclasses such as NumPy's
-    _ArrayMemoryError) or by the allocator's words in its message."""
-    return (kind_name in OUT_OF_MEMORY_ERRORS or kind_name.endswith(OUT_OF_MEMORY_ERRORS)
-            or any(text in message for text in _OUT_OF_MEMORY_TEXT))
-
-
-def _exception_kind(ename: str, message: str) -> ErrorKind:
-    """The `kind` of an exception raised in a cell: oom, not_a_measurement, filesystem or exception."""
-    if _is_out_of_memory(ename, message):
-        return ErrorKind.OOM
-    if ename == "MeasurementError":
-        return ErrorKind.NOT_A_MEASUREMENT
-    if "No space left on device" in message or "Disk quota exceeded" in message:
-        return ErrorKind.FILESYSTEM
-    return ErrorKind.EXCEPTION
-
-
 def describe_failure(exc: BaseException, running_notebook: Path, source_notebook: Path, timeout_s: float | None,
-                     exit_code: int | None = None) -> dict[str, Any]:
-    """The `error` section of a failed record: type, kind, message, and the cell where it happened:
-    `cell` is its index in the notebook as stored (0-based), `exec_count` its In [n] in the
-    executed copy, `source` its code."""
+                     exit_code: int | None = None) -> RunError:
+    """How a run failed, from what papermill raised: an exception in a cell (colabkit.notebook_runner's
+    cell_error), or a time limit, a dead kernel, a kernel that never started, a file-system fault,
+    placed at the last cell that started (`cell` its index as stored, `exec_count` its In [n])."""
     from jupyter_client.kernelspec import NoSuchKernel
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     failure = cell_failure(exc)
     if failure is not None:  # papermill.PapermillExecutionError: an exception raised inside a cell
-        ename, message, source = failure.ename, failure.evalue, failure.source
-        cell = source_index(source_notebook, source, failure.cell_index)
-        return {"type": ename, "kind": _exception_kind(ename, message),
-                "message": message[:4000], "cell": cell, "exec_count": failure.exec_count,
-                "source": source[:2000]}
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc).strip()[:2000]}
+        return cell_error(failure, source_notebook)
+    name, message, exit_status = type(exc).__name__, str(exc).strip()[:2000], None
     if isinstance(exc, CellTimeoutError):
-        error.update(kind=ErrorKind.TIMEOUT, message=f"the run exceeded its time limit (--timeout {timeout_s:g} s)")
+        kind, message = ErrorKind.TIMEOUT, f"the run exceeded its time limit (--timeout {timeout_s:g} s)"
     elif isinstance(exc, DeadKernelError):
         how = f" with exit code {exit_code}" if exit_code is not None else ""
         if exit_code is not None and exit_code < 0:
             how += f" (signal {-exit_code}{': SIGKILL, e.g. the OOM killer' if exit_code == -9 else ''})"
-        error.update(kind=ErrorKind.DEAD_KERNEL, message=f"the kernel process died{how} while a cell ran")
-        if exit_code is not None:
-            error["exit_code"] = exit_code
+        kind, message, exit_status = ErrorKind.DEAD_KERNEL, f"the kernel process died{how} while a cell ran", exit_code
     elif isinstance(exc, NoSuchKernel):
-        error.update(kind=ErrorKind.KERNEL_START, message=f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}")
+        kind, message = ErrorKind.KERNEL_START, f"no Jupyter kernel named {exc.args[0] if exc.args else ''!r}"
     elif is_filesystem_fault(exc):
-        error["kind"] = ErrorKind.FILESYSTEM
+        kind = ErrorKind.FILESYSTEM
     else:
-        error["kind"] = ErrorKind.OOM if _is_out_of_memory(error["type"], error["message"]) else ErrorKind.SWEEP
+        kind = ErrorKind.OOM if is_out_of_memory(name, message) else ErrorKind.SWEEP
     started = started_cells(running_notebook)
-    if started:  # the last cell that started is the one running when the run ended
-        index, cell = started[-1]
-        source = str(cell.get("source", ""))
-        error.update(cell=source_index(source_notebook, source, index), exec_count=cell.get("execution_count"),
-                     source=source[:2000])
-    elif error["kind"] == ErrorKind.SWEEP:
-        error["kind"] = ErrorKind.KERNEL_START  # nothing ran: the kernel never came up
-    return error
+    if not started:
+        # Nothing ran: a failure of the sweep's own machinery means the kernel never came up.
+        return RunError(name, ErrorKind.KERNEL_START if kind == ErrorKind.SWEEP else kind, message,
+                        exit_code=exit_status)
+    index, cell = started[-1]  # the last cell that started is the one running when the run ended
+    source = str(cell.get("source", ""))
+    return RunError(name, kind, message, cell=source_index(source_notebook, source, index),
+                    exec_count=cell.get("execution_count"), source=source[:2000], exit_code=exit_status)
 
 
 FILESYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG,
@@ -204,14 +177,18 @@ def is_filesystem_fault(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FILESYSTEM_ERRNOS
 
 
-def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
-                     log: IO[str], env: dict[str, str] | None) -> dict[str, Any] | None:
-    """A `multiworker:N` combination: N local worker processes (colabkit.workers), the chief's notebook
-    and record being the combination's. Returns the error section, or None when every worker finished."""
-    from colabkit.device.spec import parse_device
-    from colabkit.sweep.workers import run_multiworker_notebook
+def filesystem_error(exc: OSError, where: Path) -> RunError:
+    """The error of a run a file-system fault failed: 'No space left on device: <the file>'."""
+    return RunError(type(exc).__name__, ErrorKind.FILESYSTEM, f"{exc.strerror or exc}: {exc.filename or where}")
 
-    count = parse_device(combination.device).count or 2
+
+def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
+                     log: IO[str], env: dict[str, str] | None) -> RunError | None:
+    """A `multiworker:N` combination: N local worker processes (colabkit.sweep.multiworker_launch), the
+    chief's notebook and record being the combination's. Returns the error, or None when every worker finished."""
+    from colabkit.sweep.multiworker_launch import run_multiworker_notebook
+
+    count = combination.request.count or 2
     scratch = files.base.with_name(files.base.name + ".workers")
     return run_multiworker_notebook(combination.notebook, count, params, files.running_notebook, scratch,
                                     cwd=options.cwd or Path.cwd(), timeout_s=options.timeout_s,
@@ -219,11 +196,9 @@ def _execute_workers(combination: Combination, files: RunFiles, params: dict[str
 
 
 def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
-             log: IO[str], env: dict[str, str] | None) -> tuple[dict[str, Any] | None, int]:
-    """Run papermill, retrying kernel start-up failures; (error section or None, attempts used)."""
-    from colabkit.device.spec import MULTI_WORKER, parse_device
-
-    if parse_device(combination.device).kind == MULTI_WORKER:
+             log: IO[str], env: dict[str, str] | None) -> tuple[RunError | None, int]:
+    """Run papermill, retrying kernel start-up failures; (the error or None, attempts used)."""
+    if combination.request.kind == MULTI_WORKER:
         return _execute_workers(combination, files, params, options, log, env), 1
     from jupyter_client.kernelspec import NoSuchKernel
 
@@ -281,11 +256,9 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
             files.discard_temporaries()
             raise
         # A full disk or an unwritable folder fails this combination; the sweep goes on.
-        error = {"type": type(exc).__name__, "kind": "filesystem",
-                 "message": f"{exc.strerror or exc}: {exc.filename or files.base.parent}"}
         _remove_if_truncated(files.notebook)
-        return fail_without_crashing(combination, files, fingerprint, error, started_at, sweep_section,
-                                     time.perf_counter() - start)
+        return fail_without_crashing(combination, files, fingerprint, filesystem_error(exc, files.base.parent),
+                                     started_at, sweep_section, time.perf_counter() - start)
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM: the partial notebook stays under its temporary name, so that `status`
         # shows the combination as unfinished and the next sweep runs it again (and removes it).
@@ -311,12 +284,13 @@ def _remove_if_truncated(notebook: Path) -> None:
 
 
 def fail_without_crashing(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
-                          error: dict[str, Any], started_at: str | None = None,
-                          sweep_section: dict[str, Any] | None = None, seconds: float = 0.0) -> Outcome:
-    """Write the failed record of a file-system fault if the folder takes it; if it does not (the
-    disk is full, the folder unwritable), the outcome alone says what happened."""
+                          error: RunError, started_at: str | None = None,
+                          sweep_section: dict[str, Any] | None = None, seconds: float = 0.0,
+                          **extra: Any) -> Outcome:
+    """Write the failed record of a run if the folder takes it; if it does not (the disk is full,
+    the folder unwritable), the outcome alone says what happened. `extra` are further record fields."""
     try:
-        return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section, seconds)
+        return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section, seconds, **extra)
     except OSError as again:
         if not is_filesystem_fault(again):
             raise
@@ -325,12 +299,26 @@ def fail_without_crashing(combination: Combination, files: RunFiles, fingerprint
         except OSError:
             pass  # the folder itself is unreachable: there is nothing of this run in it to remove
         return Outcome(combination, "failed", seconds, files.record,
-                       f"{error['type']}: {error['message']} (no record could be written: {again.strerror})",
-                       error=dict(error))
+                       f"{error.summary()} (no record could be written: {again.strerror})", error=error)
+
+
+def record_lost_run(combination: Combination, files: RunFiles, fingerprint: dict[str, Any], error: RunError, *,
+                    seconds: float, sweep_section: dict[str, Any], **extra: Any) -> Outcome:
+    """The failed record of a run whose process never reported back: a sweep worker (--jobs N) or a
+    Dask worker died while running it, or the scheduler lost its task. A line in its log says so,
+    then the record is written as for any failure (`extra`: e.g. the Dask `worker` it ran on)."""
+    try:
+        if files.log.exists():
+            with open(files.log, "a", encoding="utf-8") as log:
+                log.write(f"[colabkit] {utc_now()} {error.message}\n")
+    except OSError:
+        pass  # a full disk: the record (or the outcome) still says what happened
+    return fail_without_crashing(combination, files, fingerprint, error, sweep_section=sweep_section, seconds=seconds,
+                                 **extra)
 
 
 def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, Any], options: RunOptions,
-            error: dict[str, Any] | None, started_at: str, start: float, sweep_section: dict[str, Any],
+            error: RunError | None, started_at: str, start: float, sweep_section: dict[str, Any],
             log: IO[str]) -> Outcome:
     """Move the products into place, record last. The record is what marks the combination done."""
     if files.running_notebook.exists():
@@ -338,20 +326,21 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
     record: dict[str, Any] | None = None
     if error is None:
         if not files.running_record.exists():
-            error = {"type": "MissingRecord", "kind": ErrorKind.MISSING_RECORD,
-                     "message": "the notebook finished without writing its record (does it call run.record?)"}
+            error = RunError("MissingRecord", ErrorKind.MISSING_RECORD,
+                             "the notebook finished without writing its record (does it call run.record?)")
         else:
             try:
                 record = read_record(files.running_record)
             except RecordError as exc:
-                error = {"type": "RecordError", "kind": ErrorKind.MISSING_RECORD, "message": str(exc)}
+                error = RunError("RecordError", ErrorKind.MISSING_RECORD, str(exc))
     if options.html and files.notebook.exists():
         try:
             export_run_html(files.notebook, files.html, files.running_html)
         except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides
             log.write("\n[colabkit] HTML export failed:\n" + "".join(traceback.format_exception(exc)))
-            if error is None:
-                error = {"type": type(exc).__name__, "kind": ErrorKind.HTML_EXPORT, "message": str(exc)[:2000]}
+            if error is None:  # a full disk is the folder's fault, as anywhere else in the run
+                error = (filesystem_error(exc, files.html) if is_filesystem_fault(exc)
+                         else RunError(type(exc).__name__, ErrorKind.HTML_EXPORT, str(exc)[:2000]))
     if error is not None:
         return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
                                    time.perf_counter() - start)
@@ -363,29 +352,30 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
 
 
 def _outcome(combination: Combination, record: dict[str, Any], record_path: Path, seconds: float) -> Outcome:
-    message = ""
-    reported = dict(record.get("error") or {})
-    if record["status"] != RecordStatus.OK:
-        cell = f" (In [{reported['exec_count']}])" if reported.get("exec_count") is not None else ""
-        message = f"{reported.get('type', 'Error')}: {str(reported.get('message', ''))[:200]}{cell}"
-    return Outcome(combination, record["status"], seconds, record_path, message, error=reported)
+    if record["status"] == RecordStatus.OK:
+        return Outcome(combination, record["status"], seconds, record_path)
+    error = RunError.from_record(record.get("error"))
+    return Outcome(combination, record["status"], seconds, record_path, error.summary(), error=error)
 
 
 def write_failed_record(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
-                        error: dict[str, Any], started_at: str | None = None,
-                        sweep_section: dict[str, Any] | None = None, seconds: float = 0.0) -> Outcome:
-    """Write the `failed` record of a combination (its last step: the record marks it finished)."""
+                        error: RunError, started_at: str | None = None,
+                        sweep_section: dict[str, Any] | None = None, seconds: float = 0.0, **extra: Any) -> Outcome:
+    """Write the `failed` record of a combination (its last step: the record marks it finished);
+    `extra` are further record fields (a Dask sweep's `worker`)."""
     record = make_record(combination.name, RecordStatus.FAILED, combination.params, started_at=started_at,
-                         device={"requested": combination.device}, error=error,
-                         fingerprint=fingerprint, sweep=sweep_section or {})
+                         device=combination.device_section(), error=error.as_record(),
+                         fingerprint=fingerprint, sweep=sweep_section or {}, **extra)
     write_json_atomic(files.record, record)
     files.discard_temporaries()
     return _outcome(combination, record, files.record, seconds)
 
 
 def write_skipped_record(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
-                         reason: str, replace_unreadable: bool = False) -> Outcome:
-    """Record a combination this machine cannot run, without running it.
+                         reason: str, replace_unreadable: bool = False,
+                         error_type: str = "DeviceNotAvailable") -> Outcome:
+    """Record a combination this machine cannot run, without running it (`error_type` names why:
+    DeviceNotAvailable, BackendUnsupportedError, InsufficientMemoryError).
 
     An `ok` record already there (copied from the machine that has the device) is kept as it is,
     and so is a record file this colabkit cannot read, unless `replace_unreadable` (`--rerun`).
@@ -401,8 +391,8 @@ def write_skipped_record(combination: Combination, out: str | Path, fingerprint:
                 return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record,
                                f"{reason}; its record file cannot be read and is kept as it is ({why})",
                                set_aside=True)
-    record = make_record(combination.name, RecordStatus.SKIPPED, combination.params, device={"requested": combination.device},
-                         error={"type": "DeviceNotAvailable", "kind": ErrorKind.SKIPPED, "message": reason},
-                         fingerprint=fingerprint)
+    error = RunError(error_type, ErrorKind.SKIPPED, reason)
+    record = make_record(combination.name, RecordStatus.SKIPPED, combination.params,
+                         device=combination.device_section(), error=error.as_record(), fingerprint=fingerprint)
     write_json_atomic(files.record, record)
-    return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record, reason)
+    return Outcome(combination, RecordStatus.SKIPPED, 0.0, files.record, reason, error=error)

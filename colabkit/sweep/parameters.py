@@ -1,26 +1,27 @@
-"""What a notebook's `parameters` cell declares, and whether a value fits a declared parameter.
+"""What a notebook's `parameters` cell assigns, read as `colabkit.experiments.Parameter`s.
 
 A notebook with an experiment declaration (colabkit.experiments) is checked against that: its types,
-ranges and choices. What follows is the fallback for a notebook that has none (a scratch notebook
-swept as it is), and how the sweep reads the names a parameters cell assigns.
+ranges and choices; the sweep reads its cell only to see that it assigns the declared names. A
+notebook without one (a scratch notebook swept as it is) is checked against what its cell says, read
+here into the same `Parameter`s, so that everything after sees one kind of parameter.
 
 papermill's inspection (`papermill.inspect_notebook`) gives each parameter's name, default (as
 source text), inferred type (only where the line has a type annotation) and help (its comment).
 Most notebooks write `n = 1024  # matrix size`, with no annotation, so the type a value must have
 is read from the default instead, widened by literals the comment names: the line
-`jit_compile = "auto"  # ..., True, False` accepts a string or a bool.
+`jit_compile = "auto"  # ..., True, False` accepts a string or a bool. Where the type cannot be told
+(a default that is an expression, or None), the parameter takes anything (type `object`).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from colabkit.errors import GridError
-from colabkit.experiments.declaration import is_float_text
+from colabkit.experiments import Parameter
 
 # Literals a parameter's comment may name as alternatives: quoted strings and True/False/None.
 # (Bare numbers in a comment are usually examples of the default's own type, and an apostrophe
@@ -28,73 +29,53 @@ from colabkit.experiments.declaration import is_float_text
 _COMMENT_LITERAL = re.compile(r"""((?<!\w)"[^"]*"(?!\w)|(?<!\w)'[^']*'(?!\w)|\bTrue\b|\bFalse\b|\bNone\b)""")
 _ANNOTATION_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict,
                      "None": type(None), "NoneType": type(None)}
+_NOT_A_LITERAL = object()
 
 
-@dataclass(frozen=True)
-class DeclaredParameter:
-    """One line of a notebook's parameters cell."""
-
-    name: str
-    default_source: str
-    help: str = ""
-    annotation: str | None = None
-
-    @property
-    def default(self) -> Any:
-        """The default value, or the source text itself where it is not a plain literal."""
-        try:
-            return ast.literal_eval(self.default_source)
-        except (ValueError, SyntaxError):
-            return self.default_source
-
-    def accepted_types(self) -> set[type] | None:
-        """The value types this parameter takes; None when they cannot be told (accept anything)."""
-        if self.annotation:  # `n: int = 3`, `lr: Optional[float] = None`
-            words = set(re.findall(r"[A-Za-z_]+", self.annotation))
-            if {"Any", "object"} & words:
-                return None
-            named = {_ANNOTATION_TYPES[word] for word in words if word in _ANNOTATION_TYPES}
-            if "Optional" in words:
-                named.add(type(None))
-            if named:
-                return named
-        try:
-            default = ast.literal_eval(self.default_source)
-        except (ValueError, SyntaxError):
-            return None  # an expression (np.float32, 2**10): its type is not knowable without running it
-        if default is None:
-            return None  # `x = None` says nothing about what x may become
-        types = {type(default)}
-        for literal in _COMMENT_LITERAL.findall(self.help):
-            try:
-                types.add(type(ast.literal_eval(literal)))
-            except (ValueError, SyntaxError):
-                continue
-        return types
-
-    def problem_with(self, value: Any) -> str | None:
-        """Why `value` does not fit this parameter, or None if it does.
-
-        An int is accepted where a float is declared (a grid may write 2 for 2.0); a bool is never
-        taken for an int, though Python would.
-        """
-        accepted = self.accepted_types()
-        if accepted is None:
-            return None
-        kind = type(value)
-        if kind in accepted or (kind is int and float in accepted):
-            return None
-        names = " or ".join(sorted(t.__name__ for t in accepted))
-        article = "an" if kind.__name__[0] in "aeiou" else "a"
-        problem = (f"{value!r} is {article} {kind.__name__}, but the notebook's `{self.name} = {self.default_source}` "
-                   f"takes {names}")
-        if kind is str and float in accepted and is_float_text(value):
-            problem += " (YAML reads 1e-3 as a string: write 1.0e-3)"
-        return problem
+def _literal(source: str) -> Any:
+    try:
+        return ast.literal_eval(source)
+    except (ValueError, SyntaxError):
+        return _NOT_A_LITERAL
 
 
-def declared_parameters(notebook: str | Path) -> dict[str, DeclaredParameter]:
-    """The parameters a notebook declares in its cell tagged `parameters`, by name.
+def accepted_types(default_source: str, help: str = "", annotation: str | None = None) -> tuple[type, ...]:
+    """The value types a parameters-cell line takes: its annotation's (`n: int = 3`,
+    `lr: Optional[float] = None`), else its default's widened by the literals its comment names;
+    (object,) when they cannot be told (an expression such as np.float32 or 2**10, or `x = None`)."""
+    default = _literal(default_source)
+    if annotation:
+        words = set(re.findall(r"[A-Za-z_]+", annotation))
+        if {"Any", "object"} & words:
+            return (object,)
+        named = {_ANNOTATION_TYPES[word] for word in words if word in _ANNOTATION_TYPES}
+        if "Optional" in words:
+            named.add(type(None))
+        if named:
+            if default is not _NOT_A_LITERAL:
+                named.add(type(default))  # the notebook runs with its own default, whatever the annotation says
+            return tuple(sorted(named, key=lambda kind: kind.__name__))
+    if default is _NOT_A_LITERAL or default is None:
+        return (object,)  # `x = None` says nothing about what x may become
+    types = {type(default)}
+    for literal in _COMMENT_LITERAL.findall(help):
+        value = _literal(literal)
+        if value is not _NOT_A_LITERAL:
+            types.add(type(value))
+    return tuple(sorted(types, key=lambda kind: kind.__name__))
+
+
+def cell_parameter(name: str, default_source: str, help: str = "", annotation: str | None = None) -> Parameter:
+    """One line of a parameters cell as a Parameter: its default the literal value (or the source
+    text where it is an expression), its types as `accepted_types` reads them."""
+    default = _literal(default_source)
+    return Parameter(name, accepted_types(default_source, help, annotation),
+                     default_source if default is _NOT_A_LITERAL else default, help,
+                     declared_as=f"the notebook's `{name} = {default_source}`")
+
+
+def declared_parameters(notebook: str | Path) -> dict[str, Parameter]:
+    """The parameters a notebook assigns in its cell tagged `parameters`, by name, in order.
 
     Raises GridError if the notebook cannot be read or has no parameters cell.
     """
@@ -110,8 +91,6 @@ def declared_parameters(notebook: str | Path) -> dict[str, DeclaredParameter]:
     declared = {}
     for name, entry in inspected.items():
         annotation = entry.get("inferred_type_name")
-        declared[name] = DeclaredParameter(
-            name=name, default_source=str(entry.get("default", "")), help=str(entry.get("help") or ""),
-            annotation=None if annotation in (None, "None") else str(annotation),
-        )
+        declared[name] = cell_parameter(name, str(entry.get("default", "")), str(entry.get("help") or ""),
+                                        None if annotation in (None, "None") else str(annotation))
     return declared

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import RecordError
-from colabkit.records.record import iter_record_files, read_record
-from colabkit.sweep.runner import LOCK_NAME, text_table
+from colabkit.records.loading import load_records
+from colabkit.sweep.console import text_table
+from colabkit.sweep.outfolder import lock_holder
 
 _RUNNING_SUFFIX = ".running.ipynb"
 
@@ -57,35 +57,13 @@ def _group(groups: dict[tuple[str, str], GroupStatus], notebook: str, device: st
     return groups.setdefault((notebook, device), GroupStatus(notebook, device))
 
 
-def _lock_holder(out: Path) -> str | None:
-    """The pid of the sweep writing to `out` now, or None when none is."""
-    import fcntl
-
-    path = out / LOCK_NAME
-    if not path.exists():
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return handle.read().strip() or "?"
-    except OSError:
-        return None
-    return None  # a lock file nobody holds: its sweep died; the next one takes it
-
-
 def collect_status(out: str | Path = "outputs") -> SweepStatus:
-    """Read every record below `out` and group it by notebook and requested device."""
+    """Read every record below `out` once (colabkit.records.loading: files that are not readable,
+    plausible records are `unreadable`, with the reason) and group them by notebook and requested device."""
     folder = Path(out)
     groups: dict[tuple[str, str], GroupStatus] = {}
-    unreadable: list[tuple[str, str]] = []
-    for path in iter_record_files(folder):
-        try:
-            record = read_record(path)
-        except (RecordError, OSError, ValueError) as exc:
-            unreadable.append((str(path), str(exc)))
-            continue
+    loaded = load_records(folder)
+    for path, record in loaded.records.items():
         params = record.get("params") or {}
         device = str(params.get("device") or (record.get("device") or {}).get("requested") or "?")
         group = _group(groups, str(record["notebook"]), device)
@@ -108,7 +86,7 @@ def collect_status(out: str | Path = "outputs") -> SweepStatus:
         group = _group(groups, notebook, device.replace("-", ":"))
         group.counts["unfinished"] += 1
         group.unfinished.append(str(running.parent / name))
-    return SweepStatus(folder, dict(sorted(groups.items())), unreadable, _lock_holder(folder))
+    return SweepStatus(folder, dict(sorted(groups.items())), list(loaded.rejected), lock_holder(folder))
 
 
 def format_status(status: SweepStatus) -> str:

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from colabkit.errors import MultiWorkerError, WorkersFailed
-from colabkit.records.schema import ErrorKind
 from colabkit.notebook_runner import notebook_error
+from colabkit.records.run_error import RunError
+from colabkit.records.schema import ErrorKind
 
 
 @dataclass
@@ -125,7 +126,7 @@ class MultiWorkerRun:
     """How a multi-worker run of a notebook ended."""
 
     outcomes: list[WorkerOutcome]  # one per worker, chief first
-    error: dict[str, Any] | None  # the `error` section of the run's failed record; None: every worker finished
+    error: RunError | None  # how the run failed (its failed record's `error`); None: every worker finished
 
     @property
     def ok(self) -> bool:
@@ -139,8 +140,8 @@ def run_multiworker_notebook(notebook: str | Path, count: int, parameters: dict[
     """Run `notebook` on `count` local workers (see `run_workers`) and say how it ended, without raising
     for a failed worker: the sweep and `python -m colabkit workers` both launch through here.
 
-    A failure's error section (type WorkersFailed, kind multi_worker) names every worker's end and
-    carries the chief's own exception when its notebook shows one (e.g. a collective that aborted).
+    A failure's error (type WorkersFailed, kind multi_worker) names every worker's end and carries the
+    chief's own exception when its notebook shows one (e.g. a collective that aborted), placed at its cell.
     With `log`, each worker's log is appended to it, chief first.
     """
     error = None
@@ -149,10 +150,11 @@ def run_multiworker_notebook(notebook: str | Path, count: int, parameters: dict[
                                grace_s=grace_s, env=env)
     except WorkersFailed as exc:
         outcomes = exc.outcomes
-        error = {"type": "WorkersFailed", "kind": ErrorKind.MULTI_WORKER, "message": str(exc)[:4000]}
         chief = notebook_error(Path(chief_notebook), Path(notebook))
-        if chief:  # the chief's own exception says best what went wrong (e.g. a collective aborted)
-            error.update(chief_error=chief, cell=chief.get("cell"), source=chief.get("source"))
+        # The chief's own exception says best what went wrong (e.g. a collective aborted): its cell is the run's.
+        error = RunError("WorkersFailed", ErrorKind.MULTI_WORKER, str(exc)[:4000],
+                         cell=chief.cell if chief else None, exec_count=chief.exec_count if chief else None,
+                         source=chief.source if chief else None, chief_error=chief)
     if log is not None:
         for outcome in outcomes:
             log.write(f"\n[colabkit] ---- {outcome.describe()}: log {outcome.log} ----\n")

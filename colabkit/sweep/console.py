@@ -1,0 +1,115 @@
+"""What a user of a sweep sees: the progress bar and a line per run, the summary table at the end,
+and the table of a dry run. Text only; nothing here runs or decides anything."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from colabkit.records.run_error import first_meaningful_line
+from colabkit.sweep.combination import Combination
+from colabkit.sweep.execution import Outcome
+from colabkit.sweep.outfolder import lock_holder
+from colabkit.sweep.plan import Decision, SweepAction
+
+
+class Progress:
+    """One progress bar over the combinations to run (ETA, current ones named) and a line per run."""
+
+    def __init__(self, total: int, jobs: int, echo: Callable[[str], None], bar: bool) -> None:
+        from tqdm import tqdm
+
+        self.total, self.jobs, self.echo, self.done = total, jobs, echo, 0
+        self.running: list[str] = []
+        self.seconds: list[float] = []
+        self.bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr, dynamic_ncols=True,
+                        disable=not bar or total == 0)
+        self.with_bar = bar and total > 0
+
+    def say(self, line: str) -> None:
+        if self.with_bar:
+            with self.bar.external_write_mode():
+                self.echo(line)
+        else:
+            self.echo(line)
+
+    def started(self, combination: Combination) -> None:
+        self.running.append(combination.label)
+        self.bar.set_postfix_str(" | ".join(self.running), refresh=True)
+        if not self.with_bar:  # in a log file, say what runs (it names the culprit if one hangs)
+            self.say(f"[{self.done + len(self.running)}/{self.total}] start  {combination.label}")
+
+    def finished(self, outcome: Outcome) -> None:
+        label = outcome.combination.label
+        if label in self.running:
+            self.running.remove(label)
+        self.done += 1
+        self.seconds.append(outcome.seconds)
+        left = self.total - self.done
+        eta = f"; about {_duration(sum(self.seconds) / len(self.seconds) * left / self.jobs)} left" if left else ""
+        note = f" - {first_meaningful_line(outcome.message)}" if outcome.message else ""
+        self.say(f"[{self.done}/{self.total}] {outcome.status:<6} {label} ({outcome.seconds:.1f} s{eta}){note}")
+        self.bar.set_postfix_str(" | ".join(self.running), refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def text_table(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows (the first a header) as aligned plain-text lines, with a rule under the header."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
+
+
+def summary_table(outcomes: list[Outcome]) -> str:
+    """A plain-text table of the outcomes and their counts, one line per combination (a message
+    over several lines, as TensorFlow's are, shows its first meaningful line)."""
+    rows = [("notebook", "device", "combination", "status", "seconds", "note")]
+    for o in outcomes:
+        seconds = "-" if o.resumed or o.status == "skipped" else f"{o.seconds:.1f}"
+        rows.append((o.combination.name, o.combination.device, o.combination.slug, o.status, seconds,
+                     first_meaningful_line(o.message)[:100]))
+    lines = text_table(rows)
+    counts = {status: sum(o.status == status and not o.set_aside for o in outcomes)
+              for status in ("ok", "failed", "skipped")}
+    ran = [o for o in outcomes if not o.resumed and o.status != "skipped"]
+    lines.append(", ".join(f"{count} {status}" for status, count in counts.items())
+                 + f"; {sum(o.resumed for o in outcomes)} of the ok finished earlier; "
+                 + f"ran {len(ran)}, {sum(o.seconds for o in ran):.1f} s in all")
+    aside = [o for o in outcomes if o.set_aside]
+    if aside:
+        folders = sorted({str(o.record_path.parent) for o in aside})
+        lines.append(f"{len(aside)} set aside: record file(s) that cannot be read, kept as they are, in "
+                     f"{', '.join(folders)} (fix or move them, or run again with --rerun to replace them)")
+    return "\n".join(lines)
+
+
+def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
+    """What a sweep would do, per combination, and where each record is or would be."""
+    rows = [("notebook", "device", "combination", "action", "why")]
+    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason + d.note)
+             for d in decisions]
+    lines = text_table(rows)
+    counts = {action.value: sum(d.action == action for d in decisions) for action in SweepAction}
+    lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
+                 f"{counts['done']} finished earlier, skip {counts['skip']}"
+                 + (f", set aside {counts['set_aside']} (record file unreadable; --rerun replaces it)"
+                    if counts["set_aside"] else "")
+                 + (f", leave {counts['running']} running in the other sweep" if counts["running"] else "")
+                 + f"; outputs in {out}")
+    holder = lock_holder(out)
+    if holder is not None:
+        lines.append(f"a sweep (pid {holder}) is writing to {out} now: this sweep would be refused until it ends")
+    return "\n".join(lines)

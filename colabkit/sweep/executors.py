@@ -1,0 +1,192 @@
+"""How a sweep runs the combinations it decided to run: one interface, three executors.
+
+An `Executor` knows the devices at its disposal (`inventory`) and runs decisions (`run`), yielding
+one Outcome per decision as each finishes, so a sweep stopped with Ctrl-C keeps what finished. It
+runs each combination with colabkit.sweep.execution (a fresh kernel, every failure a failed record):
+
+* SerialExecutor: one after another, in this process (the default, and what published numbers use);
+* PoolExecutor: `--jobs N` side by side, each in a worker process of its own, GPUs and the TPU
+  handed out as slots (colabkit.sweep.devices.DeviceSlots);
+* colabkit.sweep.cluster.DaskExecutor: one task per combination on a Dask cluster (`--cluster`).
+
+A run whose process dies (a pool worker killed, out of host memory) gets its failed record from
+execution.record_lost_run, the one writer of that record for every executor.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from types import TracebackType
+
+from colabkit.notebook_runner import warm_up
+from colabkit.records.run_error import RunError
+from colabkit.records.schema import ErrorKind
+from colabkit.sweep.combination import Combination
+from colabkit.sweep.devices import DeviceSlots, Inventory, Lease, local_inventory
+from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, execute_combination, record_lost_run
+from colabkit.sweep.plan import Decision
+
+PARALLEL_WARNING = (
+    "warning: --jobs {jobs} runs combinations side by side. Runs that share a device distort each other's "
+    "timings (every CPU run shares the host's cores; GPU runs get a GPU each while there are enough). "
+    "Use --jobs 1 for numbers you publish; each record's `sweep.jobs` says how it ran."
+)
+Started = Callable[[Combination], None]  # told when a combination starts (the progress bar names it)
+
+
+class Executor(ABC):
+    """Runs a sweep's combinations into `out`, each as `options` say."""
+
+    def __init__(self, out: Path, options: RunOptions) -> None:
+        self.out, self.options = Path(out), options
+        self._inventory: Inventory | None = None
+
+    def inventory(self) -> Inventory:
+        """The devices the combinations may run on (asked once, then remembered)."""
+        if self._inventory is None:
+            self._inventory = self.find_devices()
+        return self._inventory
+
+    @abstractmethod
+    def find_devices(self) -> Inventory:
+        """Ask which devices there are (see `inventory`)."""
+
+    @property
+    def where(self) -> str:
+        """How the sweep's first line names where the combinations run: '' here."""
+        return ""
+
+    @property
+    def slots(self) -> int:
+        """How many combinations run at once (the progress line's estimate divides by it)."""
+        return 1
+
+    def notes(self, to_run: Sequence[Decision]) -> list[str]:
+        """Warnings to print before running `to_run` (e.g. that side-by-side runs distort timings)."""
+        return []
+
+    @abstractmethod
+    def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
+        """Run every decision's combination; yield one Outcome per decision as each finishes (in any
+        order). `started`, if given, is told when a combination starts. Closing the iterator early
+        (Ctrl-C) stops the runs under way and removes their temporaries; no half result is left."""
+
+    def close(self) -> None:
+        """Let go of what the executor holds (a cluster connection)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+class LocalExecutor(Executor):
+    """An executor on this machine: its devices are detected (or given as `available`)."""
+
+    def __init__(self, out: Path, options: RunOptions, available: Mapping[str, int] | None = None) -> None:
+        super().__init__(out, options)
+        self.available = available
+
+    def find_devices(self) -> Inventory:
+        return local_inventory(self.available)
+
+
+class SerialExecutor(LocalExecutor):
+    """One combination after another, in this process."""
+
+    def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
+        for decision in decisions:
+            if started:
+                started(decision.combination)
+            yield execute_combination(decision.combination, self.out, decision.fingerprint, self.options)
+
+
+def _worker_init(parent_pid: int) -> None:
+    """In each pool worker: Ctrl-C is the sweep's to handle, and the worker dies with the sweep
+    (its kernel follows: ipykernel exits when its parent does)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: Linux only
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the sweep died before prctl took effect
+    warm_up()  # so that the first run's time is the run's own
+
+
+class PoolExecutor(LocalExecutor):
+    """`--jobs N`: N combinations side by side, each in a worker process (spawned) and kernel of its
+    own; a GPU or TPU combination waits for its device's slot, later ones may start meanwhile."""
+
+    @property
+    def slots(self) -> int:
+        return self.options.jobs
+
+    def notes(self, to_run: Sequence[Decision]) -> list[str]:
+        return [PARALLEL_WARNING.format(jobs=self.options.jobs)] if len(to_run) > 1 else []
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.options.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init, initargs=(os.getpid(),))
+
+    def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
+        slots = DeviceSlots(self.inventory().counts)
+        pending = list(decisions)
+        running: dict[Future, tuple[Decision, Lease, float]] = {}
+        pool = self._new_pool()
+        try:
+            while pending or running:
+                for decision in list(pending):
+                    if len(running) >= self.options.jobs:
+                        break
+                    lease = slots.take(decision.combination.request)
+                    if lease is None:
+                        continue  # its accelerator is busy: a later combination may still start
+                    pending.remove(decision)
+                    future = pool.submit(execute_combination, decision.combination, self.out, decision.fingerprint,
+                                         self.options, lease.env)
+                    running[future] = (decision, lease, time.perf_counter())
+                    if started:
+                        started(decision.combination)
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                broken = False
+                for future in finished:
+                    decision, lease, start = running.pop(future)
+                    slots.give_back(lease)
+                    try:
+                        outcome = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        outcome = self._lost(decision, time.perf_counter() - start)
+                    yield outcome
+                if broken:  # every job of a broken pool fails; start a fresh pool for the rest
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = self._new_pool()
+        except BaseException as stopped:  # Ctrl-C, or the sweep closed this iterator early
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in multiprocessing.active_children():
+                child.terminate()
+            interrupted = isinstance(stopped, (KeyboardInterrupt, GeneratorExit))  # keep the marks `status` shows
+            for decision, _, _ in running.values():
+                RunFiles.of(decision.combination, self.out).discard_temporaries(keep_notebook=interrupted)
+            raise
+        pool.shutdown(wait=True)
+
+    def _lost(self, decision: Decision, seconds: float) -> Outcome:
+        error = RunError("BrokenProcessPool", ErrorKind.WORKER_DIED,
+                         "the worker process running it died (killed, or out of host memory)")
+        return record_lost_run(decision.combination, RunFiles.of(decision.combination, self.out), decision.fingerprint,
+                               error, seconds=seconds, sweep_section={"jobs": self.options.jobs})

@@ -1,0 +1,165 @@
+"""What a sweep will do: every combination of its grid files (`plan`), and per combination whether to
+run it, run it again, keep an earlier result, skip it or set its record aside (`decide`).
+
+Nothing here runs or writes anything. A combination is kept when its record is ok and its
+fingerprint matches (colabkit.sweep.fingerprint); skipped when it cannot run where the sweep runs
+(the checks in RUNNABLE_CHECKS); set aside when its record file cannot be read (never overwritten
+unless asked); shown as running when another sweep is running it now.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from colabkit.errors import GridError, RecordError
+from colabkit.records.record import read_record
+from colabkit.records.run_error import RunError
+from colabkit.sweep.combination import Combination
+from colabkit.sweep.devices import Inventory, backend_unsupported, device_missing, too_large
+from colabkit.sweep.execution import RunFiles
+from colabkit.sweep.expand import device_filter, duplicate_problems, expand
+from colabkit.sweep.fingerprint import fingerprint, stale_reason
+from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.outfolder import lock_holder
+from colabkit.sweep.overrides import check_overrides
+
+RunnableCheck = Callable[[Combination, Inventory], str | None]
+# Why a combination cannot run where the sweep runs, asked in this order: the first reason given
+# skips it, with that reason in its record. A further check is one more function
+# (combination, inventory) -> reason or None, added here.
+RUNNABLE_CHECKS: tuple[RunnableCheck, ...] = (device_missing, backend_unsupported, too_large)
+# The `error.type` a skipped record names for each check's reason (what a notebook would have raised).
+SKIP_TYPES: dict[RunnableCheck, str] = {device_missing: "DeviceNotAvailable",
+                                        backend_unsupported: "BackendUnsupportedError",
+                                        too_large: "InsufficientMemoryError"}
+
+
+def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
+         overrides: dict[str, Any] | None = None, out: str | Path = "outputs") -> list[Combination]:
+    """All combinations of the grid files under `preset` and `overrides`, narrowed to `device`.
+
+    `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. Every grid
+    file is validated, and every problem of every file reported in one GridError, before any
+    combination is returned, so a bad file runs nothing.
+    """
+    problems: list[str] = []
+    wanted = device_filter(device, problems)
+    specs = []
+    for grid_path in grid_paths:
+        try:
+            specs.append(load_grid(grid_path))
+        except GridError as exc:
+            where = f"{exc.path}: " if exc.path else ""
+            problems.extend(where + problem for problem in exc.problems)
+    problems += check_overrides(specs, overrides or {})
+    if problems:
+        raise GridError(problems)
+    combinations = []
+    for spec in specs:
+        combinations += expand(spec, preset, devices=wanted, overrides=overrides)
+    problems = duplicate_problems(combinations, Path(out))
+    if problems:
+        raise GridError(problems)
+    if wanted and not combinations:
+        raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
+    return combinations
+
+
+class SweepAction(StrEnum):
+    """What a sweep does with one combination."""
+
+    RUN = "run"  # not run yet (or skipped before, and its device is here now)
+    RERUN = "rerun"  # run again: failed, stale, interrupted, unreadable, or --force
+    DONE = "done"  # an earlier ok record with the same fingerprint is kept
+    SKIP = "skip"  # it cannot run here (its device is absent...): a skipped record says so
+    SET_ASIDE = "set_aside"  # its record file cannot be read: kept untouched, nothing runs (--rerun replaces it)
+    RUNNING = "running"  # another sweep is running it now (a dry run beside that sweep says so)
+
+
+@dataclass
+class Decision:
+    """What a sweep will do with one combination, and why."""
+
+    combination: Combination
+    action: SweepAction
+    reason: str
+    fingerprint: dict[str, Any]
+    note: str = ""  # what else the dry run should say (a skip keeps a record file it cannot read)
+    skip_type: str = "DeviceNotAvailable"  # a skip's `error.type`: which check refused it (SKIP_TYPES)
+
+    def __post_init__(self) -> None:
+        self.action = SweepAction(self.action)  # a plain "run" is accepted; a misspelt one is not
+
+
+def cannot_run_here(combination: Combination, inventory: Inventory) -> tuple[str, str] | None:
+    """Why `combination` cannot run where the sweep runs, as (the skipped record's error type, the
+    reason), from the first of RUNNABLE_CHECKS that refuses it; None if it can run."""
+    for check in RUNNABLE_CHECKS:
+        reason = check(combination, inventory)
+        if reason:
+            return SKIP_TYPES.get(check, "DeviceNotAvailable"), reason
+    return None
+
+
+def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
+    if not path.exists():
+        return None, ""
+    try:
+        return read_record(path), ""
+    except (RecordError, OSError) as exc:
+        return None, f"its record cannot be read ({str(exc).removeprefix(f'{path}: ')})"
+
+
+def decide(combinations: list[Combination], out: str | Path, available: Mapping[str, int] | Inventory,
+           force: bool = False, rerun_unreadable: bool = False) -> list[Decision]:
+    """Run, rerun, keep, skip or set aside, per combination, from the records already in `out`.
+
+    `available` is the devices at hand ({"cpu": 1, "gpu": 2}, or an Inventory). A record file that
+    cannot be read (not UTF-8, not JSON, a schema this colabkit does not know, e.g. an ok record
+    from a newer colabkit) is never overwritten unless `rerun_unreadable`: its combination is set
+    aside. A combination another sweep (holding `out`'s lock) is running now is shown as running.
+    """
+    inventory = available if isinstance(available, Inventory) else Inventory(dict(available))
+    holder = lock_holder(out)
+    other_sweep = holder if holder is not None and holder != str(os.getpid()) else None
+    decisions = []
+    for combination in combinations:
+        current = fingerprint(combination.notebook, combination.params)
+        files = RunFiles.of(combination, out)
+        refused = cannot_run_here(combination, inventory)
+        if refused:
+            unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
+            kept = f"; {unreadable} and is kept as it is" if unreadable else ""
+            decisions.append(Decision(combination, SweepAction.SKIP, refused[1], current, note=kept,
+                                      skip_type=refused[0]))
+            continue
+        record, unreadable = _existing_record(files.record)
+        running = files.running_notebook.exists()
+        if running and other_sweep is not None:
+            decisions.append(Decision(combination, SweepAction.RUNNING, f"running now (sweep pid {other_sweep})",
+                                      current))
+        elif unreadable and not rerun_unreadable:
+            decisions.append(Decision(combination, SweepAction.SET_ASIDE,
+                                      f"{unreadable}; kept as it is (--rerun replaces it)", current))
+        elif record is None:
+            reason = unreadable or ("an earlier sweep stopped while running it" if running else "not run yet")
+            action = SweepAction.RERUN if unreadable or running else SweepAction.RUN
+            decisions.append(Decision(combination, action, reason, current))
+        elif force:
+            decisions.append(Decision(combination, SweepAction.RERUN, "--force", current))
+        elif record["status"] == "ok":
+            stale = stale_reason(record.get("fingerprint"), current)
+            decisions.append(Decision(combination, SweepAction.RERUN, f"stale: {stale}", current) if stale
+                             else Decision(combination, SweepAction.DONE, "finished earlier with the same fingerprint",
+                                           current))
+        elif record["status"] == "failed":
+            error = RunError.from_record(record.get("error"))
+            decisions.append(Decision(combination, SweepAction.RERUN, f"failed before ({error.type})", current))
+        else:
+            decisions.append(Decision(combination, SweepAction.RUN, "skipped before; its device is here now", current))
+    return decisions
