@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import column, figure_warning, match_key, title_of
-from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
+from colabkit.report.common import column, match_key, ratio_bars_by_experiment
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 
@@ -71,21 +70,9 @@ def backend_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
         return None
     summary = (table.groupby(["notebook", "device"], sort=False)["jax_over_tensorflow"]
                .agg(ratio="median", low="min", high="max").reset_index())
-    summary["title"] = summary["notebook"].map(title_of)
-    figure, (ax,) = new_figure(width=7.5, height=4.0)
-    shown = set(summary["notebook"])
-    grouped_bars(ax, summary, "title", "ratio", series="device", low="low", high="high",
-                 colors=label_colors(summary["device"]),
-                 order=[experiment.title for experiment in all_experiments() if experiment.name in shown])
-    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-    ax.set_ylabel("headline on JAX / on TensorFlow")
-    ax.set_title("JAX / TensorFlow, per experiment and device")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ok = data.ok()
-    note = figure_warning(ok[ok["notebook"].isin(set(table["notebook"]))])
-    if note:
-        mark_substitute_data(figure, note)
-    return ReportFigure("backends_jax_over_tensorflow", figure, summary.drop(columns="title"),
+    figure, _ = ratio_bars_by_experiment(summary, "ratio", "low", "high", ylabel="headline on JAX / on TensorFlow",
+                                         title="JAX / TensorFlow, per experiment and device", data=data)
+    return ReportFigure("backends_jax_over_tensorflow", figure, summary,
                         "Each experiment's headline measured on JAX over the same measured on TensorFlow, same device "
                         "and parameters; median over the configurations both ran, bars from the smallest to the "
                         "largest ratio. Above 1 JAX gave more of the headline (faster for TFLOPS or samples/s, "

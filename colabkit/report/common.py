@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from colabkit.experiments import find
-from colabkit.report.figures import mark_substitute_data
+from colabkit.experiments import all_experiments, find
+from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
 
@@ -169,6 +169,26 @@ def figure_warning(frame: pd.DataFrame) -> str | None:
         return None
     kinds = sorted({f"{d} {s}" for d, s in zip(column(flagged, "data.dataset", "?"), flagged["data_used"])})
     return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
+
+
+def ratio_bars_by_experiment(rows: pd.DataFrame, value: str, low: str, high: str, *, ylabel: str, title: str,
+                             data: ReportData) -> tuple[Any, Any]:
+    """(figure, axes): bars of a ratio per experiment (its title, in the registry's order) and device
+    (`rows` has notebook, device, `value` and its `low`-`high` range), a dotted line at 1, the legend
+    outside, and the warning of stand-in data where the experiments' runs used any."""
+    figure, (ax,) = new_figure(width=7.5, height=4.0)
+    grouped_bars(ax, rows.assign(title=rows["notebook"].map(title_of)), "title", value, series="device", low=low,
+                 high=high, colors=label_colors(rows["device"]),
+                 order=[experiment.title for experiment in all_experiments()])
+    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ok = data.ok()
+    note = figure_warning(ok[ok["notebook"].isin(set(rows["notebook"]))])
+    if note:
+        mark_substitute_data(figure, note)
+    return figure, ax
 
 
 def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figures: list[Any]) -> None:

@@ -9,13 +9,13 @@ from colabkit.experiments import all_experiments
 from colabkit.report.common import (
     column,
     cpu_baseline,
-    figure_warning,
     match_key,
+    ratio_bars_by_experiment,
     speedups,
     title_of,
     work_differs,
 )
-from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, mark_substitute_data, new_figure
+from colabkit.report.figures import log_scale_if_wide
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
@@ -72,22 +72,13 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
 
 def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
     """Bars: each device's median speedup over the CPU per notebook, min-max over configurations."""
-    rows = table[table["configurations"] > 0].assign(title=lambda t: t["notebook"].map(title_of))
+    rows = table[table["configurations"] > 0]
     if not len(rows):
         return None
-    figure, (ax,) = new_figure(width=7.5, height=4.0)
-    grouped_bars(ax, rows, "title", "speedup", series="device", low="min", high="max",
-                 colors=label_colors(rows["device"]), order=[experiment.title for experiment in all_experiments()])
-    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
+    figure, ax = ratio_bars_by_experiment(rows, "speedup", "min", "max", ylabel="speedup over the CPU (x)",
+                                          title="Speedup over the CPU, per notebook", data=data)
     log_scale_if_wide(ax, [*rows["min"], *rows["max"], 1.0], ratio=10)
-    ax.set_ylabel("speedup over the CPU (x)")
-    ax.set_title("Speedup over the CPU, per notebook")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ok = data.ok()
-    note = figure_warning(ok[ok["notebook"].isin(set(rows["notebook"]))])
-    if note:
-        mark_substitute_data(figure, note)
-    return ReportFigure("summary_speedup_by_notebook", figure, rows.drop(columns="title"),
+    return ReportFigure("summary_speedup_by_notebook", figure, rows,
                         "Median over the configurations that ran on both the device and the CPU (same parameters at "
                         "the same global batch); bars from the smallest to the largest speedup: the device's value "
                         "over the CPU's where higher is better (throughput), the CPU's over the device's where lower "
