@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import report_fixtures as fx
 
-from colabkit.report.backends import backend_table, backends_section, run_backend
+from colabkit.report.backends import backend_table, backends_section
+from colabkit.report.common import run_backend
 from colabkit.report.records import load_report_data
 from colabkit.report.section import publish
+from colabkit.report.summary import speedup_table
 
 
 def on_backend(record: dict, backend: str, asked: str | None = None) -> dict:
@@ -53,3 +55,16 @@ def test_without_a_configuration_on_both_backends_the_section_says_why(tmp_path)
     fx.write(tmp_path, on_backend(fx.cnn("tpu", 256), "jax"), "b")  # another device: not a pair
     section = backends_section(load_report_data([tmp_path]))
     assert section.empty and "No configuration ran on both TensorFlow and JAX" in section.empty
+
+
+def test_the_summary_compares_a_tpu_on_jax_with_the_cpu_on_tensorflow_and_like_with_like_where_both_ran(tmp_path):
+    """The grids run the TPU rows on JAX and the CPU rows on TensorFlow: the speedup over the CPU pairs
+    them; where the CPU also ran a backend (a frameworks sweep), a run on it is compared with that run."""
+    fx.write(tmp_path, on_backend(fx.matmul("cpu", 512, 0.5), "tensorflow"), "cpu-tf")
+    fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, 50.0), "jax"), "tpu-jax")
+    fx.write(tmp_path, on_backend(fx.matmul("cpu", 256, 0.5), "tensorflow"), "cpu-tf-256")
+    fx.write(tmp_path, on_backend(fx.matmul("cpu", 256, 0.25), "jax"), "cpu-jax-256")
+    fx.write(tmp_path, on_backend(fx.matmul("gpu", 256, 5.0), "jax"), "gpu-jax-256")
+    rows = speedup_table(load_report_data([tmp_path])).set_index("device")
+    assert rows.loc["TPU x8: TPU v2-8", "speedup"] == 100.0  # JAX on the TPU over TensorFlow on the CPU
+    assert rows.loc["GPU: Tesla T4", "speedup"] == 20.0  # JAX on the GPU over JAX on the CPU, not 10

@@ -13,19 +13,13 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import column, match_key, ratio_bars_by_experiment
+from colabkit.report.common import match_key, ratio_bars_by_experiment, run_backend
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 
 PAIR = ("tensorflow", "jax")
 COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow", "jax", "jax_over_tensorflow",
            "faster", "runs_tensorflow", "runs_jax"]
-
-
-def run_backend(frame: pd.DataFrame) -> pd.Series:
-    """The backend each record ran on: device.backend, else params.backend (unless "auto"), else tensorflow."""
-    asked = column(frame, "params.backend", None).where(lambda values: values != "auto")
-    return column(frame, "device.backend", None).fillna(asked).fillna("tensorflow").astype(str)
 
 
 def backend_table(data: ReportData) -> pd.DataFrame:

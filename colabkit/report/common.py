@@ -326,6 +326,24 @@ def match_key(frame: pd.DataFrame, exclude: tuple[str, ...] = ("device",)) -> pd
     return frame.apply(key, axis=1) + "|global_batch=" + global_batch(frame).map(_key)
 
 
+def run_backend(frame: pd.DataFrame) -> pd.Series:
+    """The backend each record ran on: device.backend (resolved: a run asked for "auto" names the
+    backend it got), else params.backend (unless "auto"), else tensorflow (records from before the
+    `backend` parameter, when every notebook but the CNN's and ParaDnn's ran TensorFlow only)."""
+    asked = column(frame, "params.backend", None).where(lambda values: values != "auto")
+    return column(frame, "device.backend", None).fillna(asked).fillna("tensorflow").astype(str)
+
+
+def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.Series) -> pd.Series:
+    """Keys pairing each run with a baseline run of the same configuration (`config`, made without the
+    backend): on the same backend where the baseline device ran one, else on the baseline's TensorFlow,
+    a CPU's default; so a TPU run on JAX, a TPU's default, is compared with the CPU's TensorFlow run of
+    the same parameters, and a JAX run on a GPU with the CPU's JAX run where there is one."""
+    ran = set(zip(config[on_baseline], backend[on_baseline]))
+    chosen = [name if (key, name) in ran else "tensorflow" for key, name in zip(config, backend)]
+    return config + "|backend=" + pd.Series(chosen, index=config.index, dtype=str)
+
+
 def work_differs(a: Any, b: Any) -> bool:
     """Whether two runs (rows with `samples_per_epoch` and `epochs_run`) trained on different amounts
     of work, so that their epoch or training times cannot be compared as they are: per-sample times or

@@ -7,10 +7,12 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments
 from colabkit.report.common import (
+    baseline_backend_key,
     column,
     cpu_baseline,
     match_key,
     ratio_bars_by_experiment,
+    run_backend,
     speedups,
     title_of,
     work_differs,
@@ -35,7 +37,8 @@ def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) ->
 def speedup_table(data: ReportData) -> pd.DataFrame:
     """Per notebook and device: the speedup over the CPU baseline on the experiment's declared headline
     measure, over the configurations both ran (median, min, max, how many). Runs match by their parameters at
-    the same GLOBAL batch; a training run that did other work than its baseline (another number of
+    the same GLOBAL batch, on the same backend where the CPU ran it, else against the CPU's TensorFlow
+    run (the grids run a TPU on JAX, a CPU on TensorFlow: common.baseline_backend_key); a training run that did other work than its baseline (another number of
     samples per epoch or of epochs) is compared by throughput instead, and `measure` says so."""
     rows = []
     for experiment in all_experiments():
@@ -46,11 +49,13 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
         if name not in ok or not ok[name].notna().any():
             continue
         ok = ok[ok[name].notna()]
-        table = pd.DataFrame({"device": ok["device_label"], "value": ok[name].astype(float), "config": match_key(ok),
+        table = pd.DataFrame({"device": ok["device_label"], "value": ok[name].astype(float),
                               THROUGHPUT: column(ok, f"metrics.{THROUGHPUT}").astype(float),
                               "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
                               "epochs_run": column(ok, "metrics.epochs_run")})
         baseline = cpu_baseline(table["device"])
+        table["config"] = baseline_backend_key(match_key(ok, exclude=("device", "backend")), run_backend(ok),
+                                               table["device"] == baseline)
         table["speedup"] = speedups(table, "value", higher, baseline)
         differs = _throughput_where_work_differs(table, baseline)
         if differs.any():
