@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import REPO
+from helpers import REPO, visible_gpus
 
 import colabkit.gpu_check.check as check
 import colabkit.gpu_check.stages as stages
@@ -21,7 +21,7 @@ import colabkit.gpu_check.training as training
 from colabkit.cli import main
 from colabkit.errors import GpuCheckError, MeasurementError
 from colabkit.gpu_check import NO_GPU_LINE, run_check
-from colabkit.gpu_check.rules import GpuFacts
+from colabkit.device.probes import nvidia_smi
 from colabkit.gpu_check.worker import Worker
 from colabkit.timing.agreement import Agreement, interleave
 from colabkit.timing.pipelined import MatmulWorkload, compare_clock
@@ -227,10 +227,12 @@ def test_an_out_that_is_a_file_is_refused_before_anything_runs(tmp_path, capsys,
 def test_the_worker_answers_runs_and_reports_a_failed_task_in_a_real_child(tmp_path):
     with Worker("tensorflow", tmp_path / "worker.log") as worker:
         facts = worker.request("facts", 180)
-        assert facts["names"] == [] and facts["tensorflow"]  # this machine has no GPU
+        assert facts["tensorflow"] and isinstance(facts["names"], list)
         with pytest.raises(GpuCheckError, match="unknown task 'nope'"):
             worker.request("nope", 60)
-        assert worker.request("power", 60)["unavailable"]  # no NVML here: said, not raised
+        power = worker.request("power", 60)
+        if not visible_gpus():  # no GPU, no NVML reading: said, not raised
+            assert facts["names"] == [] and power["unavailable"]
     assert "ValueError: unknown task" in (tmp_path / "worker.log").read_text()
 
 
@@ -287,5 +289,5 @@ def test_the_fast_part_of_the_check_passes_on_this_gpu(tmp_path):
     assert run_check(tmp_path / "gpu-check", fast=True) == 0, (next(tmp_path.glob("gpu-check/*/table.txt"))
                                                                 .read_text())
     rows = json.loads(next(tmp_path.glob("gpu-check/*/table.json")).read_text())["rows"]
-    assert rows[0]["name"] == "device" and rows[0]["verdict"] == "PASS"
-    assert GpuFacts  # the facts come from this machine's nvidia-smi, not a fake
+    assert [row["name"] for row in rows][:3] == ["device", "peaks", "bandwidth"]
+    assert rows[0]["verdict"] == "PASS" and rows[0]["figure"].startswith(nvidia_smi()[0]["name"])

@@ -41,6 +41,11 @@ class Unavailable:
         return (failed(name, figure, rule, self.reason) if self.failed else skipped(name, rule, self.reason, figure))
 
 
+def outside(value: float, low: float, high: float, above: str, below: str) -> list[str]:
+    """The problem with `value` against [low, high]: [above] over it, [below] under it, else none."""
+    return [above] if value > high else [below] if value < low else []
+
+
 def capability_text(capability: tuple[int, ...] | None) -> str:
     return ".".join(map(str, capability)) if capability else "unknown"
 
@@ -146,12 +151,10 @@ def bandwidth_row(name: str, memory_gib: float | None, measured: Mapping[str, An
                       "bound)", rule, measured_gb_per_s=gb_s)
     fraction = gb_s / table.gb_per_s_per_device
     figure = f"{table_text}; measured {gb_s:,.0f} GB/s = {fraction:.2f} of it"
-    problems = []
-    if fraction > BANDWIDTH_HIGH:
-        problems.append(f"measured {fraction:.2f} x the table: the table's figure is too low, or the clock stops "
-                        "before the copy is done")
-    elif fraction < BANDWIDTH_LOW:
-        problems.append(f"measured only {fraction:.2f} x the table: a wrong table entry, or a GPU throttled or shared")
+    problems = outside(fraction, BANDWIDTH_LOW, BANDWIDTH_HIGH,
+                       f"measured {fraction:.2f} x the table: the table's figure is too low, or the clock stops "
+                       "before the copy is done",
+                       f"measured only {fraction:.2f} x the table: a wrong table entry, or a GPU throttled or shared")
     return judged("bandwidth", figure, rule, problems, table_gb_per_s=table.gb_per_s_per_device,
                   measured_gb_per_s=gb_s, fraction=fraction, source=table.source)
 
@@ -167,9 +170,9 @@ def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailab
     ratios = {f"{c['dtype']}": float(c["ratio"]) for c in comparisons}
     figure = ", ".join(f"{dtype} {ratio:.3f}" for dtype, ratio in ratios.items())
     figure += f" (naive clock: {max(float(c['unsynced_tflops']) for c in comparisons):,.0f} TFLOPS)"
-    problems = [f"{dtype}: {ratio:.3f} (" + ("the clock stops before the device is done" if ratio > CLOCK_HIGH
-                                             else f"the clock adds more than {1 - CLOCK_LOW:.0%} to each call") + ")"
-                for dtype, ratio in ratios.items() if not CLOCK_LOW <= ratio <= CLOCK_HIGH]
+    problems = [problem for dtype, ratio in ratios.items() for problem in outside(
+        ratio, CLOCK_LOW, CLOCK_HIGH, f"{dtype}: {ratio:.3f} (the clock stops before the device is done)",
+        f"{dtype}: {ratio:.3f} (the clock adds more than {1 - CLOCK_LOW:.0%} to each call)")]
     return judged(name, figure, rule, problems, comparisons=[dict(c) for c in comparisons])
 
 
@@ -184,12 +187,10 @@ def matmul_row(precision: str, comparison: Mapping[str, Any] | Unavailable, peak
         return skipped(name, rule, f"no {precision} peak in the table for this GPU", f"{tflops:,.1f} TFLOPS", **values)
     fraction = tflops / peak.tflops
     figure = f"{tflops:,.1f} TFLOPS = {fraction:.2f} of {peak.tflops:g}"
-    problems = []
-    if fraction > MATMUL_HIGH:
-        problems.append(f"{fraction:.2f} of the peak: a wrong clock, or a wrong peak (or {precision} ran on a faster "
-                        "path than it names)")
-    elif fraction < MATMUL_LOW:
-        problems.append(f"only {fraction:.2f} of the peak: a wrong peak, a throttled or shared GPU, or a slow path")
+    problems = outside(fraction, MATMUL_LOW, MATMUL_HIGH,
+                       f"{fraction:.2f} of the peak: a wrong clock, or a wrong peak (or {precision} ran on a faster "
+                       "path than it names)",
+                       f"only {fraction:.2f} of the peak: a wrong peak, a throttled or shared GPU, or a slow path")
     return judged(name, figure, rule, problems, fraction=fraction, peak_tflops=peak.tflops, **values)
 
 

@@ -27,8 +27,7 @@ RESULT_PREFIX = "GPU-CHECK-RESULT "
 _ENDED = object()
 # The worker shares the GPU with the notebooks' kernels that run between its requests: TensorFlow
 # takes memory as it needs it rather than all of it, JAX does not take 75 % up front.
-WORKER_ENV = {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-              "TF_CPP_MIN_LOG_LEVEL": "2"}
+WORKER_ENV = {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 class Worker:
@@ -39,7 +38,8 @@ class Worker:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log: IO[str] = open(self.log_path, "a", encoding="utf-8")
-        environment = {**os.environ, **WORKER_ENV, "KERAS_BACKEND": backend, "PYTHONUNBUFFERED": "1", **(env or {})}
+        environment = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ, **WORKER_ENV, "KERAS_BACKEND": backend,
+                       "PYTHONUNBUFFERED": "1", **(env or {})}
         self._process = subprocess.Popen([sys.executable, "-m", "colabkit.gpu_check.worker"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._log, text=True, env=environment)
         self._replies: queue.Queue[Any] = queue.Queue()
@@ -51,7 +51,7 @@ class Worker:
         for line in self._process.stdout:
             if line.startswith(RESULT_PREFIX):
                 self._replies.put(json.loads(line[len(RESULT_PREFIX):]))
-            else:
+            elif not self._log.closed:  # after a kill, the last lines may arrive once the log is closed
                 self._log.write(line)
                 self._log.flush()
         self._replies.put(_ENDED)
