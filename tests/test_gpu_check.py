@@ -19,9 +19,9 @@ import colabkit.gpu_check.check as check
 import colabkit.gpu_check.stages as stages
 import colabkit.gpu_check.training as training
 from colabkit.cli import main
+from colabkit.device.probes import nvidia_smi
 from colabkit.errors import GpuCheckError, MeasurementError
 from colabkit.gpu_check import NO_GPU_LINE, run_check
-from colabkit.device.probes import nvidia_smi
 from colabkit.gpu_check.worker import Worker
 from colabkit.timing.agreement import Agreement, interleave
 from colabkit.timing.pipelined import MatmulWorkload, compare_clock
