@@ -185,6 +185,20 @@ def test_a_t4_skips_the_precisions_it_lacks(fake_gpu_machine, monkeypatch):
     assert rows["matmul float16"]["figure"] == "40.0 TFLOPS = 0.62 of 65"
 
 
+def test_a_gpu_missing_from_the_peaks_table_still_gets_its_clock_checked(fake_gpu_machine, monkeypatch):
+    card = "NVIDIA RTX PRO 6000"
+    monkeypatch.setitem(FAKE_ANSWERS, "facts", {**FAKE_ANSWERS["facts"], "names": [card]})
+    monkeypatch.setattr(check, "nvidia_smi", lambda: [{"index": "0", "name": card, "memory.total": "97887",
+                                                       "driver_version": "575"}])
+    out = fake_gpu_machine / "gpu-check"
+    assert run_check(out, fast=True) == 0
+    rows = rows_of(out)
+    assert rows["clock tensorflow"]["verdict"] == "PASS"
+    assert rows["matmul float32"]["verdict"] == "SKIP" and rows["matmul float32"]["figure"] == "17.0 TFLOPS"
+    assert rows["peaks"]["verdict"] == "SKIP" and "not in the peaks table" in rows["peaks"]["reason"]
+    assert rows["bandwidth"]["figure"].startswith("measured 1,400 GB/s")
+
+
 def test_no_tensorflow_skips_every_tensorflow_row(fake_gpu_machine, monkeypatch):
     monkeypatch.setattr(stages, "installed", lambda package: False)
     out = fake_gpu_machine / "gpu-check"
