@@ -39,10 +39,10 @@ from colabkit.errors import (
     UnknownDataSourceError,
     UnknownDeviceError,
 )
-from colabkit.records.record import Run, load_results, read_record, start_run
+from colabkit.records.loading import load_results
+from colabkit.records.record import Run, read_record, start_run
 from colabkit.timing.clock import Measurement, block_until_ready, measure, summarize, timed
-
-__version__ = "0.1.0"
+from colabkit.version import __version__
 
 __all__ = [
     "BACKENDS",

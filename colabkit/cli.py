@@ -104,34 +104,43 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from colabkit.errors import ReportError
+    from colabkit.errors import NoRecordsError
     from colabkit.report import build_report
-    from colabkit.report.records import load_report_data
 
+    # build_report checks the folders and that some record is readable (one file read), the report
+    # notebook reads every record once; what it read comes back as a summary (no second reading here).
     dirs = args.results_dirs or ["outputs"]
-    missing = [folder for folder in dirs if not Path(folder).exists()]
-    if missing:
-        raise ReportError(f"results folder(s) not found: {', '.join(missing)}")
-    found = load_report_data(dirs)
-    statuses = found.frame["status"].value_counts().to_dict() if len(found.frame) else {}
-    counts = ", ".join(f"{statuses.get(status, 0)} {status}" for status in ("ok", "failed", "skipped"))
-    print(f"found {len(found.frame)} record(s) below {', '.join(dirs)}: {counts}")
-    for path, why in found.rejected:
-        print(f"rejected {path}: {why}", file=sys.stderr)
-    if found.rejected:
-        print(f"{len(found.rejected)} file(s) could not be read as records and are left out of the report "
-              "(they are listed in it too)", file=sys.stderr)
-    if not len(found.frame):
-        raise ReportError(f"no records found below {', '.join(dirs)}: nothing to report (run a sweep first, "
-                          "or give the folder it wrote to)")
-    outputs = build_report(dirs, args.out, kernel_name=args.kernel)
+    try:
+        outputs = build_report(dirs, args.out, kernel_name=args.kernel)
+    except NoRecordsError as empty:
+        _print_records_read(dirs, {"records": 0, "statuses": {}, "rejected": empty.rejected})
+        raise
+    _print_records_read(dirs, outputs.records)
     files = outputs.files()
     print(f"report: {outputs.html}")
     print(f"        {outputs.html_with_code} (with code)")
     print(f"{len(files)} files under {outputs.folder}: "
           f"{sum(p.parent == outputs.figures for p in files)} in figures/, "
           f"{sum(p.parent == outputs.tables for p in files)} in tables/, records.csv, report.ipynb")
-    return EXIT_FAILED if found.rejected else EXIT_OK
+    return EXIT_FAILED if outputs.records["rejected"] else EXIT_OK
+
+
+def _print_records_read(dirs: list[str], summary: dict[str, Any]) -> None:
+    """How many records the report found per status (stdout), and each file set aside (stderr)."""
+    statuses = summary["statuses"]
+    counts = ", ".join(f"{statuses.get(status, 0)} {status}" for status in ("ok", "failed", "skipped"))
+    print(f"found {summary['records']} record(s) below {', '.join(dirs)}: {counts}")
+    read = summary.get("dirs") or dirs  # the notebook read the folders by their absolute paths
+    for path, why in summary["rejected"]:
+        for given, absolute in zip(dirs, read):  # name each file as the user named its folder
+            if path == absolute or path.startswith(absolute.rstrip(os.sep) + os.sep):
+                inside = path[len(absolute):].lstrip(os.sep)
+                path = os.path.join(given, inside) if inside else given
+                break
+        print(f"rejected {path}: {why}", file=sys.stderr)
+    if summary["rejected"]:
+        print(f"{len(summary['rejected'])} file(s) could not be read as records (or cannot be measurements) and are "
+              "left out of the report (they are listed in it too)", file=sys.stderr)
 
 
 def _coordinates_module(root: str) -> Path:

@@ -170,6 +170,15 @@ class ReportError(ColabkitError):
     missing or failing)."""
 
 
+class NoRecordsError(ReportError):
+    """No readable record below the results folders: nothing to report. `rejected` lists the files
+    found there that are not records, (path, why), so that a caller can name them."""
+
+    def __init__(self, message: str, rejected: list[tuple[str, str]] | None = None) -> None:
+        self.rejected = list(rejected or [])
+        super().__init__(message)
+
+
 class ExperimentError(ColabkitError, ValueError):
     """A repeated experiment cannot be run or summarised as asked (no repeats, repeats that
     reported different scores)."""
@@ -199,6 +208,12 @@ class UnknownExperimentError(ColabkitError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message quoted
         return str(self.args[0]) if self.args else ""
+
+
+class InsufficientMemoryError(ColabkitError):
+    """A model whose training clearly cannot fit the device's memory (its estimate, colabkit.training.
+    memory, above 90 % of what the device has), refused before it is built. The name ends in
+    MemoryError on purpose: a sweep files the run's failure as `oom`, as it would the real one."""
 
 
 class FlopCountError(ColabkitError):

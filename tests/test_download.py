@@ -48,9 +48,9 @@ def test_cache_dir_is_colabkit_data_else_colab_content_else_user_cache(monkeypat
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "mine"))
     assert data_dir() == tmp_path / "mine"
     monkeypatch.delenv("COLABKIT_DATA")
-    monkeypatch.setattr(download, "is_colab", lambda: True)
+    monkeypatch.setattr(download, "in_colab", lambda: True)
     assert data_dir() == Path("/content/colabkit_data")
-    monkeypatch.setattr(download, "is_colab", lambda: False)
+    monkeypatch.setattr(download, "in_colab", lambda: False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert data_dir() == tmp_path / "xdg" / "colabkit"
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -215,9 +215,28 @@ def test_derived_arrays_are_built_once_then_reloaded_and_rebuilt_if_damaged(tmp_
     np.testing.assert_array_equal(second["values"], first["values"])
     assert second["names"].tolist() == ["a", "b"]
     path.write_bytes(b"garbage")
-    third, hit_third = cached_arrays(path, build)
+    with pytest.warns(DataCacheWarning, match="could not be read"):
+        third, hit_third = cached_arrays(path, build)
     assert not hit_third and len(calls) == 2 and third["values"].shape == (2, 3)
     assert folder_listing(path.parent) == ["parsed-abc-v1.npz"]
+
+
+def test_a_truncated_array_cache_is_rebuilt_said_and_leaves_no_file_open(tmp_path):
+    import gc
+    import warnings
+
+    path = tmp_path / "parsed-abc-v1.npz"
+    built, _ = cached_arrays(path, lambda: {"values": np.arange(4096.0)})
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])  # a copy cut short: the zip's directory is gone
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # ResourceWarning included: an unclosed file is recorded when freed
+        again, hit = cached_arrays(path, lambda: {"values": np.arange(4096.0)})
+        gc.collect()
+    assert not hit and np.array_equal(again["values"], built["values"]) and path.read_bytes() == whole
+    said = [str(warning.message) for warning in caught if issubclass(warning.category, DataCacheWarning)]
+    assert len(said) == 1 and str(path) in said[0] and "BadZipFile" in said[0] and "built them again" in said[0]
+    assert not [warning for warning in caught if issubclass(warning.category, ResourceWarning)]
 
 
 def test_sha256_of_matches_hashlib(tmp_path):

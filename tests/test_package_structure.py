@@ -4,6 +4,7 @@ across modules."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -166,3 +167,45 @@ def test_every_module_imports_by_itself_in_a_fresh_interpreter():
     with ThreadPoolExecutor(max_workers=2) as pool:
         failures = [result for result in pool.map(import_alone, IMPORTABLE) if result[1] != 0]
     assert not failures, "\n\n".join(f"{module}:\n{stderr}" for module, _, stderr in failures)
+
+
+# --- layers that do not reach across -----------------------------------------------------------------
+
+def every_import(path: Path) -> set[str]:
+    """Every colabkit module or package `path` names in an import, at any depth (also the imports
+    inside functions): `from pkg import name` counts as importing pkg (and pkg.name where that is a module)."""
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            targets.add(node.module)
+            targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {target for target in targets if target == "colabkit" or target.startswith("colabkit.")}
+
+
+def test_the_report_imports_nothing_from_the_sweep():
+    reaching = {name: sorted(t for t in every_import(path) if t.startswith("colabkit.sweep"))
+                for name, path in MODULES.items() if name.startswith("colabkit.report")}
+    assert every_import(MODULES["colabkit.report.build"]) >= {"colabkit.notebook_runner"}  # the scan is real
+    assert {name: found for name, found in reaching.items() if found} == {}
+
+
+def test_data_imports_nothing_from_records_or_the_package_root():
+    reaching = {name: sorted(t for t in every_import(path) if t == "colabkit" or t.startswith("colabkit.records"))
+                for name, path in MODULES.items() if name.startswith("colabkit.data")}
+    assert every_import(MODULES["colabkit.data.download"]) >= {"colabkit.colab.runtime"}  # in_colab, from colab/
+    assert {name: found for name, found in reaching.items() if found} == {}
+
+
+REPORT_NOTEBOOKS = ("report.ipynb", "colab_sweep.ipynb")  # the notebooks that make reports
+
+
+def test_no_experiment_notebook_imports_the_report():
+    reaching = {}
+    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+        if "colabkit.report" in code or "from colabkit import report" in code:
+            reaching[notebook.name] = True
+    assert set(reaching) <= set(REPORT_NOTEBOOKS) and "report.ipynb" in reaching

@@ -7,7 +7,8 @@ from report_fixtures import CPU, GPU, write
 
 from colabkit.experiments.published import PARADNN_SOURCE
 from colabkit.records.record import make_record
-from colabkit.report import load_report_data, paradnn_section, roofline_point
+from colabkit.report import load_report_data, paradnn_section
+from colabkit.training.roofline import roofline_point
 
 # Roofs: CPU 0.2 TFLOPS and 20 GB/s (ridge at 10 FLOPs/byte); GPU 8 TFLOPS and 320 GB/s (ridge 25).
 ROOFS = {"cpu": (0.2, 20.0), "gpu": (8.0, 320.0)}

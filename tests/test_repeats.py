@@ -10,7 +10,7 @@ import pytest
 
 from colabkit.errors import ColabkitError, ExperimentError
 from colabkit.scores import headline_scores, scores_from_confusion
-from colabkit.timing.repeats import Experiment, RepeatResult, mean_std, run_repeats
+from colabkit.timing.repeats import RepeatedTraining, RepeatResult, mean_std, run_repeats
 
 CLASSES = ["A", "B"]
 # Three repeats' confusion matrices (true rows, predicted columns) on the same 10 test samples.
@@ -125,9 +125,9 @@ def test_a_repeat_that_returns_something_else_or_other_scores_is_an_error():
     other = fake_repeat(1, 1, [])
     other.scores = {"accuracy": 1.0}
     with pytest.raises(ExperimentError, match="different scores"):
-        Experiment([first, other], 1.0)
+        RepeatedTraining([first, other], 1.0)
     with pytest.raises(ExperimentError):
-        Experiment([], 1.0)
+        RepeatedTraining([], 1.0)
 
 
 def test_repeated_training_curves_draw_the_mean_and_a_band_only_for_several_repeats():

@@ -76,7 +76,9 @@ def test_device_labels_name_kind_replicas_and_model():
     assert report.device_label({"device": fx.TPU}) == "TPU x8: TPU v2-8"
     assert report.device_label({"device": {"kind": "cpu", "replicas": 1, "name": "Intel(R) Xeon(R) CPU @ 2.20GHz"}}) \
         == "CPU: Intel Xeon @ 2.20GHz"
-    assert report.device_label({"device": {"requested": "gpu:4"}, "params": {}}) == "GPU x4 (requested)"
+    # a run that never found its device: named by its request, read from the typed field
+    assert report.device_label({"device": {"requested": "gpu:4", "request": {"kind": "gpu", "count": 4}},
+                                "params": {}}) == "GPU x4 (requested)"
     two_workers = {**fx.CPU, "requested": "multiworker:2", "replicas": 2, "workers": 2,
                    "strategy": "MultiWorkerMirroredStrategy"}
     assert report.device_label({"device": two_workers}) == "CPU x2 over 2 workers: AMD EPYC"

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from colabkit.errors import RecordError
+from colabkit.records.loading import load_results
 from colabkit.records.record import (
     REQUIRED_FIELDS,
     SCHEMA_VERSION,
-    load_results,
     make_record,
     read_record,
     start_run,
@@ -69,13 +69,15 @@ def test_load_results_is_tidy_and_reports_unreadable_records(tmp_path):
     write_json_atomic(tmp_path / "b" / "future.json", {**make_record("matmul_tflops", "ok", {"device": "gpu"}),
                                                       "schema_version": 99})
     write_json_atomic(tmp_path / "b" / "other.json", {"not": "a record"})
-    with pytest.warns(UserWarning, match="1 record file"):
+    with pytest.warns(UserWarning, match="2 record file"):
         frame = load_results(tmp_path / "a", tmp_path / "b")
     assert sorted(frame["params.n"]) == [256, 512]
     assert list(frame.sort_values("params.n")["metrics.tflops_warm"]) == [0.256, 0.512]
     assert {"path", "notebook", "status", "params.device", "metrics.tflops_warm", "host.cpu_model"} <= set(frame.columns)
-    (rejected_path, reason), = frame.attrs["rejected"]
-    assert rejected_path.endswith("future.json") and "schema_version 99" in reason
+    # every file that is not a readable record is named, also JSON that is no record at all
+    (future, reason), (other, why) = frame.attrs["rejected"]
+    assert future.endswith("future.json") and "schema_version 99" in reason
+    assert other.endswith("other.json") and why == "not a record (a JSON object with no schema_version)"
 
 
 def test_load_results_of_nothing_is_an_empty_frame(tmp_path):

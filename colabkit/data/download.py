@@ -43,7 +43,8 @@ from colabkit.errors import (
     MirrorUnreachableError,
 )
 from colabkit.io import write_atomic
-from colabkit.records.provenance import is_colab
+from colabkit.version import __version__
+from colabkit.colab.runtime import in_colab
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_TIMEOUT_S = 60.0
@@ -90,7 +91,7 @@ def data_dir() -> Path:
     configured = os.environ.get("COLABKIT_DATA")
     if configured:
         return Path(configured).expanduser()
-    if is_colab():
+    if in_colab():
         return COLAB_DATA_DIR
     cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache_home).expanduser() / "colabkit"
@@ -207,8 +208,6 @@ def _download_to(url: str, target: Path, label: str, timeout_s: float, progress:
     if it breaks off."""
     from tqdm import tqdm
 
-    from colabkit import __version__
-
     request = urllib.request.Request(url, headers={"User-Agent": f"colabkit/{__version__}"})
     try:
         response = urllib.request.urlopen(request, timeout=timeout_s)  # noqa: S310 - http(s) and file
@@ -312,14 +311,19 @@ def cached_arrays(path: Path, build: Callable[[], Mapping[str, np.ndarray]]) -> 
 
     Returns (arrays, hit). Name `path` after the sha256 of the file the arrays come from and the
     version of the code that derives them, so a new file or new processing never reads stale
-    arrays. An unreadable cache file is rebuilt, not trusted.
+    arrays. An unreadable cache file (truncated, damaged) is rebuilt, not trusted, with a
+    DataCacheWarning naming it and why.
     """
     if path.is_file():
         try:
-            with np.load(path, allow_pickle=False) as stored:
+            # Opened here, not by np.load: np.load leaves the file it opened unclosed when the zip
+            # inside cannot be read (a truncated .npz), and this `with` closes it whatever happens.
+            with open(path, "rb") as stream, np.load(stream, allow_pickle=False) as stored:
                 return {name: stored[name] for name in stored.files}, True
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
             path.unlink(missing_ok=True)
+            warnings.warn(DataCacheWarning(f"the cached arrays {path} could not be read ({type(exc).__name__}: "
+                                           f"{exc}); removed them and built them again"), stacklevel=2)
     arrays = {name: np.asarray(value) for name, value in build().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
 

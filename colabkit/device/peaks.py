@@ -208,3 +208,20 @@ def tpu_bandwidth(accelerator_type: str | None, devices: int) -> PeakBandwidth |
     source = (f"Google Cloud TPU system architecture docs: {per_chip:,.0f} GB/s HBM per {generation} chip, "
               f"{cores_per_chip} core(s) per chip")
     return PeakBandwidth(per_device * devices, per_device, devices, source, "vendor")
+
+
+# TPU generation -> HBM GiB per chip (Google Cloud TPU docs, system architecture pages); v2 and v3
+# chips have 2 cores (TensorFlow devices) that split it.
+_TPU_HBM_GIB: dict[str, float] = {"v2": 16.0, "v3": 32.0, "v4": 32.0, "v5e": 16.0, "v5p": 95.0, "v6e": 32.0}
+
+
+def tpu_memory_gib(accelerator_type: str | None) -> tuple[float, str] | None:
+    """HBM of one TPU core (TensorFlow device) of the given accelerator type, in GiB, and its source;
+    None when the generation is unknown."""
+    generation = tpu_generation(accelerator_type)
+    if generation is None or generation not in _TPU_HBM_GIB:
+        return None
+    per_chip, cores_per_chip = _TPU_HBM_GIB[generation], _TPU_PEAKS[generation][1]
+    source = (f"Google Cloud TPU system architecture docs: {per_chip:g} GiB HBM per {generation} chip, "
+              f"{cores_per_chip} core(s) per chip")
+    return per_chip / cores_per_chip, source

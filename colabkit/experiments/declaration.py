@@ -12,10 +12,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
+
+if TYPE_CHECKING:
+    from colabkit.training.memory import MemoryEstimate
 
 ValueType = type[int] | type[float] | type[str] | type[bool]
 TYPE_NAMES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool"}
@@ -201,6 +204,10 @@ class Experiment:
     # Rules tying several parameters together (e.g. steps a multiple of steps_per_execution): each
     # takes the full set of values (defaults filled in) and returns what is wrong in one line, or None.
     constraints: tuple[Callable[[Mapping[str, Any]], str | None], ...] = field(default=(), compare=False)
+    # The memory one replica needs to train with a full set of values (colabkit.training.memory), where
+    # the declaration knows the model's shape: a run that clearly cannot fit its device is refused
+    # before it builds anything (the notebook's Run.check_memory, the sweep's memory_problem).
+    memory_estimate: Callable[[Mapping[str, Any]], MemoryEstimate] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]

@@ -14,6 +14,7 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
+from colabkit.training.memory import paradnn_memory
 
 FAMILIES = ("fc", "cnn", "rnn")
 BLOCKS = ("residual", "bottleneck")
@@ -77,4 +78,5 @@ EXPERIMENT = Experiment(
     section="colabkit.report.paradnn:paradnn_section",
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
     constraints=(_steps_fill_executions, _torch_runs_one_step_per_call),
+    memory_estimate=paradnn_memory,
 )

@@ -169,8 +169,13 @@ def render() -> str:
         'ok = runs[runs["status"] == "ok"]                # e.g. ok["metrics.tflops_warm"], ok["device.name"]',
         "```",
         "",
-        "Files that are JSON but not readable records (an unknown schema version, a missing field) are not",
-        "dropped silently: a warning names them and `runs.attrs[\"rejected\"]` lists them.",
+        "Every reader (the report, `status`, `load_results`) goes through `colabkit.records.load_records`,",
+        "which reads each file once. Files that are not readable records are not dropped silently: not UTF-8",
+        "JSON, not a JSON object, no or an unknown `schema_version`, a missing field or a section of the wrong",
+        "type, and an `ok` record whose metrics cannot be a measurement (the checks a notebook runs before it",
+        "writes one: `colabkit.records.plausibility`) are set aside with the reason; a warning names them and",
+        "`runs.attrs[\"rejected\"]` lists them. Records written before `device.request` existed get it there,",
+        "derived once from `device.requested` or `params.device`.",
         "",
     ]
     return "\n".join(lines)

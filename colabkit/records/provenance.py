@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.colab.runtime import colab_runtime_info, in_colab
+from colabkit.device.memory import physical_memory_bytes
 from colabkit.device.probes import cpu_info
 
 _PACKAGES = ("colabkit", "tensorflow", "keras", "numpy", "pandas", "papermill", "jax", "jaxlib", "torch")
@@ -41,9 +41,6 @@ def software_versions() -> dict[str, Any]:
     return versions
 
 
-is_colab = in_colab  # the test now lives in colabkit.colab; this name stays for existing callers
-
-
 def host_info() -> dict[str, Any]:
     """The machine: OS, CPU model and cores, memory, and whether it is a Colab runtime.
 
@@ -51,18 +48,15 @@ def host_info() -> dict[str, Any]:
     TPU_ACCELERATOR_TYPE, the TPU chips' generation from their PCI ids); None elsewhere.
     """
     cpu = cpu_info()
-    try:
-        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        memory_gib = None
+    memory = physical_memory_bytes()
     return {
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu_model": cpu["model"],
         "cpu_cores": cpu["cores"],  # logical CPUs usable by the process
         "cpu_physical_cores": cpu.get("physical_cores"),
-        "memory_gib": memory_gib,
-        "colab": is_colab(),
+        "memory_gib": round(memory / 2**30, 1) if memory is not None else None,
+        "colab": in_colab(),
         "colab_runtime": colab_runtime_info(),
     }
 

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
-import numbers
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from colabkit.errors import MeasurementError, RecordError
 from colabkit.io import json_value, write_json_atomic
+from colabkit.records.plausibility import measurement_problems
 from colabkit.records.provenance import git_commit, host_info, software_versions
 from colabkit.records.schema import RecordStatus
 
@@ -28,6 +26,7 @@ REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
 )
+SECTIONS = ("params", "metrics", "timings", "device", "software", "host", "data")  # JSON objects, always
 # What each top-level field holds: the required ones, then those only some records have.
 # docs/records.md is rendered from these (python -m colabkit.maintenance.schema_doc; a test keeps it current).
 FIELD_DOCS: dict[str, str] = {
@@ -113,6 +112,8 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
     """Return `record` if it is a readable record of a known schema version, else raise RecordError."""
     if not isinstance(record, dict):
         raise RecordError(f"{source}: a record is a JSON object, got {type(record).__name__}")
+    if "schema_version" not in record:
+        raise RecordError(f"{source}: not a record (a JSON object with no schema_version)")
     version = record.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise RecordError(f"{source}: schema_version {version} was written by a newer colabkit (this one reads "
@@ -124,6 +125,11 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
         raise RecordError(f"{source}: missing field(s) {', '.join(missing)}")
     if record["status"] not in STATUSES:
         raise RecordError(f"{source}: status {record['status']!r} is not one of {', '.join(STATUSES)}")
+    if not isinstance(record["notebook"], str) or not record["notebook"]:
+        raise RecordError(f"{source}: notebook {record['notebook']!r} is not a notebook's name")
+    wrong = [f"{name} is {type(record[name]).__name__}" for name in SECTIONS if not isinstance(record[name], dict)]
+    if wrong:  # every reader takes these for objects: a list or a number there is a damaged record
+        raise RecordError(f"{source}: {', '.join(wrong)}, expected a JSON object")
     return record
 
 
@@ -138,68 +144,6 @@ def read_record(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path}: not valid JSON ({exc})") from exc
     return validate_record(record, str(path))
-
-
-# --- plausibility: a result that cannot be a measurement is never recorded as ok ---------------
-
-MetricCheck = Callable[[Any], bool]
-
-
-def _positive(value: Any) -> bool:
-    """True when `value` is absent (None) or a finite number > 0."""
-    if value is None:
-        return True
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    return math.isfinite(float(value)) and float(value) > 0
-
-
-def _finite(value: Any) -> bool:
-    """True when `value` is absent, not a number, or a finite one (a NaN loss: training diverged)."""
-    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return True
-    return math.isfinite(float(value))
-
-
-POSITIVE = "must be a finite number > 0"
-FINITE = "must be finite"
-# One check per metric a notebook reports: metric -> (check, what it requires). A metric that is
-# absent is not checked (notebooks report different metrics); one that is present must pass.
-METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
-    # matmul: a FLOP count or rate of 0 or NaN means nothing was multiplied or the clock failed.
-    **{name: (_positive, POSITIVE) for name in (
-        "flops_per_call", "tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "seconds_cold",
-        "seconds_warm", "blas_tflops")},
-    # training: steps, samples and times must have happened.
-    **{name: (_positive, POSITIVE) for name in (
-        "epochs_run", "global_batch_size", "train_time_s", "epoch_time_first_s", "samples_per_s", "steps",
-        "samples")},
-}
-
-
-def measurement_problems(metrics: Mapping[str, Any], timings: Mapping[str, Any] | None = None) -> list[str]:
-    """Why `metrics` (and `timings`) cannot be a measurement: empty when they can.
-
-    Checks each metric named in METRIC_CHECKS, every metric whose name holds 'loss' for a finite
-    value, and, for training timings (`timings["epochs"]`), that every epoch ran steps. Metrics
-    failing the same requirement are named together: 'tflops_warm = 0.0, seconds_warm = 0 (must ...)'.
-    """
-    failing: dict[str, list[str]] = {}
-    for name, value in metrics.items():
-        check, requirement = METRIC_CHECKS.get(name, (_finite, FINITE) if "loss" in name else (None, ""))
-        if check is not None and not check(value):
-            shown = value if isinstance(value, (int, float)) or not isinstance(value, numbers.Real) else float(value)
-            failing.setdefault(requirement, []).append(f"{name} = {shown}")
-    problems = [f"{', '.join(names)} ({requirement})" for requirement, names in failing.items()]
-    epochs = (timings or {}).get("epochs")
-    if isinstance(epochs, list):
-        if not epochs:
-            problems.append("no epoch was timed")
-        empty = [str(epoch.get("epoch", "?")) for epoch in epochs
-                 if isinstance(epoch, Mapping) and not epoch.get("steps")]
-        if empty:
-            problems.append(f"epoch(s) {', '.join(empty)} ran no training step")
-    return problems
 
 
 def default_results_path(notebook: str, device: str, root: str | Path = "outputs") -> Path:
@@ -240,6 +184,20 @@ class Run:
         self.path = Path(results_path) if results_path else default_results_path(
             notebook, str(self.params.get("device", "auto")))
         self.written: dict[str, Any] | None = None
+
+    def check_memory(self, device: Any) -> None:
+        """Refuse (InsufficientMemoryError, one line naming the estimate and the device's memory) a run
+        whose model clearly cannot fit `device` (the notebook's DeviceSetup): its experiment's memory
+        estimate (colabkit.training.memory) above 90 % of what one model copy can use there. Call it
+        right after setup_device, before building the model; nothing when the experiment declares no
+        estimate or the device's memory is unknown."""
+        from colabkit.device.memory import setup_memory
+        from colabkit.experiments import find
+        from colabkit.training.memory import check_fits
+
+        experiment = find(self.notebook)
+        if experiment is not None:
+            check_fits(experiment, self.params, setup_memory(device))
 
     def artifact(self, suffix: str) -> Path:
         """Where another product of this run goes (e.g. '.weights.h5'): beside the record and named
@@ -318,50 +276,3 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
         if problems:
             raise ParameterError(problems)
     return Run(notebook, params, results_path)
-
-
-def iter_record_files(*dirs: str | Path) -> list[Path]:
-    """Every *.json below the given folders (or files), sorted, temporary files left out."""
-    paths: list[Path] = []
-    for root in dirs or ("outputs",):
-        root = Path(root)
-        if root.is_file():
-            paths.append(root)
-        elif root.is_dir():
-            paths.extend(path for path in root.rglob("*.json") if not path.name.startswith("."))
-    return sorted(set(paths))
-
-
-def load_results(*dirs: str | Path):
-    """All records below `dirs` as a tidy pandas DataFrame, one row per record.
-
-    Nested sections are flattened with dots ('params.n', 'metrics.tflops_warm', 'device.name');
-    the file each row came from is in 'path'. Files that are JSON but not readable records
-    (unknown schema version, missing fields) are not dropped silently: a warning names them and
-    `df.attrs["rejected"]` lists (path, reason) pairs.
-    """
-    import pandas as pd
-
-    records, rejected = [], []
-    for path in iter_record_files(*dirs):
-        try:
-            with open(path, encoding="utf-8") as stream:
-                payload = json.load(stream)
-        except (OSError, ValueError) as exc:  # ValueError: bad JSON or not UTF-8 text
-            rejected.append((str(path), f"unreadable: {exc}"))
-            continue
-        if not isinstance(payload, dict) or "schema_version" not in payload:
-            continue  # some other JSON file (e.g. a notebook's metadata), not a record
-        try:
-            record = validate_record(payload, str(path))
-        except RecordError as exc:
-            rejected.append((str(path), str(exc)))
-            continue
-        records.append({"path": str(path), **record})
-    if rejected:
-        warnings.warn(f"{len(rejected)} record file(s) could not be read: "
-                      + "; ".join(reason for _, reason in rejected), stacklevel=2)
-    frame = pd.json_normalize(records, sep=".") if records else pd.DataFrame(
-        columns=["path", *REQUIRED_FIELDS])
-    frame.attrs["rejected"] = rejected
-    return frame

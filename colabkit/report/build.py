@@ -1,27 +1,35 @@
 """`python -m colabkit report`: execute notebooks/report.ipynb through papermill, then export it.
 
 The notebook does the work (reads the records, writes figures/, tables/ and records.csv under the
-output folder, section by section); this module checks the inputs, runs it (the kernel's own
-output goes to report.log), and exports the executed notebook as report.html (code hidden,
-self-contained: figures embedded, no script or image fetched from the network) and
-report-with-code.html.
+output folder, section by section, and a summary of what it read, RECORDS_SUMMARY); this module
+checks the inputs (every folder exists, at least one readable record: a look that reads one file
+where there are records), runs it (the kernel's own output goes to report.log), reads the summary
+back (so the records are parsed once, in the notebook), and exports the executed notebook as
+report.html (code hidden, self-contained: figures embedded, no script or image fetched from the
+network) and report-with-code.html.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from colabkit.errors import ReportError
-from colabkit.io import write_atomic
-from colabkit.suite import suite_path
+from colabkit.errors import NoRecordsError, RecordError, ReportError
+from colabkit.io import write_atomic, write_json_atomic
 from colabkit.notebook_runner import execute_notebook, failure_summary
+from colabkit.records.loading import first_record, read_summary
+from colabkit.report.records import ReportData
+from colabkit.suite import suite_path
 
 # The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
 REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
 REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", ".tex", ".md")}
+# What the notebook read (LoadedRecords.summary): hidden, so that a later report over a folder that
+# holds this one never takes it for a record.
+RECORDS_SUMMARY = ".records-read.json"
 _TEMPLATE_NAME = "colabkit_report.html.j2"
 # The lab template, minus the scripts it loads from a CDN (require.js, MathJax, mermaid): the report
 # has no widgets, equations or diagrams, and must open anywhere, offline included. Figures carry
@@ -63,6 +71,7 @@ class ReportOutputs:
     tables: Path
     records_csv: Path
     log: Path
+    records: dict[str, Any] = field(default_factory=dict)  # what the notebook read: LoadedRecords.summary()
 
     def files(self) -> list[Path]:
         """Every file the report wrote, sorted."""
@@ -79,6 +88,12 @@ def prepare_output(output_dir: str | Path) -> Path:
             if path.is_file() and path.suffix in suffixes:
                 path.unlink()
     return folder
+
+
+def write_records_summary(data: ReportData, output_dir: str | Path) -> Path:
+    """Write what the report read (record counts per status, rejected files, missing folders) to
+    output_dir/RECORDS_SUMMARY, for `colabkit report` to print without reading the records again."""
+    return write_json_atomic(Path(output_dir) / RECORDS_SUMMARY, data.loaded.summary())
 
 
 def export_report_html(notebook_path: str | Path, html_path: str | Path, with_code: bool = False) -> Path:
@@ -108,18 +123,26 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
     """Run the report notebook on the records under `results_dirs` and write everything under `out`.
 
     Raises ReportError when a results folder does not exist, the report notebook is missing, or a
-    cell of it fails (the executed notebook is kept in `out` for inspection).
+    cell of it fails (the executed notebook is kept in `out` for inspection); NoRecordsError, before
+    anything is written, when no readable record is below the folders. The outputs' `records` are
+    what the notebook read (LoadedRecords.summary).
     """
     dirs = [Path(d) for d in results_dirs]
     missing = [str(d) for d in dirs if not d.exists()]
     if missing:
         raise ReportError(f"results folder(s) not found: {', '.join(missing)}")
+    first, rejected = first_record(dirs)
+    if first is None:
+        raise NoRecordsError(f"no records found below {', '.join(map(str, dirs))}: nothing to report (run a sweep "
+                             "first, or give the folder it wrote to)", rejected)
     source = Path(notebook) if notebook else REPORT_NOTEBOOK
     if not source.is_file():
         raise ReportError(f"the report notebook {source} is missing: reinstall colabkit from its repository "
                           "(pip install git+https://github.com/OWNER/NAME@REF) or run from a checkout")
     folder = prepare_output(Path(out).resolve())
     executed = folder / "report.ipynb"
+    summary_path = folder / RECORDS_SUMMARY
+    summary_path.unlink(missing_ok=True)  # an earlier report's summary must not pass for this one's
     parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder)}
     with open(folder / "report.log", "w", encoding="utf-8") as log:
         try:
@@ -127,9 +150,14 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
         except Exception as exc:  # noqa: BLE001 - papermill raises its own and the kernel's errors; all mean "failed"
             raise ReportError(f"the report notebook failed ({failure_summary(exc)}); the executed notebook is {executed}, "
                               f"its log {folder / 'report.log'}") from exc
+    try:
+        records = read_summary(summary_path.read_text(encoding="utf-8"))
+    except (OSError, RecordError) as exc:
+        raise ReportError(f"the report notebook {source} wrote no summary of the records it read ({summary_path}: "
+                          f"{exc}); is it colabkit's notebooks/report.ipynb?") from exc
     return ReportOutputs(
         folder=folder, html=export_report_html(executed, folder / "report.html"),
         html_with_code=export_report_html(executed, folder / "report-with-code.html", with_code=True),
         notebook=executed, figures=folder / "figures", tables=folder / "tables", records_csv=folder / "records.csv",
-        log=folder / "report.log",
+        log=folder / "report.log", records=records,
     )

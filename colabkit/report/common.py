@@ -15,7 +15,7 @@ import pandas as pd
 
 from colabkit.experiments import find
 from colabkit.report.figures import mark_substitute_data
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
 
 SUBSTITUTES = ("OFFLINE", "SYNTHETIC")
@@ -123,10 +123,11 @@ def repeats_count(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 def cpu_baseline(labels: Any) -> str | None:
     """The device the report compares with: the single-replica CPU with most records (else any CPU)."""
-    counts = Counter(label for label in labels if str(label).startswith("CPU"))
+    counts = Counter(label for label in labels if label_kind(label) == "cpu")
     if not counts:
         return None
-    single = {label: count for label, count in counts.items() if str(label).startswith("CPU:")}
+    single = {label: count for label, count in counts.items()
+              if (device := labelled(label)) is not None and device.replicas == 1 and device.workers == 1}
     pool = single or counts
     return max(sort_labels(pool), key=lambda label: pool[label])
 

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.colors import to_hex, to_rgb
 
 from colabkit.plots import device_color, use_style
-from colabkit.report.records import sort_labels
+from colabkit.report.records import label_kind, sort_labels
 from colabkit.report.writers import format_number
 
 WARNING_COLOR = "#b00020"
@@ -52,26 +52,32 @@ def _shade(color: str, step: int) -> str:
     return to_hex(np.clip(mixed, 0, 1))
 
 
-def _kind(label: str) -> str:
-    return label.split(":")[0].split(" ")[0].lower()
-
-
 def label_markers(labels: Iterable[str]) -> dict[str, str]:
     """A marker per device label: circles for the first label of a kind, then squares, triangles..."""
     markers, used = {}, {}
     for label in sort_labels(labels):
-        markers[label] = "os^Dv"[used.get(_kind(label), 0) % 5]
-        used[_kind(label)] = used.get(_kind(label), 0) + 1
+        kind = label_kind(label)
+        markers[label] = "os^Dv"[used.get(kind, 0) % 5]
+        used[kind] = used.get(kind, 0) + 1
     return markers
 
 
 def label_colors(labels: Iterable[str]) -> dict[str, str]:
     """A colour per device label: the device kind's colour (colabkit.plots), shaded when several
     labels share a kind (a T4 and an A100; one and two CPU replicas)."""
-    colors, used = {}, {}
-    for label in sort_labels(labels):
-        kind = _kind(label)
-        colors[label] = _shade(device_color(kind), used.get(kind, 0))
+    return series_colors(pd.DataFrame({"series": list(labels), "device": list(labels)}))
+
+
+def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device") -> dict[str, str]:
+    """A colour per series of `table` (a device label and the parameters that tell its runs apart):
+    the kind colour of the series' `device` label, shaded per series of that kind, in report order."""
+    pairs = table[[series, device]].drop_duplicates(series)
+    order = {label: index for index, label in enumerate(sort_labels(pairs[device]))}
+    colors: dict[str, str] = {}
+    used: dict[str, int] = {}
+    for name, label in sorted(zip(pairs[series], pairs[device]), key=lambda pair: (order[pair[1]], str(pair[0]))):
+        kind = label_kind(label)
+        colors[name] = _shade(device_color(kind), used.get(kind, 0))
         used[kind] = used.get(kind, 0) + 1
     return colors
 
@@ -99,6 +105,12 @@ def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: 
     return None
 
 
+def _infinite(values: pd.Series) -> pd.Series:
+    """Which values are infinite: they have no place on an axis (the tables still print them); NaN
+    is missing, and a line breaks there."""
+    return pd.Series(np.isinf(pd.to_numeric(values, errors="coerce").astype(float)), index=values.index)
+
+
 def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "series", device: str = "device",
                err: str | None = None, low: str | None = None, high: str | None = None,
                linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0) -> None:
@@ -111,7 +123,9 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
     per_device: dict[str, int] = {}
     count = table[series].nunique()
     for index, (name, rows) in enumerate(table.groupby(series, sort=False)):
-        rows = rows.sort_values(x)
+        rows = rows[~(_infinite(rows[x]) | _infinite(rows[y]))].sort_values(x)
+        if not len(rows):
+            continue
         if dodge:
             rows = rows.assign(**{x: rows[x] * 2 ** (dodge * (index - (count - 1) / 2))})
         label = rows[device].iloc[0]
@@ -137,7 +151,8 @@ def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, ser
     hatched = set(hatched)
     width = 0.8 / max(1, len(names))
     for index, name in enumerate(names):
-        rows = table[table[series] == name].set_index(category).reindex(categories).dropna(subset=[value])
+        rows = table[table[series] == name].set_index(category).reindex(categories)
+        rows = rows[rows[value].notna() & ~_infinite(rows[value])]
         positions = [categories.index(c) - 0.4 + width * (index + 0.5) for c in rows.index]
         color = (colors or {}).get(name, "#999999")
         yerr = _errors(rows, value, err, low, high)

@@ -4,14 +4,11 @@ another per model, and the published claims of Wang, Wei & Brooks 2020 (ParaDnn)
 The roofline of a device is min(peak FLOPS, arithmetic intensity x memory bandwidth). Each record
 carries what its roofline needs: the peak TFLOPS used (and its source) and the bandwidth used
 (a datasheet figure on accelerators, a STREAM-triad measurement on CPUs), so the report draws each
-device's roof from its own records, never from a table of its own.
+device's roof from its own records, never from a table of its own. The roofline's arithmetic is
+colabkit.training.roofline's and its drawing colabkit.plots.draw_roofline, as in the notebook.
 """
 
 from __future__ import annotations
-
-import math
-from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,9 +16,10 @@ from matplotlib.colors import to_hex, to_rgb
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
+from colabkit.plots import draw_roofline
 from colabkit.report.common import column, config_key, notebook_section, pick
 from colabkit.report.figures import new_figure
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, labelled, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -30,57 +28,6 @@ FAMILIES = ("fc", "cnn", "rnn")
 FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c"}
 FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^"}
 MAX_DEVICE_PAIRS = 3
-
-
-# --- the roofline of one point -------------------------------------------------------------------
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def roofline_point(intensity: float | None, achieved_tflops: float | None, peak_tflops: float | None,
-                   bandwidth_gb_s: float | None) -> dict[str, Any]:
-    """Where a measurement sits under its device's roofline.
-
-    Returns `ridge_flops_per_byte` (peak FLOPS / bandwidth: the intensity where the two roofs meet),
-    `roofline_tflops` (the attainable min(peak, intensity x bandwidth)), `fraction_of_roofline`
-    (achieved / attainable) and `bound` ("memory" left of the ridge, "compute" right of it). A figure
-    that needs an unknown input is None, and `bound_reason` then says which input is missing.
-    """
-    missing = [name for name, value in (("arithmetic intensity", intensity), ("peak TFLOPS", peak_tflops),
-                                        ("bandwidth", bandwidth_gb_s)) if not _finite(value)]
-    if missing:
-        return {"ridge_flops_per_byte": None, "roofline_tflops": None, "fraction_of_roofline": None, "bound": None,
-                "bound_reason": f"unknown {' and '.join(missing)}"}
-    ridge = peak_tflops * 1e12 / (bandwidth_gb_s * 1e9)
-    attainable = min(peak_tflops, intensity * bandwidth_gb_s / 1e3)
-    return {"ridge_flops_per_byte": ridge, "roofline_tflops": attainable,
-            "fraction_of_roofline": achieved_tflops / attainable if _finite(achieved_tflops) else None,
-            "bound": "memory" if intensity < ridge else "compute", "bound_reason": None}
-
-
-def draw_roofline(ax: Any, points: Iterable[tuple[float, float, str, str | None]], peak_tflops: float | None,
-                  bandwidth_gb_s: float | None, roof_label: str = "roofline", span: Iterable[float] = ()) -> None:
-    """Log-log roofline on `ax`: each point (intensity FLOP/byte, achieved TFLOPS, label, colour) as a
-    marker, and the roof min(peak, intensity x bandwidth) as a line where both figures are known,
-    drawn over the points' intensities, `span`'s and the ridge point, with a margin of 4x."""
-    points = [p for p in points if _finite(p[0]) and _finite(p[1])]
-    xs = [p[0] for p in points] + [x for x in span if _finite(x)]
-    for x, y, label, color in points:
-        ax.scatter([x], [y], label=label, color=color, edgecolor="#333333", linewidth=0.5, zorder=3)
-    if _finite(peak_tflops) and _finite(bandwidth_gb_s):
-        ridge = peak_tflops * 1e12 / (bandwidth_gb_s * 1e9)
-        low, high = min([*xs, ridge]) / 4, max([*xs, ridge]) * 4
-        grid = np.geomspace(low, high, 200)
-        ax.plot(grid, np.minimum(peak_tflops, grid * bandwidth_gb_s / 1e3), color="#444444", linewidth=1.5,
-                label=f"{roof_label}: {format_number(peak_tflops, 3)} TFLOPS, {format_number(bandwidth_gb_s, 3)} GB/s")
-        ax.axvline(ridge, color="#999999", linestyle=":", linewidth=1)
-    elif _finite(peak_tflops):
-        ax.axhline(peak_tflops, color="#444444", linewidth=1.5, label=f"peak {format_number(peak_tflops, 3)} TFLOPS")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
-    ax.set_ylabel("achieved TFLOPS")
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -110,6 +57,12 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
 
 
 # --- figures ---------------------------------------------------------------------------------------
+
+def _head(label: str) -> str:
+    """'GPU x4' of 'GPU x4: Tesla T4': how a panel title names a device."""
+    device = labelled(label)
+    return device.head if device else str(label)
+
 
 def _shade(color: str, fraction: float) -> str:
     """`color` from pale (fraction 0) to full (fraction 1)."""
@@ -219,7 +172,7 @@ def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportF
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel(f"{family} models, sorted by speedup")
             ax.set_ylabel("speedup (samples/s ratio)")
-            ax.set_title(f"{b.split(':')[0]} over {a.split(':')[0]}: {family}", fontsize="medium")
+            ax.set_title(f"{_head(b)} over {_head(a)}: {family}", fontsize="medium")
             if len(rows):
                 ax.legend(fontsize="x-small")
     caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "

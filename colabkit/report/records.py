@@ -1,34 +1,28 @@
-"""The records behind a report: every record under the results folders, merged per combination.
+"""The records behind a report, and how it names their devices.
 
-Several folders merge (say, outputs copied back from a CPU, a GPU and a TPU Colab runtime). A
-combination (one notebook with one set of parameters) can then appear more than once: the sweep
-on a CPU runtime leaves a `skipped` record for the GPU combinations that the GPU runtime ran. One
-record per combination is *used*: an ok record over a failed one over a skipped one, and among
-equals the one that finished last; every such choice is listed in `ReportData.merges`.
+The records come from colabkit.records.loading (each file read and checked once; unreadable or
+implausible files in `rejected`, absent folders in `missing_dirs`), merged per combination by
+colabkit.records.merging (one record *used* per combination: ok over failed over skipped, then
+the latest; every such choice in `ReportData.merges`).
 
-Two records are the same combination when they come from the same notebook with the same parameters
-(the sweep's `fingerprint.params` where it wrote one, else `params`). Failed and skipped records of
-older sweeps carry the grid's parameters only: one of them joins the ok record whose parameters
-include all of its own with the same values.
-
-Nothing is dropped silently: files that are not readable records (unknown schema version,
-missing fields, bad JSON) are in `rejected`, folders that do not exist in `missing_dirs`.
+A device label ('CPU x2: AMD EPYC', 'GPU (requested)') is made from a record's typed fields: the
+kind and replicas the run found (else its `device.request`), the workers of a multi-worker run
+and the device's model. Labels are sorted and coloured by that structure (DeviceLabel), never by
+taking their text apart again.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import warnings
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from colabkit.records.record import load_results
+from colabkit.records.loading import LoadedRecords, load_records
 
-STATUS_ORDER = {"ok": 0, "failed": 1, "skipped": 2}
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
 # A dataset loader's provenance says `source: real | offline | synthetic`. Only records that name a
 # `dataset` can have used a stand-in for one: matmul's random matrices are its workload, not a substitute.
@@ -36,15 +30,11 @@ SUBSTITUTE_SOURCES = ("offline", "synthetic")
 REPORT_COLUMNS = ("results_dir", "device_kind", "device_label", "combination", "used", "data_used")
 
 
-def _requested(record: dict[str, Any]) -> str:
-    device = record.get("device") or {}
-    return str(device.get("requested") or (record.get("params") or {}).get("device") or "unknown")
-
-
-def device_kind(record: dict[str, Any]) -> str:
-    """'cpu', 'gpu' or 'tpu' as the run found it (the requested kind for runs that never started)."""
-    kind = (record.get("device") or {}).get("kind")
-    return str(kind or _requested(record).split(":")[0]).lower()
+def _count(value: Any) -> int | None:
+    """A count a record gives (replicas, workers), or None when it gives none that is a whole number >= 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 1:
+        return None
+    return int(value) if float(value).is_integer() else None
 
 
 def _model_name(name: str) -> str:
@@ -54,21 +44,88 @@ def _model_name(name: str) -> str:
     return " ".join(name.split())
 
 
+@dataclass(frozen=True)
+class DeviceLabel:
+    """What a report says about a record's device: its kind ('cpu', 'gpu', 'tpu'; the requested kind
+    for a run that never found its device), replicas, workers (machines of a multi-worker run) and
+    model (None when the run never found its device)."""
+
+    kind: str
+    replicas: int = 1
+    workers: int = 1
+    model: str | None = None
+
+    @property
+    def head(self) -> str:
+        """'GPU', 'CPU x2', 'GPU x4 over 2 workers': the label without the model."""
+        head = self.kind.upper() + (f" x{self.replicas}" if self.replicas > 1 else "")
+        return head + (f" over {self.workers} workers" if self.workers > 1 else "")
+
+    @property
+    def text(self) -> str:
+        """'CPU: AMD EPYC', 'TPU x8: TPU v2-8', 'GPU x4 (requested)'."""
+        return f"{self.head}: {self.model}" if self.model else f"{self.head} (requested)"
+
+    def sort_key(self) -> tuple[int, str, int, int, str]:
+        """Report order: CPU, GPU, TPU (other kinds after); fewer replicas, then fewer workers first; then by model."""
+        return KIND_ORDER.get(self.kind, len(KIND_ORDER)), self.kind, self.replicas, self.workers, self.model or ""
+
+
+# Every label text the report made, back to the device it was made from: sorting and colouring
+# look a label up here rather than taking its text apart. A text names one device (DeviceLabel.text
+# is one-to-one), so the table only grows, and never holds two answers for one label.
+_LABELS: dict[str, DeviceLabel] = {}
+
+
+def record_device_kind(record: dict[str, Any]) -> str:
+    """'cpu', 'gpu' or 'tpu' as the run found it (`device.kind`); for a run that never started, the
+    kind it asked for (`device.request.kind`, which colabkit.records.loading fills in); 'unknown'
+    when the record says neither."""
+    device = record.get("device") or {}
+    request = device.get("request") or {}
+    return str(device.get("kind") or request.get("kind") or "unknown").lower()
+
+
+def record_device(record: dict[str, Any]) -> DeviceLabel:
+    """The structured label of a record's device, from its typed fields (nothing parsed)."""
+    device = record.get("device") or {}
+    request = device.get("request") or {}
+    replicas = _count(device.get("replicas")) or _count(request.get("count")) or 1
+    workers = _count(device.get("workers")) or 1  # MultiWorkerMirroredStrategy: replicas over several machines
+    model = device.get("name") or device.get("model")
+    label = DeviceLabel(record_device_kind(record), replicas, workers, _model_name(str(model)) if model else None)
+    _LABELS.setdefault(label.text, label)
+    return label
+
+
 def device_label(record: dict[str, Any]) -> str:
     """How figures and tables name a record's device: 'CPU: AMD EPYC', 'CPU x2: AMD EPYC',
     'GPU: Tesla T4', 'TPU x8: TPU v2-8', 'GPU x4 over 2 workers: Tesla T4'; 'GPU (requested)' for a
     run that never found its device."""
-    device = record.get("device") or {}
-    replicas = device.get("replicas")
-    if not replicas:
-        _, _, count = _requested(record).partition(":")
-        replicas = int(count) if count.isdigit() else 1
-    head = device_kind(record).upper() + (f" x{int(replicas)}" if int(replicas) > 1 else "")
-    workers = device.get("workers")
-    if isinstance(workers, int) and workers > 1:  # MultiWorkerMirroredStrategy: replicas over several machines
-        head += f" over {workers} workers"
-    model = device.get("name") or device.get("model")
-    return f"{head}: {_model_name(str(model))}" if model else f"{head} (requested)"
+    return record_device(record).text
+
+
+def labelled(label: str) -> DeviceLabel | None:
+    """The device a label text was made from (None for text no record's label produced, e.g. a
+    published series)."""
+    return _LABELS.get(str(label))
+
+
+def label_kind(label: str) -> str:
+    """The device kind behind a label ('cpu', 'gpu', 'tpu'); '' for text that is no device label."""
+    known = labelled(label)
+    return known.kind if known else ""
+
+
+def _label_sort_key(label: str) -> tuple[Any, ...]:
+    known = labelled(label)
+    return (0, *known.sort_key()) if known else (1, str(label))
+
+
+def sort_labels(labels: Iterable[str]) -> list[str]:
+    """Device labels in report order: CPU, GPU, TPU; fewer replicas first; then by model (text that
+    is no device label last, alphabetically)."""
+    return sorted(set(labels), key=_label_sort_key)
 
 
 def data_used(record: dict[str, Any]) -> str:
@@ -80,91 +137,14 @@ def data_used(record: dict[str, Any]) -> str:
     return source.upper() if source in SUBSTITUTE_SOURCES else source
 
 
-def _label_sort_key(label: str) -> tuple[int, int, str]:
-    kind, _, rest = label.partition(":")
-    head = kind.split(" ")[0].lower()
-    replicas = re.search(r" x(\d+)", kind)
-    return KIND_ORDER.get(head, 9), int(replicas.group(1)) if replicas else 1, rest
-
-
-def sort_labels(labels: Any) -> list[str]:
-    """Device labels in report order: CPU, GPU, TPU; fewer replicas first; then by model."""
-    return sorted(set(labels), key=_label_sort_key)
-
-
-def combination_params(record: dict[str, Any]) -> dict[str, Any]:
-    """The parameters that name a record's combination: the sweep's own (`fingerprint.params`) where
-    it recorded them, else the record's `params`."""
-    fingerprint = record.get("fingerprint")
-    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("params"), dict):
-        return dict(fingerprint["params"])
-    return dict(record.get("params") or {})
-
-
-def _same_combination(ran: dict[str, Any], ran_ok: bool, other: dict[str, Any], other_ok: bool) -> bool:
-    """Equal parameters; or, for a failed or skipped record written by an older sweep (which gave it
-    the grid's parameters only), parameters that the ok record `ran` holds all of, with equal values."""
-    if ran == other:
-        return True
-    return ran_ok and not other_ok and other.keys() <= ran.keys() and all(ran[k] == other[k] for k in other)
-
-
-def _finished(record: dict[str, Any]) -> pd.Timestamp:
-    stamp = pd.to_datetime(record.get("finished_at"), utc=True, errors="coerce")
-    return stamp if not pd.isna(stamp) else pd.Timestamp.min.tz_localize("UTC")
-
-
-@dataclass
-class _Group:
-    notebook: str
-    params: dict[str, Any]  # those of its first record: an ok one if the group has any
-    ok: bool
-    paths: list[str] = field(default_factory=list)
-
-
-def _group(records: dict[str, dict[str, Any]]) -> list[_Group]:
-    """Records of the same combination together (ok records first, so that each group that has one
-    is named by it)."""
-    groups: list[_Group] = []
-    for path in sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(combination_params(records[p])))):
-        record = records[path]
-        params, ok = combination_params(record), record["status"] == "ok"
-        for group in groups:
-            if group.notebook == record["notebook"] and _same_combination(group.params, group.ok, params, ok):
-                group.paths.append(path)
-                break
-        else:
-            groups.append(_Group(record["notebook"], params, ok, [path]))
-    return groups
-
-
-def _describe(params: dict[str, Any], varying: set[str]) -> str:
-    shown = ["device", *sorted(key for key in varying if key != "device")]
-    return ", ".join(f"{key}={params[key]}" for key in shown if key in params)
-
-
-def _choose(group: _Group, records: dict[str, dict[str, Any]]) -> tuple[str, str]:
-    """The record a combination uses, and why."""
-    ranked = sorted(group.paths, key=lambda p: (STATUS_ORDER.get(records[p]["status"], 9),
-                                                -_finished(records[p]).value))
-    used = ranked[0]
-    status = records[used]["status"]
-    peers = [p for p in group.paths if records[p]["status"] == status]
-    if len(peers) > 1:
-        why = f"the most recent of {len(peers)} {status} records"
-    else:
-        others = sorted({records[p]["status"] for p in group.paths if p != used})
-        why = f"{status} preferred over {' and '.join(others)}"
-    return used, why
-
-
 @dataclass
 class ReportData:
     """Every record found, one row each, and what the report makes of them.
 
-    `frame` is colabkit.results.load_results's tidy table of every record read, plus the columns
-    results_dir, device_kind, device_label, combination, used (the record its combination uses)
-    and data_used ('real', 'OFFLINE', 'SYNTHETIC' or '' when the run used no dataset).
+    `frame` is the loader's tidy table of every record read (colabkit.records.loading), plus the
+    columns device_kind, device_label, combination, used (the record its combination uses) and
+    data_used ('real', 'OFFLINE', 'SYNTHETIC' or '' when the run used no dataset); `loaded` is what
+    the loader read (its `summary()` is what `colabkit report` prints).
     """
 
     dirs: list[str]
@@ -173,6 +153,7 @@ class ReportData:
     rejected: list[tuple[str, str]]
     missing_dirs: list[str]
     merges: pd.DataFrame
+    loaded: LoadedRecords
 
     def record(self, path: str) -> dict[str, Any]:
         """The record at `path` as it was read (nested, with histories and predictions)."""
@@ -198,60 +179,37 @@ class ReportData:
         return sorted(self.frame["notebook"].dropna().unique()) if len(self.frame) else []
 
 
-def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path) -> ReportData:
-    """Read every record under `results_dirs` (folders or single files) and merge them.
+MERGE_COLUMNS = ["notebook", "combination", "used", "status", "why", "not used"]
 
-    Never raises for bad content: unreadable files go to `rejected`, absent folders to
-    `missing_dirs`; callers decide how loud to be (the report shows both in red).
-    """
-    dirs = [str(results_dirs)] if isinstance(results_dirs, (str, Path)) else [str(d) for d in results_dirs]
-    frames, records, rejected, missing, seen = [], {}, [], [], set()
-    for folder in dirs:
-        if not Path(folder).exists():
-            missing.append(folder)
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # load_results warns about rejected files; the report lists them
-            frame = load_results(folder)
-        rejected.extend(item for item in frame.attrs.get("rejected", []) if item[0] not in {r[0] for r in rejected})
-        fresh = [path for path in frame["path"] if Path(path).resolve() not in seen]
-        seen.update(Path(path).resolve() for path in fresh)
-        frame = frame[frame["path"].isin(fresh)].assign(results_dir=folder)
-        if len(frame):
-            frames.append(frame)
-        for path in fresh:
-            with open(path, encoding="utf-8") as stream:
-                records[path] = json.load(stream)
-    columns = ["path", "notebook", "status", *REPORT_COLUMNS]
-    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+def report_data(loaded: LoadedRecords) -> ReportData:
+    """The report's view of records already loaded: device labels, data used, and one record used
+    per combination."""
+    records = loaded.records
+    frame = loaded.frame()
+    paths = list(frame["path"]) if len(frame) else []
+    combination = {path: group.description for group in loaded.combinations() for path in group.paths}
+    used = {group.used for group in loaded.combinations()}
     added = pd.DataFrame({  # added in one piece: column by column would fragment a frame this wide
-        "device_kind": [device_kind(records[p]) for p in frame["path"]],
-        "device_label": [device_label(records[p]) for p in frame["path"]],
-        "data_used": [data_used(records[p]) for p in frame["path"]],
-        "used": False, "combination": "",
-    }, index=frame.index)
+        "device_kind": [record_device_kind(records[p]) for p in paths],
+        "device_label": [device_label(records[p]) for p in paths],
+        "data_used": [data_used(records[p]) for p in paths],
+        "used": [p in used for p in paths], "combination": [combination.get(p, "") for p in paths],
+    }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "combination"])
     frame = pd.concat([frame.drop(columns=[c for c in added.columns if c in frame]), added], axis=1)
-
-    merges = []
-    groups = _group(records)
-    varying: dict[str, set[str]] = {}
-    for notebook in {group.notebook for group in groups}:
-        values: dict[str, set[str]] = {}
-        for path in (p for g in groups if g.notebook == notebook for p in g.paths):
-            for key, value in combination_params(records[path]).items():
-                values.setdefault(key, set()).add(json.dumps(value, sort_keys=True, default=str))
-        varying[notebook] = {key for key, seen_values in values.items() if len(seen_values) > 1}
-    for group in groups:
-        used, why = _choose(group, records)
-        description = _describe(group.params, varying[group.notebook])
-        frame.loc[frame["path"].isin(group.paths), "combination"] = description
-        frame.loc[frame["path"] == used, "used"] = True
-        if len(group.paths) > 1:
-            merges.append({
-                "notebook": group.notebook, "combination": description, "used": used,
-                "status": records[used]["status"], "why": why,
-                "not used": "; ".join(f"{p} ({records[p]['status']})" for p in group.paths if p != used),
-            })
     frame["used"] = frame["used"].astype(bool)
-    merge_columns = ["notebook", "combination", "used", "status", "why", "not used"]
-    return ReportData(dirs, frame, records, rejected, missing, pd.DataFrame(merges, columns=merge_columns))
+    merges = [{"notebook": group.notebook, "combination": group.description, "used": group.used,
+               "status": records[group.used]["status"], "why": group.why,
+               "not used": "; ".join(f"{p} ({records[p]['status']})" for p in group.paths if p != group.used)}
+              for group in loaded.combinations() if len(group.paths) > 1]
+    return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
+                      pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded)
+
+
+def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path) -> ReportData:
+    """Read every record under `results_dirs` (folders or single files) once and merge them.
+
+    Never raises for bad content: unreadable or implausible files go to `rejected`, absent folders
+    to `missing_dirs`; callers decide how loud to be (the report shows both in red).
+    """
+    return report_data(load_records(results_dirs))

@@ -1,6 +1,6 @@
 """A report section: its text, warnings, tables and figures, shown in the notebook and written to disk.
 
-Section builders (colabkit.report.matmul, .cnn, ...) return a `Section`; `publish` writes its
+Section builders (colabkit.report.matmul_tflops, .cnn_mnist, ...) return a `Section`; `publish` writes its
 figures (figures/NAME.png|pdf|svg plus NAME.csv, the data behind the figure) and tables
 (tables/NAME.csv|tex|md) under the output folder, then displays it. A section with no data has
 `empty` set and says why instead of showing anything else.

@@ -16,7 +16,7 @@ from colabkit.report.common import (
     work_differs,
 )
 from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, mark_substitute_data, new_figure
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -137,7 +137,7 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
     labels = sort_labels(ok["device_label"])
     if labels:
         sentences.append(f"Successful runs used: {', '.join(labels)}.")
-    accelerators = [label for label in labels if not label.startswith("CPU")]
+    accelerators = [label for label in labels if label_kind(label) != "cpu"]
     if not accelerators:
         sentences.append("Every successful run used a CPU, so no accelerator comparison is possible from these "
                          "records; GPU and TPU figures need runs on a GPU or TPU runtime"

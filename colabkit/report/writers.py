@@ -33,11 +33,14 @@ def _missing(value: Any) -> bool:
 
 def format_number(value: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
     """A value for a printed table: floats to `digits` significant digits (1711.4 -> '1711',
-    0.153781 -> '0.1538'), integers as they are, text as it is; '' when missing."""
+    0.153781 -> '0.1538'), integers as they are, infinities as 'inf' and '-inf', text as it is; ''
+    when missing (None, NaN)."""
     if _missing(value):
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, float) and math.isinf(value):  # no digits to round, and int() of it raises
+        return "inf" if value > 0 else "-inf"
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         return str(int(value))
     if isinstance(value, float):

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import RecordError
-from colabkit.records.record import iter_record_files, read_record
+from colabkit.records.loading import load_records
 from colabkit.sweep.runner import LOCK_NAME, text_table
 
 _RUNNING_SUFFIX = ".running.ipynb"
@@ -76,16 +75,12 @@ def _lock_holder(out: Path) -> str | None:
 
 
 def collect_status(out: str | Path = "outputs") -> SweepStatus:
-    """Read every record below `out` and group it by notebook and requested device."""
+    """Read every record below `out` once (colabkit.records.loading: files that are not readable,
+    plausible records are `unreadable`, with the reason) and group them by notebook and requested device."""
     folder = Path(out)
     groups: dict[tuple[str, str], GroupStatus] = {}
-    unreadable: list[tuple[str, str]] = []
-    for path in iter_record_files(folder):
-        try:
-            record = read_record(path)
-        except (RecordError, OSError, ValueError) as exc:
-            unreadable.append((str(path), str(exc)))
-            continue
+    loaded = load_records(folder)
+    for path, record in loaded.records.items():
         params = record.get("params") or {}
         device = str(params.get("device") or (record.get("device") or {}).get("requested") or "?")
         group = _group(groups, str(record["notebook"]), device)
@@ -108,7 +103,7 @@ def collect_status(out: str | Path = "outputs") -> SweepStatus:
         group = _group(groups, notebook, device.replace("-", ":"))
         group.counts["unfinished"] += 1
         group.unfinished.append(str(running.parent / name))
-    return SweepStatus(folder, dict(sorted(groups.items())), unreadable, _lock_holder(folder))
+    return SweepStatus(folder, dict(sorted(groups.items())), list(loaded.rejected), _lock_holder(folder))
 
 
 def format_status(status: SweepStatus) -> str:

@@ -72,8 +72,10 @@ def _median_or_none(values: list[Any]) -> float | None:
 
 
 @dataclass
-class Experiment:
-    """Every repeat of an experiment and the wall time of all of them together."""
+class RepeatedTraining:
+    """Every repeat of a repeated training (fresh model, own seed) and the wall time of all of them
+    together. (An experiment's declaration is colabkit.experiments.Experiment; this is one run of
+    one of them, repeated.)"""
 
     results: list[RepeatResult]
     experiment_time_s: float
@@ -158,7 +160,7 @@ class Experiment:
 
 
 def run_repeats(evaluate: Callable[[int, int], RepeatResult], repeats: int, seed: int = 0,
-                *, score: str | None = None, echo: Callable[[str], None] | None = print) -> Experiment:
+                *, score: str | None = None, echo: Callable[[str], None] | None = print) -> RepeatedTraining:
     """Call `evaluate(repeat, seed + repeat)` for repeat = 0 .. repeats-1, timing all of it.
 
     Each call must build its own fresh model (the seed is for that). When `score` names one of the
@@ -177,5 +179,5 @@ def run_repeats(evaluate: Callable[[int, int], RepeatResult], repeats: int, seed
         if score is not None and echo is not None:
             echo(f">#{repeat + 1}: {100.0 * float(result.scores[score]):.3f}")
     elapsed = time.perf_counter() - start
-    return Experiment(results, elapsed, seed)
+    return RepeatedTraining(results, elapsed, seed)
 

@@ -21,6 +21,7 @@ from typing import Any
 import keras
 
 from colabkit.errors import FlopCountError
+from colabkit.training.roofline import dtype_bytes
 
 FLOP_CONVENTION = (
     "model FLOPs, analytic: one multiply-add = 2 FLOPs; per layer the matrix products and convolutions "
@@ -289,14 +290,6 @@ def utilisation_metrics(flops: ModelFlops, samples_per_s: float | None, peak_tfl
         "mfu_reason": reason,
         "flop_convention": flops.convention,
     }
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per value of a Keras compute dtype ("float32" 4, "float16" and "bfloat16" 2)."""
-    sizes = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
-    if dtype not in sizes:
-        raise FlopCountError(f"no byte size known for compute dtype {dtype!r} (known: {', '.join(sizes)})")
-    return sizes[dtype]
 
 
 def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size_per_replica: int, *,

@@ -5,6 +5,7 @@ of an unknown model, never as a like-for-like comparison."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from colabkit.experiments.published import (
@@ -27,7 +28,7 @@ from colabkit.report.common import (
     timing_frame,
     train_samples,
 )
-from colabkit.report.figures import grouped_bars, label_colors, new_figure
+from colabkit.report.figures import grouped_bars, new_figure, series_colors
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
@@ -74,7 +75,7 @@ def _published_rows() -> pd.DataFrame:
 
 
 def _colors(table: pd.DataFrame) -> dict[str, str]:
-    return {**label_colors(table["series"]), **{name: device_color(kind) for kind, name in PUBLISHED_SERIES.items()}}
+    return {**series_colors(table), **{name: device_color(kind) for kind, name in PUBLISHED_SERIES.items()}}
 
 
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
@@ -92,7 +93,7 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
     behind = both[["series", "device", "batch", "epoch_steady_s", "epoch_steady_std_s", "sample_us", "sample_std_us"]]
-    samples = sorted({int(n) for n in epoch_samples(table).dropna()})
+    samples = sorted({int(n) for n in epoch_samples(table) if np.isfinite(n)})
     caption = ("Bars side by side share a global batch (samples per step over all replicas), as the published "
                "rows do. Steady state, the epochs after the first: epoch time their median, per-sample time their "
                "training time over their samples; bars: std over those epochs. "
@@ -108,13 +109,13 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
 def accuracy_figure(table: pd.DataFrame) -> ReportFigure:
     """Test accuracy per global batch size and device."""
     figure, (ax,) = new_figure(width=6.5, height=3.8)
-    grouped_bars(ax, table, "batch", "test_accuracy", err="test_accuracy_std", colors=label_colors(table["series"]))
+    grouped_bars(ax, table, "batch", "test_accuracy", err="test_accuracy_std", colors=series_colors(table))
     ax.set_ylim(0, 1)
     ax.set_xlabel("global batch size")
     ax.set_ylabel("test accuracy")
     ax.set_title("CNN on MNIST: test accuracy")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    epochs = sorted({int(e) for e in table["epochs_run"].dropna()})
+    epochs = sorted({int(e) for e in table["epochs_run"].astype(float) if np.isfinite(e)})
     return ReportFigure("cnn_accuracy", figure, table[["series", "device", "batch", "epochs_run", "test_accuracy",
                                                       "test_accuracy_std", "data"]].copy(),
                         "Accuracy on the whole test set, computed on the host, after "

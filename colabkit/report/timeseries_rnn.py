@@ -23,7 +23,7 @@ from colabkit.report.common import (
     series_labels,
     timing_frame,
 )
-from colabkit.report.figures import grouped_bars, label_colors, log_scale_if_wide, new_figure
+from colabkit.report.figures import grouped_bars, log_scale_if_wide, new_figure, series_colors
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
@@ -65,7 +65,7 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     """Bars per batch size and device: first epoch (compilation included) and steady epoch (std)."""
     figure, axes = new_figure(ncols=2, width=5.0, height=4.0)
-    colors = label_colors(table["series"])
+    colors = series_colors(table)
     grouped_bars(axes[0], table, "batch", "epoch_first_s", colors=colors)
     grouped_bars(axes[1], table, "batch", "epoch_steady_s", err="epoch_steady_std_s", colors=colors)
     for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, std)"]):
@@ -92,7 +92,7 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
         return None
     curves = pd.DataFrame(rows)
     figure, (ax,) = new_figure(width=7.5, height=4.2)
-    colors = label_colors(curves["series"])
+    colors = series_colors(curves)
     for (series, curve), group in curves.groupby(["series", "curve"], sort=False):
         ax.plot(group["epoch"], group["loss"], color=colors[series], marker="o", markersize=3,
                 linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
@@ -182,7 +182,7 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
     long = pd.concat(frames, ignore_index=True)
     targets = list(dict.fromkeys(long["target"]))
     figure, axes = new_figure(nrows=len(targets), width=9.0, height=2.6)
-    colors = label_colors(long["series"])
+    colors = series_colors(long)
     truth = frames[0]
     for ax, target in zip(axes, targets):
         reference = truth[truth["target"] == target]

@@ -25,13 +25,13 @@ from colabkit.report.common import (
 )
 from colabkit.report.figures import (
     grouped_bars,
-    label_colors,
     log_scale_if_wide,
     new_figure,
     plot_lines,
     powers_of_two_axis,
+    series_colors,
 )
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number, span
@@ -51,8 +51,8 @@ def model_shape(bilstm_layers: float, head_units: float) -> str:
     """'2 x BiLSTM + LSTM(64)', '1 x BiLSTM' (no head): the facet a figure draws units along."""
     if pd.isna(bilstm_layers):
         return "unknown"
-    head = f" + LSTM({int(head_units)})" if pd.notna(head_units) and head_units > 0 else ""
-    return f"{int(bilstm_layers)} x BiLSTM{head}"
+    head = f" + LSTM({format_number(head_units)})" if pd.notna(head_units) and head_units > 0 else ""
+    return f"{format_number(bilstm_layers)} x BiLSTM{head}"
 
 
 def dblstm_table(data: ReportData) -> pd.DataFrame:
@@ -150,7 +150,7 @@ def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
                           "std": getattr(row, f"{metric}_std")}
                          for row in rows.itertuples() for metric, label in SCORES if pd.notna(getattr(row, metric))])
     figure, (ax,) = new_figure(width=7.5, height=3.8)
-    grouped_bars(ax, long, "metric", "value", err="std", colors=label_colors(long["series"]),
+    grouped_bars(ax, long, "metric", "value", err="std", colors=series_colors(long),
                  order=[label for _, label in SCORES])
     ax.set_ylim(0, 1)
     ax.set_ylabel("score on the test set")
@@ -166,7 +166,7 @@ def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
 
 def _short(labels: list[str]) -> dict[str, str]:
     """'CPU' for a device label that is the only one of its kind, else the full label."""
-    kinds = pd.Series([label.split(":")[0].split(" ")[0] for label in labels], index=labels)
+    kinds = pd.Series([label_kind(label).upper() for label in labels], index=labels)
     return {label: kind if (kinds == kind).sum() == 1 else label for label, kind in kinds.items()}
 
 
@@ -177,8 +177,8 @@ def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
     another number of epochs), the ratio of throughputs (samples/s) instead, said in `measure`."""
     labels = sort_labels(table["device"])
     baseline = cpu_baseline(labels)
-    gpus = [label for label in labels if label.startswith("GPU")]
-    tpus = [label for label in labels if label.startswith("TPU")]
+    gpus = [label for label in labels if label_kind(label) == "gpu"]
+    tpus = [label for label in labels if label_kind(label) == "tpu"]
     pairs = [(baseline, other) for other in gpus + tpus if baseline] + list(itertools.product(gpus, tpus))
     short = _short(labels)
     runs = table.drop_duplicates(["config", "device"]).set_index(["config", "device"])

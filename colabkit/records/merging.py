@@ -1,0 +1,124 @@
+"""Records of one combination together, and the one a report uses.
+
+Several results folders merge (say, outputs copied back from a CPU, a GPU and a TPU Colab runtime).
+A combination (one notebook with one set of parameters) can then appear more than once: the sweep
+on a CPU runtime leaves a `skipped` record for the GPU combinations that the GPU runtime ran. One
+record per combination is *used*: an ok record over a failed one over a skipped one, and among
+equals the one that finished last; `Combination.why` says which choice was made.
+
+Two records are the same combination when they come from the same notebook with the same parameters
+(the sweep's `fingerprint.params` where it wrote one, else `params`). Failed and skipped records of
+older sweeps carry the grid's parameters only: one of them joins the ok record whose parameters
+include all of its own with the same values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUS_ORDER = {"ok": 0, "failed": 1, "skipped": 2}  # which record a combination uses: the lowest
+_NEVER = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass
+class Combination:
+    """The records of one combination: `paths` (its ok records first), the one `used` and `why`, and
+    `description`, the device and the parameters that vary among the notebook's combinations
+    ('device=gpu, n=256')."""
+
+    notebook: str
+    params: dict[str, Any]  # those of its first record: an ok one if the group has any
+    ok: bool
+    paths: list[str] = field(default_factory=list)
+    used: str = ""
+    why: str = ""
+    description: str = ""
+
+
+def combination_params(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters that name a record's combination: the sweep's own (`fingerprint.params`) where
+    it recorded them, else the record's `params`."""
+    fingerprint = record.get("fingerprint")
+    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("params"), dict):
+        return dict(fingerprint["params"])
+    return dict(record.get("params") or {})
+
+
+def same_combination(ran: Mapping[str, Any], ran_ok: bool, other: Mapping[str, Any], other_ok: bool) -> bool:
+    """Equal parameters; or, for a failed or skipped record written by an older sweep (which gave it
+    the grid's parameters only), parameters that the ok record `ran` holds all of, with equal values."""
+    if ran == other:
+        return True
+    return ran_ok and not other_ok and other.keys() <= ran.keys() and all(ran[k] == other[k] for k in other)
+
+
+def finished_at(record: Mapping[str, Any]) -> dt.datetime:
+    """When the record was written (UTC; a time without an offset is taken as UTC); the earliest
+    time there is when it does not say."""
+    try:
+        stamp = dt.datetime.fromisoformat(str(record.get("finished_at")))
+    except ValueError:
+        return _NEVER
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
+
+
+def _choose(paths: list[str], records: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+    """The record a combination uses, and why (empty when it has one record)."""
+    ranked = sorted(paths, key=lambda p: (STATUS_ORDER.get(records[p]["status"], 9),
+                                          -finished_at(records[p]).timestamp()))
+    used = ranked[0]
+    if len(paths) == 1:
+        return used, ""
+    status = records[used]["status"]
+    peers = [p for p in paths if records[p]["status"] == status]
+    if len(peers) > 1:
+        return used, f"the most recent of {len(peers)} {status} records"
+    others = sorted({records[p]["status"] for p in paths if p != used})
+    return used, f"{status} preferred over {' and '.join(others)}"
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def varying_params(combinations: list[Combination], records: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Per notebook, the parameters whose values differ among its records."""
+    values: dict[str, dict[str, set[str]]] = {}
+    for combination in combinations:
+        seen = values.setdefault(combination.notebook, {})
+        for path in combination.paths:
+            for key, value in combination_params(records[path]).items():
+                seen.setdefault(key, set()).add(_key(value))
+    return {notebook: {key for key, found in seen.items() if len(found) > 1} for notebook, seen in values.items()}
+
+
+def describe(params: Mapping[str, Any], varying: set[str]) -> str:
+    """'device=gpu, n=256': the device, then the parameters in `varying`, sorted."""
+    shown = ["device", *sorted(key for key in varying if key != "device")]
+    return ", ".join(f"{key}={params[key]}" for key in shown if key in params)
+
+
+def group_combinations(records: Mapping[str, Mapping[str, Any]]) -> list[Combination]:
+    """Records (path -> record) of the same combination together, each group with the record it
+    uses, why, and its description. Ok records are placed first, so a group that has one is named by it."""
+    combinations: list[Combination] = []
+    order = sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(combination_params(records[p]))))
+    for path in order:
+        record = records[path]
+        params, ok = combination_params(record), record["status"] == "ok"
+        for combination in combinations:
+            if combination.notebook == record["notebook"] and same_combination(combination.params, combination.ok,
+                                                                               params, ok):
+                combination.paths.append(path)
+                break
+        else:
+            combinations.append(Combination(record["notebook"], params, ok, [path]))
+    varying = varying_params(combinations, records)
+    for combination in combinations:
+        combination.used, combination.why = _choose(combination.paths, records)
+        combination.description = describe(combination.params, varying[combination.notebook])
+    return combinations

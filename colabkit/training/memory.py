@@ -1,0 +1,193 @@
+"""The memory a training run needs, estimated from an experiment's parameters before anything is
+built, so that a model far too large for its device is refused at once, with the estimate and the
+device's memory named, rather than started and killed minutes later by the allocator (or by the
+kernel's OOM killer, which may pick another process).
+
+The estimate (per model copy, i.e. per replica) counts:
+- weights: every variable, 4 bytes each (Keras keeps variables in float32, also under mixed precision);
+- gradients: one float32 value per trainable weight;
+- optimizer state: the optimizer's slots per trainable weight (Adam 2, RMSprop with momentum 2,
+  RMSprop 1, SGD 0), float32;
+- activations of one batch: the values each layer outputs per sample, kept for the backward pass,
+  at the compute dtype's bytes (2 under mixed precision), times the batch per replica.
+
+It is a lower bound: workspace of convolutions and matrix products, the gates an RNN keeps per time
+step, batch-norm and ReLU outputs beside the convolutions', casts under mixed precision, the input
+pipeline and the framework's own memory are not counted. A run is refused only when even this
+lower bound is above FIT_FRACTION of the device's memory, so no model that fits is ever refused.
+
+Keras-free: the sweep can call `memory_problem` while planning, the notebook `check_fits` (through
+`Run.check_memory`) right after it set up its device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from colabkit.errors import InsufficientMemoryError
+from colabkit.training.roofline import dtype_bytes
+
+if TYPE_CHECKING:
+    from colabkit.device.memory import DeviceMemory
+    from colabkit.experiments.declaration import Experiment
+
+FIT_FRACTION = 0.9  # refuse when the estimate is above this fraction of the device's memory
+VARIABLE_BYTES = 4  # float32 variables, gradients and optimizer slots
+OPTIMIZER_SLOTS = {"SGD": 0, "SGD with momentum": 1, "RMSprop": 1, "RMSprop with momentum": 2, "Adam": 2}
+COMPUTE_DTYPES = {"none": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+
+
+def human_bytes(count: float) -> str:
+    """A byte count for a message, in binary units: '512 B', '1.5 KiB', '16 GiB', '3.9 TiB'."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.3g} {unit}"
+        value /= 1024
+    return f"{value:.3g} TiB"  # unreachable: the loop returns at TiB
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The memory one copy of a model needs to train on one batch (see the module's docstring)."""
+
+    model: str  # what is estimated, for a message: 'paradnn fc layers=64 nodes=65536 ..., batch 64 per replica'
+    trainable: int  # weights that get gradients and optimizer state
+    non_trainable: int  # weights that do not (batch norm's moving statistics)
+    optimizer: str  # a key of OPTIMIZER_SLOTS
+    batch: int  # samples per replica
+    activation_values: int  # per sample: the values the layers output and the backward pass reads
+    activation_bytes: int  # bytes per activation value (the compute dtype's)
+
+    @property
+    def weights_bytes(self) -> int:
+        return (self.trainable + self.non_trainable) * VARIABLE_BYTES
+
+    @property
+    def gradients_bytes(self) -> int:
+        return self.trainable * VARIABLE_BYTES
+
+    @property
+    def optimizer_bytes(self) -> int:
+        return self.trainable * OPTIMIZER_SLOTS[self.optimizer] * VARIABLE_BYTES
+
+    @property
+    def activations_bytes(self) -> int:
+        return self.batch * self.activation_values * self.activation_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+
+    def parts(self) -> str:
+        """'weights 1 TiB, gradients 1 TiB, optimizer state 2 TiB (RMSprop with momentum), activations of a
+        batch of 64 1.3 MiB'."""
+        return (f"weights {human_bytes(self.weights_bytes)}, gradients {human_bytes(self.gradients_bytes)}, "
+                f"optimizer state {human_bytes(self.optimizer_bytes)} ({self.optimizer}), activations of a batch "
+                f"of {self.batch} {human_bytes(self.activations_bytes)}")
+
+
+# --- ParaDnn's three families, as notebooks/paradnn.ipynb builds them ------------------------------
+
+PARADNN_KNOBS = {"fc": ("layers", "nodes", "input_size", "output_size"),
+                 "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
+                 "rnn": ("layers", "cell", "hidden", "length", "vocab")}
+# Weights of one recurrent layer of `u` units fed `d` inputs (Keras 3; GRU with reset_after=True,
+# its default: two bias vectors of 3u).
+_RNN_WEIGHTS = {"rnn": lambda d, u: u * (d + u) + u, "lstm": lambda d, u: 4 * (u * (d + u) + u),
+                "gru": lambda d, u: 3 * u * (d + u) + 6 * u}
+
+
+def _fc(values: Mapping[str, Any]) -> tuple[int, int, int]:
+    widths = [values["input_size"], *[values["nodes"]] * values["layers"], values["output_size"]]
+    weights = sum(a * b + b for a, b in zip(widths, widths[1:]))
+    return weights, 0, sum(widths)  # every layer's output, and the input batch
+
+
+def _cnn(values: Mapping[str, Any]) -> tuple[int, int, int]:
+    """ResNet-v1 (ParaDnn's resnet_model.py): convolutions without bias, each followed by batch norm
+    (2 trainable and 2 moving values per channel); 'same' padding, so a stride s makes a side ceil(side / s)."""
+    trainable = frozen = 0
+    activations = values["input_size"] ** 2 * 3
+
+    def conv(cin: int, cout: int, kernel: int, side: int, stride: int) -> int:
+        nonlocal trainable, frozen, activations
+        out = math.ceil(side / stride)
+        trainable += kernel * kernel * cin * cout + 2 * cout
+        frozen += 2 * cout
+        activations += out * out * cout  # the convolution's output; batch norm's and ReLU's not counted
+        return out
+
+    filters, channels = values["filters"], values["filters"]
+    side = conv(3, filters, 7, values["input_size"], 2)
+    side = math.ceil(side / 2)  # the 3x3 max-pool with stride 2
+    activations += side * side * channels
+    for group, stride in enumerate((1, 2, 2, 2)):
+        width = filters * 2 ** group
+        for index in range(values["blocks"]):
+            step = stride if index == 0 else 1
+            if values["block"] == "residual":
+                out = conv(channels, width, 3, side, step)
+                conv(width, width, 3, out, 1)
+                produced = width
+            else:  # bottleneck: 1x1, 3x3 (carrying the stride), 1x1 to 4x the width
+                inner = conv(channels, width, 1, side, 1)
+                out = conv(width, width, 3, inner, step)
+                conv(width, 4 * width, 1, out, 1)
+                produced = 4 * width
+            if index == 0:  # the projection shortcut of each group's first block
+                conv(channels, produced, 1, side, step)
+            channels, side = produced, out
+    trainable += channels * values["output_size"] + values["output_size"]
+    return trainable, frozen, activations + channels + values["output_size"]
+
+
+def _rnn(values: Mapping[str, Any]) -> tuple[int, int, int]:
+    hidden, vocab, length, layers = values["hidden"], values["vocab"], values["length"], values["layers"]
+    weights = vocab * hidden + layers * _RNN_WEIGHTS[values["cell"]](hidden, hidden) + hidden * vocab + vocab
+    # token ids, the embedding, every layer's output at every step, the logits at every step
+    return weights, 0, length + length * hidden * (1 + layers) + length * vocab
+
+
+def paradnn_memory(values: Mapping[str, Any]) -> MemoryEstimate:
+    """The memory one replica of a ParaDnn model needs to train (`values`: the notebook's parameters,
+    defaults filled in); its optimizer is ParaDnn's RMSprop with momentum."""
+    family = values["family"]
+    trainable, frozen, activations = {"fc": _fc, "cnn": _cnn, "rnn": _rnn}[family](values)
+    knobs = " ".join(f"{knob}={values[knob]}" for knob in PARADNN_KNOBS[family])
+    dtype = COMPUTE_DTYPES.get(values.get("mixed_precision", "none"), "float32")
+    return MemoryEstimate(f"paradnn {family} {knobs}, batch {values['batch_size']} per replica", trainable, frozen,
+                          "RMSprop with momentum", values["batch_size"], activations, dtype_bytes(dtype))
+
+
+# --- the checks: the sweep's while planning, the notebook's before it builds its model -------------------
+
+def memory_problem(experiment: Experiment, params: Mapping[str, Any], device_memory_bytes: int, *,
+                   where: str = "the device", copies: int = 1) -> str | None:
+    """Why `experiment` cannot train with `params` in `device_memory_bytes` (the memory of one GPU or
+    TPU core, or of the host, which `copies` model replicas share); None when it may fit or the
+    experiment declares no estimate. One line: 'paradnn fc layers=64 ...: training needs about
+    3.9 TiB (weights ..., ...) but the CPU host has 24 GiB'."""
+    if experiment.memory_estimate is None or device_memory_bytes <= 0:
+        return None
+    estimate = experiment.memory_estimate({**experiment.defaults, **params})
+    needed = estimate.total_bytes * max(1, copies)
+    if needed <= FIT_FRACTION * device_memory_bytes:
+        return None
+    shared = f", x {copies} replicas sharing it" if copies > 1 else ""
+    return (f"{estimate.model}: training needs about {human_bytes(needed)} ({estimate.parts()}{shared}) but "
+            f"{where} has {human_bytes(device_memory_bytes)}; refused before building it (the estimate is a lower "
+            "bound): use a smaller model or batch, or a device with more memory")
+
+
+def check_fits(experiment: Experiment, params: Mapping[str, Any], memory: DeviceMemory | None) -> None:
+    """Raise InsufficientMemoryError (memory_problem's line) when the run clearly cannot fit `memory`;
+    nothing when it may, or when the device's memory is unknown."""
+    if memory is None:
+        return
+    problem = memory_problem(experiment, params, memory.bytes, where=memory.where, copies=memory.copies)
+    if problem:
+        raise InsufficientMemoryError(problem)

@@ -1,0 +1,127 @@
+"""The report on bad inputs: records that cannot be measurements or are no records at all (named in
+red, `colabkit report` exits 1), numbers that are infinite or NaN wherever a record may hold them,
+and device labels ordered and coloured by what they name, never by their text."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import report_fixtures as fx
+
+from colabkit import cli, report
+from colabkit.cli import main
+from colabkit.report.figures import label_colors, series_colors
+from colabkit.report.records import label_kind, sort_labels
+from colabkit.report.writers import format_number, latex_table, markdown_table, span
+
+
+def test_numbers_are_formatted_whatever_they_are():
+    assert format_number(float("inf")) == "inf" and format_number(float("-inf")) == "-inf"
+    assert format_number(float("nan")) == "" and format_number(None) == ""
+    assert format_number(1711.4) == "1711" and format_number(0.153781) == "0.1538"
+    assert span([1.0, float("inf")]) == "1-inf"
+    import numpy as np
+    import pandas as pd
+
+    table = pd.DataFrame({"x": [np.float32("inf"), 1.5, np.nan]})
+    assert "inf" in latex_table(table) and "| inf |" in markdown_table(table)
+
+
+def build_everything(data: report.ReportData) -> None:
+    report.overview_section(data)
+    report.summary_section(data)
+    report.experiment_sections(data)
+    report.provenance_section(data)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # an infinity drawn on an axis: matplotlib's warning
+def test_infinite_and_nan_values_a_record_may_hold_do_not_stop_the_report(tmp_path):
+    """Values no plausibility check covers (a score, a parameter, a spread) can still be inf or NaN in a
+    record copied in from elsewhere: every section is built, and prints them."""
+    for device in ("cpu", "gpu"):
+        record = fx.cnn(device, 256)
+        record["metrics"].update(test_accuracy=float("inf"), epoch_time_steady_std_s=float("nan"),
+                                 test_loss=None, replicas=float("inf"))
+        record["params"]["train_samples"] = float("inf")
+        (tmp_path / "cnn_mnist" / device).mkdir(parents=True)
+        (tmp_path / "cnn_mnist" / device / "x.json").write_text(json.dumps(record))
+        dblstm = fx.dblstm(device, 2, 64)
+        dblstm["params"]["head_units"] = float("inf")
+        dblstm["metrics"]["f1_macro"] = float("-inf")
+        (tmp_path / "dblstm_har" / device).mkdir(parents=True)
+        (tmp_path / "dblstm_har" / device / "x.json").write_text(json.dumps(dblstm))
+    data = report.load_report_data([tmp_path])
+    assert data.rejected == [] and len(data.ok()) == 4
+    build_everything(data)
+    table = report.cnn_section(data).table("cnn_mnist")
+    assert math.isinf(table["test accuracy"].iloc[0])
+
+
+@pytest.mark.parametrize("value", [-5, 0, float("inf"), float("nan")])
+def test_a_matmul_or_paradnn_record_that_cannot_be_a_measurement_is_never_tabled(tmp_path, value):
+    fx.write(tmp_path, fx.matmul("cpu", 256, 0.5), "n-256")
+    bad = fx.matmul("gpu", 256, 5.0)
+    bad["metrics"]["tflops_warm"] = value
+    (tmp_path / "matmul_tflops" / "gpu").mkdir(parents=True)
+    (tmp_path / "matmul_tflops" / "gpu" / "n-256.json").write_text(json.dumps(bad))
+    data = report.load_report_data([tmp_path])
+    assert [reason.split(" (")[0] for _, reason in data.rejected] == [f"not a measurement: tflops_warm = {value}"]
+    table = report.matmul_table(data)
+    assert table["device"].tolist() == ["CPU: AMD EPYC"]  # no GPU row: no "speedup" over a -5 TFLOPS run
+    build_everything(data)
+
+
+def test_device_labels_sort_and_colour_by_their_structure():
+    records = [
+        {"device": {"kind": "tpu", "replicas": 8, "name": "TPU v2-8"}},
+        {"device": {"kind": "gpu", "replicas": 4, "workers": 2, "name": "Tesla T4"}},
+        {"device": {"kind": "gpu", "replicas": 4, "name": "Tesla T4"}},
+        {"device": {"kind": "gpu", "replicas": 1, "name": "A100"}},
+        {"device": {"kind": "cpu", "replicas": 2, "name": "Xeon"}},
+        # a model name that reads like a label changes nothing: the label's text is never taken apart
+        {"device": {"kind": "cpu", "replicas": 1, "name": "GPU x16: fake"}},
+        {"device": {"requested": "gpu", "request": {"kind": "gpu", "count": None}}},
+    ]
+    labels = [report.device_label(record) for record in records]
+    assert sort_labels([*labels, "Sarkar 2018: K80 GPU"]) == [
+        "CPU: GPU x16: fake", "CPU x2: Xeon", "GPU (requested)", "GPU: A100", "GPU x4: Tesla T4",
+        "GPU x4 over 2 workers: Tesla T4", "TPU x8: TPU v2-8", "Sarkar 2018: K80 GPU"]
+    assert label_kind("CPU: GPU x16: fake") == "cpu" and label_kind("Sarkar 2018: K80 GPU") == ""
+    colors = label_colors(labels)
+    assert colors["CPU: GPU x16: fake"] == "#4C72B0" and colors["GPU (requested)"] == "#55A868"
+    import pandas as pd
+
+    series = series_colors(pd.DataFrame({"series": ["GPU: A100, units=32", "GPU: A100, units=64"],
+                                         "device": ["GPU: A100", "GPU: A100"]}))
+    assert series["GPU: A100, units=32"] == "#55A868" and series["GPU: A100, units=64"] != "#55A868"
+
+
+@pytest.mark.notebook
+def test_the_report_names_what_it_set_aside_and_exits_1(tmp_path, capsys):
+    results = fx.cpu_only_results(tmp_path / "results")
+    bad = fx.write(results, fx.matmul("cpu", 1024, 0.2), "n-1024")
+    record = json.loads(bad.read_text())
+    record["metrics"]["tflops_warm"] = -5
+    bad.write_text(json.dumps(record))
+    listed = results / "matmul_tflops" / "cpu" / "list.json"
+    listed.write_text("[]")
+    out = tmp_path / "report"
+    assert main(["report", str(results), "--out", str(out)]) == 1
+    printed = capsys.readouterr()
+    assert "found 8 record(s) below" in printed.out and "report.html" in printed.out
+    assert f"rejected {bad}: not a measurement: tflops_warm = -5 (must be a finite number > 0)" in printed.err
+    assert f"rejected {listed}: a record is a JSON object, got list" in printed.err
+    html = (out / "report.html").read_text()
+    assert "colabkit-warning" in html and "list.json" in html and "tflops_warm = -5" in html
+    assert "-5.0" not in (out / "figures" / "matmul_tflops_vs_n.csv").read_text()
+
+
+def test_the_command_names_a_set_aside_file_as_the_user_named_its_folder(capsys):
+    summary = {"dirs": ["/home/me/runs/outputs"], "records": 3, "statuses": {"ok": 3},
+               "rejected": [("/home/me/runs/outputs/matmul_tflops/cpu/x.json", "a record is a JSON object, got list")]}
+    cli._print_records_read(["outputs/"], summary)
+    printed = capsys.readouterr()
+    assert printed.out == "found 3 record(s) below outputs/: 3 ok, 0 failed, 0 skipped\n"
+    assert printed.err.startswith("rejected outputs/matmul_tflops/cpu/x.json: a record is a JSON object, got list\n")
