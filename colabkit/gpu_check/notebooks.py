@@ -29,10 +29,12 @@ def grid_files() -> list[Path]:
 
 def smoke_parameters(grid_path: Path) -> tuple[str, dict[str, Any]]:
     """(notebook name, parameters) of the first GPU combination of the grid file's smoke preset."""
-    from colabkit.sweep.grid import expand, load_grid
+    from colabkit.device.spec import DeviceKind, DeviceRequest
+    from colabkit.sweep.expand import expand
+    from colabkit.sweep.gridfile import load_grid
 
     spec = load_grid(grid_path)
-    combinations = expand(spec, SMOKE_PRESET if SMOKE_PRESET in spec.presets else None, ["gpu"])
+    combinations = expand(spec, SMOKE_PRESET if SMOKE_PRESET in spec.presets else None, [DeviceRequest(DeviceKind.GPU)])
     if not combinations:
         raise ColabkitError(f"{grid_path} has no gpu combination in its {SMOKE_PRESET} preset")
     params = {key: value for key, value in combinations[0].params.items() if key not in SET_BY_THE_CHECK}
