@@ -4,6 +4,7 @@
 #   ./run.sh test    the test suite (slow paper-size runs are skipped; ./run.sh test -m slow runs them)
 #   ./run.sh bench   every benchmark under benchmarks/, each printing its ratio to a same-run baseline
 #   ./run.sh paper   the paper-size sweep (hours on a CPU; meant for GPU/TPU runtimes)
+#   ./run.sh gpu-check  on a GPU machine, one table saying whether its GPU path measures right (minutes)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,15 +23,24 @@ find_python() {
 }
 
 setup() {
-  local wanted stamp="$VENV/.colabkit-installed"
+  # $1: an optional extra of colabkit to install too (gpu: nvidia-ml-py). The stamp holds the hash of
+  # the requirements, then every extra installed with them: changed requirements or a new extra set
+  # up again, with every extra installed before (a verb without an extra never drops one).
+  local extra=${1:-} stamp="$VENV/.colabkit-installed" wanted installed="" extras=""
   wanted=$(cat requirements.txt pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
-  if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
-    return
+  if [ -x "$PY" ] && [ -f "$stamp" ]; then
+    read -r installed extras < "$stamp" || true
+    if [ "$installed" = "$wanted" ] && { [ -z "$extra" ] || [[ " $extras " == *" $extra "* ]]; }; then
+      return
+    fi
   fi
-  echo "run.sh: setting up $VENV (first run, or requirements changed)" >&2
+  extras=$(echo "$extras $extra" | xargs)
+  echo "run.sh: setting up $VENV (first run, requirements changed, or a new extra: ${extra:-none})" >&2
   [ -x "$PY" ] || "$(find_python)" -m venv "$VENV"
-  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
-  echo "$wanted" > "$stamp"
+  local package=.
+  [ -z "$extras" ] || package=".[${extras// /,}]"
+  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt -e "$package"
+  echo "$wanted $extras" > "$stamp"
 }
 
 verb=${1:-help}
@@ -54,7 +64,10 @@ case "$verb" in
       "$PY" "$benchmark" "$@" || status=1
     done
     exit $status ;;
+  gpu-check)
+    setup gpu
+    exec "$PY" -m colabkit gpu-check "$@" ;;
   *)
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'  # the comment block above
     [ "$verb" = help ] || exit 2 ;;
 esac

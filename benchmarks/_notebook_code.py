@@ -1,39 +1,14 @@
-"""Load a function a notebook defines, so a benchmark measures the notebook's own model."""
+"""Load a function a notebook defines (colabkit.suite.notebook_function), and run a notebook through
+papermill into a work folder, so a benchmark measures the notebook's own model and path."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+from colabkit.suite import notebook_function, suite_path
 
-
-def notebook_function(notebook: str, name: str, **namespace: Any) -> Any:
-    """Execute the code cell of notebooks/<notebook>.ipynb that defines `name`; return the function.
-
-    Only that cell runs, in a namespace holding `namespace` (e.g. keras=keras).
-    """
-    cells = json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text())["cells"]
-    for cell in cells:
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and f"def {name}(" in source:
-            definition = source[source.index(f"def {name}("):]
-            # The cell may go on to use the function (e.g. build a model); keep just its definition.
-            lines = definition.splitlines()
-            body = [lines[0]] + [line for line in _indented_block(lines[1:])]
-            exec(compile("\n".join(body), f"{notebook}.ipynb:{name}", "exec"), namespace)
-            return namespace[name]
-    raise LookupError(f"notebooks/{notebook}.ipynb defines no function {name!r}")
-
-
-def _indented_block(lines: list[str]) -> list[str]:
-    block = []
-    for line in lines:
-        if line.strip() and not line.startswith((" ", "\t")):
-            break
-        block.append(line)
-    return block
+__all__ = ["notebook_function", "run_notebook"]
 
 
 def run_notebook(notebook: str, workdir: Path, label: str, **parameters: Any) -> dict[str, Any]:
@@ -43,6 +18,6 @@ def run_notebook(notebook: str, workdir: Path, label: str, **parameters: Any) ->
     from colabkit.records.record import read_record
 
     record_path = workdir / f"{label}.json"
-    papermill.execute_notebook(str(NOTEBOOKS / f"{notebook}.ipynb"), str(workdir / f"{label}.ipynb"),
+    papermill.execute_notebook(str(suite_path(f"notebooks/{notebook}.ipynb")), str(workdir / f"{label}.ipynb"),
                                parameters={**parameters, "results_path": str(record_path)}, progress_bar=False)
     return read_record(record_path)

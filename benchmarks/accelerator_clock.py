@@ -5,7 +5,8 @@ not work. This benchmark checks, on each Keras backend that sees a GPU here (JAX
 colabkit's clocks wait for the device:
 
 - matmul: `colabkit.measure` (one synchronised call per sample) against a pipelined baseline
-  (`--chain` products dispatched back to back, one wait at the end). Ratio = colabkit TFLOPS /
+  (`--chain` products dispatched back to back, one wait at the end), in interleaved rounds
+  (colabkit.timing.pipelined, which `python -m colabkit gpu-check` uses too). Ratio = colabkit TFLOPS /
   pipelined TFLOPS: near 1 for large n; far above 1 would mean the clock stops before the work.
   The unsynchronised figure shows what a naive timer would report; % of peak is against
   `colabkit.peaks` for the precision the backend actually uses.
@@ -35,53 +36,29 @@ REPO = BENCHMARKS.parent
 RESULT_PREFIX = "RESULT "
 
 
-def _matmul_fns(backend: str, n: int, dtype: str, on_gpu: bool):
-    """(product, sync, precision) for an n x n product on the backend's device."""
-    if backend == "jax":
-        import jax
-        import jax.numpy as jnp
-
-        keys = jax.random.split(jax.random.PRNGKey(0), 2)
-        a, b = (jax.random.normal(key, (n, n), dtype=getattr(jnp, dtype)) for key in keys)
-        product = jax.jit(lambda x, y: x @ y)
-        # XLA's DEFAULT precision runs float32 products as TF32 on Ampere and later GPUs.
-        precision = "tf32" if on_gpu and dtype == "float32" and jax.config.jax_default_matmul_precision in (
-            None, "default") else dtype
-        return (lambda: product(a, b)), (lambda value: value.block_until_ready()), precision
-    import torch
-
-    a, b = (torch.randn(n, n, device="cuda" if on_gpu else "cpu", dtype=getattr(torch, dtype)) for _ in range(2))
-    precision = "tf32" if on_gpu and dtype == "float32" and torch.backends.cuda.matmul.allow_tf32 else dtype
-    return (lambda: a @ b), (lambda value: torch.cuda.synchronize() if on_gpu else None), precision
-
-
-def matmul_rows(backend: str, name: str, n: int, repeats: int, chain: int, on_gpu: bool) -> list[dict]:
-    import colabkit
+def matmul_rows(backend: str, name: str, n: int, repeats: int, chain: int, on_gpu: bool, rounds: int) -> list[dict]:
+    """colabkit.measure against the pipelined and naive clocks (colabkit.timing.pipelined), per dtype."""
     from colabkit.device.peaks import gpu_peak
+    from colabkit.timing.pipelined import compare_clock, matmul_workload
 
+    tf32_capable = on_gpu and _compute_capability(backend) >= (8, 0)
     rows = []
     for dtype in ("bfloat16", "float32"):
-        product, sync, precision = _matmul_fns(backend, n, dtype, on_gpu)
-        flops = 2.0 * n ** 3
-        measurement = colabkit.measure(product, repeats=repeats, warmup=2)
-        start = time.perf_counter()
-        for _ in range(chain):
-            last = product()
-        sync(last)
-        pipelined_s = (time.perf_counter() - start) / chain
-        unsynced = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            value = product()
-            unsynced.append(time.perf_counter() - start)
-            sync(value)  # outside the naive clock, so each naive sample starts from an idle device
-        peak = gpu_peak(name, precision, 1)
-        tflops = flops / measurement.median_s / 1e12
-        rows.append({"dtype": dtype, "precision": precision, "tflops": tflops,
-                     "pipelined_tflops": flops / pipelined_s / 1e12,
-                     "unsynced_tflops": flops / float(np.median(unsynced)) / 1e12,
-                     "percent_of_peak": 100 * tflops / peak.tflops if peak else None})
+        workload = matmul_workload(backend, n, dtype, on_gpu=on_gpu, tf32_capable=tf32_capable)
+        clocks = compare_clock(workload, repeats=repeats, chain=chain, rounds=rounds, warmup=2)
+        peak = gpu_peak(name, clocks.precision, 1)
+        rows.append({**clocks.as_dict(), "percent_of_peak": 100 * clocks.tflops / peak.tflops if peak else None})
     return rows
+
+
+def _compute_capability(backend: str) -> tuple[int, ...]:
+    if backend == "jax":
+        import jax
+
+        return tuple(int(part) for part in str(getattr(jax.devices()[0], "compute_capability", "0")).split("."))
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(0)) if torch.cuda.is_available() else (0,)
 
 
 def training_row(epochs: int, batch_size: int, samples: int) -> dict:
@@ -128,7 +105,7 @@ def child(backend: str, args: argparse.Namespace) -> int:
         return 0
     name = setup.description["name"]
     result = {"backend": backend, "device": name, "description": setup.description,
-              "matmul": matmul_rows(backend, name, args.n, args.repeats, args.chain, args.device == "gpu"),
+              "matmul": matmul_rows(backend, name, args.n, args.repeats, args.chain, args.device == "gpu", args.rounds),
               "training": training_row(args.epochs, args.batch_size, args.samples)}
     print(RESULT_PREFIX + json.dumps(result, default=str))
     return 0
@@ -139,6 +116,8 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--chain", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds of colabkit's and the pipelined clock")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--samples", type=int, default=60000)

@@ -43,6 +43,8 @@ from pathlib import Path
 
 from _notebook_code import run_notebook
 
+from colabkit.timing.agreement import Agreement, interleave, spread
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 BENCHMARKS = Path(__file__).resolve().parent
 LOW, HIGH = 0.95, 1.05
@@ -66,39 +68,9 @@ import keras
 import tensorflow as tf
 P = json.loads({params!r})
 
-def shuffled_batches(x, y, batch_size):
-    # The training pipeline of the CNN and dBLSTM notebooks (colabkit's make_dataset and fit), written
-    # out: the same input work on both sides. Keras's own NumPy adapter gathers every batch and trained
-    # the CNN ~8 % slower here, which is a difference of pipelines, not of clocks. The passes repeat,
-    # one per epoch (steps_per_epoch), so fit keeps one input iterator: a new one every epoch stalled
-    # a third to half of the CNN's epochs by ~0.9 s at their first step.
-    dataset = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0, reshuffle_each_iteration=True)
-               .batch(batch_size).prefetch(tf.data.AUTOTUNE))
-    return dict(x=dataset.repeat(), steps_per_epoch=-(-len(x) // batch_size))
-
-class SteadyClock(keras.callbacks.Callback):
-    # Two stamps, each with the device finished: the end of the first epoch (tracing, the pipeline's
-    # first pass: the notebook's first epoch) and the end of training. Everything between is the
-    # steady state, epoch boundaries included. The clock stops at on_train_end, not when fit returns:
-    # after it, fit tears its input pipeline down (0-3.6 s per call here, varying), not training.
-    def stamp(self):
-        keras.ops.convert_to_numpy(self.model.optimizer.iterations)
-        return time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == 0:
-            self.steady_start = self.stamp()
-
-    def on_train_end(self, logs=None):
-        self.ended = self.stamp()
-
-def steady_rate(model, samples_per_epoch, epochs, **fit_args):
-    # One fit of the notebook's epochs, as the notebook runs it: one input iterator throughout (a
-    # second fit would start a fresh one, whose warm-up the notebook's steady epochs never pay).
-    clock = SteadyClock()
-    model.fit(epochs=epochs, verbose=0, callbacks=[clock], **fit_args)
-    epoch_s = (clock.ended - clock.steady_start) / (epochs - 1)
-    return samples_per_epoch / epoch_s, [epoch_s]
+# The independent side's pipeline and clock (colabkit.training.bare_fit): nothing of colabkit's
+# timing or pipelines, the same code `python -m colabkit gpu-check` runs on a GPU.
+from colabkit.training.bare_fit import shuffled_batches, steady_rate
 """
 
 _MATMUL_SCRIPT = """
@@ -123,7 +95,7 @@ print(json.dumps({"value": 2 * n**3 * count / statistics.median(times) / 1e12, "
 """
 
 _CNN_SCRIPT = """
-from _notebook_code import notebook_function
+from colabkit.suite import notebook_function
 build_cnn = notebook_function("cnn_mnist", "build_cnn", keras=keras)
 rng = np.random.default_rng(0)
 x = rng.random((P["train_samples"], 28, 28, 1), dtype=np.float32)
@@ -136,7 +108,7 @@ print(json.dumps({"value": rate, "times": times}))
 """
 
 _DBLSTM_SCRIPT = """
-from _notebook_code import notebook_function
+from colabkit.suite import notebook_function
 build_dblstm = notebook_function("dblstm_har", "build_dblstm", keras=keras)
 rng = np.random.default_rng(0)
 x = rng.normal(size=(P["train_samples"], 128, 9)).astype("float32")
@@ -154,7 +126,7 @@ _TIMESERIES_SCRIPT = """
 # an endless stream of batches of windows of sequence_length hours starting at random rows of a
 # training series of the offline substitute's shape (9 inputs, 3 targets, 90 % of the hours), cut
 # by a gather; static batch shapes, as the notebook's (and TPUs') are.
-from _notebook_code import notebook_function
+from colabkit.suite import notebook_function
 from colabkit.training.timeseries import WarmupMSE
 units, length, batch = P["units"], P["sequence_length"], P["batch_size"]
 build_gru = notebook_function("timeseries_rnn", "build_gru", keras=keras, units=units)
@@ -232,10 +204,6 @@ PAIRS: dict[str, tuple[str, Callable[[Path, str], Figure], Callable[[Path, str, 
 }
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.4g}-{max(values):.4g}" if values else "n/a"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", nargs="+", choices=list(PAIRS), default=list(PAIRS))
@@ -255,27 +223,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.pairs:
             what, ours, theirs = PAIRS[name]
-            notebook_values, independent_values, notebook_epochs, independent_epochs = [], [], [], []
-            for round_ in range(args.rounds):
-                value, epochs = ours(Path(workdir), f"{name}-{round_}")
-                notebook_values.append(value)
-                notebook_epochs += epochs
-                value, epochs = theirs(Path(workdir), f"{name}-{round_}", not args.plain_process)
-                independent_values.append(value)
-                independent_epochs += epochs
-                print(f"  {name} round {round_ + 1}: notebook {notebook_values[-1]:.4g}, "
-                      f"independent {independent_values[-1]:.4g}", flush=True)
-            a, b = statistics.median(notebook_values), statistics.median(independent_values)
-            ratio = a / b
-            paired = [ours_ / theirs_ for ours_, theirs_ in zip(notebook_values, independent_values)]
-            verdicts[name] = ratio
+            notebook_side, independent_side = interleave(
+                [lambda round_: ours(Path(workdir), f"{name}-{round_}"),
+                 lambda round_: theirs(Path(workdir), f"{name}-{round_}", not args.plain_process)],
+                args.rounds,
+                on_round=lambda round_, pair: print(f"  {name} round {round_ + 1}: notebook {pair[0][0]:.4g}, "
+                                                    f"independent {pair[1][0]:.4g}", flush=True))
+            agreement = Agreement(tuple(value for value, _ in notebook_side),
+                                  tuple(value for value, _ in independent_side))
+            notebook_epochs = [seconds for _, epochs in notebook_side for seconds in epochs]
+            independent_epochs = [seconds for _, epochs in independent_side for seconds in epochs]
+            verdicts[name] = agreement.ratio
             print(f"{name}: {what}, median of {args.rounds} interleaved rounds")
-            print(f"  notebook     {a:10.4g}  (rounds {spread(notebook_values)}; steady epochs/calls "
-                  f"{spread(notebook_epochs)} s)")
-            print(f"  independent  {b:10.4g}  (rounds {spread(independent_values)}; steady epochs/calls "
-                  f"{spread(independent_epochs)} s)")
-            print(f"  ratio {ratio:.3f} {'within' if LOW <= ratio <= HIGH else 'OUTSIDE'} {LOW}-{HIGH} "
-                  f"(paired rounds: median {statistics.median(paired):.3f}, {spread(paired)})", flush=True)
+            print(f"  notebook     {agreement.ours_median:10.4g}  (rounds {spread(agreement.ours)}; steady "
+                  f"epochs/calls {spread(notebook_epochs)} s)")
+            print(f"  independent  {agreement.theirs_median:10.4g}  (rounds {spread(agreement.theirs)}; steady "
+                  f"epochs/calls {spread(independent_epochs)} s)")
+            print(f"  ratio {agreement.ratio:.3f} {'within' if agreement.within(LOW, HIGH) else 'OUTSIDE'} "
+                  f"{LOW}-{HIGH} (paired rounds: median {statistics.median(agreement.paired):.3f}, "
+                  f"{spread(agreement.paired)})", flush=True)
     print("summary: " + ", ".join(f"{name} {ratio:.3f}" for name, ratio in verdicts.items()))
     return 0
 

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = """exit status:
   0    done: every combination ran ok or was kept (sweep); a report built from every record
-       found (report); every record ok or skipped, nothing unfinished or unreadable (status)
+       found (report); every record ok or skipped, nothing unfinished or unreadable (status);
+       no row failed, or no GPU to check (gpu-check)
   1    done, but something needs a look: a combination failed or was set aside (sweep); some
        files could not be read as records (report); a failed, unfinished or unreadable record,
-       or no record at all (status); drift found (notebooks --check)
+       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check)
   2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
        sweep is writing to, a missing folder or report notebook (one line on stderr)
   130  interrupted by Ctrl-C or SIGTERM: finished combinations are kept; unfinished ones are
@@ -229,6 +230,12 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_check(args: argparse.Namespace) -> int:
+    from colabkit.gpu_check import run_check
+
+    return run_check(args.out, fast=args.fast, rounds=args.rounds)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line on stderr (exit 2) rather than the usage block."""
 
@@ -336,6 +343,16 @@ def build_parser() -> argparse.ArgumentParser:
     workers.add_argument("--grace", type=_seconds, default=60.0, metavar="SECONDS",
                          help="after a worker dies, how long the others may take to fail by themselves (default 60)")
     workers.set_defaults(handler=_workers)
+    gpu_check = verbs.add_parser("gpu-check", help="check this machine's GPU path in minutes: one table of PASS, FAIL "
+                                                    "and SKIP rows (docs/benchmarks.md)")
+    gpu_check.add_argument("--out", default="outputs/gpu-check",
+                           help="output folder; each check writes a new <UTC time>/ folder in it (default: "
+                                "outputs/gpu-check)")
+    gpu_check.add_argument("--fast", action="store_true",
+                           help="only the rows that run no notebook: device, peaks, bandwidth, clock, matmul")
+    gpu_check.add_argument("--rounds", type=_positive_int, default=3, metavar="N",
+                           help="interleaved rounds of the agreement rows (default 3; each side's median counts)")
+    gpu_check.set_defaults(handler=_gpu_check)
     return parser
 
 

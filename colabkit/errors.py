@@ -94,6 +94,16 @@ class SuiteNotFoundError(ColabkitError):
     """The suite's notebooks and grid files cannot be found (no checkout beside colabkit, not in Colab)."""
 
 
+class GpuCheckError(ColabkitError):
+    """A measurement of `python -m colabkit gpu-check` did not come back: its worker process died,
+    ran past its time limit or raised. The check turns it into a FAIL row naming the worker's log."""
+
+
+class GpuCheckFailed(ColabkitError):
+    """A row of `python -m colabkit gpu-check` FAILED: this GPU runtime does not measure right (the
+    Colab sweep notebook stops before its sweep on this)."""
+
+
 class FolderNotFoundError(ColabkitError, FileNotFoundError):
     """A folder colabkit was asked to read (outputs to archive, results to report) does not exist."""
 

@@ -237,14 +237,14 @@ def available_devices() -> dict[str, int]:
     return {kind: count for kind, count in found.items() if count}
 
 
-def nvidia_smi() -> list[dict[str, str]]:
-    """Per-GPU name, memory and driver from nvidia-smi; [] where it is absent or fails."""
+def nvidia_smi_query(fields: tuple[str, ...]) -> list[dict[str, str]]:
+    """One dict per GPU of nvidia-smi's `--query-gpu` `fields`; [] where nvidia-smi is absent, fails
+    (a driver too old to know a field fails the whole query) or lists no GPU."""
     if shutil.which("nvidia-smi") is None:
         return []
-    query = "index,name,memory.total,driver_version"
     try:
         completed = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=20, check=True,
         )
     except (OSError, subprocess.SubprocessError):
@@ -252,9 +252,14 @@ def nvidia_smi() -> list[dict[str, str]]:
     rows = []
     for line in completed.stdout.strip().splitlines():
         parts = [part.strip() for part in line.split(",")]
-        if len(parts) == 4:
-            rows.append(dict(zip(query.split(","), parts)))
+        if len(parts) == len(fields):
+            rows.append(dict(zip(fields, parts)))
     return rows
+
+
+def nvidia_smi() -> list[dict[str, str]]:
+    """Per-GPU index, name, memory (MiB) and driver from nvidia-smi; [] where it is absent or fails."""
+    return nvidia_smi_query(("index", "name", "memory.total", "driver_version"))
 
 
 def gpu_description(gpus: list[Any]) -> dict[str, Any]:

@@ -1,0 +1,131 @@
+"""The GPU check's rows, its one table (text, Markdown, JSON) and its exit status.
+
+A row is a typed value: what was checked (`name`), the verdict (PASS, FAIL or SKIP), the figure it
+rests on, the rule that turned the figure into the verdict, and for SKIP and FAIL the reason. The
+check exits 0 only when no row failed: a SKIP (the machine lacks what a row needs) is not a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+EXIT_PASSED, EXIT_FAILED = 0, 1
+NO_GPU_LINE = "gpu-check: no NVIDIA GPU here (nvidia-smi lists none); nothing to check"
+
+
+class Verdict(StrEnum):
+    """A row's verdict; the member is the plain string it prints as."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    SKIP = "SKIP"  # the machine lacks what the row needs (a backend, a second GPU, a table entry): not a failure
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table. `values` holds the numbers behind the figure (they go to the JSON)."""
+
+    name: str
+    verdict: Verdict
+    figure: str
+    rule: str
+    reason: str = ""  # why it was skipped or failed; empty for PASS
+    stage: str = ""  # the stage that measured it (its time is in the table's footer)
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.verdict != Verdict.PASS and not self.reason:
+            raise ValueError(f"row {self.name!r}: a {self.verdict} row must say why")
+
+    def in_stage(self, stage: str) -> Row:
+        return replace(self, stage=stage)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "verdict": str(self.verdict), "figure": self.figure, "rule": self.rule,
+                "reason": self.reason, "stage": self.stage, "values": dict(self.values)}
+
+
+def passed(name: str, figure: str, rule: str, **values: Any) -> Row:
+    return Row(name, Verdict.PASS, figure, rule, values=values)
+
+
+def failed(name: str, figure: str, rule: str, reason: str, **values: Any) -> Row:
+    return Row(name, Verdict.FAIL, figure, rule, reason, values=values)
+
+
+def skipped(name: str, rule: str, reason: str, figure: str = "-", **values: Any) -> Row:
+    return Row(name, Verdict.SKIP, figure, rule, reason, values=values)
+
+
+def judged(name: str, figure: str, rule: str, problems: Sequence[str], **values: Any) -> Row:
+    """PASS when `problems` is empty, else FAIL with every problem in the reason."""
+    if problems:
+        return failed(name, figure, rule, "; ".join(problems), **values)
+    return passed(name, figure, rule, **values)
+
+
+def exit_code(rows: Sequence[Row]) -> int:
+    """0 when no row failed (SKIP rows included), else 1."""
+    return EXIT_FAILED if any(row.verdict == Verdict.FAIL for row in rows) else EXIT_PASSED
+
+
+def counts(rows: Sequence[Row]) -> dict[str, int]:
+    return {str(verdict): sum(row.verdict == verdict for row in rows) for verdict in Verdict}
+
+
+def summary_line(rows: Sequence[Row]) -> str:
+    """'gpu-check: 18 PASS, 1 FAIL, 2 SKIP: FAILED' (or ': passed')."""
+    tally = counts(rows)
+    outcome = "FAILED" if exit_code(rows) else "passed"
+    return f"gpu-check: {tally['PASS']} PASS, {tally['FAIL']} FAIL, {tally['SKIP']} SKIP: {outcome}"
+
+
+def _stage_line(stages: Mapping[str, tuple[float, float]]) -> str:
+    parts = [f"{stage} {seconds:.0f}/{budget:.0f} s" for stage, (seconds, budget) in stages.items()]
+    total = sum(seconds for seconds, _ in stages.values())
+    budget = sum(budget for _, budget in stages.values())
+    return f"time (stage actual/budget): {', '.join(parts)}; total {total:.0f} s of {budget:.0f} s"
+
+
+def text_table(rows: Sequence[Row], title: str, stages: Mapping[str, tuple[float, float]] | None = None) -> str:
+    """The table for a terminal: one line per row (name, verdict, figure), the reasons of the FAIL
+    and SKIP rows under it, then the stages' times against their budgets and the summary line."""
+    width = max([len(row.name) for row in rows] + [4])
+    lines = [title, f"{'row':<{width}}  verdict  figure", f"{'-' * width}  -------  {'-' * 40}"]
+    lines += [f"{row.name:<{width}}  {row.verdict:<7}  {row.figure}" for row in rows]
+    notes = [row for row in rows if row.verdict != Verdict.PASS]
+    if notes:
+        lines.append("")
+        lines += [f"{row.verdict} {row.name}: {row.reason}" for row in notes]
+    if stages:
+        lines += ["", _stage_line(stages)]
+    lines += ["", summary_line(rows)]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: Sequence[Row], title: str, stages: Mapping[str, tuple[float, float]] | None = None) -> str:
+    """The table in Markdown, with each row's rule and reason (for docs and notes)."""
+    lines = [f"**{_cell(title)}**", "", "| row | verdict | figure | rule | why |", "|---|---|---|---|---|"]
+    lines += [f"| {_cell(row.name)} | {row.verdict} | {_cell(row.figure)} | {_cell(row.rule)} | {_cell(row.reason)} |"
+              for row in rows]
+    if stages:
+        lines += ["", _stage_line(stages)]
+    lines += ["", summary_line(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def table_payload(rows: Sequence[Row], meta: Mapping[str, Any],
+                  stages: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+    """The JSON form: the machine and run (`meta`), every row, the stages' times, the exit status."""
+    return {"meta": dict(meta), "rows": [row.as_dict() for row in rows],
+            "stages": {stage: {"seconds": seconds, "budget_s": budget} for stage, (seconds, budget) in
+                       (stages or {}).items()},
+            "counts": counts(rows), "exit_code": exit_code(rows)}
