@@ -16,9 +16,11 @@ from colabkit.device.memory import DeviceMemory, container_limit_bytes, device_m
 from colabkit.errors import InsufficientMemoryError
 from colabkit.experiments import get
 from colabkit.records.record import start_run
-from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem, paradnn_memory
+from colabkit.experiments.paradnn import FAMILY_KNOBS
+from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem
 
 PARADNN = get("paradnn")
+paradnn_memory = PARADNN.memory_estimate  # the declaration's estimate: training.memory's, named by FAMILY_KNOBS
 HUGE_FC = {"family": "fc", "layers": 64, "nodes": 65536}
 GIB = 2**30
 
@@ -49,9 +51,7 @@ def test_the_estimate_counts_the_weights_of_the_model_the_notebook_builds(knobs)
     values = {**PARADNN.defaults, **knobs}
     builders = notebook_builders()
     family = values["family"]
-    arguments = {"fc": ("layers", "nodes", "input_size", "output_size"),
-                 "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
-                 "rnn": ("layers", "cell", "hidden", "length", "vocab")}[family]
+    arguments = FAMILY_KNOBS[family]  # the notebook's builders take each family's knobs in this order
     model = builders[f"build_{family}"](*(values[name] for name in arguments))
     trainable = sum(int(w.numpy().size) for w in model.trainable_weights)
     frozen = sum(int(w.numpy().size) for w in model.non_trainable_weights)

@@ -251,7 +251,8 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
     `start_run("cnn_mnist", globals())`, right after a notebook's parameters cell: reads every
     parameter the experiment's declaration names from `namespace`, checks them all against it and
     raises ParameterError listing every problem ("n = 'abc': expected an int >= 1") before any work;
-    the record's params are those values, its path `results_path` (empty: the default path).
+    the record's params are those values (less those the declaration says do not shape this run:
+    Experiment.relevant), its path `results_path` (empty: the default path).
 
     `start_run(name, params=..., results_path=...)` is for a notebook that has no declaration; where
     `name` has one, `params` are checked against it all the same.
@@ -268,7 +269,8 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
         if problems:
             raise ParameterError(problems)
         results_path = values.pop("results_path")
-        return Run(notebook, values, results_path)
+        # The record keeps what shapes the run: the other families' knobs of a ParaDnn run are left out.
+        return Run(notebook, experiment.relevant(values), results_path)
     if params is None:
         raise TypeError(f'start_run("{notebook}", globals()) reads the parameters cell; or pass params=')
     experiment = find(notebook)
@@ -276,4 +278,5 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
         problems = check_values(experiment, {key: value for key, value in params.items()}, complete=False)
         if problems:
             raise ParameterError(problems)
+        params = experiment.relevant(params)
     return Run(notebook, params, results_path)

@@ -34,6 +34,9 @@ class Combination:
     params: dict[str, Any] = field(hash=False)
     slug: str
     request: DeviceRequest
+    # Values the grid gave that do not shape this run (its declaration's `used_when`), left out of
+    # `params`: kept only to say why two combinations are one (colabkit.sweep.expand.duplicate_problems).
+    unused: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def name(self) -> str:

@@ -92,9 +92,6 @@ class MemoryEstimate:
 
 # --- ParaDnn's three families, as notebooks/paradnn.ipynb builds them ------------------------------
 
-PARADNN_KNOBS = {"fc": ("layers", "nodes", "input_size", "output_size"),
-                 "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
-                 "rnn": ("layers", "cell", "hidden", "length", "vocab")}
 # Weights of one recurrent layer of `u` units fed `d` inputs (Keras 3; GRU with reset_after=True,
 # its default: two bias vectors of 3u).
 _RNN_WEIGHTS = {"rnn": lambda d, u: u * (d + u) + u, "lstm": lambda d, u: 4 * (u * (d + u) + u),
@@ -152,14 +149,15 @@ def _rnn(values: Mapping[str, Any]) -> tuple[int, int, int]:
     return weights, 0, length + length * hidden * (1 + layers) + length * vocab
 
 
-def paradnn_memory(values: Mapping[str, Any]) -> MemoryEstimate:
+def paradnn_memory(values: Mapping[str, Any], knobs: Mapping[str, tuple[str, ...]]) -> MemoryEstimate:
     """The memory one replica of a ParaDnn model needs to train (`values`: the notebook's parameters,
-    defaults filled in); its optimizer is ParaDnn's RMSprop with momentum."""
+    defaults filled in; `knobs`: the parameters that shape each family's model, the declaration's
+    FAMILY_KNOBS, which name it); its optimizer is ParaDnn's RMSprop with momentum."""
     family = values["family"]
     trainable, frozen, activations = {"fc": _fc, "cnn": _cnn, "rnn": _rnn}[family](values)
-    knobs = " ".join(f"{knob}={values[knob]}" for knob in PARADNN_KNOBS[family])
+    named = " ".join(f"{knob}={values[knob]}" for knob in knobs[family])
     dtype = COMPUTE_DTYPES.get(values.get("mixed_precision", "none"), "float32")
-    return MemoryEstimate(f"paradnn {family} {knobs}, batch {values['batch_size']} per replica", trainable, frozen,
+    return MemoryEstimate(f"paradnn {family} {named}, batch {values['batch_size']} per replica", trainable, frozen,
                           "RMSprop with momentum", values["batch_size"], activations, dtype_bytes(dtype))
 
 
