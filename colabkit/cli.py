@@ -56,7 +56,7 @@ def _sweep(args: argparse.Namespace) -> int:
         outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
                              force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
                              html=args.html, kernel_name=args.kernel, progress=progress, cluster=args.cluster,
-                             shared_out=args.shared_out)
+                             shared_out=args.shared_out, kernels=args.kernels, max_kernel_runs=args.kernel_runs)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -300,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
     sweep.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML export of each run")
     sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
+    sweep.add_argument("--kernels", choices=("fresh", "reuse"),
+                       help="fresh: a new kernel per combination; reuse: warm kernels, cleared between runs and "
+                            "replaced after any failure (default: what the grid file or preset says, else fresh; "
+                            "docs/sweep.md)")
+    sweep.add_argument("--kernel-runs", type=_positive_int, default=100, metavar="N",
+                       help="with reuse: runs per kernel before a fresh one (default 100)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show a progress bar (default: when the terminal is interactive, or in Colab)")
     sweep.add_argument("--cluster", metavar="ADDRESS",

@@ -80,10 +80,13 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping
                      kernel_name: str | None = None, cwd: str | Path | None = None,
                      env: Mapping[str, str] | None = None, watch: KernelWatch | None = None,
                      start_timeout_s: float = 60, timeout_func: Callable[[Any], int] | None = None,
-                     capture_fd_output: bool = True) -> None:
+                     capture_fd_output: bool = True, kernel_manager: Any = None) -> None:
     """Execute `source` with `parameters` into `output` through papermill; the kernel's own output
     and papermill's goes to `log`. With `capture_fd_output` False, C-level output (TensorFlow's
-    logs) goes to the log only, not also into every cell's outputs.
+    logs) goes to the log only, not also into every cell's outputs. `kernel_manager`, a manager
+    whose kernel is already started (colabkit.sweep.kernels), runs the notebook in that kernel and
+    leaves it running (nbclient shuts down only a kernel it started); its output goes where it was
+    started to send it, and `kernel_name`, `env`, `watch` and `capture_fd_output` were its start's.
 
     Raises what papermill raises: PapermillExecutionError for an exception in a cell (see
     `cell_failure`), nbclient's DeadKernelError, CellTimeoutError, jupyter_client's NoSuchKernel...
@@ -93,12 +96,15 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping
     options: dict[str, Any] = {}
     if timeout_func is not None:
         options["timeout_func"] = timeout_func
-    if not capture_fd_output:
-        options["extra_arguments"] = ["--IPKernelApp.capture_fd_output=False"]
+    if kernel_manager is not None:
+        options["km"] = kernel_manager
+    else:
+        options["kernel_manager_class"] = logging_kernel_manager(log, env, watch)
+        if not capture_fd_output:
+            options["extra_arguments"] = ["--IPKernelApp.capture_fd_output=False"]
     papermill.execute_notebook(
         str(source), str(output), parameters=dict(parameters), kernel_name=kernel_name, progress_bar=False,
-        stdout_file=log, stderr_file=log, cwd=str(cwd or Path.cwd()), start_timeout=start_timeout_s,
-        kernel_manager_class=logging_kernel_manager(log, env, watch), **options)
+        stdout_file=log, stderr_file=log, cwd=str(cwd or Path.cwd()), start_timeout=start_timeout_s, **options)
 
 
 @dataclass(frozen=True)

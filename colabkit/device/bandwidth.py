@@ -4,18 +4,33 @@ McCalpin's STREAM triad computes a = b + q*c over arrays much larger than the ca
 24 bytes per element (read b, read c, write a, 8 bytes each). NumPy cannot fuse the triad: it runs
 a = q*c, then a = a + b, moving 40 bytes per element, so crediting 24 bytes gives a LOWER BOUND on
 the bandwidth STREAM itself would report (by up to 5/3).
+
+The probe takes 1-5 s (3 arrays of 128-512 MiB), so a sweep measures it once per host and hands it
+to every run (`write_host_facts`, the file named by COLABKIT_HOST_FACTS in the kernels' environment);
+`cpu_bandwidth` takes that figure when it was measured on this host, and otherwise measures now, once
+per process (a notebook run by hand). Every figure keeps its passes (the spread) and when it was taken.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import functools
 import glob
+import json
+import os
+import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from colabkit.errors import MeasurementError
+from colabkit.io import write_json_atomic
+
+HOST_FACTS_ENV = "COLABKIT_HOST_FACTS"  # the file of facts a sweep measured once for its host
 
 _BYTES_PER_ELEMENT = 24  # STREAM's credit for the triad: two 8-byte reads and one 8-byte write
 _FALLBACK_CACHE_BYTES = 32 * 2**20  # when the machine does not say: a large server L3
@@ -33,6 +48,14 @@ class BandwidthMeasurement:
     cache_bytes: int  # the last level cache the arrays were sized against
     repeats: int
     method: str
+    samples_gb_s: tuple[float, ...] = ()  # every timed pass, in order: the figure's spread
+    measured_at: str = ""  # when (UTC, ISO 8601)
+    measured_by: str = "this process"  # or "the sweep, once for this host" (handed over: cpu_bandwidth)
+
+    @property
+    def min_gb_s(self) -> float:
+        """The slowest pass (with `gb_per_s`, the best, the range the figure spans)."""
+        return min(self.samples_gb_s) if self.samples_gb_s else self.gb_per_s
 
 
 def last_level_cache_bytes() -> tuple[int, str]:
@@ -86,4 +109,49 @@ def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
     method = (f"measured lower bound: NumPy STREAM-triad a = b + q*c over 3 arrays of {array_bytes / 2**20:.0f} MiB"
               f"{capped}, last level cache {cache / 2**20:.0f} MiB ({cache_source}), 24 bytes credited per "
               f"element (NumPy moves 40), best of {repeats} passes after a warm-up (median {median:.1f} GB/s)")
-    return BandwidthMeasurement(best, median, int(array_bytes), int(cache), repeats, method)
+    samples = tuple(credited / seconds / 1e9 for seconds in seconds[1:])
+    return BandwidthMeasurement(best, median, int(array_bytes), int(cache), repeats, method, samples,
+                                dt.datetime.now(dt.timezone.utc).isoformat())
+
+
+def host_identity() -> dict[str, Any]:
+    """What tells this host from another for a handed-over figure: its name, CPU model and cache."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass  # not Linux: the host name and cache still tell
+    return {"hostname": socket.gethostname(), "cpu_model": model, "cache_bytes": last_level_cache_bytes()[0]}
+
+
+def write_host_facts(path: str | Path) -> BandwidthMeasurement:
+    """Measure this host's bandwidth now and write it, with the host's identity, to `path` (JSON,
+    atomically): what a sweep hands to every run on this host through COLABKIT_HOST_FACTS."""
+    measured = measure_cpu_bandwidth()
+    facts = {"host": host_identity(), "cpu_bandwidth": dataclasses.asdict(measured)}
+    write_json_atomic(path, facts)
+    return measured
+
+
+def handed_bandwidth(path: str | Path) -> BandwidthMeasurement | None:
+    """The bandwidth written to `path` by `write_host_facts` when it was measured on this host; None
+    when the file is missing, unreadable, or from another host (a Dask worker elsewhere)."""
+    try:
+        facts = json.loads(Path(path).read_text(encoding="utf-8"))
+        if facts["host"] != host_identity():
+            return None
+        fields = dict(facts["cpu_bandwidth"])
+        fields["samples_gb_s"] = tuple(fields.get("samples_gb_s") or ())
+        fields["measured_by"] = "the sweep, once for this host"
+        return BandwidthMeasurement(**fields)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def cpu_bandwidth() -> BandwidthMeasurement:
+    """This host's memory bandwidth: the figure a sweep measured once for this host and handed over
+    (COLABKIT_HOST_FACTS) where there is one, else measured now (once per process)."""
+    path = os.environ.get(HOST_FACTS_ENV)
+    handed = handed_bandwidth(path) if path else None
+    return handed if handed is not None else measure_cpu_bandwidth()

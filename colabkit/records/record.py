@@ -58,6 +58,11 @@ FIELD_DOCS: dict[str, str] = {
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
              "into a shared `out`)",
+    "kernel": "written by the sweep: the kernel that ran it, `mode` `fresh` (started for this run) or `reuse` (a "
+              "warm kernel, cleared between runs and replaced after any failure: `sweep --kernels reuse`), "
+              "`runs_before` (how many runs that kernel had made before this one), and for `reuse` when the "
+              "kernel `started_at`, its `max_runs` and its `key` (the backend, device and mixed-precision "
+              "policy its runs share)",
     "worker": "written by a sweep on a Dask cluster (`--cluster`): the worker that ran it (`host`, `address`, "
               "`name`, its declared `resources`, `cuda_visible_devices`)",
 }

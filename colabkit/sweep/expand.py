@@ -76,7 +76,8 @@ def expand(spec: GridSpec, preset: str | None = None, devices: list[DeviceReques
         if spec.experiment is not None:
             unused = {key: params[key] for key in spec.experiment.unused(params)}
             params = spec.experiment.relevant(params)
-        combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.named), request, unused))
+        combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.named), request, unused,
+                                        resolved.kernels))
     return combinations
 
 

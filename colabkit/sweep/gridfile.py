@@ -12,6 +12,8 @@ The schema (every key but `notebook` optional)::
     fixed: {epochs: 10}                         # one value for every combination
     presets:                                    # named overrides of grid, zip and fixed values
       smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}}
+    kernels: reuse                              # fresh (default) or reuse: warm kernels (a preset may say too;
+                                                #   `sweep --kernels` overrides both; colabkit.sweep.kernels)
 
 `zip` may also be a single mapping (one group). How the file's values, a preset's and `-p` combine
 is colabkit.sweep.layers'.
@@ -38,11 +40,12 @@ from colabkit.errors import GridError, UnknownDeviceError
 from colabkit.experiments import Experiment, Parameter, find
 from colabkit.suite import suite_root
 from colabkit.sweep.combination import device_request
+from colabkit.sweep.kernels import KERNEL_MODES
 from colabkit.sweep.layers import Layer, Resolved, canonical
 from colabkit.sweep.parameters import declared_parameters
 
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
-PRESET_KEYS = ("description", "grid", "zip", "fixed")
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets", "kernels")
+PRESET_KEYS = ("description", "grid", "zip", "fixed", "kernels")
 SET_BY_THE_SWEEP = ("results_path",)
 
 
@@ -77,6 +80,7 @@ class GridSpec:
                 raise GridError(f"unknown preset {preset!r} (this file has: {known})", str(self.path))
             resolved.apply(self.presets[preset])
         resolved.pin({key: value for key, value in (overrides or {}).items() if key in self.parameters})
+        resolved.kernels = (self.presets[preset].kernels if preset is not None else None) or self.base.kernels
         return resolved
 
     def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
@@ -168,9 +172,14 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
 
 
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
+    kernels = raw.get("kernels")
+    if kernels is not None and kernels not in KERNEL_MODES:
+        problems.append(f"{where}kernels: {kernels!r}: expected one of {', '.join(KERNEL_MODES)}")
+        kernels = None
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
-                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""))
+                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
+                  kernels)
     places: dict[str, str] = {}
     for located, key, _ in layer.located_values():
         if key in places:

@@ -7,7 +7,9 @@ so the sweep itself never claims a GPU or TPU, or a Dask cluster's workers'; (4)
 combination: run it, keep the result an earlier sweep finished (its record is ok and its fingerprint
 matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest
 through an executor (colabkit.sweep.executors: one after another, `jobs` side by side, or on a Dask
-cluster), one fresh kernel each; (6) returns one Outcome per combination for the summary table.
+cluster), one fresh kernel each, or with `--kernels reuse` warm kernels (colabkit.sweep.kernels),
+having measured the host's CPU bandwidth once for them all; (6) returns one Outcome per combination
+for the summary table.
 
 Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
 .html, .json (the record), .log.
@@ -15,10 +17,15 @@ Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import closing
+import dataclasses
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
+
+from colabkit.device.bandwidth import write_host_facts
+from colabkit.device.spec import DeviceKind
 
 from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.run_error import RunError
@@ -26,6 +33,7 @@ from colabkit.records.schema import ErrorKind
 from colabkit.sweep.console import Progress
 from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, is_filesystem_fault, write_skipped_record
 from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
+from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KERNEL_MODES
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock
 from colabkit.sweep.plan import Decision, SweepAction, decide, plan
 
@@ -43,9 +51,27 @@ def open_executor(out: Path, options: RunOptions, *, available: Mapping[str, int
     return (SerialExecutor if options.jobs == 1 else PoolExecutor)(out, options, available)
 
 
-def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None) -> None:
+@contextmanager
+def host_facts(to_run: list[Decision]) -> Iterator[str | None]:
+    """The file of this host's facts (its CPU bandwidth), measured once now for every run that may use
+    the CPU, removed when the runs end; None when no run does (a GPU or TPU's is on its datasheet)."""
+    if not any(decision.combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for decision in to_run):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:
+        path = Path(folder) / "host.json"
+        write_host_facts(path)
+        yield str(path)
+
+
+def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None, kernels: str | None = None,
+                     max_kernel_runs: int = DEFAULT_MAX_RUNS) -> None:
     if jobs < 1:
         raise ColabkitError(f"--jobs must be at least 1, got {jobs}")
+    if kernels is not None and kernels not in KERNEL_MODES:
+        raise ColabkitError(f"--kernels {kernels!r}: expected one of {', '.join(KERNEL_MODES)}")
+    if max_kernel_runs < 1:
+        raise ColabkitError(f"--kernel-runs must be at least 1, got {max_kernel_runs}")
     if cluster and jobs != 1:
         raise ColabkitError("--jobs does not apply with --cluster: each Dask worker thread runs one combination")
     if timeout_s is not None and not timeout_s > 0:
@@ -84,6 +110,8 @@ def run_sweep(
     worker_grace_s: float = 60,
     cluster: str | None = None,
     shared_out: bool | None = None,
+    kernels: str | None = None,
+    max_kernel_runs: int = DEFAULT_MAX_RUNS,
 ) -> list[Outcome]:
     """Run every combination that is not finished yet; return one Outcome per combination.
 
@@ -94,13 +122,16 @@ def run_sweep(
     recorded as skipped; record files that cannot be read are set aside untouched unless
     `rerun_unreadable`. A file-system fault of one combination fails that combination only.
     `cluster` runs them on a Dask cluster (`shared_out`: see colabkit.sweep.cluster.DaskExecutor).
+    `kernels` ("fresh" or "reuse", colabkit.sweep.kernels) overrides what each grid file or preset
+    asks for (default fresh); a reused kernel serves at most `max_kernel_runs` runs. A CPU's
+    bandwidth is measured once, before the runs, and handed to each (colabkit.device.bandwidth).
     Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
-    _check_arguments(jobs, timeout_s, cluster)
+    _check_arguments(jobs, timeout_s, cluster, kernels, max_kernel_runs)
     combinations = plan(grid_paths, preset, device, overrides, out)
     check_output_folder(out)
     options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
-                         worker_grace_s=worker_grace_s)
+                         worker_grace_s=worker_grace_s, kernels=kernels, max_kernel_runs=max_kernel_runs)
     with open_executor(Path(out), options, available=available, cluster=cluster, shared_out=shared_out) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
@@ -111,7 +142,9 @@ def run_sweep(
             echo(_first_line(len(decisions), len(to_run), outcomes, executor.where))
             for note in executor.notes(to_run):
                 echo(note)
-            _run(executor, to_run, echo, progress, outcomes)
+            with host_facts(to_run) as facts:
+                executor.options = dataclasses.replace(options, host_facts=facts)
+                _run(executor, to_run, echo, progress, outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
