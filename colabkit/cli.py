@@ -230,6 +230,20 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_html(args: argparse.Namespace) -> int:
+    from colabkit.notebook_runner import export_html_below
+
+    folder = Path(args.out)
+    if not folder.is_dir():
+        raise ColabkitError(f"output folder {folder} {'is not a folder' if folder.exists() else 'does not exist'}: "
+                            "give the --out folder of a sweep")
+    written, failed = export_html_below(folder, force=args.force)
+    for notebook, why in failed:
+        print(f"could not export {notebook}: {why}", file=sys.stderr)
+    print(f"{len(written)} HTML file(s) written below {folder}" + (f", {len(failed)} failed" if failed else ""))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def _gpu_check(args: argparse.Namespace) -> int:
     from colabkit.gpu_check import run_check
 
@@ -298,7 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fail a run whose cells take longer than this (> 0; default and 'none': no limit)")
     sweep.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                        help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
-    sweep.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML export of each run")
+    sweep.add_argument("--html", choices=("all", "failed", "none"),
+                       help="which runs get an HTML export of their executed notebook (default: what the grid file "
+                            "or preset says, else all; `export-html OUT` exports the rest later)")
+    sweep.add_argument("--no-html", dest="html", action="store_const", const="none", help="the same as --html none")
     sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
     sweep.add_argument("--kernels", choices=("fresh", "reuse"),
                        help="fresh: a new kernel per combination; reuse: warm kernels, cleared between runs and "
@@ -328,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
     status.set_defaults(handler=_status)
+    export_html = verbs.add_parser("export-html", help="export the executed notebooks of a sweep that have no HTML "
+                                                       "yet (after sweep --html failed) to HTML")
+    export_html.add_argument("out", help="the sweep's output folder")
+    export_html.add_argument("--force", action="store_true", help="export every run again, HTML or not")
+    export_html.set_defaults(handler=_export_html)
     notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
     notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
     notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",

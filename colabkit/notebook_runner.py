@@ -20,7 +20,8 @@ from typing import IO, Any
 from colabkit.io import write_atomic
 from colabkit.records.run_error import RunError, exception_kind
 
-__all__ = ["CellFailure", "KernelWatch", "cell_error", "cell_failure", "execute_notebook", "export_run_html",
+__all__ = ["CellFailure", "KernelWatch", "cell_error", "cell_failure", "execute_notebook", "export_html_below",
+           "export_run_html",
            "failure_summary", "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index",
            "started_cells", "warm_up"]
 
@@ -212,3 +213,23 @@ def export_run_html(notebook_path: Path, html_path: Path, temporary: Path | None
     colabkit.report.build.export_report_html.)"""
     body, _ = _html_exporter().from_filename(str(notebook_path))
     return write_atomic(html_path, body, temporary=temporary)
+
+
+def export_html_below(folder: str | Path, force: bool = False) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Export to HTML every executed run notebook below `folder` (a sweep's <slug>.ipynb, with its record
+    <slug>.json beside it) that has no HTML yet, or an older one than the notebook (every one with
+    `force`): what `sweep --html failed` left for later. Returns (the HTML files written, the notebooks
+    that could not be exported with why). Hidden files (a running sweep's temporaries) are left alone."""
+    written: list[Path] = []
+    failed: list[tuple[Path, str]] = []
+    for notebook in sorted(Path(folder).rglob("*.ipynb")):
+        if notebook.name.startswith(".") or not notebook.with_suffix(".json").exists():
+            continue
+        html = notebook.with_suffix(".html")
+        if not force and html.exists() and html.stat().st_mtime >= notebook.stat().st_mtime:
+            continue
+        try:
+            written.append(export_run_html(notebook, html, html.with_name(f".{html.name}.export.tmp")))
+        except Exception as exc:  # noqa: BLE001 - nbconvert raises many types: name the file, go on
+            failed.append((notebook, f"{type(exc).__name__}: {exc}"))
+    return written, failed

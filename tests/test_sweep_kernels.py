@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from helpers import REPO
 
-from colabkit.cli import build_parser
+from colabkit.cli import build_parser, main
 from colabkit.errors import ColabkitError, GridError
 from colabkit.records.record import read_record
 from colabkit.sweep.combination import Combination, device_request
@@ -89,6 +89,7 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
         grid: {{device: [cpu], value: [1, 2, 3, 4, 5, 6, 7, 8, 9]}}
         fixed: {{exit_on: 3, oom_on: 5, sleep_on: 7}}
         kernels: reuse
+        html: failed
     """)
     outcomes = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=lambda line: None, timeout_s=12)
     records = [read_record(outcome.record_path) for outcome in outcomes]
@@ -107,6 +108,12 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
     assert ok[1]["cwd"] == "/" and ok[2]["cwd"] == str(Path.cwd()) and ok[2]["policy"] == "float32"  # all reset
     assert "Traceback" not in (tmp_path / "out" / "leaky" / "cpu" / "value-2.log").read_text()
     assert not list((tmp_path / "out").rglob(".*"))  # no temporaries
+    # html: failed -- every run keeps its executed notebook, only the failed ones get HTML now; the rest on demand
+    folder = tmp_path / "out" / "leaky" / "cpu"
+    assert len(list(folder.glob("*.ipynb"))) == 9
+    assert sorted(path.stem for path in folder.glob("*.html")) == ["value-3", "value-5", "value-7"]
+    assert main(["export-html", str(tmp_path / "out")]) == 0
+    assert len(list(folder.glob("*.html"))) == 9
 
 
 @pytest.mark.notebook

@@ -10,6 +10,7 @@ from typing import Any
 from colabkit.device.bandwidth import cpu_bandwidth
 from colabkit.device.peaks import PeakBandwidth, PeakFlops, cpu_peak, gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
 from colabkit.errors import UnknownDeviceError
+from colabkit.timing.phases import phase
 
 
 class DeviceKind(StrEnum):
@@ -143,7 +144,8 @@ class DeviceSetup:
         if self.kind == "tpu":
             kind = self.description.get("accelerator_type") or self.description.get("tpu_generation")
             return tpu_bandwidth(kind if kind != "v2 or v3" else None, self.replicas)
-        measured = cpu_bandwidth()
+        with phase("host_probes"):
+            measured = cpu_bandwidth()
         # Logical CPU replicas share the host's memory: its bandwidth is the whole figure.
         source = measured.method + ("; measured once for this host by the sweep"
                                     if measured.measured_by != "this process" else "")

@@ -20,6 +20,7 @@ from colabkit.records.plausibility import measurement_problems
 from colabkit.records.provenance import git_commit, host_info, software_versions
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind, RecordStatus
+from colabkit.timing.phases import noted_phases, start_phases
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"
@@ -58,6 +59,11 @@ FIELD_DOCS: dict[str, str] = {
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
              "into a shared `out`)",
+    "phases": "the run's fixed phases as colabkit noted them, in order: `phase` (`device_setup`: the strategy and "
+              "device description, after the backend's import; `host_probes`: the CPU bandwidth, measured or "
+              "handed over by the sweep; `flop_count`: counting the model's FLOPs), `started_at` (UTC) and "
+              "`seconds`; with the executed notebook's cell times they break a run's fixed cost down "
+              "(benchmarks/sweep_overhead.py)",
     "kernel": "written by the sweep: the kernel that ran it, `mode` `fresh` (started for this run) or `reuse` (a "
               "warm kernel, cleared between runs and replaced after any failure: `sweep --kernels reuse`), "
               "`runs_before` (how many runs that kernel had made before this one), and for `reuse` when the "
@@ -187,6 +193,7 @@ class Run:
         self.notebook = notebook
         self.params = dict(params)
         self.started_at = utc_now()
+        start_phases()  # this run's phases only (a warm kernel runs several)
         self.path = Path(results_path) if results_path else default_results_path(
             notebook, str(self.params.get("device", "auto")))
         self.written: dict[str, Any] | None = None
@@ -237,6 +244,7 @@ class Run:
             status = "failed"
             error = RunError("MeasurementError", ErrorKind.NOT_A_MEASUREMENT,
                              "not a measurement: " + "; ".join(problems)).as_record()
+        extra.setdefault("phases", noted_phases())
         record = make_record(
             self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,
             data=data, started_at=self.started_at, error=error, **extra,

@@ -50,6 +50,9 @@ from colabkit.sweep.combination import Combination
 from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KernelLease
 
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
+# Which runs get their executed notebook exported to HTML: every one, the failed ones only (a big sweep:
+# `python -m colabkit export-html OUT` exports the rest on demand), or none. Every run keeps its notebook.
+HTML_MODES = ("all", "failed", "none")
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class RunOptions:
 
     timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
     kernel_name: str | None = None  # None: the notebook's own kernelspec
-    html: bool = True  # export the executed notebook to HTML with nbconvert
+    html: str | None = None  # "all", "failed" (failed runs only), "none"; None: as each grid says, else all
     start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
     start_timeout_s: float = 60
     cwd: str | None = None  # the kernels' working directory; None: the sweep's
@@ -350,7 +353,8 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
                 record = read_record(files.running_record)
             except RecordError as exc:
                 error = RunError("RecordError", ErrorKind.MISSING_RECORD, str(exc))
-    if options.html and files.notebook.exists():
+    html = options.html or combination.html or "all"
+    if files.notebook.exists() and (html == "all" or (html == "failed" and error is not None)):
         try:
             export_run_html(files.notebook, files.html, files.running_html)
         except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides

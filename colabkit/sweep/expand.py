@@ -77,7 +77,7 @@ def expand(spec: GridSpec, preset: str | None = None, devices: list[DeviceReques
             unused = {key: params[key] for key in spec.experiment.unused(params)}
             params = spec.experiment.relevant(params)
         combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.named), request, unused,
-                                        resolved.kernels))
+                                        resolved.kernels, resolved.html))
     return combinations
 
 

@@ -30,8 +30,16 @@ from colabkit.device.spec import DeviceKind
 from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
+from colabkit.sweep.combination import Combination
 from colabkit.sweep.console import Progress
-from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, is_filesystem_fault, write_skipped_record
+from colabkit.sweep.execution import (
+    HTML_MODES,
+    Outcome,
+    RunFiles,
+    RunOptions,
+    is_filesystem_fault,
+    write_skipped_record,
+)
 from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
 from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KERNEL_MODES
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock
@@ -49,6 +57,15 @@ def open_executor(out: Path, options: RunOptions, *, available: Mapping[str, int
 
         return DaskExecutor(out, options, cluster, shared_out)
     return (SerialExecutor if options.jobs == 1 else PoolExecutor)(out, options, available)
+
+
+def _cpu_only(combinations: list[Combination], available: Mapping[str, int] | None,
+              cluster: str | None) -> Mapping[str, int] | None:
+    """`available`, or {"cpu": 1} for a local sweep whose every combination asks for the CPU: a CPU is
+    everywhere, so no child process (importing TensorFlow: 5-9 s) need ask what else the machine has."""
+    if available is None and cluster is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
+        return {"cpu": 1}
+    return available
 
 
 @contextmanager
@@ -87,6 +104,7 @@ def prepare(grid_paths: list[str | Path], preset: str | None = None, device: str
     and writes nothing."""
     combinations = plan(grid_paths, preset, device, overrides, out)
     check_output_folder(out)
+    available = _cpu_only(combinations, available, cluster)
     with open_executor(Path(out), RunOptions(), available=available, cluster=cluster) as executor:
         return decide(combinations, executor.out, executor.inventory(), force, rerun_unreadable)
 
@@ -105,7 +123,7 @@ def run_sweep(
     rerun_unreadable: bool = False,
     timeout_s: float | None = None,
     jobs: int = 1,
-    html: bool = True,
+    html: bool | str | None = None,
     progress: bool = False,
     worker_grace_s: float = 60,
     cluster: str | None = None,
@@ -122,14 +140,21 @@ def run_sweep(
     recorded as skipped; record files that cannot be read are set aside untouched unless
     `rerun_unreadable`. A file-system fault of one combination fails that combination only.
     `cluster` runs them on a Dask cluster (`shared_out`: see colabkit.sweep.cluster.DaskExecutor).
-    `kernels` ("fresh" or "reuse", colabkit.sweep.kernels) overrides what each grid file or preset
-    asks for (default fresh); a reused kernel serves at most `max_kernel_runs` runs. A CPU's
+    `kernels` ("fresh" or "reuse", colabkit.sweep.kernels) and `html` ("all", "failed", "none"; True:
+    as the grid says, False: none) override what each grid file or preset asks for (default fresh
+    kernels, HTML for every run); a reused kernel serves at most `max_kernel_runs` runs. Devices are
+    detected only when some combination asks for more than a CPU. A CPU's
     bandwidth is measured once, before the runs, and handed to each (colabkit.device.bandwidth).
     Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
     _check_arguments(jobs, timeout_s, cluster, kernels, max_kernel_runs)
+    if isinstance(html, bool):  # True: as each grid says (else every run); False: none
+        html = None if html else "none"
+    if html is not None and html not in HTML_MODES:
+        raise ColabkitError(f"--html {html!r}: expected one of {', '.join(HTML_MODES)}")
     combinations = plan(grid_paths, preset, device, overrides, out)
     check_output_folder(out)
+    available = _cpu_only(combinations, available, cluster)
     options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
                          worker_grace_s=worker_grace_s, kernels=kernels, max_kernel_runs=max_kernel_runs)
     with open_executor(Path(out), options, available=available, cluster=cluster, shared_out=shared_out) as executor:
