@@ -17,7 +17,7 @@ from colabkit.errors import InsufficientMemoryError
 from colabkit.experiments import get
 from colabkit.records.record import start_run
 from colabkit.experiments.paradnn import FAMILY_KNOBS
-from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem
+from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem, paradnn_forward_flops
 
 PARADNN = get("paradnn")
 paradnn_memory = PARADNN.memory_estimate  # the declaration's estimate: training.memory's, named by FAMILY_KNOBS
@@ -48,6 +48,8 @@ def notebook_builders() -> dict:
 def test_the_estimate_counts_the_weights_of_the_model_the_notebook_builds(knobs):
     import keras
 
+    from colabkit.training.flops import model_flops
+
     values = {**PARADNN.defaults, **knobs}
     builders = notebook_builders()
     family = values["family"]
@@ -58,6 +60,8 @@ def test_the_estimate_counts_the_weights_of_the_model_the_notebook_builds(knobs)
     estimate = paradnn_memory(values)
     assert (estimate.trainable, estimate.non_trainable) == (trainable, frozen)
     assert estimate.weights_bytes == 4 * model.count_params()
+    # the same walk's FLOPs (the sweep's time estimate) are the built model's, as training.flops counts them
+    assert paradnn_forward_flops(values) == model_flops(model).forward_per_sample
     keras.backend.clear_session()
 
 

@@ -5,10 +5,11 @@ McCalpin's STREAM triad computes a = b + q*c over arrays much larger than the ca
 a = q*c, then a = a + b, moving 40 bytes per element, so crediting 24 bytes gives a LOWER BOUND on
 the bandwidth STREAM itself would report (by up to 5/3).
 
-The probe takes 1-5 s (3 arrays of 128-512 MiB), so a sweep measures it once per host and hands it
-to every run (`write_host_facts`, the file named by COLABKIT_HOST_FACTS in the kernels' environment);
-`cpu_bandwidth` takes that figure when it was measured on this host, and otherwise measures now, once
-per process (a notebook run by hand). Every figure keeps its passes (the spread) and when it was taken.
+The probe takes 1-5 s (3 arrays of 128-512 MiB), so a sweep measures it once per host: the first run
+that needs it measures it and writes it to the sweep's file (COLABKIT_HOST_FACTS in the kernels'
+environment, `write_host_facts`), the others on that host read it (`cpu_bandwidth`); a sweep whose
+runs never ask (the CNN, matmul) measures nothing. Run by hand, a notebook measures once per process.
+Every figure keeps its passes (the spread) and when it was taken.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class BandwidthMeasurement:
     method: str
     samples_gb_s: tuple[float, ...] = ()  # every timed pass, in order: the figure's spread
     measured_at: str = ""  # when (UTC, ISO 8601)
-    measured_by: str = "this process"  # or "the sweep, once for this host" (handed over: cpu_bandwidth)
+    measured_by: str = "this process"  # in a sweep: measured by this run, or an earlier one (cpu_bandwidth)
 
     @property
     def min_gb_s(self) -> float:
@@ -75,14 +76,13 @@ def last_level_cache_bytes() -> tuple[int, str]:
     return _FALLBACK_CACHE_BYTES, "assumed (not reported by the OS)"
 
 
-@functools.lru_cache(maxsize=1)
-def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
-    """STREAM-triad-style bandwidth of this host's memory with NumPy, a lower bound (module doc).
+def triad_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
+    """STREAM-triad-style bandwidth of this host's memory with NumPy, a lower bound (module doc),
+    measured now (measure_cpu_bandwidth: once per process).
 
     Each array is at least 4x the last level cache (STREAM's rule; capped at 512 MiB per array,
     which the method text then says), the first pass only warms the pages, the best of `repeats`
-    timed passes is the figure and the median is kept beside it. About 1 s on a small VM; the
-    result is cached for the process.
+    timed passes is the figure and the median is kept beside it. 1-5 s on a small VM.
     """
     cache, cache_source = last_level_cache_bytes()
     wanted = max(4 * cache, _MIN_ARRAY_BYTES)
@@ -114,6 +114,12 @@ def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
                                 dt.datetime.now(dt.timezone.utc).isoformat())
 
 
+@functools.lru_cache(maxsize=1)
+def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
+    """This host's bandwidth (triad_bandwidth), measured once per process and then remembered."""
+    return triad_bandwidth(repeats)
+
+
 def host_identity() -> dict[str, Any]:
     """What tells this host from another for a handed-over figure: its name, CPU model and cache."""
     model = ""
@@ -125,10 +131,10 @@ def host_identity() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "cpu_model": model, "cache_bytes": last_level_cache_bytes()[0]}
 
 
-def write_host_facts(path: str | Path) -> BandwidthMeasurement:
-    """Measure this host's bandwidth now and write it, with the host's identity, to `path` (JSON,
-    atomically): what a sweep hands to every run on this host through COLABKIT_HOST_FACTS."""
-    measured = measure_cpu_bandwidth()
+def write_host_facts(path: str | Path, measured: BandwidthMeasurement | None = None) -> BandwidthMeasurement:
+    """Write this host's bandwidth (`measured`, else measured now), with the host's identity, to `path`
+    (JSON, atomically): what the other runs of a sweep on this host read (COLABKIT_HOST_FACTS)."""
+    measured = measured or triad_bandwidth()  # this sweep's own figure, not one an earlier sweep in this process took
     facts = {"host": host_identity(), "cpu_bandwidth": dataclasses.asdict(measured)}
     write_json_atomic(path, facts)
     return measured
@@ -143,15 +149,26 @@ def handed_bandwidth(path: str | Path) -> BandwidthMeasurement | None:
             return None
         fields = dict(facts["cpu_bandwidth"])
         fields["samples_gb_s"] = tuple(fields.get("samples_gb_s") or ())
-        fields["measured_by"] = "the sweep, once for this host"
+        fields["measured_by"] = "an earlier run of the sweep on this host"
         return BandwidthMeasurement(**fields)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def cpu_bandwidth() -> BandwidthMeasurement:
-    """This host's memory bandwidth: the figure a sweep measured once for this host and handed over
-    (COLABKIT_HOST_FACTS) where there is one, else measured now (once per process)."""
+    """This host's memory bandwidth, once per sweep and host: in a sweep (COLABKIT_HOST_FACTS names the
+    sweep's file) the figure an earlier run on this host measured, or, for the first run that needs
+    it, measured now and written there for the others; outside a sweep (or where the file cannot be
+    written) measured now, once per process."""
     path = os.environ.get(HOST_FACTS_ENV)
-    handed = handed_bandwidth(path) if path else None
-    return handed if handed is not None else measure_cpu_bandwidth()
+    if path:
+        handed = handed_bandwidth(path)
+        if handed is not None:
+            return handed
+        measured = triad_bandwidth()
+        try:
+            write_host_facts(path, measured)
+        except OSError:  # a folder of another host (a Dask worker elsewhere): this run's figure alone
+            return measured
+        return dataclasses.replace(measured, measured_by="this run, for the sweep's runs on this host")
+    return measure_cpu_bandwidth()

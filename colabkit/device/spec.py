@@ -147,7 +147,7 @@ class DeviceSetup:
         with phase("host_probes"):
             measured = cpu_bandwidth()
         # Logical CPU replicas share the host's memory: its bandwidth is the whole figure.
-        source = measured.method + ("; measured once for this host by the sweep"
+        source = measured.method + (f"; measured once for the sweep's runs on this host ({measured.measured_by})"
                                     if measured.measured_by != "this process" else "")
         return PeakBandwidth(measured.gb_per_s, measured.gb_per_s, 1, source, "measured", measured.min_gb_s,
                              measured.measured_at)

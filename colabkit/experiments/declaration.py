@@ -156,6 +156,12 @@ class Parameter:
         return None
 
 
+def replicas_of(values: Mapping[str, Any]) -> int:
+    """The replicas a run's `device` value names ('cpu:2': 2); 1 where it gives no count ('gpu': every GPU
+    there is, which the sweep cannot tell)."""
+    return parse_device(str(values.get("device", "auto"))).count or 1
+
+
 def device_syntax(value: Any) -> str | None:
     """Why `value` is not a device name colabkit.device.parse_device understands (None if it is)."""
     try:
@@ -251,6 +257,9 @@ class Experiment:
     # the declaration knows the model's shape: a run that clearly cannot fit its device is refused
     # before it builds anything (the notebook's Run.check_memory, the sweep's memory_problem).
     memory_estimate: Callable[[Mapping[str, Any]], MemoryEstimate] | None = field(default=None, compare=False)
+    # The FLOPs one run computes in all (every replica, every epoch or call) from a full set of values,
+    # where the declaration knows them: the work in `sweep --dry-run`'s time estimate (colabkit.sweep.estimate).
+    work_flops: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]

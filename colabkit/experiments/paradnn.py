@@ -17,11 +17,12 @@ from colabkit.experiments.declaration import (
     Reference,
     backend_parameter,
     device_parameter,
+    replicas_of,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
-from colabkit.training.memory import paradnn_memory
+from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
 
 FAMILIES = ("fc", "cnn", "rnn")
 BLOCKS = ("residual", "bottleneck")
@@ -38,6 +39,13 @@ FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
 def _for_families(knob: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """A knob's `used_when`: the families whose models it shapes (FAMILY_KNOBS)."""
     return (("family", tuple(family for family, knobs in FAMILY_KNOBS.items() if knob in knobs)),)
+
+
+def _run_flops(values: Mapping[str, Any]) -> float:
+    """FLOPs of one run: training = 3 x forward per sample (colabkit.training.flops' convention), x the
+    global batch, x steps x epochs (the first epoch included)."""
+    return (3.0 * paradnn_forward_flops(values) * values["batch_size"] * replicas_of(values) * values["steps"]
+            * values["epochs"])
 
 
 def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
@@ -99,4 +107,5 @@ EXPERIMENT = Experiment(
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
     constraints=(_steps_fill_executions, torch_runs_one_step_per_call),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
+    work_flops=_run_flops,
 )

@@ -8,7 +8,7 @@ combination: run it, keep the result an earlier sweep finished (its record is ok
 matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest
 through an executor (colabkit.sweep.executors: one after another, `jobs` side by side, or on a Dask
 cluster), one fresh kernel each, or with `--kernels reuse` warm kernels (colabkit.sweep.kernels),
-having measured the host's CPU bandwidth once for them all; (6) returns one Outcome per combination
+the host's CPU bandwidth measured once for them all; (6) returns one Outcome per combination
 for the summary table.
 
 Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
@@ -24,7 +24,6 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from colabkit.device.bandwidth import write_host_facts
 from colabkit.device.spec import DeviceKind
 
 from colabkit.errors import ColabkitError, SweepInterrupted
@@ -70,15 +69,14 @@ def _cpu_only(combinations: list[Combination], available: Mapping[str, int] | No
 
 @contextmanager
 def host_facts(to_run: list[Decision]) -> Iterator[str | None]:
-    """The file of this host's facts (its CPU bandwidth), measured once now for every run that may use
-    the CPU, removed when the runs end; None when no run does (a GPU or TPU's is on its datasheet)."""
+    """Where this sweep's runs keep the facts they measure once per host (the CPU's bandwidth: the first
+    run that needs it writes it, colabkit.device.bandwidth.cpu_bandwidth), removed when the runs end;
+    None when no run may use the CPU (a GPU's or TPU's bandwidth is on its datasheet)."""
     if not any(decision.combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for decision in to_run):
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:
-        path = Path(folder) / "host.json"
-        write_host_facts(path)
-        yield str(path)
+        yield str(Path(folder) / "host.json")
 
 
 def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None, kernels: str | None = None,
@@ -143,8 +141,8 @@ def run_sweep(
     `kernels` ("fresh" or "reuse", colabkit.sweep.kernels) and `html` ("all", "failed", "none"; True:
     as the grid says, False: none) override what each grid file or preset asks for (default fresh
     kernels, HTML for every run); a reused kernel serves at most `max_kernel_runs` runs. Devices are
-    detected only when some combination asks for more than a CPU. A CPU's
-    bandwidth is measured once, before the runs, and handed to each (colabkit.device.bandwidth).
+    detected only when some combination asks for more than a CPU; a CPU's bandwidth is measured once for
+    all the runs (`host_facts`).
     Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
     _check_arguments(jobs, timeout_s, cluster, kernels, max_kernel_runs)
