@@ -2,11 +2,11 @@
 
 `SweepClocks` wraps, in the sweep's own process, the steps colabkit.sweep.execution takes per
 combination (the whole of execute_combination, papermill's execute_notebook, the HTML export, taking
-a warm kernel and giving it back) and the once-per-sweep host probe. `breakdown` then splits each
-combination's time into PHASES from its executed notebook (papermill's start time and each cell's
-start and duration), its record (the epochs' times, and the phases colabkit noted: device_setup,
-host_probes, flop_count, each placed in the cell it ran in) and those clocks. Which cell is which is
-read from its code (CELL_KINDS), so the notebooks carry no timing code for it.
+a warm kernel and giving it back); the host probe, once per sweep, is in the run that measured it.
+`breakdown` then splits each combination's time into PHASES from its executed notebook (papermill's
+start time and each cell's start and duration), its record (the epochs' times, and the phases
+colabkit noted: device_setup, host_probes, flop_count, each placed in the cell it ran in) and those
+clocks. Which cell is which is read from its code (CELL_KINDS): the notebooks carry no timing code.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ class SweepClocks:
 
     def __init__(self) -> None:
         self.steps: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.host_probe_s = 0.0
         self.current: str | None = None
 
     def _timed(self, step: str, function: Any) -> Any:
@@ -66,11 +65,11 @@ class SweepClocks:
 
     @contextmanager
     def installed(self) -> Iterator[SweepClocks]:
-        from colabkit.sweep import execution, executors, runner
+        from colabkit.sweep import execution, executors
         from colabkit.sweep.kernels import KernelPool
 
         saved = [(execution, "execute_notebook"), (execution, "export_run_html"), (executors, "execute_combination"),
-                 (runner, "write_host_facts"), (KernelPool, "take"), (KernelPool, "give_back")]
+                 (KernelPool, "take"), (KernelPool, "give_back")]
         originals = [(owner, name, getattr(owner, name)) for owner, name in saved]
         inner = executors.execute_combination
 
@@ -83,17 +82,9 @@ class SweepClocks:
                 self.steps[self.current]["total"] += time.perf_counter() - start
                 self.current = None
 
-        def host_probe(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return originals[3][2](*args, **kwargs)
-            finally:
-                self.host_probe_s += time.perf_counter() - start
-
         execution.execute_notebook = self._timed("papermill", execution.execute_notebook)
         execution.export_run_html = self._timed("html", execution.export_run_html)
         executors.execute_combination = combination
-        runner.write_host_facts = host_probe
         KernelPool.take = self._timed("take", KernelPool.take)
         KernelPool.give_back = self._timed("clean", KernelPool.give_back)
         try:
@@ -118,7 +109,7 @@ def training_split(record: dict[str, Any]) -> tuple[float, float]:
     return matmul["cold_s"], sum(matmul["warm_s"]) + warmup * matmul["median_s"]
 
 
-def breakdown(record_path: Path, steps: dict[str, float], host_probe_share_s: float = 0.0) -> dict[str, float]:
+def breakdown(record_path: Path, steps: dict[str, float]) -> dict[str, float]:
     """One combination's seconds per phase (PHASES), from its executed notebook, record and clocks."""
     record = json.loads(record_path.read_text())
     notebook = json.loads(record_path.with_suffix(".ipynb").read_text())
@@ -143,7 +134,6 @@ def breakdown(record_path: Path, steps: dict[str, float], host_probe_share_s: fl
         kind = "training, other" if kind == "training" else kind
         seconds[kind] -= noted["seconds"]
         seconds[NOTED.get(noted["phase"], "results and plots")] += noted["seconds"]
-    seconds["host probes"] += host_probe_share_s
     first_cell = min(start for start, _, _ in windows)
     to_first_cell = first_cell - _when(notebook["metadata"]["papermill"]["start_time"])
     seconds["kernel start"] = steps.get("take", 0.0) + to_first_cell
@@ -151,8 +141,8 @@ def breakdown(record_path: Path, steps: dict[str, float], host_probe_share_s: fl
     seconds["papermill"] = steps["papermill"] - cell_sum - to_first_cell
     seconds["HTML export"] = steps.get("html", 0.0)
     seconds["kernel clean-up"] = steps.get("clean", 0.0)
-    seconds["sweep bookkeeping"] = (steps["total"] - steps["papermill"] - steps.get("html", 0.0) - steps.get("take", 0.0)
-                                    - steps.get("clean", 0.0))
+    seconds["sweep bookkeeping"] = (steps["total"] - steps["papermill"] - steps.get("html", 0.0)
+                                    - steps.get("take", 0.0) - steps.get("clean", 0.0))
     return seconds
 
 

@@ -165,13 +165,12 @@ def sweep_breakdown(name: str, mode: str, out: Path, html: str | None) -> dict:
     failed = [outcome.message for outcome in outcomes if outcome.status != "ok"]
     if failed:
         raise SystemExit(f"{name} ({mode}): {len(failed)} combination(s) failed: {failed[:2]}")
-    share = clocks.host_probe_s / len(outcomes)
     runs = []
     for outcome in outcomes:
         path = outcome.record_path
         record = json.loads(path.read_text())
         runs.append({"runs_before": record["kernel"]["runs_before"],
-                     "phases": breakdown(path, clocks.steps[str(path)], share)})
+                     "phases": breakdown(path, clocks.steps[str(path)])})
     work = sum(run["phases"][phase] for run in runs for phase in WORK)
     return {"wall": wall, "runs": runs, "outside_per_run": (wall - work) / len(runs)}
 

@@ -98,7 +98,8 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
                      "peak_tflops": group["peak_tflops"].astype(float).median(),
                      "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": slowest.min(),
                      "bandwidth_max_gb_s": bandwidth.max(), "measurements": measurements,
-                     "peak_source": group["peak_source"].iloc[0], "bandwidth_source": group["bandwidth_source"].iloc[0]})
+                     "peak_source": group["peak_source"].iloc[0],
+                     "bandwidth_source": group["bandwidth_source"].iloc[0]})
     return pd.DataFrame(rows)
 
 

@@ -29,10 +29,11 @@ from colabkit.experiments import find
 from colabkit.sweep.combination import Combination
 from colabkit.timing.clock import format_duration
 
-# Seconds per ParaDnn smoke combination outside its steady epochs, on this project's 2-core CPU
-# (benchmarks/sweep_overhead.py breakdown, 2026-11-25, a shared host: see docs/sweep.md).
-FIXED_COST_S = {"fresh": 11.0, "reuse": 1.3}
-NEW_KERNEL_S = 5.0  # reuse: a new kernel's start and first imports, once per kernel
+# Seconds per ParaDnn smoke combination outside its steady epochs (the first epoch's tracing included),
+# on this project's 2-core CPU (benchmarks/sweep_overhead.py breakdown, 2026-11-25, a shared host:
+# docs/sweep.md). The host's bandwidth probe (1-5 s once per sweep, CPU runs of ParaDnn) is not in it.
+FIXED_COST_S = {"fresh": 8.8, "reuse": 2.6}
+NEW_KERNEL_S = 4.7  # reuse: a new kernel's start, first imports and first clean-up, once per kernel
 PRECISIONS = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
@@ -88,11 +89,13 @@ class PlanEstimate:
     def lines(self) -> list[str]:
         if not self.runs:
             return ["estimated wall time: nothing to run"]
-        text = [f"estimated wall time: {format_duration(self.seconds)} for {self.runs} run(s): fixed cost "
-                f"{format_duration(self.fixed_s)} (fresh kernels {FIXED_COST_S['fresh']:g} s, warm kernels "
-                f"{FIXED_COST_S['reuse']:g} s per run and {NEW_KERNEL_S:g} s per new kernel ({self.kernels}), as "
-                "measured on a 2-core CPU by benchmarks/sweep_overhead.py) + work "
-                f"{format_duration(self.work_s)} (the declarations' FLOPs at the rates below: a lower bound)"]
+        text = [f"estimated wall time: {describe_seconds(self.seconds)} for {self.runs} run(s) = fixed cost "
+                f"{describe_seconds(self.fixed_s)} + work {describe_seconds(self.work_s)}",
+                f"  fixed cost: {FIXED_COST_S['fresh']:g} s per run in a fresh kernel, {FIXED_COST_S['reuse']:g} s in "
+                f"a warm one plus {NEW_KERNEL_S:g} s per new kernel ({self.kernels} here): ParaDnn smoke models on a "
+                "2-core CPU (benchmarks/sweep_overhead.py); an accelerator's start-up is not in it",
+                "  work: the FLOPs the experiments' declarations count, at the rates below (best cases: a lower "
+                "bound)"]
         text += [f"  rate on {kind}: {source}" for kind, source in sorted(self.rates.items())]
         if self.without_work:
             text.append(f"  {self.without_work} run(s) have no FLOP count in their declaration: fixed cost only")
@@ -153,21 +156,29 @@ def _rate(kind: str, precision: str, rates: Mapping[str, tuple[float, str] | Non
     return accelerator_rate(kind, precision)
 
 
-def paper_estimates(combinations: list[Combination], devices: Mapping[str, tuple[str, str]]) -> dict[str, float]:
-    """Seconds the `combinations` would take on each of `devices` (label -> (kind, name for the peaks
-    table)) with warm kernels, from the peaks table: what the paper presets' descriptions state."""
-    seconds = {}
-    for label, (kind, name) in devices.items():
+# The devices the paper presets' descriptions state an estimate for: label -> (kind, name in the peaks table).
+PAPER_DEVICES = {"T4": ("gpu", "Tesla T4"), "A100": ("gpu", "NVIDIA A100-SXM4-40GB"), "TPU v5e": ("tpu", "v5litepod-1")}
+
+
+def rough(seconds: float) -> str:
+    """A duration as a preset's description states it: '~40 min', '~22 h', '~15 days'."""
+    if seconds < 3600:
+        return f"~{max(1, round(seconds / 60))} min"
+    if seconds < 48 * 3600:
+        return f"~{round(seconds / 3600)} h"
+    return f"~{round(seconds / 86400)} days"
+
+
+def paper_estimate(combinations: Iterable[Combination]) -> str:
+    """What a paper preset's description states: the wall time of its combinations for each of
+    PAPER_DEVICES' kinds on that device with warm kernels, the work at the peaks table's figure (so a
+    lower bound), labelled as estimates."""
+    combinations = list(combinations)
+    parts = []
+    for label, (kind, name) in PAPER_DEVICES.items():
         rate = accelerator_rate(kind, "float32", name)
-        seconds[label] = estimate_plan(combinations, "reuse", {kind: rate, "auto": rate}).seconds
-    return seconds
-
-
-def describe_seconds(seconds: float) -> str:
-    """'~3 h 10 min', or '~2.5 days' beyond two days."""
-    return f"~{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else format_duration(seconds)
-
-
-def rate_source(rates: Mapping[str, Any]) -> str:
-    """The rates' sources, one per device kind, for a line of text."""
-    return "; ".join(f"{kind}: {source}" for kind, source in sorted(rates.items()))
+        mine = [combination for combination in combinations if combination.request.kind == kind]
+        seconds = estimate_plan(mine, "reuse", {kind: rate}).seconds
+        parts.append(f"{label} {rough(seconds)}")
+    return ("estimated per device at the peaks table's figure (a lower bound) with warm kernels: "
+            + ", ".join(parts))
