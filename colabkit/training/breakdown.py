@@ -170,7 +170,7 @@ class _KeptState:
     def __enter__(self) -> _KeptState:
         self.weights = self.model.get_weights()
         optimizer = getattr(self.model, "optimizer", None)
-        self.slots = [(v, keras.ops.convert_to_numpy(v)) for v in getattr(optimizer, "variables", [])]
+        self.slots = [(v, keras.ops.convert_to_numpy(v.value)) for v in getattr(optimizer, "variables", [])]
         return self
 
     def __exit__(self, *exc: Any) -> None:
