@@ -125,8 +125,8 @@ def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
     figure, axes = new_figure(nrows=len(devices), width=8.0, height=0.6 * max(2, len(table)) + 1.2)
     for ax, device in zip(axes, devices):
         rows = table[table["device"] == device].reset_index(drop=True)
-        labels = [f"batch {format_number(row['batch'])}" + (f", {row['model']}" if isinstance(row["model"], str) else "")
-                  for _, row in rows.iterrows()]
+        labels = [f"batch {format_number(row['batch'])}"
+                  + (f", {row['model']}" if isinstance(row["model"], str) else "") for _, row in rows.iterrows()]
         left = np.zeros(len(rows))
         for category in CATEGORIES:
             values = rows[category].to_numpy(float)

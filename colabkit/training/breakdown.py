@@ -5,17 +5,19 @@ Three throughputs beside the run's own (`samples_per_s`, TrainingTimer's), each 
 - `input_samples_per_s`: the run's input pipeline iterated alone, no model: the same passes fit drew
   (repeated, one iterator), a first whole pass (or a few batches of an endless stream) left out, then
   whole passes timed, every sample counted as it is.
-- the same steps fed from memory: fit at the run's steps_per_execution on one of its batches repeated,
-  with a TrainingTimer, the batch-level callback the run had (Keras then waits for each execution's
-  logs, as in the run): the run without its input pipeline.
+- the same steps fed from memory: fit at the run's steps_per_execution and steps per epoch (what an
+  epoch's start and end cost counts alike) on one of its batches repeated, with a TrainingTimer, the
+  batch-level callback the run had (Keras then waits for each execution's logs, as in the run): the run
+  without its input pipeline.
 - `device_samples_per_s`: the same compiled training step on that batch with no input and no per-step
   host round trip: on TensorFlow fit with the whole epoch as one execution (a tf.while_loop inside one
   tf.function, the batch fed by a dataset of that one batch, which the strategy puts on the device); on
   JAX the same through Keras's multi-step loop (each step dispatched asynchronously from Python: a jitted
   lax loop over the train step ran the CNN 4x slower on XLA's CPU backend, so it is not used). Keras on
   PyTorch runs one step per call, so there the device pass keeps its per-step dispatch (said so).
-Each fit-based pass runs 3 epochs (the first traces and compiles, reported apart) of enough steps for
-about `target_s` each. The model's weights and optimizer state are restored afterwards: the passes
+The device pass runs 3 epochs (the first traces and compiles, left out) of enough steps for about
+`target_s` each; the fed-from-memory pass the run's epochs, as many as make about 2 x `target_s`.
+The model's weights and optimizer state are restored afterwards: the passes
 change nothing the record reports. colabkit.training.shares turns the rates into the shares of a step
 (input wait, host, device) and `bound_by`.
 """
@@ -42,14 +44,15 @@ from colabkit.training.timer import TrainingTimer
 TARGET_S = 0.5  # steady seconds per timed epoch (or whole input passes) of each pass
 EPOCHS = 3  # of each fit-based pass: one warm-up (tracing, compiling) and two steady
 MIN_STEPS, MAX_STEPS = 10, 20_000
+MAX_EPOCHS = 50  # steady epochs of the fed-from-memory pass, at most
 WARMUP_BATCHES = 2  # of an endless input stream (a finite one skips a whole first pass)
 CPU_DEVICE_IS = ("on a CPU the device is the host's own cores: the same cores run the input pipeline, the host's "
                  "Python and the computation, so device time is what the cores take to compute a step when nothing "
                  "else is asked of them, and input wait and host overhead include the contention for those cores")
 METHOD = {
     "input": "the run's input pipeline iterated alone (no model) over whole steady passes, samples counted exactly",
-    "memory": ("fit at the run's steps_per_execution on one of its batches repeated from memory, with a batch-level "
-               "callback as in the run (TrainingTimer): the run without its input pipeline"),
+    "memory": ("fit at the run's steps_per_execution and steps per epoch on one of its batches repeated from memory, "
+               "with a batch-level callback as in the run (TrainingTimer): the run without its input pipeline"),
     "device": {"tensorflow": "fit with each epoch one execution (tf.while_loop in one tf.function) on one batch "
                              "repeated on the device: no input, no per-step host round trip",
                "jax": ("fit with each epoch one execution on one batch repeated: no input and no log or callback "
@@ -139,12 +142,13 @@ def input_rate(data: Any, target_s: float = TARGET_S, max_batches: int = MAX_STE
             "warmup_batches": warmup, "batches_per_pass": per_pass}, first
 
 
-def _timed_fit(model: Any, data: Any, steps: int, rows: int, device: Any) -> dict[str, Any]:
-    """Steady samples/s of fit over `steps` steps per epoch for EPOCHS epochs, clocked by a TrainingTimer."""
+def _timed_fit(model: Any, data: Any, steps: int, rows: int, device: Any, epochs: int = EPOCHS) -> dict[str, Any]:
+    """Steady samples/s of fit over `steps` steps per epoch for `epochs` epochs (the first left out),
+    clocked by a TrainingTimer."""
     timer = TrainingTimer(global_batch_size=rows)
-    fit(model, data, epochs=EPOCHS, steps_per_epoch=steps, callbacks=[timer], device=device, verbose=0)
+    fit(model, data, epochs=epochs, steps_per_epoch=steps, callbacks=[timer], device=device, verbose=0)
     figures = timer.metrics()
-    return {"samples_per_s": figures["samples_per_s"], "steps_per_epoch": steps, "epochs": EPOCHS,
+    return {"samples_per_s": figures["samples_per_s"], "steps_per_epoch": steps, "epochs": epochs,
             "first_epoch_s": figures["epoch_time_first_s"], "step_ms": figures["step_time_steady_ms"]}
 
 
@@ -185,6 +189,18 @@ def steps_per_pass(step_ms: float | None, steps_per_execution: int, target_s: fl
     wanted = MIN_STEPS if not step_ms else math.ceil(target_s / (step_ms / 1e3))
     wanted = min(MAX_STEPS, max(MIN_STEPS, 2 * steps_per_execution, wanted))
     return steps_per_execution * math.ceil(wanted / steps_per_execution)
+
+
+def run_epochs(metrics: dict[str, Any], steps_per_execution: int, target_s: float = TARGET_S) -> tuple[int, int] | None:
+    """(steps per epoch, epochs) that repeat the run's own epochs (its steps per epoch, so that what an
+    epoch's start and end cost counts alike) for about 2 x `target_s` of steady epochs; None when the
+    run's metrics do not say how long its epochs were."""
+    samples, batch, step_ms = (metrics.get(key) for key in ("samples_per_epoch", "global_batch_size",
+                                                            "step_time_steady_ms"))
+    if not (samples and batch and step_ms):
+        return None
+    steps = steps_per_execution * math.ceil(math.ceil(samples / batch) / steps_per_execution)
+    return steps, 1 + min(MAX_EPOCHS, max(2, math.ceil(2 * target_s / (steps * step_ms / 1e3))))
 
 
 def roofline_bound(metrics: dict[str, Any], device: Any) -> tuple[str | None, str]:
@@ -234,7 +250,8 @@ def measure_breakdown(model: Any, train_data: Any, metrics: dict[str, Any], devi
         batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
         seconds["input"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        memory = _timed_fit(model, repeated_batch(*batch), steps, batch_rows(batch), device)
+        memory_steps, memory_epochs = run_epochs(metrics, spe, target_s) or (steps, EPOCHS)
+        memory = _timed_fit(model, repeated_batch(*batch), memory_steps, batch_rows(batch), device, memory_epochs)
         seconds["memory"] = time.perf_counter() - clock
         clock = time.perf_counter()
         alone, method = device_rate(model, batch, max(steps, 10 * spe), device)

@@ -82,7 +82,11 @@ def _profiler(backend: str, trace_dir: Path) -> tuple[Any, Any, Any]:
 
         options = jax.profiler.ProfileOptions()
         options.python_tracer_level = 0  # Python's own frames would slow the very steps profiled
-        return (lambda: jax.profiler.start_trace(str(trace_dir), profiler_options=options)), jax.profiler.stop_trace, None
+
+        def start() -> None:
+            jax.profiler.start_trace(str(trace_dir), profiler_options=options)
+
+        return start, jax.profiler.stop_trace, None
     if backend == "torch":
         import torch
 
@@ -117,8 +121,8 @@ def read_op_stats(paths: list[Path]) -> tuple[list[dict[str, Any]], str]:
     where the trace has them; else the host's (on a CPU, the op threads). Raises ProfileSummaryUnavailable
     without xprof, or for a trace whose op statistics hold no operation."""
     if converter_version() is None:
-        raise ProfileSummaryUnavailable("the xprof package is not installed (pip install xprof): the trace was written "
-                                 "and TensorBoard opens it, but it was not summarised here")
+        raise ProfileSummaryUnavailable("the xprof package is not installed (pip install xprof): the trace was "
+                                        "written and TensorBoard opens it, but it was not summarised here")
     from xprof.convert import raw_to_tool_data
 
     data, _ = raw_to_tool_data.xspace_to_tool_data([str(path) for path in paths], "framework_op_stats", {})
@@ -129,9 +133,9 @@ def read_op_stats(paths: list[Path]) -> tuple[list[dict[str, Any]], str]:
     device = [row for row in rows if row.get("host_or_device") == "Device"]
     chosen, basis = (device, "device") if device else ([r for r in rows if r.get("host_or_device") == "Host"], "host")
     if not any(str(row["type"]).upper() != "IDLE" and row["total_self_time"] for row in chosen):
-        raise ProfileSummaryUnavailable("the converter's op statistics hold no operation for this backend on this device "
-                                 "(JAX on a CPU records its XLA work as trace events only): open the trace in "
-                                 "TensorBoard's trace viewer")
+        raise ProfileSummaryUnavailable("the converter's op statistics hold no operation for this backend on this "
+                                        "device (JAX on a CPU records its XLA work as trace events only): open the "
+                                        "trace in TensorBoard's trace viewer")
     return [{"type": row["type"], "operation": row["operation"], "occurrences": row["occurrences"],
              "self_time_us": row["total_self_time"]} for row in chosen], basis
 
