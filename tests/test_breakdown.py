@@ -215,10 +215,9 @@ def test_five_profiled_cnn_steps_load_in_the_converter_and_break_down(tmp_path):
     assert basis == "host" and any(row["type"] == "IDLE" for row in rows)
     shares = profile["categories"]
     assert sum(shares.values()) == pytest.approx(1, abs=0.01) and 0 < shares["idle"] < 1
-    busy = profile["busy_categories"]
-    assert max(busy, key=busy.get) in ("convolution", "matmul")
-    assert busy["convolution"] + busy["matmul"] > max(v for k, v in busy.items() if k not in ("convolution", "matmul"))
-    assert profile["top_ops"][0]["category"] in ("convolution", "matmul")
+    busy = profile["busy_categories"]  # of the busy time, convolutions and matrix products take the largest share
+    others = max(value for name, value in busy.items() if name not in ("convolution", "matmul"))
+    assert busy["convolution"] + busy["matmul"] > others, busy
     assert profile["wall_s"] > 0 and profile["busy_cores"] > 0 and "waiting on each other" in profile["idle_explained"]
 
 

@@ -60,8 +60,9 @@ def check_breakdown(record, folder):
     assert (folder / "record.profile" / profile["trace_files"][0]).stat().st_size > 0
     if profile["reason"] is None:  # the converter (xprof) is installed
         assert sum(profile["categories"].values()) == pytest.approx(1, abs=0.01) and "idle" in profile["categories"]
-        busy = profile["busy_categories"]
-        assert max(busy, key=busy.get) in ("convolution", "matmul")
+        busy = profile["busy_categories"]  # convolutions and matrix products first
+        others = max(value for name, value in busy.items() if name not in ("convolution", "matmul"))
+        assert busy["convolution"] + busy["matmul"] > others
     else:
         assert "xprof" in profile["reason"]
 
