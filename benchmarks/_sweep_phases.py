@@ -21,14 +21,17 @@ from pathlib import Path
 from typing import Any
 
 PHASES = ("kernel start", "imports", "device set-up", "host probes", "data", "model build", "FLOP count",
-          "first epoch", "steady epochs", "training, other", "evaluation", "results and plots", "record",
-          "papermill", "HTML export", "sweep bookkeeping", "kernel clean-up")
-# What "model build and training" is, for the done-when figure: everything else is fixed cost.
-WORK = ("model build", "first epoch", "steady epochs", "training, other")
+          "first epoch", "steady epochs", "training, other", "bottleneck passes", "evaluation", "results and plots",
+          "record", "papermill", "HTML export", "sweep bookkeeping", "kernel clean-up")
+# What "model build and training" is, for the done-when figure: everything else is fixed cost. The
+# bottleneck passes (colabkit.training.breakdown: more training steps, measuring what bounds the run)
+# are measurement work, counted with the training.
+WORK = ("model build", "first epoch", "steady epochs", "training, other", "bottleneck passes")
 # A code cell's kind, from its code: the first pattern found decides (checked in this order).
 CELL_KINDS = (
     ("start_run(", "imports"),  # the set-up cell: imports, start_run, setup_device (its phase taken out)
     ("run.record(", "record"),
+    ("measure_breakdown(", "bottleneck passes"),
     ("colabkit.measure(", "training"),  # matmul: the cold call, the warm calls
     ("fit(", "training"),
     ("model.compile(", "model build"),

@@ -17,7 +17,8 @@ from colabkit.sweep.kernels import KernelKey, KernelPool
 
 pytestmark = pytest.mark.notebook
 
-SMOKE = dict(device="cpu", batch_size=16, steps=4, epochs=3, steps_per_execution=2)
+SMOKE = dict(device="cpu", batch_size=16, steps=4, epochs=3, steps_per_execution=2,
+             breakdown=False)  # the bottleneck passes are tests/test_breakdown.py's (as helpers.execute_notebook)
 
 # FC smoke model: Dense 256->64, 64->64, 64->16. Dense d->u forward: 2du + u FLOPs; params du + u.
 FC = dict(family="fc", layers=2, nodes=64, input_size=256, output_size=16)

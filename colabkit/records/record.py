@@ -69,6 +69,13 @@ FIELD_DOCS: dict[str, str] = {
               "`runs_before` (how many runs that kernel had made before this one), and for `reuse` when the "
               "kernel `started_at`, its `max_runs` and its `key` (the backend, device and mixed-precision "
               "policy its runs share)",
+    "breakdown": "training notebooks: what bounds the run (colabkit.training.breakdown): the throughputs of its "
+                 "input pipeline alone, of the same steps fed from memory and of the device alone, how each was "
+                 "measured, what a CPU \"device\" means, and how long the extra passes took; the shares and "
+                 "`bound_by` are in `metrics`",
+    "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
+                    "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
+                    "operations, or why the trace was not summarised",
     "worker": "written by a sweep on a Dask cluster (`--cluster`): the worker that ran it (`host`, `address`, "
               "`name`, its declared `resources`, `cuda_visible_devices`)",
 }

@@ -160,6 +160,11 @@ def _rate(kind: str, precision: str, rates: Mapping[str, tuple[float, str] | Non
 PAPER_DEVICES = {"T4": ("gpu", "Tesla T4"), "A100": ("gpu", "NVIDIA A100-SXM4-40GB"), "TPU v5e": ("tpu", "v5litepod-1")}
 
 
+def describe_seconds(seconds: float) -> str:
+    """'~3 h 10 min' (format_duration), or '~2.5 days' beyond two days."""
+    return f"~{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else format_duration(seconds)
+
+
 def rough(seconds: float) -> str:
     """A duration as a preset's description states it: '~40 min', '~22 h', '~15 days'."""
     if seconds < 3600:

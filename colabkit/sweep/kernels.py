@@ -14,8 +14,8 @@ What keeps a reused kernel's runs apart:
   kernel, its working folder and environment); another key gets another kernel;
 * between runs it is cleared (CLEANUP): the notebook's names, In/Out and the execution count
   (IPython's reset), Keras's session (layer names, the global dtype policy, its seed generator, the
-  TensorFlow graph and kernel caches), JAX's compilation caches, the seeds of Python, NumPy and
-  TensorFlow (back to unseeded, as in a fresh process), open matplotlib figures, the environment,
+  TensorFlow graph and kernel caches), JAX's compilation caches, Python's, NumPy's and TensorFlow's
+  random seeds (back to unseeded, as in a fresh process), open matplotlib figures, the environment,
   working folder, sys.path and warning filters the kernel started with; garbage is collected (the
   run's models freed at once) and what survives is frozen out of later collections (gc.freeze);
 * after any failure (an exception, a dead kernel, a timeout, a missing record), a failed clean-up,
