@@ -54,6 +54,8 @@ from _sweep_phases import PHASES, WORK, SweepClocks, breakdown, outside_work  # 
 from notebook_factory import write_tiny_notebook  # noqa: E402
 
 from colabkit.sweep.devices import detect_devices
+from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.overrides import parse_overrides
 from colabkit.sweep.runner import run_sweep
 
 TARGET_S = 0.5
@@ -155,12 +157,31 @@ EXPERIMENTS = {"paradnn": "parameters/paradnn.yaml", "cnn": "parameters/cnn_mnis
 OVERHEAD_TARGET_S, SPEEDUP_TARGET = 1.0, 3.0
 
 
-def sweep_breakdown(name: str, mode: str, out: Path, html: str | None) -> dict:
-    """One smoke sweep of `name` on the CPU in kernels `mode`: its wall time and each combination's phases."""
+def grid_for(name: str, folder: Path, batches: list[int] | None) -> Path:
+    """The experiment's grid file; for ParaDnn with `batches`, a copy whose smoke preset runs its eight
+    models at each of those batch sizes (a longer sweep over which once-per-sweep costs spread)."""
+    grid = REPO / EXPERIMENTS[name]
+    if name != "paradnn" or not batches:
+        return grid
+    text = grid.read_text().replace("notebook: notebooks/", f"notebook: {REPO}/notebooks/")
+    smoke = text.index("  smoke:")
+    text = text[:smoke] + text[smoke:].replace("      batch_size: [32]", f"      batch_size: {batches}", 1)
+    copy = folder / "paradnn-batches.yaml"
+    copy.write_text(text)
+    return copy
+
+
+def sweep_breakdown(name: str, mode: str, out: Path, html: str | None, overrides: dict,
+                    batches: list[int] | None = None) -> dict:
+    """One smoke sweep of `name` on the CPU in kernels `mode` (with the `overrides` its notebook
+    declares): its wall time and each combination's phases."""
+    grid = grid_for(name, out.parent, batches)
+    declared = load_grid(grid).parameters
     with SweepClocks().installed() as clocks:
         start = time.perf_counter()
-        outcomes = run_sweep([REPO / EXPERIMENTS[name]], "smoke", "cpu", out=out, echo=lambda line: None,
-                             kernels=mode, html=html)
+        outcomes = run_sweep([grid], "smoke", "cpu", out=out, echo=lambda line: None,
+                             kernels=mode, html=html,
+                             overrides={key: value for key, value in overrides.items() if key in declared})
         wall = time.perf_counter() - start
     failed = [outcome.message for outcome in outcomes if outcome.status != "ok"]
     if failed:
@@ -204,7 +225,7 @@ def print_breakdown(name: str, results: dict[str, list[dict]]) -> None:
           f"per round {spread(ratios)} (median {statistics.median(ratios):.2f})")
     print(f"outside model build and training, amortised over the sweep's wall time: fresh {spread(outside['fresh'])} "
           f"s, reuse {spread(outside['reuse'])} s per combination")
-    if name == "paradnn":
+    if name == "paradnn":  # the issue's verdicts (on the smoke preset's 8 models, unless --paradnn-batches)
         overhead, speedup = statistics.median(outside["reuse"]), statistics.median(ratios)
         print(f"verdict: reuse outside build+training {overhead:.2f} s per combination (target <= "
               f"{OVERHEAD_TARGET_S:g}): {'PASS' if overhead <= OVERHEAD_TARGET_S else 'FAIL'}; fresh / reuse wall "
@@ -223,7 +244,8 @@ def breakdown_main(args: argparse.Namespace) -> int:
             modes = ("fresh", "reuse") if round_index % 2 == 0 else ("reuse", "fresh")
             for mode in modes:
                 for name in args.experiments:
-                    sweep = sweep_breakdown(name, mode, Path(folder) / f"{round_index}-{mode}-{name}", args.html)
+                    sweep = sweep_breakdown(name, mode, Path(folder) / f"{round_index}-{mode}-{name}", args.html,
+                                            parse_overrides(args.param), args.paradnn_batches)
                     results[name][mode].append(sweep)
                     print(f"round {round_index + 1} {mode:<5} {name:<8} {len(sweep['runs'])} runs in "
                           f"{sweep['wall']:.1f} s", flush=True)
@@ -241,6 +263,10 @@ def main() -> int:
     split.add_argument("--rounds", type=int, default=2, help="rounds, each sweeping every experiment in both modes")
     split.add_argument("--experiments", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS))
     split.add_argument("--html", choices=("all", "failed", "none"), help="override the grids' html setting")
+    split.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                       help="a parameter for the notebooks that declare it, e.g. breakdown=False")
+    split.add_argument("--paradnn-batches", type=int, nargs="+", metavar="B",
+                       help="run ParaDnn's smoke models at each of these batch sizes (default: the preset's 32)")
     machinery = verbs.add_parser("machinery", help="the sweep's overhead over papermill's own (tiny notebook)")
     machinery.add_argument("--n", type=int, default=10, help="combinations per sweep")
     machinery.add_argument("--rounds", type=int, default=5)

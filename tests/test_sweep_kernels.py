@@ -164,6 +164,9 @@ def test_runs_share_a_kernel_only_where_the_backend_device_and_precision_agree()
     assert kernel_key(combination(), None, "/here", {"CUDA_VISIBLE_DEVICES": "1"}) != kernel_key(
         combination(), None, "/here", {"CUDA_VISIBLE_DEVICES": "0"})
     assert kernel_key(combination("multiworker:2"), None, "/here", {}) is None  # its processes are its own
+    repeated = combination(mixed_precision="none")
+    object.__setattr__(repeated, "repeat", 1)  # a combination with a repeat index (repeats' sweeps)
+    assert kernel_key(repeated, None, "/here", {}) != key and kernel_key(repeated, None, "/here", {}).repeat == 1
     fresh = KernelLease.of(combination(), "fresh", None, "/here", {})
     assert fresh.manager is None and fresh.record == {"mode": "fresh", "runs_before": 0}
 

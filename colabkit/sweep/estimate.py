@@ -32,13 +32,13 @@ from colabkit.timing.clock import format_duration
 # Seconds per ParaDnn smoke combination outside its steady epochs (the first epoch's tracing included),
 # on this project's 2-core CPU (benchmarks/sweep_overhead.py breakdown, 2026-11-25, a shared host:
 # docs/sweep.md). The host's bandwidth probe (1-5 s once per sweep, CPU runs of ParaDnn) is not in it.
-FIXED_COST_S = {"fresh": 8.8, "reuse": 2.6}
-NEW_KERNEL_S = 4.7  # reuse: a new kernel's start, first imports and first clean-up, once per kernel
+FIXED_COST_S = {"fresh": 8.2, "reuse": 2.4}
+NEW_KERNEL_S = 4.2  # reuse: a new kernel's start, first imports and first clean-up, once per kernel
 PRECISIONS = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_rate_flops(n: int = 512, repeats: int = 5) -> float:
+def cpu_rate_flops(n: int = 1024, repeats: int = 5) -> float:
     """This CPU's float32 matrix-product rate (FLOP/s), from NumPy: the best of `repeats` n x n products
     (a fraction of a second)."""
     import numpy as np
@@ -152,7 +152,7 @@ def _rate(kind: str, precision: str, rates: Mapping[str, tuple[float, str] | Non
         if precision != "float32":
             return None
         rate = cpu_rate_flops()
-        return rate, f"{rate / 1e9:.0f} GFLOPS, a NumPy float32 512 x 512 matrix product calibrated here just now"
+        return rate, f"{rate / 1e9:.0f} GFLOPS, a NumPy float32 1024 x 1024 matrix product calibrated here just now"
     return accelerator_rate(kind, precision)
 
 

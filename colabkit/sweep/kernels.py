@@ -11,7 +11,8 @@ does not own), one executed notebook per combination as before.
 What keeps a reused kernel's runs apart:
 * a kernel serves only combinations that agree on what a process cannot change once set (`KernelKey`:
   the Keras backend, the device and its replica count, the global mixed-precision policy, the Jupyter
-  kernel, its working folder and environment); another key gets another kernel;
+  kernel, its working folder and environment) and, where combinations carry a repeat index, on that
+  (repeats of one combination are independent runs: never one kernel); another key gets another kernel;
 * between runs it is cleared (CLEANUP): the notebook's names, In/Out and the execution count
   (IPython's reset), Keras's session (layer names, the global dtype policy, its seed generator, the
   TensorFlow graph and kernel caches), JAX's compilation caches, Python's, NumPy's and TensorFlow's
@@ -102,9 +103,13 @@ class KernelKey:
     backend: str | None  # the Keras backend, resolved ("auto": JAX on a TPU, TensorFlow elsewhere)
     device: str  # the device and its replica count ('cpu:2'): the set-up and its strategy
     precision: str | None  # the global mixed-precision policy
+    # A combination's repeat index, where it has one: repeats are independent runs, so the repeats of
+    # one combination never share a kernel (docs/sweep.md, "Repeats in reused kernels").
+    repeat: int | None = None
 
     def as_record(self) -> dict[str, Any]:
-        return {"backend": self.backend, "device": self.device, "mixed_precision": self.precision}
+        return {"backend": self.backend, "device": self.device, "mixed_precision": self.precision,
+                **({"repeat": self.repeat} if self.repeat is not None else {})}
 
 
 def _kernel_name(notebook: Path) -> str:
@@ -128,7 +133,7 @@ def kernel_key(combination: Combination, kernel_name: str | None, cwd: str | Non
     precision = params.get("mixed_precision")
     return KernelKey(kernel_name or _kernel_name(combination.notebook), str(cwd or Path.cwd()),
                      tuple(sorted((env or {}).items())), backend, str(combination.request),
-                     None if precision is None else str(precision))
+                     None if precision is None else str(precision), getattr(combination, "repeat", None))
 
 
 def _pooled_manager_class() -> Callable[..., Any]:
