@@ -50,9 +50,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
         decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
                             rerun_unreadable=args.rerun, cluster=args.cluster)
-        print(dry_run_table(decisions, out))
         to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-        print("\n".join(estimate_plan(to_run, args.kernels).lines()))
+        print(dry_run_table(decisions, out, estimate_plan(to_run, args.kernels).lines()))
         return EXIT_OK
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
