@@ -38,9 +38,11 @@ FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _for_families(knob: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """A knob's `used_when`: the families whose models it shapes (FAMILY_KNOBS)."""
-    return (("family", tuple(family for family, knobs in FAMILY_KNOBS.items() if knob in knobs)),)
+def _knob(name: str, kind: type, default: Any, help: str, **rules: Any) -> Parameter:
+    """A family knob: a parameter that shapes only the models of the families FAMILY_KNOBS gives it
+    (its `used_when`)."""
+    families = tuple(family for family, knobs in FAMILY_KNOBS.items() if name in knobs)
+    return Parameter(name, kind, default, help, used_when=(("family", families),), **rules)
 
 
 def _run_flops(values: Mapping[str, Any]) -> float:
@@ -66,28 +68,19 @@ EXPERIMENT = Experiment(
     parameters=(
         Parameter("family", str, "fc", '"fc" (fully connected), "cnn" (ResNet-v1) or "rnn" (stacked recurrent cells)',
                   choices=FAMILIES),
-        Parameter("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers", minimum=1,
-                  used_when=_for_families("layers")),
-        Parameter("nodes", int, 256, "fc: units of each hidden Dense layer", minimum=1,
-                  used_when=_for_families("nodes")),
-        Parameter("input_size", int, 2000, "fc: input features; cnn: image side in pixels (square RGB images)",
-                  minimum=1, used_when=_for_families("input_size")),
-        Parameter("output_size", int, 200, "fc, cnn: classes", minimum=1,
-                  used_when=_for_families("output_size")),
-        Parameter("blocks", int, 1, "cnn: residual or bottleneck blocks in each of the 4 groups", minimum=1,
-                  used_when=_for_families("blocks")),
-        Parameter("filters", int, 16, "cnn: filters F of the first group (then 2F, 4F, 8F)", minimum=1,
-                  used_when=_for_families("filters")),
-        Parameter("block", str, "residual", 'cnn: "residual" (two 3x3 convs) or "bottleneck" (1x1, 3x3, 1x1 with 4F)',
-                  choices=BLOCKS, used_when=_for_families("block")),
-        Parameter("cell", str, "lstm", 'rnn: "rnn", "lstm" or "gru"', choices=CELLS,
-                  used_when=_for_families("cell")),
-        Parameter("hidden", int, 100, "rnn: units of each recurrent layer, also the embedding size", minimum=1,
-                  used_when=_for_families("hidden")),
-        Parameter("length", int, 10, "rnn: time steps per sequence", minimum=1,
-                  used_when=_for_families("length")),
-        Parameter("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2,
-                  used_when=_for_families("vocab")),
+        _knob("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers", minimum=1),
+        _knob("nodes", int, 256, "fc: units of each hidden Dense layer", minimum=1),
+        _knob("input_size", int, 2000, "fc: input features; cnn: image side in pixels (square RGB images)",
+              minimum=1),
+        _knob("output_size", int, 200, "fc, cnn: classes", minimum=1),
+        _knob("blocks", int, 1, "cnn: residual or bottleneck blocks in each of the 4 groups", minimum=1),
+        _knob("filters", int, 16, "cnn: filters F of the first group (then 2F, 4F, 8F)", minimum=1),
+        _knob("block", str, "residual", 'cnn: "residual" (two 3x3 convs) or "bottleneck" (1x1, 3x3, 1x1 with 4F)',
+              choices=BLOCKS),
+        _knob("cell", str, "lstm", 'rnn: "rnn", "lstm" or "gru"', choices=CELLS),
+        _knob("hidden", int, 100, "rnn: units of each recurrent layer, also the embedding size", minimum=1),
+        _knob("length", int, 10, "rnn: time steps per sequence", minimum=1),
+        _knob("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
         Parameter("batch_size", int, 64, "per replica", minimum=1),
         Parameter("steps", int, 20, "training steps per epoch", minimum=1),
         Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures come from "
