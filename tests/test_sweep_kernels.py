@@ -16,7 +16,7 @@ from colabkit.errors import ColabkitError, GridError
 from colabkit.records.record import read_record
 from colabkit.sweep.combination import Combination, device_request
 from colabkit.sweep.kernels import KernelLease, kernel_key
-from colabkit.sweep.plan import plan
+from colabkit.sweep.plan import decide, plan
 from colabkit.sweep.runner import run_sweep
 
 CPU_ONLY = {"cpu": 1}
@@ -132,6 +132,8 @@ def test_jobs_workers_reuse_their_kernels_too(tmp_path):
     for record in records:
         by_pid.setdefault(record["metrics"]["pid"], []).append(record["kernel"]["runs_before"])
     assert all(sorted(runs) == list(range(len(runs))) for runs in by_pid.values())
+    # the mode is not part of the result: the same grid with fresh kernels keeps what reuse finished
+    assert {decision.action for decision in decide(plan([grid]), tmp_path / "out", CPU_ONLY)} == {"done"}
 
 
 @pytest.mark.notebook
