@@ -136,6 +136,7 @@ def kernel_key(combination: Combination, kernel_name: str | None, cwd: str | Non
                      None if precision is None else str(precision), getattr(combination, "repeat", None))
 
 
+@functools.lru_cache(maxsize=1)
 def _pooled_manager_class() -> Callable[..., Any]:
     from jupyter_client.asynchronous import AsyncKernelClient
     from jupyter_client.manager import AsyncKernelManager
@@ -152,9 +153,10 @@ def _pooled_manager_class() -> Callable[..., Any]:
             deadline = time.monotonic() + (timeout or 60)
             request = self.kernel_info()
             try:
-                while (await self.shell_channel.get_msg(timeout=max(0.01, deadline - time.monotonic())))[
-                        "parent_header"].get("msg_id") != request:
-                    pass
+                while True:  # the reply to this request (an earlier client's may still be queued)
+                    reply = await self.shell_channel.get_msg(timeout=max(0.01, deadline - time.monotonic()))
+                    if reply["parent_header"].get("msg_id") == request:
+                        break
                 while True:
                     message = await self.iopub_channel.get_msg(timeout=1.0)
                     if (message["parent_header"].get("msg_id") == request
