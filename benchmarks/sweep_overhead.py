@@ -1,4 +1,16 @@
-"""The sweep runner's overhead per combination over papermill's own, measured in the same run.
+"""Where a sweep's time goes per combination (`breakdown`, the default), and the sweep runner's
+overhead over papermill's own (`machinery`), each measured in one run.
+
+`breakdown`: the smoke presets of ParaDnn, the CNN and matmul on the CPU, swept with fresh kernels and
+with warm ones (`--kernels reuse`), the two modes alternating round by round. Each combination's wall
+time is split into kernel start, imports, device set-up, host probes, data, model build, FLOP count,
+first epoch, steady epochs, the rest of training, evaluation, results and plots, the record, papermill,
+the HTML export, the sweep's bookkeeping and a warm kernel's clean-up (benchmarks/_sweep_phases.py:
+from the executed notebooks' cell times, the records and clocks around the sweep's steps). Printed per
+experiment and mode, with the ParaDnn verdicts: with reuse, at most 1 s per combination outside model
+build and training, amortised over the sweep's wall time; and fresh / reuse wall time >= 3.
+
+`machinery` (below):
 
 N tiny combinations (a notebook that prints and writes its record, about a second each, almost all
 of it kernel start-up) are executed (a) with papermill.execute_notebook directly, one after the
@@ -23,6 +35,7 @@ the same runs, as a cross-check with far less noise.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -37,9 +50,12 @@ import papermill
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the tiny notebook the sweep tests use
 
+from _sweep_phases import PHASES, WORK, SweepClocks, breakdown, outside_work  # noqa: E402
 from notebook_factory import write_tiny_notebook  # noqa: E402
 
 from colabkit.sweep.devices import detect_devices
+from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.overrides import parse_overrides
 from colabkit.sweep.runner import run_sweep
 
 TARGET_S = 0.5
@@ -136,14 +152,136 @@ def local_cluster(wanted: bool) -> Iterator[str | None]:
         cluster.close()
 
 
+EXPERIMENTS = {"paradnn": "parameters/paradnn.yaml", "cnn": "parameters/cnn_mnist.yaml",
+               "matmul": "parameters/matmul_tflops.yaml"}
+OVERHEAD_TARGET_S, SPEEDUP_TARGET = 1.0, 3.0
+
+
+def grid_for(name: str, folder: Path, batches: list[int] | None) -> Path:
+    """The experiment's grid file; for ParaDnn with `batches`, a copy whose smoke preset runs its eight
+    models at each of those batch sizes (a longer sweep over which once-per-sweep costs spread)."""
+    grid = REPO / EXPERIMENTS[name]
+    if name != "paradnn" or not batches:
+        return grid
+    text = grid.read_text().replace("notebook: notebooks/", f"notebook: {REPO}/notebooks/")
+    smoke = text.index("  smoke:")
+    text = text[:smoke] + text[smoke:].replace("      batch_size: [32]", f"      batch_size: {batches}", 1)
+    copy = folder / "paradnn-batches.yaml"
+    copy.write_text(text)
+    return copy
+
+
+def sweep_breakdown(name: str, mode: str, out: Path, html: str | None, overrides: dict,
+                    batches: list[int] | None = None) -> dict:
+    """One smoke sweep of `name` on the CPU in kernels `mode` (with the `overrides` its notebook
+    declares): its wall time and each combination's phases."""
+    grid = grid_for(name, out.parent, batches)
+    declared = load_grid(grid).parameters
+    with SweepClocks().installed() as clocks:
+        start = time.perf_counter()
+        outcomes = run_sweep([grid], "smoke", "cpu", out=out, echo=lambda line: None,
+                             kernels=mode, html=html,
+                             overrides={key: value for key, value in overrides.items() if key in declared})
+        wall = time.perf_counter() - start
+    failed = [outcome.message for outcome in outcomes if outcome.status != "ok"]
+    if failed:
+        raise SystemExit(f"{name} ({mode}): {len(failed)} combination(s) failed: {failed[:2]}")
+    runs = []
+    for outcome in outcomes:
+        path = outcome.record_path
+        record = json.loads(path.read_text())
+        runs.append({"runs_before": record["kernel"]["runs_before"],
+                     "phases": breakdown(path, clocks.steps[str(path)])})
+    work = sum(run["phases"][phase] for run in runs for phase in WORK)
+    return {"wall": wall, "runs": runs, "outside_per_run": (wall - work) / len(runs)}
+
+
+def _mean(runs: list[dict], phase: str) -> float | None:
+    return statistics.fmean(run["phases"][phase] for run in runs) if runs else None
+
+
+def print_breakdown(name: str, results: dict[str, list[dict]]) -> None:
+    fresh = [run for sweep in results["fresh"] for run in sweep["runs"]]
+    reuse = [run for sweep in results["reuse"] for run in sweep["runs"]]
+    columns = [("fresh", fresh), ("reuse: new kernel", [r for r in reuse if r["runs_before"] == 0]),
+               ("reuse: warm", [r for r in reuse if r["runs_before"] > 0]), ("reuse: all", reuse)]
+    print(f"\n{name}: seconds per combination (mean over {len(fresh)} fresh and {len(reuse)} reused runs)")
+    print(f"{'phase':<20}" + "".join(f"{label:>19}" for label, _ in columns))
+    for phase in (*PHASES, "total", "outside build+training"):
+        cells = []
+        for _, runs in columns:
+            if phase == "total":
+                value = statistics.fmean(sum(run["phases"].values()) for run in runs) if runs else None
+            elif phase == "outside build+training":
+                value = statistics.fmean(outside_work(run["phases"]) for run in runs) if runs else None
+            else:
+                value = _mean(runs, phase)
+            cells.append(f"{value:>19.2f}" if value is not None else f"{'-':>19}")
+        print(f"{phase:<20}" + "".join(cells))
+    walls = {mode: [sweep["wall"] for sweep in sweeps] for mode, sweeps in results.items()}
+    outside = {mode: [sweep["outside_per_run"] for sweep in sweeps] for mode, sweeps in results.items()}
+    ratios = [f / r for f, r in zip(walls["fresh"], walls["reuse"])]
+    print(f"sweep wall time: fresh {spread(walls['fresh'])} s, reuse {spread(walls['reuse'])} s; fresh / reuse "
+          f"per round {spread(ratios)} (median {statistics.median(ratios):.2f})")
+    print(f"outside model build and training, amortised over the sweep's wall time: fresh {spread(outside['fresh'])} "
+          f"s, reuse {spread(outside['reuse'])} s per combination")
+    if name == "paradnn":  # the issue's verdicts (on the smoke preset's 8 models, unless --paradnn-batches)
+        overhead, speedup = statistics.median(outside["reuse"]), statistics.median(ratios)
+        print(f"verdict: reuse outside build+training {overhead:.2f} s per combination (target <= "
+              f"{OVERHEAD_TARGET_S:g}): {'PASS' if overhead <= OVERHEAD_TARGET_S else 'FAIL'}; fresh / reuse wall "
+              f"{speedup:.2f}x (target >= {SPEEDUP_TARGET:g}): {'PASS' if speedup >= SPEEDUP_TARGET else 'FAIL'}")
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def breakdown_main(args: argparse.Namespace) -> int:
+    load_before = os.getloadavg()[0]
+    results: dict[str, dict[str, list[dict]]] = {name: {"fresh": [], "reuse": []} for name in args.experiments}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_index in range(args.rounds):
+            modes = ("fresh", "reuse") if round_index % 2 == 0 else ("reuse", "fresh")
+            for mode in modes:
+                for name in args.experiments:
+                    sweep = sweep_breakdown(name, mode, Path(folder) / f"{round_index}-{mode}-{name}", args.html,
+                                            parse_overrides(args.param), args.paradnn_batches)
+                    results[name][mode].append(sweep)
+                    print(f"round {round_index + 1} {mode:<5} {name:<8} {len(sweep['runs'])} runs in "
+                          f"{sweep['wall']:.1f} s", flush=True)
+    print(f"\nload average before {load_before:.2f}, after {os.getloadavg()[0]:.2f} (2 cores; other work may share "
+          "the machine: compare modes within this run only)")
+    for name in args.experiments:
+        print_breakdown(name, results[name])
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=10, help="combinations per sweep")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--no-cluster", dest="cluster", action="store_false",
-                        help="leave out the Dask cluster path (local:1)")
+    verbs = parser.add_subparsers(dest="verb")
+    split = verbs.add_parser("breakdown", help="where a combination's time goes, fresh vs warm kernels (default)")
+    split.add_argument("--rounds", type=int, default=2, help="rounds, each sweeping every experiment in both modes")
+    split.add_argument("--experiments", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS))
+    split.add_argument("--html", choices=("all", "failed", "none"), help="override the grids' html setting")
+    split.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                       help="a parameter for the notebooks that declare it, e.g. breakdown=False")
+    split.add_argument("--paradnn-batches", type=int, nargs="+", metavar="B",
+                       help="run ParaDnn's smoke models at each of these batch sizes (default: the preset's 32)")
+    machinery = verbs.add_parser("machinery", help="the sweep's overhead over papermill's own (tiny notebook)")
+    machinery.add_argument("--n", type=int, default=10, help="combinations per sweep")
+    machinery.add_argument("--rounds", type=int, default=5)
+    machinery.add_argument("--no-cluster", dest="cluster", action="store_false",
+                           help="leave out the Dask cluster path (local:1)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.verb in (None, "breakdown"):
+        if args.verb is None:
+            args = split.parse_args([])
+        return breakdown_main(args)
+    return machinery_main(args)
+
+
+def machinery_main(args: argparse.Namespace) -> int:
     values = list(range(1, args.n + 1))
     load_before = os.getloadavg()
     start = time.perf_counter()

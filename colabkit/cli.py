@@ -45,9 +45,13 @@ def _sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
     overrides = parse_overrides(args.param)
     if args.dry_run:
+        from colabkit.sweep.estimate import estimate_plan
+        from colabkit.sweep.plan import SweepAction
+
         decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
                             rerun_unreadable=args.rerun, cluster=args.cluster)
-        print(dry_run_table(decisions, out))
+        to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
+        print(dry_run_table(decisions, out, estimate_plan(to_run, args.kernels).lines()))
         return EXIT_OK
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
@@ -56,7 +60,7 @@ def _sweep(args: argparse.Namespace) -> int:
         outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
                              force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
                              html=args.html, kernel_name=args.kernel, progress=progress, cluster=args.cluster,
-                             shared_out=args.shared_out)
+                             shared_out=args.shared_out, kernels=args.kernels, max_kernel_runs=args.kernel_runs)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -230,6 +234,20 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_html(args: argparse.Namespace) -> int:
+    from colabkit.notebook_runner import export_html_below
+
+    folder = Path(args.out)
+    if not folder.is_dir():
+        raise ColabkitError(f"output folder {folder} {'is not a folder' if folder.exists() else 'does not exist'}: "
+                            "give the --out folder of a sweep")
+    written, failed = export_html_below(folder, force=args.force)
+    for notebook, why in failed:
+        print(f"could not export {notebook}: {why}", file=sys.stderr)
+    print(f"{len(written)} HTML file(s) written below {folder}" + (f", {len(failed)} failed" if failed else ""))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def _gpu_check(args: argparse.Namespace) -> int:
     from colabkit.gpu_check import run_check
 
@@ -298,8 +316,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fail a run whose cells take longer than this (> 0; default and 'none': no limit)")
     sweep.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                        help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
-    sweep.add_argument("--no-html", dest="html", action="store_false", help="skip the HTML export of each run")
+    sweep.add_argument("--html", choices=("all", "failed", "none"),
+                       help="which runs get an HTML export of their executed notebook (default: what the grid file "
+                            "or preset says, else all; `export-html OUT` exports the rest later)")
+    sweep.add_argument("--no-html", dest="html", action="store_const", const="none", help="the same as --html none")
     sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
+    sweep.add_argument("--kernels", choices=("fresh", "reuse"),
+                       help="fresh: a new kernel per combination; reuse: warm kernels, cleared between runs and "
+                            "replaced after any failure (default: what the grid file or preset says, else fresh; "
+                            "docs/sweep.md)")
+    sweep.add_argument("--kernel-runs", type=_positive_int, default=100, metavar="N",
+                       help="with reuse: runs per kernel before a fresh one (default 100)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show a progress bar (default: when the terminal is interactive, or in Colab)")
     sweep.add_argument("--cluster", metavar="ADDRESS",
@@ -322,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
     status.set_defaults(handler=_status)
+    export_html = verbs.add_parser("export-html", help="export the executed notebooks of a sweep that have no HTML "
+                                                       "yet (after sweep --html failed) to HTML")
+    export_html.add_argument("out", help="the sweep's output folder")
+    export_html.add_argument("--force", action="store_true", help="export every run again, HTML or not")
+    export_html.set_defaults(handler=_export_html)
     notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
     notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
     notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",

@@ -20,7 +20,8 @@ from typing import IO, Any
 from colabkit.io import write_atomic
 from colabkit.records.run_error import RunError, exception_kind
 
-__all__ = ["CellFailure", "KernelWatch", "cell_error", "cell_failure", "execute_notebook", "export_run_html",
+__all__ = ["CellFailure", "KernelWatch", "cell_error", "cell_failure", "execute_notebook", "export_html_below",
+           "export_run_html",
            "failure_summary", "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index",
            "started_cells", "warm_up"]
 
@@ -80,10 +81,13 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping
                      kernel_name: str | None = None, cwd: str | Path | None = None,
                      env: Mapping[str, str] | None = None, watch: KernelWatch | None = None,
                      start_timeout_s: float = 60, timeout_func: Callable[[Any], int] | None = None,
-                     capture_fd_output: bool = True) -> None:
+                     capture_fd_output: bool = True, kernel_manager: Any = None) -> None:
     """Execute `source` with `parameters` into `output` through papermill; the kernel's own output
     and papermill's goes to `log`. With `capture_fd_output` False, C-level output (TensorFlow's
-    logs) goes to the log only, not also into every cell's outputs.
+    logs) goes to the log only, not also into every cell's outputs. `kernel_manager`, a manager
+    whose kernel is already started (colabkit.sweep.kernels), runs the notebook in that kernel and
+    leaves it running (nbclient shuts down only a kernel it started); its output goes where it was
+    started to send it, and `kernel_name`, `env`, `watch` and `capture_fd_output` were its start's.
 
     Raises what papermill raises: PapermillExecutionError for an exception in a cell (see
     `cell_failure`), nbclient's DeadKernelError, CellTimeoutError, jupyter_client's NoSuchKernel...
@@ -93,12 +97,15 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping
     options: dict[str, Any] = {}
     if timeout_func is not None:
         options["timeout_func"] = timeout_func
-    if not capture_fd_output:
-        options["extra_arguments"] = ["--IPKernelApp.capture_fd_output=False"]
+    if kernel_manager is not None:
+        options["km"] = kernel_manager
+    else:
+        options["kernel_manager_class"] = logging_kernel_manager(log, env, watch)
+        if not capture_fd_output:
+            options["extra_arguments"] = ["--IPKernelApp.capture_fd_output=False"]
     papermill.execute_notebook(
         str(source), str(output), parameters=dict(parameters), kernel_name=kernel_name, progress_bar=False,
-        stdout_file=log, stderr_file=log, cwd=str(cwd or Path.cwd()), start_timeout=start_timeout_s,
-        kernel_manager_class=logging_kernel_manager(log, env, watch), **options)
+        stdout_file=log, stderr_file=log, cwd=str(cwd or Path.cwd()), start_timeout=start_timeout_s, **options)
 
 
 @dataclass(frozen=True)
@@ -206,3 +213,23 @@ def export_run_html(notebook_path: Path, html_path: Path, temporary: Path | None
     colabkit.report.build.export_report_html.)"""
     body, _ = _html_exporter().from_filename(str(notebook_path))
     return write_atomic(html_path, body, temporary=temporary)
+
+
+def export_html_below(folder: str | Path, force: bool = False) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Export to HTML every executed run notebook below `folder` (a sweep's <slug>.ipynb, with its record
+    <slug>.json beside it) that has no HTML yet, or an older one than the notebook (every one with
+    `force`): what `sweep --html failed` left for later. Returns (the HTML files written, the notebooks
+    that could not be exported with why). Hidden files (a running sweep's temporaries) are left alone."""
+    written: list[Path] = []
+    failed: list[tuple[Path, str]] = []
+    for notebook in sorted(Path(folder).rglob("*.ipynb")):
+        if notebook.name.startswith(".") or not notebook.with_suffix(".json").exists():
+            continue
+        html = notebook.with_suffix(".html")
+        if not force and html.exists() and html.stat().st_mtime >= notebook.stat().st_mtime:
+            continue
+        try:
+            written.append(export_run_html(notebook, html, html.with_name(f".{html.name}.export.tmp")))
+        except Exception as exc:  # noqa: BLE001 - nbconvert raises many types: name the file, go on
+            failed.append((notebook, f"{type(exc).__name__}: {exc}"))
+    return written, failed

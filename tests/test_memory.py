@@ -16,9 +16,11 @@ from colabkit.device.memory import DeviceMemory, container_limit_bytes, device_m
 from colabkit.errors import InsufficientMemoryError
 from colabkit.experiments import get
 from colabkit.records.record import start_run
-from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem, paradnn_memory
+from colabkit.experiments.paradnn import FAMILY_KNOBS
+from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem, paradnn_forward_flops
 
 PARADNN = get("paradnn")
+paradnn_memory = PARADNN.memory_estimate  # the declaration's estimate: training.memory's, named by FAMILY_KNOBS
 HUGE_FC = {"family": "fc", "layers": 64, "nodes": 65536}
 GIB = 2**30
 
@@ -46,18 +48,20 @@ def notebook_builders() -> dict:
 def test_the_estimate_counts_the_weights_of_the_model_the_notebook_builds(knobs):
     import keras
 
+    from colabkit.training.flops import model_flops
+
     values = {**PARADNN.defaults, **knobs}
     builders = notebook_builders()
     family = values["family"]
-    arguments = {"fc": ("layers", "nodes", "input_size", "output_size"),
-                 "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
-                 "rnn": ("layers", "cell", "hidden", "length", "vocab")}[family]
+    arguments = FAMILY_KNOBS[family]  # the notebook's builders take each family's knobs in this order
     model = builders[f"build_{family}"](*(values[name] for name in arguments))
     trainable = sum(int(w.numpy().size) for w in model.trainable_weights)
     frozen = sum(int(w.numpy().size) for w in model.non_trainable_weights)
     estimate = paradnn_memory(values)
     assert (estimate.trainable, estimate.non_trainable) == (trainable, frozen)
     assert estimate.weights_bytes == 4 * model.count_params()
+    # the same walk's FLOPs (the sweep's time estimate) are the built model's, as training.flops counts them
+    assert paradnn_forward_flops(values) == model_flops(model).forward_per_sample
     keras.backend.clear_session()
 
 

@@ -269,3 +269,13 @@ def test_a_failed_runs_error_is_one_typed_value_built_where_runs_fail():
     for module in ("execution", "executors", "cluster", "cluster_task", "multiworker_launch"):
         assert calls_to(PACKAGE / "sweep" / f"{module}.py", "RunError"), module
     assert calls_to(PACKAGE / "notebook_runner.py", "RunError")
+
+
+def test_import_colabkit_loads_no_data_table_or_plotting_library_and_every_name_resolves():
+    """`import colabkit` is what every notebook's set-up cell pays: its names load when first used."""
+    completed = python("-c", "import sys, colabkit; heavy = [m for m in ('pandas', 'matplotlib', 'tensorflow', "
+                             "'keras', 'jax', 'yaml', 'papermill') if m in sys.modules]; print(heavy); "
+                             "missing = [n for n in colabkit.__all__ if getattr(colabkit, n, None) is None]; "
+                             "print(missing)", timeout=120)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.split("\n")[:2] == ["[]", "[]"], completed.stdout

@@ -1,17 +1,24 @@
-"""The ParaDnn notebook through papermill with smoke parameters, one run per family, on the CPU."""
+"""The ParaDnn notebook through papermill with smoke parameters, one run per family, on the CPU, all
+three in one warm kernel as `sweep --kernels reuse` runs ParaDnn (colabkit.sweep.kernels): the kernel
+start, TensorFlow's import and the bandwidth probe are paid once, and each run after the first shows
+that a cleared kernel gives a complete, correct record."""
 
 from __future__ import annotations
 
 import statistics
 
+import papermill
 import pytest
-from helpers import execute_notebook
+from helpers import NOTEBOOKS, REPO
 
+from colabkit.device.bandwidth import HOST_FACTS_ENV
 from colabkit.records.record import read_record
+from colabkit.sweep.kernels import KernelKey, KernelPool
 
 pytestmark = pytest.mark.notebook
 
-SMOKE = dict(device="cpu", batch_size=16, steps=4, epochs=3, steps_per_execution=2)
+SMOKE = dict(device="cpu", batch_size=16, steps=4, epochs=3, steps_per_execution=2,
+             breakdown=False)  # the bottleneck passes are tests/test_breakdown.py's (as helpers.execute_notebook)
 
 # FC smoke model: Dense 256->64, 64->64, 64->16. Dense d->u forward: 2du + u FLOPs; params du + u.
 FC = dict(family="fc", layers=2, nodes=64, input_size=256, output_size=16)
@@ -29,8 +36,27 @@ CNN = dict(family="cnn", blocks=1, filters=4, block="bottleneck", input_size=32,
 CNN_CONVS = 1 + 4 * 4
 
 
-def run_family(tmp_path, **knobs):
-    _, record_path = execute_notebook("paradnn", tmp_path, **SMOKE, **knobs)
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """A pool of one warm kernel for the module (TensorFlow on the CPU, float32), and its key: a run
+    takes it and gives it back, cleared, or replaced after a failure, as a sweep's runs do."""
+    facts = tmp_path_factory.mktemp("host") / "host.json"  # the probe, once for the three runs
+    pool = KernelPool()
+    yield pool, KernelKey("python3", str(REPO), ((HOST_FACTS_ENV, str(facts)),), "tensorflow", "cpu", "none")
+    pool.close()
+
+
+def run_family(kernel, tmp_path, **knobs):
+    pool, key = kernel
+    record_path = tmp_path / "record.json"
+    warm, ok = pool.take(key), False
+    try:
+        papermill.execute_notebook(str(NOTEBOOKS / "paradnn.ipynb"), str(tmp_path / "paradnn.ipynb"),
+                                   parameters={**SMOKE, **knobs, "results_path": str(record_path)},
+                                   progress_bar=False, cwd=str(REPO), km=warm.manager)
+        ok = True
+    finally:
+        pool.give_back(warm, ok)
     record = read_record(record_path)
     assert record["status"] == "ok"
     for knob, value in knobs.items():
@@ -75,21 +101,21 @@ def check_record(record, forward: float | None = None, params: int | None = None
         assert metrics["fraction_of_roofline"] == pytest.approx(metrics["model_tflops"] / attainable)
 
 
-def test_fc_smoke(tmp_path):
-    record = run_family(tmp_path, **FC)
+def test_fc_smoke(kernel, tmp_path):
+    record = run_family(kernel, tmp_path, **FC)
     check_record(record, forward=FC_FORWARD, params=FC_PARAMS)
     assert record["metrics"]["family"] == "fc" and record["data"]["source"] == "synthetic"
     assert record["data"]["shape"] == {"inputs": [16, 256], "labels": [16]}
 
 
-def test_rnn_smoke(tmp_path):
-    record = run_family(tmp_path, **RNN)
+def test_rnn_smoke(kernel, tmp_path):
+    record = run_family(kernel, tmp_path, **RNN)
     check_record(record, forward=RNN_FORWARD, params=RNN_PARAMS)
     assert record["data"]["shape"] == {"inputs": [16, 10], "labels": [16, 10]}
 
 
-def test_cnn_smoke(tmp_path):
-    record = run_family(tmp_path, **CNN)
+def test_cnn_smoke(kernel, tmp_path):
+    record = run_family(kernel, tmp_path, **CNN)
     check_record(record)
     layers = record["flops"]["by_layer"]
     assert sum(layer["class"] == "Conv2D" for layer in layers) == CNN_CONVS

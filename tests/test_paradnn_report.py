@@ -116,6 +116,18 @@ def test_a_cpu_measuring_its_bandwidth_per_run_gets_one_roof_at_the_median(tmp_p
     assert roofs[["bandwidth (GB/s, median)", "min", "max", "runs"]].values.tolist() == [[20.0, 10.0, 40.0, 3]]
 
 
+def test_a_bandwidth_measured_once_per_host_keeps_its_range_in_the_roofs_table(tmp_path):
+    """A sweep hands one measurement to every run: the range is that measurement's passes."""
+    for index in range(3):
+        record = paradnn_record("cpu", "fc", {"layers": 4, "nodes": 32 * (index + 1)}, 1e5, 2.0, 64)
+        record["metrics"].update(peak_bandwidth_gb_s=20.0, peak_bandwidth_min_gb_s=16.0,
+                                 peak_bandwidth_measured_at="2026-11-25T06:00:00+00:00")
+        write(tmp_path, record, f"fc-{index}")
+    roofs = paradnn_section(load_report_data([tmp_path])).table("paradnn_roofs")
+    assert roofs[["bandwidth (GB/s, median)", "min", "max", "bandwidth measurements"]].values.tolist() == \
+        [[20.0, 16.0, 20.0, 1]]
+
+
 def test_one_device_draws_its_roofline_without_speedups(tmp_path):
     write_records(tmp_path, devices=("gpu",))
     section = paradnn_section(load_report_data([tmp_path]))

@@ -4,18 +4,34 @@ McCalpin's STREAM triad computes a = b + q*c over arrays much larger than the ca
 24 bytes per element (read b, read c, write a, 8 bytes each). NumPy cannot fuse the triad: it runs
 a = q*c, then a = a + b, moving 40 bytes per element, so crediting 24 bytes gives a LOWER BOUND on
 the bandwidth STREAM itself would report (by up to 5/3).
+
+The probe takes 1-5 s (3 arrays of 128-512 MiB), so a sweep measures it once per host: the first run
+that needs it measures it and writes it to the sweep's file (COLABKIT_HOST_FACTS in the kernels'
+environment, `write_host_facts`), the others on that host read it (`cpu_bandwidth`); a sweep whose
+runs never ask (the CNN, matmul) measures nothing. Run by hand, a notebook measures once per process.
+Every figure keeps its passes (the spread) and when it was taken.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import functools
 import glob
+import json
+import os
+import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from colabkit.errors import MeasurementError
+from colabkit.io import write_json_atomic
+
+HOST_FACTS_ENV = "COLABKIT_HOST_FACTS"  # the file of facts a sweep measured once for its host
 
 _BYTES_PER_ELEMENT = 24  # STREAM's credit for the triad: two 8-byte reads and one 8-byte write
 _FALLBACK_CACHE_BYTES = 32 * 2**20  # when the machine does not say: a large server L3
@@ -33,6 +49,14 @@ class BandwidthMeasurement:
     cache_bytes: int  # the last level cache the arrays were sized against
     repeats: int
     method: str
+    samples_gb_s: tuple[float, ...] = ()  # every timed pass, in order: the figure's spread
+    measured_at: str = ""  # when (UTC, ISO 8601)
+    measured_by: str = "this process"  # in a sweep: measured by this run, or an earlier one (cpu_bandwidth)
+
+    @property
+    def min_gb_s(self) -> float:
+        """The slowest pass (with `gb_per_s`, the best, the range the figure spans)."""
+        return min(self.samples_gb_s) if self.samples_gb_s else self.gb_per_s
 
 
 def last_level_cache_bytes() -> tuple[int, str]:
@@ -52,14 +76,13 @@ def last_level_cache_bytes() -> tuple[int, str]:
     return _FALLBACK_CACHE_BYTES, "assumed (not reported by the OS)"
 
 
-@functools.lru_cache(maxsize=1)
-def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
-    """STREAM-triad-style bandwidth of this host's memory with NumPy, a lower bound (module doc).
+def triad_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
+    """STREAM-triad-style bandwidth of this host's memory with NumPy, a lower bound (module doc),
+    measured now (measure_cpu_bandwidth: once per process).
 
     Each array is at least 4x the last level cache (STREAM's rule; capped at 512 MiB per array,
     which the method text then says), the first pass only warms the pages, the best of `repeats`
-    timed passes is the figure and the median is kept beside it. About 1 s on a small VM; the
-    result is cached for the process.
+    timed passes is the figure and the median is kept beside it. 1-5 s on a small VM.
     """
     cache, cache_source = last_level_cache_bytes()
     wanted = max(4 * cache, _MIN_ARRAY_BYTES)
@@ -86,4 +109,66 @@ def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
     method = (f"measured lower bound: NumPy STREAM-triad a = b + q*c over 3 arrays of {array_bytes / 2**20:.0f} MiB"
               f"{capped}, last level cache {cache / 2**20:.0f} MiB ({cache_source}), 24 bytes credited per "
               f"element (NumPy moves 40), best of {repeats} passes after a warm-up (median {median:.1f} GB/s)")
-    return BandwidthMeasurement(best, median, int(array_bytes), int(cache), repeats, method)
+    samples = tuple(credited / seconds / 1e9 for seconds in seconds[1:])
+    return BandwidthMeasurement(best, median, int(array_bytes), int(cache), repeats, method, samples,
+                                dt.datetime.now(dt.timezone.utc).isoformat())
+
+
+@functools.lru_cache(maxsize=1)
+def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
+    """This host's bandwidth (triad_bandwidth), measured once per process and then remembered."""
+    return triad_bandwidth(repeats)
+
+
+def host_identity() -> dict[str, Any]:
+    """What tells this host from another for a handed-over figure: its name, CPU model and cache."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass  # not Linux: the host name and cache still tell
+    return {"hostname": socket.gethostname(), "cpu_model": model, "cache_bytes": last_level_cache_bytes()[0]}
+
+
+def write_host_facts(path: str | Path, measured: BandwidthMeasurement | None = None) -> BandwidthMeasurement:
+    """Write this host's bandwidth (`measured`, else measured now), with the host's identity, to `path`
+    (JSON, atomically): what the other runs of a sweep on this host read (COLABKIT_HOST_FACTS)."""
+    measured = measured or triad_bandwidth()  # this sweep's own figure, not one an earlier sweep in this process took
+    facts = {"host": host_identity(), "cpu_bandwidth": dataclasses.asdict(measured)}
+    write_json_atomic(path, facts)
+    return measured
+
+
+def handed_bandwidth(path: str | Path) -> BandwidthMeasurement | None:
+    """The bandwidth written to `path` by `write_host_facts` when it was measured on this host; None
+    when the file is missing, unreadable, or from another host (a Dask worker elsewhere)."""
+    try:
+        facts = json.loads(Path(path).read_text(encoding="utf-8"))
+        if facts["host"] != host_identity():
+            return None
+        fields = dict(facts["cpu_bandwidth"])
+        fields["samples_gb_s"] = tuple(fields.get("samples_gb_s") or ())
+        fields["measured_by"] = "an earlier run of the sweep on this host"
+        return BandwidthMeasurement(**fields)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def cpu_bandwidth() -> BandwidthMeasurement:
+    """This host's memory bandwidth, once per sweep and host: in a sweep (COLABKIT_HOST_FACTS names the
+    sweep's file) the figure an earlier run on this host measured, or, for the first run that needs
+    it, measured now and written there for the others; outside a sweep (or where the file cannot be
+    written) measured now, once per process."""
+    path = os.environ.get(HOST_FACTS_ENV)
+    if path:
+        handed = handed_bandwidth(path)
+        if handed is not None:
+            return handed
+        measured = triad_bandwidth()
+        try:
+            write_host_facts(path, measured)
+        except OSError:  # a folder of another host (a Dask worker elsewhere): this run's figure alone
+            return measured
+        return dataclasses.replace(measured, measured_by="this run, for the sweep's runs on this host")
+    return measure_cpu_bandwidth()

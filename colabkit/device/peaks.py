@@ -162,6 +162,8 @@ class PeakBandwidth:
     devices: int
     source: str
     quality: BandwidthQuality
+    min_gb_s: float | None = None  # measured: the slowest pass (gb_per_s is the best); None for a datasheet
+    measured_at: str | None = None  # measured: when (UTC, ISO 8601)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,6 +36,7 @@ from colabkit.device.probes import (
 )
 from colabkit.device.spec import MULTI_WORKER, DeviceRequest, DeviceSetup, parse_device
 from colabkit.errors import BackendUnsupportedError, DeviceNotFoundError, DeviceSetupError
+from colabkit.timing.phases import phase
 
 _SETUPS: dict[str, DeviceSetup] = {}
 
@@ -60,7 +61,10 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
     backend = select_backend(backend) if backend else current_backend()
     key = f"{backend}/{request}"
     if key not in _SETUPS:
-        setup = _build(request, backend)
+        if backend == "tensorflow" and request.kind != MULTI_WORKER:
+            import tensorflow  # noqa: F401 - imported here, so that `device_setup` times the set-up alone
+        with phase("device_setup"):
+            setup = _build(request, backend)
         _SETUPS[key] = setup
         _SETUPS.setdefault(f"{backend}/{DeviceRequest(setup.kind, request.count)}", setup)
     return _SETUPS[key]

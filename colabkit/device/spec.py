@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from colabkit.device.bandwidth import measure_cpu_bandwidth
+from colabkit.device.bandwidth import cpu_bandwidth
 from colabkit.device.peaks import PeakBandwidth, PeakFlops, cpu_peak, gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
 from colabkit.errors import UnknownDeviceError
+from colabkit.timing.phases import phase
 
 
 class DeviceKind(StrEnum):
@@ -136,15 +137,20 @@ class DeviceSetup:
 
     def peak_bandwidth(self) -> PeakBandwidth | None:
         """Peak memory bandwidth of the devices in use (GB/s), or None when unknown. On a CPU it is
-        measured (a STREAM-triad lower bound, about a second, once per process), not looked up."""
+        measured (a STREAM-triad lower bound, 1-5 s, once per host in a sweep, else once per process:
+        colabkit.device.bandwidth.cpu_bandwidth), not looked up; its range and time come with it."""
         if self.kind == "gpu":
             return gpu_bandwidth(self.name, self.replicas, self.description.get("memory_gib"))
         if self.kind == "tpu":
             kind = self.description.get("accelerator_type") or self.description.get("tpu_generation")
             return tpu_bandwidth(kind if kind != "v2 or v3" else None, self.replicas)
-        measured = measure_cpu_bandwidth()
+        with phase("host_probes"):
+            measured = cpu_bandwidth()
         # Logical CPU replicas share the host's memory: its bandwidth is the whole figure.
-        return PeakBandwidth(measured.gb_per_s, measured.gb_per_s, 1, measured.method, "measured")
+        source = measured.method + (f"; measured once for the sweep's runs on this host ({measured.measured_by})"
+                                    if measured.measured_by != "this process" else "")
+        return PeakBandwidth(measured.gb_per_s, measured.gb_per_s, 1, source, "measured", measured.min_gb_s,
+                             measured.measured_at)
 
     def as_record(self) -> dict[str, Any]:
         """The `device` section of a result record."""

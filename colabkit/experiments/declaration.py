@@ -61,6 +61,12 @@ class Parameter:
     "auto", says what that means (the notebook then sizes it for the detected device). `check`, when given, is a further
     test returning what is allowed (or None when the value fits), e.g. the device syntax.
 
+    `used_when` says when the parameter shapes a run at all: pairs (another parameter, the values
+    under which this one counts), all of which must hold, e.g. ParaDnn's `nodes` only shapes a run
+    whose `family` is "fc" (`used_when=(("family", ("fc",)),)`). Where they do not hold, the value is
+    left out of the run's name, fingerprint and record (Experiment.relevant): two runs that differ
+    only there are one run. Empty: it always counts.
+
     A parameter read from a notebook that has no declaration (a scratch notebook swept as it is) has
     `declared_as`, the line its rule comes from ("the notebook's `n = 1024`"): a value of another
     type is then refused naming that line. Its `type` may be `object` where nothing can be told.
@@ -78,6 +84,7 @@ class Parameter:
     auto: str | None = None  # what "auto" means where the parameter also takes it ("sized for the device")
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
     declared_as: str | None = None  # read from a parameters cell: "the notebook's `n = 1024`"
+    used_when: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # (parameter, values): when this one shapes a run
 
     def __post_init__(self) -> None:
         problem = self.problem(self.default)
@@ -106,6 +113,10 @@ class Parameter:
         if self.auto is not None:
             text += f', or "auto" ({self.auto})'
         return text
+
+    def applies(self, values: Mapping[str, Any]) -> bool:
+        """Whether this parameter shapes a run with `values` (every parameter's value, defaults filled in)."""
+        return all(values.get(name) in allowed for name, allowed in self.used_when)
 
     def _type_fits(self, value: Any) -> bool:
         kind = type(value)
@@ -144,6 +155,12 @@ class Parameter:
             if reason:
                 return f"{stated}: expected {reason}"
         return None
+
+
+def replicas_of(values: Mapping[str, Any]) -> int:
+    """The replicas a run's `device` value names ('cpu:2': 2); 1 where it gives no count ('gpu': every GPU
+    there is, which the sweep cannot tell)."""
+    return parse_device(str(values.get("device", "auto"))).count or 1
 
 
 def device_syntax(value: Any) -> str | None:
@@ -252,6 +269,9 @@ class Experiment:
     # the declaration knows the model's shape: a run that clearly cannot fit its device is refused
     # before it builds anything (the notebook's Run.check_memory, the sweep's memory_problem).
     memory_estimate: Callable[[Mapping[str, Any]], MemoryEstimate] | None = field(default=None, compare=False)
+    # The FLOPs one run computes in all (every replica, every epoch or call) from a full set of values,
+    # where the declaration knows them: the work in `sweep --dry-run`'s time estimate (colabkit.sweep.estimate).
+    work_flops: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]
@@ -265,6 +285,11 @@ class Experiment:
             problems.append(f"the headline metric {self.headline.metric!r} is not among its metrics")
         if ":" not in self.section:
             problems.append(f"section {self.section!r} is not 'module:function'")
+        for parameter in self.parameters:
+            conditions = [name for name, _ in parameter.used_when]
+            if parameter.name in conditions or not set(conditions) <= set(names):
+                problems.append(f"parameter {parameter.name}: used_when names {', '.join(conditions)}; it may name "
+                                "only the experiment's other parameters")
         if problems:
             raise ExperimentDeclarationError(f"experiment {self.name}: " + "; ".join(problems))
 
@@ -281,6 +306,19 @@ class Experiment:
     @property
     def defaults(self) -> dict[str, Any]:
         return {parameter.name: parameter.default for parameter in self.parameters}
+
+    def unused(self, values: Mapping[str, Any]) -> tuple[str, ...]:
+        """The names among `values` of parameters that do not shape a run with `values` (their
+        `used_when` does not hold, the missing values taken from the defaults), in `values`' order."""
+        merged = {**self.defaults, **values}
+        conditional = {parameter.name: parameter for parameter in self.parameters if parameter.used_when}
+        return tuple(name for name in values if name in conditional and not conditional[name].applies(merged))
+
+    def relevant(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """`values` without those of parameters that do not shape the run (see `unused`): what names a
+        run, its fingerprint and its record. Names the experiment does not declare are kept."""
+        unused = set(self.unused(values))
+        return {name: value for name, value in values.items() if name not in unused}
 
     def section_function(self) -> Callable[..., Any]:
         """The report section function (takes the report's data, returns a Section)."""

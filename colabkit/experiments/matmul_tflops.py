@@ -10,6 +10,7 @@ from colabkit.experiments.declaration import (
     Reference,
     backend_parameter,
     device_parameter,
+    replicas_of,
     results_path_parameter,
 )
 from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
@@ -23,6 +24,13 @@ def _jax_always_compiles(values: Mapping[str, Any]) -> str | None:
     if values["backend"] == "jax" and values["jit_compile"] is False:
         return "jit_compile = False: expected \"auto\" or True on the jax backend (jax.jit always compiles with XLA)"
     return None
+
+
+def _run_flops(values: Mapping[str, Any]) -> float:
+    """FLOPs of one run: count chained n x n products (2 n^3 each) per call, per replica, for the cold
+    call, the discarded warm-up calls and the timed ones (the CPU's BLAS baseline not counted)."""
+    calls = 1 + values["warmup"] + values["repeats"]
+    return 2.0 * values["n"] ** 3 * values["count"] * replicas_of(values) * calls
 
 
 EXPERIMENT = Experiment(
@@ -51,4 +59,5 @@ EXPERIMENT = Experiment(
     section="colabkit.report.matmul_tflops:matmul_section",
     references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
     constraints=(_jax_always_compiles,),
+    work_flops=_run_flops,
 )

@@ -1,6 +1,12 @@
 """ParaDnn (Wang, Wei & Brooks 2020): generated FC, CNN and RNN models timed per step, placed on the
-roofline by their model FLOPs and arithmetic intensity."""
+roofline by their model FLOPs and arithmetic intensity.
 
+Each family's model is shaped by its own knobs only (FAMILY_KNOBS, read by the notebook, the memory
+estimate and, through each parameter's `used_when`, the sweep and the records): an FC run's name,
+fingerprint and record carry no `cell`, and two FC runs that differ only in `cell` are one run.
+"""
+
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,16 +19,37 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
+    replicas_of,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
-from colabkit.training.memory import paradnn_memory
+from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
 
 FAMILIES = ("fc", "cnn", "rnn")
 BLOCKS = ("residual", "bottleneck")
 CELLS = ("rnn", "lstm", "gru")
 MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
+# The parameters that shape each family's model, in the order a model's name lists them.
+FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
+    "fc": ("layers", "nodes", "input_size", "output_size"),
+    "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
+    "rnn": ("layers", "cell", "hidden", "length", "vocab"),
+}
+
+
+def _knob(name: str, kind: type, default: Any, help: str, **rules: Any) -> Parameter:
+    """A family knob: a parameter that shapes only the models of the families FAMILY_KNOBS gives it
+    (its `used_when`)."""
+    families = tuple(family for family, knobs in FAMILY_KNOBS.items() if name in knobs)
+    return Parameter(name, kind, default, help, used_when=(("family", families),), **rules)
+
+
+def _run_flops(values: Mapping[str, Any]) -> float:
+    """FLOPs of one run: training = 3 x forward per sample (colabkit.training.flops' convention), x the
+    global batch, x steps x epochs (the first epoch included)."""
+    return (3.0 * paradnn_forward_flops(values) * values["batch_size"] * replicas_of(values) * values["steps"]
+            * values["epochs"])
 
 
 def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
@@ -41,19 +68,19 @@ EXPERIMENT = Experiment(
     parameters=(
         Parameter("family", str, "fc", '"fc" (fully connected), "cnn" (ResNet-v1) or "rnn" (stacked recurrent cells)',
                   choices=FAMILIES),
-        Parameter("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers", minimum=1),
-        Parameter("nodes", int, 256, "fc: units of each hidden Dense layer", minimum=1),
-        Parameter("input_size", int, 2000, "fc: input features; cnn: image side in pixels (square RGB images)",
-                  minimum=1),
-        Parameter("output_size", int, 200, "fc, cnn: classes", minimum=1),
-        Parameter("blocks", int, 1, "cnn: residual or bottleneck blocks in each of the 4 groups", minimum=1),
-        Parameter("filters", int, 16, "cnn: filters F of the first group (then 2F, 4F, 8F)", minimum=1),
-        Parameter("block", str, "residual", 'cnn: "residual" (two 3x3 convs) or "bottleneck" (1x1, 3x3, 1x1 with 4F)',
-                  choices=BLOCKS),
-        Parameter("cell", str, "lstm", 'rnn: "rnn", "lstm" or "gru"', choices=CELLS),
-        Parameter("hidden", int, 100, "rnn: units of each recurrent layer, also the embedding size", minimum=1),
-        Parameter("length", int, 10, "rnn: time steps per sequence", minimum=1),
-        Parameter("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
+        _knob("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers", minimum=1),
+        _knob("nodes", int, 256, "fc: units of each hidden Dense layer", minimum=1),
+        _knob("input_size", int, 2000, "fc: input features; cnn: image side in pixels (square RGB images)",
+              minimum=1),
+        _knob("output_size", int, 200, "fc, cnn: classes", minimum=1),
+        _knob("blocks", int, 1, "cnn: residual or bottleneck blocks in each of the 4 groups", minimum=1),
+        _knob("filters", int, 16, "cnn: filters F of the first group (then 2F, 4F, 8F)", minimum=1),
+        _knob("block", str, "residual", 'cnn: "residual" (two 3x3 convs) or "bottleneck" (1x1, 3x3, 1x1 with 4F)',
+              choices=BLOCKS),
+        _knob("cell", str, "lstm", 'rnn: "rnn", "lstm" or "gru"', choices=CELLS),
+        _knob("hidden", int, 100, "rnn: units of each recurrent layer, also the embedding size", minimum=1),
+        _knob("length", int, 10, "rnn: time steps per sequence", minimum=1),
+        _knob("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
         Parameter("batch_size", int, 64, "per replica", minimum=1),
         Parameter("steps", int, 20, "training steps per epoch", minimum=1),
         Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures come from "
@@ -75,5 +102,6 @@ EXPERIMENT = Experiment(
     section="colabkit.report.paradnn:paradnn_section",
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
     constraints=(_steps_fill_executions, torch_runs_one_step_per_call),
-    memory_estimate=paradnn_memory,
+    memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
+    work_flops=_run_flops,
 )

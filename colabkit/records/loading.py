@@ -17,7 +17,11 @@ plausibility), e.g. 'not a measurement: tflops_warm = -5 (must be a finite numbe
 
 Every record loaded carries `device.request` ({kind, count}, or null where nothing names the
 device): records written before that field existed get it here, derived once from
-`device.requested` or `params.device`, so that no reader parses a device string again.
+`device.requested` or `params.device`, so that no reader parses a device string again. Likewise a
+record's `params` (and the sweep's `fingerprint.params`) keep only what shapes its run, as its
+experiment's declaration says (Experiment.relevant): a ParaDnn FC record written before the
+declaration said so, with the other families' knobs (`cell=lstm`), groups, merges and tabulates
+with the newer records of the same model.
 """
 
 from __future__ import annotations
@@ -103,7 +107,22 @@ def checked_record(path: str | Path) -> dict[str, Any]:
         if problem:
             raise RecordError(f"{path}: {problem}")
     record["device"]["request"] = request
+    shaping_params_only(record)
     return record
+
+
+def shaping_params_only(record: dict[str, Any]) -> None:
+    """Drop from `params` and `fingerprint.params` the values that do not shape the record's run,
+    as its experiment declares them (nothing for a notebook without a declaration)."""
+    from colabkit.experiments import find
+
+    experiment = find(record["notebook"])
+    if experiment is None:
+        return
+    record["params"] = experiment.relevant(record["params"])
+    fingerprint = record.get("fingerprint")
+    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("params"), dict):
+        fingerprint["params"] = experiment.relevant(fingerprint["params"])
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from colabkit.records.plausibility import measurement_problems
 from colabkit.records.provenance import git_commit, host_info, software_versions
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind, RecordStatus
+from colabkit.timing.phases import noted_phases, start_phases
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"
@@ -58,6 +59,16 @@ FIELD_DOCS: dict[str, str] = {
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
              "into a shared `out`)",
+    "phases": "the run's fixed phases as colabkit noted them, in order: `phase` (`device_setup`: the strategy and "
+              "device description, after the backend's import; `host_probes`: the CPU bandwidth, measured or "
+              "handed over by the sweep; `flop_count`: counting the model's FLOPs), `started_at` (UTC) and "
+              "`seconds`; with the executed notebook's cell times they break a run's fixed cost down "
+              "(benchmarks/sweep_overhead.py)",
+    "kernel": "written by the sweep: the kernel that ran it, `mode` `fresh` (started for this run) or `reuse` (a "
+              "warm kernel, cleared between runs and replaced after any failure: `sweep --kernels reuse`), "
+              "`runs_before` (how many runs that kernel had made before this one), and for `reuse` when the "
+              "kernel `started_at`, its `max_runs` and its `key` (the backend, device and mixed-precision "
+              "policy its runs share)",
     "breakdown": "training notebooks: what bounds the run (colabkit.training.breakdown): the throughputs of its "
                  "input pipeline alone, of the same steps fed from memory and of the device alone, how each was "
                  "measured, what a CPU \"device\" means, and how long the extra passes took; the shares and "
@@ -189,6 +200,7 @@ class Run:
         self.notebook = notebook
         self.params = dict(params)
         self.started_at = utc_now()
+        start_phases()  # this run's phases only (a warm kernel runs several)
         self.path = Path(results_path) if results_path else default_results_path(
             notebook, str(self.params.get("device", "auto")))
         self.written: dict[str, Any] | None = None
@@ -239,6 +251,7 @@ class Run:
             status = "failed"
             error = RunError("MeasurementError", ErrorKind.NOT_A_MEASUREMENT,
                              "not a measurement: " + "; ".join(problems)).as_record()
+        extra.setdefault("phases", noted_phases())
         record = make_record(
             self.notebook, status, self.params, metrics=metrics, timings=timings, device=device_section,
             data=data, started_at=self.started_at, error=error, **extra,
@@ -258,7 +271,8 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
     `start_run("cnn_mnist", globals())`, right after a notebook's parameters cell: reads every
     parameter the experiment's declaration names from `namespace`, checks them all against it and
     raises ParameterError listing every problem ("n = 'abc': expected an int >= 1") before any work;
-    the record's params are those values, its path `results_path` (empty: the default path).
+    the record's params are those values (less those the declaration says do not shape this run:
+    Experiment.relevant), its path `results_path` (empty: the default path).
 
     `start_run(name, params=..., results_path=...)` is for a notebook that has no declaration; where
     `name` has one, `params` are checked against it all the same.
@@ -275,7 +289,8 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
         if problems:
             raise ParameterError(problems)
         results_path = values.pop("results_path")
-        return Run(notebook, values, results_path)
+        # The record keeps what shapes the run: the other families' knobs of a ParaDnn run are left out.
+        return Run(notebook, experiment.relevant(values), results_path)
     if params is None:
         raise TypeError(f'start_run("{notebook}", globals()) reads the parameters cell; or pass params=')
     experiment = find(notebook)
@@ -283,4 +298,5 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
         problems = check_values(experiment, {key: value for key, value in params.items()}, complete=False)
         if problems:
             raise ParameterError(problems)
+        params = experiment.relevant(params)
     return Run(notebook, params, results_path)

@@ -47,6 +47,8 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "intensity": column(ok, "metrics.arithmetic_intensity"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
         "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
+        "bandwidth_slowest_gb_s": column(ok, "metrics.peak_bandwidth_min_gb_s"),
+        "bandwidth_measured_at": column(ok, "metrics.peak_bandwidth_measured_at"),
         "bandwidth_source": column(ok, "metrics.peak_bandwidth_source"),
         "bound": column(ok, "metrics.bound"), "bound_by": column(ok, "metrics.bound_by", None),
         "roofline_tflops": column(ok, "metrics.roofline_tflops"),
@@ -81,17 +83,24 @@ def point_colors(table: pd.DataFrame) -> pd.Series:
 
 
 def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
-    """One roof per device and precision: the median of its records' peak TFLOPS and bandwidth (a
-    CPU's bandwidth is measured in every run, so its records differ), with the bandwidth's range
-    over the runs and the first record's sources."""
+    """One roof per device and precision: the median of its records' peak TFLOPS and bandwidth, with
+    the bandwidth's range and the first record's sources. A CPU's bandwidth is measured: once per
+    host by a sweep (records of one sweep share it) or once per run (records written by hand or
+    before), so its range spans every measurement's passes, from the slowest pass a record keeps
+    (`peak_bandwidth_min_gb_s`; older records: their one figure) to the best figure, and
+    `measurements` counts the distinct measurements behind them (0: a datasheet figure, or records
+    too old to say when theirs was taken)."""
     precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
     rows = []
     for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
         bandwidth = group["bandwidth_gb_s"].astype(float)
+        slowest = group["bandwidth_slowest_gb_s"].astype(float).fillna(bandwidth)
+        measurements = group["bandwidth_measured_at"].dropna().nunique()
         rows.append({"device": device, "precision": name, "runs": len(group),
                      "peak_tflops": group["peak_tflops"].astype(float).median(),
-                     "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": bandwidth.min(),
-                     "bandwidth_max_gb_s": bandwidth.max(), "peak_source": group["peak_source"].iloc[0],
+                     "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": slowest.min(),
+                     "bandwidth_max_gb_s": bandwidth.max(), "measurements": measurements,
+                     "peak_source": group["peak_source"].iloc[0],
                      "bandwidth_source": group["bandwidth_source"].iloc[0]})
     return pd.DataFrame(rows)
 
@@ -251,11 +260,12 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
         section.items.append(roofline_figure(table))
     roofs = device_roofs(table).rename(columns={
         "peak_tflops": "peak TFLOPS", "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
-        "bandwidth_max_gb_s": "max", "peak_source": "peak TFLOPS: source",
+        "bandwidth_max_gb_s": "max", "measurements": "bandwidth measurements", "peak_source": "peak TFLOPS: source",
         "bandwidth_source": "bandwidth: source (first run)"})
     section.items.append(ReportTable(
         "paradnn_roofs", roofs, "Each device's roof: the peak and bandwidth its records used (median over the runs; "
-        "min and max: the bandwidth's range, which a CPU measures in every run) and where they come from."))
+        "min and max: the bandwidth's range, from the slowest pass of a CPU's measurements to the best figure; a "
+        "sweep measures a CPU once per host and hands the figure to every run) and where they come from."))
     pairs = device_pairs(table)
     if pairs:
         section.items.append(speedup_figure(table, pairs))

@@ -27,6 +27,7 @@ sweep started on the workers, and removes the temporaries, so no half file remai
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import socket
 import time
@@ -55,6 +56,7 @@ from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import Inventory
 from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, record_lost_run, write_failed_record
 from colabkit.sweep.executors import Executor, Started
+from colabkit.sweep.kernels import close_warm_kernels
 from colabkit.sweep.plan import Decision
 
 if TYPE_CHECKING:
@@ -284,6 +286,9 @@ class DaskExecutor(Executor):
             raise
         finally:
             probe.unlink(missing_ok=True)
+            if self.options.kernels != "fresh":  # the warm kernels this sweep left on the workers
+                with contextlib.suppress(OSError, TimeoutError):  # the scheduler is gone: so are they
+                    self.session.client.run(close_warm_kernels, {TOKEN_ENV: token}, on_error="ignore")
 
 
 def _warm_up_workers(session: ClusterSession) -> None:

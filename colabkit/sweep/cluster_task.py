@@ -20,6 +20,7 @@ from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.execution import RunFiles, RunOptions, execute_combination
+from colabkit.sweep.kernels import warm_kernels
 
 __all__ = ["PROBE_PREFIX", "TOKEN_ENV", "ShareMode", "TaskResult", "commit_products", "run_on_worker",
            "stop_sweep_kernels"]
@@ -54,6 +55,12 @@ def _worker_identity() -> dict[str, Any]:
     return {"host": socket.gethostname(), "address": worker.address, "name": str(worker.name),
             "resources": dict(worker.state.total_resources),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def _worker_threads() -> int:
+    from distributed import get_worker
+
+    return max(1, int(getattr(get_worker().state, "nthreads", 1) or 1))
 
 
 def _annotate_record(record_path: Path, worker: dict[str, Any], cluster_section: dict[str, Any]) -> bytes:
@@ -101,6 +108,7 @@ def run_on_worker(combination: Combination, notebook_source: bytes, fingerprint:
     if token in _cancelled_tokens:
         return TaskResult("failed", 0.0, "cancelled", None, worker, cancelled=True)
     warm_up()
+    warm_kernels(capacity=_worker_threads())  # --kernels reuse: one warm kernel per worker thread
     with tempfile.TemporaryDirectory(prefix="colabkit-task-") as scratch:
         # The notebook travels with the task: workers need colabkit installed, not the project's files.
         notebook = Path(scratch) / "notebook" / combination.notebook.name

@@ -34,6 +34,11 @@ class Combination:
     params: dict[str, Any] = field(hash=False)
     slug: str
     request: DeviceRequest
+    # Values the grid gave that do not shape this run (its declaration's `used_when`), left out of
+    # `params`: kept only to say why two combinations are one (colabkit.sweep.expand.duplicate_problems).
+    unused: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    kernels: str | None = field(default=None, compare=False)  # its grid's `kernels:` (None: not said)
+    html: str | None = field(default=None, compare=False)  # its grid's `html:` (None: not said)
 
     @property
     def name(self) -> str:

@@ -96,12 +96,13 @@ def summary_table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def dry_run_table(decisions: list[Decision], out: str | Path) -> str:
-    """What a sweep would do, per combination, and where each record is or would be."""
+def dry_run_table(decisions: list[Decision], out: str | Path, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """What a sweep would do, per combination, and where each record is or would be; `notes` (the time
+    estimate) go between the table and its summary line."""
     rows = [("notebook", "device", "combination", "action", "why")]
     rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason + d.note)
              for d in decisions]
-    lines = text_table(rows)
+    lines = text_table(rows) + list(notes)
     counts = {action.value: sum(d.action == action for d in decisions) for action in SweepAction}
     lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
                  f"{counts['done']} finished earlier, skip {counts['skip']}"

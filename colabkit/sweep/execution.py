@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from colabkit.device.bandwidth import HOST_FACTS_ENV
 from colabkit.device.spec import MULTI_WORKER
 from colabkit.errors import RecordError
 from colabkit.io import write_json_atomic
@@ -46,8 +47,12 @@ from colabkit.records.record import make_record, read_record, running_path, utc_
 from colabkit.records.run_error import RunError, is_out_of_memory
 from colabkit.records.schema import ErrorKind, RecordStatus
 from colabkit.sweep.combination import Combination
+from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KernelLease
 
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
+# Which runs get their executed notebook exported to HTML: every one, the failed ones only (a big sweep:
+# `python -m colabkit export-html OUT` exports the rest on demand), or none. Every run keeps its notebook.
+HTML_MODES = ("all", "failed", "none")
 
 
 @dataclass(frozen=True)
@@ -56,12 +61,15 @@ class RunOptions:
 
     timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
     kernel_name: str | None = None  # None: the notebook's own kernelspec
-    html: bool = True  # export the executed notebook to HTML with nbconvert
+    html: str | None = None  # "all", "failed" (failed runs only), "none"; None: as each grid says, else all
     start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
     start_timeout_s: float = 60
     cwd: str | None = None  # the kernels' working directory; None: the sweep's
     jobs: int = 1  # how many run side by side (written into each record's `sweep` section)
     worker_grace_s: float = 60  # multi-worker runs: after a worker dies, how long the others may take to fail
+    kernels: str | None = None  # "fresh" or "reuse" (warm kernels, colabkit.sweep.kernels); None: as each grid says
+    max_kernel_runs: int = DEFAULT_MAX_RUNS  # reuse: runs per kernel before a fresh one
+    host_facts: str | None = None  # the file of facts measured once for the host (COLABKIT_HOST_FACTS)
 
 
 @dataclass
@@ -196,8 +204,9 @@ def _execute_workers(combination: Combination, files: RunFiles, params: dict[str
 
 
 def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
-             log: IO[str], env: dict[str, str] | None) -> tuple[RunError | None, int]:
-    """Run papermill, retrying kernel start-up failures; (the error or None, attempts used)."""
+             log: IO[str], env: dict[str, str] | None, lease: KernelLease) -> tuple[RunError | None, int]:
+    """Run papermill in a fresh kernel or the `lease`'s warm one, retrying kernel start-up failures;
+    (the error or None, attempts used)."""
     if combination.request.kind == MULTI_WORKER:
         return _execute_workers(combination, files, params, options, log, env), 1
     from jupyter_client.kernelspec import NoSuchKernel
@@ -205,12 +214,13 @@ def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], 
     for attempt in range(1, options.start_attempts + 1):
         watch = KernelWatch()
         try:
+            lease.acquire(log, watch)
             execute_notebook(
                 combination.notebook, files.running_notebook, params, log, kernel_name=options.kernel_name,
                 cwd=options.cwd, env=env, watch=watch, start_timeout_s=options.start_timeout_s,
                 timeout_func=_RunBudget(options.timeout_s) if options.timeout_s else None,
                 # C-level output (TensorFlow's logs) goes to the log once, not also into every cell.
-                capture_fd_output=False,
+                capture_fd_output=False, kernel_manager=lease.manager,
             )
             return None, attempt
         except Exception as exc:  # noqa: BLE001 - whatever one run does must not sink the sweep
@@ -242,15 +252,23 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     started_at, start = utc_now(), time.perf_counter()
     params = {**combination.params, "results_path": str(files.running_record.resolve())}
     sweep_section = {"jobs": options.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
+    if options.host_facts:
+        env = {**(env or {}), HOST_FACTS_ENV: options.host_facts}
+    lease = KernelLease.of(combination, options.kernels or combination.kernels or "fresh", options.kernel_name,
+                           options.cwd, env,
+                           options.max_kernel_runs, options.start_timeout_s)
     try:
         files.prepare()
         with open(files.log, "w", encoding="utf-8") as log, library_logs_to(log):
             log.write(f"[colabkit] {combination.label}\n[colabkit] parameters {combination.params}\n"
                       f"[colabkit] fingerprint {fingerprint.get('digest')}\n")
             log.flush()
-            error, attempts = _execute(combination, files, params, options, log, env)
+            error, attempts = _execute(combination, files, params, options, log, env, lease)
             sweep_section["kernel_start_attempts"] = attempts
-            return _commit(combination, files, fingerprint, options, error, started_at, start, sweep_section, log)
+            outcome = _commit(combination, files, fingerprint, options, error, started_at, start, sweep_section, log,
+                              lease.record)
+            lease.release(outcome.status == RecordStatus.OK, log)  # cleared for the next run, or shut down
+            return outcome
     except OSError as exc:
         if not is_filesystem_fault(exc):
             files.discard_temporaries()
@@ -258,7 +276,7 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
         # A full disk or an unwritable folder fails this combination; the sweep goes on.
         _remove_if_truncated(files.notebook)
         return fail_without_crashing(combination, files, fingerprint, filesystem_error(exc, files.base.parent),
-                                     started_at, sweep_section, time.perf_counter() - start)
+                                     started_at, sweep_section, time.perf_counter() - start, kernel=lease.record)
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM: the partial notebook stays under its temporary name, so that `status`
         # shows the combination as unfinished and the next sweep runs it again (and removes it).
@@ -267,6 +285,8 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     except BaseException:
         files.discard_temporaries()
         raise
+    finally:
+        lease.release(False)  # a kernel not given back above served a run that did not end well
 
 
 def _remove_if_truncated(notebook: Path) -> None:
@@ -319,7 +339,7 @@ def record_lost_run(combination: Combination, files: RunFiles, fingerprint: dict
 
 def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, Any], options: RunOptions,
             error: RunError | None, started_at: str, start: float, sweep_section: dict[str, Any],
-            log: IO[str]) -> Outcome:
+            log: IO[str], kernel: dict[str, Any]) -> Outcome:
     """Move the products into place, record last. The record is what marks the combination done."""
     if files.running_notebook.exists():
         os.replace(files.running_notebook, files.notebook)  # kept for inspection when the run failed
@@ -333,7 +353,8 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
                 record = read_record(files.running_record)
             except RecordError as exc:
                 error = RunError("RecordError", ErrorKind.MISSING_RECORD, str(exc))
-    if options.html and files.notebook.exists():
+    html = options.html or combination.html or "all"
+    if files.notebook.exists() and (html == "all" or (html == "failed" and error is not None)):
         try:
             export_run_html(files.notebook, files.html, files.running_html)
         except Exception as exc:  # noqa: BLE001 - nbconvert raises many types; the run's result decides
@@ -343,9 +364,9 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
                          else RunError(type(exc).__name__, ErrorKind.HTML_EXPORT, str(exc)[:2000]))
     if error is not None:
         return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
-                                   time.perf_counter() - start)
+                                   time.perf_counter() - start, kernel=kernel)
     assert record is not None
-    record.update(fingerprint=fingerprint, sweep=sweep_section)
+    record.update(fingerprint=fingerprint, sweep=sweep_section, kernel=kernel)
     write_json_atomic(files.record, record)
     files.discard_temporaries()
     return _outcome(combination, record, files.record, time.perf_counter() - start)

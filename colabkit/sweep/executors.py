@@ -2,7 +2,8 @@
 
 An `Executor` knows the devices at its disposal (`inventory`) and runs decisions (`run`), yielding
 one Outcome per decision as each finishes, so a sweep stopped with Ctrl-C keeps what finished. It
-runs each combination with colabkit.sweep.execution (a fresh kernel, every failure a failed record):
+runs each combination with colabkit.sweep.execution (a fresh kernel, or with `--kernels reuse` one of
+the process's warm kernels, colabkit.sweep.kernels; every failure a failed record):
 
 * SerialExecutor: one after another, in this process (the default, and what published numbers use);
 * PoolExecutor: `--jobs N` side by side, each in a worker process of its own, GPUs and the TPU
@@ -16,6 +17,7 @@ execution.record_lost_run, the one writer of that record for every executor.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import time
@@ -32,6 +34,7 @@ from colabkit.records.schema import ErrorKind
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import DeviceSlots, Inventory, Lease, local_inventory
 from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, execute_combination, record_lost_run
+from colabkit.sweep.kernels import close_warm_kernels
 from colabkit.sweep.plan import Decision
 
 PARALLEL_WARNING = (
@@ -102,13 +105,17 @@ class LocalExecutor(Executor):
 
 
 class SerialExecutor(LocalExecutor):
-    """One combination after another, in this process."""
+    """One combination after another, in this process (its warm kernels, with --kernels reuse, shut
+    down when the runs end)."""
 
     def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
-        for decision in decisions:
-            if started:
-                started(decision.combination)
-            yield execute_combination(decision.combination, self.out, decision.fingerprint, self.options)
+        try:
+            for decision in decisions:
+                if started:
+                    started(decision.combination)
+                yield execute_combination(decision.combination, self.out, decision.fingerprint, self.options)
+        finally:
+            close_warm_kernels()
 
 
 def _worker_init(parent_pid: int) -> None:
@@ -124,6 +131,8 @@ def _worker_init(parent_pid: int) -> None:
         pass
     if os.getppid() != parent_pid:
         os._exit(1)  # the sweep died before prctl took effect
+    # Its warm kernels (--kernels reuse) shut down as it exits (they would also exit with it, later).
+    multiprocessing.util.Finalize(None, close_warm_kernels, exitpriority=10)
     warm_up()  # so that the first run's time is the run's own
 
 

@@ -20,8 +20,9 @@ def _slug_part(value: Any) -> str:
 
 
 def slug_for(params: dict[str, Any], keys: list[str]) -> str:
-    """A file name for a combination from the keys that name it, device aside: 'n-512_dtype-float32'."""
-    parts = [f"{_slug_part(key)}-{_slug_part(params[key])}" for key in keys if key != "device"]
+    """A file name for a combination from the keys that name it, device aside: 'n-512_dtype-float32'.
+    A key the combination does not have (a parameter that does not shape it) names nothing."""
+    parts = [f"{_slug_part(key)}-{_slug_part(params[key])}" for key in keys if key != "device" and key in params]
     return "_".join(parts) or "default"
 
 
@@ -51,7 +52,8 @@ def expand(spec: GridSpec, preset: str | None = None, devices: list[DeviceReques
 
     Grid axes are crossed with each other and with every zip group; the lists of one zip group
     advance together. `devices` keeps only those devices' combinations. Each combination carries its
-    device's typed request (the device values were checked when the file and overrides were).
+    device's typed request (the device values were checked when the file and overrides were), and
+    only the values that shape it (its experiment's `relevant`: a ParaDnn FC run carries no `cell`).
     """
     resolved = spec.resolve(preset, overrides)
     factors: list[list[dict[str, Any]]] = [[{key: value} for value in values] for key, values in resolved.axes.items()]
@@ -70,7 +72,12 @@ def expand(spec: GridSpec, preset: str | None = None, devices: list[DeviceReques
         request = device_request(params["device"])
         if devices is not None and not device_matches(request, devices):
             continue
-        combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.named), request))
+        unused: dict[str, Any] = {}
+        if spec.experiment is not None:
+            unused = {key: params[key] for key in spec.experiment.unused(params)}
+            params = spec.experiment.relevant(params)
+        combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.named), request, unused,
+                                        resolved.kernels, resolved.html))
     return combinations
 
 
@@ -83,8 +90,18 @@ def duplicate_problems(combinations: list[Combination], out: Path) -> list[str]:
         key = canonical([str(combination.notebook), combination.params])
         base = combination.output_base(out)
         if key in seen_params:
-            problems.append(f"{combination.label}: the combination {combination.params} appears twice "
-                            "(the same notebook in two grid files, or a value repeated across layers)")
+            first = seen_params[key]
+            differ = sorted(name for name in {**first.unused, **combination.unused}
+                            if canonical(first.unused.get(name)) != canonical(combination.unused.get(name)))
+            if differ:
+                values = "; ".join(f"{name} {first.unused.get(name)!r} and {combination.unused.get(name)!r}"
+                                   for name in differ)
+                problems.append(f"{combination.label}: asked for twice, differing only in {values}, which do not "
+                                f"shape this run (its experiment's declaration): that is one run; give such values "
+                                "only where they count (e.g. in a zip group with the values they go with)")
+            else:
+                problems.append(f"{combination.label}: the combination {combination.params} appears twice "
+                                "(the same notebook in two grid files, or a value repeated across layers)")
         elif base in seen_paths:
             other = seen_paths[base]
             problems.append(f"{combination.label}: {combination.params} and {other.params} would write the same "

@@ -12,6 +12,10 @@ The schema (every key but `notebook` optional)::
     fixed: {epochs: 10}                         # one value for every combination
     presets:                                    # named overrides of grid, zip and fixed values
       smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}}
+    kernels: reuse                              # fresh (default) or reuse: warm kernels (a preset may say too;
+                                                #   `sweep --kernels` overrides both; colabkit.sweep.kernels)
+    html: failed                                # all (default), failed or none: which runs get an HTML export
+                                                #   (a preset may say too; `sweep --html` overrides both)
 
 `zip` may also be a single mapping (one group). How the file's values, a preset's and `-p` combine
 is colabkit.sweep.layers'.
@@ -38,11 +42,13 @@ from colabkit.errors import GridError, UnknownDeviceError
 from colabkit.experiments import Experiment, Parameter, find
 from colabkit.suite import suite_root
 from colabkit.sweep.combination import device_request
+from colabkit.sweep.execution import HTML_MODES
+from colabkit.sweep.kernels import KERNEL_MODES
 from colabkit.sweep.layers import Layer, Resolved, canonical
 from colabkit.sweep.parameters import declared_parameters
 
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
-PRESET_KEYS = ("description", "grid", "zip", "fixed")
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets", "kernels", "html")
+PRESET_KEYS = ("description", "grid", "zip", "fixed", "kernels", "html")
 SET_BY_THE_SWEEP = ("results_path",)
 
 
@@ -77,6 +83,8 @@ class GridSpec:
                 raise GridError(f"unknown preset {preset!r} (this file has: {known})", str(self.path))
             resolved.apply(self.presets[preset])
         resolved.pin({key: value for key, value in (overrides or {}).items() if key in self.parameters})
+        chosen = self.presets[preset] if preset is not None else self.base
+        resolved.kernels, resolved.html = chosen.kernels or self.base.kernels, chosen.html or self.base.html
         return resolved
 
     def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
@@ -168,9 +176,16 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
 
 
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
+    modes = {}
+    for key, choices in (("kernels", KERNEL_MODES), ("html", HTML_MODES)):
+        modes[key] = raw.get(key)
+        if modes[key] is not None and modes[key] not in choices:
+            problems.append(f"{where}{key}: {modes[key]!r}: expected one of {', '.join(choices)}")
+            modes[key] = None
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
-                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""))
+                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
+                  **modes)
     places: dict[str, str] = {}
     for located, key, _ in layer.located_values():
         if key in places:

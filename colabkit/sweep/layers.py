@@ -43,6 +43,8 @@ class Layer:
     zips: list[dict[str, list[Any]]] = field(default_factory=list)
     fixed: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    kernels: str | None = None  # the kernels its runs want ("fresh" or "reuse"; None: no say)
+    html: str | None = None  # which runs get HTML ("all", "failed", "none"; None: no say)
 
     def located_values(self) -> list[tuple[str, str, list[Any]]]:
         """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
@@ -61,6 +63,8 @@ class Resolved:
     zips: list[dict[str, list[Any]]]
     fixed: dict[str, Any]
     named: list[str] = field(default_factory=list)  # the keys a combination's slug is made of, in order
+    kernels: str | None = None  # the kernels the grid file or preset asks for (`sweep --kernels` overrides)
+    html: str | None = None  # which runs the grid file or preset exports to HTML (`sweep --html` overrides)
 
     def forget(self, key: str) -> None:
         """Remove `key` wherever an earlier layer put it. Rows of a zip group told apart by `key` alone

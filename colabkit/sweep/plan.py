@@ -24,7 +24,7 @@ from colabkit.sweep.devices import Inventory, backend_unsupported, device_missin
 from colabkit.sweep.execution import RunFiles
 from colabkit.sweep.expand import device_filter, duplicate_problems, expand
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
-from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.gridfile import GridSpec, load_grid
 from colabkit.sweep.outfolder import lock_holder
 from colabkit.sweep.overrides import check_overrides
 
@@ -62,12 +62,26 @@ def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | 
     combinations = []
     for spec in specs:
         combinations += expand(spec, preset, devices=wanted, overrides=overrides)
-    problems = duplicate_problems(combinations, Path(out))
+    problems = duplicate_problems(combinations, Path(out)) + unused_overrides(specs, combinations, overrides or {})
     if problems:
         raise GridError(problems)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
     return combinations
+
+
+def unused_overrides(specs: list[GridSpec], combinations: list[Combination], overrides: dict[str, Any]) -> list[str]:
+    """A problem for each `-p` key that some notebook declares but no combination uses (ParaDnn's
+    `-p cell=gru` over FC models only: it would change nothing)."""
+    problems = []
+    for key in overrides:
+        owners = [spec for spec in specs if key in spec.parameters and spec.experiment is not None]
+        mine = [combination for combination in combinations
+                if any(combination.notebook == spec.notebook for spec in owners)]
+        if owners and mine and all(key not in combination.params for combination in mine):
+            problems.append(f"-p {key}: no combination of this sweep uses `{key}` (its declaration says it does not "
+                            f"shape these runs), so it would change nothing")
+    return problems
 
 
 class SweepAction(StrEnum):

@@ -7,7 +7,9 @@ so the sweep itself never claims a GPU or TPU, or a Dask cluster's workers'; (4)
 combination: run it, keep the result an earlier sweep finished (its record is ok and its fingerprint
 matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest
 through an executor (colabkit.sweep.executors: one after another, `jobs` side by side, or on a Dask
-cluster), one fresh kernel each; (6) returns one Outcome per combination for the summary table.
+cluster), one fresh kernel each, or with `--kernels reuse` warm kernels (colabkit.sweep.kernels),
+the host's CPU bandwidth measured once for them all; (6) returns one Outcome per combination
+for the summary table.
 
 Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
 .html, .json (the record), .log.
@@ -15,17 +17,30 @@ Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import closing
+import dataclasses
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
+
+from colabkit.device.spec import DeviceKind
 
 from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
+from colabkit.sweep.combination import Combination
 from colabkit.sweep.console import Progress
-from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, is_filesystem_fault, write_skipped_record
+from colabkit.sweep.execution import (
+    HTML_MODES,
+    Outcome,
+    RunFiles,
+    RunOptions,
+    is_filesystem_fault,
+    write_skipped_record,
+)
 from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
+from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KERNEL_MODES
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock
 from colabkit.sweep.plan import Decision, SweepAction, decide, plan
 
@@ -43,9 +58,35 @@ def open_executor(out: Path, options: RunOptions, *, available: Mapping[str, int
     return (SerialExecutor if options.jobs == 1 else PoolExecutor)(out, options, available)
 
 
-def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None) -> None:
+def _cpu_only(combinations: list[Combination], available: Mapping[str, int] | None,
+              cluster: str | None) -> Mapping[str, int] | None:
+    """`available`, or {"cpu": 1} for a local sweep whose every combination asks for the CPU: a CPU is
+    everywhere, so no child process (importing TensorFlow: 5-9 s) need ask what else the machine has."""
+    if available is None and cluster is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
+        return {"cpu": 1}
+    return available
+
+
+@contextmanager
+def host_facts(to_run: list[Decision]) -> Iterator[str | None]:
+    """Where this sweep's runs keep the facts they measure once per host (the CPU's bandwidth: the first
+    run that needs it writes it, colabkit.device.bandwidth.cpu_bandwidth), removed when the runs end;
+    None when no run may use the CPU (a GPU's or TPU's bandwidth is on its datasheet)."""
+    if not any(decision.combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for decision in to_run):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:
+        yield str(Path(folder) / "host.json")
+
+
+def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None, kernels: str | None = None,
+                     max_kernel_runs: int = DEFAULT_MAX_RUNS) -> None:
     if jobs < 1:
         raise ColabkitError(f"--jobs must be at least 1, got {jobs}")
+    if kernels is not None and kernels not in KERNEL_MODES:
+        raise ColabkitError(f"--kernels {kernels!r}: expected one of {', '.join(KERNEL_MODES)}")
+    if max_kernel_runs < 1:
+        raise ColabkitError(f"--kernel-runs must be at least 1, got {max_kernel_runs}")
     if cluster and jobs != 1:
         raise ColabkitError("--jobs does not apply with --cluster: each Dask worker thread runs one combination")
     if timeout_s is not None and not timeout_s > 0:
@@ -61,6 +102,7 @@ def prepare(grid_paths: list[str | Path], preset: str | None = None, device: str
     and writes nothing."""
     combinations = plan(grid_paths, preset, device, overrides, out)
     check_output_folder(out)
+    available = _cpu_only(combinations, available, cluster)
     with open_executor(Path(out), RunOptions(), available=available, cluster=cluster) as executor:
         return decide(combinations, executor.out, executor.inventory(), force, rerun_unreadable)
 
@@ -79,11 +121,13 @@ def run_sweep(
     rerun_unreadable: bool = False,
     timeout_s: float | None = None,
     jobs: int = 1,
-    html: bool = True,
+    html: bool | str | None = None,
     progress: bool = False,
     worker_grace_s: float = 60,
     cluster: str | None = None,
     shared_out: bool | None = None,
+    kernels: str | None = None,
+    max_kernel_runs: int = DEFAULT_MAX_RUNS,
 ) -> list[Outcome]:
     """Run every combination that is not finished yet; return one Outcome per combination.
 
@@ -94,13 +138,23 @@ def run_sweep(
     recorded as skipped; record files that cannot be read are set aside untouched unless
     `rerun_unreadable`. A file-system fault of one combination fails that combination only.
     `cluster` runs them on a Dask cluster (`shared_out`: see colabkit.sweep.cluster.DaskExecutor).
+    `kernels` ("fresh" or "reuse", colabkit.sweep.kernels) and `html` ("all", "failed", "none"; True:
+    as the grid says, False: none) override what each grid file or preset asks for (default fresh
+    kernels, HTML for every run); a reused kernel serves at most `max_kernel_runs` runs. Devices are
+    detected only when some combination asks for more than a CPU; a CPU's bandwidth is measured once for
+    all the runs (`host_facts`).
     Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
-    _check_arguments(jobs, timeout_s, cluster)
+    _check_arguments(jobs, timeout_s, cluster, kernels, max_kernel_runs)
+    if isinstance(html, bool):  # True: as each grid says (else every run); False: none
+        html = None if html else "none"
+    if html is not None and html not in HTML_MODES:
+        raise ColabkitError(f"--html {html!r}: expected one of {', '.join(HTML_MODES)}")
     combinations = plan(grid_paths, preset, device, overrides, out)
     check_output_folder(out)
+    available = _cpu_only(combinations, available, cluster)
     options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
-                         worker_grace_s=worker_grace_s)
+                         worker_grace_s=worker_grace_s, kernels=kernels, max_kernel_runs=max_kernel_runs)
     with open_executor(Path(out), options, available=available, cluster=cluster, shared_out=shared_out) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
@@ -111,7 +165,9 @@ def run_sweep(
             echo(_first_line(len(decisions), len(to_run), outcomes, executor.where))
             for note in executor.notes(to_run):
                 echo(note)
-            _run(executor, to_run, echo, progress, outcomes)
+            with host_facts(to_run) as facts:
+                executor.options = dataclasses.replace(options, host_facts=facts)
+                _run(executor, to_run, echo, progress, outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])

@@ -131,3 +131,18 @@ def measure(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> Measure
         if not (math.isfinite(seconds) and seconds > 0):
             raise MeasurementError(f"a timed call took {seconds!r} s: the clock or the call is broken")
     return Measurement(cold_s=cold, warm_s=warm, warmup=warmup)
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as an estimate reads: '~3 h 10 min', '~4 min 20 s', '~35 s' (rounded: an estimate, not a
+    measurement); 'unknown' for what is not a duration."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "unknown"
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"~{hours} h {minutes} min"
+    if minutes:
+        return f"~{minutes} min {secs} s" if minutes < 10 else f"~{minutes} min"
+    return f"~{secs} s"

@@ -3,28 +3,16 @@ run is under way ("~3 h 10 min at this rate") and kept for the record."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 import keras
 
+from colabkit.timing.clock import format_duration
 from colabkit.training.timer import steps_in_execution
 
-
-def format_duration(seconds: float) -> str:
-    """'~3 h 10 min', '~4 min 20 s', '~35 s' (rounded: an estimate, not a measurement)."""
-    if not math.isfinite(seconds) or seconds < 0:
-        return "unknown"
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"~{hours} h {minutes} min"
-    if minutes:
-        return f"~{minutes} min {secs} s" if minutes < 10 else f"~{minutes} min"
-    return f"~{secs} s"
+__all__ = ["FitEstimate", "estimate_remaining", "format_duration"]
 
 
 def estimate_remaining(done_steps: int, total_steps: int, step_s: float) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 import keras
 
 from colabkit.errors import FlopCountError
+from colabkit.timing.phases import phase
 from colabkit.training.roofline import dtype_bytes
 
 FLOP_CONVENTION = (
@@ -225,9 +226,10 @@ def model_flops(model: Any, sequence_length: int | None = None) -> ModelFlops:
     if not getattr(model, "layers", None):
         raise FlopCountError(f"model {getattr(model, 'name', model)!r} has no layers to count")
     by_layer = []
-    for layer, inputs, outputs in _walk(model, sequence_length):
-        flops = float(_layer_flops(layer, inputs, outputs, sequence_length))
-        by_layer.append((layer.name, type(layer).__name__, flops))
+    with phase("flop_count"):
+        for layer, inputs, outputs in _walk(model, sequence_length):
+            flops = float(_layer_flops(layer, inputs, outputs, sequence_length))
+            by_layer.append((layer.name, type(layer).__name__, flops))
     forward = sum(flops for _, _, flops in by_layer)
     return ModelFlops(forward_per_sample=forward, train_per_sample=TRAIN_TO_FORWARD * forward,
                       by_layer=tuple(by_layer), convention=FLOP_CONVENTION)

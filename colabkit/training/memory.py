@@ -92,33 +92,39 @@ class MemoryEstimate:
 
 # --- ParaDnn's three families, as notebooks/paradnn.ipynb builds them ------------------------------
 
-PARADNN_KNOBS = {"fc": ("layers", "nodes", "input_size", "output_size"),
-                 "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
-                 "rnn": ("layers", "cell", "hidden", "length", "vocab")}
 # Weights of one recurrent layer of `u` units fed `d` inputs (Keras 3; GRU with reset_after=True,
 # its default: two bias vectors of 3u).
 _RNN_WEIGHTS = {"rnn": lambda d, u: u * (d + u) + u, "lstm": lambda d, u: 4 * (u * (d + u) + u),
                 "gru": lambda d, u: 3 * u * (d + u) + 6 * u}
 
 
-def _fc(values: Mapping[str, Any]) -> tuple[int, int, int]:
+# Forward FLOPs per time step of one recurrent layer (colabkit.training.flops' FLOP_CONVENTION).
+_RNN_FLOPS = {"rnn": lambda d, u: 2 * u * (d + u) + u, "lstm": lambda d, u: 8 * u * (d + u) + 4 * u,
+              "gru": lambda d, u: 6 * u * (d + u) + 6 * u}
+# Each family's walk returns (trainable weights, frozen weights, activation values per sample, forward
+# FLOPs per sample), the FLOPs counted as colabkit.training.flops counts a built model's.
+
+
+def _fc(values: Mapping[str, Any]) -> tuple[int, int, int, int]:
     widths = [values["input_size"], *[values["nodes"]] * values["layers"], values["output_size"]]
     weights = sum(a * b + b for a, b in zip(widths, widths[1:]))
-    return weights, 0, sum(widths)  # every layer's output, and the input batch
+    flops = sum(2 * a * b + b for a, b in zip(widths, widths[1:]))
+    return weights, 0, sum(widths), flops  # activations: every layer's output, and the input batch
 
 
-def _cnn(values: Mapping[str, Any]) -> tuple[int, int, int]:
+def _cnn(values: Mapping[str, Any]) -> tuple[int, int, int, int]:
     """ResNet-v1 (ParaDnn's resnet_model.py): convolutions without bias, each followed by batch norm
     (2 trainable and 2 moving values per channel); 'same' padding, so a stride s makes a side ceil(side / s)."""
-    trainable = frozen = 0
+    trainable = frozen = flops = 0
     activations = values["input_size"] ** 2 * 3
 
     def conv(cin: int, cout: int, kernel: int, side: int, stride: int) -> int:
-        nonlocal trainable, frozen, activations
+        nonlocal trainable, frozen, activations, flops
         out = math.ceil(side / stride)
         trainable += kernel * kernel * cin * cout + 2 * cout
         frozen += 2 * cout
         activations += out * out * cout  # the convolution's output; batch norm's and ReLU's not counted
+        flops += out * out * 2 * kernel * kernel * cin * cout  # no bias
         return out
 
     filters, channels = values["filters"], values["filters"]
@@ -142,24 +148,36 @@ def _cnn(values: Mapping[str, Any]) -> tuple[int, int, int]:
                 conv(channels, produced, 1, side, step)
             channels, side = produced, out
     trainable += channels * values["output_size"] + values["output_size"]
-    return trainable, frozen, activations + channels + values["output_size"]
+    flops += 2 * channels * values["output_size"] + values["output_size"]
+    return trainable, frozen, activations + channels + values["output_size"], flops
 
 
-def _rnn(values: Mapping[str, Any]) -> tuple[int, int, int]:
+def _rnn(values: Mapping[str, Any]) -> tuple[int, int, int, int]:
     hidden, vocab, length, layers = values["hidden"], values["vocab"], values["length"], values["layers"]
     weights = vocab * hidden + layers * _RNN_WEIGHTS[values["cell"]](hidden, hidden) + hidden * vocab + vocab
+    flops = length * (layers * _RNN_FLOPS[values["cell"]](hidden, hidden) + 2 * hidden * vocab + vocab)
     # token ids, the embedding, every layer's output at every step, the logits at every step
-    return weights, 0, length + length * hidden * (1 + layers) + length * vocab
+    return weights, 0, length + length * hidden * (1 + layers) + length * vocab, flops
 
 
-def paradnn_memory(values: Mapping[str, Any]) -> MemoryEstimate:
+_FAMILIES = {"fc": _fc, "cnn": _cnn, "rnn": _rnn}
+
+
+def paradnn_forward_flops(values: Mapping[str, Any]) -> int:
+    """Forward FLOPs per sample of a ParaDnn model from its parameters (defaults filled in), counted as
+    colabkit.training.flops counts the built model, without building it (Keras-free: the sweep's estimate)."""
+    return _FAMILIES[values["family"]](values)[3]
+
+
+def paradnn_memory(values: Mapping[str, Any], knobs: Mapping[str, tuple[str, ...]]) -> MemoryEstimate:
     """The memory one replica of a ParaDnn model needs to train (`values`: the notebook's parameters,
-    defaults filled in); its optimizer is ParaDnn's RMSprop with momentum."""
+    defaults filled in; `knobs`: the parameters that shape each family's model, the declaration's
+    FAMILY_KNOBS, which name it); its optimizer is ParaDnn's RMSprop with momentum."""
     family = values["family"]
-    trainable, frozen, activations = {"fc": _fc, "cnn": _cnn, "rnn": _rnn}[family](values)
-    knobs = " ".join(f"{knob}={values[knob]}" for knob in PARADNN_KNOBS[family])
+    trainable, frozen, activations, _ = _FAMILIES[family](values)
+    named = " ".join(f"{knob}={values[knob]}" for knob in knobs[family])
     dtype = COMPUTE_DTYPES.get(values.get("mixed_precision", "none"), "float32")
-    return MemoryEstimate(f"paradnn {family} {knobs}, batch {values['batch_size']} per replica", trainable, frozen,
+    return MemoryEstimate(f"paradnn {family} {named}, batch {values['batch_size']} per replica", trainable, frozen,
                           "RMSprop with momentum", values["batch_size"], activations, dtype_bytes(dtype))
 
 

@@ -1,0 +1,77 @@
+"""`sweep --dry-run`'s wall-time estimate (colabkit.sweep.estimate): a fixed cost per run from the
+benchmark's model plus the declarations' FLOPs at a rate, and the paper presets' stated estimates."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import REPO
+
+from colabkit.cli import main
+from colabkit.experiments import get
+from colabkit.experiments.paradnn import FAMILY_KNOBS
+from colabkit.sweep import estimate
+from colabkit.sweep.estimate import FIXED_COST_S, NEW_KERNEL_S, estimate_plan, paper_estimate
+from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.plan import plan
+
+GRID = REPO / "parameters" / "paradnn.yaml"
+RATE = {"cpu": (1e11, "a test rate"), "gpu": (1e13, "a test GPU"), "tpu": None}
+
+
+def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_rate():
+    combinations = plan([GRID], "smoke", "cpu")
+    paradnn = get("paradnn")
+    flops = sum(paradnn.work_flops({**paradnn.defaults, **c.params}) for c in combinations)
+    fresh = estimate_plan(combinations, "fresh", RATE)
+    assert fresh.fixed_s == pytest.approx(len(combinations) * FIXED_COST_S["fresh"])
+    assert fresh.work_s == pytest.approx(flops / 1e11) and fresh.seconds == fresh.fixed_s + fresh.work_s
+    warm = estimate_plan(combinations, None, RATE)  # the grid asks for warm kernels: one kernel, one new start
+    assert warm.kernels == 1 and warm.fixed_s == pytest.approx(len(combinations) * FIXED_COST_S["reuse"] + NEW_KERNEL_S)
+    assert any("a test rate" in line for line in warm.lines())
+    # an FC smoke model: 3 x forward FLOPs x batch x steps x epochs
+    fc = {**paradnn.defaults, "family": "fc", "layers": 2, "nodes": 64, "input_size": 256, "output_size": 16,
+          "batch_size": 32, "steps": 5, "epochs": 3, "device": "cpu:2"}
+    forward = (2 * 256 * 64 + 64) + (2 * 64 * 64 + 64) + (2 * 64 * 16 + 16)
+    assert paradnn.work_flops(fc) == 3 * forward * 32 * 2 * 5 * 3  # two replicas, each a batch of 32
+
+
+def test_runs_without_flops_or_a_known_rate_count_their_fixed_cost_and_are_named(tmp_path):
+    cnn = plan([REPO / "parameters" / "cnn_mnist.yaml"], "smoke", "cpu")
+    tpu = plan([GRID], "smoke", "tpu")
+    result = estimate_plan(cnn + tpu, "fresh", RATE)
+    assert result.work_s == 0 and result.without_work == len(cnn) and result.unknown_rate == len(tpu)
+    text = "\n".join(result.lines())
+    assert f"{len(cnn)} run(s) have no FLOP count" in text and f"{len(tpu)} run(s) on a device whose rate" in text
+
+
+def test_the_dry_run_prints_the_estimate_and_what_it_rests_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(estimate, "cpu_rate_flops", lambda: 2e11)
+    assert main(["sweep", str(GRID), "--preset", "smoke", "--device", "cpu", "--dry-run", "--out",
+                 str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "estimated wall time:" in printed and "for 8 run(s)" in printed
+    assert "rate on cpu: 200 GFLOPS" in printed and "benchmarks/sweep_overhead.py" in printed
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("preset", ["paper", "paper_cnn", "paper_rnn"])
+def test_each_paper_preset_states_its_estimate_for_a_t4_an_a100_and_a_tpu_v5e(preset):
+    """The descriptions are recomputed here: a change of the grid, the peaks or the fixed cost shows."""
+    description = load_grid(GRID).presets[preset].description
+    stated = paper_estimate(plan([GRID], preset))
+    assert stated in description, f"parameters/paradnn.yaml presets.{preset}: state {stated!r}"
+    assert all(device in stated for device in ("T4", "A100", "TPU v5e"))
+
+
+def test_the_knobs_of_each_family_are_counted_in_its_flops():
+    paradnn = get("paradnn")
+    for family, knobs in FAMILY_KNOBS.items():
+        base = {**paradnn.defaults, "family": family}
+        for knob in knobs:
+            if knob == "block":
+                changed = {**base, knob: "bottleneck"}
+            elif knob == "cell":
+                changed = {**base, knob: "gru"}
+            else:
+                changed = {**base, knob: base[knob] * 2}
+            assert paradnn.work_flops(changed) != paradnn.work_flops(base), (family, knob)
