@@ -41,7 +41,8 @@ from colabkit.errors import (
 )
 from colabkit.records.loading import load_results
 from colabkit.records.record import Run, read_record, start_run
-from colabkit.timing.clock import Measurement, block_until_ready, measure, summarize, timed
+from colabkit.statistics import summarize
+from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
 from colabkit.version import __version__
 
 __all__ = [

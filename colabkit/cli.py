@@ -46,7 +46,7 @@ def _sweep(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.param)
     if args.dry_run:
         decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
-                            rerun_unreadable=args.rerun, cluster=args.cluster)
+                            rerun_unreadable=args.rerun, cluster=args.cluster, repeats=args.repeats)
         print(dry_run_table(decisions, out))
         return EXIT_OK
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
@@ -56,7 +56,8 @@ def _sweep(args: argparse.Namespace) -> int:
         outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
                              force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
                              html=args.html, kernel_name=args.kernel, progress=progress, cluster=args.cluster,
-                             shared_out=args.shared_out)
+                             shared_out=args.shared_out, repeats=args.repeats, target_ci=args.target_ci,
+                             max_repeats=args.max_repeats, wait_quiet_s=args.wait_quiet)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -276,6 +277,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    """--target-ci, --fail-above: '3%' or 0.03."""
+    from colabkit.sweep.target import parse_fraction
+
+    try:
+        return parse_fraction(text)
+    except ColabkitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m colabkit", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -309,6 +320,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --cluster: every worker sees --out at the same path and writes there "
                             "(--no-shared-out: results always come back to this machine; default: each task "
                             "writes there when it sees the folder)")
+    sweep.add_argument("--repeats", type=_positive_int, metavar="R",
+                       help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
+                            "the grid's `repeats:`, else 1); see docs/statistics.md")
+    sweep.add_argument("--target-ci", type=_share, metavar="PCT",
+                       help="add rounds until each headline's 95 %% interval is within +/- PCT of its median (3%%)")
+    sweep.add_argument("--max-repeats", type=_positive_int, metavar="N",
+                       help="with --target-ci: at most N runs of a combination (default 10)")
+    sweep.add_argument("--wait-quiet", type=_seconds, metavar="SECONDS",
+                       help="before each run, wait up to SECONDS for a quiet host (no other process busy); each "
+                            "record says how long it waited and whether the host was quiet")
     sweep.set_defaults(handler=_sweep)
     report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
                                              "(runs notebooks/report.ipynb)",

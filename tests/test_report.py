@@ -34,20 +34,34 @@ def data(folders) -> report.ReportData:
 
 # --- records --------------------------------------------------------------------------------------
 
-def test_the_same_combination_in_several_folders_uses_ok_over_skipped_and_says_which(data, folders):
+def test_the_same_combination_in_several_folders_counts_every_ok_run_and_says_which(data, folders):
     cpu, gpu, _ = folders
     merges = data.merges.set_index("combination")
     row = merges.loc["device=gpu, n=256"]
-    assert row["used"] == str(gpu / "matmul_tflops" / "gpu" / "n-256.json")
-    assert row["why"] == "ok preferred over skipped"
-    assert str(cpu / "matmul_tflops" / "gpu" / "n-256.json") in row["not used"]
-    # two ok records of one combination: the one that finished last is used, and that is said
+    assert row["named by"] == str(gpu / "matmul_tflops" / "gpu" / "n-256.json")
+    assert row["why"] == "ok preferred over skipped" and row["runs counted"] == 1
+    assert f"{cpu / 'matmul_tflops' / 'gpu' / 'n-256.json'} (skipped)" in row["not counted"]
+    # two ok records of one combination from two folders: two runs of it, both counted
     twice = merges.loc["device=cpu, n=256"]
-    assert twice["used"] == str(gpu / "matmul_tflops" / "cpu" / "n-256.json")
-    assert twice["why"] == "the most recent of 2 ok records"
+    assert twice["named by"] == str(gpu / "matmul_tflops" / "cpu" / "n-256.json")  # the most recent
+    assert twice["why"] == "2 ok runs, each counted" and twice["runs counted"] == 2
     used = data.used("matmul_tflops")
-    assert len(used) == 6  # cpu x2, gpu x2, tpu n=512, the tpu n=256 that no runtime could run
-    assert sorted(used["status"]) == ["ok"] * 5 + ["skipped"]
+    assert len(used) == 7  # cpu n=256 twice, cpu n=512, gpu x2, tpu n=512, the tpu n=256 that no runtime could run
+    assert sorted(used["status"]) == ["ok"] * 6 + ["skipped"]
+    collapsed = data.ok("matmul_tflops").set_index("combination")
+    assert collapsed.loc["device=cpu, n=256", "runs"] == 2 and collapsed.loc["device=gpu, n=256", "runs"] == 1
+    assert collapsed.loc["device=cpu, n=256", "samples.tflops_warm"] == [0.5, 0.5]
+
+
+def test_a_copy_of_a_run_counts_once_and_is_named(tmp_path):
+    record = fx.matmul("cpu", 256, 0.5)
+    fx.write(tmp_path / "a", record, "n-256")
+    fx.write(tmp_path / "copy", record, "n-256")
+    data = report.load_report_data([tmp_path / "a", tmp_path / "copy"])
+    (row,) = data.merges.to_dict("records")
+    assert row["runs counted"] == 1 and "1 copy of a counted run left out" in row["why"]
+    assert "(a copy of a run already counted)" in row["not counted"]
+    assert data.ok("matmul_tflops")["runs"].tolist() == [1]
 
 
 def test_a_record_of_an_unknown_schema_version_is_reported_not_dropped(data):

@@ -10,8 +10,9 @@ The schema (every key but `notebook` optional)::
     zip:                                        # groups of lists that vary together, not crossed:
       - {units: [32, 64, 128], layers: [1, 2, 3]}   # (32, 1), (64, 2), (128, 3), each crossed with the grid
     fixed: {epochs: 10}                         # one value for every combination
-    presets:                                    # named overrides of grid, zip and fixed values
-      smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}}
+    repeats: 3                                  # independent runs of each combination, each in its own kernel
+    presets:                                    # named overrides of grid, zip, fixed and repeats
+      smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}, repeats: 1}
 
 `zip` may also be a single mapping (one group). How the file's values, a preset's and `-p` combine
 is colabkit.sweep.layers'.
@@ -41,8 +42,8 @@ from colabkit.sweep.combination import device_request
 from colabkit.sweep.layers import Layer, Resolved, canonical
 from colabkit.sweep.parameters import declared_parameters
 
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets")
-PRESET_KEYS = ("description", "grid", "zip", "fixed")
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets")
+PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats")
 SET_BY_THE_SWEEP = ("results_path",)
 
 
@@ -78,6 +79,10 @@ class GridSpec:
             resolved.apply(self.presets[preset])
         resolved.pin({key: value for key, value in (overrides or {}).items() if key in self.parameters})
         return resolved
+
+    def repeats(self, preset: str | None = None) -> int:
+        """How many independent runs of each combination the file (and `preset`) ask for (default 1)."""
+        return self.resolve(preset).repeats
 
     def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         """The grid axes and fixed values once `preset` (if any) is applied (zip groups left out)."""
@@ -167,10 +172,22 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
     return {str(key): value for key, value in fixed.items()}
 
 
+def check_repeats(value: Any, where: str, problems: list[str]) -> int | None:
+    """A `repeats` value: None when absent, else a whole number >= 1 (a problem appended otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        problems.append(f"{where}repeats = {value!r}: expected a whole number >= 1 (independent runs of each "
+                        "combination)")
+        return None
+    return value
+
+
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
-                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""))
+                  _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
+                  check_repeats(raw.get("repeats"), where, problems))
     places: dict[str, str] = {}
     for located, key, _ in layer.located_values():
         if key in places:

@@ -43,6 +43,7 @@ class Layer:
     zips: list[dict[str, list[Any]]] = field(default_factory=list)
     fixed: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    repeats: int | None = None  # independent runs of each combination (`repeats:`); None: as an earlier layer
 
     def located_values(self) -> list[tuple[str, str, list[Any]]]:
         """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
@@ -61,6 +62,7 @@ class Resolved:
     zips: list[dict[str, list[Any]]]
     fixed: dict[str, Any]
     named: list[str] = field(default_factory=list)  # the keys a combination's slug is made of, in order
+    repeats: int = 1  # independent runs of each combination: the last layer that says
 
     def forget(self, key: str) -> None:
         """Remove `key` wherever an earlier layer put it. Rows of a zip group told apart by `key` alone
@@ -73,6 +75,8 @@ class Resolved:
         self.zips = [distinct_rows(group) for group in self.zips if group]
 
     def apply(self, layer: Layer) -> None:
+        if layer.repeats is not None:
+            self.repeats = layer.repeats
         for key, values in layer.grid.items():
             if key in self.axes:
                 self.axes[key] = list(values)  # keep the axis where it was: slugs stay stable

@@ -7,7 +7,9 @@ so the sweep itself never claims a GPU or TPU, or a Dask cluster's workers'; (4)
 combination: run it, keep the result an earlier sweep finished (its record is ok and its fingerprint
 matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest
 through an executor (colabkit.sweep.executors: one after another, `jobs` side by side, or on a Dask
-cluster), one fresh kernel each; (6) returns one Outcome per combination for the summary table.
+cluster), one fresh kernel each, each combination as many times as its `repeats` say, in interleaved
+rounds (colabkit.sweep.plan.interleave); with `target_ci`, further rounds until each headline's
+interval is narrow enough (colabkit.sweep.target); (6) returns one Outcome per run for the summary table.
 
 Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
 .html, .json (the record), .log.
@@ -28,6 +30,7 @@ from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, is_filesyste
 from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock
 from colabkit.sweep.plan import Decision, SweepAction, decide, plan
+from colabkit.sweep.target import DEFAULT_MAX_REPEATS, describe_missed, next_round
 
 __all__ = ["open_executor", "prepare", "run_sweep"]
 
@@ -43,23 +46,34 @@ def open_executor(out: Path, options: RunOptions, *, available: Mapping[str, int
     return (SerialExecutor if options.jobs == 1 else PoolExecutor)(out, options, available)
 
 
-def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None) -> None:
+def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None, wait_quiet_s: float | None = None,
+                     target_ci: float | None = None, max_repeats: int | None = None) -> None:
     if jobs < 1:
         raise ColabkitError(f"--jobs must be at least 1, got {jobs}")
     if cluster and jobs != 1:
         raise ColabkitError("--jobs does not apply with --cluster: each Dask worker thread runs one combination")
     if timeout_s is not None and not timeout_s > 0:
         raise ColabkitError(f"--timeout must be more than 0 seconds, got {timeout_s:g}")
+    if wait_quiet_s is not None and jobs != 1:
+        raise ColabkitError("--wait-quiet waits for an idle host before each run; with --jobs the other runs keep it "
+                            "busy: use --jobs 1")
+    if max_repeats is not None and target_ci is None:
+        raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
+    if target_ci is not None and not 0 < target_ci < 1:
+        raise ColabkitError(f"--target-ci must be a share between 0 and 100 %, got {target_ci}")
+    if max_repeats is not None and max_repeats < 1:
+        raise ColabkitError(f"--max-repeats must be at least 1, got {max_repeats}")
 
 
 def prepare(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
             out: str | Path = "outputs", available: Mapping[str, int] | None = None,
             overrides: dict[str, Any] | None = None, force: bool = False,
-            rerun_unreadable: bool = False, *, cluster: str | None = None) -> list[Decision]:
+            rerun_unreadable: bool = False, *, cluster: str | None = None,
+            repeats: int | None = None) -> list[Decision]:
     """What `--dry-run` shows: validate, check the output folder, find the devices (detected unless
-    `available` is given; a cluster's workers' with `cluster`) and decide every combination. Runs
-    and writes nothing."""
-    combinations = plan(grid_paths, preset, device, overrides, out)
+    `available` is given; a cluster's workers' with `cluster`) and decide every run of every
+    combination (`repeats` of each, or as its grid says). Runs and writes nothing."""
+    combinations = plan(grid_paths, preset, device, overrides, out, repeats)
     check_output_folder(out)
     with open_executor(Path(out), RunOptions(), available=available, cluster=cluster) as executor:
         return decide(combinations, executor.out, executor.inventory(), force, rerun_unreadable)
@@ -84,6 +98,10 @@ def run_sweep(
     worker_grace_s: float = 60,
     cluster: str | None = None,
     shared_out: bool | None = None,
+    repeats: int | None = None,
+    target_ci: float | None = None,
+    max_repeats: int | None = None,
+    wait_quiet_s: float | None = None,
 ) -> list[Outcome]:
     """Run every combination that is not finished yet; return one Outcome per combination.
 
@@ -94,13 +112,20 @@ def run_sweep(
     recorded as skipped; record files that cannot be read are set aside untouched unless
     `rerun_unreadable`. A file-system fault of one combination fails that combination only.
     `cluster` runs them on a Dask cluster (`shared_out`: see colabkit.sweep.cluster.DaskExecutor).
-    Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
+    `repeats` runs each combination that many times (else as its grid file says), each run in its own
+    kernel with its own record; `target_ci` (a share: 0.03) adds rounds until each headline's 95 %
+    interval is within +/- that of its median, up to `max_repeats` runs; `wait_quiet_s` waits up to that
+    long for a quiet host before each run. Raises SweepInterrupted (with the outcomes so far) on Ctrl-C
+    or SIGTERM.
     """
-    _check_arguments(jobs, timeout_s, cluster)
-    combinations = plan(grid_paths, preset, device, overrides, out)
+    _check_arguments(jobs, timeout_s, cluster, wait_quiet_s, target_ci, max_repeats)
+    combinations = plan(grid_paths, preset, device, overrides, out, repeats)
     check_output_folder(out)
+    if target_ci is not None and max_repeats is None:
+        max_repeats = DEFAULT_MAX_REPEATS
     options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
-                         worker_grace_s=worker_grace_s)
+                         worker_grace_s=worker_grace_s, wait_quiet_s=wait_quiet_s, target_ci=target_ci,
+                         max_repeats=max_repeats)
     with open_executor(Path(out), options, available=available, cluster=cluster, shared_out=shared_out) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
@@ -112,6 +137,9 @@ def run_sweep(
             for note in executor.notes(to_run):
                 echo(note)
             _run(executor, to_run, echo, progress, outcomes)
+            if target_ci is not None and max_repeats is not None:
+                decisions += _until_target(executor, decisions, target_ci, max_repeats, force, echo, progress,
+                                           outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
@@ -134,10 +162,37 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
     bar.close()
 
 
+def _until_target(executor: Executor, decisions: list[Decision], target: float, max_repeats: int, force: bool,
+                  echo: Callable[[str], None], progress: bool, outcomes: list[Outcome]) -> list[Decision]:
+    """Rounds of one more run of each combination whose headline interval is wider than `target`
+    (colabkit.sweep.target), until none is or each has `max_repeats` runs; the decisions of those runs.
+    The combinations that never got there are named at the end."""
+    firsts = {decision.combination.output_base(executor.out): decision.combination.with_repeat(1)
+              for decision in decisions if decision.action != SweepAction.SKIP}
+    added: list[Decision] = []
+    while True:
+        more, states = next_round(firsts.values(), executor.out, target, max_repeats)
+        if not more:
+            break
+        round_decisions = decide(more, executor.out, executor.inventory(), force)
+        echo(f"--target-ci {100 * target:g} %: {len(more)} combination(s) short of it; one more run each "
+             f"(repeat {min(c.repeat for c in more)}-{max(c.repeat for c in more)})")
+        added += round_decisions
+        to_run = [d for d in round_decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
+        outcomes += [_settled(d, executor.out, False) for d in round_decisions if d not in to_run]
+        _run(executor, to_run, echo, progress, outcomes)
+    missed = describe_missed(states, target)
+    if missed:
+        echo(f"{len(missed)} combination(s) did not reach +/- {100 * target:g} % within {max_repeats} runs:")
+        for line in missed:
+            echo(f"  {line}")
+    return added
+
+
 def _first_line(total: int, to_run: int, settled: list[Outcome], where: str) -> str:
     kept = sum(outcome.resumed for outcome in settled)
     set_aside = sum(outcome.set_aside for outcome in settled)
-    return (f"{total} combinations: {to_run} to run{where}, {kept} finished earlier (kept), "
+    return (f"{total} runs: {to_run} to run{where}, {kept} finished earlier (kept), "
             f"{len(settled) - kept - set_aside} skipped (cannot run here: device absent, backend or memory)"
             + (f", {set_aside} set aside (record file unreadable; --rerun replaces it)" if set_aside else ""))
 
