@@ -111,7 +111,7 @@ def _report(args: argparse.Namespace) -> int:
     # notebook reads every record once; what it read comes back as a summary (no second reading here).
     dirs = args.results_dirs or ["outputs"]
     try:
-        outputs = build_report(dirs, args.out, kernel_name=args.kernel)
+        outputs = build_report(dirs, args.out, kernel_name=args.kernel, exclude_busy=args.exclude_busy)
     except NoRecordsError as empty:
         _print_records_read(dirs, {"records": 0, "statuses": {}, "rejected": empty.rejected})
         raise
@@ -338,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folders of records; several merge (default: outputs)")
     report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
+    report.add_argument("--exclude-busy", action="store_true",
+                        help="leave runs made on a busy host (host_quiet false) out of the figures and intervals; "
+                             "they are still listed")
     report.set_defaults(handler=_report)
     status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device",
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
