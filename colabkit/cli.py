@@ -29,7 +29,8 @@ EXIT_CODES = """exit status:
        no row failed, or no GPU to check (gpu-check)
   1    done, but something needs a look: a combination failed or was set aside (sweep); some
        files could not be read as records (report); a failed, unfinished or unreadable record,
-       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check)
+       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
+       a resolved regression beyond --fail-above (compare)
   2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
        sweep is writing to, a missing folder or report notebook (one line on stderr)
   130  interrupted by Ctrl-C or SIGTERM: finished combinations are kept; unfinished ones are
@@ -141,6 +142,16 @@ def _print_records_read(dirs: list[str], summary: dict[str, Any]) -> None:
     if summary["rejected"]:
         print(f"{len(summary['rejected'])} file(s) could not be read as records (or cannot be measurements) and are "
               "left out of the report (they are listed in it too)", file=sys.stderr)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from colabkit.compare import run_compare
+
+    by = [name.strip() for item in args.by or [] for name in item.split(",") if name.strip()]
+    from colabkit.statistics import TOLERANCE
+
+    return run_compare(args.baseline, args.candidate, by, markdown=args.markdown, csv_path=args.csv,
+                       fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance)
 
 
 def _coordinates_module(root: str) -> Path:
@@ -287,6 +298,13 @@ def _share(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _tolerance(text: str) -> float:
+    """--tolerance: '2%' or 0.02 (0 allowed: resolve any difference whose interval excludes 1)."""
+    if text.strip() in ("0", "0%"):
+        return 0.0
+    return _share(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m colabkit", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -342,6 +360,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="leave runs made on a busy host (host_quiet false) out of the figures and intervals; "
                              "they are still listed")
     report.set_defaults(handler=_report)
+    compare = verbs.add_parser("compare", help="two results folders side by side: per combination, the headline's "
+                                               "ratio with its 95%% interval and a verdict (docs/statistics.md)",
+                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    compare.add_argument("baseline", metavar="BASELINE", help="results folder to compare against (before)")
+    compare.add_argument("candidate", metavar="CANDIDATE", help="results folder to compare (after)")
+    compare.add_argument("--by", action="append", metavar="PARAM",
+                         help="leave this parameter out of the match, to compare across it (e.g. device); repeatable")
+    compare.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
+    compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
+    compare.add_argument("--fail-above", type=_share, metavar="PCT",
+                         help="exit 1 when a combination is resolved slower by more than PCT (5%%): for CI")
+    compare.add_argument("--tolerance", type=_tolerance, default=None, metavar="PCT",
+                         help="ratios whose interval stays within +/- PCT of 1 are no difference (default 2%%)")
+    compare.set_defaults(handler=_compare)
     status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device",
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
