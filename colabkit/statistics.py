@@ -134,20 +134,6 @@ class Interval:
             return None
         return (float(self.high) - float(self.low)) / 2 / abs(float(self.estimate))  # type: ignore[arg-type]
 
-    def as_dict(self, prefix: str = "") -> dict[str, Any]:
-        """The interval as flat fields (`prefix` before each name): n, median or estimate, low, high."""
-        return {f"{prefix}n": self.n, f"{prefix}estimate": self.estimate, f"{prefix}ci_low": self.low,
-                f"{prefix}ci_high": self.high, f"{prefix}note": self.note}
-
-    def text(self, digits: int = 3) -> str:
-        """'1.23 [1.10, 1.31] (n = 5)'; '1.23 (n = 2: no interval)'."""
-        def number(value: float | None) -> str:
-            return "-" if value is None else f"{value:.{digits}g}"
-
-        if not self.resolved:
-            return f"{number(self.estimate)} (n = {self.n}: no interval)"
-        return f"{number(self.estimate)} [{number(self.low)}, {number(self.high)}] (n = {self.n})"
-
 
 def _bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """The medians of `resamples` resamples of `values`, each drawn with replacement."""

@@ -42,6 +42,12 @@ def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
     assert record["params"] == expected  # every declared parameter, read back from the parameters cell
     assert metrics["blas_tflops"] > 0
     assert metrics["ratio_to_blas"] == pytest.approx(metrics["tflops_warm"] / metrics["blas_tflops"])
+    blas = record["timings"]["blas"]  # measured to a minimum time, its samples and host kept, and judged
+    assert blas["measured_s"] >= blas["min_time_s"] == 0.5 and len(blas["samples_s"]) >= 5
+    assert blas["calls_per_sample"] >= 1 and "other_cpu_share" in blas["host"]
+    assert isinstance(metrics["blas_stable"], bool)
+    assert (metrics["blas_unstable_reason"] is None) == metrics["blas_stable"]
+    assert isinstance(record["host_quiet"], bool) and record["host_state"]["wall_s"] > 0
     assert metrics["xla"] is False  # "auto" means oneDNN graphs on CPU
     outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
     assert any("image/png" in output.get("data", {}) for output in outputs), "the notebook's plot is missing"

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import find
-from colabkit.statistics import Interval, cv, finite, median_ci
+from colabkit.statistics import cv, finite, median_ci
 
 HEADLINE_FIELDS = ("n", "median", "ci_low", "ci_high", "note", "between_cv", "within_cv")
 
@@ -63,11 +63,6 @@ def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
     return spread
 
 
-def headline_interval(values: list[float]) -> Interval:
-    """The interval of a combination's headline over its runs (colabkit.statistics.median_ci)."""
-    return median_ci(values)
-
-
 def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd.Series) -> pd.DataFrame:
     """For every record (row of `frame`): its combination's headline figures over the runs that count
     (`counted`): `headline.metric`, `.n`, `.median`, `.ci_low`, `.ci_high`, `.note`, `.between_cv`,
@@ -83,7 +78,7 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
         metric = experiment.headline.metric
         runs = rows[counted.loc[rows.index] & (rows["status"] == "ok")]
         values = finite(runs.get(f"metrics.{metric}", pd.Series(dtype=float)))
-        interval = headline_interval(values)
+        interval = median_ci(values)
         within = within_run_cv(runs, metric).median() if len(runs) else np.nan
         figures = {"headline.metric": metric, "headline.n": interval.n, "headline.median": interval.estimate,
                    "headline.ci_low": interval.low, "headline.ci_high": interval.high, "headline.note": interval.note,
