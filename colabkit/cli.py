@@ -151,7 +151,8 @@ def _compare(args: argparse.Namespace) -> int:
     from colabkit.statistics import TOLERANCE
 
     return run_compare(args.baseline, args.candidate, by, markdown=args.markdown, csv_path=args.csv,
-                       fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance)
+                       fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance,
+                       exclude_busy=args.exclude_busy)
 
 
 def _coordinates_module(root: str) -> Path:
@@ -371,6 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
     compare.add_argument("--fail-above", type=_share, metavar="PCT",
                          help="exit 1 when a combination is resolved slower by more than PCT (5%%): for CI")
+    compare.add_argument("--exclude-busy", action="store_true",
+                         help="leave out runs made on a busy host (host_quiet false), as the report can")
     compare.add_argument("--tolerance", type=_tolerance, default=None, metavar="PCT",
                          help="ratios whose interval stays within +/- PCT of 1 are no difference (default 2%%)")
     compare.set_defaults(handler=_compare)

@@ -9,7 +9,8 @@ of runs, median and 95 % interval, the ratio candidate / baseline with its inter
 runs resampled) and the verdict, read in the headline's direction (colabkit.statistics: faster,
 slower, no difference resolved, too few runs).
 
-`fail_above` (`--fail-above 5%`) makes the comparison fail (exit status 1) when a combination's
+`exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as
+the report can. `fail_above` (`--fail-above 5%`) makes the comparison fail (exit status 1) when a combination's
 candidate is resolved slower and its estimated slowdown exceeds that share: for CI. A folder that
 cannot be read, or two folders with nothing in common, is a one-line error (ColabkitError, exit 2).
 This module reads records only; it never imports the report.
@@ -43,6 +44,7 @@ class Side:
     folder: str
     runs: dict[str, tuple[str, dict[str, Any], list[float]]]
     skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
+    busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
 
 
 @dataclass(frozen=True)
@@ -69,25 +71,30 @@ def _key(notebook: str, params: dict[str, Any], by: Sequence[str]) -> str:
                       sort_keys=True, default=str)
 
 
-def read_side(folder: str | Path, by: Sequence[str]) -> Side:
-    """The combinations with ok runs below `folder`, keyed by notebook and parameters (`by` left out).
-    ColabkitError when the folder does not exist or holds no readable ok record."""
+def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False) -> Side:
+    """The combinations with ok runs below `folder`, keyed by notebook and parameters (`by` left out);
+    with `exclude_busy`, without the runs made on a busy host. ColabkitError when the folder does not
+    exist or holds no readable ok record."""
     path = Path(folder)
     if not path.exists():
         raise ColabkitError(f"compare: results folder {folder} does not exist")
     loaded: LoadedRecords = load_records(path)
     runs: dict[str, tuple[str, dict[str, Any], list[float]]] = {}
     skipped = set()
+    busy = 0
     for group in loaded.combinations():
-        if not group.repeats:
+        counted = [path for path in group.repeats
+                   if not (exclude_busy and loaded.records[path].get("host_quiet") is False)]
+        busy += len(group.repeats) - len(counted)
+        if not counted:
             continue
         experiment = find(group.notebook)
         if experiment is None:
             skipped.add(group.notebook)
             continue
         metric = experiment.headline.metric
-        params = combination_params(loaded.records[group.repeats[0]])
-        values = finite(loaded.records[path]["metrics"].get(metric) for path in group.repeats)
+        params = combination_params(loaded.records[counted[0]])
+        values = finite(loaded.records[path]["metrics"].get(metric) for path in counted)
         key = _key(group.notebook, params, by)
         if key in runs:  # two combinations of one side match once `by` is left out: a match would mix them
             raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "
@@ -97,7 +104,7 @@ def read_side(folder: str | Path, by: Sequence[str]) -> Side:
     if not runs:
         why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
         raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
-    return Side(str(folder), runs, sorted(skipped))
+    return Side(str(folder), runs, sorted(skipped), busy)
 
 
 def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[str]) -> str:
@@ -107,10 +114,16 @@ def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[s
 
 
 def compare_folders(baseline: str | Path, candidate: str | Path, by: Sequence[str] = (),
-                    tolerance: float = TOLERANCE) -> list[Row]:
+                    tolerance: float = TOLERANCE, exclude_busy: bool = False) -> list[Row]:
     """Every combination the two folders have in common (parameters equal but `by`), compared on its
-    headline. ColabkitError (one line) when a folder cannot be read or they share no combination."""
-    before, after = read_side(baseline, by), read_side(candidate, by)
+    headline (`exclude_busy`: without runs made on a busy host). ColabkitError (one line) when a folder
+    cannot be read or they share no combination."""
+    return compare_sides(read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy), by, tolerance)
+
+
+def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: float = TOLERANCE) -> list[Row]:
+    """The rows of compare_folders, from the two sides already read."""
+    baseline, candidate = before.folder, after.folder
     rows = []
     for key, (description, params, values) in before.runs.items():
         if key not in after.runs:
@@ -192,12 +205,17 @@ def summary_line(rows: list[Row]) -> str:
 
 
 def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown: str | None = None,
-                csv_path: str | None = None, fail_above: float | None = None, tolerance: float = TOLERANCE) -> int:
+                csv_path: str | None = None, fail_above: float | None = None, tolerance: float = TOLERANCE,
+                exclude_busy: bool = False) -> int:
     """The `compare` verb: print the table, write Markdown/CSV on request; 1 when `fail_above` finds a
     regression, else 0."""
-    rows = compare_folders(baseline, candidate, by, tolerance)
+    before, after = read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy)
+    rows = compare_sides(before, after, by, tolerance)
     print("\n".join(text_table(table_rows(rows))))
     print(summary_line(rows))
+    if exclude_busy:
+        print(f"left out, made on a busy host: {before.busy_left_out} run(s) of {baseline}, "
+              f"{after.busy_left_out} of {candidate}")
     if markdown:
         Path(markdown).write_text(to_markdown(rows, baseline, candidate), encoding="utf-8")
         print(f"markdown: {markdown}")

@@ -70,6 +70,20 @@ def test_a_copy_made_30_percent_better_is_resolved_faster_and_the_other_way_fail
     assert main(["compare", str(better), str(before), "--fail-above", "40%"]) == 0  # slower, but not by 40 %
 
 
+def test_runs_on_a_busy_host_can_be_left_out_and_are_counted(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    after = matmul_runs(tmp_path / "after")
+    slow = fx.matmul("cpu", 256, 0.05)
+    slow["host_quiet"] = False  # a run beside other work, half as fast
+    fx.write(tmp_path / "after", slow, "n-256_repeat-6")
+    assert main(["compare", str(before), str(after), "--exclude-busy"]) == 0
+    printed = capsys.readouterr().out
+    assert "left out, made on a busy host: 0 run(s) of" in printed and f"1 of {tmp_path / 'after'}" in printed
+    kept = {row.description: row.comparison.candidate.n for row in compare_folders(before, after)}
+    left = {row.description: row.comparison.candidate.n for row in compare_folders(before, after, exclude_busy=True)}
+    assert kept["device=cpu, n=256"] == 6 and left["device=cpu, n=256"] == 5
+
+
 def test_by_compares_across_a_parameter_and_times_read_the_other_way(tmp_path):
     cpu = matmul_runs(tmp_path / "cpu")
     gpu = better_copy(matmul_runs(tmp_path / "gpu-src", device="gpu"), tmp_path / "gpu", 10.0)

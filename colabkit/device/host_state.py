@@ -158,7 +158,7 @@ def quiet_verdict(state: dict[str, Any]) -> tuple[bool | None, list[str]]:
     reasons = []
     other, steal = state.get("other_cpu_share"), state.get("steal_share")
     if other is not None and other > OTHER_CPU_SHARE_MAX:
-        reasons.append(f"other processes took {100 * other:.0f} % of the CPUs' time during the run "
+        reasons.append(f"other processes took {100 * other:.0f} % of the CPUs' time "
                        f"({state.get('other_cpu_s', 0):.1f} CPU-s; threshold {100 * OTHER_CPU_SHARE_MAX:.0f} %)")
     if steal is not None and steal > STEAL_SHARE_MAX:
         reasons.append(f"the hypervisor stole {100 * steal:.0f} % of the CPU time "

@@ -175,7 +175,8 @@ def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: 
     both (`samples`: a column of per-run value lists; without it the rows' `value` as one run each):
     `<prefix>` (the ratio of medians: value / baseline for throughputs, baseline / value for times),
     `<prefix>_low`, `<prefix>_high` (its 95 % interval, none below 3 runs a side) and
-    `<prefix>_verdict` (faster, slower, no difference resolved, too few runs); NaN without a baseline row."""
+    `<prefix>_verdict` (faster, slower, no difference resolved, too few runs; "baseline" on the baseline's
+    own rows, whose speedup is 1); NaN without a baseline row."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
     if baseline is None or not len(table):
@@ -184,7 +185,9 @@ def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: 
     base = table[table[device] == baseline].drop_duplicates(match)
     base_runs = dict(zip(base[match], runs.loc[base.index]))
     for index, key in table[match].items():
-        if key in base_runs:
+        if table.at[index, device] == baseline:  # the baseline itself: 1 by definition, nothing to judge
+            result.loc[index, [prefix, f"{prefix}_verdict"]] = [1.0, "baseline"]
+        elif key in base_runs:
             for name, field in comparison_fields(runs.loc[index], base_runs[key], higher_is_better, prefix).items():
                 result.at[index, name] = field
     return result

@@ -96,7 +96,8 @@ def collapse(runs: pd.DataFrame) -> pd.DataFrame:
         return runs.assign(runs=pd.Series(dtype=int), busy_runs=pd.Series(dtype=int))
     numeric = [column for column in runs.columns if column.startswith("metrics.") and _numeric(runs[column])]
     groups = runs.groupby("combination_id", sort=False)
-    medians = groups[numeric].median() if numeric else None
+    values = runs[numeric].apply(pd.to_numeric, errors="coerce")  # None (absent) as NaN, for the median
+    medians = values.groupby(runs["combination_id"], sort=False).median() if numeric else None
     named = runs.sort_values("finished_at", kind="stable").groupby("combination_id", sort=False).tail(1)
     named = named.set_index("combination_id").loc[list(groups.groups)]
     if medians is not None:

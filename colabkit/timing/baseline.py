@@ -31,7 +31,7 @@ OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 MIN_TIME_S = 0.5  # the timed products add up to at least this
 SAMPLE_MIN_S = 0.02  # each sample times back-to-back products lasting at least this (timer, scheduler noise)
 MIN_SAMPLES = 5
-UNSTABLE_HALF_WIDTH = 0.05  # the median sample's 95 % interval wider than +/- 5 %: the baseline is unstable
+UNSTABLE_HALF_WIDTH = 0.10  # the median sample's 95 % interval wider than +/- 10 %: the baseline is unstable
 IMPLAUSIBLE_FRACTION_OF_PEAK = 0.02  # below 2 % of the CPU's peak estimate, a BLAS product was disturbed
 
 _CHILD = r"""
