@@ -219,3 +219,8 @@ class InsufficientMemoryError(ColabkitError):
 class FlopCountError(ColabkitError):
     """A model's FLOPs cannot be counted analytically: a layer type without a formula (named in the
     message), an axis of unknown length, or a model that was never built on keras.Input."""
+
+
+class ProfileSummaryUnavailable(ColabkitError):
+    """A profile's trace was written but cannot be broken down here: the converter (xprof) is absent,
+    or the trace holds no operation it counts. The record says why; the trace still opens in TensorBoard."""

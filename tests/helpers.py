@@ -30,9 +30,16 @@ def execute_notebook(name: str, output_dir: Path, **parameters: Any):
     """Run notebooks/<name>.ipynb through papermill (the production path) with `parameters`.
 
     Returns (executed notebook node, record path). The record goes to output_dir/record.json.
+    A training notebook's breakdown passes (seconds per run) are off unless a test asks for them
+    (`breakdown=True`): tests/test_breakdown.py and the CNN smoke test measure them.
     """
     import papermill
 
+    from colabkit.experiments import find
+
+    experiment = find(name)
+    if experiment is not None and "breakdown" in experiment.parameter_names:
+        parameters.setdefault("breakdown", False)
     record_path = output_dir / "record.json"
     parameters.setdefault("results_path", str(record_path))
     executed = papermill.execute_notebook(

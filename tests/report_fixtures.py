@@ -56,12 +56,37 @@ def _error(status: str) -> dict[str, Any] | None:
     return None
 
 
+# What bounds each device's runs (colabkit.training.breakdown): the CPU computes, the GPU waits for its
+# input, the TPU for its host; (input wait, host, device) shares and bound_by.
+BREAKDOWN = {"cpu": (0.05, 0.15, 0.80, "compute"), "cpu:2": (0.05, 0.25, 0.70, "memory"),
+             "gpu": (0.60, 0.10, 0.30, "input"), "tpu": (0.10, 0.55, 0.35, "host")}
+# A profile of a CPU run as the converter summarises it (shares sum to 1, idle its own).
+CPU_PROFILE = {"matmul": 0.05, "convolution": 0.15, "elementwise": 0.03, "reduction": 0.04, "optimizer": 0.02,
+               "copy": 0.0, "input": 0.01, "other": 0.0, "idle": 0.70}
+
+
 def _timing(device: str, batch: int, epochs: int = 3) -> dict[str, Any]:
     steady = EPOCH_S[device]
+    rate = batch * 100 / steady
+    waits, host, compute, bound = BREAKDOWN[device]
     return {"epochs_run": epochs, "epoch_time_first_s": steady * 3, "epoch_time_steady_s": steady,
             "epoch_time_steady_std_s": steady * 0.1, "step_time_steady_ms": steady * 10,
-            "sample_time_steady_us": steady * 1e4 / batch, "samples_per_s": batch * 100 / steady,
-            "train_time_s": steady * (epochs + 2), "global_batch_size": batch}
+            "sample_time_steady_us": steady * 1e4 / batch, "samples_per_s": rate,
+            "train_time_s": steady * (epochs + 2), "global_batch_size": batch,
+            "input_samples_per_s": rate / max(waits, 0.05) / 2, "device_samples_per_s": rate / compute,
+            "input_wait_share": waits, "host_share": host, "device_share": compute, "bound_by": bound}
+
+
+def breakdown_fields(device: str, batch: int, profiled: bool = False) -> dict[str, Any]:
+    """The record's `breakdown` (and, `profiled`, `op_breakdown`) sections as a training notebook writes them."""
+    rate = batch * 100 / EPOCH_S[device]
+    fields: dict[str, Any] = {"breakdown": {"measured": True, "reason": None, "samples_per_s": rate,
+                                            "memory_samples_per_s": rate / (1 - BREAKDOWN[device][0]),
+                                            "seconds": {"total": 6.5}}}
+    if profiled:
+        fields["op_breakdown"] = {"steps": 5, "basis": "host", "categories": dict(CPU_PROFILE),
+                                  "trace_dir": "cnn.profile", "idle_explained": "threads waiting on each other"}
+    return fields
 
 
 def matmul(device: str, n: int, tflops: float | None = None, status: str = "ok", count: int = 3,
@@ -92,8 +117,8 @@ def cnn(device: str, batch: int, status: str = "ok", data: dict[str, Any] | None
                "replicas": DEVICES[device]["replicas"]}
     timings = {"step_s_steady": {"n": 2, "min": 0.009, "median": 0.01, "mean": 0.01, "std": EPOCH_S[device] / 1000}}
     return make_record("cnn_mnist", "ok", params, metrics=metrics, timings=timings, device=_device(device, status),
-                       data=data or REAL_MNIST,
-                       history={"loss": [0.5, 0.2, 0.1], "val_loss": [0.3, 0.15, 0.1]})
+                       data=data or REAL_MNIST, history={"loss": [0.5, 0.2, 0.1], "val_loss": [0.3, 0.15, 0.1]},
+                       **breakdown_fields(device, batch, profiled=device == "cpu"))
 
 
 def dblstm(device: str, layers: int, units: int, status: str = "ok", data: dict[str, Any] | None = None,
@@ -111,7 +136,7 @@ def dblstm(device: str, layers: int, units: int, status: str = "ok", data: dict[
                "precision": accuracy - 0.01, "recall": accuracy - 0.02, "f1_macro": accuracy - 0.015,
                "f1_weighted": accuracy - 0.012, "params": 1000 * units * layers}
     return make_record("dblstm_har", "ok", params, metrics=metrics, device=_device(device, status),
-                       data=data or REAL_HAR)
+                       data=data or REAL_HAR, **breakdown_fields(device, 64))
 
 
 def timeseries(device: str, batch: int, status: str = "ok", predictions: Any = "default",
@@ -135,7 +160,7 @@ def timeseries(device: str, batch: int, status: str = "ok", predictions: Any = "
     elif predictions is not None:
         extra["predictions"] = predictions
     return make_record("timeseries_rnn", "ok", params, metrics=metrics, device=_device(device, status),
-                       data=REAL_WEATHER, **extra)
+                       data=REAL_WEATHER, **breakdown_fields(device, batch), **extra)
 
 
 def multi_device_results(root: Path) -> list[Path]:

@@ -45,10 +45,32 @@ def check_training_record(record, epochs: int, global_batch: int, train_samples:
     assert all(e["validation_s"] > 0 for e in per_epoch)  # validation ran, and was timed apart
 
 
+def check_breakdown(record, folder):
+    """What bounds the run: three throughputs, shares summing to 1, bound_by, what the passes cost, what a
+    CPU "device" is; and the profile of 5 steps beside the record, summarised (or why not)."""
+    metrics, breakdown = record["metrics"], record["breakdown"]
+    assert metrics["samples_per_s"] > 0 and metrics["input_samples_per_s"] > 0 and metrics["device_samples_per_s"] > 0
+    shares = [metrics["input_wait_share"], metrics["host_share"], metrics["device_share"]]
+    assert all(0 <= share <= 1 for share in shares) and sum(shares) == pytest.approx(1)
+    assert metrics["bound_by"] in ("input", "host", "compute", "memory", "device")
+    assert breakdown["measured"] and breakdown["samples_per_s"] == metrics["samples_per_s"]
+    assert 0 < breakdown["seconds"]["total"] < 120 and "same cores" in breakdown["device_is"]
+    profile = record["op_breakdown"]
+    assert profile["steps"] == 5 and profile["trace_dir"] == str(folder / "record.profile")
+    assert (folder / "record.profile" / profile["trace_files"][0]).stat().st_size > 0
+    if profile["reason"] is None:  # the converter (xprof) is installed
+        assert sum(profile["categories"].values()) == pytest.approx(1, abs=0.01) and "idle" in profile["categories"]
+        busy = profile["busy_categories"]  # convolutions and matrix products first
+        others = max(value for name, value in busy.items() if name not in ("convolution", "matmul"))
+        assert busy["convolution"] + busy["matmul"] > others
+    else:
+        assert "xprof" in profile["reason"]
+
+
 def test_cpu_smoke_run_on_offline_mnist(tmp_path):
     executed, record_path = execute_notebook(
         "cnn_mnist", tmp_path, device="cpu", batch_size=128, epochs=3, train_samples=1000, test_samples=256,
-        data_source="offline", target_accuracy=0.0)
+        data_source="offline", target_accuracy=0.0, breakdown=True, profile_steps=5)
     record = read_record(record_path)
     assert record["status"] == "ok" and record["data"]["source"] == "offline"
     metrics = record["metrics"]
@@ -69,6 +91,7 @@ def test_cpu_smoke_run_on_offline_mnist(tmp_path):
     # energy: NVML reads NVIDIA boards only, so a CPU run says why it has none
     assert metrics["energy_j_per_epoch"] is None and "NVIDIA GPUs only" in metrics["energy_reason"]
     assert len(record["history"]["val_accuracy"]) == 3
+    check_breakdown(record, tmp_path)
     images = [o for cell in executed.cells for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) >= 2  # training curves and the confusion matrix
     assert "offline" in str([o for cell in executed.cells for o in cell.get("outputs", [])]).lower()

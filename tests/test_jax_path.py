@@ -24,10 +24,11 @@ TINY = {
     "cnn_mnist": dict(batch_size=32, epochs=2, train_samples=200, test_samples=64, data_source="offline",
                       target_accuracy=0.0),
     "dblstm_har": dict(batch_size=32, bilstm_layers=1, units=4, head_units=4, epochs=2, models_per_run=1,
-                       train_samples=96, test_samples=64, data_source="offline"),
+                       train_samples=96, test_samples=64, data_source="offline", breakdown=False),
     "timeseries_rnn": dict(batch_size=16, sequence_length=24, units=4, epochs=2, steps_per_epoch=2, warmup_steps=4,
-                           max_hours=2000, plot_hours=24, data_source="offline"),
-    "paradnn": dict(family="fc", layers=1, nodes=16, input_size=32, output_size=8, batch_size=8, steps=2, epochs=2),
+                           max_hours=2000, plot_hours=24, data_source="offline", breakdown=False),
+    "paradnn": dict(family="fc", layers=1, nodes=16, input_size=32, output_size=8, batch_size=8, steps=2, epochs=2,
+                    breakdown=False),
 }
 PROBE = ('import json, sys\n'
          'print("TENSORFLOW-MODULES", json.dumps(sorted(name for name in sys.modules '
@@ -78,6 +79,11 @@ def check_jax_record(record: dict, name: str, replicas: int) -> None:
             "paradnn": 2 * 8 * replicas,
         }[name]
         assert [epoch["samples"] for epoch in epochs] == [samples, samples]
+    if name == "cnn_mnist":  # the breakdown's passes over Keras's JAX distribution: rates, shares, bound_by
+        assert record["breakdown"]["measured"] and record["breakdown"]["backend"] == "jax"
+        assert metrics["input_samples_per_s"] > 0 and metrics["device_samples_per_s"] > 0
+        assert metrics["input_wait_share"] + metrics["host_share"] + metrics["device_share"] == pytest.approx(1)
+        assert metrics["bound_by"] in ("input", "host", "compute", "memory", "device")
 
 
 @pytest.mark.parametrize("name", list(TINY))

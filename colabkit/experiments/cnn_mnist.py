@@ -2,12 +2,14 @@
 
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
+    BREAKDOWN_METRICS,
     UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
     Reference,
     backend_parameter,
+    breakdown_parameters,
     device_parameter,
     results_path_parameter,
     torch_runs_one_step_per_call,
@@ -54,11 +56,12 @@ EXPERIMENT = Experiment(
                   auto="sized for the device"),
         Parameter("test_samples", int, "auto", 'test samples used; "auto": sized for the device (2,000 on a '
                   "CPU, all elsewhere)", minimum=1, zero_means="the whole test set", auto="sized for the device"),
+        *breakdown_parameters(),
         results_path_parameter("cnn_mnist"),
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "sample_time_steady_us",
              "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss",
-             *UTILISATION_METRICS),
+             *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     section="colabkit.report.cnn_mnist:cnn_section",
     references=(

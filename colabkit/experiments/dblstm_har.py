@@ -6,12 +6,14 @@ plain assignments with the same names and defaults; tests/test_experiments.py ch
 
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
+    BREAKDOWN_METRICS,
     UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
     Reference,
     backend_parameter,
+    breakdown_parameters,
     device_parameter,
     results_path_parameter,
     torch_runs_one_step_per_call,
@@ -59,10 +61,12 @@ EXPERIMENT = Experiment(
         Parameter("train_samples", int, "auto", 'training windows used; "auto": all, 1,024 on a CPU', minimum=1,
                   zero_means="all 7,352 training windows", auto="sized for the device"),
         Parameter("test_samples", int, 0, "test windows used", minimum=1, zero_means="all 2,947 test windows"),
+        *breakdown_parameters(),
         results_path_parameter("dblstm_har"),
     ),
     metrics=("train_time_s", "epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size",
-             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params", *UTILISATION_METRICS),
+             "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params", *UTILISATION_METRICS,
+             *BREAKDOWN_METRICS),
     headline=Headline("train_time_s", "training time", "s", "lower"),
     section="colabkit.report.dblstm_har:dblstm_section",
     references=(

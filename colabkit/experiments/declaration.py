@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from colabkit.device.backends import BACKEND_CHOICES
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
+from colabkit.training.shares import BREAKDOWN_METRICS as BREAKDOWN_METRIC_NAMES
 
 if TYPE_CHECKING:
     from colabkit.training.memory import MemoryEstimate
@@ -176,6 +177,15 @@ def torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
     return None
 
 
+def breakdown_parameters() -> tuple[Parameter, Parameter]:
+    """`breakdown` and `profile_steps`, which every training experiment has (colabkit.training.breakdown):
+    short extra passes that say what bounds the run, and a profile of a few steps on request."""
+    return (Parameter("breakdown", bool, True, "after training, measure what bounds the run: its input pipeline "
+                      "alone, the steps fed from memory, the device alone (seconds; False skips it)"),
+            Parameter("profile_steps", int, 0, "profile this many steady steps with the framework's profiler, trace "
+                      "beside the record (0: no profile)", minimum=0))
+
+
 def results_path_parameter(notebook: str) -> Parameter:
     """The `results_path` parameter every experiment has: where its record goes (the sweep sets it)."""
     return Parameter("results_path", str, "",
@@ -186,6 +196,8 @@ COMMON_PARAMETERS = ("device", "results_path")
 # What every training notebook records about how well it used its device (colabkit.training.flops).
 UTILISATION_METRICS = ("model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
                        "arithmetic_intensity")
+# What bounds each training run (colabkit.training.breakdown; the names are colabkit.training.shares').
+BREAKDOWN_METRICS = BREAKDOWN_METRIC_NAMES
 
 
 @dataclass(frozen=True)

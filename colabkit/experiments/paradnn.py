@@ -5,11 +5,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from colabkit.experiments.declaration import (
+    BREAKDOWN_METRICS,
     Experiment,
     Headline,
     Parameter,
     Reference,
     backend_parameter,
+    breakdown_parameters,
     device_parameter,
     results_path_parameter,
     torch_runs_one_step_per_call,
@@ -63,11 +65,12 @@ EXPERIMENT = Experiment(
         device_parameter(),
         backend_parameter(),
         Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
+        *breakdown_parameters(),
         results_path_parameter("paradnn"),
     ),
     metrics=("samples_per_s", "step_time_steady_ms", "model_flops_train_per_sample", "model_tflops", "mfu",
              "arithmetic_intensity", "params", "family", "model", "peak_tflops", "peak_bandwidth_gb_s",
-             "roofline_tflops", "fraction_of_roofline", "bound"),
+             "roofline_tflops", "fraction_of_roofline", "bound", *BREAKDOWN_METRICS),
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     section="colabkit.report.paradnn:paradnn_section",
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),

@@ -2,12 +2,14 @@
 
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
+    BREAKDOWN_METRICS,
     UTILISATION_METRICS,
     Experiment,
     Headline,
     Parameter,
     Reference,
     backend_parameter,
+    breakdown_parameters,
     device_parameter,
     results_path_parameter,
 )
@@ -52,10 +54,11 @@ EXPERIMENT = Experiment(
         Parameter("max_hours", int, 0, "smoke runs may keep only the series' first hours", minimum=1,
                   zero_means="the whole series"),
         Parameter("plot_hours", int, 500, "hours of the test part drawn, and kept in the record", minimum=1),
+        *breakdown_parameters(),
         results_path_parameter("timeseries_rnn"),
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
-             "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS),
+             "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     section="colabkit.report.timeseries_rnn:timeseries_section",
     references=(

@@ -118,6 +118,61 @@ DEVICE_KEYS: dict[str, str] = {
     "name": "the device model (`Tesla T4`, `TPU v2-8`, the CPU's model name)",
 }
 
+BREAKDOWN_KEYS: dict[str, str] = {
+    "measured": "whether the passes ran (false with `breakdown=False`, without a steady throughput, across machines)",
+    "reason": "why not, when not measured",
+    "backend": "the Keras backend the passes ran on",
+    "device_kind": "cpu, gpu or tpu",
+    "device_is": "what \"device\" means here: on a CPU the host's own cores, which also run the input pipeline and "
+                 "Python",
+    "samples_per_s": "the run's own steady throughput (as `metrics.samples_per_s`)",
+    "memory_samples_per_s": "the same steps at the run's steps_per_execution on one batch repeated from memory",
+    "global_batch_size": "samples per step",
+    "steps_per_execution": "the run's",
+    "input": "the input pass: `samples_per_s`, `batches`, `samples`, `seconds`, `warmup_batches`, `batches_per_pass`",
+    "memory": "the fed-from-memory pass: `samples_per_s`, `steps_per_epoch`, `epochs`, `first_epoch_s`, `step_ms`",
+    "device": "the device pass, the same keys",
+    "roofline_bound": "compute or memory by the roofline, asked only when the device's share is the largest",
+    "roofline_from": "where that answer came from (or why there is none)",
+    "method": "how each figure was measured, in words: `input`, `memory`, `device`, `shares`",
+    "seconds": "what the extra measurement cost: `input`, `memory`, `device`, `profile`, `roofline`, `total`",
+}
+# `metrics` gains from it (colabkit.training.shares.BREAKDOWN_METRICS):
+BREAKDOWN_METRIC_DOCS: dict[str, str] = {
+    "input_samples_per_s": "the run's input pipeline iterated alone, no model",
+    "device_samples_per_s": "the same training step on one batch on the device, many steps per execution",
+    "input_wait_share": "share of a step spent waiting on input: (t_run - t_memory) / t",
+    "host_share": "share of a step lost to the host (dispatch, callbacks, Python): (t_memory - t_device) / t",
+    "device_share": "share of a step the device computes: t_device / t (t = 1/throughput per sample; shares sum to 1)",
+    "bound_by": "input, host, or by the roofline compute or memory (device when the roofline is unknown): the "
+                "largest share",
+}
+OP_BREAKDOWN_KEYS: dict[str, str] = {
+    "profiler": "tf.profiler.experimental, jax.profiler or torch.profiler",
+    "steps": "training steps in the profiled window (whole executions), after one warm-up epoch of as many",
+    "trace_dir": "the trace, beside the record: `tensorboard --logdir` it (with `pip install xprof`)",
+    "trace_files": "the trace's files under it",
+    "open_with": "the command that opens it",
+    "wall_s": "the window's wall time, device work finished",
+    "converter": "what summarised the trace (`xprof <version> framework_op_stats`; torch.profiler's key_averages)",
+    "reason": "why the trace was not summarised (xprof absent; JAX on a CPU), else null",
+    "cores": "the host's logical cores",
+    "basis": "`device` (a GPU's or TPU's kernels) or `host` (a CPU: the op threads' time)",
+    "categories": "shares of the window's time per category: matmul, convolution, elementwise, reduction, optimizer, "
+                  "copy (host-device), input, other, idle; they sum to 1",
+    "busy_categories": "the same without idle, as shares of the busy time",
+    "category_seconds": "the seconds behind `categories`",
+    "total_s": "all time counted (on a CPU summed over the op threads)",
+    "busy_s": "time in operations",
+    "idle_s": "the idle time",
+    "idle_is": "what the converter counts as idle",
+    "idle_explained": "what the idle time holds, from the numbers and the breakdown's shares",
+    "busy_cores": "on a CPU: cores kept busy by operations on average (busy_s / wall_s)",
+    "top_ops": "the operations with the most self time: type, operation, category, occurrences, self_s, share",
+    "shares_of_a_step": "the breakdown's input wait, host and device shares, beside the profile",
+    "seconds": "what the profiling pass took, summary included",
+}
+
 
 def _table(header: tuple[str, str], rows: dict[str, str]) -> list[str]:
     lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
@@ -182,6 +237,20 @@ def render() -> str:
         "## `fingerprint` (sweep runs)",
         "",
         *_table(("key", "what it holds"), FINGERPRINT_KEYS),
+        "",
+        "## `breakdown` (training runs)",
+        "",
+        "What bounds the run: docs/bottlenecks.md says how it is measured.",
+        "",
+        *_table(("key", "what it holds"), BREAKDOWN_KEYS),
+        "",
+        "and the record's `metrics` gain:",
+        "",
+        *_table(("metric", "what it holds"), BREAKDOWN_METRIC_DOCS),
+        "",
+        "## `op_breakdown` (training runs with `profile_steps` > 0)",
+        "",
+        *_table(("key", "what it holds"), OP_BREAKDOWN_KEYS),
         "",
         "## `sweep` (sweep runs)",
         "",

@@ -31,7 +31,17 @@ def finite(value: Any) -> bool:
     return math.isfinite(float(value))
 
 
+def share(value: Any) -> bool:
+    """True when `value` is absent, or a finite number from 0 to 1 (a share of a step)."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return math.isfinite(float(value)) and 0.0 <= float(value) <= 1.0
+
+
 POSITIVE = "must be a finite number > 0"
+SHARE = "must be a share from 0 to 1"
 FINITE = "must be finite"
 # One check per metric a notebook reports: metric -> (check, what it requires). A metric that is
 # absent (or None: "unknown", e.g. no MFU without a peak) is not checked; one that is present must pass.
@@ -50,6 +60,9 @@ METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
         "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
         "arithmetic_intensity", "params", "peak_tflops", "peak_bandwidth_gb_s", "roofline_tflops",
         "fraction_of_roofline", "ridge_flops_per_byte")},
+    # what bounds a run (colabkit.training.breakdown): rates that happened, shares of one step.
+    **{name: (positive, POSITIVE) for name in ("input_samples_per_s", "device_samples_per_s")},
+    **{name: (share, SHARE) for name in ("input_wait_share", "host_share", "device_share")},
 }
 
 

@@ -60,6 +60,13 @@ FIELD_DOCS: dict[str, str] = {
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
              "into a shared `out`)",
+    "breakdown": "training notebooks: what bounds the run (colabkit.training.breakdown): the throughputs of its "
+                 "input pipeline alone, of the same steps fed from memory and of the device alone, how each was "
+                 "measured, what a CPU \"device\" means, and how long the extra passes took; the shares and "
+                 "`bound_by` are in `metrics`",
+    "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
+                    "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
+                    "operations, or why the trace was not summarised",
     "worker": "written by a sweep on a Dask cluster (`--cluster`): the worker that ran it (`host`, `address`, "
               "`name`, its declared `resources`, `cuda_visible_devices`)",
     "repeat": "written by the sweep: which independent run of its combination this is (1, 2, ...), each in its own "

@@ -15,6 +15,7 @@ from colabkit.experiments.published import (
     RAGAB_SOURCE,
 )
 from colabkit.plots import device_color
+from colabkit.report.bottlenecks import bottleneck_items
 from colabkit.report.common import (
     WORK_DIFFERS_NOTE,
     column,
@@ -222,6 +223,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             "size or epochs, so these figures are shown apart from ours, not as a like-for-like comparison; cells "
             "it left empty are absent."))
     section.items += utilisation_items(data, NOTEBOOK, "cnn")
+    section.items += bottleneck_items(data, NOTEBOOK, "cnn")
 
 
 def cnn_section(data: ReportData) -> Section:

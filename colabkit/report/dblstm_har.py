@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_RATIOS, KIMM_2021_SOURCE
+from colabkit.report.bottlenecks import bottleneck_items
 from colabkit.report.common import (
     column,
     cpu_baseline,
@@ -293,3 +294,4 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
                                       else "; every pair trained on the same samples.")))
     section.items += utilisation_items(data, NOTEBOOK, "dblstm")
+    section.items += bottleneck_items(data, NOTEBOOK, "dblstm")

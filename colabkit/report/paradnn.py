@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
+from colabkit.report.bottlenecks import bottleneck_items, mark_overhead_bound
 from colabkit.report.common import column, comparison_fields, config_key, notebook_section, pick, samples_column
 from colabkit.report.figures import new_figure
 from colabkit.report.records import ReportData, labelled, sort_labels
@@ -47,7 +48,8 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
         "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
         "bandwidth_source": column(ok, "metrics.peak_bandwidth_source"),
-        "bound": column(ok, "metrics.bound"), "roofline_tflops": column(ok, "metrics.roofline_tflops"),
+        "bound": column(ok, "metrics.bound"), "bound_by": column(ok, "metrics.bound_by", None),
+        "roofline_tflops": column(ok, "metrics.roofline_tflops"),
         "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
         "config": config_key(ok), "path": ok["path"],
     })
@@ -107,19 +109,21 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
             ax.scatter(group["intensity"], group["model_tflops"], color=colors[group.index[0]],
                        marker=FAMILY_MARKERS.get(family, "o"), edgecolor="#333333", linewidth=0.5, zorder=3,
                        label=f"{family}, batch {format_number(batch)}")
+        mark_overhead_bound(ax, rows)  # input- or host-bound: the roofline does not explain them
         for roof in device_roofs(rows).itertuples():
             draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
                           span=rows["intensity"].dropna().astype(float))
         ax.set_title(device, fontsize="medium")
         ax.legend(fontsize="x-small", loc="upper left")  # above the bandwidth slope: no point can be there
     behind = table[["device", "family", "model", "batch", "precision", "intensity", "model_tflops", "peak_tflops",
-                    "peak_source", "bandwidth_gb_s", "bandwidth_source", "roofline_tflops", "bound"]]
+                    "peak_source", "bandwidth_gb_s", "bandwidth_source", "roofline_tflops", "bound", "bound_by"]]
     caption = ("Roofline per device: achieved model TFLOPS (training FLOPs per sample x steady samples/s) against "
                "arithmetic intensity (training FLOPs per byte of weights and activations moved, per replica). "
                "Roof: the peak at the runs' precision and the memory bandwidth named in the records (datasheet on "
                "GPUs/TPUs; on CPUs a STREAM triad measured in each run, a lower bound: the median over the runs); "
                "dotted: the ridge point. Colour: family; "
-               "paler: smaller batch.")
+               "paler: smaller batch. Ringed: runs bound by their input (red) or the host (orange) rather than the "
+               "device, which the roofline does not explain (the section's \"where the time goes\" figure).")
     return ReportFigure("paradnn_roofline", figure, behind.copy(), caption)
 
 
@@ -259,6 +263,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     pairs = device_pairs(table)
     if pairs:
         section.items.append(speedup_figure(table, pairs))
+    section.items += bottleneck_items(data, NOTEBOOK, "paradnn")
     section.items.append(ReportTable(
         "paradnn_claims", claims_table(table, pairs),
         f"{PARADNN_SOURCE}: their published speedups (theirs: TF 1.x, TPU v2/v3 and a V100, bf16/fp16) beside "

@@ -12,6 +12,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
+from colabkit.report.bottlenecks import bottleneck_items
 from colabkit.report.common import (
     column,
     first_column,
@@ -301,3 +302,4 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
         "timeseries_vs_hvass", hvass_table(table),
         f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))
     section.items += utilisation_items(data, NOTEBOOK, "timeseries")
+    section.items += bottleneck_items(data, NOTEBOOK, "timeseries")

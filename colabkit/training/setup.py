@@ -81,14 +81,14 @@ def tf_dataset(x: Any, y: Any = None, *, batch_size: int, shuffle: bool = False,
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def repeated_batch(x: Any, y: Any):
-    """One batch (x, y), the same every step, without end: tf.data on TensorFlow, NumPy elsewhere.
-    Bound each epoch with steps_per_epoch."""
+def repeated_batch(x: Any, y: Any, *more: Any):
+    """One batch (x, y, and sample weights if given), the same every step, without end: tf.data on
+    TensorFlow, NumPy elsewhere. Bound each epoch with steps_per_epoch."""
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        return tf.data.Dataset.from_tensors((x, y)).repeat()
-    return RepeatedBatch(x, y)
+        return tf.data.Dataset.from_tensors((x, y, *more)).repeat()
+    return RepeatedBatch(x, y, *more)
 
 
 LR_SCALING_RULES = ("none", "linear")
