@@ -36,6 +36,12 @@ def _numeric(values: pd.Series) -> bool:
     return bool(present) and all(isinstance(value, numbers.Real) and not isinstance(value, bool) for value in present)
 
 
+def _whole(values: pd.Series) -> bool:
+    """Whether a numeric column holds whole numbers (ints) wherever it holds anything."""
+    return all(isinstance(value, numbers.Integral) for value in values if isinstance(value, numbers.Real)
+               and not (isinstance(value, float) and math.isnan(value)))
+
+
 def _ratio(top: Any, bottom: Any) -> float:
     try:
         top, bottom = float(top), float(bottom)
@@ -100,8 +106,11 @@ def collapse(runs: pd.DataFrame) -> pd.DataFrame:
     medians = values.groupby(runs["combination_id"], sort=False).median() if numeric else None
     named = runs.sort_values("finished_at", kind="stable").groupby("combination_id", sort=False).tail(1)
     named = named.set_index("combination_id").loc[list(groups.groups)]
-    if medians is not None:
-        named[numeric] = medians.loc[named.index, numeric].to_numpy()
+    for column in numeric:
+        middle = medians.loc[named.index, column]  # type: ignore[union-attr]
+        if _whole(runs[column]):  # counts stay counts: the median of 3, 3 and 3 epochs is 3, not 3.0
+            middle = middle.map(lambda m: int(m) if pd.notna(m) and float(m).is_integer() else m).astype(object)
+        named[column] = middle.to_numpy()
     samples = {f"samples.{column[len('metrics.'):]}": groups[column].agg(lambda values: finite(values))
                .loc[named.index].tolist() for column in numeric}
     busy = groups["host_quiet"].agg(lambda values: int(sum(value is False for value in values))) \
@@ -109,9 +118,3 @@ def collapse(runs: pd.DataFrame) -> pd.DataFrame:
     extra = pd.DataFrame({"runs": groups.size().loc[named.index].to_numpy(),
                           "busy_runs": busy.loc[named.index].to_numpy(), **samples}, index=named.index)
     return pd.concat([named, extra], axis=1).reset_index()
-
-
-def samples_of(row: Any, metric: str) -> list[float]:
-    """A collapsed row's per-run values of `metric` ([] when it has none)."""
-    values = row.get(f"samples.{metric}") if hasattr(row, "get") else None
-    return list(values) if isinstance(values, list) else []
