@@ -52,7 +52,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.device.spec import DeviceSetup, parse_device
     from colabkit.records.loading import load_results
     from colabkit.records.record import Run, read_record, start_run
-    from colabkit.timing.clock import Measurement, block_until_ready, measure, summarize, timed
+    from colabkit.statistics import summarize
+    from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
 
 _LAZY = {
     "HarData": "colabkit.data",
@@ -78,7 +79,7 @@ _LAZY = {
     "Measurement": "colabkit.timing.clock",
     "block_until_ready": "colabkit.timing.clock",
     "measure": "colabkit.timing.clock",
-    "summarize": "colabkit.timing.clock",
+    "summarize": "colabkit.statistics",
     "timed": "colabkit.timing.clock",
 }
 

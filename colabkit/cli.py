@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from colabkit.cli_arguments import positive_int, seconds, share, timeout_seconds, tolerance
 from colabkit.errors import ColabkitError, SweepInterrupted
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ EXIT_CODES = """exit status:
        no row failed, or no GPU to check (gpu-check)
   1    done, but something needs a look: a combination failed or was set aside (sweep); some
        files could not be read as records (report); a failed, unfinished or unreadable record,
-       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check)
+       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
+       a resolved regression beyond --fail-above (compare)
   2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
        sweep is writing to, a missing folder or report notebook (one line on stderr)
   130  interrupted by Ctrl-C or SIGTERM: finished combinations are kept; unfinished ones are
@@ -49,7 +50,7 @@ def _sweep(args: argparse.Namespace) -> int:
         from colabkit.sweep.plan import SweepAction
 
         decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
-                            rerun_unreadable=args.rerun, cluster=args.cluster)
+                            rerun_unreadable=args.rerun, cluster=args.cluster, repeats=args.repeats)
         to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
         print(dry_run_table(decisions, out, estimate_plan(to_run, args.kernels).lines()))
         return EXIT_OK
@@ -60,7 +61,9 @@ def _sweep(args: argparse.Namespace) -> int:
         outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
                              force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
                              html=args.html, kernel_name=args.kernel, progress=progress, cluster=args.cluster,
-                             shared_out=args.shared_out, kernels=args.kernels, max_kernel_runs=args.kernel_runs)
+                             shared_out=args.shared_out, kernels=args.kernels, max_kernel_runs=args.kernel_runs,
+                             repeats=args.repeats, target_ci=args.target_ci, max_repeats=args.max_repeats,
+                             wait_quiet_s=args.wait_quiet)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -114,7 +117,7 @@ def _report(args: argparse.Namespace) -> int:
     # notebook reads every record once; what it read comes back as a summary (no second reading here).
     dirs = args.results_dirs or ["outputs"]
     try:
-        outputs = build_report(dirs, args.out, kernel_name=args.kernel)
+        outputs = build_report(dirs, args.out, kernel_name=args.kernel, exclude_busy=args.exclude_busy)
     except NoRecordsError as empty:
         _print_records_read(dirs, {"records": 0, "statuses": {}, "rejected": empty.rejected})
         raise
@@ -144,6 +147,17 @@ def _print_records_read(dirs: list[str], summary: dict[str, Any]) -> None:
     if summary["rejected"]:
         print(f"{len(summary['rejected'])} file(s) could not be read as records (or cannot be measurements) and are "
               "left out of the report (they are listed in it too)", file=sys.stderr)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from colabkit.compare import run_compare
+
+    by = [name.strip() for item in args.by or [] for name in item.split(",") if name.strip()]
+    from colabkit.statistics import TOLERANCE
+
+    return run_compare(args.baseline, args.candidate, by, markdown=args.markdown, csv_path=args.csv,
+                       fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance,
+                       exclude_busy=args.exclude_busy)
 
 
 def _coordinates_module(root: str) -> Path:
@@ -261,39 +275,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {self.prog}: {message} (see --help)\n")
 
 
-def _timeout(text: str) -> float | None:
-    """--timeout: seconds > 0, or 'none' for no limit (0 is refused: it reads as 'no time at all')."""
-    if text.strip().lower() in ("none", "no", "off"):
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (or 'none' for no limit)") from None
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0, or 'none' for no limit")
-    return seconds
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 1 or more")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more seconds")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m colabkit", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -312,9 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "newer schema), replacing that file; without it such files are kept and set aside")
     sweep.add_argument("--dry-run", action="store_true",
                        help="list the combinations and what would run, be kept or skipped; run nothing")
-    sweep.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+    sweep.add_argument("--timeout", type=timeout_seconds, metavar="SECONDS",
                        help="fail a run whose cells take longer than this (> 0; default and 'none': no limit)")
-    sweep.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+    sweep.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                        help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
     sweep.add_argument("--html", choices=("all", "failed", "none"),
                        help="which runs get an HTML export of their executed notebook (default: what the grid file "
@@ -325,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fresh: a new kernel per combination; reuse: warm kernels, cleared between runs and "
                             "replaced after any failure (default: what the grid file or preset says, else fresh; "
                             "docs/sweep.md)")
-    sweep.add_argument("--kernel-runs", type=_positive_int, default=100, metavar="N",
+    sweep.add_argument("--kernel-runs", type=positive_int, default=100, metavar="N",
                        help="with reuse: runs per kernel before a fresh one (default 100)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show a progress bar (default: when the terminal is interactive, or in Colab)")
@@ -336,6 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --cluster: every worker sees --out at the same path and writes there "
                             "(--no-shared-out: results always come back to this machine; default: each task "
                             "writes there when it sees the folder)")
+    sweep.add_argument("--repeats", type=positive_int, metavar="R",
+                       help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
+                            "the grid's `repeats:`, else 1); see docs/statistics.md")
+    sweep.add_argument("--target-ci", type=share, metavar="PCT",
+                       help="add rounds until each headline's 95 %% interval is within +/- PCT of its median (3%%)")
+    sweep.add_argument("--max-repeats", type=positive_int, metavar="N",
+                       help="with --target-ci: at most N runs of a combination (default 10)")
+    sweep.add_argument("--wait-quiet", type=seconds, metavar="SECONDS",
+                       help="before each run, wait up to SECONDS for a quiet host (no other process busy); each "
+                            "record says how long it waited and whether the host was quiet")
     sweep.set_defaults(handler=_sweep)
     report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
                                              "(runs notebooks/report.ipynb)",
@@ -344,7 +335,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folders of records; several merge (default: outputs)")
     report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
+    report.add_argument("--exclude-busy", action="store_true",
+                        help="leave runs made on a busy host (host_quiet false) out of the figures and intervals; "
+                             "they are still listed")
     report.set_defaults(handler=_report)
+    compare = verbs.add_parser("compare", help="two results folders side by side: per combination, the headline's "
+                                               "ratio with its 95%% interval and a verdict (docs/statistics.md)",
+                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    compare.add_argument("baseline", metavar="BASELINE", help="results folder to compare against (before)")
+    compare.add_argument("candidate", metavar="CANDIDATE", help="results folder to compare (after)")
+    compare.add_argument("--by", action="append", metavar="PARAM",
+                         help="leave this parameter out of the match, to compare across it (e.g. device); repeatable")
+    compare.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
+    compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
+    compare.add_argument("--fail-above", type=share, metavar="PCT",
+                         help="exit 1 when a combination is resolved slower by more than PCT (5%%): for CI")
+    compare.add_argument("--exclude-busy", action="store_true",
+                         help="leave out runs made on a busy host (host_quiet false), as the report can")
+    compare.add_argument("--tolerance", type=tolerance, default=None, metavar="PCT",
+                         help="ratios whose interval stays within +/- PCT of 1 are no difference (default 2%%)")
+    compare.set_defaults(handler=_compare)
     status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device",
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     status.add_argument("out", nargs="?", default="outputs", help="output folder (default: outputs)")
@@ -367,12 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     badges.set_defaults(handler=_badges)
     workers = verbs.add_parser("workers", help="run a notebook on N local worker processes (MultiWorkerMirroredStrategy)")
     workers.add_argument("notebook", help="the notebook, e.g. notebooks/cnn_mnist.ipynb")
-    workers.add_argument("--count", type=_positive_int, required=True, help="how many worker processes")
+    workers.add_argument("--count", type=positive_int, required=True, help="how many worker processes")
     workers.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="a notebook parameter; repeatable")
     workers.add_argument("--out", help="output folder (default: outputs/workers/<notebook>/multiworker-<N>)")
-    workers.add_argument("--timeout", type=_timeout, metavar="SECONDS",
+    workers.add_argument("--timeout", type=timeout_seconds, metavar="SECONDS",
                          help="stop every worker after this long (> 0; default and 'none': no limit)")
-    workers.add_argument("--grace", type=_seconds, default=60.0, metavar="SECONDS",
+    workers.add_argument("--grace", type=seconds, default=60.0, metavar="SECONDS",
                          help="after a worker dies, how long the others may take to fail by themselves (default 60)")
     workers.set_defaults(handler=_workers)
     gpu_check = verbs.add_parser("gpu-check", help="check this machine's GPU path in minutes: one table of PASS, FAIL "
@@ -382,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "outputs/gpu-check)")
     gpu_check.add_argument("--fast", action="store_true",
                            help="only the rows that run no notebook: device, peaks, bandwidth, clock, matmul")
-    gpu_check.add_argument("--rounds", type=_positive_int, default=3, metavar="N",
+    gpu_check.add_argument("--rounds", type=positive_int, default=3, metavar="N",
                            help="interleaved rounds of the agreement rows (default 3; each side's median counts)")
     gpu_check.set_defaults(handler=_gpu_check)
     return parser

@@ -137,18 +137,18 @@ def gpu_cluster():
 def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rerun_submits_nothing(
         tmp_path, capsys, gpu_cluster):
     grid = NOTEBOOKS.parent / "parameters" / "matmul_tflops.yaml"
-    overrides = ["-p", "n=64", "-p", "count=2", "-p", "repeats=2", "-p", "blas_baseline=False"]
+    overrides = ["-p", "n=64", "-p", "count=2", "-p", "timed_calls=2", "-p", "blas_baseline=False"]
     local_out, cluster_out = tmp_path / "local", tmp_path / "cluster"
     # The local sweep as the CLI runs it, told the devices (detecting them imports TensorFlow: slow here).
-    run_sweep([grid], preset="smoke", out=local_out, available={"cpu": 1}, echo=quiet,
-              overrides={"n": 64, "count": 2, "repeats": 2, "blas_baseline": False})
+    run_sweep([grid], preset="smoke", out=local_out, available={"cpu": 1}, echo=quiet, repeats=1,
+              overrides={"n": 64, "count": 2, "timed_calls": 2, "blas_baseline": False})
     assert main(["sweep", str(grid), "--preset", "smoke", *overrides, "--out", str(cluster_out), "--no-progress",
-                 "--cluster", "local:2"]) == 0
+                 "--cluster", "local:2", "--repeats", "1"]) == 0
     local, on_cluster = record_set(local_out), record_set(cluster_out)
     assert on_cluster == local  # same slugs, statuses and parameters
     assert sorted(status for status, _ in on_cluster.values()) == ["ok", "skipped", "skipped"]
     # The values pinned with -p name the files, beside the smoke preset's own results.
-    pinned = "n-64_dtype-float32_count-2_repeats-2_blas_baseline-False"
+    pinned = "n-64_dtype-float32_count-2_timed_calls-2_blas_baseline-False"
     record = read_record(cluster_out / "matmul_tflops" / "cpu" / f"{pinned}.json")
     assert record["metrics"]["tflops_warm"] > 0
     assert record["worker"]["address"].startswith("tcp://") and record["worker"]["host"]
@@ -165,7 +165,7 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
     before = record["finished_at"]
     # A rerun (on another running cluster, its CPU combination only) submits nothing: it finished.
     assert main(["sweep", str(grid), "--preset", "smoke", *overrides, "--out", str(cluster_out), "--no-progress",
-                 "--cluster", gpu_cluster, "--device", "cpu"]) == 0
+                 "--cluster", gpu_cluster, "--device", "cpu", "--repeats", "1"]) == 0
     printed = capsys.readouterr().out
     assert "0 to run" in printed and "1 finished earlier (kept)" in printed
     assert read_record(cluster_out / "matmul_tflops" / "cpu" / f"{pinned}.json")["finished_at"] == before

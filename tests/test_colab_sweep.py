@@ -86,7 +86,7 @@ def test_archive_holds_the_folder_and_never_overwrites(tmp_path):
 def test_colab_sweep_notebook_runs_the_sweep_builds_the_report_and_zips_it(tmp_path):
     out = tmp_path / "sweep"
     execute_notebook("colab_sweep", tmp_path, grid="parameters/matmul_tflops.yaml", preset="smoke",
-                     download_zip=False, out=str(out))
+                     download_zip=False, out=str(out), repeats=1)
     records = sorted(path.relative_to(out).as_posix() for path in out.rglob("*.json") if "report" not in path.parts)
     assert records == ["matmul_tflops/cpu/n-256_dtype-float32.json", "matmul_tflops/cpu/n-512_dtype-float32.json"]
     assert (out / "report" / "report.html").is_file()

@@ -78,7 +78,7 @@ def check_repeated_training_record(record, *, repeats: int, epochs: int, global_
 def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
     executed, record_path = execute_notebook(
         "dblstm_har", tmp_path, device="cpu", batch_size=64, units=8, bilstm_layers=1, head_units=8, epochs=2,
-        repeats=2, train_samples=192, test_samples=96, data_source="offline", seed=5)
+        models_per_run=2, train_samples=192, test_samples=96, data_source="offline", seed=5)
     record = read_record(record_path)
     assert record["data"]["source"] == "synthetic" and record["data"]["sizes"] == {"train": 7352, "test": 2947}
     check_repeated_training_record(record, repeats=2, epochs=2, global_batch=64, train=192, test=96)
@@ -98,7 +98,7 @@ def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
 def test_two_logical_cpu_replicas_split_the_global_batch(tmp_path):
     _, record_path = execute_notebook(
         "dblstm_har", tmp_path, device="cpu:2", batch_size=32, units=4, bilstm_layers=1, head_units=4, epochs=2,
-        repeats=1, train_samples=96, test_samples=40, data_source="offline")
+        models_per_run=1, train_samples=96, test_samples=40, data_source="offline")
     record = read_record(record_path)
     assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
     assert record["metrics"]["batch_size_per_replica"] == 16 and record["metrics"]["global_batch_size"] == 32
@@ -114,7 +114,7 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
     monkeypatch.setenv("COLABKIT_MIRROR_UCI_HAR", archive.as_uri())
     _, record_path = execute_notebook(
         "dblstm_har", tmp_path, device="cpu", batch_size=4, bilstm_layers=2, units=128, head_units=64, epochs=2,
-        repeats=1, data_source="real")
+        models_per_run=1, data_source="real")
     record = read_record(record_path)
     data = record["data"]
     assert data["source"] == "real" and data["url"] == archive.as_uri() and data["sizes"] == {"train": 12, "test": 6}
@@ -129,7 +129,7 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
 
 def test_no_head_and_auto_sizes_on_a_cpu(tmp_path):
     """head_units=0: a single BiLSTM returns its last state straight into the softmax (the paper
-    preset's one-layer model). epochs, repeats and train_samples left at "auto" take the CPU's sizes,
+    preset's one-layer model). epochs, models_per_run and train_samples left at "auto" take the CPU's sizes,
     printed and recorded, and the first steps give an estimate of the run's length."""
     executed, record_path = execute_notebook(
         "dblstm_har", tmp_path, device="cpu", batch_size=64, units=4, bilstm_layers=1, head_units=0,
@@ -139,8 +139,8 @@ def test_no_head_and_auto_sizes_on_a_cpu(tmp_path):
     assert record["metrics"]["params"] == 2 * lstm_params(9, 4) + 8 * 6 + 6
     assert record["architecture"] == "1 x BiLSTM(4)"
     sizes = record["sizes"]
-    assert sizes["device_kind"] == "cpu" and sorted(sizes["auto"]) == ["epochs", "repeats", "train_samples"]
-    assert sizes["used"] == {"epochs": 3, "repeats": 1, "train_samples": 1024}
+    assert sizes["device_kind"] == "cpu" and sorted(sizes["auto"]) == ["epochs", "models_per_run", "train_samples"]
+    assert sizes["used"] == {"epochs": 3, "models_per_run": 1, "train_samples": 1024}
     assert record["params"]["epochs"] == "auto"  # what was asked stays in params
     check_repeated_training_record(record, repeats=1, epochs=3, global_batch=64, train=1024, test=64)
     estimate = record["estimate"]
@@ -154,4 +154,4 @@ def test_a_negative_head_is_refused(tmp_path):
 
     with pytest.raises(papermill.PapermillExecutionError, match="head_units = -1"):
         execute_notebook("dblstm_har", tmp_path, device="cpu", batch_size=8, units=2, bilstm_layers=1, head_units=-1,
-                         epochs=2, repeats=1, train_samples=16, test_samples=8, data_source="offline")
+                         epochs=2, models_per_run=1, train_samples=16, test_samples=8, data_source="offline")

@@ -136,8 +136,8 @@ def test_start_run_reads_checks_and_records_the_declared_parameters_of_a_namespa
         start_run("matmul_tflops", {**namespace, "n": "abc", "count": 0})
     assert str(info.value) == "n = 'abc': expected an int >= 1; count = 0: expected an int >= 1"
     assert len(info.value.problems) == 2
-    with pytest.raises(ParameterError, match="repeats: not set"):
-        start_run("matmul_tflops", {key: value for key, value in namespace.items() if key != "repeats"})
+    with pytest.raises(ParameterError, match="timed_calls: not set"):
+        start_run("matmul_tflops", {key: value for key, value in namespace.items() if key != "timed_calls"})
     with pytest.raises(ParameterError, match="n = 0"):  # the older params= form of a declared notebook is checked too
         start_run("matmul_tflops", params={"device": "cpu", "n": 0})
 
@@ -147,9 +147,9 @@ def test_start_run_reads_checks_and_records_the_declared_parameters_of_a_namespa
      ["grid.n: n = 0: expected an int >= 1", "grid.n: n = 'abc': expected an int >= 1",
       "fixed.count: count = 0: expected an int >= 1",
       "fixed.dtype: dtype = 'float8x': expected one of float32, bfloat16, float16"]),
-    ("grid: {device: [cpu, cuda]}\npresets: {smoke: {fixed: {repeats: -1, size: 3}}}",
+    ("grid: {device: [cpu, cuda]}\npresets: {smoke: {fixed: {timed_calls: -1, size: 3}}}",
      ["grid.device: device = 'cuda': expected one of auto, cpu",
-      "presets.smoke.fixed.repeats: repeats = -1: expected an int >= 1",
+      "presets.smoke.fixed.timed_calls: timed_calls = -1: expected an int >= 1",
       "presets.smoke.fixed.size: the notebook"]),
 ])
 def test_the_sweep_refuses_out_of_range_values_all_at_once_before_anything_runs(tmp_path, capsys, body, messages):
@@ -193,7 +193,7 @@ def test_validating_a_grid_of_ten_thousand_combinations_takes_under_five_seconds
           device: [cpu]
           n: {list(range(1, 101))}
           count: {list(range(1, 101))}
-        fixed: {{repeats: 2}}
+        fixed: {{timed_calls: 2}}
     """))
     started = time.perf_counter()
     combinations = plan([grid], overrides={"warmup": 0}, out=tmp_path / "out")

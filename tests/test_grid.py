@@ -43,7 +43,7 @@ def grid_file(tmp_path, body: str, name: str = "grid.yaml"):
 
 
 BAD_GRIDS = [
-    ("gird: {device: [cpu]}", "unknown key(s) gird; allowed: notebook, description, grid, zip, fixed, presets"),
+    ("gird: {device: [cpu]}", "unknown key(s) gird; allowed: notebook, description, grid, zip, fixed, repeats, presets"),
     ("grid: {device: [cpu]}\npresets: {smoke: {fixd: {value: 1}}}", "preset 'smoke': unknown key(s) fixd"),
     ("grid: {device: [cpu], batch: [1]}", "grid.batch: the notebook NB declares no parameter `batch`"),
     ("grid: {device: [cpu]}\nfixed: {epochs: 2}", "fixed.epochs: the notebook NB declares no parameter `epochs`"),

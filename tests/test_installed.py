@@ -83,7 +83,8 @@ def test_an_installed_colabkit_sweeps_and_reports_from_its_own_files(installed, 
 
     grid = installed / "colabkit" / "bundled" / "parameters" / "matmul_tflops.yaml"
     run([sys.executable, "-m", "colabkit", "sweep", str(grid), "--preset", "smoke", "--device", "cpu",
-         "-p", "n=64", "-p", "count=2", "-p", "repeats=2", "--out", "out", "--no-progress"], tmp_path, env)
+         "-p", "n=64", "-p", "count=2", "-p", "timed_calls=2", "--repeats", "1", "--out", "out",
+         "--no-progress"], tmp_path, env)
     records = sorted((tmp_path / "out").rglob("*.json"))
     assert records, f"no record under {tmp_path / 'out'}"
     for path in records:

@@ -20,10 +20,10 @@ from colabkit.records.record import read_record
 pytestmark = pytest.mark.notebook
 
 TINY = {
-    "matmul_tflops": dict(n=64, count=2, repeats=2, blas_baseline=False),
+    "matmul_tflops": dict(n=64, count=2, timed_calls=2, blas_baseline=False),
     "cnn_mnist": dict(batch_size=32, epochs=2, train_samples=200, test_samples=64, data_source="offline",
                       target_accuracy=0.0),
-    "dblstm_har": dict(batch_size=32, bilstm_layers=1, units=4, head_units=4, epochs=2, repeats=1,
+    "dblstm_har": dict(batch_size=32, bilstm_layers=1, units=4, head_units=4, epochs=2, models_per_run=1,
                        train_samples=96, test_samples=64, data_source="offline", breakdown=False),
     "timeseries_rnn": dict(batch_size=16, sequence_length=24, units=4, epochs=2, steps_per_epoch=2, warmup_steps=4,
                            max_hours=2000, plot_hours=24, data_source="offline", breakdown=False),

@@ -153,7 +153,7 @@ def test_combinations_group_the_records_of_several_folders(tmp_path):
     groups = {(group.notebook, group.description): group for group in loaded.combinations()}
     twice = groups[("matmul_tflops", "device=cpu, n=256")]
     assert len(twice.paths) == 2 and twice.used.endswith("gpu/matmul_tflops/cpu/n-256.json")
-    assert twice.why == "the most recent of 2 ok records"
+    assert twice.why == "2 ok runs, each counted" and sorted(twice.repeats) == sorted(twice.paths)
     assert sum(len(group.paths) for group in groups.values()) == len(loaded)
 
 

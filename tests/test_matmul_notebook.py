@@ -23,13 +23,13 @@ def check_flops_arithmetic(record):
     assert metrics["tflops_cold"] == pytest.approx(flops / timing["cold_s"] / 1e12, rel=1e-9)
     assert metrics["tflops_warm_max"] == pytest.approx(flops / timing["min_s"] / 1e12, rel=1e-9)
     assert metrics["tflops_warm_min"] <= metrics["tflops_warm"] <= metrics["tflops_warm_max"]
-    assert len(timing["warm_s"]) == params["repeats"]
+    assert len(timing["warm_s"]) == params["timed_calls"]
     if metrics["peak_tflops"]:
         assert metrics["fraction_of_peak"] == pytest.approx(metrics["tflops_warm"] / metrics["peak_tflops"])
 
 
 def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
-    executed, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu", n=256, count=3, repeats=3)
+    executed, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu", n=256, count=3, timed_calls=3)
     record = read_record(record_path)
     assert record["status"] == "ok" and record["notebook"] == "matmul_tflops"
     assert record["device"]["kind"] == "cpu" and record["device"]["replicas"] == 1
@@ -37,18 +37,24 @@ def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
     check_flops_arithmetic(record)
     metrics = record["metrics"]
     assert set(get("matmul_tflops").metrics) <= set(metrics)  # every metric its declaration promises
-    expected = {**get("matmul_tflops").defaults, "device": "cpu", "n": 256, "count": 3, "repeats": 3}
+    expected = {**get("matmul_tflops").defaults, "device": "cpu", "n": 256, "count": 3, "timed_calls": 3}
     del expected["results_path"]
     assert record["params"] == expected  # every declared parameter, read back from the parameters cell
     assert metrics["blas_tflops"] > 0
     assert metrics["ratio_to_blas"] == pytest.approx(metrics["tflops_warm"] / metrics["blas_tflops"])
+    blas = record["timings"]["blas"]  # measured to a minimum time, its samples and host kept, and judged
+    assert blas["measured_s"] >= blas["min_time_s"] == 0.5 and len(blas["samples_s"]) >= 5
+    assert blas["calls_per_sample"] >= 1 and "other_cpu_share" in blas["host"]
+    assert isinstance(metrics["blas_stable"], bool)
+    assert (metrics["blas_unstable_reason"] is None) == metrics["blas_stable"]
+    assert isinstance(record["host_quiet"], bool) and record["host_state"]["wall_s"] > 0
     assert metrics["xla"] is False  # "auto" means oneDNN graphs on CPU
     outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
     assert any("image/png" in output.get("data", {}) for output in outputs), "the notebook's plot is missing"
 
 
 def test_two_logical_cpu_replicas_both_count(tmp_path):
-    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu:2", n=128, count=2, repeats=2,
+    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu:2", n=128, count=2, timed_calls=2,
                                       dtype="bfloat16", blas_baseline=False)
     record = read_record(record_path)
     assert record["device"]["replicas"] == 2 and record["device"]["strategy"] == "MirroredStrategy"
@@ -63,7 +69,7 @@ def test_gpu_smoke_run_measures_the_gpu_nvidia_smi_lists(tmp_path):
 
     gpus = nvidia_smi()
     assert len(gpus) == visible_gpus()  # the probe sees what `nvidia-smi -L` lists
-    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="gpu", n=1024, count=3, repeats=3,
+    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="gpu", n=1024, count=3, timed_calls=3,
                                       blas_baseline=False)
     record = read_record(record_path)
     assert record["status"] == "ok" and record["device"]["kind"] == "gpu" and record["device"]["replicas"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,20 +35,34 @@ def data(folders) -> report.ReportData:
 
 # --- records --------------------------------------------------------------------------------------
 
-def test_the_same_combination_in_several_folders_uses_ok_over_skipped_and_says_which(data, folders):
+def test_the_same_combination_in_several_folders_counts_every_ok_run_and_says_which(data, folders):
     cpu, gpu, _ = folders
     merges = data.merges.set_index("combination")
     row = merges.loc["device=gpu, n=256"]
-    assert row["used"] == str(gpu / "matmul_tflops" / "gpu" / "n-256.json")
-    assert row["why"] == "ok preferred over skipped"
-    assert str(cpu / "matmul_tflops" / "gpu" / "n-256.json") in row["not used"]
-    # two ok records of one combination: the one that finished last is used, and that is said
+    assert row["named by"] == str(gpu / "matmul_tflops" / "gpu" / "n-256.json")
+    assert row["why"] == "ok preferred over skipped" and row["runs counted"] == 1
+    assert f"{cpu / 'matmul_tflops' / 'gpu' / 'n-256.json'} (skipped)" in row["not counted"]
+    # two ok records of one combination from two folders: two runs of it, both counted
     twice = merges.loc["device=cpu, n=256"]
-    assert twice["used"] == str(gpu / "matmul_tflops" / "cpu" / "n-256.json")
-    assert twice["why"] == "the most recent of 2 ok records"
+    assert twice["named by"] == str(gpu / "matmul_tflops" / "cpu" / "n-256.json")  # the most recent
+    assert twice["why"] == "2 ok runs, each counted" and twice["runs counted"] == 2
     used = data.used("matmul_tflops")
-    assert len(used) == 6  # cpu x2, gpu x2, tpu n=512, the tpu n=256 that no runtime could run
-    assert sorted(used["status"]) == ["ok"] * 5 + ["skipped"]
+    assert len(used) == 7  # cpu n=256 twice, cpu n=512, gpu x2, tpu n=512, the tpu n=256 that no runtime could run
+    assert sorted(used["status"]) == ["ok"] * 6 + ["skipped"]
+    collapsed = data.ok("matmul_tflops").set_index("combination")
+    assert collapsed.loc["device=cpu, n=256", "runs"] == 2 and collapsed.loc["device=gpu, n=256", "runs"] == 1
+    assert collapsed.loc["device=cpu, n=256", "samples.tflops_warm"] == [0.5, 0.5]
+
+
+def test_a_copy_of_a_run_counts_once_and_is_named(tmp_path):
+    record = fx.matmul("cpu", 256, 0.5)
+    fx.write(tmp_path / "a", record, "n-256")
+    fx.write(tmp_path / "copy", record, "n-256")
+    data = report.load_report_data([tmp_path / "a", tmp_path / "copy"])
+    (row,) = data.merges.to_dict("records")
+    assert row["runs counted"] == 1 and "1 copy of a counted run left out" in row["why"]
+    assert "(a copy of a run already counted)" in row["not counted"]
+    assert data.ok("matmul_tflops")["runs"].tolist() == [1]
 
 
 def test_a_record_of_an_unknown_schema_version_is_reported_not_dropped(data):
@@ -210,8 +225,10 @@ def test_summary_gives_speedups_over_the_cpu_per_notebook(data):
     assert table.loc[("cnn_mnist", "TPU x8: TPU v2-8"), "speedup"] == pytest.approx(20)
     assert table.loc[("timeseries_rnn", "GPU: Tesla T4"), "speedup"] == pytest.approx(10)
     text = report.summary_section(data).text[0]
-    assert "GPU: Tesla T4 was faster than CPU: AMD EPYC" in text
-    assert "15x on Matmul TFLOPS" in text and "1 run(s) failed" in text
+    # one run a side: the ratios are printed, but no verdict is claimed from them
+    assert "GPU: Tesla T4 was not resolved against CPU: AMD EPYC: too few runs" in text
+    assert "Matmul TFLOPS (warm matmul TFLOPS): too few runs for a verdict in 2 of 2 configuration(s), measured " \
+           "10x to 20x" in text and "1 run(s) failed" in text
     assert "no accelerator comparison" not in text
     bars = bar_heights(report.summary_section(data).figure("summary_speedup_by_notebook").figure.axes[0])
     assert bars["GPU: Tesla T4"] == pytest.approx([15, 10, 10, 10])
@@ -222,7 +239,7 @@ def test_with_only_cpu_runs_the_reading_says_no_accelerator_comparison_is_possib
     text = report.summary_section(data).text[0]
     assert "no accelerator comparison is possible" in text
     assert "logical devices that share its cores" in text  # the 2-replica CPU is not extra hardware
-    assert "CPU x2: AMD EPYC was slower than CPU: AMD EPYC" in text
+    assert "CPU x2: AMD EPYC was not resolved against CPU: AMD EPYC: too few runs" in text
     assert "GPU" not in report.summary_section(data).table("summary_speedup")["device"].str.cat()
 
 
@@ -445,14 +462,35 @@ def test_records_with_nothing_but_the_required_fields_still_give_every_section(t
     assert report.speedup_table(data).empty
 
 
+def write_runs(root: Path, make: Any, values: list[float], slug: str) -> None:
+    """One record per value, as the repeats of a sweep (repeat 1 keeps the slug)."""
+    for repeat, value in enumerate(values, start=1):
+        fx.write(root, make(value), slug if repeat == 1 else f"{slug}_repeat-{repeat}")
+
+
 def test_the_reading_calls_a_device_faster_only_where_every_configuration_agrees(tmp_path):
-    fx.write(tmp_path, fx.matmul("cpu", 256, 1.0), "a")
-    fx.write(tmp_path, fx.matmul("cpu", 512, 1.0), "b")
-    fx.write(tmp_path, fx.matmul("gpu", 256, 0.5), "a")  # slower at 256 ...
-    fx.write(tmp_path, fx.matmul("gpu", 512, 4.0), "b")  # ... faster at 512: the median (2.25x) says nothing alone
-    text = report.summary_section(report.load_report_data([tmp_path])).text[0]
+    write_runs(tmp_path, lambda v: fx.matmul("cpu", 256, v), [1.0, 1.02, 0.98], "a")
+    write_runs(tmp_path, lambda v: fx.matmul("cpu", 512, v), [1.0, 1.02, 0.98], "b")
+    write_runs(tmp_path, lambda v: fx.matmul("gpu", 256, v), [0.5, 0.51, 0.49], "a")  # slower at 256 ...
+    write_runs(tmp_path, lambda v: fx.matmul("gpu", 512, v), [4.0, 4.1, 3.9], "b")  # ... faster at 512
+    data = report.load_report_data([tmp_path])
+    text = report.summary_section(data).text[0]
     assert "GPU: Tesla T4 was faster than CPU: AMD EPYC in some configurations and not in others" in text
-    assert "0.500x to 4x" in text
+    assert "faster in 1, slower in 1 of 2 configuration(s), measured 0.500x to 4x" in text
+    per = report.summary_section(data).table("summary_speedup_per_configuration").set_index("combination")
+    assert per.loc["device=gpu, n=512", "speedup_verdict"] == "faster"
+    assert per.loc["device=gpu, n=256", "speedup_verdict"] == "slower"
+    low, high = per.loc["device=gpu, n=512", ["speedup_low", "speedup_high"]]
+    assert 3.9 / 1.02 <= low < 4.0 < high <= 4.1 / 0.98  # the interval of the ratio of medians, both sides resampled
+
+
+def test_every_configuration_resolved_faster_makes_the_device_faster(tmp_path):
+    for n in (256, 512):
+        write_runs(tmp_path, lambda v: fx.matmul("cpu", n, v), [1.0, 1.05, 0.95], f"n-{n}")
+        write_runs(tmp_path, lambda v: fx.matmul("gpu", n, v), [10.0, 10.5, 9.5], f"n-{n}")
+    text = report.summary_section(report.load_report_data([tmp_path])).text[0]
+    assert "GPU: Tesla T4 was faster than CPU: AMD EPYC, comparing runs with the same parameters" in text
+    assert "faster in 2 of 2 configuration(s), measured 10x" in text
 
 
 def test_runs_on_several_keras_backends_are_kept_apart_from_the_published_unknown_model(tmp_path):

@@ -20,8 +20,10 @@ def on_backend(record: dict, backend: str, asked: str | None = None) -> dict:
 
 
 def test_pairs_of_the_same_work_give_the_headline_per_backend_and_the_ratio(tmp_path):
-    fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, 50.0), "tensorflow"), "n-512_backend-tensorflow")
-    fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, 60.0), "jax", asked="auto"), "n-512_backend-auto")
+    for repeat, (tf_value, jax_value) in enumerate([(50.0, 60.0), (51.0, 61.0), (49.0, 59.0)], start=1):
+        suffix = "" if repeat == 1 else f"_repeat-{repeat}"  # three runs of each: an interval, and a verdict
+        fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, tf_value), "tensorflow"), f"n-512_backend-tensorflow{suffix}")
+        fx.write(tmp_path, on_backend(fx.matmul("tpu", 512, jax_value), "jax", asked="auto"), f"n-512_backend-auto{suffix}")
     fx.write(tmp_path, on_backend(fx.matmul("cpu", 512, 0.5), "tensorflow"), "n-512_backend-tensorflow")  # no pair
     tf_cnn = on_backend(fx.cnn("cpu", 256), "tensorflow")
     jax_cnn = on_backend(fx.cnn("cpu", 256), "jax")
@@ -29,14 +31,17 @@ def test_pairs_of_the_same_work_give_the_headline_per_backend_and_the_ratio(tmp_
     fx.write(tmp_path, tf_cnn, "batch_size-256_backend-tensorflow")
     fx.write(tmp_path, jax_cnn, "batch_size-256_backend-jax")
     data = load_report_data([tmp_path])
-    assert len(data.ok()) == 5 and data.merges.empty  # the two TPU runs are two combinations, never merged
+    assert len(data.ok()) == 5  # the TPU's TensorFlow and JAX runs are two combinations, never merged
+    assert list(data.merges["runs counted"]) == [3, 3]
     table = backend_table(data).set_index("notebook")
     assert list(table.index) == ["cnn_mnist", "matmul_tflops"]
     matmul, cnn = table.loc["matmul_tflops"], table.loc["cnn_mnist"]
     assert (matmul["device"], matmul["tensorflow"], matmul["jax"]) == ("TPU x8: TPU v2-8", 50.0, 60.0)
-    assert matmul["jax_over_tensorflow"] == 1.2 and matmul["faster"] == "JAX"  # more TFLOPS
-    assert cnn["jax_over_tensorflow"] == 4.0 and cnn["faster"] == "TensorFlow"  # more seconds per epoch
-    assert (cnn["runs_tensorflow"], cnn["runs_jax"]) == (1, 1)
+    assert matmul["jax_over_tensorflow"] == 1.2 and matmul["faster"] == "JAX"  # more TFLOPS, resolved
+    assert matmul["verdict"] == "faster" and 59 / 51 <= matmul["ratio_low"] < 1.2 < matmul["ratio_high"] <= 61 / 49
+    # one run a side: the ratio is printed (4x the seconds per epoch), but nothing is called faster
+    assert cnn["jax_over_tensorflow"] == 4.0 and cnn["verdict"] == "too few runs"
+    assert cnn["faster"] == "neither resolved" and (cnn["runs_tensorflow"], cnn["runs_jax"]) == (1, 1)
     section = backends_section(data)
     assert section.empty is None and set(section.figures) == {"backends_jax_over_tensorflow"}
     written = publish(section, tmp_path / "report", display=False)

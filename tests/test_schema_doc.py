@@ -30,14 +30,18 @@ def test_every_field_a_record_can_have_is_described():
     assert set(REQUIRED_FIELDS) <= set(FIELD_DOCS)
     # The sweep adds these to the records it commits.
     source = inspect.getsource(execution)
-    added = set(re.findall(r"record\.update\((\w+)=\w+, (\w+)=", source)[0])
-    assert added == {"fingerprint", "sweep"} and added <= set(FIELD_DOCS)
+    added = set(re.findall(r"record\.update\((\w+)=[\w.]+, (\w+)=[\w.]+, (\w+)=[\w.]+, (\w+)=", source)[0])
+    assert added == {"fingerprint", "sweep", "kernel", "repeat"} and added <= set(FIELD_DOCS)
+    assert {"host_state", "host_quiet"} <= set(FIELD_DOCS)  # Run.record adds them to every record
 
 
 def test_every_key_the_producers_write_is_described():
     assert set(host_info()) <= set(schema_doc.HOST_KEYS)
     assert set(software_versions()) <= set(schema_doc.SOFTWARE_KEYS) | set(schema_doc.SOFTWARE_PACKAGES)
     assert set(fingerprint(REPO / "notebooks" / "matmul_tflops.ipynb", {"n": 64})) == set(schema_doc.FINGERPRINT_KEYS)
+    from colabkit.device.host_state import HostMonitor
+
+    assert set(HostMonitor(interval_s=60).start().stop()) == set(schema_doc.HOST_STATE_KEYS)
 
 
 def test_every_error_kind_and_key_a_failed_record_can_have_is_described():

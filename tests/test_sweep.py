@@ -53,7 +53,7 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
         grid:
           device: [cpu, tpu]
           n: [128, 1000000]  # a valid n whose 4 TB matrices no machine here can allocate: a real failure
-        fixed: {{dtype: float32, count: 2, repeats: 2, blas_baseline: false}}
+        fixed: {{dtype: float32, count: 2, timed_calls: 2, blas_baseline: false}}
         presets: {{smoke: {{}}, paper: {{}}}}
     """)
     out = tmp_path / "out"

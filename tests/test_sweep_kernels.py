@@ -100,7 +100,7 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
     # a failure starts a fresh one, and succeeds
     assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2, 0, 1, 0, 1, 0, 1]
     assert {record["kernel"]["mode"] for record in records} == {"reuse"}
-    assert records[0]["kernel"]["key"] == {"backend": None, "device": "cpu", "mixed_precision": None}
+    assert records[0]["kernel"]["key"] == {"backend": None, "device": "cpu", "mixed_precision": None, "repeat": 1}
     ok = {record["params"]["value"]: record["metrics"] for record in records if record["status"] == "ok"}
     assert ok[1]["pid"] == ok[2]["pid"] != ok[4]["pid"]  # 2 ran in 1's kernel, 4 in a new one
     assert ok[8]["pid"] == ok[9]["pid"] != ok[6]["pid"]
@@ -166,9 +166,9 @@ def test_runs_share_a_kernel_only_where_the_backend_device_and_precision_agree()
     assert kernel_key(combination(), None, "/here", {"CUDA_VISIBLE_DEVICES": "1"}) != kernel_key(
         combination(), None, "/here", {"CUDA_VISIBLE_DEVICES": "0"})
     assert kernel_key(combination("multiworker:2"), None, "/here", {}) is None  # its processes are its own
-    repeated = combination(mixed_precision="none")
-    object.__setattr__(repeated, "repeat", 1)  # a combination with a repeat index (repeats' sweeps)
-    assert kernel_key(repeated, None, "/here", {}) != key and kernel_key(repeated, None, "/here", {}).repeat == 1
+    # Repeats of one combination are independent runs: repeat 2 never shares repeat 1's kernel.
+    repeated = combination(mixed_precision="none").with_repeat(2)
+    assert kernel_key(repeated, None, "/here", {}) != key and kernel_key(repeated, None, "/here", {}).repeat == 2
     fresh = KernelLease.of(combination(), "fresh", None, "/here", {})
     assert fresh.manager is None and fresh.record == {"mode": "fresh", "runs_before": 0}
 

@@ -48,8 +48,9 @@ EXPERIMENT = Experiment(
                   zero_means="no head"),
         Parameter("epochs", int, "auto", 'the paper\'s 30; "auto": 30 on a GPU or TPU, 3 on a CPU', minimum=1,
                   auto="sized for the device"),
-        Parameter("repeats", int, "auto", 'fresh models, each seeded with seed + repeat; "auto": 3 (the '
-                  "paper's), 1 on a CPU", minimum=1, auto="sized for the device"),
+        Parameter("models_per_run", int, "auto", 'fresh models trained one after another in this run (the paper\'s '
+                  '"repeats"), each seeded with seed + its index; "auto": 3 (the paper\'s), 1 on a CPU', minimum=1,
+                  auto="sized for the device"),
         Parameter("learning_rate", float, 0.001, "Adam's default, as in the paper", minimum=0,
                   minimum_exclusive=True),
         Parameter("mixed_precision", str, "none", "Keras dtype policy", choices=MIXED_PRECISION_CHOICES),

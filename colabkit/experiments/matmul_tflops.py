@@ -49,7 +49,8 @@ EXPERIMENT = Experiment(
                   'XLA on TensorFlow: "auto" (on for GPU and TPU, off on CPU where oneDNN graphs are faster), True, '
                   "False; JAX always compiles",
                   choices=("auto", True, False)),
-        Parameter("repeats", int, 5, "warm calls timed", minimum=1),
+        Parameter("timed_calls", int, 5, "warm calls timed inside this run (the sweep's `repeats` are separate runs)",
+                  minimum=1),
         Parameter("warmup", int, 1, "calls after the cold one that are discarded", minimum=0),
         Parameter("blas_baseline", bool, True, "on CPU, also time NumPy's BLAS on the same n in the same run"),
         results_path_parameter("matmul_tflops"),

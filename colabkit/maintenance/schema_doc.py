@@ -60,6 +60,28 @@ FINGERPRINT_KEYS: dict[str, str] = {
 SWEEP_KEYS: dict[str, str] = {
     "jobs": "how many combinations ran side by side (`--jobs`); 1 for published numbers",
     "cuda_visible_devices": "the GPUs this run was given, when the sweep chose them",
+    "target_ci": "with `--target-ci`: the half-width of the headline's 95 % interval, relative to its median, that "
+                 "the sweep ran repeats for (0.03: +/- 3 %), and `max_repeats`, where it stopped trying",
+    "max_repeats": "with `--target-ci`: the most runs of one combination it would make",
+    "quiet_wait": "with `--wait-quiet`: how long the sweep waited for a quiet host before the run (`waited_s`), "
+                  "whether it got one (`quiet`) and, if not, why (`busy_reasons`)",
+}
+HOST_STATE_KEYS: dict[str, str] = {
+    "wall_s": "the run's wall time, from `start_run` to the record",
+    "own_cpu_s": "CPU time of the notebook's process and the children it waited for (the NumPy baseline's)",
+    "parent_cpu_s": "CPU time of the process that started it (the sweep or Jupyter, which waits for it)",
+    "other_cpu_s": "CPU time every other process took meanwhile (from /proc/stat)",
+    "other_cpu_share": "`other_cpu_s` over wall time x logical CPUs",
+    "steal_share": "time the hypervisor took from the VM's CPUs, over all CPU time",
+    "cpus": "the logical CPUs /proc/stat counts",
+    "load_before": "the 1, 5 and 15 minute load averages when the run started",
+    "load_after": "the same when it wrote its record",
+    "cpu_mhz": "the range (`min`, `max`) of every CPU's clock read during the run",
+    "gpu": "NVIDIA GPUs through NVML: `available` (else `reason`), `gpus`, `readings`, `sm_mhz` range, "
+           "`throttle_reasons` seen, `other_pids` of other processes on them, `busy_reasons`",
+    "quiet": "the verdict, as `host_quiet` repeats it",
+    "busy_reasons": "each threshold passed, in words; empty when quiet",
+    "thresholds": "the thresholds applied: `other_cpu_share_max`, `steal_share_max`, `cpu_clock_spread_max`",
 }
 HOST_KEYS: dict[str, str] = {
     "hostname": "the machine's name",
@@ -233,6 +255,12 @@ def render() -> str:
         "## `sweep` (sweep runs)",
         "",
         *_table(("key", "what it holds"), SWEEP_KEYS),
+        "",
+        "## `host_state`",
+        "",
+        *_table(("key", "what it holds"), HOST_STATE_KEYS),
+        "",
+        "How `host_quiet` is decided, and why a busy host matters: [statistics.md](statistics.md).",
         "",
         "## Reading records",
         "",

@@ -1,10 +1,15 @@
-"""Records of one combination together, and the one a report uses.
+"""Records of one combination together: its repeats, and the record a report names it by.
 
-Several results folders merge (say, outputs copied back from a CPU, a GPU and a TPU Colab runtime).
-A combination (one notebook with one set of parameters) can then appear more than once: the sweep
-on a CPU runtime leaves a `skipped` record for the GPU combinations that the GPU runtime ran. One
-record per combination is *used*: an ok record over a failed one over a skipped one, and among
-equals the one that finished last; `Combination.why` says which choice was made.
+Several results folders merge (say, outputs copied back from a CPU, a GPU and a TPU Colab runtime,
+or three Colab sessions on a T4). A combination (one notebook with one set of parameters) can then
+appear more than once, and so it does within one folder when the sweep ran it several times
+(`repeats`). Every ok record of a combination is a run of it, and all of them count: they are its
+`repeats`, whose median and interval the report gives (three sessions on a T4 are three samples of
+"T4"), whatever folder they come from and whatever their `repeat` index. None is dropped silently: a
+record that is a copy of one already counted (the same run found in two folders: same start, end and
+host) is listed in `duplicates`, and failed or skipped records beside ok ones are kept in `paths`
+and named in `why`. The record a combination is *named* by (`used`) is its most recent ok record,
+else a failed one over a skipped one, the most recent among equals.
 
 Two records are the same combination when they come from the same notebook with the same parameters
 (the sweep's `fingerprint.params` where it wrote one, else `params`). Failed and skipped records of
@@ -26,9 +31,10 @@ _NEVER = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
 @dataclass
 class Combination:
-    """The records of one combination: `paths` (its ok records first), the one `used` and `why`, and
-    `description`, the device and the parameters that vary among the notebook's combinations
-    ('device=gpu, n=256')."""
+    """The records of one combination: `paths` (its ok records first), `repeats` (its ok records, each
+    an independent run; every one counts), `duplicates` (copies of a run already counted), the record
+    it is named by (`used`) and `why`, and `description`, the device and the parameters that vary
+    among the notebook's combinations ('device=gpu, n=256')."""
 
     notebook: str
     params: dict[str, Any]  # those of its first record: an ok one if the group has any
@@ -37,6 +43,8 @@ class Combination:
     used: str = ""
     why: str = ""
     description: str = ""
+    repeats: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
 
 
 def combination_params(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,19 +74,38 @@ def finished_at(record: Mapping[str, Any]) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
 
 
-def _choose(paths: list[str], records: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
-    """The record a combination uses, and why (empty when it has one record)."""
+def run_identity(record: Mapping[str, Any]) -> str:
+    """What makes a run that run: its start and end times (to the microsecond) and its host. A record
+    found twice with the same identity (a folder and its copy) is one run."""
+    host = record.get("host") if isinstance(record.get("host"), dict) else {}
+    return json.dumps([record.get("started_at"), record.get("finished_at"), host.get("hostname")], default=str)
+
+
+def _choose(paths: list[str], records: Mapping[str, Mapping[str, Any]]) -> tuple[str, str, list[str], list[str]]:
+    """The record a combination is named by, why, its repeats (ok runs, each once) and the duplicates."""
     ranked = sorted(paths, key=lambda p: (STATUS_ORDER.get(records[p]["status"], 9),
                                           -finished_at(records[p]).timestamp()))
     used = ranked[0]
+    seen: set[str] = set()
+    repeats, duplicates = [], []
+    for path in sorted((p for p in paths if records[p]["status"] == "ok"), key=lambda p: finished_at(records[p])):
+        identity = run_identity(records[path])
+        (duplicates if identity in seen else repeats).append(path)
+        seen.add(identity)
     if len(paths) == 1:
-        return used, ""
+        return used, "", repeats, duplicates
     status = records[used]["status"]
+    others = sorted({records[p]["status"] for p in paths if records[p]["status"] != status})
+    if len(repeats) > 1 or duplicates:
+        parts = [f"{len(repeats)} ok runs, each counted" if len(repeats) > 1 else "1 ok run"]
+        parts += [f"{len(duplicates)} copy of a counted run left out" if len(duplicates) == 1 else
+                  f"{len(duplicates)} copies of counted runs left out"] if duplicates else []
+        parts += [f"{sum(records[p]['status'] == other for p in paths)} {other} not counted" for other in others]
+        return used, "; ".join(parts), repeats, duplicates
     peers = [p for p in paths if records[p]["status"] == status]
-    if len(peers) > 1:
-        return used, f"the most recent of {len(peers)} {status} records"
-    others = sorted({records[p]["status"] for p in paths if p != used})
-    return used, f"{status} preferred over {' and '.join(others)}"
+    if len(peers) > 1 and not others:
+        return used, f"the most recent of {len(peers)} {status} records", repeats, duplicates
+    return used, f"{status} preferred over {' and '.join(others)}", repeats, duplicates
 
 
 def _key(value: Any) -> str:
@@ -119,6 +146,7 @@ def group_combinations(records: Mapping[str, Mapping[str, Any]]) -> list[Combina
             combinations.append(Combination(record["notebook"], params, ok, [path]))
     varying = varying_params(combinations, records)
     for combination in combinations:
-        combination.used, combination.why = _choose(combination.paths, records)
+        combination.used, combination.why, combination.repeats, combination.duplicates = _choose(combination.paths,
+                                                                                                 records)
         combination.description = describe(combination.params, varying[combination.notebook])
     return combinations

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from colabkit.device.host_state import HostMonitor
 from colabkit.errors import MeasurementError, RecordError
 from colabkit.io import json_value, write_json_atomic
 from colabkit.records.plausibility import measurement_problems
@@ -78,6 +80,13 @@ FIELD_DOCS: dict[str, str] = {
                     "operations, or why the trace was not summarised",
     "worker": "written by a sweep on a Dask cluster (`--cluster`): the worker that ran it (`host`, `address`, "
               "`name`, its declared `resources`, `cuda_visible_devices`)",
+    "repeat": "written by the sweep: which independent run of its combination this is (1, 2, ...), each in its own "
+              "kernel; repeat 1 is `<slug>.json`, repeat r `<slug>_repeat-r.json`",
+    "host_state": "what else the host did from `start_run` to the record (colabkit.device.host_state): load "
+                  "averages, other processes' CPU time and share, steal share, CPU clock range, NVIDIA GPUs' SM "
+                  "clocks, throttle reasons and other processes; the reasons and thresholds of `host_quiet`",
+    "host_quiet": "whether the host was quiet during the run: false when another process, the hypervisor, a clock "
+                  "or a GPU disturbed it (`host_state.busy_reasons` names which); null where nothing could be read",
 }
 
 
@@ -204,6 +213,9 @@ class Run:
         self.path = Path(results_path) if results_path else default_results_path(
             notebook, str(self.params.get("device", "auto")))
         self.written: dict[str, Any] | None = None
+        # The host's state from here to the record: other processes' CPU time, steal, clocks, GPUs.
+        self.host_monitor = HostMonitor().start()
+        weakref.finalize(self, self.host_monitor.close)
 
     def check_memory(self, device: Any) -> None:
         """Refuse (InsufficientMemoryError, one line naming the estimate and the device's memory) a run
@@ -246,6 +258,8 @@ class Run:
         if not is_chief_setup(device):
             return None
         device_section = device.as_record() if hasattr(device, "as_record") else dict(device or {})
+        host_state = self.host_monitor.stop()
+        extra = {"host_state": host_state, "host_quiet": host_state["quiet"], **extra}
         problems = measurement_problems(metrics, timings) if status == "ok" else []
         if problems:  # recorded as failed, with the reason, and the notebook stops here
             status = "failed"

@@ -13,8 +13,10 @@ combination uses; reading and merging records is colabkit.records' job), section
 publish), writers (PNG/PDF/SVG, CSV/LaTeX/Markdown), figures (style and plot helpers), one module
 per experiment's section, named after it (matmul_tflops, cnn_mnist, dblstm_har, timeseries_rnn,
 paradnn; each experiment's declaration names its own), experiments (the sections of every declared
-experiment), summary (speedups and the plain-language reading), provenance, build (papermill and
-the HTML export).
+experiment), repeats (a combination's runs together: medians, per-run values, the headline's interval),
+summary (speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
+comparisons (differences along one parameter), backends (TensorFlow against JAX), provenance, build
+(papermill and the HTML export).
 """
 
 from colabkit.report.build import (
@@ -25,6 +27,7 @@ from colabkit.report.build import (
     write_records_summary,
 )
 from colabkit.report.cnn_mnist import cnn_section, cnn_table
+from colabkit.report.comparisons import axis_comparisons, comparisons_section
 from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
 from colabkit.report.experiments import experiment_sections, publish_experiments, section_functions
 from colabkit.report.figures import bar_heights, line_data, report_style
@@ -33,13 +36,13 @@ from colabkit.report.paradnn import paradnn_section, paradnn_table
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, device_label, load_report_data, report_data
 from colabkit.report.section import ReportFigure, ReportTable, Section, publish, show, write_section
-from colabkit.report.summary import reading, speedup_table, summary_section
+from colabkit.report.summary import configuration_speedups, reading, speedup_table, summary_section
 from colabkit.report.timeseries_rnn import prediction_frame, timeseries_section, timeseries_table
 from colabkit.report.writers import latex_table, markdown_table, write_figure, write_records_csv, write_table
 
 __all__ = [
-    "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "bar_heights", "build_report",
-    "cnn_section", "cnn_table", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
+    "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons", "bar_heights",
+    "build_report", "cnn_section", "cnn_table", "comparisons_section", "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
     "export_report_html", "latex_table", "line_data", "load_report_data", "markdown_table", "matmul_section",
     "matmul_table", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
     "prepare_output", "provenance_section", "publish", "publish_experiments", "reading", "report_data",

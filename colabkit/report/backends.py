@@ -13,19 +13,20 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import match_key, ratio_bars_by_experiment, run_backend
+from colabkit.report.common import comparison_fields, match_key, ratio_bars_by_experiment, run_backend, samples_column
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 
 PAIR = ("tensorflow", "jax")
 COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow", "jax", "jax_over_tensorflow",
-           "faster", "runs_tensorflow", "runs_jax"]
+           "ratio_low", "ratio_high", "verdict", "faster", "runs_tensorflow", "runs_jax"]
 
 
 def backend_table(data: ReportData) -> pd.DataFrame:
     """One row per experiment, device and configuration that ran on both TensorFlow and JAX: the headline
-    on each (the median where several runs exist), their ratio JAX / TensorFlow, and which was faster
-    (the headline's own direction: more TFLOPS, or less time, is faster)."""
+    on each (the median of its runs), their ratio JAX / TensorFlow with its 95 % interval (both sides'
+    runs resampled), the verdict on JAX in the headline's own direction (more TFLOPS, or less time, is
+    faster) and which backend that makes faster (`faster`: JAX, TensorFlow, or neither resolved)."""
     rows = []
     for experiment in all_experiments():
         headline = experiment.headline
@@ -35,21 +36,22 @@ def backend_table(data: ReportData) -> pd.DataFrame:
             continue
         table = pd.DataFrame({"device": ok["device_label"], "backend": run_backend(ok),
                               "config": match_key(ok, exclude=("device", "backend")),
-                              "value": pd.to_numeric(ok[name], errors="coerce")}).dropna(subset=["value"])
+                              "value": pd.to_numeric(ok[name], errors="coerce"),
+                              "samples": samples_column(ok, headline.metric)}).dropna(subset=["value"])
         table = table[table["backend"].isin(PAIR)]
         for (device, config), runs in table.groupby(["device", "config"], sort=False):
-            by_backend = runs.groupby("backend")["value"]
-            if set(by_backend.groups) != set(PAIR):
+            if set(runs["backend"]) != set(PAIR):
                 continue
-            values, counts = by_backend.median(), by_backend.size()
-            tensorflow, jax = float(values["tensorflow"]), float(values["jax"])
-            ratio = jax / tensorflow if tensorflow else np.nan
-            jax_faster = ratio > 1 if headline.higher_is_better else ratio < 1
+            tensorflow, jax = ([value for values in runs.loc[runs["backend"] == backend, "samples"] for value in values]
+                               for backend in PAIR)
+            fields = comparison_fields(jax, tensorflow, headline.higher_is_better, "ratio", oriented=False)
+            judged = fields["ratio_verdict"]
             rows.append({"notebook": experiment.name, "measure": headline.label, "unit": headline.unit,
-                         "device": device, "configuration": config, "tensorflow": tensorflow, "jax": jax,
-                         "jax_over_tensorflow": ratio,
-                         "faster": "equal" if ratio == 1 else ("JAX" if jax_faster else "TensorFlow"),
-                         "runs_tensorflow": int(counts["tensorflow"]), "runs_jax": int(counts["jax"])})
+                         "device": device, "configuration": config, "tensorflow": float(np.median(tensorflow)),
+                         "jax": float(np.median(jax)), "jax_over_tensorflow": fields["ratio"],
+                         "ratio_low": fields["ratio_low"], "ratio_high": fields["ratio_high"], "verdict": judged,
+                         "faster": {"faster": "JAX", "slower": "TensorFlow"}.get(judged, "neither resolved"),
+                         "runs_tensorflow": len(tensorflow), "runs_jax": len(jax)})
     table = pd.DataFrame(rows, columns=COLUMNS)
     device_order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     position = table["device"].map(device_order)
@@ -85,11 +87,14 @@ def backends_section(data: ReportData) -> Section:
     section.text.append(
         "The same notebook and parameters on the same device, once on TensorFlow and once on JAX (Keras 3's "
         "backends; the matmul notebook's chained product is written in each framework). The ratio is the headline "
-        "on JAX over the headline on TensorFlow; `faster` reads it in the headline's direction. Each backend's "
-        "figure is the median of its runs (`runs_*`): a single pair of runs on a shared host can differ by 30 % "
-        "from noise alone.")
+        "on JAX over the headline on TensorFlow, each the median of its runs (`runs_*`), with its 95 % bootstrap "
+        "interval (none below 3 runs a backend); `verdict` reads it in the headline's direction (faster, slower, "
+        "no difference resolved, too few runs) and `faster` names the backend: a single pair of runs on a shared "
+        "host can differ by 30 % from noise alone, so no backend is called faster without an interval beyond "
+        "the tolerance.")
     section.items.append(ReportTable("backends_jax_over_tensorflow", table,
-                                     "Headline per backend where both ran, and JAX / TensorFlow."))
+                                     "Headline per backend where both ran (median over runs), JAX / TensorFlow "
+                                     "with its 95 % interval, and the verdict."))
     figure = backend_figure(table, data)
     if figure is not None:
         section.items.append(figure)

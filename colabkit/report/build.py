@@ -119,8 +119,9 @@ def export_report_html(notebook_path: str | Path, html_path: str | Path, with_co
 
 
 def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name: str | None = None,
-                 notebook: str | Path | None = None) -> ReportOutputs:
-    """Run the report notebook on the records under `results_dirs` and write everything under `out`.
+                 notebook: str | Path | None = None, exclude_busy: bool = False) -> ReportOutputs:
+    """Run the report notebook on the records under `results_dirs` and write everything under `out`
+    (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed).
 
     Raises ReportError when a results folder does not exist, the report notebook is missing, or a
     cell of it fails (the executed notebook is kept in `out` for inspection); NoRecordsError, before
@@ -143,7 +144,8 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
     executed = folder / "report.ipynb"
     summary_path = folder / RECORDS_SUMMARY
     summary_path.unlink(missing_ok=True)  # an earlier report's summary must not pass for this one's
-    parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder)}
+    parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder),
+                  "exclude_busy_runs": exclude_busy}
     with open(folder / "report.log", "w", encoding="utf-8") as log:
         try:
             execute_notebook(source, executed, parameters, log, kernel_name=kernel_name, cwd=folder)

@@ -21,10 +21,12 @@ from colabkit.report.common import (
     column,
     global_batch,
     has,
+    interval_frame,
     match_key,
     notebook_section,
     pick,
     repeats_std,
+    samples_column,
     series_labels,
     timing_frame,
     train_samples,
@@ -56,8 +58,13 @@ def cnn_table(data: ReportData) -> pd.DataFrame:
         **timing_frame(ok),
         "test_accuracy": column(ok, "metrics.test_accuracy"), "test_accuracy_std": repeats_std(ok, "test_accuracy"),
         "test_loss": column(ok, "metrics.test_loss"), "data": ok["data_used"], "config": match_key(ok),
+        "runs": column(ok, "runs"), "busy_runs": column(ok, "busy_runs"),
+        "between_run_cv": column(ok, "headline.between_cv"), "within_run_cv": column(ok, "headline.within_cv"),
         "path": ok["path"],
     })
+    table = pd.concat([table, interval_frame(samples_column(ok, "epoch_time_steady_s"), "epoch_steady_s"),
+                       interval_frame(samples_column(ok, "sample_time_steady_us"), "sample_us")
+                       .drop(columns="sample_us_runs")], axis=1)
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
         .reset_index(drop=True)
@@ -80,24 +87,28 @@ def _colors(table: pd.DataFrame) -> dict[str, str]:
 
 
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
-    """Two panels of bars per global batch size: steady epoch time and per-sample time, ours (with
-    std over the steady epochs) beside Alyafeai 2018's (hatched)."""
+    """Two panels of bars per global batch size: steady epoch time and per-sample time, ours (medians over
+    runs, with their 95 % intervals over runs) beside Alyafeai 2018's (hatched)."""
     both = pd.concat([table, _published_rows()], ignore_index=True)
     figure, axes = new_figure(ncols=2, width=5.2, height=4.2)
-    for ax, value, err, label in [(axes[0], "epoch_steady_s", "epoch_steady_std_s", "steady epoch time (s)"),
-                                  (axes[1], "sample_us", "sample_std_us", "time per sample (us)")]:
-        grouped_bars(ax, both, "batch", value, err=err, colors=_colors(table), hatched=PUBLISHED_SERIES.values())
+    for ax, value, label in [(axes[0], "epoch_steady_s", "steady epoch time (s)"),
+                             (axes[1], "sample_us", "time per sample (us)")]:
+        grouped_bars(ax, both, "batch", value, low=f"{value}_low", high=f"{value}_high", colors=_colors(table),
+                     hatched=PUBLISHED_SERIES.values())
         ax.set_xlabel("global batch size")
         ax.set_ylabel(label)
     axes[0].set_title("Epoch time (validation included)")
     axes[1].set_title("Per-sample step time")
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = both[["series", "device", "batch", "epoch_steady_s", "epoch_steady_std_s", "sample_us", "sample_std_us"]]
+    behind = both[["series", "device", "batch", "runs", "epoch_steady_s", "epoch_steady_s_low", "epoch_steady_s_high",
+                   "epoch_steady_std_s", "sample_us", "sample_us_low", "sample_us_high"]]
     samples = sorted({int(n) for n in epoch_samples(table) if np.isfinite(n)})
     caption = ("Bars side by side share a global batch (samples per step over all replicas), as the published "
                "rows do. Steady state, the epochs after the first: epoch time their median, per-sample time their "
-               "training time over their samples; bars: std over those epochs. "
+               "training time over their samples, each run's figure, then the median over runs; error bars: the "
+               "95 % bootstrap interval of that median over runs (none with fewer than 3 runs; the spread of "
+               "epochs inside one run is in the table, not drawn: epochs of one run are not independent runs). "
                f"Hatched: {ALYAFEAI_2018_SOURCE}.")
     if samples and samples != [PUBLISHED_TRAIN_SAMPLES]:
         caption += (f" Work per epoch differs: our epochs covered {', '.join(f'{n:,}' for n in samples)} training "
@@ -179,13 +190,18 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     accuracy = accuracy_figure(table) if has(table, "test_accuracy") else None
     printed = pick(table, [("device", "device"), ("batch", "global batch"), ("replicas", "replicas"),
                            ("train_samples", "train samples"), ("samples_per_epoch", "samples/epoch"),
-                           ("epochs_run", "epochs"),
+                           ("epochs_run", "epochs"), ("runs", "runs"), ("busy_runs", "busy runs"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
-                           ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("sample_us", "per sample (us)"),
+                           ("epoch_steady_s_low", "95% low (s)"), ("epoch_steady_s_high", "95% high (s)"),
+                           ("between_run_cv", "between-run CV"), ("within_run_cv", "within-run CV"),
+                           ("epoch_steady_std_s", "std over epochs (s)"), ("step_ms", "step (ms)"),
+                           ("sample_us", "per sample (us)"),
                            ("samples_per_s", "samples/s"), ("test_accuracy", "test accuracy"),
                            ("test_accuracy_std", "accuracy std"), ("test_loss", "test loss"), ("data", "data")])
     section.items = [
-        ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size. "
+        ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size: medians "
+                    "over runs; the steady epoch time's 95 % bootstrap interval over runs (none below 3 runs), its "
+                    "spread between runs (CV) beside its spread inside one run (CV of the steady epochs). "
                     + WORK_DIFFERS_NOTE),
         *([epoch_figure] if epoch_figure else []),
         ReportTable("cnn_epoch_time_vs_published", published_comparison(table, "epoch_steady_s"),

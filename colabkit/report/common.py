@@ -1,5 +1,6 @@
-"""What every section does with its records: pick columns, name series, compare with the CPU,
-spread from repeats, warn about substitute data, list the runs it does not plot."""
+"""What every section does with its records: pick columns, name series, compare with the CPU (ratios
+of medians over runs, with their intervals and verdicts: colabkit.statistics), spread from repeats,
+warn about substitute data, list the runs it does not plot."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments, find
+from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict
 from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
@@ -132,16 +134,63 @@ def cpu_baseline(labels: Any) -> str | None:
     return max(sort_labels(pool), key=lambda label: pool[label])
 
 
+def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
+    """Each row's per-run values of `metric` (`samples.<metric>`, colabkit.report.repeats), else its
+    one value as a single run, else []."""
+    one = column(frame, f"metrics.{metric}").map(lambda value: finite([value]))
+    runs = column(frame, f"samples.{metric}", None)
+    return runs.where(runs.map(lambda values: isinstance(values, list)), one)
+
+
+def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
+    """Per row, the median of its runs (`samples`: lists) and its 95 % interval: `<prefix>_low`,
+    `<prefix>_high` (NaN below 3 runs) and `<prefix>_runs`."""
+    intervals = [median_ci(values if isinstance(values, list) else []) for values in samples]
+    return pd.DataFrame({f"{prefix}_low": [np.nan if i.low is None else i.low for i in intervals],
+                         f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
+                         f"{prefix}_runs": [i.n for i in intervals]}, index=samples.index)
+
+
+def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,
+                      oriented: bool = True) -> dict[str, Any]:
+    """One comparison as table fields: `<prefix>` the ratio of the medians, `<prefix>_low`/`_high` its
+    95 % interval, `<prefix>_verdict` (colabkit.statistics). `oriented`: a speedup (above 1 is better,
+    colabkit.statistics.speedup_ci); else the plain ratio samples / baseline, read in the measure's
+    direction."""
+    samples, baseline = list(samples or []), list(baseline or [])
+    if oriented:
+        interval, judged = speedup_ci(samples, baseline, higher_is_better), True
+    else:
+        interval, judged = ratio_ci(samples, baseline), higher_is_better
+    return {prefix: np.nan if interval.estimate is None else interval.estimate,
+            f"{prefix}_low": np.nan if interval.low is None else interval.low,
+            f"{prefix}_high": np.nan if interval.high is None else interval.high,
+            f"{prefix}_verdict": verdict(interval, judged).value if interval.estimate is not None else None}
+
+
 def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
-             match: str = "config", device: str = "device") -> pd.Series:
-    """Each row's speedup over the `baseline` device's row of the same `match` key (NaN without one):
-    value / baseline for throughputs, baseline / value for times."""
+             match: str = "config", device: str = "device", samples: str | None = None,
+             prefix: str = "speedup") -> pd.DataFrame:
+    """Each row's speedup over the `baseline` device's row of the same `match` key, from the runs of
+    both (`samples`: a column of per-run value lists; without it the rows' `value` as one run each):
+    `<prefix>` (the ratio of medians: value / baseline for throughputs, baseline / value for times),
+    `<prefix>_low`, `<prefix>_high` (its 95 % interval, none below 3 runs a side) and
+    `<prefix>_verdict` (faster, slower, no difference resolved, too few runs; "baseline" on the baseline's
+    own rows, whose speedup is 1); NaN without a baseline row."""
+    result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
+                           f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
     if baseline is None or not len(table):
-        return pd.Series(np.nan, index=table.index, dtype=float)
-    base = table[table[device] == baseline].drop_duplicates(match).set_index(match)[value]
-    reference = table[match].map(base).astype(float)
-    ratio = table[value].astype(float) / reference if higher_is_better else reference / table[value].astype(float)
-    return ratio.where(np.isfinite(ratio))
+        return result
+    runs = table[samples] if samples and samples in table else table[value].map(lambda v: finite([v]))
+    base = table[table[device] == baseline].drop_duplicates(match)
+    base_runs = dict(zip(base[match], runs.loc[base.index]))
+    for index, key in table[match].items():
+        if table.at[index, device] == baseline:  # the baseline itself: 1 by definition, nothing to judge
+            result.loc[index, [prefix, f"{prefix}_verdict"]] = [1.0, "baseline"]
+        elif key in base_runs:
+            for name, field in comparison_fields(runs.loc[index], base_runs[key], higher_is_better, prefix).items():
+                result.at[index, name] = field
+    return result
 
 
 def substitute_rows(frame: pd.DataFrame) -> pd.DataFrame:

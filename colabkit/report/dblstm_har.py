@@ -17,9 +17,11 @@ from colabkit.report.common import (
     global_batch,
     match_key,
     notebook_section,
+    comparison_fields,
     pick,
     repeats_count,
     repeats_std,
+    samples_column,
     series_labels,
     timing_frame,
     work_differs,
@@ -78,7 +80,11 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
         "recurrent_layers": bilstm + (head.fillna(0) > 0).astype(float),
         "model": [model_shape(b, h) for b, h in zip(bilstm, head)], "units": column(ok, "params.units"),
         "batch": global_batch(ok),
-        "repeats": column(ok, "params.repeats").fillna(repeats_count(ok, "test_accuracy")),
+        # fresh models inside each run: `models_per_run`, `repeats` in records written before the rename
+        "repeats": column(ok, "params.models_per_run").where(lambda v: v != "auto")
+        .fillna(column(ok, "params.repeats")).fillna(repeats_count(ok, "test_accuracy")),
+        "runs": column(ok, "runs"), "train_time_samples": samples_column(ok, "train_time_s"),
+        "samples_per_s_samples": samples_column(ok, "samples_per_s"),
         **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
         "data": ok["data_used"], "config": match_key(ok), "path": ok["path"],
     })
@@ -173,9 +179,11 @@ def _short(labels: list[str]) -> dict[str, str]:
 
 def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """Per configuration (same parameters at the same GLOBAL batch): CPU / each accelerator, and each
-    GPU / each TPU (above 1: the second device is faster). The ratio of whole training times where
-    both runs trained on the same samples; where the work differed (another sample count per epoch,
-    another number of epochs), the ratio of throughputs (samples/s) instead, said in `measure`."""
+    GPU / each TPU (above 1: the second device is faster). The ratio of the medians of whole training
+    times over runs where both trained on the same samples; where the work differed (another sample
+    count per epoch, another number of epochs), the ratio of throughputs (samples/s) instead, said in
+    `measure`; each with its 95 % interval (`ratio_low`, `ratio_high`) and verdict on the second device
+    (`ratio_verdict`: faster, slower, no difference resolved, too few runs)."""
     labels = sort_labels(table["device"])
     baseline = cpu_baseline(labels)
     gpus = [label for label in labels if label_kind(label) == "gpu"]
@@ -192,17 +200,19 @@ def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
             a, b = runs.loc[(config, slow)], runs.loc[(config, fast)]
             differs = work_differs(a, b)
             if differs:
-                ratio, measure = b["samples_per_s"] / a["samples_per_s"], "throughput (work per epoch differs)"
+                fields = comparison_fields(b["samples_per_s_samples"], a["samples_per_s_samples"], True, "ratio")
+                measure = "throughput (work per epoch differs)"
             else:
-                ratio, measure = a["train_time_s"] / b["train_time_s"], "training time"
-            if not np.isfinite(ratio):
+                fields = comparison_fields(b["train_time_samples"], a["train_time_samples"], False, "ratio")
+                measure = "training time"
+            if not np.isfinite(fields["ratio"]):
                 continue
             rows.append({"model": first["model"], "recurrent_layers": first["recurrent_layers"],
                          "units": first["units"], "batch": first["batch"],
                          "pair": f"{short[slow]} / {short[fast]}", "series": f"{short[slow]} / {short[fast]}",
-                         "device": fast, "numerator": slow, "denominator": fast, "ratio": ratio, "measure": measure})
+                         "device": fast, "numerator": slow, "denominator": fast, **fields, "measure": measure})
     columns = ["model", "recurrent_layers", "units", "batch", "pair", "series", "device", "numerator", "denominator",
-               "ratio", "measure"]
+               "ratio", "ratio_low", "ratio_high", "ratio_verdict", "measure"]
     return pd.DataFrame(rows, columns=columns).sort_values(["pair", "recurrent_layers", "model", "units"]) \
         .reset_index(drop=True)
 
@@ -212,7 +222,7 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
     figure, axes = new_figure(ncols=len(shapes), width=4.3, height=3.8, sharey=True)
     for ax, shape in zip(axes, shapes):
         rows = ratios[ratios["model"] == shape]
-        plot_lines(ax, rows, "units", "ratio")
+        plot_lines(ax, rows, "units", "ratio", low="ratio_low", high="ratio_high")
         ax.plot(list(KIMM_2021_RATIOS), list(KIMM_2021_RATIOS.values()), marker="*", markersize=12, linestyle="none",
                 color="#777777", markeredgecolor="black", label="Kimm, Paik & Kimm 2021: CPU / GPU or TPU")
         ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
@@ -223,7 +233,8 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
     axes[0].set_ylabel("speed ratio")
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    caption = ("Training time of the first device divided by that of the second, same configuration at the same "
+    caption = ("Training time of the first device divided by that of the second (medians over runs; error bars: "
+               "the 95 % bootstrap interval, none below 3 runs a device), same configuration at the same "
                f"global batch (above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]} "
                "(the paper's printed model is 2 x BiLSTM + LSTM(64)).")
     if (ratios["measure"] != "training time").any():
@@ -241,7 +252,10 @@ def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
                         f"{best['model']}, {format_number(best['units'])} units; training took "
                         f"{span(rows['train_time_s'])} s.")
     for pair, rows in ratios.groupby("pair", sort=False):
-        text.append(f"Speed ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s).")
+        counts = rows["ratio_verdict"].value_counts()
+        verdicts = ", ".join(f"{word} in {count}" for word, count in counts.items())
+        text.append(f"Speed ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s); the second "
+                    f"device was {verdicts}.")
     return [" ".join(text)] if text else []
 
 
@@ -273,8 +287,10 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     if not ratios.empty:
         differs = (ratios["measure"] != "training time").any()
         section.items.append(ReportTable(
-            "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "measure"]],
-            "Speed ratios per configuration at the same global batch (above 1: the second device is faster): "
+            "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "ratio_low", "ratio_high",
+                                             "ratio_verdict", "measure"]],
+            "Speed ratios per configuration at the same global batch (above 1: the second device is faster), the "
+            "ratio of the medians over runs with its 95 % interval and the verdict on the second device: "
             "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
                                       else "; every pair trained on the same samples.")))
     section.items += utilisation_items(data, NOTEBOOK, "dblstm")

@@ -13,8 +13,10 @@ from colabkit.report.common import (
     config_key,
     cpu_baseline,
     has,
+    interval_frame,
     notebook_section,
     pick,
+    samples_column,
     series_labels,
     speedups,
 )
@@ -22,6 +24,8 @@ from colabkit.report.figures import log_scale_if_wide, new_figure, plot_lines, p
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
+from colabkit.statistics import median_ci, verdict
+from colabkit.timing.baseline import MIN_SAMPLES, baseline_problems
 
 NOTEBOOK = "matmul_tflops"
 INTRO = ("Two random `n x n` matrices multiplied `count` times in a row inside one compiled call (after Sarkar "
@@ -34,35 +38,91 @@ SARKAR_2018_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tp
 
 
 def matmul_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok matmul record: device, n, dtype, TFLOPS cold and warm (min-max), peak and
-    fraction of it, speedup over the CPU baseline at the same parameters, NumPy BLAS baseline."""
+    """One row per matmul combination with ok runs: device, n, dtype, TFLOPS cold and warm (medians over
+    the runs; warm with its 95 % interval over runs, between-run and within-run spread), peak and
+    fraction of it, speedup over the CPU baseline at the same parameters with its interval and verdict,
+    and the NumPy BLAS baseline (ratio with interval and verdict, and whether the baseline was stable)."""
     ok = data.ok(NOTEBOOK)
     table = pd.DataFrame({
         "device": ok["device_label"], "series": series_labels(ok, ["params.n"]),
         "n": column(ok, "params.n"), "dtype": column(ok, "params.dtype"), "count": column(ok, "params.count"),
         "replicas": column(ok, "metrics.replicas"), "xla": column(ok, "metrics.xla"),
+        "runs": column(ok, "runs"), "busy_runs": column(ok, "busy_runs"),
         "tflops_cold": column(ok, "metrics.tflops_cold"), "tflops_warm": column(ok, "metrics.tflops_warm"),
         "tflops_warm_min": column(ok, "metrics.tflops_warm_min"),
         "tflops_warm_max": column(ok, "metrics.tflops_warm_max"),
+        "between_run_cv": column(ok, "headline.between_cv"), "within_run_cv": column(ok, "headline.within_cv"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_precision": column(ok, "metrics.peak_precision"),
         "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
-        "blas_tflops": column(ok, "metrics.blas_tflops"), "ratio_to_blas": column(ok, "metrics.ratio_to_blas"),
-        "config": config_key(ok), "path": ok["path"],
+        "blas_tflops": column(ok, "metrics.blas_tflops"),
+        "samples_warm": samples_column(ok, "tflops_warm"), "samples_cold": samples_column(ok, "tflops_cold"),
+        "config": config_key(ok), "combination_id": column(ok, "combination_id"), "path": ok["path"],
     })
+    table = pd.concat([table, interval_frame(table["samples_warm"], "tflops_warm").drop(columns="tflops_warm_runs")],
+                      axis=1)
     baseline = cpu_baseline(table["device"])
-    table["speedup_vs_cpu"] = speedups(table, "tflops_warm", True, baseline)
-    table["speedup_cold_vs_cpu"] = speedups(table, "tflops_cold", True, baseline)
+    table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, samples="samples_warm",
+                                       prefix="speedup_vs_cpu"),
+                       speedups(table, "tflops_cold", True, baseline, samples="samples_cold",
+                                prefix="speedup_cold_vs_cpu"),
+                       blas_frame(data, table)], axis=1)
     table.attrs["baseline"] = baseline
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "n"], key=lambda c: c.map(order) if c.name == "device" else c) \
         .reset_index(drop=True)
 
 
+def baseline_status(runs: pd.DataFrame) -> pd.Series:
+    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without a baseline):
+    the run's own verdict (`blas_stable`, `blas_unstable_reason`), else, for a record from before the
+    baseline judged itself, the same check on the samples it kept (colabkit.timing.baseline)."""
+    def why(row: pd.Series) -> str | None:
+        if pd.isna(row.get("metrics.blas_tflops")):
+            return None
+        if isinstance(row.get("metrics.blas_stable"), bool):
+            return "" if row["metrics.blas_stable"] else str(row.get("metrics.blas_unstable_reason") or "unstable")
+        samples = row.get("timings.blas.samples_s")
+        problems = baseline_problems(samples if isinstance(samples, list) else [], float(row["metrics.blas_tflops"]),
+                                     {}, row.get("metrics.peak_tflops") if pd.notna(row.get("metrics.peak_tflops"))
+                                     else None)
+        few = isinstance(samples, list) and len(samples) < MIN_SAMPLES
+        return "; ".join(problems + ([f"only {len(samples)} single-product samples"] if few else []))
+
+    return runs.apply(why, axis=1) if len(runs) else pd.Series(dtype=object)
+
+
+def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
+    """Per row of `table`: the ratio of the warm TFLOPS to NumPy's BLAS measured in the same run (paired:
+    each run's own ratio, the median over the runs whose baseline was stable, with its interval and the
+    verdict: faster, slower, no difference resolved), and `blas_baseline`, which says whether the
+    baselines were stable and, when not, why. A ratio with no stable baseline is shown, marked
+    'baseline unstable', never judged."""
+    runs = data.runs(NOTEBOOK)
+    runs = runs.assign(why=baseline_status(runs)) if len(runs) else runs.assign(why=pd.Series(dtype=object))
+    rows = {}
+    for index, combination in table["combination_id"].items():
+        mine = runs[(runs["combination_id"] == combination) & runs["why"].notna()]
+        if not len(mine):
+            continue
+        stable = mine[mine["why"] == ""]
+        used = stable if len(stable) else mine
+        interval = median_ci(column(used, "metrics.ratio_to_blas"))
+        unstable = mine[mine["why"] != ""]
+        status = (f"stable ({len(mine)} run(s))" if not len(unstable) else
+                  f"unstable in {len(unstable)} of {len(mine)} run(s): {unstable['why'].iloc[-1]}")
+        rows[index] = {"ratio_to_blas": interval.estimate, "ratio_to_blas_low": interval.low,
+                       "ratio_to_blas_high": interval.high,
+                       "ratio_to_blas_verdict": verdict(interval).value if len(stable) else "baseline unstable",
+                       "blas_baseline": status}
+    names = ["ratio_to_blas", "ratio_to_blas_low", "ratio_to_blas_high", "ratio_to_blas_verdict", "blas_baseline"]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=names).reindex(table.index)
+
+
 def tflops_figure(table: pd.DataFrame) -> ReportFigure:
-    """Warm (solid, min-max bars) and cold (dashed) TFLOPS against n per device; Sarkar 2018's figures
-    as stars at n = 4096."""
+    """Warm (solid, bars: its 95 % interval over runs) and cold (dashed) TFLOPS against n per device;
+    Sarkar 2018's figures as stars at n = 4096."""
     figure, (ax,) = new_figure(width=7.5, height=4.5)
-    plot_lines(ax, table, "n", "tflops_warm", low="tflops_warm_min", high="tflops_warm_max", suffix=" - warm")
+    plot_lines(ax, table, "n", "tflops_warm", low="tflops_warm_low", high="tflops_warm_high", suffix=" - warm")
     plot_lines(ax, table, "n", "tflops_cold", linestyle="--", suffix=" - cold", filled=False)
     published_rows = []
     for kind, label, value, filled in [("cpu", "CPU", SARKAR_2018_MATMUL["cpu"]["tflops"], True),
@@ -80,10 +140,12 @@ def tflops_figure(table: pd.DataFrame) -> ReportFigure:
     ax.set_ylabel("TFLOPS")
     ax.set_title("Matmul TFLOPS: warm (solid), cold (dashed)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ours = table[["series", "device", "n", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "tflops_cold"]]
+    ours = table[["series", "device", "n", "runs", "tflops_warm", "tflops_warm_low", "tflops_warm_high",
+                  "tflops_cold"]]
     behind = pd.concat([ours, pd.DataFrame(published_rows)], ignore_index=True)
-    caption = ("TFLOPS = replicas x count x 2 n^3 / seconds. Warm: median of the timed calls, bars from the "
-               "fastest to the slowest; cold: the first call (tracing and compilation included). Stars: "
+    caption = ("TFLOPS = replicas x count x 2 n^3 / seconds. Warm: each run's median timed call, then the median "
+               "over runs; error bars: the 95 % bootstrap interval of that median over runs (none with fewer than 3 "
+               "runs); cold: the first call (tracing and compilation included). Stars: "
                f"{SARKAR_2018_SOURCE} (other hardware, 2018; the author warned they hold errors).")
     return ReportFigure("matmul_tflops_vs_n", figure, behind, caption)
 
@@ -95,7 +157,7 @@ def speedup_figure(table: pd.DataFrame) -> ReportFigure | None:
     if not len(rows):
         return None
     figure, (ax,) = new_figure(width=7.5, height=4.2)
-    plot_lines(ax, rows, "n", "speedup_vs_cpu")
+    plot_lines(ax, rows, "n", "speedup_vs_cpu", low="speedup_vs_cpu_low", high="speedup_vs_cpu_high")
     for label, (kind, value) in SARKAR_2018_SPEEDUPS.items():
         ax.plot([PUBLISHED_N], [value], marker="*", markersize=13, linestyle="none", color=device_color(kind),
                 markeredgecolor="black", label=f"Sarkar 2018: {label}")
@@ -106,10 +168,13 @@ def speedup_figure(table: pd.DataFrame) -> ReportFigure | None:
     ax.set_ylabel(f"warm TFLOPS / {baseline}")
     ax.set_title("Speedup over the CPU (same n, dtype and count)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    behind = rows[["series", "device", "n", "tflops_warm", "speedup_vs_cpu", "speedup_cold_vs_cpu"]].copy()
+    behind = rows[["series", "device", "n", "runs", "tflops_warm", "speedup_vs_cpu", "speedup_vs_cpu_low",
+                   "speedup_vs_cpu_high", "speedup_vs_cpu_verdict", "speedup_cold_vs_cpu"]].copy()
     return ReportFigure("matmul_speedup", figure, behind,
-                        f"Warm throughput of each device divided by that of {baseline} at the same parameters "
-                        "(dotted line: as fast as the CPU). Stars: Sarkar 2018's published speedups at n = 4096.")
+                        f"Warm throughput of each device divided by that of {baseline} at the same parameters (the "
+                        "ratio of the medians over runs; error bars: its 95 % bootstrap interval, both sides "
+                        "resampled; none with fewer than 3 runs a side; dotted line: as fast as the CPU). Stars: "
+                        "Sarkar 2018's published speedups at n = 4096.")
 
 
 def peak_figure(table: pd.DataFrame) -> ReportFigure | None:
@@ -156,26 +221,52 @@ def _findings(table: pd.DataFrame) -> str:
                 if pd.notna(best["fraction_of_peak"]) else "")
         cold = (f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS"
                 if pd.notna(best["tflops_cold"]) else "")
+        interval = (f", 95 % interval {format_number(best['tflops_warm_low'], 3)}-"
+                    f"{format_number(best['tflops_warm_high'], 3)} over {format_number(best['runs'])} runs"
+                    if pd.notna(best["tflops_warm_low"]) else f", {format_number(best['runs'])} run(s): no interval")
         sentences.append(f"**{series}** peaked at {format_number(best['tflops_warm'], 3)} TFLOPS warm at "
-                         f"n = {format_number(best['n'])}{peak}{cold}.")
+                         f"n = {format_number(best['n'])}{interval}{peak}{cold}.")
     return " ".join(sentences)
 
 
+def _blas_findings(table: pd.DataFrame) -> str:
+    """The ratios to NumPy's BLAS in words: their verdicts, and the baselines that were not stable."""
+    rows = table[table["ratio_to_blas"].notna()]
+    if not len(rows):
+        return ""
+    parts = []
+    for row in rows.itertuples():
+        judged = row.ratio_to_blas_verdict
+        what = ("not judged: its baseline was unstable" if judged == "baseline unstable" else
+                f"{judged} than NumPy's BLAS" if judged in ("faster", "slower") else judged)
+        parts.append(f"n = {format_number(row.n)}: {format_number(row.ratio_to_blas, 3)} ({what})")
+    return ("TensorFlow (or JAX) over NumPy's BLAS in the same run, on the CPU: " + "; ".join(parts) + ".")
+
+
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    section.text = [text for text in [_findings(table)] if text]
+    section.text = [text for text in [_findings(table), _blas_findings(table)] if text]
     if table.attrs["baseline"] is None:
         section.text.append("No CPU run is in these results, so no speedup over the CPU can be given.")
     printed = pick(table, [("device", "device"), ("n", "n"), ("dtype", "dtype"), ("count", "count"),
-                           ("replicas", "replicas"), ("xla", "XLA"), ("tflops_cold", "TFLOPS cold"),
-                           ("tflops_warm", "TFLOPS warm"), ("tflops_warm_min", "warm min"),
-                           ("tflops_warm_max", "warm max"), ("peak_tflops", "peak TFLOPS"),
-                           ("fraction_of_peak", "fraction of peak"), ("speedup_vs_cpu", "speedup over CPU"),
-                           ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "TF / BLAS")])
+                           ("replicas", "replicas"), ("xla", "XLA"), ("runs", "runs"), ("busy_runs", "busy runs"),
+                           ("tflops_cold", "TFLOPS cold"), ("tflops_warm", "TFLOPS warm"),
+                           ("tflops_warm_low", "warm 95% low"), ("tflops_warm_high", "warm 95% high"),
+                           ("between_run_cv", "between-run CV"), ("within_run_cv", "within-run CV"),
+                           ("peak_tflops", "peak TFLOPS"), ("fraction_of_peak", "fraction of peak"),
+                           ("speedup_vs_cpu", "speedup over CPU"), ("speedup_vs_cpu_low", "speedup 95% low"),
+                           ("speedup_vs_cpu_high", "speedup 95% high"), ("speedup_vs_cpu_verdict", "vs CPU"),
+                           ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "TF / BLAS"),
+                           ("ratio_to_blas_low", "TF / BLAS 95% low"), ("ratio_to_blas_high", "TF / BLAS 95% high"),
+                           ("ratio_to_blas_verdict", "vs BLAS"), ("blas_baseline", "BLAS baseline")])
     figures = [tflops_figure(table)] if has(table, "tflops_warm") or has(table, "tflops_cold") else []
     figures += [item for item in (speedup_figure(table), peak_figure(table)) if item]
     section.items = [
-        ReportTable("matmul_tflops", printed, "Matmul throughput per device and size. Speedup: warm TFLOPS over "
-                    f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters."),
+        ReportTable("matmul_tflops", printed, "Matmul throughput per device and size: medians over runs, the warm "
+                    "figure's 95 % bootstrap interval over runs (none below 3 runs), its spread between runs and "
+                    "within one (CV of the timed calls). Speedup: warm TFLOPS over "
+                    f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters, with its interval and "
+                    "verdict. TF / BLAS: each run's warm TFLOPS over NumPy's BLAS in the same run, median over the "
+                    "runs whose baseline was stable; a ratio to an unstable baseline is marked, never judged."),
         *figures,
         ReportTable("matmul_vs_published", published_table(table),
                     f"Ours at the largest n measured per device, and {SARKAR_2018_SOURCE}."),

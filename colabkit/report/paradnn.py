@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
 from colabkit.report.bottlenecks import bottleneck_items, mark_overhead_bound
-from colabkit.report.common import column, config_key, notebook_section, pick
+from colabkit.report.common import column, comparison_fields, config_key, notebook_section, pick, samples_column
 from colabkit.report.figures import new_figure
 from colabkit.report.records import ReportData, labelled, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
@@ -42,7 +42,7 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "precision": column(ok, "params.mixed_precision"), "params": column(ok, "metrics.params"),
         "step_ms": column(ok, "metrics.step_time_steady_ms"),
         "step_std_ms": column(ok, "timings.step_s_steady.std").astype(float) * 1e3,
-        "samples_per_s": column(ok, "metrics.samples_per_s"),
+        "samples_per_s": column(ok, "metrics.samples_per_s"), "throughput_runs": samples_column(ok, "samples_per_s"),
         "model_tflops": column(ok, "metrics.model_tflops"), "mfu": column(ok, "metrics.mfu"),
         "intensity": column(ok, "metrics.arithmetic_intensity"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
@@ -146,16 +146,19 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
-    """Per model run on both devices: samples/s on `other` over samples/s on `baseline`."""
+    """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the
+    medians over runs), its 95 % interval and the verdict on `other` (colabkit.statistics)."""
     base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
     rows = table[table["device"] == other].drop_duplicates("config")
     rows = rows[rows["config"].isin(base.index)]
+    fields = [comparison_fields(runs, base.at[config, "throughput_runs"], True, "speedup")
+              for runs, config in zip(rows["throughput_runs"], rows["config"])]
+    columns = ["speedup", "speedup_low", "speedup_high", "speedup_verdict"]
     return pd.DataFrame({
         "baseline": baseline, "device": other, "family": rows["family"].to_numpy(),
         "model": rows["model"].to_numpy(), "batch": rows["batch"].to_numpy(),
         "bound": rows["bound"].to_numpy(), "baseline_bound": base.loc[rows["config"], "bound"].to_numpy(),
-        "speedup": (rows["samples_per_s"].astype(float).to_numpy()
-                    / base.loc[rows["config"], "samples_per_s"].astype(float).to_numpy()),
+        **{name: [field[name] for field in fields] for name in columns},
     })
 
 
@@ -189,7 +192,8 @@ def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportF
             if len(rows):
                 ax.legend(fontsize="x-small")
     caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "
-               "precision), coloured by batch size, as in ParaDnn's TPU/GPU figures. Above 1: the second device "
+               "precision; medians over runs, each model's 95 % interval and verdict in the figure's data), "
+               "coloured by batch size, as in ParaDnn's TPU/GPU figures. Above 1: the second device "
                f"is faster. Devices: {'; '.join(f'{b} over {a}' for a, b in pairs)}.")
     return ReportFigure("paradnn_speedup", figure, both, caption)
 

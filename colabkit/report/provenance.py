@@ -147,7 +147,8 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
                                                              ["device_label"])) for n in counts.index]
         counts["records read"] = data.frame.groupby("notebook")["path"].count().reindex(counts.index)
         section.items.append(ReportTable("records_overview", counts.reset_index().rename_axis(columns=None),
-                                         "Runs per notebook and status (one per combination) and record files read."))
+                                         "Runs per notebook and status (every run of a combination counts: "
+                                         "its repeats, from one folder or several) and record files read."))
         if unknown:
             section.text.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
                                 "records.csv with all the others, and their failed or skipped runs are listed below.")
@@ -156,8 +157,10 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
                                          "Files that could not be read as records."))
     if len(data.merges):
         section.items.append(ReportTable("records_merged", data.merges,
-                                         "Combinations found more than once across the results folders: the record "
-                                         "used (ok over failed over skipped; then the latest) and the ones set aside."))
+                                         "Combinations with more than one record (repeats, or several results "
+                                         "folders): every ok run counts; the records that do not (a copy of a run "
+                                         "already counted, a run on a busy host when those are left out, a failed "
+                                         "or skipped record beside ok ones) are named with the reason."))
     for notebook in unknown:  # sections list their own failed and skipped runs; these have no section
         listed = not_plotted(data, notebook, f"{notebook}_runs_not_plotted")
         if listed:

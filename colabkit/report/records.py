@@ -1,9 +1,12 @@
 """The records behind a report, and how it names their devices.
 
 The records come from colabkit.records.loading (each file read and checked once; unreadable or
-implausible files in `rejected`, absent folders in `missing_dirs`), merged per combination by
-colabkit.records.merging (one record *used* per combination: ok over failed over skipped, then
-the latest; every such choice in `ReportData.merges`).
+implausible files in `rejected`, absent folders in `missing_dirs`), grouped per combination by
+colabkit.records.merging: every ok record of a combination is one of its runs and counts (its
+repeats; a run made on a busy host too, unless the report leaves those out); a combination with no ok
+record is shown by one failed (else skipped) record; every grouping in `ReportData.merges`.
+`ReportData.ok()` gives the sections one row per combination, medians over its runs with each run's
+values beside them (colabkit.report.repeats).
 
 A device label ('CPU x2: AMD EPYC', 'GPU (requested)') is made from a record's typed fields: the
 kind and replicas the run found (else its `device.request`), the workers of a multi-worker run
@@ -15,19 +18,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from colabkit.records.loading import LoadedRecords, load_records
+from colabkit.records.merging import Combination
+from colabkit.report.repeats import collapse, headline_columns
 
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
 # A dataset loader's provenance says `source: real | offline | synthetic`. Only records that name a
 # `dataset` can have used a stand-in for one: matmul's random matrices are its workload, not a substitute.
 SUBSTITUTE_SOURCES = ("offline", "synthetic")
-REPORT_COLUMNS = ("results_dir", "device_kind", "device_label", "combination", "used", "data_used")
+REPORT_COLUMNS = ("results_dir", "device_kind", "device_label", "combination", "combination_id", "used", "data_used")
 
 
 def _count(value: Any) -> int | None:
@@ -142,9 +147,12 @@ class ReportData:
     """Every record found, one row each, and what the report makes of them.
 
     `frame` is the loader's tidy table of every record read (colabkit.records.loading), plus the
-    columns device_kind, device_label, combination, used (the record its combination uses) and
-    data_used ('real', 'OFFLINE', 'SYNTHETIC' or '' when the run used no dataset); `loaded` is what
-    the loader read (its `summary()` is what `colabkit report` prints).
+    columns device_kind, device_label, combination (its description), combination_id, used (whether
+    the record counts: every ok run of a combination, or the one record of a combination without
+    any), named (the record a combination is named by), data_used ('real', 'OFFLINE', 'SYNTHETIC' or
+    '' when the run used no dataset) and its combination's headline figures (`headline.*`,
+    colabkit.report.repeats); `loaded` is what the loader read (its `summary()` is what `colabkit
+    report` prints). With `exclude_busy`, ok runs made on a busy host (`host_quiet` false) do not count.
     """
 
     dirs: list[str]
@@ -154,20 +162,35 @@ class ReportData:
     missing_dirs: list[str]
     merges: pd.DataFrame
     loaded: LoadedRecords
+    exclude_busy: bool = False
+    _collapsed: dict[str | None, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     def record(self, path: str) -> dict[str, Any]:
         """The record at `path` as it was read (nested, with histories and predictions)."""
         return self.records[path]
 
     def used(self, notebook: str | None = None) -> pd.DataFrame:
-        """The records the report uses (one per combination), optionally of one notebook."""
+        """The records that count, one per run (a combination's repeats each), optionally of one notebook."""
         rows = self.frame[self.frame["used"].astype(bool)]
         return rows if notebook is None else rows[rows["notebook"] == notebook]
 
-    def ok(self, notebook: str | None = None) -> pd.DataFrame:
-        """The used ok records (of `notebook`): what the figures show."""
+    def runs(self, notebook: str | None = None) -> pd.DataFrame:
+        """The ok runs that count (of `notebook`), one row per run."""
         rows = self.used(notebook)
         return rows[rows["status"] == "ok"]
+
+    def ok(self, notebook: str | None = None) -> pd.DataFrame:
+        """One row per combination with ok runs (of `notebook`): numeric metrics the median over its
+        runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.repeats.collapse)."""
+        if notebook not in self._collapsed:
+            self._collapsed[notebook] = collapse(self.runs(notebook))
+        return self._collapsed[notebook]
+
+    def busy(self) -> pd.DataFrame:
+        """Every ok run made on a busy host (`host_quiet` false), counted or not."""
+        if "host_quiet" not in self.frame:
+            return self.frame.iloc[0:0]
+        return self.frame[(self.frame["status"] == "ok") & self.frame["host_quiet"].map(lambda value: value is False)]
 
     def not_ok(self, notebook: str | None = None) -> pd.DataFrame:
         """The used failed and skipped records (listed by the report, never plotted)."""
@@ -179,37 +202,70 @@ class ReportData:
         return sorted(self.frame["notebook"].dropna().unique()) if len(self.frame) else []
 
 
-MERGE_COLUMNS = ["notebook", "combination", "used", "status", "why", "not used"]
+MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted", "why", "not counted"]
 
 
-def report_data(loaded: LoadedRecords) -> ReportData:
-    """The report's view of records already loaded: device labels, data used, and one record used
-    per combination."""
+def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData:
+    """The report's view of records already loaded: device labels, data used, the runs of each
+    combination that count (all ok ones; with `exclude_busy`, not those made on a busy host) and
+    their headline figures."""
     records = loaded.records
     frame = loaded.frame()
     paths = list(frame["path"]) if len(frame) else []
-    combination = {path: group.description for group in loaded.combinations() for path in group.paths}
-    used = {group.used for group in loaded.combinations()}
+    groups = loaded.combinations()
+
+    def busy(path: str) -> bool:
+        return exclude_busy and records[path].get("host_quiet") is False
+
+    counted = {path for group in groups for path in (group.repeats if group.repeats else [group.used])
+               if not busy(path)}
+    combination = {path: group.description for group in groups for path in group.paths}
+    ids = {path: index for index, group in enumerate(groups) for path in group.paths}
+    named = {group.used for group in groups}
     added = pd.DataFrame({  # added in one piece: column by column would fragment a frame this wide
         "device_kind": [record_device_kind(records[p]) for p in paths],
         "device_label": [device_label(records[p]) for p in paths],
         "data_used": [data_used(records[p]) for p in paths],
-        "used": [p in used for p in paths], "combination": [combination.get(p, "") for p in paths],
-    }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "combination"])
+        "used": [p in counted for p in paths], "named": [p in named for p in paths],
+        "combination": [combination.get(p, "") for p in paths], "combination_id": [ids.get(p, -1) for p in paths],
+    }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "named", "combination",
+                                   "combination_id"])
     frame = pd.concat([frame.drop(columns=[c for c in added.columns if c in frame]), added], axis=1)
     frame["used"] = frame["used"].astype(bool)
-    merges = [{"notebook": group.notebook, "combination": group.description, "used": group.used,
-               "status": records[group.used]["status"], "why": group.why,
-               "not used": "; ".join(f"{p} ({records[p]['status']})" for p in group.paths if p != group.used)}
-              for group in loaded.combinations() if len(group.paths) > 1]
+    if len(frame):
+        headline = headline_columns(frame, frame["used"], frame["combination_id"])
+        frame = pd.concat([frame.drop(columns=[c for c in headline.columns if c in frame]), headline], axis=1)
+    merges = []
+    for group in groups:
+        left_out = [p for p in group.paths if p not in counted]
+        if len(group.paths) == 1 and not left_out:
+            continue
+        why = group.why + ("; runs on a busy host left out (exclude_busy)" if any(busy(p) for p in group.repeats)
+                           else "")
+        merges.append({"notebook": group.notebook, "combination": group.description, "named by": group.used,
+                       "status": records[group.used]["status"],
+                       "runs counted": sum(p in counted for p in group.paths), "why": why,
+                       "not counted": "; ".join(f"{p} ({_not_counted(p, group, records, busy(p))})"
+                                                for p in left_out)})
     return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
-                      pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded)
+                      pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy)
 
 
-def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path) -> ReportData:
-    """Read every record under `results_dirs` (folders or single files) once and merge them.
+def _not_counted(path: str, group: Combination, records: dict[str, dict[str, Any]], busy: bool) -> str:
+    """Why a record of a combination does not count: a copy of a run, made on a busy host, or not ok."""
+    if path in group.duplicates:
+        return "a copy of a run already counted"
+    if busy:
+        return "busy host"
+    return str(records[path]["status"])
+
+
+def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,
+                     exclude_busy: bool = False) -> ReportData:
+    """Read every record under `results_dirs` (folders or single files) once and merge them; with
+    `exclude_busy`, runs made on a busy host do not count in the figures and intervals.
 
     Never raises for bad content: unreadable or implausible files go to `rejected`, absent folders
     to `missing_dirs`; callers decide how loud to be (the report shows both in red).
     """
-    return report_data(load_records(results_dirs))
+    return report_data(load_records(results_dirs), exclude_busy)

@@ -3,6 +3,8 @@ that claims only what the numbers support."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from colabkit.experiments import all_experiments
@@ -13,6 +15,7 @@ from colabkit.report.common import (
     match_key,
     ratio_bars_by_experiment,
     run_backend,
+    samples_column,
     speedups,
     title_of,
     work_differs,
@@ -21,8 +24,11 @@ from colabkit.report.figures import log_scale_if_wide
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
+from colabkit.statistics import TOLERANCE, Verdict
 
 THROUGHPUT = "samples_per_s"
+VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_difference": Verdict.NO_DIFFERENCE,
+                  "too_few_runs": Verdict.TOO_FEW_RUNS}
 
 
 def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) -> pd.Series:
@@ -34,13 +40,15 @@ def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) ->
     return table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]), axis=1)
 
 
-def speedup_table(data: ReportData) -> pd.DataFrame:
-    """Per notebook and device: the speedup over the CPU baseline on the experiment's declared headline
-    measure, over the configurations both ran (median, min, max, how many). Runs match by their parameters at
-    the same GLOBAL batch, on the same backend where the CPU ran it, else against the CPU's TensorFlow
-    run (the grids run a TPU on JAX, a CPU on TensorFlow: common.baseline_backend_key); a training run that did other work than its baseline (another number of
-    samples per epoch or of epochs) is compared by throughput instead, and `measure` says so."""
-    rows = []
+def configuration_speedups(data: ReportData) -> pd.DataFrame:
+    """Per experiment, configuration and device other than the CPU baseline: the speedup over the CPU on
+    the experiment's declared headline, from the runs of both (the ratio of their medians, its 95 %
+    interval, both sides resampled, and the verdict). Runs match by their parameters at the same GLOBAL
+    batch, on the same backend where the CPU ran it, else against the CPU's TensorFlow run (the grids
+    run a TPU on JAX, a CPU on TensorFlow: common.baseline_backend_key); a training run that did other
+    work than its baseline (another number of samples per epoch or of epochs) is compared by
+    throughput instead, and `measure` says so."""
+    frames = []
     for experiment in all_experiments():
         notebook, what = experiment.name, experiment.headline.label
         metric, higher = experiment.headline.metric, experiment.headline.higher_is_better
@@ -50,28 +58,61 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
             continue
         ok = ok[ok[name].notna()]
         table = pd.DataFrame({"device": ok["device_label"], "value": ok[name].astype(float),
+                              "samples": samples_column(ok, metric), "runs": column(ok, "runs"),
                               THROUGHPUT: column(ok, f"metrics.{THROUGHPUT}").astype(float),
+                              "throughput_samples": samples_column(ok, THROUGHPUT),
                               "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
-                              "epochs_run": column(ok, "metrics.epochs_run")})
+                              "epochs_run": column(ok, "metrics.epochs_run"), "combination": ok["combination"]})
         baseline = cpu_baseline(table["device"])
         table["config"] = baseline_backend_key(match_key(ok, exclude=("device", "backend")), run_backend(ok),
                                                table["device"] == baseline)
-        table["speedup"] = speedups(table, "value", higher, baseline)
+        table = pd.concat([table, speedups(table, "value", higher, baseline, samples="samples")], axis=1)
+        table["measure"] = what
         differs = _throughput_where_work_differs(table, baseline)
         if differs.any():
-            by_throughput = speedups(table, THROUGHPUT, True, baseline)
-            table["speedup"] = table["speedup"].where(~differs, by_throughput)
-            what = f"{what} (samples/s where the work per epoch differed)"
-        for device in sort_labels(table["device"]):
+            by_throughput = speedups(table, THROUGHPUT, True, baseline, samples="throughput_samples")
+            table.loc[differs, by_throughput.columns] = by_throughput.loc[differs]
+            table.loc[differs, "measure"] = f"{what} (samples/s: the work per epoch differed)"
+        table = table[(table["device"] != baseline) & table["speedup"].notna()]
+        frames.append(table.assign(notebook=notebook, over=baseline)[
+            ["notebook", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+             "speedup_high", "speedup_verdict"]])
+    columns = ["notebook", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+               "speedup_high", "speedup_verdict"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def speedup_table(data: ReportData) -> pd.DataFrame:
+    """Per notebook and device: the speedup over the CPU baseline on the experiment's declared headline,
+    over the configurations both ran (median, min, max, how many), and how many configurations each
+    verdict was given (faster, slower, no difference resolved, too few runs): configuration_speedups."""
+    rows = []
+    per_configuration = configuration_speedups(data)
+    for experiment in all_experiments():
+        notebook = experiment.name
+        ok = data.ok(notebook)
+        name = f"metrics.{experiment.headline.metric}"
+        if name not in ok or not ok[name].notna().any():
+            continue
+        labels = sort_labels(ok.loc[ok[name].notna(), "device_label"])
+        baseline = cpu_baseline(labels)
+        mine = per_configuration[per_configuration["notebook"] == notebook]
+        for device in labels:
             if device == baseline:
                 continue
-            matched = table[(table["device"] == device) & table["speedup"].notna()]
-            rows.append({"notebook": notebook, "measure": what, "device": device, "over": baseline or "no CPU run",
+            matched = mine[mine["device"] == device]
+            measure = matched["measure"].iloc[-1] if len(matched) else experiment.headline.label
+            if len(matched) and (matched["measure"] != experiment.headline.label).any():
+                measure = f"{experiment.headline.label} (samples/s where the work per epoch differed)"
+            verdicts = matched["speedup_verdict"].value_counts()
+            rows.append({"notebook": notebook, "measure": measure, "device": device, "over": baseline or "no CPU run",
                          "configurations": len(matched),
                          "speedup": matched["speedup"].median() if len(matched) else float("nan"),
                          "min": matched["speedup"].min() if len(matched) else float("nan"),
-                         "max": matched["speedup"].max() if len(matched) else float("nan")})
-    columns = ["notebook", "measure", "device", "over", "configurations", "speedup", "min", "max"]
+                         "max": matched["speedup"].max() if len(matched) else float("nan"),
+                         **{key: int(verdicts.get(value.value, 0)) for key, value in VERDICT_COUNTS.items()}})
+    columns = ["notebook", "measure", "device", "over", "configurations", "speedup", "min", "max",
+               *VERDICT_COUNTS]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -85,7 +126,9 @@ def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
     log_scale_if_wide(ax, [*rows["min"], *rows["max"], 1.0], ratio=10)
     return ReportFigure("summary_speedup_by_notebook", figure, rows,
                         "Median over the configurations that ran on both the device and the CPU (same parameters at "
-                        "the same global batch); bars from the smallest to the largest speedup: the device's value "
+                        "the same global batch); bars here are NOT confidence intervals: they run from the smallest "
+                        "to the largest speedup over those configurations (each configuration's own 95 % interval "
+                        "and verdict are in the table summary_speedup_per_configuration): the device's value "
                         "over the CPU's where higher is better (throughput), the CPU's over the device's where lower "
                         "is (time), or the throughput ratio (samples/s) where the two runs' work per epoch differed.")
 
@@ -94,24 +137,36 @@ def _times(value: float) -> str:
     return f"{format_number(value, 3)}x"
 
 
+def _verdicts(row: Any) -> str:
+    """'faster in 3 of 4 configurations, no difference resolved in 1': the verdicts of a notebook's rows."""
+    words = [(row.faster, "faster"), (row.slower, "slower"), (row.no_difference, "no difference resolved"),
+             (row.too_few_runs, "too few runs for a verdict")]
+    return ", ".join(f"{word} in {count}" for count, word in words if count)
+
+
 def _device_sentence(device: str, rows: pd.DataFrame) -> str:
-    """What the speedup table says about one device, notebook by notebook."""
+    """What the speedup table says about one device, notebook by notebook, by the verdicts: a device is
+    called faster (slower) only where every configuration was resolved faster (slower) at 95 %."""
     compared, missing = rows[rows["configurations"] > 0], rows[rows["configurations"] == 0]
     parts = []
     for row in compared.itertuples():
-        spread = ("one configuration" if row.configurations == 1 else
-                  f"{row.configurations} configurations, {_times(row.min)} in each" if row.min == row.max else
-                  f"median of {row.configurations} configurations, {_times(row.min)} to {_times(row.max)}")
-        parts.append(f"{_times(row.speedup)} on {title_of(row.notebook)} ({row.measure}; {spread})")
+        spread = (f"{_times(row.min)}" if row.min == row.max else f"{_times(row.min)} to {_times(row.max)}")
+        parts.append(f"{title_of(row.notebook)} ({row.measure}): {_verdicts(row)} of {row.configurations} "
+                     f"configuration(s), measured {spread}")
     text = ""
     if parts:
-        # A verdict only where every matched configuration agrees; anything else is called mixed.
-        faster = (compared["min"] > 1).all()
-        slower = (compared["max"] < 1).all()
         over = compared["over"].iloc[0]
-        verdict = (f"faster than {over}" if faster else f"slower than {over}" if slower else
-                   f"faster than {over} in some configurations and not in others")
-        text = f"{device} was {verdict}, comparing runs with the same parameters: {'; '.join(parts)}."
+        total = compared["configurations"].sum()
+        faster, slower = compared["faster"].sum(), compared["slower"].sum()
+        few = compared["too_few_runs"].sum()
+        verdict_text = (f"faster than {over}" if faster == total else f"slower than {over}" if slower == total else
+                        f"not resolved against {over}: too few runs (fewer than 3 on a side) for a verdict"
+                        if few == total else
+                        f"faster than {over} in some configurations and not in others" if faster else
+                        f"slower than {over} in some configurations and not in others" if slower else
+                        f"not resolved as faster or slower than {over}")
+        text = (f"{device} was {verdict_text}, comparing runs with the same parameters (95 % intervals over "
+                f"runs): {'; '.join(parts)}.")
     for row in missing.itertuples():
         reason = ("no CPU run exists" if row.over == "no CPU run" else "the CPU never ran the same parameters")
         text += f" {device} also ran {title_of(row.notebook)}, but {reason}, so no speedup is given there."
@@ -143,7 +198,10 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
                          "exercise the multi-device code path, not extra hardware.")
     if (table["configurations"] > 0).any():
         sentences.append("Speedups compare runs with the same parameters: the CPU's time over the device's for a "
-                         "time, the device's throughput over the CPU's for a throughput.")
+                         "time, the device's throughput over the CPU's for a throughput; each is the ratio of the "
+                         "medians over runs, called faster or slower only where its 95 % interval lies beyond "
+                         f"+/- {100 * TOLERANCE:g} % (docs/statistics.md), else no difference resolved, or too few "
+                         "runs for a verdict below 3 runs a side.")
     for device, rows in table.groupby("device", sort=False):
         sentences.append(_device_sentence(device, rows))
     if counts.get("failed", 0):
@@ -160,8 +218,40 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
     return " ".join(sentences)
 
 
+def busy_runs_table(data: ReportData) -> pd.DataFrame:
+    """Every ok run made on a busy host (`host_quiet` false): its notebook, combination, device, why,
+    and whether it counts in the figures and intervals (not when the report leaves busy runs out)."""
+    busy = data.busy()
+    reasons = [("; ".join((data.record(path).get("host_state") or {}).get("busy_reasons") or []) or "not recorded")
+               for path in busy["path"]]
+    return pd.DataFrame({"notebook": busy["notebook"].map(title_of), "combination": busy["combination"],
+                         "device": busy["device_label"], "why": reasons, "counted": busy["used"],
+                         "record": busy["path"]}).reset_index(drop=True)
+
+
+def short_of_target(data: ReportData) -> pd.DataFrame:
+    """The combinations whose runs a sweep made for `--target-ci` (their records say the target) and
+    whose headline interval is still wider than that target: runs, interval half-width, target."""
+    rows = []
+    frame = data.frame
+    if "sweep.target_ci" not in frame or "headline.ci_low" not in frame:
+        return pd.DataFrame(columns=["notebook", "combination", "device", "runs", "half-width", "target"])
+    counted = frame[frame["used"] & (frame["status"] == "ok") & frame["sweep.target_ci"].notna()]
+    for _, runs in counted.groupby("combination_id", sort=False):
+        first = runs.iloc[0]
+        low, high, median = first["headline.ci_low"], first["headline.ci_high"], first["headline.median"]
+        width = (high - low) / 2 / abs(median) if pd.notna(low) and pd.notna(high) and median else None
+        target = float(runs["sweep.target_ci"].max())
+        if width is None or width > target:
+            rows.append({"notebook": title_of(first["notebook"]), "combination": first["combination"],
+                         "device": first["device_label"], "runs": int(first["headline.n"]),
+                         "half-width": width, "target": target})
+    return pd.DataFrame(rows, columns=["notebook", "combination", "device", "runs", "half-width", "target"])
+
+
 def summary_section(data: ReportData) -> Section:
-    """Speedups over the CPU per notebook, and the plain-language reading."""
+    """Speedups over the CPU per notebook (and per configuration, with intervals and verdicts), the
+    plain-language reading, the runs made on a busy host and the combinations short of a --target-ci."""
     section = Section("summary", "Summary")
     table = speedup_table(data)
     section.text = [reading(data, table)]
@@ -169,7 +259,33 @@ def summary_section(data: ReportData) -> Section:
     if len(table):
         printed = table.assign(notebook=table["notebook"].map(title_of))
         section.items.append(ReportTable("summary_speedup", printed,
-                                         "Speedup over the CPU per notebook (median over matched configurations)."))
+                                         "Speedup over the CPU per notebook: median over matched configurations, "
+                                         "their range, and how many configurations got each verdict."))
+        configurations = configuration_speedups(data)
+        if len(configurations):
+            section.items.append(ReportTable(
+                "summary_speedup_per_configuration", configurations.assign(notebook=configurations["notebook"]
+                                                                           .map(title_of)),
+                "Each configuration's speedup over the CPU: the ratio of the medians over runs, its 95 % bootstrap "
+                "interval (both sides resampled; none below 3 runs a side) and the verdict."))
     if figure is not None:
         section.items.append(figure)
+    busy = busy_runs_table(data)
+    if len(busy):
+        counted = int(busy["counted"].sum())
+        section.warnings.append(
+            f"{len(busy)} run(s) were made on a busy host (host_quiet false: another process, the hypervisor or a "
+            "throttled clock took part of the machine); " + (
+                f"{counted} of them count in the figures and intervals; build the report with exclude_busy_runs "
+                "(colabkit report --exclude-busy) to leave them out." if counted else
+                "they are left out of the figures and intervals (exclude_busy_runs)."))
+        section.items.append(ReportTable("runs_on_a_busy_host", busy, "Runs made on a busy host, and why "
+                                         "(record's host_state.busy_reasons; thresholds in docs/statistics.md)."))
+    missed = short_of_target(data)
+    if len(missed):
+        section.text.append(f"{len(missed)} combination(s) did not reach the interval their sweep aimed for "
+                            "(--target-ci) within its --max-repeats: listed below.")
+        section.items.append(ReportTable("short_of_target_ci", missed, "Combinations whose headline's 95 % interval "
+                                         "is still wider than the --target-ci their sweep asked for (half-width "
+                                         "relative to the median)."))
     return section

@@ -18,9 +18,11 @@ from colabkit.report.common import (
     first_column,
     global_batch,
     has,
+    interval_frame,
     match_key,
     notebook_section,
     pick,
+    samples_column,
     series_labels,
     timing_frame,
 )
@@ -29,6 +31,7 @@ from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number
+from colabkit.statistics import ratio_ci, verdict
 
 NOTEBOOK = "timeseries_rnn"
 INTRO = ("The recurrent weather model of Hvass-Labs tutorial #23 (run on Colab by Sarkar 2018) predicting "
@@ -55,29 +58,35 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
         **timing_frame(ok), "stop_epoch": column(ok, stop) if stop else np.nan,
         "best_epoch": column(ok, "metrics.best_epoch"), "val_loss": column(ok, "metrics.val_loss"),
         "test_loss": column(ok, "metrics.test_loss"), "persistence_test_loss": column(ok, "metrics.persistence_test_loss"),
-        **errors,
+        **errors, **{f"runs_{name}": samples_column(ok, name) for name in errors},
+        "runs": column(ok, "runs"),
         "data": ok["data_used"], "config": match_key(ok), "path": ok["path"],
     })
+    table = pd.concat([table, interval_frame(samples_column(ok, "epoch_time_steady_s"), "epoch_steady_s")], axis=1)
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
         .reset_index(drop=True)
 
 
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
-    """Bars per batch size and device: first epoch (compilation included) and steady epoch (std)."""
+    """Bars per batch size and device: first epoch (compilation included) and steady epoch (medians over
+    runs; the steady epoch with its 95 % interval over runs)."""
     figure, axes = new_figure(ncols=2, width=5.0, height=4.0)
     colors = series_colors(table)
     grouped_bars(axes[0], table, "batch", "epoch_first_s", colors=colors)
-    grouped_bars(axes[1], table, "batch", "epoch_steady_s", err="epoch_steady_std_s", colors=colors)
-    for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, std)"]):
+    grouped_bars(axes[1], table, "batch", "epoch_steady_s", low="epoch_steady_s_low", high="epoch_steady_s_high",
+                 colors=colors)
+    for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, 95 % interval)"]):
         ax.set_title(title)
         ax.set_xlabel("global batch size")
         ax.set_ylabel("seconds")
     handles, labels = axes[1].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = table[["series", "device", "batch", "epoch_first_s", "epoch_steady_s", "epoch_steady_std_s"]].copy()
+    behind = table[["series", "device", "batch", "runs", "epoch_first_s", "epoch_steady_s", "epoch_steady_s_low",
+                    "epoch_steady_s_high", "epoch_steady_std_s"]].copy()
     return ReportFigure("timeseries_epoch_time", figure, behind,
-                        f"Epoch times of the recurrent weather model. For scale: {HVASS_SOURCE}.")
+                        "Epoch times of the recurrent weather model, medians over runs; error bars: the 95 % "
+                        f"bootstrap interval over runs (none below 3 runs). For scale: {HVASS_SOURCE}.")
 
 
 def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
@@ -208,17 +217,25 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
 
 
 def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Model MAE beside the persistence baseline's (tomorrow = today) per target; skill = 1 - model / persistence."""
+    """Model MAE beside the persistence baseline's (tomorrow = today) per target, medians over runs;
+    skill = 1 - model / persistence, with its 95 % interval over runs and the verdict on the model
+    (better or worse than persistence, no difference resolved, too few runs)."""
     targets = [name[len("mae_"):] for name in table.columns if name.startswith("mae_")]
     if not targets:
         return None
     rows = []
-    for row in table.itertuples():
+    for _, row in table.iterrows():
         for target in targets:
-            model, persistence = getattr(row, f"mae_{target}"), getattr(row, f"persistence_mae_{target}", np.nan)
-            rows.append({"series": row.series, "batch": row.batch, "target": target, "model MAE": model,
+            model, persistence = row[f"mae_{target}"], row.get(f"persistence_mae_{target}", np.nan)
+            model_runs, persistence_runs = row[f"runs_mae_{target}"], row.get(f"runs_persistence_mae_{target}")
+            ratio = ratio_ci(*(runs if isinstance(runs, list) else [] for runs in (model_runs, persistence_runs)))
+            rows.append({"series": row["series"], "batch": row["batch"], "target": target, "model MAE": model,
                          "persistence MAE": persistence,
-                         "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan})
+                         "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
+                         "skill 95% low": np.nan if ratio.high is None else 1 - ratio.high,
+                         "skill 95% high": np.nan if ratio.low is None else 1 - ratio.low,
+                         "vs persistence": verdict(ratio, higher_is_better=False, speed=False).value
+                         if ratio.estimate is not None else None})
     return pd.DataFrame(rows)
 
 
@@ -266,8 +283,9 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     figures = [item for item in (epoch_time_figure(table) if timed else None, curves, predictions) if item is not None]
     spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early stop at"),
             ("best_epoch", "best epoch"),
-            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
-            ("epoch_steady_std_s", "std (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
+            ("runs", "runs"), ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
+            ("epoch_steady_s_low", "95% low (s)"), ("epoch_steady_s_high", "95% high (s)"),
+            ("epoch_steady_std_s", "std over epochs (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
             ("val_loss", "val loss"), ("test_loss", "test loss"), ("persistence_test_loss", "persistence test loss"),
             *[(name, name.replace("persistence_mae_", "persistence MAE ").replace("mae_", "MAE "))
               for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
@@ -278,7 +296,8 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     if errors is not None:
         section.items.append(ReportTable("timeseries_mae_vs_persistence", errors,
                                          "Mean absolute error of the model and of the persistence forecast (the value "
-                                         "24 hours earlier); skill above 0: the model is better."))
+                                         "24 hours earlier), medians over runs; skill above 0: the model is better; "
+                                         "its 95 % interval over runs and the verdict on the model."))
     section.items.append(ReportTable(
         "timeseries_vs_hvass", hvass_table(table),
         f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))

@@ -271,7 +271,7 @@ class DaskExecutor(Executor):
                 source = combination.notebook.read_bytes()
                 files = RunFiles.of(combination, self.out)
                 _placeholders(files, source, self.session.address)
-                key = f"colabkit-{combination.name}-{combination.device}-{combination.slug}-{token}"
+                key = f"colabkit-{combination.name}-{combination.device}-{combination.run_slug}-{token}"
                 future = self.session.client.submit(
                     run_on_worker, combination, source, decision.fingerprint, self.options, str(self.out), token,
                     self.share, section, key=key, resources=resources_for(combination.request), pure=False)

@@ -1,4 +1,5 @@
-"""One combination of a sweep: a notebook, its parameter values, its typed device request, its file name.
+"""One combination of a sweep: a notebook, its parameter values, its typed device request, its file name,
+and which of its independent runs (`repeat`) this is.
 
 The device value is parsed once, by `device_request`, when the grid's values are checked and its
 combinations made; from then on the sweep (devices, slots, the Dask resources, multi-worker runs,
@@ -7,6 +8,7 @@ the decisions) reads `combination.request` and never parses the string again.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +41,7 @@ class Combination:
     unused: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     kernels: str | None = field(default=None, compare=False)  # its grid's `kernels:` (None: not said)
     html: str | None = field(default=None, compare=False)  # its grid's `html:` (None: not said)
+    repeat: int = 1  # which independent run of the combination: each its own kernel, record and files
 
     @property
     def name(self) -> str:
@@ -50,13 +53,24 @@ class Combination:
         return str(self.params["device"])
 
     @property
+    def run_slug(self) -> str:
+        """The file name of this run: the slug for repeat 1 (as before repeats existed, so earlier results
+        are found again), '<slug>_repeat-<r>' for the later ones."""
+        return self.slug if self.repeat == 1 else f"{self.slug}_repeat-{self.repeat}"
+
+    @property
     def label(self) -> str:
-        """'matmul_tflops cpu n-256_dtype-float32': how progress lines and tables name it."""
-        return f"{self.name} {self.device} {self.slug}"
+        """'matmul_tflops cpu n-256_dtype-float32' (repeat 1), '... n-256_dtype-float32_repeat-2': how
+        progress lines and tables name it."""
+        return f"{self.name} {self.device} {self.run_slug}"
+
+    def with_repeat(self, repeat: int) -> Combination:
+        """The same combination, as its run number `repeat`."""
+        return dataclasses.replace(self, repeat=repeat)
 
     def output_base(self, out: Path) -> Path:
-        """OUT/<notebook>/<device>/<slug>: add .ipynb, .json, .html, .log to it."""
-        return Path(out) / self.name / self.device.replace(":", "-") / self.slug
+        """OUT/<notebook>/<device>/<run slug>: add .ipynb, .json, .html, .log to it."""
+        return Path(out) / self.name / self.device.replace(":", "-") / self.run_slug
 
     def device_section(self) -> dict[str, Any]:
         """The `device` section of a record the sweep writes itself (failed, skipped): what was asked."""

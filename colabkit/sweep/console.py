@@ -79,7 +79,7 @@ def summary_table(outcomes: list[Outcome]) -> str:
     rows = [("notebook", "device", "combination", "status", "seconds", "note")]
     for o in outcomes:
         seconds = "-" if o.resumed or o.status == "skipped" else f"{o.seconds:.1f}"
-        rows.append((o.combination.name, o.combination.device, o.combination.slug, o.status, seconds,
+        rows.append((o.combination.name, o.combination.device, o.combination.run_slug, o.status, seconds,
                      first_meaningful_line(o.message)[:100]))
     lines = text_table(rows)
     counts = {status: sum(o.status == status and not o.set_aside for o in outcomes)
@@ -100,10 +100,14 @@ def dry_run_table(decisions: list[Decision], out: str | Path, notes: list[str] |
     """What a sweep would do, per combination, and where each record is or would be; `notes` (the time
     estimate) go between the table and its summary line."""
     rows = [("notebook", "device", "combination", "action", "why")]
-    rows += [(d.combination.name, d.combination.device, d.combination.slug, d.action, d.reason + d.note)
+    rows += [(d.combination.name, d.combination.device, d.combination.run_slug, d.action, d.reason + d.note)
              for d in decisions]
     lines = text_table(rows) + list(notes)
     counts = {action.value: sum(d.action == action for d in decisions) for action in SweepAction}
+    combinations = len({d.combination.with_repeat(1).output_base(Path(out)) for d in decisions})
+    if combinations != len(decisions):  # repeats: say how the runs add up
+        lines.append(f"{len(decisions)} runs of {combinations} combinations (their repeats, each its own kernel "
+                     "and record; a combination that cannot run here is recorded as skipped once)")
     lines.append(f"would run {counts['run'] + counts['rerun']} ({counts['rerun']} of them again), keep "
                  f"{counts['done']} finished earlier, skip {counts['skip']}"
                  + (f", set aside {counts['set_aside']} (record file unreadable; --rerun replaces it)"

@@ -8,8 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from colabkit.device.memory import DeviceMemory, device_memory
 from colabkit.device.spec import DeviceKind, DeviceRequest
@@ -141,3 +144,24 @@ class DeviceSlots:
     def give_back(self, lease: Lease) -> None:
         self.free_gpus.extend(lease.gpus)
         self.tpu_free = self.tpu_free or lease.tpu
+
+
+def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] | None,
+             cluster: str | None) -> Mapping[str, int] | None:
+    """`available`, or {"cpu": 1} for a local sweep whose every combination asks for the CPU: a CPU is
+    everywhere, so no child process (importing TensorFlow: 5-9 s) need ask what else the machine has."""
+    if available is None and cluster is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
+        return {"cpu": 1}
+    return available
+
+
+@contextmanager
+def host_facts(combinations: Sequence[Combination]) -> Iterator[str | None]:
+    """Where a sweep's runs keep the facts they measure once per host (the CPU's bandwidth: the first
+    run that needs it writes it, colabkit.device.bandwidth.cpu_bandwidth), removed when the runs end;
+    None when no run may use the CPU (a GPU's or TPU's bandwidth is on its datasheet)."""
+    if not any(combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for combination in combinations):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:
+        yield str(Path(folder) / "host.json")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from colabkit.device.bandwidth import HOST_FACTS_ENV
+from colabkit.device.host_state import wait_for_quiet
 from colabkit.device.spec import MULTI_WORKER
 from colabkit.errors import RecordError
 from colabkit.io import write_json_atomic
@@ -70,6 +71,16 @@ class RunOptions:
     kernels: str | None = None  # "fresh" or "reuse" (warm kernels, colabkit.sweep.kernels); None: as each grid says
     max_kernel_runs: int = DEFAULT_MAX_RUNS  # reuse: runs per kernel before a fresh one
     host_facts: str | None = None  # the file of facts measured once for the host (COLABKIT_HOST_FACTS)
+    wait_quiet_s: float | None = None  # before each run, wait up to this long for a quiet host (--wait-quiet)
+    target_ci: float | None = None  # --target-ci: written into each record's `sweep` section, with max_repeats
+    max_repeats: int | None = None
+
+    def sweep_section(self, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """What every record of the sweep says about how it ran (its `sweep` section, before the run)."""
+        section: dict[str, Any] = {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
+        if self.target_ci is not None:
+            section.update(target_ci=self.target_ci, max_repeats=self.max_repeats)
+        return section
 
 
 @dataclass
@@ -251,7 +262,7 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     files = RunFiles.of(combination, out)
     started_at, start = utc_now(), time.perf_counter()
     params = {**combination.params, "results_path": str(files.running_record.resolve())}
-    sweep_section = {"jobs": options.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
+    sweep_section = options.sweep_section(env)
     if options.host_facts:
         env = {**(env or {}), HOST_FACTS_ENV: options.host_facts}
     lease = KernelLease.of(combination, options.kernels or combination.kernels or "fresh", options.kernel_name,
@@ -262,6 +273,10 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
         with open(files.log, "w", encoding="utf-8") as log, library_logs_to(log):
             log.write(f"[colabkit] {combination.label}\n[colabkit] parameters {combination.params}\n"
                       f"[colabkit] fingerprint {fingerprint.get('digest')}\n")
+            if options.wait_quiet_s is not None:
+                sweep_section["quiet_wait"] = wait = wait_for_quiet(options.wait_quiet_s)
+                log.write(f"[colabkit] waited {wait['waited_s']} s for a quiet host: "
+                          + ("quiet\n" if wait["quiet"] else f"still busy ({'; '.join(wait['busy_reasons'])})\n"))
             log.flush()
             error, attempts = _execute(combination, files, params, options, log, env, lease)
             sweep_section["kernel_start_attempts"] = attempts
@@ -366,7 +381,7 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
         return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
                                    time.perf_counter() - start, kernel=kernel)
     assert record is not None
-    record.update(fingerprint=fingerprint, sweep=sweep_section, kernel=kernel)
+    record.update(fingerprint=fingerprint, sweep=sweep_section, kernel=kernel, repeat=combination.repeat)
     write_json_atomic(files.record, record)
     files.discard_temporaries()
     return _outcome(combination, record, files.record, time.perf_counter() - start)
@@ -386,7 +401,7 @@ def write_failed_record(combination: Combination, files: RunFiles, fingerprint: 
     `extra` are further record fields (a Dask sweep's `worker`)."""
     record = make_record(combination.name, RecordStatus.FAILED, combination.params, started_at=started_at,
                          device=combination.device_section(), error=error.as_record(),
-                         fingerprint=fingerprint, sweep=sweep_section or {}, **extra)
+                         fingerprint=fingerprint, sweep=sweep_section or {}, repeat=combination.repeat, **extra)
     write_json_atomic(files.record, record)
     files.discard_temporaries()
     return _outcome(combination, record, files.record, seconds)

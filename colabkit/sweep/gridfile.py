@@ -10,8 +10,9 @@ The schema (every key but `notebook` optional)::
     zip:                                        # groups of lists that vary together, not crossed:
       - {units: [32, 64, 128], layers: [1, 2, 3]}   # (32, 1), (64, 2), (128, 3), each crossed with the grid
     fixed: {epochs: 10}                         # one value for every combination
-    presets:                                    # named overrides of grid, zip and fixed values
-      smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}}
+    repeats: 3                                  # independent runs of each combination, each in its own kernel
+    presets:                                    # named overrides of grid, zip, fixed, repeats, kernels and html
+      smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}, repeats: 1}
     kernels: reuse                              # fresh (default) or reuse: warm kernels (a preset may say too;
                                                 #   `sweep --kernels` overrides both; colabkit.sweep.kernels)
     html: failed                                # all (default), failed or none: which runs get an HTML export
@@ -47,8 +48,8 @@ from colabkit.sweep.kernels import KERNEL_MODES
 from colabkit.sweep.layers import Layer, Resolved, canonical
 from colabkit.sweep.parameters import declared_parameters
 
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "presets", "kernels", "html")
-PRESET_KEYS = ("description", "grid", "zip", "fixed", "kernels", "html")
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", "kernels", "html")
+PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", "kernels", "html")
 SET_BY_THE_SWEEP = ("results_path",)
 
 
@@ -86,6 +87,10 @@ class GridSpec:
         chosen = self.presets[preset] if preset is not None else self.base
         resolved.kernels, resolved.html = chosen.kernels or self.base.kernels, chosen.html or self.base.html
         return resolved
+
+    def repeats(self, preset: str | None = None) -> int:
+        """How many independent runs of each combination the file (and `preset`) ask for (default 1)."""
+        return self.resolve(preset).repeats
 
     def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         """The grid axes and fixed values once `preset` (if any) is applied (zip groups left out)."""
@@ -175,6 +180,17 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
     return {str(key): value for key, value in fixed.items()}
 
 
+def check_repeats(value: Any, where: str, problems: list[str]) -> int | None:
+    """A `repeats` value: None when absent, else a whole number >= 1 (a problem appended otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        problems.append(f"{where}repeats = {value!r}: expected a whole number >= 1 (independent runs of each "
+                        "combination)")
+        return None
+    return value
+
+
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
     modes = {}
     for key, choices in (("kernels", KERNEL_MODES), ("html", HTML_MODES)):
@@ -185,7 +201,7 @@ def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
                   _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
-                  **modes)
+                  repeats=check_repeats(raw.get("repeats"), where, problems), **modes)
     places: dict[str, str] = {}
     for located, key, _ in layer.located_values():
         if key in places:

@@ -133,7 +133,7 @@ def kernel_key(combination: Combination, kernel_name: str | None, cwd: str | Non
     precision = params.get("mixed_precision")
     return KernelKey(kernel_name or _kernel_name(combination.notebook), str(cwd or Path.cwd()),
                      tuple(sorted((env or {}).items())), backend, str(combination.request),
-                     None if precision is None else str(precision), getattr(combination, "repeat", None))
+                     None if precision is None else str(precision), combination.repeat)
 
 
 @functools.lru_cache(maxsize=1)

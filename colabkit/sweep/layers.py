@@ -45,6 +45,7 @@ class Layer:
     description: str = ""
     kernels: str | None = None  # the kernels its runs want ("fresh" or "reuse"; None: no say)
     html: str | None = None  # which runs get HTML ("all", "failed", "none"; None: no say)
+    repeats: int | None = None  # independent runs of each combination (`repeats:`); None: as an earlier layer
 
     def located_values(self) -> list[tuple[str, str, list[Any]]]:
         """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
@@ -65,6 +66,7 @@ class Resolved:
     named: list[str] = field(default_factory=list)  # the keys a combination's slug is made of, in order
     kernels: str | None = None  # the kernels the grid file or preset asks for (`sweep --kernels` overrides)
     html: str | None = None  # which runs the grid file or preset exports to HTML (`sweep --html` overrides)
+    repeats: int = 1  # independent runs of each combination: the last layer that says
 
     def forget(self, key: str) -> None:
         """Remove `key` wherever an earlier layer put it. Rows of a zip group told apart by `key` alone
@@ -77,6 +79,8 @@ class Resolved:
         self.zips = [distinct_rows(group) for group in self.zips if group]
 
     def apply(self, layer: Layer) -> None:
+        if layer.repeats is not None:
+            self.repeats = layer.repeats
         for key, values in layer.grid.items():
             if key in self.axes:
                 self.axes[key] = list(values)  # keep the axis where it was: slugs stay stable

@@ -40,13 +40,18 @@ SKIP_TYPES: dict[RunnableCheck, str] = {device_missing: "DeviceNotAvailable",
 
 
 def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
-         overrides: dict[str, Any] | None = None, out: str | Path = "outputs") -> list[Combination]:
-    """All combinations of the grid files under `preset` and `overrides`, narrowed to `device`.
+         overrides: dict[str, Any] | None = None, out: str | Path = "outputs",
+         repeats: int | None = None) -> list[Combination]:
+    """All runs of the grid files' combinations under `preset` and `overrides`, narrowed to `device`.
 
-    `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. Every grid
-    file is validated, and every problem of every file reported in one GridError, before any
-    combination is returned, so a bad file runs nothing.
+    `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. Each
+    combination runs as many times as its grid file (or preset) says (`repeats:`, default 1), or
+    `repeats` when given; the runs come in interleaved rounds (`interleave`). Every grid file is
+    validated, and every problem of every file reported in one GridError, before any combination is
+    returned, so a bad file runs nothing.
     """
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        raise GridError(f"--repeats {repeats!r}: expected a whole number >= 1")
     problems: list[str] = []
     wanted = device_filter(device, problems)
     specs = []
@@ -59,15 +64,32 @@ def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | 
     problems += check_overrides(specs, overrides or {})
     if problems:
         raise GridError(problems)
-    combinations = []
+    combinations: list[tuple[Combination, int]] = []
     for spec in specs:
-        combinations += expand(spec, preset, devices=wanted, overrides=overrides)
-    problems = duplicate_problems(combinations, Path(out)) + unused_overrides(specs, combinations, overrides or {})
+        runs = repeats or spec.repeats(preset)
+        combinations += [(combination, runs) for combination in expand(spec, preset, devices=wanted,
+                                                                        overrides=overrides)]
+    expanded = [combination for combination, _ in combinations]
+    problems = duplicate_problems(expanded, Path(out)) + unused_overrides(specs, expanded, overrides or {})
     if problems:
         raise GridError(problems)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
-    return combinations
+    return interleave(combinations)
+
+
+def interleave(combinations: list[tuple[Combination, int]]) -> list[Combination]:
+    """Each (combination, runs) as that many runs (repeat 1, 2, ...), in rounds: per device (in the
+    order the devices come), round 1 of every combination, then round 2, and so on, so that a drift of
+    the host falls on every combination alike rather than on the last ones."""
+    by_device: dict[str, list[tuple[Combination, int]]] = {}
+    for combination, runs in combinations:
+        by_device.setdefault(combination.device, []).append((combination, runs))
+    ordered = []
+    for group in by_device.values():
+        for repeat in range(1, max(runs for _, runs in group) + 1):
+            ordered += [combination.with_repeat(repeat) for combination, runs in group if repeat <= runs]
+    return ordered
 
 
 def unused_overrides(specs: list[GridSpec], combinations: list[Combination], overrides: dict[str, Any]) -> list[str]:
@@ -146,6 +168,8 @@ def decide(combinations: list[Combination], out: str | Path, available: Mapping[
         current = fingerprint(combination.notebook, combination.params)
         files = RunFiles.of(combination, out)
         refused = cannot_run_here(combination, inventory)
+        if refused and combination.repeat > 1:
+            continue  # a combination that cannot run here is recorded as skipped once, by its first run
         if refused:
             unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
             kept = f"; {unreadable} and is kept as it is" if unreadable else ""

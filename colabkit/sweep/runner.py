@@ -8,7 +8,9 @@ combination: run it, keep the result an earlier sweep finished (its record is ok
 matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest
 through an executor (colabkit.sweep.executors: one after another, `jobs` side by side, or on a Dask
 cluster), one fresh kernel each, or with `--kernels reuse` warm kernels (colabkit.sweep.kernels),
-the host's CPU bandwidth measured once for them all; (6) returns one Outcome per combination
+the host's CPU bandwidth measured once for them all; each combination as many times as its `repeats`
+say, in interleaved rounds (colabkit.sweep.plan.interleave); with `target_ci`, further rounds until
+each headline's interval is narrow enough (colabkit.sweep.target); (6) returns one Outcome per run
 for the summary table.
 
 Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
@@ -18,19 +20,17 @@ Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from colabkit.device.spec import DeviceKind
 
 from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.combination import Combination
 from colabkit.sweep.console import Progress
+from colabkit.sweep.devices import cpu_only, host_facts
 from colabkit.sweep.execution import (
     HTML_MODES,
     Outcome,
@@ -43,6 +43,7 @@ from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
 from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KERNEL_MODES
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock
 from colabkit.sweep.plan import Decision, SweepAction, decide, plan
+from colabkit.sweep.target import DEFAULT_MAX_REPEATS, describe_missed, next_round
 
 __all__ = ["open_executor", "prepare", "run_sweep"]
 
@@ -58,29 +59,9 @@ def open_executor(out: Path, options: RunOptions, *, available: Mapping[str, int
     return (SerialExecutor if options.jobs == 1 else PoolExecutor)(out, options, available)
 
 
-def _cpu_only(combinations: list[Combination], available: Mapping[str, int] | None,
-              cluster: str | None) -> Mapping[str, int] | None:
-    """`available`, or {"cpu": 1} for a local sweep whose every combination asks for the CPU: a CPU is
-    everywhere, so no child process (importing TensorFlow: 5-9 s) need ask what else the machine has."""
-    if available is None and cluster is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
-        return {"cpu": 1}
-    return available
-
-
-@contextmanager
-def host_facts(to_run: list[Decision]) -> Iterator[str | None]:
-    """Where this sweep's runs keep the facts they measure once per host (the CPU's bandwidth: the first
-    run that needs it writes it, colabkit.device.bandwidth.cpu_bandwidth), removed when the runs end;
-    None when no run may use the CPU (a GPU's or TPU's bandwidth is on its datasheet)."""
-    if not any(decision.combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for decision in to_run):
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:
-        yield str(Path(folder) / "host.json")
-
-
 def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None, kernels: str | None = None,
-                     max_kernel_runs: int = DEFAULT_MAX_RUNS) -> None:
+                     max_kernel_runs: int = DEFAULT_MAX_RUNS, wait_quiet_s: float | None = None,
+                     target_ci: float | None = None, max_repeats: int | None = None) -> None:
     if jobs < 1:
         raise ColabkitError(f"--jobs must be at least 1, got {jobs}")
     if kernels is not None and kernels not in KERNEL_MODES:
@@ -91,18 +72,28 @@ def _check_arguments(jobs: int, timeout_s: float | None, cluster: str | None, ke
         raise ColabkitError("--jobs does not apply with --cluster: each Dask worker thread runs one combination")
     if timeout_s is not None and not timeout_s > 0:
         raise ColabkitError(f"--timeout must be more than 0 seconds, got {timeout_s:g}")
+    if wait_quiet_s is not None and jobs != 1:
+        raise ColabkitError("--wait-quiet waits for an idle host before each run; with --jobs the other runs keep it "
+                            "busy: use --jobs 1")
+    if max_repeats is not None and target_ci is None:
+        raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
+    if target_ci is not None and not 0 < target_ci < 1:
+        raise ColabkitError(f"--target-ci must be a share between 0 and 100 %, got {target_ci}")
+    if max_repeats is not None and max_repeats < 1:
+        raise ColabkitError(f"--max-repeats must be at least 1, got {max_repeats}")
 
 
 def prepare(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
             out: str | Path = "outputs", available: Mapping[str, int] | None = None,
             overrides: dict[str, Any] | None = None, force: bool = False,
-            rerun_unreadable: bool = False, *, cluster: str | None = None) -> list[Decision]:
+            rerun_unreadable: bool = False, *, cluster: str | None = None,
+            repeats: int | None = None) -> list[Decision]:
     """What `--dry-run` shows: validate, check the output folder, find the devices (detected unless
-    `available` is given; a cluster's workers' with `cluster`) and decide every combination. Runs
-    and writes nothing."""
-    combinations = plan(grid_paths, preset, device, overrides, out)
+    `available` is given; a cluster's workers' with `cluster`) and decide every run of every
+    combination (`repeats` of each, or as its grid says). Runs and writes nothing."""
+    combinations = plan(grid_paths, preset, device, overrides, out, repeats)
     check_output_folder(out)
-    available = _cpu_only(combinations, available, cluster)
+    available = cpu_only(combinations, available, cluster)
     with open_executor(Path(out), RunOptions(), available=available, cluster=cluster) as executor:
         return decide(combinations, executor.out, executor.inventory(), force, rerun_unreadable)
 
@@ -128,6 +119,10 @@ def run_sweep(
     shared_out: bool | None = None,
     kernels: str | None = None,
     max_kernel_runs: int = DEFAULT_MAX_RUNS,
+    repeats: int | None = None,
+    target_ci: float | None = None,
+    max_repeats: int | None = None,
+    wait_quiet_s: float | None = None,
 ) -> list[Outcome]:
     """Run every combination that is not finished yet; return one Outcome per combination.
 
@@ -142,19 +137,25 @@ def run_sweep(
     as the grid says, False: none) override what each grid file or preset asks for (default fresh
     kernels, HTML for every run); a reused kernel serves at most `max_kernel_runs` runs. Devices are
     detected only when some combination asks for more than a CPU; a CPU's bandwidth is measured once for
-    all the runs (`host_facts`).
+    all the runs (`host_facts`). `repeats` runs each combination that many times (else as its grid file
+    says), each run in its own kernel with its own record; `target_ci` (a share: 0.03) adds rounds until
+    each headline's 95 % interval is within +/- that of its median, up to `max_repeats` runs;
+    `wait_quiet_s` waits up to that long for a quiet host before each run.
     Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
-    _check_arguments(jobs, timeout_s, cluster, kernels, max_kernel_runs)
+    _check_arguments(jobs, timeout_s, cluster, kernels, max_kernel_runs, wait_quiet_s, target_ci, max_repeats)
     if isinstance(html, bool):  # True: as each grid says (else every run); False: none
         html = None if html else "none"
     if html is not None and html not in HTML_MODES:
         raise ColabkitError(f"--html {html!r}: expected one of {', '.join(HTML_MODES)}")
-    combinations = plan(grid_paths, preset, device, overrides, out)
+    combinations = plan(grid_paths, preset, device, overrides, out, repeats)
     check_output_folder(out)
-    available = _cpu_only(combinations, available, cluster)
+    available = cpu_only(combinations, available, cluster)
+    if target_ci is not None and max_repeats is None:
+        max_repeats = DEFAULT_MAX_REPEATS
     options = RunOptions(timeout_s=timeout_s, kernel_name=kernel_name, html=html, cwd=str(Path.cwd()), jobs=jobs,
-                         worker_grace_s=worker_grace_s, kernels=kernels, max_kernel_runs=max_kernel_runs)
+                         worker_grace_s=worker_grace_s, kernels=kernels, max_kernel_runs=max_kernel_runs,
+                         wait_quiet_s=wait_quiet_s, target_ci=target_ci, max_repeats=max_repeats)
     with open_executor(Path(out), options, available=available, cluster=cluster, shared_out=shared_out) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
@@ -165,9 +166,12 @@ def run_sweep(
             echo(_first_line(len(decisions), len(to_run), outcomes, executor.where))
             for note in executor.notes(to_run):
                 echo(note)
-            with host_facts(to_run) as facts:
+            with host_facts([decision.combination for decision in to_run]) as facts:
                 executor.options = dataclasses.replace(options, host_facts=facts)
                 _run(executor, to_run, echo, progress, outcomes)
+                if target_ci is not None and max_repeats is not None:
+                    decisions += _until_target(executor, decisions, target_ci, max_repeats, force, echo, progress,
+                                               outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
@@ -190,10 +194,37 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
     bar.close()
 
 
+def _until_target(executor: Executor, decisions: list[Decision], target: float, max_repeats: int, force: bool,
+                  echo: Callable[[str], None], progress: bool, outcomes: list[Outcome]) -> list[Decision]:
+    """Rounds of one more run of each combination whose headline interval is wider than `target`
+    (colabkit.sweep.target), until none is or each has `max_repeats` runs; the decisions of those runs.
+    The combinations that never got there are named at the end."""
+    firsts = {decision.combination.output_base(executor.out): decision.combination.with_repeat(1)
+              for decision in decisions if decision.action != SweepAction.SKIP}
+    added: list[Decision] = []
+    while True:
+        more, states = next_round(firsts.values(), executor.out, target, max_repeats)
+        if not more:
+            break
+        round_decisions = decide(more, executor.out, executor.inventory(), force)
+        echo(f"--target-ci {100 * target:g} %: {len(more)} combination(s) short of it; one more run each "
+             f"(repeat {min(c.repeat for c in more)}-{max(c.repeat for c in more)})")
+        added += round_decisions
+        to_run = [d for d in round_decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
+        outcomes += [_settled(d, executor.out, False) for d in round_decisions if d not in to_run]
+        _run(executor, to_run, echo, progress, outcomes)
+    missed = describe_missed(states, target)
+    if missed:
+        echo(f"{len(missed)} combination(s) did not reach +/- {100 * target:g} % within {max_repeats} runs:")
+        for line in missed:
+            echo(f"  {line}")
+    return added
+
+
 def _first_line(total: int, to_run: int, settled: list[Outcome], where: str) -> str:
     kept = sum(outcome.resumed for outcome in settled)
     set_aside = sum(outcome.set_aside for outcome in settled)
-    return (f"{total} combinations: {to_run} to run{where}, {kept} finished earlier (kept), "
+    return (f"{total} runs: {to_run} to run{where}, {kept} finished earlier (kept), "
             f"{len(settled) - kept - set_aside} skipped (cannot run here: device absent, backend or memory)"
             + (f", {set_aside} set aside (record file unreadable; --rerun replaces it)" if set_aside else ""))
 

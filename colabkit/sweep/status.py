@@ -1,4 +1,6 @@
 """`python -m colabkit status [OUT]`: what has run, failed, been skipped, per notebook and device.
+Every record counts, so a combination run three times (`repeats: 3`) counts three ok runs and one ok
+combination.
 
 Reads the records below OUT (never the notebooks), plus the temporaries a sweep leaves while a
 combination runs (`.<slug>.running.ipynb`): one of those without its record is a combination that
@@ -8,11 +10,13 @@ is running now, or was when a sweep was killed; the next sweep runs it again.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from colabkit.records.loading import load_records
+from colabkit.records.merging import combination_params
 from colabkit.sweep.console import text_table
 from colabkit.sweep.outfolder import lock_holder
 
@@ -31,6 +35,7 @@ class GroupStatus:
     failures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (record path, error)
     skip_reasons: dict[str, int] = field(default_factory=dict)
     unfinished: list[str] = field(default_factory=list)
+    combinations: set[str] = field(default_factory=set)  # the distinct combinations of its ok runs (repeats once)
 
 
 @dataclass
@@ -69,6 +74,8 @@ def collect_status(out: str | Path = "outputs") -> SweepStatus:
         group = _group(groups, str(record["notebook"]), device)
         status = record["status"]
         group.counts[status] += 1
+        if status == "ok":
+            group.combinations.add(json.dumps(combination_params(record), sort_keys=True, default=str))
         if status == "skipped":
             reason = str((record.get("error") or {}).get("message", "no reason given"))
             group.skip_reasons[reason] = group.skip_reasons.get(reason, 0) + 1
@@ -97,10 +104,12 @@ def format_status(status: SweepStatus) -> str:
         return "\n".join([f"no readable records below {status.out}; {len(status.unreadable)} file(s) set aside:"]
                          + [f"unreadable {path}: {reason.removeprefix(f'{path}: ')}"
                             for path, reason in status.unreadable])
-    rows = [("notebook", "device", "ok", "failed", "skipped", "unfinished", "run time", "last finished (UTC)")]
+    rows = [("notebook", "device", "ok", "ok combinations", "failed", "skipped", "unfinished", "run time",
+             "last finished (UTC)")]
     for group in status.groups.values():
-        rows.append((group.notebook, group.device, *(str(group.counts[key]) for key in
-                     ("ok", "failed", "skipped", "unfinished")), f"{group.seconds:.0f} s", group.last_finished[:19]))
+        rows.append((group.notebook, group.device, str(group.counts["ok"]), str(len(group.combinations)),
+                     *(str(group.counts[key]) for key in ("failed", "skipped", "unfinished")),
+                     f"{group.seconds:.0f} s", group.last_finished[:19]))
     lines = text_table(rows)
     unreadable = f", {len(status.unreadable)} unreadable (set aside, not counted above)" if status.unreadable else ""
     lines.append(", ".join(f"{status.total(key)} {key}" for key in ("ok", "failed", "skipped", "unfinished"))

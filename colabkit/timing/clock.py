@@ -9,13 +9,13 @@ from the steady-state calls (warm), and summarises warm samples with a central v
 from __future__ import annotations
 
 import math
-import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from colabkit.errors import MeasurementError
+from colabkit.statistics import summarize  # the summary of warm samples (colabkit.statistics owns it)
 
 
 def block_until_ready(value: Any) -> Any:
@@ -58,20 +58,6 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
     start = time.perf_counter_ns()
     result = block_until_ready(fn(*args, **kwargs))
     return result, (time.perf_counter_ns() - start) / 1e9
-
-
-def summarize(samples: Iterable[float]) -> dict[str, float | int | None]:
-    """min / median / mean / std (sample, n-1) / n of a list of durations in seconds."""
-    values = [float(sample) for sample in samples]
-    if not values:
-        return {"n": 0, "min": None, "median": None, "mean": None, "std": None}
-    return {
-        "n": len(values),
-        "min": min(values),
-        "median": statistics.median(values),
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-    }
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import numpy as np
 
 from colabkit.errors import ExperimentError
 from colabkit.scores import scores_from_confusion
-from colabkit.timing.clock import summarize
+from colabkit.statistics import mean_std, summarize
 
 SCORE_STD_IS = "population standard deviation over repeats (ddof=0, numpy.std, as Kimm, Paik & Kimm 2021 printed it)"
 # TrainingTimer figures that are settings, the same in every repeat: copied, not aggregated.
@@ -54,14 +54,6 @@ class RepeatResult:
     evaluation: dict[str, Any] = field(default_factory=dict)
     repeat: int = 0
     seed: int = 0
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """(mean, population std) of a non-empty list, as the summarize_results of Kimm, Paik & Kimm 2021 computed them."""
-    if not values:
-        raise ExperimentError("no values to summarise: an experiment needs at least one repeat")
-    array = np.asarray(values, dtype=float)
-    return float(array.mean()), float(array.std())
 
 
 def _median_or_none(values: list[Any]) -> float | None:

@@ -25,7 +25,8 @@ from typing import Any
 import keras
 
 from colabkit.errors import MeasurementError
-from colabkit.timing.clock import block_until_ready, summarize
+from colabkit.statistics import summarize
+from colabkit.timing.clock import block_until_ready
 
 
 def _now() -> float:

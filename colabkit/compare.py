@@ -1,0 +1,231 @@
+"""`python -m colabkit compare BASELINE CANDIDATE`: is the difference between two results folders real?
+
+Two folders of records (before and after a TensorFlow upgrade, a T4 and an L4 runtime, two Colab
+sessions) are read through colabkit.records (each record checked once; a combination's ok records
+are its runs, every one counted). Their combinations are matched on their parameters; `by` names
+parameters left out of the match, to compare across one axis (`--by device`: the CPU folder against
+the GPU folder). Per matched combination, on its experiment's declared headline: each side's number
+of runs, median and 95 % interval, the ratio candidate / baseline with its interval (both sides'
+runs resampled) and the verdict, read in the headline's direction (colabkit.statistics: faster,
+slower, no difference resolved, too few runs).
+
+`exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as
+the report can. `fail_above` (`--fail-above 5%`) makes the comparison fail (exit status 1) when a combination's
+candidate is resolved slower and its estimated slowdown exceeds that share: for CI. A folder that
+cannot be read, or two folders with nothing in common, is a one-line error (ColabkitError, exit 2).
+This module reads records only; it never imports the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colabkit.errors import ColabkitError
+from colabkit.experiments import find
+from colabkit.records.loading import LoadedRecords, load_records
+from colabkit.records.merging import combination_params
+from colabkit.statistics import TOLERANCE, Comparison, Verdict, compare, finite
+from colabkit.sweep.console import text_table
+
+HEADER = ("notebook", "combination", "measure", "baseline n", "baseline median", "baseline 95% CI", "candidate n",
+          "candidate median", "candidate 95% CI", "candidate / baseline", "ratio 95% CI", "change", "verdict")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One folder's combinations with ok runs: key -> (parameters, headline values of its runs)."""
+
+    folder: str
+    runs: dict[str, tuple[str, dict[str, Any], list[float]]]
+    skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
+    busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One matched combination compared."""
+
+    notebook: str
+    description: str
+    measure: str
+    higher_is_better: bool
+    comparison: Comparison
+
+    @property
+    def slowdown(self) -> float | None:
+        """How much slower the candidate is (0.08: 8 % slower), in the headline's direction; None without a ratio."""
+        ratio = self.comparison.ratio.estimate
+        if ratio is None or ratio <= 0:
+            return None
+        return (1 / ratio if self.higher_is_better else ratio) - 1
+
+
+def _key(notebook: str, params: dict[str, Any], by: Sequence[str]) -> str:
+    return json.dumps([notebook, {k: v for k, v in params.items() if k not in by and k != "results_path"}],
+                      sort_keys=True, default=str)
+
+
+def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False) -> Side:
+    """The combinations with ok runs below `folder`, keyed by notebook and parameters (`by` left out);
+    with `exclude_busy`, without the runs made on a busy host. ColabkitError when the folder does not
+    exist or holds no readable ok record."""
+    path = Path(folder)
+    if not path.exists():
+        raise ColabkitError(f"compare: results folder {folder} does not exist")
+    loaded: LoadedRecords = load_records(path)
+    runs: dict[str, tuple[str, dict[str, Any], list[float]]] = {}
+    skipped = set()
+    busy = 0
+    for group in loaded.combinations():
+        counted = [path for path in group.repeats
+                   if not (exclude_busy and loaded.records[path].get("host_quiet") is False)]
+        busy += len(group.repeats) - len(counted)
+        if not counted:
+            continue
+        experiment = find(group.notebook)
+        if experiment is None:
+            skipped.add(group.notebook)
+            continue
+        metric = experiment.headline.metric
+        params = combination_params(loaded.records[counted[0]])
+        values = finite(loaded.records[path]["metrics"].get(metric) for path in counted)
+        key = _key(group.notebook, params, by)
+        if key in runs:  # two combinations of one side match once `by` is left out: a match would mix them
+            raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "
+                                f"{', '.join(by) or 'parameters'} ({group.notebook}: {runs[key][0]}, "
+                                f"{group.description}); compare one of them at a time")
+        runs[key] = (group.description, params, values)
+    if not runs:
+        why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
+        raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
+    return Side(str(folder), runs, sorted(skipped), busy)
+
+
+def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[str]) -> str:
+    """'device: cpu -> gpu' for the `by` parameters whose values differ."""
+    return ", ".join(f"{name}: {baseline.get(name)} -> {candidate.get(name)}" for name in by
+                     if baseline.get(name) != candidate.get(name))
+
+
+def compare_folders(baseline: str | Path, candidate: str | Path, by: Sequence[str] = (),
+                    tolerance: float = TOLERANCE, exclude_busy: bool = False) -> list[Row]:
+    """Every combination the two folders have in common (parameters equal but `by`), compared on its
+    headline (`exclude_busy`: without runs made on a busy host). ColabkitError (one line) when a folder
+    cannot be read or they share no combination."""
+    return compare_sides(read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy), by, tolerance)
+
+
+def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: float = TOLERANCE) -> list[Row]:
+    """The rows of compare_folders, from the two sides already read."""
+    baseline, candidate = before.folder, after.folder
+    rows = []
+    for key, (description, params, values) in before.runs.items():
+        if key not in after.runs:
+            continue
+        _, other_params, other_values = after.runs[key]
+        notebook = json.loads(key)[0]
+        headline = find(notebook).headline  # type: ignore[union-attr]  # read_side kept declared ones only
+        across = _differs(params, other_params, by)
+        rows.append(Row(notebook, description + (f" ({across})" if across else ""), headline.label,
+                        headline.higher_is_better,
+                        compare(values, other_values, headline.higher_is_better, tolerance)))
+    if not rows:
+        hint = "" if by else "; --by device (or another parameter) compares across that parameter"
+        raise ColabkitError(f"compare: {baseline} ({len(before.runs)} combination(s)) and {candidate} "
+                            f"({len(after.runs)}) have no combination in common{hint}")
+    return rows
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "no interval" if low is None or high is None else f"[{_number(low)}, {_number(high)}]"
+
+
+def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
+    """The comparison as text cells, HEADER first."""
+    lines = [HEADER]
+    for row in rows:
+        base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
+        change = row.comparison.change
+        lines.append((row.notebook, row.description, row.measure, str(base.n), _number(base.estimate),
+                      _interval(base.low, base.high), str(cand.n), _number(cand.estimate),
+                      _interval(cand.low, cand.high), _number(ratio.estimate), _interval(ratio.low, ratio.high),
+                      "-" if change is None else f"{100 * change:+.1f} %", row.comparison.verdict.value))
+    return lines
+
+
+def to_markdown(rows: list[Row], baseline: str, candidate: str) -> str:
+    """A Markdown page: what was compared, then the table."""
+    cells = table_rows(rows)
+    text = [f"# {candidate} against {baseline}", "",
+            "Per combination, on its experiment's headline: each side's runs, median and 95 % bootstrap interval, "
+            "the ratio candidate / baseline with its interval, and the verdict (faster or slower only where the "
+            f"interval lies beyond +/- {100 * TOLERANCE:g} %).", "",
+            "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
+    text += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in cells[1:]]
+    return "\n".join(text) + "\n"
+
+
+def to_csv(rows: list[Row]) -> str:
+    """The comparison as CSV, numbers unformatted."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["notebook", "combination", "measure", "baseline_n", "baseline_median", "baseline_ci_low",
+                     "baseline_ci_high", "candidate_n", "candidate_median", "candidate_ci_low", "candidate_ci_high",
+                     "ratio", "ratio_ci_low", "ratio_ci_high", "verdict"])
+    for row in rows:
+        base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
+        writer.writerow([row.notebook, row.description, row.measure, base.n, base.estimate, base.low, base.high,
+                         cand.n, cand.estimate, cand.low, cand.high, ratio.estimate, ratio.low, ratio.high,
+                         row.comparison.verdict.value])
+    return buffer.getvalue()
+
+
+def regressions(rows: list[Row], fail_above: float) -> list[Row]:
+    """The rows whose candidate is resolved slower by more than `fail_above` (0.05: 5 %)."""
+    return [row for row in rows if row.comparison.verdict == Verdict.SLOWER
+            and row.slowdown is not None and row.slowdown > fail_above]
+
+
+def summary_line(rows: list[Row]) -> str:
+    """'12 combinations: 2 faster, 1 slower, 9 no difference resolved'."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.comparison.verdict.value] = counts.get(row.comparison.verdict.value, 0) + 1
+    return f"{len(rows)} combination(s) in common: " + ", ".join(f"{count} {name}" for name, count in counts.items())
+
+
+def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown: str | None = None,
+                csv_path: str | None = None, fail_above: float | None = None, tolerance: float = TOLERANCE,
+                exclude_busy: bool = False) -> int:
+    """The `compare` verb: print the table, write Markdown/CSV on request; 1 when `fail_above` finds a
+    regression, else 0."""
+    before, after = read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy)
+    rows = compare_sides(before, after, by, tolerance)
+    print("\n".join(text_table(table_rows(rows))))
+    print(summary_line(rows))
+    if exclude_busy:
+        print(f"left out, made on a busy host: {before.busy_left_out} run(s) of {baseline}, "
+              f"{after.busy_left_out} of {candidate}")
+    if markdown:
+        Path(markdown).write_text(to_markdown(rows, baseline, candidate), encoding="utf-8")
+        print(f"markdown: {markdown}")
+    if csv_path:
+        Path(csv_path).write_text(to_csv(rows), encoding="utf-8")
+        print(f"csv: {csv_path}")
+    if fail_above is not None:
+        worse = regressions(rows, fail_above)
+        for row in worse:
+            print(f"regression: {row.notebook} {row.description}: {100 * row.slowdown:.1f} % slower "  # type: ignore[operator]
+                  f"(beyond {100 * fail_above:g} %)")
+        return 1 if worse else 0
+    return 0

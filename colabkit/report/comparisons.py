@@ -1,0 +1,93 @@
+"""Differences along one parameter: batch against batch, XLA on against off, mixed precision against
+float32, a dtype against float32, each with its interval and verdict.
+
+For every experiment and every parameter of AXES whose value varies among its combinations, each
+combination is paired with the one that differs from it in that parameter alone (same device, same
+everything else) and has the axis's reference value (REFERENCE: the smallest batch, XLA off, no
+mixed precision, float32). The comparison is on the experiment's declared headline, from the runs
+of both sides: the ratio of their medians (candidate / reference), its 95 % bootstrap interval and the
+verdict in the headline's direction (colabkit.statistics). Device against device is the summary's,
+backend against backend the TensorFlow / JAX section's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from colabkit.experiments import all_experiments
+from colabkit.report.common import comparison_fields, config_key, samples_column, title_of
+from colabkit.report.records import ReportData
+from colabkit.report.section import ReportTable, Section
+
+AXES = ("batch_size", "jit_compile", "mixed_precision", "dtype", "steps_per_execution")
+# Each axis's reference, in order of preference: XLA off (else "auto", off on a CPU), no mixed precision, float32.
+REFERENCE: dict[str, tuple[Any, ...]] = {"jit_compile": (False, "auto"), "mixed_precision": ("none",),
+                                         "dtype": ("float32",)}
+COLUMNS = ["notebook", "parameter", "device", "reference", "candidate", "configuration", "measure", "runs_reference",
+           "runs_candidate", "ratio", "ratio_low", "ratio_high", "verdict"]
+
+
+def _reference(values: list[Any], axis: str) -> Any:
+    """The axis's reference value among `values`: REFERENCE's first present, else the smallest number."""
+    for choice in REFERENCE.get(axis, ()):
+        if any(type(value) is type(choice) and value == choice for value in values):
+            return choice
+    numbers = [value for value in values if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    return min(numbers) if numbers else None
+
+
+def axis_comparisons(data: ReportData) -> pd.DataFrame:
+    """Every pair of combinations that differ in one parameter of AXES alone, on the headline (see the
+    module's docstring): candidate / reference with its interval and verdict."""
+    rows = []
+    for experiment in all_experiments():
+        ok = data.ok(experiment.name)
+        headline = experiment.headline
+        if f"metrics.{headline.metric}" not in ok or not len(ok):
+            continue
+        runs = samples_column(ok, headline.metric)
+        for axis in AXES:
+            name = f"params.{axis}"
+            if name not in ok or ok[name].map(str).nunique() < 2:
+                continue
+            reference = _reference(list(ok[name].dropna()), axis)
+            if reference is None:
+                continue
+            rest = config_key(ok, exclude=(axis, "results_path")) + "|device=" + ok["device_label"]
+            same = [type(value) is type(reference) and value == reference for value in ok[name]]
+            base = {key: index for key, index, is_reference in zip(rest, ok.index, same) if is_reference}
+            for (index, key), is_reference in zip(rest.items(), same):
+                value = ok.at[index, name]
+                if is_reference or key not in base:
+                    continue
+                fields = comparison_fields(runs[index], runs[base[key]], headline.higher_is_better, "ratio",
+                                           oriented=False)
+                rows.append({"notebook": title_of(experiment.name), "parameter": axis,
+                             "device": ok.at[index, "device_label"], "reference": reference, "candidate": value,
+                             "configuration": ok.at[index, "combination"], "measure": headline.label,
+                             "runs_reference": len(runs[base[key]]), "runs_candidate": len(runs[index]),
+                             "ratio": fields["ratio"], "ratio_low": fields["ratio_low"],
+                             "ratio_high": fields["ratio_high"], "verdict": fields["ratio_verdict"]})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def comparisons_section(data: ReportData) -> Section:
+    """The report's section of differences along one parameter (or why there is none)."""
+    section = Section("comparisons", "Along one parameter")
+    table = axis_comparisons(data)
+    if not len(table):
+        section.empty = ("No two combinations differ in one of " + ", ".join(AXES) + " alone, so there is no "
+                         "difference along one parameter to give.")
+        return section
+    counts = table["verdict"].value_counts()
+    section.text.append(
+        "Each row compares a combination with the one that differs from it in one parameter alone, on the "
+        "experiment's headline: the ratio of the medians over runs (candidate / reference), its 95 % bootstrap "
+        "interval and the verdict in the headline's direction (faster: more TFLOPS or less time). Verdicts here: "
+        + ", ".join(f"{verdict} {count}" for verdict, count in counts.items()) + ".")
+    section.items.append(ReportTable("comparisons_along_one_parameter", table,
+                                     "Differences along one parameter (batch, XLA, mixed precision, dtype, steps "
+                                     "per execution): ratio of the headline's medians, interval and verdict."))
+    return section

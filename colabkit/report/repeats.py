@@ -1,0 +1,120 @@
+"""The runs of a combination together: what every table and figure of the report is made of.
+
+A combination's ok records are its runs (colabkit.records.merging: `repeats`, from one folder or
+several). The report's sections see one row per combination (`collapse`): every numeric metric the
+median over its runs, every other field its most recent run's, plus
+
+* `runs` (how many runs count), `busy_runs` (how many of them ran on a busy host: `host_quiet` false);
+* `samples.<metric>`: each run's value of every numeric metric, in run order, from which any interval
+  or ratio is computed (colabkit.statistics);
+* for the experiment's headline: `headline.n`, `headline.median`, `headline.ci_low`, `headline.ci_high`
+  (95 % bootstrap interval of the median over runs; none below 3 runs), `headline.note`,
+  `headline.between_cv` (spread between runs) and `headline.within_cv` (spread inside one run: of its
+  steady epochs or timed calls, the median over runs).
+
+`headline_columns` gives every record (records.csv) its combination's headline figures.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from colabkit.experiments import find
+from colabkit.statistics import cv, finite, median_ci
+
+HEADLINE_FIELDS = ("n", "median", "ci_low", "ci_high", "note", "between_cv", "within_cv")
+
+
+def _numeric(values: pd.Series) -> bool:
+    """Whether a column holds numbers (and not flags or text) wherever it holds anything."""
+    present = [value for value in values if value is not None and not (isinstance(value, float) and math.isnan(value))]
+    return bool(present) and all(isinstance(value, numbers.Real) and not isinstance(value, bool) for value in present)
+
+
+def _whole(values: pd.Series) -> bool:
+    """Whether a numeric column holds whole numbers (ints) wherever it holds anything."""
+    return all(isinstance(value, numbers.Integral) for value in values if isinstance(value, numbers.Real)
+               and not (isinstance(value, float) and math.isnan(value)))
+
+
+def _ratio(top: Any, bottom: Any) -> float:
+    try:
+        top, bottom = float(top), float(bottom)
+    except (TypeError, ValueError):
+        return np.nan
+    return top / bottom if bottom and math.isfinite(top) and math.isfinite(bottom) else np.nan
+
+
+def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
+    """Each run's spread inside itself for `metric`, as a coefficient of variation: its steady epochs'
+    (`<name>_std_<unit>` beside `<name>_<unit>`, e.g. epoch_time_steady_std_s), its timed calls'
+    (timings.matmul), its steady steps' (timings.step_s_steady), or its fresh models'
+    (`<metric>_per_repeat`); NaN where the record has none of them."""
+    base, _, unit = metric.rpartition("_")
+    candidates = [(f"metrics.{base}_std_{unit}", f"metrics.{metric}"), ("timings.matmul.std_s", "timings.matmul.median_s"),
+                  ("timings.step_s_steady.std", "timings.step_s_steady.median")]
+    spread = pd.Series(np.nan, index=runs.index, dtype=float)
+    for std, centre in candidates:
+        if std in runs and centre in runs:
+            spread = spread.fillna(pd.Series([_ratio(a, b) for a, b in zip(runs[std], runs[centre])], index=runs.index))
+    per_model = f"metrics.{metric}_per_repeat"
+    if per_model in runs:
+        spread = spread.fillna(runs[per_model].map(lambda values: cv(values) if isinstance(values, list) else None)
+                               .astype(float))
+    return spread
+
+
+def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd.Series) -> pd.DataFrame:
+    """For every record (row of `frame`): its combination's headline figures over the runs that count
+    (`counted`): `headline.metric`, `.n`, `.median`, `.ci_low`, `.ci_high`, `.note`, `.between_cv`,
+    `.within_cv`. Rows of a notebook without a declared headline get empty figures."""
+    columns = ["headline.metric", *(f"headline.{name}" for name in HEADLINE_FIELDS)]
+    out = pd.DataFrame(index=frame.index, columns=columns, dtype=object)
+    if not len(frame):
+        return out
+    for (notebook, group), rows in frame.groupby([frame["notebook"], combination_id], sort=False):
+        experiment = find(str(notebook))
+        if experiment is None:
+            continue
+        metric = experiment.headline.metric
+        runs = rows[counted.loc[rows.index] & (rows["status"] == "ok")]
+        values = finite(runs.get(f"metrics.{metric}", pd.Series(dtype=float)))
+        interval = median_ci(values)
+        within = within_run_cv(runs, metric).median() if len(runs) else np.nan
+        figures = {"headline.metric": metric, "headline.n": interval.n, "headline.median": interval.estimate,
+                   "headline.ci_low": interval.low, "headline.ci_high": interval.high, "headline.note": interval.note,
+                   "headline.between_cv": cv(values), "headline.within_cv": None if pd.isna(within) else within}
+        for name, value in figures.items():
+            out.loc[rows.index, name] = pd.Series([value] * len(rows), index=rows.index, dtype=object)
+    return out
+
+
+def collapse(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per combination (`combination_id`) of the ok runs that count: numeric metrics the
+    median over the runs, `samples.<metric>` their values, `runs` and `busy_runs`; everything else
+    from the combination's most recent run (`named`). Keeps the order in which combinations come."""
+    if not len(runs):
+        return runs.assign(runs=pd.Series(dtype=int), busy_runs=pd.Series(dtype=int))
+    numeric = [column for column in runs.columns if column.startswith("metrics.") and _numeric(runs[column])]
+    groups = runs.groupby("combination_id", sort=False)
+    values = runs[numeric].apply(pd.to_numeric, errors="coerce")  # None (absent) as NaN, for the median
+    medians = values.groupby(runs["combination_id"], sort=False).median() if numeric else None
+    named = runs.sort_values("finished_at", kind="stable").groupby("combination_id", sort=False).tail(1)
+    named = named.set_index("combination_id").loc[list(groups.groups)]
+    for column in numeric:
+        middle = medians.loc[named.index, column]  # type: ignore[union-attr]
+        if _whole(runs[column]):  # counts stay counts: the median of 3, 3 and 3 epochs is 3, not 3.0
+            middle = middle.map(lambda m: int(m) if pd.notna(m) and float(m).is_integer() else m).astype(object)
+        named[column] = middle.to_numpy()
+    samples = {f"samples.{column[len('metrics.'):]}": groups[column].agg(lambda values: finite(values))
+               .loc[named.index].tolist() for column in numeric}
+    busy = groups["host_quiet"].agg(lambda values: int(sum(value is False for value in values))) \
+        if "host_quiet" in runs else pd.Series(0, index=named.index)
+    extra = pd.DataFrame({"runs": groups.size().loc[named.index].to_numpy(),
+                          "busy_runs": busy.loc[named.index].to_numpy(), **samples}, index=named.index)
+    return pd.concat([named, extra], axis=1).reset_index()

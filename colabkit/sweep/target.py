@@ -1,0 +1,107 @@
+"""`sweep --target-ci 3%`: more runs, in interleaved rounds, until each combination's headline is known
+to within the target.
+
+After the runs a sweep planned, each combination's ok runs in OUT (every repeat's record) give its
+headline's median and 95 % interval (colabkit.statistics.median_ci). A combination whose interval's
+half-width is more than the target (relative to the median), or that has fewer than MIN_RUNS ok runs,
+gets one more run in the next round, until it gets there or has `max_repeats` runs. Combinations of a
+notebook without a declared headline, or that cannot run here, are left as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from colabkit.errors import ColabkitError, RecordError
+from colabkit.experiments import find
+from colabkit.records.record import read_record
+from colabkit.statistics import Interval, median_ci
+from colabkit.sweep.combination import Combination
+from colabkit.sweep.execution import RunFiles
+
+DEFAULT_MAX_REPEATS = 10
+
+
+def parse_fraction(text: str) -> float:
+    """'3%' or '0.03' -> 0.03; ColabkitError (one line) for anything that is not a share between 0 and 1."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ColabkitError(f"{text!r} is not a percentage (3%) or a fraction (0.03)") from None
+    if not 0 < value < 1:
+        raise ColabkitError(f"{text!r}: expected a share between 0 and 100 %, e.g. 3%")
+    return value
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """Where one combination stands: its runs so far (the highest repeat planned or run), its ok
+    headline values' interval, and whether that meets the target."""
+
+    combination: Combination  # repeat 1's
+    runs: int
+    interval: Interval | None  # None: the notebook declares no headline
+    met: bool
+
+
+def _runs_in(combination: Combination, out: Path) -> tuple[int, list[float]]:
+    """(how many repeats have a record in `out`, the headline values of the ok ones)."""
+    experiment = find(combination.name)
+    metric = experiment.headline.metric if experiment else None
+    runs, values = 0, []
+    repeat = 1
+    while True:
+        path = RunFiles.of(combination.with_repeat(repeat), out).record
+        if not path.exists():
+            break
+        runs = repeat
+        try:
+            record = read_record(path)
+        except (RecordError, OSError):
+            record = None
+        value = (record or {}).get("metrics", {}).get(metric) if metric and record and record["status"] == "ok" else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            values.append(float(value))
+        repeat += 1
+    return runs, values
+
+
+def target_states(combinations: Iterable[Combination], out: Path, target: float) -> list[TargetState]:
+    """Each combination's (repeat 1 stands for all its runs) state against `target` from the records in OUT."""
+    states = []
+    for combination in combinations:
+        runs, values = _runs_in(combination, out)
+        if find(combination.name) is None:
+            states.append(TargetState(combination, runs, None, True))
+            continue
+        interval = median_ci(values)
+        width = interval.half_width
+        states.append(TargetState(combination, runs, interval, width is not None and width <= target))
+    return states
+
+
+def next_round(combinations: Iterable[Combination], out: Path, target: float,
+               max_repeats: int) -> tuple[list[Combination], list[TargetState]]:
+    """(the runs of the next round: one more repeat of each combination short of the target and of
+    `max_repeats` runs, every state)."""
+    states = target_states(combinations, out, target)
+    more = [state.combination.with_repeat(state.runs + 1) for state in states
+            if not state.met and state.runs < max_repeats]
+    return more, states
+
+
+def describe_missed(states: list[TargetState], target: float) -> list[str]:
+    """One line per combination that did not reach the target: its runs and its interval."""
+    lines = []
+    for state in states:
+        if state.met:
+            continue
+        interval = state.interval
+        width = "no interval" if interval is None or interval.half_width is None else \
+            f"+/- {100 * interval.half_width:.1f} %"
+        lines.append(f"{state.combination.label}: {width} after {state.runs} run(s) "
+                     f"({interval.n if interval else 0} ok), target +/- {100 * target:g} %")
+    return lines

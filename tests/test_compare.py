@@ -1,0 +1,115 @@
+"""`python -m colabkit compare`: two folders of the same code on the same host give no difference; a
+copy made 30 % better in every record is resolved in the right direction; --fail-above fails on the
+regression side; --by compares across a parameter; folders it cannot use are one-line errors."""
+
+from __future__ import annotations
+
+import copy
+import csv
+from pathlib import Path
+
+import pytest
+import report_fixtures as fx
+
+from colabkit.cli import main
+from colabkit.compare import compare_folders
+from colabkit.io import write_json_atomic
+from colabkit.records.record import read_record
+from colabkit.statistics import Verdict
+
+SPREAD = [1.0, 1.03, 0.97, 1.01, 0.99]  # five runs per combination, a few % apart as on a quiet host
+
+
+def matmul_runs(root: Path, scale: float = 1.0, shift: int = 0, device: str = "cpu") -> Path:
+    """Five runs of each of two matmul combinations, as a sweep with --repeats 5 writes them."""
+    for n, tflops in ((256, 0.1), (512, 0.2)):
+        for repeat in range(5):
+            value = tflops * scale * SPREAD[(repeat + shift) % 5]
+            slug = f"n-{n}" if repeat == 0 else f"n-{n}_repeat-{repeat + 1}"
+            fx.write(root, fx.matmul(device, n, value), slug)
+    return root
+
+
+def better_copy(source: Path, target: Path, factor: float) -> Path:
+    """A copy of every record of `source` with the headline (warm TFLOPS) multiplied by `factor`."""
+    for path in source.rglob("*.json"):
+        record = copy.deepcopy(read_record(path))
+        record["metrics"]["tflops_warm"] *= factor
+        write_json_atomic(target / path.relative_to(source), record)
+    return target
+
+
+def test_two_folders_of_the_same_code_and_host_give_no_difference_for_every_combination(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    after = matmul_runs(tmp_path / "after", shift=2)  # other runs of the same: the same spread, another order
+    rows = compare_folders(before, after)
+    assert len(rows) == 2 and {row.comparison.verdict for row in rows} == {Verdict.NO_DIFFERENCE}
+    assert main(["compare", str(before), str(after), "--fail-above", "5%"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 combination(s) in common: 2 no difference resolved" in printed
+
+
+def test_a_copy_made_30_percent_better_is_resolved_faster_and_the_other_way_fails_above_5_percent(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    better = better_copy(before, tmp_path / "better", 1.3)
+    rows = compare_folders(before, better)
+    assert {row.comparison.verdict for row in rows} == {Verdict.FASTER}
+    assert all(row.comparison.ratio.estimate == pytest.approx(1.3) and row.comparison.ratio.low > 1.2
+               for row in rows)
+    markdown, table = tmp_path / "c.md", tmp_path / "c.csv"
+    assert main(["compare", str(before), str(better), "--fail-above", "5%", "--markdown", str(markdown),
+                 "--csv", str(table)]) == 0  # faster is no regression
+    assert "| faster |" in markdown.read_text() and "candidate / baseline" in markdown.read_text()
+    with open(table, newline="") as stream:
+        parsed = list(csv.DictReader(stream))
+    assert [row["verdict"] for row in parsed] == ["faster", "faster"] and float(parsed[0]["ratio"]) == pytest.approx(1.3)
+    capsys.readouterr()
+    assert main(["compare", str(better), str(before), "--fail-above", "5%"]) == 1  # the regression side
+    printed = capsys.readouterr().out
+    assert printed.count("regression: matmul_tflops") == 2 and "30.0 % slower (beyond 5 %)" in printed  # 1.3x the time per product
+    assert main(["compare", str(better), str(before), "--fail-above", "40%"]) == 0  # slower, but not by 40 %
+
+
+def test_runs_on_a_busy_host_can_be_left_out_and_are_counted(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    after = matmul_runs(tmp_path / "after")
+    slow = fx.matmul("cpu", 256, 0.05)
+    slow["host_quiet"] = False  # a run beside other work, half as fast
+    fx.write(tmp_path / "after", slow, "n-256_repeat-6")
+    assert main(["compare", str(before), str(after), "--exclude-busy"]) == 0
+    printed = capsys.readouterr().out
+    assert "left out, made on a busy host: 0 run(s) of" in printed and f"1 of {tmp_path / 'after'}" in printed
+    kept = {row.description: row.comparison.candidate.n for row in compare_folders(before, after)}
+    left = {row.description: row.comparison.candidate.n for row in compare_folders(before, after, exclude_busy=True)}
+    assert kept["device=cpu, n=256"] == 6 and left["device=cpu, n=256"] == 5
+
+
+def test_by_compares_across_a_parameter_and_times_read_the_other_way(tmp_path):
+    cpu = matmul_runs(tmp_path / "cpu")
+    gpu = better_copy(matmul_runs(tmp_path / "gpu-src", device="gpu"), tmp_path / "gpu", 10.0)
+    with pytest.raises(Exception, match="no combination in common; --by device"):
+        compare_folders(cpu, gpu)
+    rows = compare_folders(cpu, gpu, by=["device"])
+    assert len(rows) == 2 and all(row.comparison.verdict == Verdict.FASTER for row in rows)
+    assert "device: cpu -> gpu" in rows[0].description
+    for repeat, seconds in enumerate([10.0, 10.3, 9.7]):  # a time: more seconds is slower
+        fx.write(tmp_path / "slow", fx.cnn("cpu", 256), "b" if repeat == 0 else f"b_repeat-{repeat + 1}")
+        record = fx.cnn("cpu", 256)
+        record["metrics"]["epoch_time_steady_s"] = seconds * 1.5
+        fx.write(tmp_path / "slower", record, "b" if repeat == 0 else f"b_repeat-{repeat + 1}")
+    (row,) = compare_folders(tmp_path / "slow", tmp_path / "slower")
+    assert row.comparison.verdict == Verdict.SLOWER and row.slowdown == pytest.approx(0.5)
+
+
+def test_unreadable_or_unrelated_folders_are_one_line_errors(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    assert main(["compare", str(before), str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: compare: results folder {tmp_path / 'nowhere'} does not exist"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "junk.json").write_text("not json")
+    assert main(["compare", str(before), str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: compare: no readable ok record") and "\n" not in err
+    fx.write(tmp_path / "cnn", fx.cnn("cpu", 256), "b")
+    assert main(["compare", str(before), str(tmp_path / "cnn")]) == 2
+    assert "have no combination in common" in capsys.readouterr().err

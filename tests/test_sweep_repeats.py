@@ -1,0 +1,132 @@
+"""Repeats in the sweep: `repeats:` in a grid or preset and `--repeats`, interleaved rounds, one record
+and file name per run (repeat 1 keeps the old name, so earlier results resume), resume, status and the
+dry run counting runs, a device that is absent skipped once, and `--target-ci` adding rounds."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from helpers import REPO
+from notebook_factory import write_tiny_notebook
+
+import colabkit.sweep.target as target
+from colabkit.cli import main
+from colabkit.errors import ColabkitError, GridError
+from colabkit.experiments import Headline
+from colabkit.records.record import read_record
+from colabkit.sweep.plan import decide, plan
+from colabkit.sweep.runner import run_sweep
+from colabkit.sweep.status import collect_status, format_status
+from colabkit.sweep.target import parse_fraction
+
+
+def quiet(line: str) -> None:
+    """An `echo` that keeps test output clean."""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    return write_tiny_notebook(tmp_path / "tiny.ipynb")
+
+
+def grid_file(tmp_path, body: str):
+    path = tmp_path / "grid.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_runs_come_in_interleaved_rounds_per_device_and_repeats_come_from_grid_preset_or_command(tmp_path, tiny):
+    grid = grid_file(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu, gpu], value: [1, 2]}}
+        repeats: 2
+        presets: {{three: {{repeats: 3}}}}
+    """)
+    runs = plan([grid], out=tmp_path / "out")
+    assert [(c.device, c.params["value"], c.repeat) for c in runs] == [
+        ("cpu", 1, 1), ("cpu", 2, 1), ("cpu", 1, 2), ("cpu", 2, 2),  # round 1 of every cpu combination, then round 2
+        ("gpu", 1, 1), ("gpu", 2, 1), ("gpu", 1, 2), ("gpu", 2, 2)]
+    assert [c.run_slug for c in runs[:3]] == ["value-1", "value-2", "value-1_repeat-2"]
+    assert len(plan([grid], preset="three", out=tmp_path / "out")) == 12
+    assert len(plan([grid], preset="three", out=tmp_path / "out", repeats=1)) == 4  # --repeats wins
+    decisions = decide(runs, tmp_path / "out", {"cpu": 1})
+    assert [d.action for d in decisions].count("skip") == 2  # the absent gpu's two combinations, once each
+    with pytest.raises(GridError, match="repeats = 0: expected a whole number >= 1"):
+        plan([grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu]}}\nrepeats: 0\n")])
+
+
+def test_every_committed_preset_says_how_many_runs_and_smoke_stays_small():
+    smoke = {path.stem: len(plan([path], preset="smoke", device="cpu")) for path in (REPO / "parameters").glob("*.yaml")}
+    combinations = {path.stem: len(plan([path], preset="smoke", device="cpu", repeats=1))
+                    for path in (REPO / "parameters").glob("*.yaml")}
+    assert smoke["matmul_tflops"] == 3 * combinations["matmul_tflops"]
+    assert smoke["cnn_mnist"] == 3 * combinations["cnn_mnist"]
+    assert sum(smoke.values()) <= 40  # seconds each on a 2-core CPU: a few minutes in all
+
+
+@pytest.mark.notebook
+def test_each_repeat_is_its_own_run_and_record_and_resume_status_and_dry_run_count_them(tmp_path, tiny, capsys):
+    grid = grid_file(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu, tpu], value: [1]}}
+        repeats: 2
+    """)
+    out = tmp_path / "out"
+    outcomes = run_sweep([grid], out=out, available={"cpu": 1}, echo=quiet)
+    assert [(o.combination.device, o.combination.repeat, o.status) for o in outcomes] == [
+        ("cpu", 1, "ok"), ("cpu", 2, "ok"), ("tpu", 1, "skipped")]
+    first, second = (read_record(out / "tiny" / "cpu" / name) for name in ("value-1.json", "value-1_repeat-2.json"))
+    assert (first["repeat"], second["repeat"]) == (1, 2) and first["started_at"] != second["started_at"]
+    assert first["fingerprint"]["digest"] == second["fingerprint"]["digest"]  # one combination, two runs
+    assert "host_quiet" in first and first["host_state"]["wall_s"] > 0
+    assert not (out / "tiny" / "tpu" / "value-1_repeat-2.json").exists()  # skipped once, not per repeat
+    # a third repeat runs only the new run; the dry run and status count runs and combinations
+    assert main(["sweep", str(grid), "--out", str(out), "--repeats", "3", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "value-1_repeat-3  run" in printed and "4 runs of 2 combinations" in printed
+    assert "would run 1 (0 of them again), keep 2 finished earlier, skip 1" in printed
+    outcomes = run_sweep([grid], out=out, available={"cpu": 1}, echo=quiet, repeats=3)
+    assert [o.resumed for o in outcomes if o.status == "ok"] == [True, True, False]
+    status = collect_status(out)
+    assert status.groups[("tiny", "cpu")].counts["ok"] == 3 and len(status.groups[("tiny", "cpu")].combinations) == 1
+    assert "ok combinations" in format_status(status)
+
+
+@pytest.mark.notebook
+def test_target_ci_adds_rounds_until_the_interval_is_narrow_or_max_repeats(tmp_path, tiny, monkeypatch):
+    grid = grid_file(tmp_path, f"""
+        notebook: {tiny}
+        grid: {{device: [cpu], value: [1]}}
+    """)
+    lines: list[str] = []
+    declared = type("Declared", (), {"headline": Headline("double", "double", "", "higher")})
+    monkeypatch.setattr(target, "find", lambda name: declared)  # the tiny notebook's `double` as its headline
+    outcomes = run_sweep([grid], out=tmp_path / "met", available={"cpu": 1}, echo=lines.append, target_ci=0.03,
+                         max_repeats=5)
+    assert [o.combination.repeat for o in outcomes] == [1, 2, 3]  # 3 equal runs: an interval of width 0
+    assert read_record(tmp_path / "met" / "tiny" / "cpu" / "value-1_repeat-3.json")["sweep"]["target_ci"] == 0.03
+    assert not any("did not reach" in line for line in lines)
+    never = type("Never", (), {"headline": Headline("absent", "absent", "", "higher")})
+    monkeypatch.setattr(target, "find", lambda name: never)  # no value to make an interval of
+    lines.clear()
+    outcomes = run_sweep([grid], out=tmp_path / "missed", available={"cpu": 1}, echo=lines.append, target_ci=0.03,
+                         max_repeats=2)
+    assert [o.combination.repeat for o in outcomes] == [1, 2]
+    assert "1 combination(s) did not reach +/- 3 % within 2 runs:" in lines
+    assert any("value-1: no interval after 2 run(s)" in line for line in lines)
+
+
+def test_target_and_wait_options_are_refused_plainly(tmp_path, tiny, capsys):
+    assert parse_fraction("3%") == pytest.approx(0.03) and parse_fraction("0.05") == 0.05
+    with pytest.raises(ColabkitError):
+        parse_fraction("150%")
+    grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--max-repeats", "4"]) == 2
+    assert "--max-repeats goes with --target-ci" in capsys.readouterr().err
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--wait-quiet", "5", "--jobs", "2"]) == 2
+    assert "--wait-quiet" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # argparse's own one-line usage error
+        main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--target-ci", "abc"])
+    assert usage.value.code == 2 and "'abc' is not a percentage (3%)" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
