@@ -50,10 +50,10 @@ BENCHMARKS = Path(__file__).resolve().parent
 LOW, HIGH = 0.95, 1.05
 
 # Sizes per pair: the notebook's parameters. The independent side reads the same values.
-MATMUL = {"n": 2048, "count": 10, "repeats": 10, "warmup": 1, "dtype": "float32", "jit_compile": False}
+MATMUL = {"n": 2048, "count": 10, "timed_calls": 10, "warmup": 1, "dtype": "float32", "jit_compile": False}
 CNN = {"batch_size": 256, "epochs": 12, "train_samples": 4000, "test_samples": 500, "data_source": "offline",
        "target_accuracy": 0.0}
-DBLSTM = {"batch_size": 64, "bilstm_layers": 2, "units": 32, "head_units": 16, "epochs": 12, "repeats": 1,
+DBLSTM = {"batch_size": 64, "bilstm_layers": 2, "units": 32, "head_units": 16, "epochs": 12, "models_per_run": 1,
           "train_samples": 1024, "test_samples": 64, "data_source": "offline"}
 TIMESERIES = {"batch_size": 64, "units": 32, "sequence_length": 168, "epochs": 10, "steps_per_epoch": 60,
               "warmup_steps": 24, "data_source": "offline", "max_hours": 8760, "plot_hours": 48}
@@ -74,7 +74,7 @@ from colabkit.training.bare_fit import shuffled_batches, steady_rate
 """
 
 _MATMUL_SCRIPT = """
-n, count, repeats = P["n"], P["count"], P["repeats"]
+n, count, timed_calls = P["n"], P["count"], P["timed_calls"]
 x = tf.random.stateless_uniform((n, n), seed=(1, 0))
 y = tf.random.stateless_uniform((n, n), seed=(2, 0), maxval=2.0 / n)
 
@@ -87,7 +87,7 @@ def chained(x, y):
 
 float(chained(x, y))  # trace and warm up
 times = []
-for _ in range(repeats):
+for _ in range(timed_calls):
     start = time.perf_counter()
     float(chained(x, y))  # the result on the host: the work is done
     times.append(time.perf_counter() - start)

@@ -32,7 +32,7 @@ from pathlib import Path
 from _notebook_code import run_notebook
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-MATMUL = {"device": "cpu", "n": 2048, "count": 10, "dtype": "float32", "repeats": 10, "warmup": 1,
+MATMUL = {"device": "cpu", "n": 2048, "count": 10, "dtype": "float32", "timed_calls": 10, "warmup": 1,
           "blas_baseline": False}
 MATMUL_SIDES = {"tensorflow": {"backend": "tensorflow", "jit_compile": "auto"},
                 "jax": {"backend": "jax", "jit_compile": "auto"},
@@ -63,7 +63,7 @@ def cnn(args: argparse.Namespace) -> None:
 
 def matmul(args: argparse.Namespace) -> None:
     print(f"matmul notebook on the CPU: n={MATMUL['n']} {MATMUL['dtype']}, {MATMUL['count']} chained products, "
-          f"{MATMUL['repeats']} warm calls per run; {args.rounds} interleaved rounds")
+          f"{MATMUL['timed_calls']} warm calls per run; {args.rounds} interleaved rounds")
     warm: dict[str, list[float]] = {side: [] for side in MATMUL_SIDES}
     with tempfile.TemporaryDirectory() as workdir:
         for round_index in range(args.rounds):

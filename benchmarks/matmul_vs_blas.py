@@ -24,7 +24,7 @@ TARGET = 0.9
 
 def run(n: int, count: int, repeats: int, jit_compile: bool, workdir: Path) -> dict:
     record = run_notebook("matmul_tflops", workdir, f"jit-{jit_compile}", device="cpu", n=n, count=count,
-                          dtype="float32", repeats=repeats, warmup=1, jit_compile=jit_compile)
+                          dtype="float32", timed_calls=repeats, warmup=1, jit_compile=jit_compile)
     return record["metrics"]
 
 

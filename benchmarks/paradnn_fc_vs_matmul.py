@@ -34,7 +34,7 @@ def fc_metrics(batch: int, steps: int, epochs: int, workdir: Path) -> dict:
 
 def matmul_metrics(n: int, count: int, repeats: int, workdir: Path) -> dict:
     record = run_notebook("matmul_tflops", workdir, "matmul", device="cpu", n=n, count=count, dtype="float32",
-                          repeats=repeats, warmup=1, jit_compile="auto", blas_baseline=False)
+                          timed_calls=repeats, warmup=1, jit_compile="auto", blas_baseline=False)
     return record["metrics"]
 
 

@@ -75,3 +75,16 @@ def test_the_knobs_of_each_family_are_counted_in_its_flops():
             else:
                 changed = {**base, knob: base[knob] * 2}
             assert paradnn.work_flops(changed) != paradnn.work_flops(base), (family, knob)
+
+
+def test_every_committed_grid_gets_an_estimate_from_its_declaration():
+    # each declaration's work_flops reads its own parameter names: a renamed parameter must not
+    # leave the dry run a KeyError (matmul's `repeats` became `timed_calls`)
+    for grid in sorted((REPO / "parameters").glob("*.yaml")):
+        for preset in (None, "smoke"):
+            combinations = plan([grid], preset, "cpu")
+            result = estimate_plan(combinations, "fresh", RATE)
+            assert result.seconds > 0, (grid.name, preset)
+            experiment = get(combinations[0].name)
+            if experiment.work_flops is not None:
+                assert experiment.work_flops({**experiment.defaults, **combinations[0].params}) > 0, grid.name

@@ -4,6 +4,7 @@ dry run counting runs, a device that is absent skipped once, and `--target-ci` a
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -115,6 +116,49 @@ def test_target_ci_adds_rounds_until_the_interval_is_narrow_or_max_repeats(tmp_p
     assert [o.combination.repeat for o in outcomes] == [1, 2]
     assert "1 combination(s) did not reach +/- 3 % within 2 runs:" in lines
     assert any("value-1: no interval after 2 run(s)" in line for line in lines)
+
+
+@pytest.mark.notebook
+def test_target_ci_over_planned_repeats_adds_each_repeat_once_and_a_failing_combination_gets_no_more(
+        tmp_path, tiny, monkeypatch):
+    grid = grid_file(tmp_path, f"""
+        notebook: {tiny}
+        repeats: 2
+        fixed: {{fail_on: 2}}
+        grid: {{device: [cpu], value: [1, 2]}}
+    """)
+    lines: list[str] = []
+    never = type("Never", (), {"headline": Headline("absent", "absent", "", "higher")})
+    monkeypatch.setattr(target, "find", lambda name: never)  # no interval: every ok combination goes on
+    outcomes = run_sweep([grid], out=tmp_path / "o", available={"cpu": 1}, echo=lines.append, target_ci=0.03,
+                         max_repeats=4)
+    runs = sorted((o.combination.params["value"], o.combination.repeat, o.status) for o in outcomes)
+    # value 1: its 2 planned runs and one more per round up to 4, each once; value 2 fails and stops there
+    assert runs == [(1, 1, "ok"), (1, 2, "ok"), (1, 3, "ok"), (1, 4, "ok"), (2, 1, "failed"), (2, 2, "failed")]
+    assert any("value-2: no interval after 2 run(s) (0 ok)" in line and "latest run failed" in line for line in lines)
+
+
+@pytest.mark.notebook
+def test_target_counts_only_the_runs_of_todays_code_and_proposes_no_run_twice(tmp_path, tiny, monkeypatch):
+    grid = grid_file(tmp_path, f"""
+        notebook: {tiny}
+        repeats: 3
+        grid: {{device: [cpu], value: [1]}}
+    """)
+    run_sweep([grid], out=tmp_path / "o", available={"cpu": 1}, echo=quiet)
+    third = tmp_path / "o" / "tiny" / "cpu" / "value-1_repeat-3.json"
+    record = json.loads(third.read_text())
+    record["fingerprint"]["digest"] = "0" * 64  # as if older code had made it
+    third.write_text(json.dumps(record))
+    declared = type("Declared", (), {"headline": Headline("double", "double", "", "higher")})
+    monkeypatch.setattr(target, "find", lambda name: declared)
+    first = plan([grid])[0]
+    proposed: set = set()
+    more, (state,) = target.next_round([first], tmp_path / "o", 0.03, 10, proposed)
+    assert state.runs == 2 and state.interval.n == 2  # repeat 3 is another code's: run again, not counted
+    assert [c.repeat for c in more] == [3]
+    more, _ = target.next_round([first], tmp_path / "o", 0.03, 10, proposed)
+    assert more == []  # repeat 3 still has no record of today's code: proposing it again would loop forever
 
 
 def test_target_and_wait_options_are_refused_plainly(tmp_path, tiny, capsys):

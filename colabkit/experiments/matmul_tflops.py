@@ -29,7 +29,7 @@ def _jax_always_compiles(values: Mapping[str, Any]) -> str | None:
 def _run_flops(values: Mapping[str, Any]) -> float:
     """FLOPs of one run: count chained n x n products (2 n^3 each) per call, per replica, for the cold
     call, the discarded warm-up calls and the timed ones (the CPU's BLAS baseline not counted)."""
-    calls = 1 + values["warmup"] + values["repeats"]
+    calls = 1 + values["warmup"] + values["timed_calls"]
     return 2.0 * values["n"] ** 3 * values["count"] * replicas_of(values) * calls
 
 

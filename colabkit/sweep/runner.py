@@ -199,11 +199,13 @@ def _until_target(executor: Executor, decisions: list[Decision], target: float, 
     """Rounds of one more run of each combination whose headline interval is wider than `target`
     (colabkit.sweep.target), until none is or each has `max_repeats` runs; the decisions of those runs.
     The combinations that never got there are named at the end."""
-    firsts = {decision.combination.output_base(executor.out): decision.combination.with_repeat(1)
-              for decision in decisions if decision.action != SweepAction.SKIP}
+    # one entry per combination (repeat 1 stands for all), of those that ran or finished earlier
+    firsts = {decision.combination.with_repeat(1).output_base(executor.out): decision.combination.with_repeat(1)
+              for decision in decisions if decision.action in (SweepAction.RUN, SweepAction.RERUN, SweepAction.DONE)}
     added: list[Decision] = []
+    proposed: set[Path] = set()
     while True:
-        more, states = next_round(firsts.values(), executor.out, target, max_repeats)
+        more, states = next_round(firsts.values(), executor.out, target, max_repeats, proposed)
         if not more:
             break
         round_decisions = decide(more, executor.out, executor.inventory(), force)
