@@ -23,8 +23,8 @@ find_python() {
 }
 
 setup() {
-  # $1: an optional extra of colabkit to install too (gpu: nvidia-ml-py). The stamp holds the hash of
-  # the requirements, then every extra installed with them: changed requirements or a new extra set
+  # $1: an optional extra of colabkit to install too (cuda: CUDA's wheels and nvidia-ml-py). The stamp holds
+  # the hash of the requirements, then every extra installed with them: changed requirements or a new extra set
   # up again, with every extra installed before (a verb without an extra never drops one).
   local extra=${1:-} stamp="$VENV/.colabkit-installed" wanted installed="" extras=""
   wanted=$(cat requirements.txt pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
@@ -65,7 +65,8 @@ case "$verb" in
     done
     exit $status ;;
   gpu-check)
-    setup gpu
+    # CUDA's wheels (gigabytes) only where there is a GPU to use them; elsewhere the check says so
+    if command -v nvidia-smi >/dev/null 2>&1; then setup cuda; else setup; fi
     exec "$PY" -m colabkit gpu-check "$@" ;;
   *)
     awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'  # the comment block above

@@ -212,6 +212,11 @@ def test_a_training_row_skips_mixed_precision_without_tensor_cores_and_reports_a
     assert verdict(rules.training_row("cnn", "mixed", Unavailable("no tensor cores"), expect_jit=True)) == "SKIP"
     row = rules.training_row("cnn", "no-xla", [fit(mfu=None, jit=False)], expect_jit=False)
     assert verdict(row) == "PASS" and "MFU unknown (no peak)" in row.figure
+    # the compute-bound FC's MFU floor is what tells "on the GPU" from "not": unknown, the row is no pass
+    row = rules.training_row("fc", "xla", [fit(mfu=None)], expect_jit=True, min_mfu=rules.FC_MIN_MFU)
+    assert verdict(row) == "SKIP" and "compute-bound check could not run" in row.reason
+    row = rules.training_row("fc", "xla", [fit(mfu=None, jit=False)], expect_jit=True, min_mfu=rules.FC_MIN_MFU)
+    assert verdict(row) == "FAIL"  # a broken rule still fails
 
 
 # --- NVML -----------------------------------------------------------------------------------------

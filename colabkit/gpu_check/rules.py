@@ -94,7 +94,7 @@ def device_row(facts: GpuFacts) -> Row:
     problems = []
     if len(facts.tf_names) != facts.count:
         problems.append(f"TensorFlow sees {len(facts.tf_names)} GPU(s) where nvidia-smi lists {facts.count} "
-                        "(a TensorFlow built without CUDA, or CUDA_VISIBLE_DEVICES hides some)")
+                        "(CUDA or cuDNN libraries missing: pip install 'colabkit[cuda]'; or CUDA_VISIBLE_DEVICES hides some)")
     if facts.tf_names and _peak_source(facts.tf_names[0]) != _peak_source(facts.smi_names[0]):
         problems.append(f"TensorFlow names it {facts.tf_names[0]!r}, nvidia-smi {facts.smi_names[0]!r}: they find "
                         "different peaks-table entries")
@@ -243,6 +243,10 @@ def training_row(model: str, variant: str, fits: Sequence[Mapping[str, Any]] | U
         if notebook_jit is not None and {notebook_jit} != jit:
             problems.append(f"the notebook compiled with jit_compile={notebook_jit}, the bare fit with "
                             f"{', '.join(sorted(map(str, jit)))}: they did different work")
+    if not problems and min_mfu is not None and mfu is None:
+        # the check that tells "on the GPU" from "not" could not run: not a pass
+        return skipped(name, rule, f"MFU unknown ({fits[0].get('mfu_reason')}): the compute-bound check could "
+                       "not run; the other checks held", figure, **values)
     return judged(name, figure, rule, problems, **values)
 
 
