@@ -120,6 +120,29 @@ def test_a_scheduler_address_where_nothing_listens_fails_within_seconds(tmp_path
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_full_local_disk_fails_only_the_combination_whose_products_it_could_not_take(tmp_path, monkeypatch):
+    import errno
+    import types
+
+    from colabkit.sweep.cluster_task import TaskResult
+    from colabkit.sweep.execution import RunFiles
+    from colabkit.sweep.plan import Decision, SweepAction, plan
+
+    combination = plan([NOTEBOOKS.parent / "parameters" / "matmul_tflops.yaml"], "smoke", "cpu")[0]
+    decision = Decision(combination, SweepAction.RUN, "", {"digest": "d"})
+    submitted = cluster_module._Submitted(decision, RunFiles.of(combination, tmp_path))
+
+    def disk_full(files, products):
+        raise OSError(errno.ENOSPC, "No space left on device", str(files.record))
+
+    monkeypatch.setattr(cluster_module, "commit_products", disk_full)
+    result = TaskResult("ok", 1.5, "", None, {"host": "w1"}, files={".json": b"{}"})
+    future = types.SimpleNamespace(cancelled=lambda: False, status="finished", result=lambda: result)
+    outcome = cluster_module._collect(future, submitted, {})
+    assert outcome.status == "failed" and "No space left on device" in outcome.message
+    assert outcome.error.kind == "filesystem"
+
+
 @pytest.fixture(scope="module")
 def gpu_cluster():
     """Two local workers, each declaring one (fake) GPU and running up to two tasks at once."""

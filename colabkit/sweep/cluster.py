@@ -54,7 +54,15 @@ from colabkit.sweep.cluster_task import (
 )
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import Inventory
-from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, record_lost_run, write_failed_record
+from colabkit.sweep.execution import (
+    Outcome,
+    RunFiles,
+    RunOptions,
+    filesystem_error,
+    is_filesystem_fault,
+    record_lost_run,
+    write_failed_record,
+)
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.kernels import close_warm_kernels
 from colabkit.sweep.plan import Decision
@@ -328,11 +336,18 @@ def _collect(future: Any, submitted: _Submitted, section: dict[str, Any]) -> Out
         return _lost(submitted, future.exception(), section)
     result: TaskResult = future.result()
     files = submitted.files
-    if result.files is not None:
-        commit_products(files, result.files)
-    elif not result.shared and result.error is not None:  # refused before running (--shared-out, OUT unseen)
-        write_failed_record(decision.combination, files, decision.fingerprint, result.error,
-                            sweep_section={"cluster": section}, worker=result.worker)
+    try:
+        if result.files is not None:
+            commit_products(files, result.files)
+        elif not result.shared and result.error is not None:  # refused before running (--shared-out, OUT unseen)
+            write_failed_record(decision.combination, files, decision.fingerprint, result.error,
+                                sweep_section={"cluster": section}, worker=result.worker)
+    except OSError as exc:  # a full or unwritable OUT here fails this combination, not the sweep
+        if not is_filesystem_fault(exc):
+            raise
+        error = filesystem_error(exc, files.record)
+        return Outcome(decision.combination, "failed", result.seconds, files.record,
+                       f"its products could not be written here: {error.message}", error=error)
     message = f"{result.message} [{result.worker.get('host')}]" if result.message else f"on {result.worker.get('host')}"
     return Outcome(decision.combination, result.status, result.seconds, files.record, message, error=result.error)
 
