@@ -113,3 +113,25 @@ def test_unreadable_or_unrelated_folders_are_one_line_errors(tmp_path, capsys):
     fx.write(tmp_path / "cnn", fx.cnn("cpu", 256), "b")
     assert main(["compare", str(before), str(tmp_path / "cnn")]) == 2
     assert "have no combination in common" in capsys.readouterr().err
+
+
+def test_the_markdown_page_names_the_tolerance_the_verdicts_used(tmp_path):
+    before = matmul_runs(tmp_path / "before")
+    better = better_copy(before, tmp_path / "better", 1.3)
+    markdown = tmp_path / "c.md"
+    assert main(["compare", str(before), str(better), "--markdown", str(markdown), "--tolerance", "5%"]) == 0
+    assert "+/- 5 %" in markdown.read_text() and "+/- 2 %" not in markdown.read_text()
+
+
+@pytest.mark.parametrize("option", ["--markdown", "--csv"])
+def test_a_destination_that_cannot_be_written_is_a_one_line_error_before_anything_is_compared(tmp_path, capsys,
+                                                                                               option):
+    before = matmul_runs(tmp_path / "before")
+    missing = tmp_path / "nodir" / "x.out"
+    assert main(["compare", str(before), str(before), option, str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"error: compare: cannot write {missing}: no such folder"
+    assert captured.out == ""  # refused before the table was printed
+    assert main(["compare", str(before), str(before), option, str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: compare: cannot write {tmp_path}: is a folder"
+
