@@ -135,3 +135,18 @@ def test_a_destination_that_cannot_be_written_is_a_one_line_error_before_anythin
     assert main(["compare", str(before), str(before), option, str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"error: compare: cannot write {tmp_path}: is a folder"
 
+
+@pytest.mark.parametrize("zero", ["0", "0%", "0.0", "0.0%", "00", " 0.00 "])
+def test_a_tolerance_of_zero_is_accepted_however_it_is_written(tmp_path, zero):
+    before = matmul_runs(tmp_path / "before")
+    better = better_copy(before, tmp_path / "better", 1.3)
+    markdown = tmp_path / "c.md"
+    assert main(["compare", str(before), str(better), "--markdown", str(markdown), "--tolerance", zero]) == 0
+    assert "+/- 0 %" in markdown.read_text()
+
+
+@pytest.mark.parametrize("bad", ["-1%", "100%", "x"])
+def test_a_tolerance_outside_0_to_100_percent_is_refused(tmp_path, capsys, bad):
+    with pytest.raises(SystemExit):
+        main(["compare", str(tmp_path), str(tmp_path), "--tolerance", bad])
+    assert "--tolerance" in capsys.readouterr().err
