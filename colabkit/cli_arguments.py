@@ -44,18 +44,16 @@ def seconds(text: str) -> float:
     return value
 
 
-def share(text: str) -> float:
-    """--target-ci, --fail-above: '3%' or 0.03."""
+def share(text: str, allow_zero: bool = False) -> float:
+    """--target-ci, --fail-above: '3%' or 0.03 (and 0, however written, with `allow_zero`)."""
     from colabkit.sweep.target import parse_fraction
 
     try:
-        return parse_fraction(text)
+        return parse_fraction(text, allow_zero)
     except ColabkitError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def tolerance(text: str) -> float:
     """--tolerance: '2%' or 0.02 (0 allowed: resolve any difference whose interval excludes 1)."""
-    if text.strip() in ("0", "0%"):
-        return 0.0
-    return share(text)
+    return share(text, allow_zero=True)

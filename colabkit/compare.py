@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,13 +164,13 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
     return lines
 
 
-def to_markdown(rows: list[Row], baseline: str, candidate: str) -> str:
-    """A Markdown page: what was compared, then the table."""
+def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float = TOLERANCE) -> str:
+    """A Markdown page: what was compared (with the `tolerance` the verdicts used), then the table."""
     cells = table_rows(rows)
     text = [f"# {candidate} against {baseline}", "",
             "Per combination, on its experiment's headline: each side's runs, median and 95 % bootstrap interval, "
             "the ratio candidate / baseline with its interval, and the verdict (faster or slower only where the "
-            f"interval lies beyond +/- {100 * TOLERANCE:g} %).", "",
+            f"interval lies beyond +/- {100 * tolerance:g} %).", "",
             "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
     text += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in cells[1:]]
     return "\n".join(text) + "\n"
@@ -204,11 +205,31 @@ def summary_line(rows: list[Row]) -> str:
     return f"{len(rows)} combination(s) in common: " + ", ".join(f"{count} {name}" for name, count in counts.items())
 
 
+def _check_destination(path: str) -> None:
+    """ColabkitError (one line) when `path` cannot be written: its folder missing or read-only, or a folder there."""
+    target = Path(path)
+    folder = target.parent
+    why = ("no such folder" if not folder.is_dir() else "permission denied" if not os.access(folder, os.W_OK)
+           else "is a folder" if target.is_dir() else None)
+    if why:
+        raise ColabkitError(f"compare: cannot write {path}: {why}")
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ColabkitError(f"compare: cannot write {path}: {exc.strerror or exc}") from None
+
+
 def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown: str | None = None,
                 csv_path: str | None = None, fail_above: float | None = None, tolerance: float = TOLERANCE,
                 exclude_busy: bool = False) -> int:
     """The `compare` verb: print the table, write Markdown/CSV on request; 1 when `fail_above` finds a
-    regression, else 0."""
+    regression, else 0. The Markdown and CSV destinations are checked before anything is read."""
+    for path in (markdown, csv_path):
+        if path:
+            _check_destination(path)
     before, after = read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy)
     rows = compare_sides(before, after, by, tolerance)
     print("\n".join(text_table(table_rows(rows))))
@@ -217,10 +238,10 @@ def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown:
         print(f"left out, made on a busy host: {before.busy_left_out} run(s) of {baseline}, "
               f"{after.busy_left_out} of {candidate}")
     if markdown:
-        Path(markdown).write_text(to_markdown(rows, baseline, candidate), encoding="utf-8")
+        _write(markdown, to_markdown(rows, baseline, candidate, tolerance))
         print(f"markdown: {markdown}")
     if csv_path:
-        Path(csv_path).write_text(to_csv(rows), encoding="utf-8")
+        _write(csv_path, to_csv(rows))
         print(f"csv: {csv_path}")
     if fail_above is not None:
         worse = regressions(rows, fail_above)

@@ -194,15 +194,11 @@ def ratio_ci(numerator: Iterable[Any], denominator: Iterable[Any], confidence: f
     return Interval(estimate, low, high, n, confidence, small_sample_note(n))
 
 
-def speedup(value: Any, baseline: Any, higher_is_better: bool) -> Any:
-    """How many times better `value` is than `baseline`: value / baseline where higher is better (a
-    throughput), baseline / value where lower is (a time). Works on numbers and NumPy/pandas arrays."""
-    return value / baseline if higher_is_better else baseline / value
-
-
 def speedup_ci(samples: Iterable[Any], baseline: Iterable[Any], higher_is_better: bool,
                confidence: float = CONFIDENCE) -> Interval:
-    """`speedup` of the runs' medians with its interval (`ratio_ci` oriented so that above 1 is better)."""
+    """How many times better the runs' median is than the baseline's (samples / baseline where higher is
+    better, a throughput; baseline / samples where lower is, a time), with its interval (`ratio_ci`
+    oriented so that above 1 is better)."""
     return ratio_ci(samples, baseline, confidence) if higher_is_better else ratio_ci(baseline, samples, confidence)
 
 

@@ -173,6 +173,17 @@ def test_skipped_on_request_every_metric_is_there_and_says_why():
     assert "one epoch" in one_epoch.section["reason"]
 
 
+def test_a_profile_without_a_trace_folder_or_a_pipeline_it_cannot_iterate_is_a_colabkit_error():
+    from colabkit.errors import ColabkitError
+    from colabkit.training.breakdown import input_rate, measure_breakdown
+
+    never_run = object()  # refused before a pass could touch the model or its data
+    with pytest.raises(ColabkitError, match="profile_steps > 0 needs a trace_dir"):
+        measure_breakdown(never_run, never_run, {"samples_per_s": 10.0}, CpuSetup(), profile_steps=5)
+    with pytest.raises(ColabkitError, match="cannot be iterated alone"):
+        input_rate([np.zeros((4, 2))])
+
+
 # --- a profile of the CNN, read back with the converter ------------------------------------------------
 
 def _cnn_run():

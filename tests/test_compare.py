@@ -113,3 +113,40 @@ def test_unreadable_or_unrelated_folders_are_one_line_errors(tmp_path, capsys):
     fx.write(tmp_path / "cnn", fx.cnn("cpu", 256), "b")
     assert main(["compare", str(before), str(tmp_path / "cnn")]) == 2
     assert "have no combination in common" in capsys.readouterr().err
+
+
+def test_the_markdown_page_names_the_tolerance_the_verdicts_used(tmp_path):
+    before = matmul_runs(tmp_path / "before")
+    better = better_copy(before, tmp_path / "better", 1.3)
+    markdown = tmp_path / "c.md"
+    assert main(["compare", str(before), str(better), "--markdown", str(markdown), "--tolerance", "5%"]) == 0
+    assert "+/- 5 %" in markdown.read_text() and "+/- 2 %" not in markdown.read_text()
+
+
+@pytest.mark.parametrize("option", ["--markdown", "--csv"])
+def test_a_destination_that_cannot_be_written_is_a_one_line_error_before_anything_is_compared(tmp_path, capsys,
+                                                                                               option):
+    before = matmul_runs(tmp_path / "before")
+    missing = tmp_path / "nodir" / "x.out"
+    assert main(["compare", str(before), str(before), option, str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"error: compare: cannot write {missing}: no such folder"
+    assert captured.out == ""  # refused before the table was printed
+    assert main(["compare", str(before), str(before), option, str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: compare: cannot write {tmp_path}: is a folder"
+
+
+@pytest.mark.parametrize("zero", ["0", "0%", "0.0", "0.0%", "00", " 0.00 "])
+def test_a_tolerance_of_zero_is_accepted_however_it_is_written(tmp_path, zero):
+    before = matmul_runs(tmp_path / "before")
+    better = better_copy(before, tmp_path / "better", 1.3)
+    markdown = tmp_path / "c.md"
+    assert main(["compare", str(before), str(better), "--markdown", str(markdown), "--tolerance", zero]) == 0
+    assert "+/- 0 %" in markdown.read_text()
+
+
+@pytest.mark.parametrize("bad", ["-1%", "100%", "x"])
+def test_a_tolerance_outside_0_to_100_percent_is_refused(tmp_path, capsys, bad):
+    with pytest.raises(SystemExit):
+        main(["compare", str(tmp_path), str(tmp_path), "--tolerance", bad])
+    assert "--tolerance" in capsys.readouterr().err

@@ -313,6 +313,17 @@ def test_parallel_jobs_get_their_own_gpus_and_share_the_tpu_one_at_a_time(monkey
     assert slots.take(tpu) is not None
 
 
+def test_an_auto_job_waits_while_every_gpu_is_leased_rather_than_see_them_all(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    gpu, auto = DeviceRequest("gpu"), DeviceRequest("auto")
+    slots = DeviceSlots({"cpu": 1, "gpu": 2})
+    first, second = slots.take(gpu), slots.take(gpu)
+    assert slots.take(auto) is None  # an empty lease would leave it CUDA_VISIBLE_DEVICES=3,5: both busy GPUs
+    slots.give_back(second)
+    assert slots.take(auto).env == {"CUDA_VISIBLE_DEVICES": "5"}  # the free one only
+    assert DeviceSlots({"cpu": 1}).take(auto) is not None  # no GPU on the machine: nothing to wait for
+
+
 def test_each_combination_carries_its_typed_device_request(tmp_path, tiny):
     grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, 'gpu:2', multiworker:3], value: [1]}}\n")
     combinations = plan([grid])

@@ -101,7 +101,8 @@ class FakeNvml:
         return [SimpleNamespace(pid=4242)] if handle == 1 else []
 
 
-def test_gpus_through_nvml_give_the_clock_range_throttles_and_other_processes():
+def test_gpus_through_nvml_give_the_clock_range_throttles_and_other_processes(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # both GPUs visible
     nvml = FakeNvml()
     sampler = GpuSampler(nvml).start()
     sampler.sample()
@@ -116,6 +117,15 @@ def test_gpus_through_nvml_give_the_clock_range_throttles_and_other_processes():
     assert throttle_names(0x41) == ["gpu_idle", "hw_thermal_slowdown"]
     missing = GpuSampler().start().stop() if "pynvml" not in sys.modules else {"available": False}
     assert missing["available"] is False
+
+
+def test_only_the_gpus_cuda_visible_devices_names_are_read(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a job on GPU 0 while GPU 1 is hot and used by another
+    sampler = GpuSampler(FakeNvml()).start()
+    sampler.sample()
+    state = sampler.stop()
+    assert state["available"] and state["gpus"] == 1 and state["sm_mhz"] == {"min": 1590.0, "max": 1590.0}
+    assert state["throttle_reasons"] == ["sw_power_cap"] and state["other_pids"] == [] and state["busy_reasons"] == []
 
 
 def test_a_monitor_reports_every_field_and_a_verdict():

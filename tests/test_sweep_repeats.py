@@ -57,6 +57,18 @@ def test_runs_come_in_interleaved_rounds_per_device_and_repeats_come_from_grid_p
         plan([grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu]}}\nrepeats: 0\n")])
 
 
+def test_a_repeat_that_cannot_run_here_costs_no_fingerprint(tmp_path, tiny, monkeypatch):
+    import colabkit.sweep.plan as plan_module
+
+    grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [gpu], value: [1]}}\nrepeats: 3\n")
+    runs = plan([grid], out=tmp_path / "out")
+    taken = []
+    counted = plan_module.fingerprint
+    monkeypatch.setattr(plan_module, "fingerprint", lambda *args: taken.append(args) or counted(*args))
+    decisions = decide(runs, tmp_path / "out", {"cpu": 1})
+    assert [d.action for d in decisions] == ["skip"] and len(taken) == 1  # repeat 1's skip, repeats 2 and 3 left out
+
+
 def test_every_committed_preset_says_how_many_runs_and_smoke_stays_small():
     smoke = {path.stem: len(plan([path], preset="smoke", device="cpu")) for path in (REPO / "parameters").glob("*.yaml")}
     combinations = {path.stem: len(plan([path], preset="smoke", device="cpu", repeats=1))

@@ -75,3 +75,17 @@ def test_block_until_ready_on_tensorflow_values():
     strategy = tf.distribute.get_strategy()
     per_replica = strategy.run(lambda: tf.ones((2,)))
     assert block_until_ready(per_replica) is per_replica
+
+
+def test_a_blas_baseline_child_that_hangs_or_prints_no_result_is_a_measurement_error(monkeypatch):
+    import subprocess
+
+    from colabkit.timing import baseline
+
+    with pytest.raises(MeasurementError, match=r"ran past its 0\.01 s limit"):
+        baseline.numpy_matmul_baseline(64, timeout_s=0.01)  # the child cannot even import NumPy in time
+    for printed in ("", "warming up\nnot json\n"):
+        monkeypatch.setattr(baseline.subprocess, "run",
+                            lambda args, out=printed, **_: subprocess.CompletedProcess(args, 0, out, ""))
+        with pytest.raises(MeasurementError, match="printed no JSON result"):
+            baseline.numpy_matmul_baseline(64)

@@ -1,7 +1,9 @@
 """NVIDIA GPUs' state over a measurement, through NVML: SM clock range, throttle reasons, other processes.
 
 `GpuSampler` is what colabkit.device.host_state's HostMonitor uses: `start()` opens NVML (the `pynvml`
-module of `nvidia-ml-py`, imported only here, only then), `sample()` reads every GPU once, `stop()`
+module of `nvidia-ml-py`, imported only here, only then), `sample()` reads every GPU this process can
+see once (CUDA_VISIBLE_DEVICES's numeric entries mapped to NVML's indices: another job's busy GPU does
+not count against this one), `stop()`
 closes NVML and returns the summary a record stores. Where NVML is missing (not installed, no NVIDIA
 driver, a CPU or TPU machine) the summary says so (`available: false`, `reason`) and nothing is guessed.
 
@@ -17,7 +19,8 @@ import importlib
 import os
 from typing import Any
 
-NVML_PACKAGE = "nvidia-ml-py"
+from colabkit.device.energy import NVML_PACKAGE, visible_gpu_indices
+
 # NVML's clocks-event (throttle) reason bits, and the name the record gives each.
 THROTTLE_REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -33,7 +36,7 @@ def throttle_names(mask: int) -> list[str]:
 
 
 class GpuSampler:
-    """Reads every NVIDIA GPU's SM clock, throttle reasons and compute processes while sampling.
+    """Reads every visible NVIDIA GPU's SM clock, throttle reasons and compute processes while sampling.
     `nvml` may be given (a stand-in with pynvml's functions, for tests); else pynvml is imported."""
 
     def __init__(self, nvml: Any = None) -> None:
@@ -55,7 +58,7 @@ class GpuSampler:
         try:
             self.nvml.nvmlInit()
             self.handles = [self.nvml.nvmlDeviceGetHandleByIndex(index)
-                            for index in range(self.nvml.nvmlDeviceGetCount())]
+                            for index in visible_gpu_indices(self.nvml.nvmlDeviceGetCount())]
         except Exception as error:  # pynvml.NVMLError and its subclasses: no driver, no GPU
             self.reason = f"NVML is not available: {error}"
             self.handles = []

@@ -69,11 +69,6 @@ def record_files(folder: str | Path) -> list[Path]:
     return sorted(path for path in root.rglob("*.json") if not path.name.startswith("."))
 
 
-def iter_record_files(*dirs: str | Path) -> list[Path]:
-    """Every record file below the given folders (or files), sorted, each once (default: outputs)."""
-    return sorted({path for folder in _folders(dirs) for path in record_files(folder)})
-
-
 def derived_request(record: dict[str, Any]) -> dict[str, Any] | None:
     """The record's device request as `device.request` stores it ({"kind", "count"}), or None when
     nothing names the device. From `device.request` where the record has it (RecordError if that is
@@ -181,10 +176,6 @@ class LoadedRecords:
         """How many records of each status: {'ok': n, 'failed': n, 'skipped': n}."""
         counts = Counter(record["status"] for record in self.records.values())
         return {status: counts.get(status, 0) for status in STATUSES}
-
-    def of(self, notebook: str) -> dict[str, dict[str, Any]]:
-        """The records of one notebook, by path."""
-        return {path: record for path, record in self.records.items() if record["notebook"] == notebook}
 
     def combinations(self) -> list[Combination]:
         """The records grouped by combination (a notebook with one set of parameters), each group

@@ -109,7 +109,8 @@ class Lease:
 
 class DeviceSlots:
     """Accelerators free for the next parallel job: a GPU job gets GPUs of its own (`gpu` one,
-    `gpu:N` N) through CUDA_VISIBLE_DEVICES, the TPU one job at a time; CPU jobs need no slot."""
+    `gpu:N` N) through CUDA_VISIBLE_DEVICES, the TPU one job at a time; an `auto` (or multiworker)
+    job every GPU free then, waiting while none is; CPU jobs need no slot."""
 
     def __init__(self, available: Mapping[str, int]) -> None:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -117,7 +118,7 @@ class DeviceSlots:
         count = available.get("gpu", 0)
         self.free_gpus = (ids or [str(index) for index in range(count)])[:count]
         self.tpu_free = available.get("tpu", 0) > 0
-        self.has_tpu = self.tpu_free
+        self.has_tpu, self.has_gpus = self.tpu_free, bool(self.free_gpus)
 
     def take(self, request: DeviceRequest) -> Lease | None:
         """A lease of what `request` needs, or None while it is busy (the job waits)."""
@@ -131,8 +132,8 @@ class DeviceSlots:
         if request.kind == DeviceKind.GPU:
             need = request.count or 1
         else:  # auto (and multiworker, whose workers see every device) may take any accelerator: all of them
-            if self.has_tpu and not self.tpu_free:
-                return None
+            if (self.has_tpu and not self.tpu_free) or (self.has_gpus and not self.free_gpus):
+                return None  # with no GPU of its own, its kernel would see every GPU, the busy ones too
             need = len(self.free_gpus)
         if len(self.free_gpus) < need:
             return None

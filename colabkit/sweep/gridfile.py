@@ -92,11 +92,6 @@ class GridSpec:
         """How many independent runs of each combination the file (and `preset`) ask for (default 1)."""
         return self.resolve(preset).repeats
 
-    def effective(self, preset: str | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-        """The grid axes and fixed values once `preset` (if any) is applied (zip groups left out)."""
-        resolved = self.resolve(preset)
-        return resolved.axes, resolved.fixed
-
 
 # --- reading and checking ----------------------------------------------------------------------
 

@@ -165,11 +165,11 @@ def decide(combinations: list[Combination], out: str | Path, available: Mapping[
     other_sweep = holder if holder is not None and holder != str(os.getpid()) else None
     decisions = []
     for combination in combinations:
-        current = fingerprint(combination.notebook, combination.params)
-        files = RunFiles.of(combination, out)
         refused = cannot_run_here(combination, inventory)
         if refused and combination.repeat > 1:
             continue  # a combination that cannot run here is recorded as skipped once, by its first run
+        current = fingerprint(combination.notebook, combination.params)
+        files = RunFiles.of(combination, out)
         if refused:
             unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
             kept = f"; {unreadable} and is kept as it is" if unreadable else ""

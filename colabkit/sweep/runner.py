@@ -25,20 +25,13 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-
 from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.sweep.console import Progress
 from colabkit.sweep.devices import cpu_only, host_facts
-from colabkit.sweep.execution import (
-    HTML_MODES,
-    Outcome,
-    RunFiles,
-    RunOptions,
-    is_filesystem_fault,
-    write_skipped_record,
-)
+from colabkit.sweep.execution import (HTML_MODES, Outcome, RunFiles, RunOptions, is_filesystem_fault,
+                                      write_skipped_record)
 from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
 from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KERNEL_MODES
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock

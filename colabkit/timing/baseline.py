@@ -121,14 +121,21 @@ def numpy_matmul_baseline(n: int, dtype: str = "float32", peak_tflops: float | N
     `unstable_reasons` (baseline_problems; `peak_tflops`, when known, lets it spot an implausible rate).
     """
     before = Snapshot.take()
-    completed = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(n), dtype, str(min_time_s), str(SAMPLE_MIN_S), str(MIN_SAMPLES)],
-        capture_output=True, text=True, timeout=timeout_s, env=clean_blas_env(),
-    )
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(n), dtype, str(min_time_s), str(SAMPLE_MIN_S), str(MIN_SAMPLES)],
+            capture_output=True, text=True, timeout=timeout_s, env=clean_blas_env(),
+        )
+    except subprocess.TimeoutExpired:
+        raise MeasurementError(f"the NumPy BLAS baseline (n={n}) ran past its {timeout_s:g} s limit") from None
     host = child_window(before, Snapshot.take())
     if completed.returncode != 0:
         raise MeasurementError(f"the NumPy BLAS baseline failed: {completed.stderr.strip()[-500:]}")
-    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    try:
+        result = json.loads(completed.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):  # no output, or a last line that is not its JSON result
+        last = (completed.stdout.strip().splitlines() or [""])[-1]
+        raise MeasurementError(f"the NumPy BLAS baseline printed no JSON result (last line: {last[:200]!r})") from None
     stats = summarize(result["samples"])
     median = float(stats["median"])  # type: ignore[arg-type]
     tflops = 2 * n**3 / median / 1e12

@@ -35,6 +35,7 @@ from typing import Any
 
 import keras
 
+from colabkit.errors import ExperimentError
 from colabkit.training.fit import fit, one_pass_per_epoch
 from colabkit.training.roofline import roofline_point
 from colabkit.training.setup import repeated_batch
@@ -116,8 +117,8 @@ def _batches(data: Any) -> tuple[Iterator[Any], int | None]:
     tf = sys.modules.get("tensorflow")
     if tf is not None and isinstance(repeated, tf.data.Dataset):
         return iter(repeated), per_pass
-    raise TypeError(f"an input pipeline of type {type(data).__name__} cannot be iterated alone: "
-                    "pass a tf.data dataset or a keras.utils.PyDataset")
+    raise ExperimentError(f"an input pipeline of type {type(data).__name__} cannot be iterated alone: "
+                          "pass a tf.data dataset or a keras.utils.PyDataset")
 
 
 def input_rate(data: Any, target_s: float = TARGET_S, max_batches: int = MAX_STEPS) -> tuple[dict[str, Any], Any]:
@@ -239,6 +240,8 @@ def measure_breakdown(model: Any, train_data: Any, metrics: dict[str, Any], devi
     description = getattr(device, "description", None) or {}
     if description.get("multi_worker"):
         return _not_measured("not measured across several machines (the passes would need every worker)")
+    if profile_steps > 0 and trace_dir is None:  # refused before the passes, not after them
+        raise ExperimentError("profile_steps > 0 needs a trace_dir (e.g. run.artifact('.profile'))")
     backend = keras.backend.backend()
     began = time.perf_counter()
     spe = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
@@ -257,11 +260,9 @@ def measure_breakdown(model: Any, train_data: Any, metrics: dict[str, Any], devi
         alone, method = device_rate(model, batch, max(steps, 10 * spe), device)
         seconds["device"] = time.perf_counter() - clock
         profile = None
-        if profile_steps > 0:
+        if profile_steps > 0 and trace_dir is not None:  # (checked above: trace_dir is given)
             from colabkit.training.profile import capture_profile
 
-            if trace_dir is None:
-                raise ValueError("profile_steps > 0 needs a trace_dir (e.g. run.artifact('.profile'))")
             clock = time.perf_counter()
             profile = capture_profile(model, train_data, profile_steps, trace_dir, device)
             seconds["profile"] = time.perf_counter() - clock

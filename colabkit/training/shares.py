@@ -17,20 +17,16 @@ one it is part of (noise) gives its difference 0 rather than a negative share.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from colabkit.training.roofline import known
 
 SHARES = ("input_wait_share", "host_share", "device_share")
 # What every training record's metrics carry from the breakdown (None, with the reason in the
 # record's `breakdown` section, when it was not measured).
 BREAKDOWN_METRICS = ("input_samples_per_s", "device_samples_per_s", *SHARES, "bound_by")
-BOUND_BY = ("input", "host", "compute", "memory", "device")  # "device": the roofline could not say which
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def step_shares(run_rate: float, memory_rate: float, device_rate: float) -> dict[str, float]:
@@ -38,7 +34,7 @@ def step_shares(run_rate: float, memory_rate: float, device_rate: float) -> dict
     the same steps fed from memory at the run's steps_per_execution, and the device alone. They sum
     to 1 (formula in the module's docstring). Raises ValueError for a rate that is not a number > 0."""
     rates = {"run": run_rate, "memory": memory_rate, "device": device_rate}
-    bad = [f"{name} = {value!r}" for name, value in rates.items() if not _positive(value)]
+    bad = [f"{name} = {value!r}" for name, value in rates.items() if not known(value)]
     if bad:
         raise ValueError(f"every throughput must be a finite number > 0, got {', '.join(bad)}")
     t_run, t_memory, t_device = 1 / run_rate, 1 / memory_rate, 1 / device_rate
