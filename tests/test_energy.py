@@ -63,6 +63,13 @@ def test_visible_devices_map_to_nvml_indices(monkeypatch):
     assert visible_gpu_indices(1) == [2]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert visible_gpu_indices(2) == [0, 1]
+    for hides_all in ("", "-1"):  # set but empty, or CUDA's "none": a CPU job's kernel sees no GPU
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hides_all)
+        assert visible_gpu_indices(2) == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,x,0")  # CUDA stops at the first invalid entry
+    assert visible_gpu_indices(3) == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5d3c")  # UUIDs: not mapped, NVML's order
+    assert visible_gpu_indices(1) == [0]
 
 
 def test_the_meter_leaves_the_first_epoch_out_and_counts_steady_samples(monkeypatch):

@@ -22,12 +22,20 @@ NVML_PACKAGE = "nvidia-ml-py"  # pip name; the module is `pynvml`
 
 def visible_gpu_indices(count: int) -> list[int]:
     """NVML indices of the first `count` GPUs a CUDA program sees. NVML ignores
-    CUDA_VISIBLE_DEVICES, so numeric entries of it are mapped; otherwise 0..count-1."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-    if entries and all(entry.isdigit() for entry in entries):
-        return [int(entry) for entry in entries[:count]]
-    return list(range(count))
+    CUDA_VISIBLE_DEVICES, so numeric entries of it are mapped (CUDA stops at the first invalid one:
+    set but empty, or "-1", means no GPU); unset, or naming GPUs by UUID, 0..count-1."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return list(range(count))
+    entries = [entry.strip() for entry in visible.split(",")]
+    indices = []
+    for entry in entries:
+        if not entry.isdigit():
+            break
+        indices.append(int(entry))
+    if indices or not entries[0] or entries[0].startswith("-"):
+        return indices[:count]
+    return list(range(count))  # UUIDs (GPU-...) or MIG names: NVML's order, unmapped
 
 
 class PowerSampler:

@@ -46,8 +46,11 @@ def power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
         pynvml.nvmlInit()
     except Exception as error:  # noqa: BLE001 - pynvml.NVMLError and its subclasses
         return {"unavailable": f"NVML does not start: {error}"}
+    visible = visible_gpu_indices(1)
+    if not visible:
+        return {"unavailable": "CUDA_VISIBLE_DEVICES hides every GPU"}
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(visible_gpu_indices(1)[0])
+        handle = pynvml.nvmlDeviceGetHandleByIndex(visible[0])
         readings = []
         for _ in range(max(1, round(seconds / interval_s))):
             readings.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
