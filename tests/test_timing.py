@@ -89,3 +89,11 @@ def test_a_blas_baseline_child_that_hangs_or_prints_no_result_is_a_measurement_e
                             lambda args, out=printed, **_: subprocess.CompletedProcess(args, 0, out, ""))
         with pytest.raises(MeasurementError, match="printed no JSON result"):
             baseline.numpy_matmul_baseline(64)
+
+
+def test_a_blas_baseline_child_that_fails_is_one_line_naming_its_exception():
+    from colabkit.timing import baseline
+
+    with pytest.raises(MeasurementError) as caught:
+        baseline.numpy_matmul_baseline(8, dtype="float7", min_time_s=0.01)  # the child's NumPy refuses it
+    assert str(caught.value) == "the NumPy BLAS baseline failed: TypeError: data type 'float7' not understood"

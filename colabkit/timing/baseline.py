@@ -130,7 +130,8 @@ def numpy_matmul_baseline(n: int, dtype: str = "float32", peak_tflops: float | N
         raise MeasurementError(f"the NumPy BLAS baseline (n={n}) ran past its {timeout_s:g} s limit") from None
     host = child_window(before, Snapshot.take())
     if completed.returncode != 0:
-        raise MeasurementError(f"the NumPy BLAS baseline failed: {completed.stderr.strip()[-500:]}")
+        last = (completed.stderr.strip().splitlines() or [f"exit status {completed.returncode}"])[-1]
+        raise MeasurementError(f"the NumPy BLAS baseline failed: {last[:300]}")  # the exception's own line
     try:
         result = json.loads(completed.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):  # no output, or a last line that is not its JSON result
