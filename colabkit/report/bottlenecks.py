@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from colabkit.report.common import column, has
+from colabkit.report.common import column, device_head, has
 from colabkit.report.figures import new_figure
-from colabkit.report.records import ReportData, labelled, sort_labels
+from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable
 from colabkit.report.writers import format_number
 from colabkit.training.shares import CATEGORIES, CATEGORY_LABELS, SHARES, describe_shares
@@ -30,10 +30,6 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
                "that; input wait = the run, minus that (docs/bottlenecks.md). On a CPU the device is the same cores "
                "that run the input pipeline and Python.")
 
-
-def _head(label: str) -> str:
-    device = labelled(label)
-    return device.head if device else str(label)
 
 
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
@@ -91,7 +87,7 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
         values = grouped[share].to_numpy(float)
         ax.bar(positions, values, bottom=bottom, color=SHARE_COLORS[share], label=SHARE_LABELS[share], width=0.7)
         bottom += values
-    ax.set_xticks(positions, [f"{_head(row['device'])}\nbatch {format_number(row['batch'])}\n{row['bound_by'] or ''}"
+    ax.set_xticks(positions, [f"{device_head(row['device'])}\nbatch {format_number(row['batch'])}\n{row['bound_by'] or ''}"
                               for _, row in grouped.iterrows()], fontsize="small")
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of a training step")

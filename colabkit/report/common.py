@@ -41,6 +41,12 @@ def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
     return pd.Series(default, index=frame.index, dtype=object if default is None else None)
 
 
+def device_head(label: str) -> str:
+    """'GPU x4' of 'GPU x4: Tesla T4': how a panel title or a bar names a device (other text as it is)."""
+    device = labelled(label)
+    return device.head if device else str(label)
+
+
 def has(frame: pd.DataFrame, name: str) -> bool:
     """Whether the frame has a column `name` with at least one value."""
     return name in frame and bool(frame[name].notna().any())

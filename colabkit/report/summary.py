@@ -24,7 +24,7 @@ from colabkit.report.figures import log_scale_if_wide
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import TOLERANCE, Verdict
+from colabkit.statistics import TOLERANCE, Interval, Verdict
 
 THROUGHPUT = "samples_per_s"
 VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_difference": Verdict.NO_DIFFERENCE,
@@ -239,8 +239,9 @@ def short_of_target(data: ReportData) -> pd.DataFrame:
     counted = frame[frame["used"] & (frame["status"] == "ok") & frame["sweep.target_ci"].notna()]
     for _, runs in counted.groupby("combination_id", sort=False):
         first = runs.iloc[0]
-        low, high, median = first["headline.ci_low"], first["headline.ci_high"], first["headline.median"]
-        width = (high - low) / 2 / abs(median) if pd.notna(low) and pd.notna(high) and median else None
+        low, high, median = (None if pd.isna(first[f"headline.{name}"]) else float(first[f"headline.{name}"])
+                             for name in ("ci_low", "ci_high", "median"))
+        width = Interval(median, low, high, int(first["headline.n"])).half_width
         target = float(runs["sweep.target_ci"].max())
         if width is None or width > target:
             rows.append({"notebook": title_of(first["notebook"]), "combination": first["combination"],
