@@ -98,3 +98,21 @@ def test_a_ratio_to_an_unstable_or_implausible_baseline_is_marked_never_judged(t
     assert table.loc[512, "ratio_to_blas_verdict"] == "baseline unstable"  # ... but marked, with why
     assert "implausible: 2.1 GFLOPS is 0.64 % of this CPU's peak" in table.loc[512, "blas_baseline"]
     assert "only 3 single-product samples" in table.loc[512, "blas_baseline"]
+
+
+def test_a_batch_that_changes_the_work_per_epoch_is_compared_by_throughput(tmp_path):
+    """timeseries_rnn trains steps_per_epoch x batch samples an epoch: batch 512's epochs are longer
+    though it processes more samples per second."""
+    for batch, epoch_s in ((256, 1.0), (512, 1.5)):
+        def make(factor: float, batch: int = batch, epoch_s: float = epoch_s) -> dict[str, Any]:
+            record = fx.timeseries("gpu", batch)
+            samples = 5 * batch
+            record["metrics"].update(epoch_time_steady_s=epoch_s * factor, samples_per_epoch=samples,
+                                     samples_per_s=samples / (epoch_s * factor))
+            return record
+        runs(tmp_path, make, f"batch_size-{batch}")
+    section = report.comparisons_section(report.load_report_data([tmp_path]))
+    (row,) = section.table("comparisons_along_one_parameter").to_dict("records")
+    assert row["measure"].startswith("samples/s (the work per epoch differed")
+    assert row["ratio"] == pytest.approx(2560 / 1.5 / 1280) and row["verdict"] == "faster"  # not "slower": 1.5 s vs 1 s
+    assert "compares their throughput (samples/s) instead" in section.text[0]
