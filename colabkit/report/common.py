@@ -399,6 +399,26 @@ def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.
     return config + "|backend=" + pd.Series(chosen, index=config.index, dtype=str)
 
 
+def run_config_key(frame: pd.DataFrame) -> pd.Series:
+    """Each run's configuration as every section and the summary key it: its parameters but device and
+    backend (match_key: at the same global batch), plus the backend that actually ran (run_backend), so
+    that a run asked for "auto" and one asked for "tensorflow" that both ran TensorFlow are one
+    configuration, and a TensorFlow and a JAX run are two."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    return match_key(frame, exclude=("device", "backend")) + "|backend=" + run_backend(frame)
+
+
+def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
+    """The key pairing each run with the `baseline` device's run of the same configuration (what
+    `speedups` matches on): run_config_key's, where a backend the baseline never ran in that
+    configuration is paired with the baseline's TensorFlow run (baseline_backend_key)."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    return baseline_backend_key(match_key(frame, exclude=("device", "backend")), run_backend(frame),
+                                frame["device_label"] == baseline)
+
+
 def work_differs(a: Any, b: Any) -> bool:
     """Whether two runs (rows with `samples_per_epoch` and `epochs_run`) trained on different amounts
     of work, so that their epoch or training times cannot be compared as they are: per-sample times or

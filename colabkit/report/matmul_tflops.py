@@ -9,13 +9,14 @@ import pandas as pd
 from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
 from colabkit.plots import device_color
 from colabkit.report.common import (
+    baseline_pair_key,
     column,
-    config_key,
     cpu_baseline,
     has,
     interval_frame,
     notebook_section,
     pick,
+    run_config_key,
     samples_column,
     series_labels,
     speedups,
@@ -56,14 +57,15 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
         "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
         "blas_tflops": column(ok, "metrics.blas_tflops"),
         "samples_warm": samples_column(ok, "tflops_warm"), "samples_cold": samples_column(ok, "tflops_cold"),
-        "config": config_key(ok), "combination_id": column(ok, "combination_id"), "path": ok["path"],
+        "config": run_config_key(ok), "combination_id": column(ok, "combination_id"), "path": ok["path"],
     })
     table = pd.concat([table, interval_frame(table["samples_warm"], "tflops_warm").drop(columns="tflops_warm_runs")],
                       axis=1)
     baseline = cpu_baseline(table["device"])
-    table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, samples="samples_warm",
+    table["pair"] = baseline_pair_key(ok, baseline)
+    table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, match="pair", samples="samples_warm",
                                        prefix="speedup_vs_cpu"),
-                       speedups(table, "tflops_cold", True, baseline, samples="samples_cold",
+                       speedups(table, "tflops_cold", True, baseline, match="pair", samples="samples_cold",
                                 prefix="speedup_cold_vs_cpu"),
                        blas_frame(data, table)], axis=1)
     table.attrs["baseline"] = baseline

@@ -21,10 +21,10 @@ from colabkit.report.bottlenecks import bottleneck_items, mark_overhead_bound
 from colabkit.report.common import (
     column,
     comparison_fields,
-    config_key,
     device_head,
     notebook_section,
     pick,
+    run_config_key,
     samples_column,
 )
 from colabkit.report.figures import new_figure
@@ -61,7 +61,7 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "bound": column(ok, "metrics.bound"), "bound_by": column(ok, "metrics.bound_by", None),
         "roofline_tflops": column(ok, "metrics.roofline_tflops"),
         "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
-        "config": config_key(ok), "path": ok["path"],
+        "config": run_config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "family", "model", "batch"],

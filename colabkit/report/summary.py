@@ -9,12 +9,10 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments
 from colabkit.report.common import (
-    baseline_backend_key,
+    baseline_pair_key,
     column,
     cpu_baseline,
-    match_key,
     ratio_bars_by_experiment,
-    run_backend,
     samples_column,
     speedups,
     title_of,
@@ -45,7 +43,7 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
     the experiment's declared headline, from the runs of both (the ratio of their medians, its 95 %
     interval, both sides resampled, and the verdict). Runs match by their parameters at the same GLOBAL
     batch, on the same backend where the CPU ran it, else against the CPU's TensorFlow run (the grids
-    run a TPU on JAX, a CPU on TensorFlow: common.baseline_backend_key); a training run that did other
+    run a TPU on JAX, a CPU on TensorFlow: common.baseline_pair_key); a training run that did other
     work than its baseline (another number of samples per epoch or of epochs) is compared by
     throughput instead, and `measure` says so."""
     frames = []
@@ -64,8 +62,7 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
                               "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
                               "epochs_run": column(ok, "metrics.epochs_run"), "combination": ok["combination"]})
         baseline = cpu_baseline(table["device"])
-        table["config"] = baseline_backend_key(match_key(ok, exclude=("device", "backend")), run_backend(ok),
-                                               table["device"] == baseline)
+        table["config"] = baseline_pair_key(ok, baseline)
         table = pd.concat([table, speedups(table, "value", higher, baseline, samples="samples")], axis=1)
         table["measure"] = what
         differs = _throughput_where_work_differs(table, baseline)
