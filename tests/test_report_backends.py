@@ -7,6 +7,8 @@ import report_fixtures as fx
 
 from colabkit.report.backends import backend_table, backends_section
 from colabkit.report.common import run_backend
+from colabkit.report.dblstm_har import dblstm_table, runtime_ratios
+from colabkit.report.matmul_tflops import matmul_table
 from colabkit.report.records import load_report_data
 from colabkit.report.section import publish
 from colabkit.report.summary import speedup_table
@@ -73,3 +75,22 @@ def test_the_summary_compares_a_tpu_on_jax_with_the_cpu_on_tensorflow_and_like_w
     rows = speedup_table(load_report_data([tmp_path])).set_index("device")
     assert rows.loc["TPU x8: TPU v2-8", "speedup"] == 100.0  # JAX on the TPU over TensorFlow on the CPU
     assert rows.loc["GPU: Tesla T4", "speedup"] == 20.0  # JAX on the GPU over JAX on the CPU, not 10
+
+
+def test_sections_and_the_summary_pair_runs_by_the_backend_that_ran_not_the_word_asked(tmp_path):
+    """A CPU run asked for "auto" that ran TensorFlow and a GPU run asked for "tensorflow" did the same
+    work: the matmul and dBLSTM sections compare them as the summary does; a JAX run is another series."""
+    fx.write(tmp_path, on_backend(fx.matmul("cpu", 512, 0.5), "tensorflow", asked="auto"), "cpu-auto")
+    fx.write(tmp_path, on_backend(fx.matmul("gpu", 512, 5.0), "tensorflow"), "gpu-tf")
+    for device in ("cpu", "gpu"):
+        fx.write(tmp_path, on_backend(fx.dblstm(device, 1, 32), "tensorflow", "auto" if device == "cpu" else None),
+                 f"{device}-dblstm")
+    data = load_report_data([tmp_path])
+    gpu = matmul_table(data).set_index("device").loc["GPU: Tesla T4"]
+    assert gpu["speedup_vs_cpu"] == 10.0
+    assert speedup_table(data).set_index(["notebook", "device"]).loc[("matmul_tflops", "GPU: Tesla T4"), "speedup"] == 10.0
+    (ratio,) = runtime_ratios(dblstm_table(data)).to_dict("records")
+    assert ratio["measure"] == "training time" and ratio["ratio"] == 10.0  # 10 s on the CPU, 1 s on the GPU
+    fx.write(tmp_path, on_backend(fx.matmul("gpu", 512, 6.0), "jax"), "gpu-jax")
+    rows = matmul_table(load_report_data([tmp_path]))
+    assert rows["config"].nunique() == 2 and sorted(rows["series"]) == sorted(set(rows["series"]))

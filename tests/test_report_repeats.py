@@ -58,7 +58,7 @@ def test_tables_give_each_combination_its_runs_median_interval_and_every_ratio_a
     assert cpu["ratio_to_blas"] == pytest.approx(0.1 / 0.12) and cpu["ratio_to_blas_verdict"] == "slower"
     assert cpu["blas_baseline"] == "stable (3 run(s))"
     printed = report.matmul_section(data).table("matmul_tflops")
-    for name in ("runs", "warm 95% low", "warm 95% high", "speedup 95% low", "vs CPU", "TF / BLAS 95% low",
+    for name in ("runs", "warm 95% low", "warm 95% high", "speedup 95% low", "vs CPU", "framework / BLAS 95% low",
                  "vs BLAS", "BLAS baseline"):
         assert name in printed.columns, name
     caption = report.matmul_section(data).figure("matmul_tflops_vs_n").caption
@@ -98,3 +98,38 @@ def test_a_ratio_to_an_unstable_or_implausible_baseline_is_marked_never_judged(t
     assert table.loc[512, "ratio_to_blas_verdict"] == "baseline unstable"  # ... but marked, with why
     assert "implausible: 2.1 GFLOPS is 0.64 % of this CPU's peak" in table.loc[512, "blas_baseline"]
     assert "only 3 single-product samples" in table.loc[512, "blas_baseline"]
+
+
+def test_a_batch_that_changes_the_work_per_epoch_is_compared_by_throughput(tmp_path):
+    """timeseries_rnn trains steps_per_epoch x batch samples an epoch: batch 512's epochs are longer
+    though it processes more samples per second."""
+    for batch, epoch_s in ((256, 1.0), (512, 1.5)):
+        def make(factor: float, batch: int = batch, epoch_s: float = epoch_s) -> dict[str, Any]:
+            record = fx.timeseries("gpu", batch)
+            samples = 5 * batch
+            record["metrics"].update(epoch_time_steady_s=epoch_s * factor, samples_per_epoch=samples,
+                                     samples_per_s=samples / (epoch_s * factor))
+            return record
+        runs(tmp_path, make, f"batch_size-{batch}")
+    section = report.comparisons_section(report.load_report_data([tmp_path]))
+    (row,) = section.table("comparisons_along_one_parameter").to_dict("records")
+    assert row["measure"].startswith("samples/s (the work per epoch differed")
+    assert row["ratio"] == pytest.approx(2560 / 1.5 / 1280) and row["verdict"] == "faster"  # not "slower": 1.5 s vs 1 s
+    assert "compares their throughput (samples/s) instead" in section.text[0]
+
+
+def test_a_ratio_to_the_float32_blas_baseline_is_judged_only_for_a_float32_run(tmp_path):
+    for dtype in ("float32", "bfloat16"):
+        def make(factor: float, dtype: str = dtype) -> dict[str, Any]:
+            record = matmul_with_blas("cpu", 256, 0.1 * factor, 0.12)
+            record["params"]["dtype"] = dtype
+            return record
+        runs(tmp_path, make, f"n-256_dtype-{dtype}")
+    data = report.load_report_data([tmp_path])
+    table = report.matmul_table(data).set_index("dtype")
+    assert table.loc["float32", "ratio_to_blas_verdict"] == "slower"
+    assert table.loc["bfloat16", "ratio_to_blas"] == pytest.approx(0.1 / 0.12)  # shown, as measured ...
+    assert table.loc["bfloat16", "ratio_to_blas_verdict"] == "different dtype"  # ... but not called slower
+    section = report.matmul_section(data)
+    assert "n = 256: 0.833 (not judged: bfloat16 against NumPy's float32)" in " ".join(section.text)
+    assert "framework / BLAS" in section.table("matmul_tflops").columns

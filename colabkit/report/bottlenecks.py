@@ -13,17 +13,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from colabkit.report.common import column, has
+from colabkit.report.common import column, device_head, has, series_labels
 from colabkit.report.figures import new_figure
-from colabkit.report.records import ReportData, labelled, sort_labels
+from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable
 from colabkit.report.writers import format_number
-from colabkit.training.shares import CATEGORIES, CATEGORY_LABELS, SHARES, describe_shares
+from colabkit.training.shares import CATEGORIES, CATEGORY_LABELS, SHARES, bound_by, describe_shares, step_shares
 
 SHARE_COLORS = {"input_wait_share": "#d62728", "host_share": "#ff7f0e", "device_share": "#1f77b4"}
 SHARE_LABELS = {"input_wait_share": "input wait", "host_share": "host overhead", "device_share": "device time"}
 CATEGORY_COLORS = {"matmul": "#1f77b4", "convolution": "#9467bd", "elementwise": "#2ca02c", "reduction": "#17becf",
                    "optimizer": "#ff7f0e", "copy": "#8c564b", "input": "#d62728", "other": "#7f7f7f", "idle": "#dddddd"}
+ROOFLINE_ANSWERS = ("compute", "memory")
 OVERHEAD_MARKERS = {"input": ("#d62728", "input-bound"), "host": ("#ff7f0e", "host-bound")}
 METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch on the device, many steps per "
                "execution; host overhead = the same steps fed from memory at the run's steps_per_execution, minus "
@@ -31,58 +32,107 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
                "that run the input pipeline and Python.")
 
 
-def _head(label: str) -> str:
-    device = labelled(label)
-    return device.head if device else str(label)
+
+def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str) -> pd.Series:
+    """Per combination (row of `ok`, data.ok's), the median over its runs of the numeric record field
+    `name`: also for fields outside `metrics.`, which data.ok takes from a combination's latest run."""
+    runs = data.runs(notebook)
+    if not len(runs) or name not in runs:
+        return pd.Series(np.nan, index=ok.index, dtype=float)
+    medians = pd.to_numeric(runs[name], errors="coerce").groupby(runs["combination_id"], sort=False).median()
+    return ok["combination_id"].map(medians).astype(float)
+
+
+def roofline_answers(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.Series:
+    """Per combination (row of `ok`), what the roofline said bounds its device, "compute" or "memory":
+    the most frequent answer over its runs (a run's breakdown.roofline_bound, else its bound_by where
+    that is one of the two); None where no run had one."""
+    runs = data.runs(notebook)
+    if not len(runs):
+        return pd.Series(None, index=ok.index, dtype=object)
+    said, bound = column(runs, "breakdown.roofline_bound", None), column(runs, "metrics.bound_by", None)
+    answer = said.where(said.isin(ROOFLINE_ANSWERS), bound.where(bound.isin(ROOFLINE_ANSWERS)))
+    modes = answer.groupby(runs["combination_id"], sort=False).agg(
+        lambda values: values.dropna().mode().iloc[0] if values.notna().any() else None)
+    return ok["combination_id"].map(modes)
+
+
+def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
+    """The shares of a step and bound_by of `rows` (breakdown_table's, one or more) together: from the
+    median run, fed-from-memory and device throughputs (colabkit.training.shares.step_shares: they sum
+    to 1) and the roofline's most frequent answer (shares.bound_by), so that the two agree. Rows without
+    those throughputs (records from before memory_samples_per_s) give their median shares, scaled to
+    sum to 1."""
+    rates = [float(rows[name].median()) for name in ("samples_per_s", "memory_samples_per_s", "device_samples_per_s")]
+    roof = rows["roofline"].dropna()
+    try:
+        shares = step_shares(*rates)
+    except ValueError:
+        medians = {name: float(rows[name].median()) for name in SHARES}
+        total = sum(medians.values()) or 1.0
+        shares = {name: value / total for name, value in medians.items()}
+    return {**shares, "bound_by": bound_by(shares, roof.mode().iloc[0] if len(roof) else None)}
 
 
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per ok run of `notebook` whose record carries the breakdown (None when none does)."""
+    """One row per combination of `notebook` whose records carry the breakdown (None when none does):
+    its series (colabkit.report.common.series_labels), runs, the medians over its runs of the three
+    throughputs and of what the passes took, and the shares and bound_by those medians give
+    (shares_and_bound)."""
     ok = data.ok(notebook)
     if not has(ok, "metrics.device_share"):
         return None
     ok = ok[pd.to_numeric(ok["metrics.device_share"], errors="coerce").notna()]
     table = pd.DataFrame({
         "device": ok["device_label"],
+        "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
         "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
         "model": column(ok, "metrics.model", None),
-        "samples_per_s": column(ok, "metrics.samples_per_s"),
-        "input_samples_per_s": column(ok, "metrics.input_samples_per_s"),
-        "memory_samples_per_s": column(ok, "breakdown.memory_samples_per_s"),
-        "device_samples_per_s": column(ok, "metrics.device_samples_per_s"),
+        "runs": column(ok, "runs"),
+        "samples_per_s": pd.to_numeric(column(ok, "metrics.samples_per_s"), errors="coerce"),
+        "input_samples_per_s": pd.to_numeric(column(ok, "metrics.input_samples_per_s"), errors="coerce"),
+        "memory_samples_per_s": run_medians(data, notebook, ok, "breakdown.memory_samples_per_s"),
+        "device_samples_per_s": pd.to_numeric(column(ok, "metrics.device_samples_per_s"), errors="coerce"),
         **{name: pd.to_numeric(column(ok, f"metrics.{name}"), errors="coerce") for name in SHARES},
-        "bound_by": column(ok, "metrics.bound_by", None),
-        "extra_s": column(ok, "breakdown.seconds.total"),
+        "bound_by": None,
+        "roofline": roofline_answers(data, notebook, ok),
+        "extra_s": run_medians(data, notebook, ok, "breakdown.seconds.total"),
         "path": ok["path"],
     })
+    for index in table.index:
+        for name, value in shares_and_bound(table.loc[[index]]).items():
+            table.at[index, name] = value
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
+    return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
         .reset_index(drop=True)
 
 
 def _grouped(table: pd.DataFrame) -> pd.DataFrame:
-    """Per device and global batch: the median shares (renormalised to sum to 1), the runs behind them
-    and the most frequent bound_by."""
+    """Per series and global batch: the runs behind it and its shares and bound_by (shares_and_bound
+    over its combinations)."""
     rows = []
-    for (device, batch), group in table.groupby(["device", "batch"], sort=False):
-        shares = {name: float(group[name].median()) for name in SHARES}
-        total = sum(shares.values()) or 1.0
-        bound = group["bound_by"].dropna()
-        rows.append({"device": device, "batch": batch, "runs": len(group),
-                     **{name: value / total for name, value in shares.items()},
-                     "bound_by": bound.mode().iloc[0] if len(bound) else None})
+    for (series, batch), group in table.groupby(["series", "batch"], sort=False):
+        rows.append({"device": group["device"].iloc[0], "series": series, "batch": batch,
+                     "runs": int(pd.to_numeric(group["runs"], errors="coerce").fillna(1).sum()),
+                     **shares_and_bound(group)})
     return pd.DataFrame(rows)
 
 
+def series_rest(row: pd.Series) -> str:
+    """What a row's series says beside its device ('backend=jax, family=fc'; '' when nothing else varies)."""
+    series, device = str(row["series"]), str(row["device"])
+    return series[len(device):].lstrip(", ") if series.startswith(device) else series
+
+
 def where_time_goes_sentences(grouped: pd.DataFrame) -> list[str]:
-    """One sentence per device and global batch, from the numbers."""
-    return [describe_shares(f"On {row['device']} at batch {format_number(row['batch'])}", row, row["bound_by"])
+    """One sentence per series (device and what else varies) and global batch, from the numbers."""
+    return [describe_shares(f"On {row['series']} at batch {format_number(row['batch'])}", row, row["bound_by"])
             for _, row in grouped.iterrows()]
 
 
 def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
-    """Stacked bars per device and global batch: input wait, host overhead and device time, as shares of
-    a step (median over the runs of that device and batch)."""
+    """Stacked bars per series and global batch: input wait, host overhead and device time, as shares of
+    a step (from the medians over the runs of that series and batch: shares_and_bound)."""
     grouped = _grouped(table)
     figure, (ax,) = new_figure(width=max(5.0, 1.1 * len(grouped) + 2.5), height=4.2)
     positions = np.arange(len(grouped))
@@ -91,8 +141,10 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
         values = grouped[share].to_numpy(float)
         ax.bar(positions, values, bottom=bottom, color=SHARE_COLORS[share], label=SHARE_LABELS[share], width=0.7)
         bottom += values
-    ax.set_xticks(positions, [f"{_head(row['device'])}\nbatch {format_number(row['batch'])}\n{row['bound_by'] or ''}"
-                              for _, row in grouped.iterrows()], fontsize="small")
+    ticks = ["\n".join(part for part in (device_head(row["device"]), *series_rest(row).split(", "),
+                                       f"batch {format_number(row['batch'])}", row["bound_by"] or "") if part)
+             for _, row in grouped.iterrows()]
+    ax.set_xticks(positions, ticks, fontsize="small")
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of a training step")
     ax.set_title("Where the time goes")
@@ -102,13 +154,15 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
 
 
 def op_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per profiled run whose trace was summarised: its device, batch and category shares."""
+    """One row per profiled combination whose trace was summarised: its device, series, batch and
+    category shares."""
     ok = data.ok(notebook)
     columns = [f"op_breakdown.categories.{name}" for name in CATEGORIES]
     if not all(name in ok for name in columns) or not ok[columns[0]].notna().any():
         return None
     ok = ok[ok[columns[0]].notna()]
     table = pd.DataFrame({"device": ok["device_label"],
+                          "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
                           "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
                           "model": column(ok, "metrics.model", None),
                           "steps": column(ok, "op_breakdown.steps"), "basis": column(ok, "op_breakdown.basis"),
@@ -125,8 +179,9 @@ def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
     figure, axes = new_figure(nrows=len(devices), width=8.0, height=0.6 * max(2, len(table)) + 1.2)
     for ax, device in zip(axes, devices):
         rows = table[table["device"] == device].reset_index(drop=True)
-        labels = [f"batch {format_number(row['batch'])}"
-                  + (f", {row['model']}" if isinstance(row["model"], str) else "") for _, row in rows.iterrows()]
+        labels = [", ".join(part for part in (series_rest(row), f"batch {format_number(row['batch'])}",
+                                              row["model"] if isinstance(row["model"], str) else "") if part)
+                  for _, row in rows.iterrows()]
         left = np.zeros(len(rows))
         for category in CATEGORIES:
             values = rows[category].to_numpy(float)
@@ -152,14 +207,18 @@ def bottleneck_items(data: ReportData, notebook: str, name: str) -> list[ReportT
     table = breakdown_table(data, notebook)
     items: list[ReportTable | ReportFigure] = []
     if table is not None:
-        printed = table.drop(columns=["path", *([] if table["model"].notna().any() else ["model"])]).rename(columns={
+        unused = ["model"] if not table["model"].notna().any() else []
+        unused += ["series"] if (table["series"] == table["device"]).all() else []
+        printed = table.drop(columns=["path", "roofline", *unused]).rename(columns={
             "batch": "global batch", "samples_per_s": "run samples/s", "input_samples_per_s": "input alone",
             "memory_samples_per_s": "fed from memory", "device_samples_per_s": "device alone",
             **SHARE_LABELS, "bound_by": "bound by", "extra_s": "passes (s)"})
         items += [where_time_goes_figure(table, name),
-                  ReportTable(f"{name}_breakdown", printed, "Three throughputs per run (samples/s): the run, its input "
-                              "pipeline alone, the same steps fed from memory, the device alone; the shares of a step "
-                              "they give; and how long the extra passes took. " + METHOD_NOTE)]
+                  ReportTable(f"{name}_breakdown", printed, "Per combination, the medians over its runs of "
+                              "the run's throughput and three beside it (samples/s): its input pipeline alone, the "
+                              "same steps fed from memory, the device alone; the shares of a step and what bounds it, "
+                              "both from those medians (so the shares sum to 1); and how long the extra passes "
+                              "took. " + METHOD_NOTE)]
     ops = op_table(data, notebook)
     if ops is not None:
         items.append(op_breakdown_figure(ops, name))

@@ -41,6 +41,12 @@ def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
     return pd.Series(default, index=frame.index, dtype=object if default is None else None)
 
 
+def device_head(label: str) -> str:
+    """'GPU x4' of 'GPU x4: Tesla T4': how a panel title or a bar names a device (other text as it is)."""
+    device = labelled(label)
+    return device.head if device else str(label)
+
+
 def has(frame: pd.DataFrame, name: str) -> bool:
     """Whether the frame has a column `name` with at least one value."""
     return name in frame and bool(frame[name].notna().any())
@@ -391,6 +397,26 @@ def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.
     ran = set(zip(config[on_baseline], backend[on_baseline]))
     chosen = [name if (key, name) in ran else "tensorflow" for key, name in zip(config, backend)]
     return config + "|backend=" + pd.Series(chosen, index=config.index, dtype=str)
+
+
+def run_config_key(frame: pd.DataFrame) -> pd.Series:
+    """Each run's configuration as every section and the summary key it: its parameters but device and
+    backend (match_key: at the same global batch), plus the backend that actually ran (run_backend), so
+    that a run asked for "auto" and one asked for "tensorflow" that both ran TensorFlow are one
+    configuration, and a TensorFlow and a JAX run are two."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    return match_key(frame, exclude=("device", "backend")) + "|backend=" + run_backend(frame)
+
+
+def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
+    """The key pairing each run with the `baseline` device's run of the same configuration (what
+    `speedups` matches on): run_config_key's, where a backend the baseline never ran in that
+    configuration is paired with the baseline's TensorFlow run (baseline_backend_key)."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    return baseline_backend_key(match_key(frame, exclude=("device", "backend")), run_backend(frame),
+                                frame["device_label"] == baseline)
 
 
 def work_differs(a: Any, b: Any) -> bool:

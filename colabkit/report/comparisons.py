@@ -6,8 +6,9 @@ combination is paired with the one that differs from it in that parameter alone 
 everything else) and has the axis's reference value (REFERENCE: the smallest batch, XLA off, no
 mixed precision, float32). The comparison is on the experiment's declared headline, from the runs
 of both sides: the ratio of their medians (candidate / reference), its 95 % bootstrap interval and the
-verdict in the headline's direction (colabkit.statistics). Device against device is the summary's,
-backend against backend the TensorFlow / JAX section's.
+verdict in the headline's direction (colabkit.statistics); where the two sides trained on different work
+(timeseries_rnn's epochs are steps_per_epoch x batch samples), on their throughput (samples/s) instead.
+Device against device is the summary's, backend against backend the TensorFlow / JAX section's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import comparison_fields, config_key, samples_column, title_of
+from colabkit.report.common import column, comparison_fields, config_key, samples_column, title_of, work_differs
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportTable, Section
 
@@ -40,14 +41,17 @@ def _reference(values: list[Any], axis: str) -> Any:
 
 def axis_comparisons(data: ReportData) -> pd.DataFrame:
     """Every pair of combinations that differ in one parameter of AXES alone, on the headline (see the
-    module's docstring): candidate / reference with its interval and verdict."""
+    module's docstring): candidate / reference with its interval and verdict; on throughput (samples/s),
+    `measure` saying so, where the two did other work (samples per epoch, epochs: common.work_differs),
+    since their epoch times then differ by the work as well."""
     rows = []
     for experiment in all_experiments():
         ok = data.ok(experiment.name)
         headline = experiment.headline
         if f"metrics.{headline.metric}" not in ok or not len(ok):
             continue
-        runs = samples_column(ok, headline.metric)
+        runs, throughput = samples_column(ok, headline.metric), samples_column(ok, "samples_per_s")
+        work = pd.DataFrame({name: column(ok, f"metrics.{name}") for name in ("samples_per_epoch", "epochs_run")})
         for axis in AXES:
             name = f"params.{axis}"
             if name not in ok or ok[name].map(str).nunique() < 2:
@@ -62,12 +66,15 @@ def axis_comparisons(data: ReportData) -> pd.DataFrame:
                 value = ok.at[index, name]
                 if is_reference or key not in base:
                     continue
-                fields = comparison_fields(runs[index], runs[base[key]], headline.higher_is_better, "ratio",
-                                           oriented=False)
+                samples, higher, measure = runs, headline.higher_is_better, headline.label
+                if work_differs(work.loc[index], work.loc[base[key]]):  # epoch times of other work: not comparable
+                    samples, higher = throughput, True
+                    measure = f"samples/s (the work per epoch differed: {headline.label} not comparable)"
+                fields = comparison_fields(samples[index], samples[base[key]], higher, "ratio", oriented=False)
                 rows.append({"notebook": title_of(experiment.name), "parameter": axis,
                              "device": ok.at[index, "device_label"], "reference": reference, "candidate": value,
-                             "configuration": ok.at[index, "combination"], "measure": headline.label,
-                             "runs_reference": len(runs[base[key]]), "runs_candidate": len(runs[index]),
+                             "configuration": ok.at[index, "combination"], "measure": measure,
+                             "runs_reference": len(samples[base[key]]), "runs_candidate": len(samples[index]),
                              "ratio": fields["ratio"], "ratio_low": fields["ratio_low"],
                              "ratio_high": fields["ratio_high"], "verdict": fields["ratio_verdict"]})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -86,7 +93,10 @@ def comparisons_section(data: ReportData) -> Section:
         "Each row compares a combination with the one that differs from it in one parameter alone, on the "
         "experiment's headline: the ratio of the medians over runs (candidate / reference), its 95 % bootstrap "
         "interval and the verdict in the headline's direction (faster: more TFLOPS or less time). Verdicts here: "
-        + ", ".join(f"{verdict} {count}" for verdict, count in counts.items()) + ".")
+        + ", ".join(f"{verdict} {count}" for verdict, count in counts.items()) + "."
+        + (" Where the two sides trained on different work per epoch (another number of samples per epoch or of "
+           "epochs), the row compares their throughput (samples/s) instead, as its measure says."
+           if table["measure"].str.startswith("samples/s").any() else ""))
     section.items.append(ReportTable("comparisons_along_one_parameter", table,
                                      "Differences along one parameter (batch, XLA, mixed precision, dtype, steps "
                                      "per execution): ratio of the headline's medians, interval and verdict."))

@@ -13,14 +13,14 @@ from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_RATIOS, K
 from colabkit.report.bottlenecks import bottleneck_items
 from colabkit.report.common import (
     column,
+    comparison_fields,
     cpu_baseline,
     global_batch,
-    match_key,
     notebook_section,
-    comparison_fields,
     pick,
     repeats_count,
     repeats_std,
+    run_config_key,
     samples_column,
     series_labels,
     timing_frame,
@@ -86,7 +86,7 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
         "runs": column(ok, "runs"), "train_time_samples": samples_column(ok, "train_time_s"),
         "samples_per_s_samples": samples_column(ok, "samples_per_s"),
         **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
-        "data": ok["data_used"], "config": match_key(ok), "path": ok["path"],
+        "data": ok["data_used"], "config": run_config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "recurrent_layers", "model", "units"],

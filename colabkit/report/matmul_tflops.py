@@ -9,13 +9,14 @@ import pandas as pd
 from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
 from colabkit.plots import device_color
 from colabkit.report.common import (
+    baseline_pair_key,
     column,
-    config_key,
     cpu_baseline,
     has,
     interval_frame,
     notebook_section,
     pick,
+    run_config_key,
     samples_column,
     series_labels,
     speedups,
@@ -32,6 +33,8 @@ INTRO = ("Two random `n x n` matrices multiplied `count` times in a row inside o
          "2018, Cloud TPU blog). *Cold* is the first call, tracing and compilation included; *warm* the median of "
          "the later calls. Peaks come from datasheets (estimated for CPUs); the speedup compares warm throughput "
          "with the CPU's at the same size.")
+BLAS_DTYPE = "float32"  # the dtype of the NumPy BLAS baseline (notebooks/matmul_tflops.ipynb)
+DIFFERENT_DTYPE = "different dtype"  # the verdict column of a ratio to the baseline in another dtype: none
 PUBLISHED_N = 4096  # Sarkar 2018 multiplied 4096 x 4096 matrices, 100 chained products per call
 # Sarkar 2018's speedups over its CPU (0.47-0.53 TFLOPS), as published.
 SARKAR_2018_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tpu", 75.0), "TPU v2-8, warm": ("tpu", 338.0)}
@@ -56,14 +59,15 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
         "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
         "blas_tflops": column(ok, "metrics.blas_tflops"),
         "samples_warm": samples_column(ok, "tflops_warm"), "samples_cold": samples_column(ok, "tflops_cold"),
-        "config": config_key(ok), "combination_id": column(ok, "combination_id"), "path": ok["path"],
+        "config": run_config_key(ok), "combination_id": column(ok, "combination_id"), "path": ok["path"],
     })
     table = pd.concat([table, interval_frame(table["samples_warm"], "tflops_warm").drop(columns="tflops_warm_runs")],
                       axis=1)
     baseline = cpu_baseline(table["device"])
-    table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, samples="samples_warm",
+    table["pair"] = baseline_pair_key(ok, baseline)
+    table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, match="pair", samples="samples_warm",
                                        prefix="speedup_vs_cpu"),
-                       speedups(table, "tflops_cold", True, baseline, samples="samples_cold",
+                       speedups(table, "tflops_cold", True, baseline, match="pair", samples="samples_cold",
                                 prefix="speedup_cold_vs_cpu"),
                        blas_frame(data, table)], axis=1)
     table.attrs["baseline"] = baseline
@@ -96,11 +100,14 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
     each run's own ratio, the median over the runs whose baseline was stable, with its interval and the
     verdict: faster, slower, no difference resolved), and `blas_baseline`, which says whether the
     baselines were stable and, when not, why. A ratio with no stable baseline is shown, marked
-    'baseline unstable', never judged."""
+    'baseline unstable', never judged; so is one of a run in another dtype than the baseline's float32,
+    marked 'different dtype'."""
     runs = data.runs(NOTEBOOK)
     runs = runs.assign(why=baseline_status(runs)) if len(runs) else runs.assign(why=pd.Series(dtype=object))
     rows = {}
     for index, combination in table["combination_id"].items():
+        dtype = table.at[index, "dtype"]
+        other_dtype = isinstance(dtype, str) and dtype != BLAS_DTYPE  # no dtype: the notebook's default, float32
         mine = runs[(runs["combination_id"] == combination) & runs["why"].notna()]
         if not len(mine):
             continue
@@ -112,7 +119,8 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
                   f"unstable in {len(unstable)} of {len(mine)} run(s): {unstable['why'].iloc[-1]}")
         rows[index] = {"ratio_to_blas": interval.estimate, "ratio_to_blas_low": interval.low,
                        "ratio_to_blas_high": interval.high,
-                       "ratio_to_blas_verdict": verdict(interval).value if len(stable) else "baseline unstable",
+                       "ratio_to_blas_verdict": (DIFFERENT_DTYPE if other_dtype else verdict(interval).value
+                                                 if len(stable) else "baseline unstable"),
                        "blas_baseline": status}
     names = ["ratio_to_blas", "ratio_to_blas_low", "ratio_to_blas_high", "ratio_to_blas_verdict", "blas_baseline"]
     return pd.DataFrame.from_dict(rows, orient="index", columns=names).reindex(table.index)
@@ -238,6 +246,7 @@ def _blas_findings(table: pd.DataFrame) -> str:
     for row in rows.itertuples():
         judged = row.ratio_to_blas_verdict
         what = ("not judged: its baseline was unstable" if judged == "baseline unstable" else
+                f"not judged: {row.dtype} against NumPy's float32" if judged == DIFFERENT_DTYPE else
                 f"{judged} than NumPy's BLAS" if judged in ("faster", "slower") else judged)
         parts.append(f"n = {format_number(row.n)}: {format_number(row.ratio_to_blas, 3)} ({what})")
     return ("TensorFlow (or JAX) over NumPy's BLAS in the same run, on the CPU: " + "; ".join(parts) + ".")
@@ -255,8 +264,9 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("peak_tflops", "peak TFLOPS"), ("fraction_of_peak", "fraction of peak"),
                            ("speedup_vs_cpu", "speedup over CPU"), ("speedup_vs_cpu_low", "speedup 95% low"),
                            ("speedup_vs_cpu_high", "speedup 95% high"), ("speedup_vs_cpu_verdict", "vs CPU"),
-                           ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "TF / BLAS"),
-                           ("ratio_to_blas_low", "TF / BLAS 95% low"), ("ratio_to_blas_high", "TF / BLAS 95% high"),
+                           ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "framework / BLAS"),
+                           ("ratio_to_blas_low", "framework / BLAS 95% low"),
+                           ("ratio_to_blas_high", "framework / BLAS 95% high"),
                            ("ratio_to_blas_verdict", "vs BLAS"), ("blas_baseline", "BLAS baseline")])
     figures = [tflops_figure(table)] if has(table, "tflops_warm") or has(table, "tflops_cold") else []
     figures += [item for item in (speedup_figure(table), peak_figure(table)) if item]
@@ -265,8 +275,9 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                     "figure's 95 % bootstrap interval over runs (none below 3 runs), its spread between runs and "
                     "within one (CV of the timed calls). Speedup: warm TFLOPS over "
                     f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters, with its interval and "
-                    "verdict. TF / BLAS: each run's warm TFLOPS over NumPy's BLAS in the same run, median over the "
-                    "runs whose baseline was stable; a ratio to an unstable baseline is marked, never judged."),
+                    "verdict. framework / BLAS: each run's warm TFLOPS (TensorFlow or JAX) over NumPy's float32 BLAS "
+                    "in the same run, median over the runs whose baseline was stable; a ratio to an unstable "
+                    "baseline, or of a run in another dtype than float32, is marked, never judged."),
         *figures,
         ReportTable("matmul_vs_published", published_table(table),
                     f"Ours at the largest n measured per device, and {SARKAR_2018_SOURCE}."),

@@ -18,9 +18,17 @@ from matplotlib.ticker import MaxNLocator
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
 from colabkit.report.bottlenecks import bottleneck_items, mark_overhead_bound
-from colabkit.report.common import column, comparison_fields, config_key, notebook_section, pick, samples_column
+from colabkit.report.common import (
+    column,
+    comparison_fields,
+    device_head,
+    notebook_section,
+    pick,
+    run_config_key,
+    samples_column,
+)
 from colabkit.report.figures import new_figure
-from colabkit.report.records import ReportData, labelled, sort_labels
+from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -53,7 +61,7 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "bound": column(ok, "metrics.bound"), "bound_by": column(ok, "metrics.bound_by", None),
         "roofline_tflops": column(ok, "metrics.roofline_tflops"),
         "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
-        "config": config_key(ok), "path": ok["path"],
+        "config": run_config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "family", "model", "batch"],
@@ -61,11 +69,6 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
 
 
 # --- figures ---------------------------------------------------------------------------------------
-
-def _head(label: str) -> str:
-    """'GPU x4' of 'GPU x4: Tesla T4': how a panel title names a device."""
-    device = labelled(label)
-    return device.head if device else str(label)
 
 
 def _shade(color: str, fraction: float) -> str:
@@ -188,7 +191,7 @@ def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportF
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel(f"{family} models, sorted by speedup")
             ax.set_ylabel("speedup (samples/s ratio)")
-            ax.set_title(f"{_head(b)} over {_head(a)}: {family}", fontsize="medium")
+            ax.set_title(f"{device_head(b)} over {device_head(a)}: {family}", fontsize="medium")
             if len(rows):
                 ax.legend(fontsize="x-small")
     caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "

@@ -9,12 +9,10 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments
 from colabkit.report.common import (
-    baseline_backend_key,
+    baseline_pair_key,
     column,
     cpu_baseline,
-    match_key,
     ratio_bars_by_experiment,
-    run_backend,
     samples_column,
     speedups,
     title_of,
@@ -24,7 +22,7 @@ from colabkit.report.figures import log_scale_if_wide
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import TOLERANCE, Verdict
+from colabkit.statistics import TOLERANCE, Interval, Verdict
 
 THROUGHPUT = "samples_per_s"
 VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_difference": Verdict.NO_DIFFERENCE,
@@ -45,7 +43,7 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
     the experiment's declared headline, from the runs of both (the ratio of their medians, its 95 %
     interval, both sides resampled, and the verdict). Runs match by their parameters at the same GLOBAL
     batch, on the same backend where the CPU ran it, else against the CPU's TensorFlow run (the grids
-    run a TPU on JAX, a CPU on TensorFlow: common.baseline_backend_key); a training run that did other
+    run a TPU on JAX, a CPU on TensorFlow: common.baseline_pair_key); a training run that did other
     work than its baseline (another number of samples per epoch or of epochs) is compared by
     throughput instead, and `measure` says so."""
     frames = []
@@ -64,8 +62,7 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
                               "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
                               "epochs_run": column(ok, "metrics.epochs_run"), "combination": ok["combination"]})
         baseline = cpu_baseline(table["device"])
-        table["config"] = baseline_backend_key(match_key(ok, exclude=("device", "backend")), run_backend(ok),
-                                               table["device"] == baseline)
+        table["config"] = baseline_pair_key(ok, baseline)
         table = pd.concat([table, speedups(table, "value", higher, baseline, samples="samples")], axis=1)
         table["measure"] = what
         differs = _throughput_where_work_differs(table, baseline)
@@ -239,8 +236,9 @@ def short_of_target(data: ReportData) -> pd.DataFrame:
     counted = frame[frame["used"] & (frame["status"] == "ok") & frame["sweep.target_ci"].notna()]
     for _, runs in counted.groupby("combination_id", sort=False):
         first = runs.iloc[0]
-        low, high, median = first["headline.ci_low"], first["headline.ci_high"], first["headline.median"]
-        width = (high - low) / 2 / abs(median) if pd.notna(low) and pd.notna(high) and median else None
+        low, high, median = (None if pd.isna(first[f"headline.{name}"]) else float(first[f"headline.{name}"])
+                             for name in ("ci_low", "ci_high", "median"))
+        width = Interval(median, low, high, int(first["headline.n"])).half_width
         target = float(runs["sweep.target_ci"].max())
         if width is None or width > target:
             rows.append({"notebook": title_of(first["notebook"]), "combination": first["combination"],

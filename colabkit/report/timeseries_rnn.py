@@ -19,9 +19,9 @@ from colabkit.report.common import (
     global_batch,
     has,
     interval_frame,
-    match_key,
     notebook_section,
     pick,
+    run_config_key,
     samples_column,
     series_labels,
     timing_frame,
@@ -60,7 +60,7 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
         "test_loss": column(ok, "metrics.test_loss"), "persistence_test_loss": column(ok, "metrics.persistence_test_loss"),
         **errors, **{f"runs_{name}": samples_column(ok, name) for name in errors},
         "runs": column(ok, "runs"),
-        "data": ok["data_used"], "config": match_key(ok), "path": ok["path"],
+        "data": ok["data_used"], "config": run_config_key(ok), "path": ok["path"],
     })
     table = pd.concat([table, interval_frame(samples_column(ok, "epoch_time_steady_s"), "epoch_steady_s")], axis=1)
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}

@@ -1,0 +1,95 @@
+"""The report's bottleneck items (where the time goes, the breakdown table, the operation breakdown)
+over repeated runs and several series, and the helpers the sections share with them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import report_fixtures as fx
+
+from colabkit import report
+from colabkit.report.bottlenecks import breakdown_table
+from colabkit.report.common import device_head
+from colabkit.report.summary import short_of_target
+from colabkit.training.shares import SHARES
+
+
+def test_one_device_head_for_every_section(tmp_path: Path):
+    fx.write(tmp_path, fx.cnn("tpu", 256), "batch_size-256")
+    data = report.load_report_data([tmp_path])
+    assert device_head(data.ok("cnn_mnist")["device_label"].iloc[0]) == "TPU x8"
+    assert device_head("not a device") == "not a device"  # text no record's label produced stays as it is
+
+
+def test_a_combination_short_of_its_target_gets_the_intervals_half_width(tmp_path: Path):
+    for repeat, tflops in enumerate((0.1, 0.2, 0.15), start=1):
+        record: dict[str, Any] = fx.matmul("cpu", 256, tflops)
+        record["sweep"] = {"target_ci": 0.05}
+        fx.write(tmp_path, record, "n-256" if repeat == 1 else f"n-256_repeat-{repeat}")
+    (row,) = short_of_target(report.load_report_data([tmp_path])).to_dict("records")
+    # 3 runs: the interval is their range, 0.1 to 0.2 around the median 0.15
+    assert row["runs"] == 3 and row["half-width"] == pytest.approx(0.05 / 0.15) and row["target"] == 0.05
+
+
+def cnn_run(shares: tuple[float, float, float], bound: str, roof: str | None, finished_at: str,
+            device: str = "gpu", backend: str | None = None) -> dict[str, Any]:
+    """A CNN run at batch 256 whose three throughputs give `shares` (input wait, host, device)."""
+    record = fx.cnn(device, 256, backend=backend)
+    record["finished_at"] = finished_at
+    rate = record["metrics"]["samples_per_s"]
+    wait, host, compute = shares
+    record["metrics"].update(input_wait_share=wait, host_share=host, device_share=compute, bound_by=bound,
+                             device_samples_per_s=rate / compute)
+    record["breakdown"].update(memory_samples_per_s=rate / (1 - wait), roofline_bound=roof)
+    return record
+
+
+def test_a_combinations_shares_and_bound_by_come_from_its_median_throughputs_and_sum_to_one(tmp_path: Path):
+    runs = [((0.6, 0.1, 0.3), "input", None), ((0.1, 0.6, 0.3), "host", None), ((0.3, 0.3, 0.4), "compute", "compute")]
+    for repeat, (shares, bound, roof) in enumerate(runs, start=1):
+        fx.write(tmp_path, cnn_run(shares, bound, roof, f"2026-01-0{repeat}T00:00:00+00:00"),
+                 "batch_size-256" if repeat == 1 else f"batch_size-256_repeat-{repeat}")
+    data = report.load_report_data([tmp_path])
+    rate = data.ok("cnn_mnist")["metrics.samples_per_s"].iloc[0]
+    (row,) = breakdown_table(data, "cnn_mnist").to_dict("records")
+    # median rates: the run's, fed from memory median(1/.4, 1/.9, 1/.7) = 1/.7, device median(1/.3, 1/.3, 1/.4) = 1/.3
+    assert [row[name] for name in SHARES] == pytest.approx([0.3, 0.4, 0.3])  # not 30/30/30 %, medians of shares
+    assert row["runs"] == 3 and row["memory_samples_per_s"] == pytest.approx(rate / 0.7)
+    assert row["bound_by"] == "host"  # what the shares say, not the latest run's "compute"
+    section = report.cnn_section(data)
+    printed = section.table("cnn_breakdown").iloc[0]
+    assert [printed["input wait"], printed["host overhead"], printed["device time"]] == pytest.approx([0.3, 0.4, 0.3])
+    assert printed["bound by"] == "host"
+    bar = section.figure("cnn_where_time_goes")
+    assert bar.data[list(SHARES)].iloc[0].tolist() == pytest.approx([0.3, 0.4, 0.3])
+    assert "40 % is host overhead and 30 % device time: bound by host." in bar.caption
+
+
+def test_a_device_bound_combination_takes_the_roofline_answer_its_runs_gave(tmp_path: Path):
+    for repeat, (bound, roof) in enumerate([("memory", "memory"), ("memory", "memory"), ("device", None)], start=1):
+        fx.write(tmp_path, cnn_run((0.1, 0.1, 0.8), bound, roof, f"2026-01-0{repeat}T00:00:00+00:00"),
+                 "batch_size-256" if repeat == 1 else f"batch_size-256_repeat-{repeat}")
+    (row,) = breakdown_table(report.load_report_data([tmp_path]), "cnn_mnist").to_dict("records")
+    assert row["bound_by"] == "memory"
+
+
+def test_runs_of_different_backends_at_one_batch_are_separate_bars_and_rows(tmp_path: Path):
+    for backend, shares in (("tensorflow", (0.6, 0.1, 0.3)), ("jax", (0.05, 0.15, 0.8))):
+        for device in ("cpu", "gpu"):  # the fixture profiles the CPU's runs
+            fx.write(tmp_path, cnn_run(shares, "input", None, "2026-01-01T00:00:00+00:00", device, backend),
+                     f"backend-{backend}_batch_size-256")
+    section = report.cnn_section(report.load_report_data([tmp_path]))
+    bars = section.figure("cnn_where_time_goes")
+    gpu = bars.data[bars.data["device"] == "GPU: Tesla T4"].set_index("series")
+    assert len(gpu) == 2 and gpu.loc["GPU: Tesla T4, backend=jax", "device_share"] == pytest.approx(0.8)
+    assert gpu.loc["GPU: Tesla T4, backend=tensorflow", "input_wait_share"] == pytest.approx(0.6)
+    assert "On GPU: Tesla T4, backend=jax at batch 256" in bars.caption
+    ticks = [tick.get_text() for tick in bars.figure.axes[0].get_xticklabels()]
+    assert sum("backend=jax" in tick for tick in ticks) == 2
+    assert set(section.table("cnn_breakdown")["series"]) >= {"GPU: Tesla T4, backend=jax",
+                                                             "GPU: Tesla T4, backend=tensorflow"}
+    ops = section.figure("cnn_op_breakdown")
+    labels = [tick.get_text() for tick in ops.figure.axes[0].get_yticklabels()]
+    assert sorted(labels) == ["backend=jax, batch 256", "backend=tensorflow, batch 256"]
