@@ -32,7 +32,6 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
                "that run the input pipeline and Python.")
 
 
-
 def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str) -> pd.Series:
     """Per combination (row of `ok`, data.ok's), the median over its runs of the numeric record field
     `name`: also for fields outside `metrics.`, which data.ok takes from a combination's latest run."""
