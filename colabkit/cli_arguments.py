@@ -5,43 +5,43 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 from colabkit.errors import ColabkitError
+
+T = TypeVar("T", int, float)
+
+
+def _number(text: str, parse: Callable[[str], T], noun: str, valid: Callable[[T], bool], needs: str) -> T:
+    """`text` parsed by `parse` (int, float); ArgumentTypeError "'x' is not NOUN" or "'x': NEEDS"."""
+    try:
+        value = parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+    if not valid(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: {needs}")
+    return value
 
 
 def timeout_seconds(text: str) -> float | None:
     """--timeout: seconds > 0, or 'none' for no limit (0 is refused: it reads as 'no time at all')."""
     if text.strip().lower() in ("none", "no", "off"):
         return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (or 'none' for no limit)") from None
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0, or 'none' for no limit")
-    return seconds
+    return _number(text, float, "a number of seconds (or 'none' for no limit)",
+                   lambda value: math.isfinite(value) and value > 0,
+                   "give a number of seconds > 0, or 'none' for no limit")
 
 
 def positive_int(text: str) -> int:
     """--jobs, --count, --repeats...: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 1 or more")
-    return value
+    return _number(text, int, "a whole number", lambda value: value >= 1, "must be 1 or more")
 
 
 def seconds(text: str) -> float:
     """--grace, --wait-quiet: seconds >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more seconds")
-    return value
+    return _number(text, float, "a number of seconds", lambda value: math.isfinite(value) and value >= 0,
+                   "must be 0 or more seconds")
 
 
 def share(text: str, allow_zero: bool = False) -> float:
