@@ -75,6 +75,8 @@ FIELD_DOCS: dict[str, str] = {
                  "input pipeline alone, of the same steps fed from memory and of the device alone, how each was "
                  "measured, what a CPU \"device\" means, and how long the extra passes took; the shares and "
                  "`bound_by` are in `metrics`",
+    "flops": "training notebooks: the model FLOPs per sample the utilisation figures come from (colabkit.training."
+             "flops): `forward_per_sample`, `train_per_sample`, the `convention`, and `by_layer`",
     "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
                     "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
                     "operations, or why the trace was not summarised",
@@ -224,12 +226,10 @@ class Run:
         right after setup_device, before building the model; nothing when the experiment declares no
         estimate or the device's memory is unknown."""
         from colabkit.device.memory import setup_memory
-        from colabkit.experiments import find
         from colabkit.training.memory import check_fits
 
-        experiment = find(self.notebook)
-        if experiment is not None:
-            check_fits(experiment, self.params, setup_memory(device))
+        if self.experiment is not None:
+            check_fits(self.experiment, self.params, setup_memory(device))
 
     @property
     def experiment(self) -> Any:
@@ -295,21 +295,17 @@ PAPERMILL_CELL = "# Parameters\n"  # how papermill's injected cell starts (its P
 
 def passed_parameters(namespace: Mapping[str, Any]) -> list[str]:
     """The names papermill passed to this run (`-p NAME VALUE`): those its injected cell assigns, read back
-    from IPython's input history (`In`) in the kernel's namespace; [] outside IPython or without one.
-
-    Only what papermill injected is read, never the namespace at large: a kernel also holds IPython's own
+    from IPython's input history (`In`); [] outside IPython. Only those: a kernel also holds IPython's own
     names, the set-up cell's imports and, after a Run all in the same kernel, every name of the last run."""
     import ast
 
     history = namespace.get("In")
-    injected = next((cell for cell in reversed(history) if isinstance(cell, str) and cell.startswith(PAPERMILL_CELL)),
-                    None) if isinstance(history, list) else None
-    if injected is None:
-        return []
+    injected = [cell for cell in history if isinstance(cell, str) and cell.startswith(PAPERMILL_CELL)] if isinstance(
+        history, list) else []
     try:
-        body = ast.parse(injected).body
-    except SyntaxError:
-        return []
+        body = ast.parse(injected[-1]).body if injected else []
+    except SyntaxError:  # a cell of the user's that only starts like papermill's
+        body = []
     return [target.id for node in body if isinstance(node, ast.Assign) for target in node.targets
             if isinstance(target, ast.Name)]
 

@@ -4,5 +4,5 @@ and datasets (setup), fit and predictions (fit), the multi-worker loop (multiwor
 (flops), the bottleneck passes (breakdown) and the weather forecast's windows and loss (timeseries): these
 import Keras. Plain arithmetic that imports no Keras, for the sweep, the declarations and the report too:
 the parameters' vocabularies (choices), the roofline (roofline), the memory a training run needs
-(memory), "auto" sizes (sizing). Importing this package imports none of them.
+(memory). Importing this package imports none of them.
 """

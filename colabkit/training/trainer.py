@@ -29,8 +29,9 @@ from colabkit.training.estimate import FitEstimate
 from colabkit.training.fit import fit, predict_all, weights_digest
 from colabkit.training.flops import describe_utilisation, model_flops, utilisation
 from colabkit.training.setup import batch_sizes, make_dataset, repeated_batch, scaled_learning_rate, set_precision
-from colabkit.training.sizing import Sizes, resolve_auto
 from colabkit.training.timer import TrainingTimer, describe_timing
+
+SIZED_FOR = {"cpu": "a CPU runtime", "gpu": "a free Colab T4 GPU", "tpu": "a Colab TPU"}  # what "auto" sizes fit
 
 
 @dataclass
@@ -52,9 +53,9 @@ class Training:
 
 
 class Trainer:
-    """Training for one run of a notebook on `device` (its DeviceSetup), with `batch_size` per replica or
-    global (`batch_size_is`). Sets Keras's dtype policy and seed when made: make it after setup_device and
-    before the model. `breakdown` and `profile_steps` are the notebook's parameters of those names."""
+    """Training for one run on `device` (its DeviceSetup), `batch_size` per replica or global (`batch_size_is`).
+    Sets Keras's dtype policy and seed: make it after setup_device, before the model. `breakdown` and
+    `profile_steps` are the notebook's parameters of those names."""
 
     def __init__(self, run: Any, device: Any, batch_size: int, *, batch_size_is: str = "per_replica",
                  mixed_precision: str = "none", seed: int = 0, breakdown: bool = True, profile_steps: int = 0,
@@ -68,30 +69,38 @@ class Trainer:
         self.settings: dict[str, Any] = {"batch_size_per_replica": self.per_replica_batch,
                                          "global_batch_size": self.global_batch, "replicas": device.replicas,
                                          "dtype_policy": self.policy}
-        self.sizes: Sizes | None = None
+        self.sizes: dict[str, Any] | None = None  # the record's `sizes`, once `auto_sizes` chose them
         self._repeat_estimate: FitEstimate | None = None  # inside `repeat`: the first fit's, covering them all
         self._repeating = False
 
     def __str__(self) -> str:
         rate = self.settings.get("learning_rate_effective")
         return (f"{self.device.summary()}\nbatch: {self.per_replica_batch} per replica x {self.device.replicas} "
-                f"replica(s) = {self.global_batch}; dtype policy {self.policy}"
-                + (f"; learning rate {rate:g} ({self._rule} scaling)" if rate is not None else ""))
+                f"replica(s) = {self.global_batch}; dtype policy {self.policy}" + (f"; learning rate {rate:g}" if rate else ""))
 
     def learning_rate(self, learning_rate: float, rule: str = "none") -> float:
-        """The learning rate for the global batch under `rule` (colabkit.training.setup.scaled_learning_rate),
-        recorded as `learning_rate_effective`."""
-        self._rule = rule
-        self.settings["learning_rate_effective"] = scaled_learning_rate(
-            learning_rate, self.global_batch, self.per_replica_batch, rule)
-        return self.settings["learning_rate_effective"]
+        """The learning rate for the global batch under `rule` (setup.scaled_learning_rate), recorded as
+        `learning_rate_effective`."""
+        rate = scaled_learning_rate(learning_rate, self.global_batch, self.per_replica_batch, rule)
+        self.settings["learning_rate_effective"] = rate
+        return rate
 
     def auto_sizes(self, table: Mapping[str, Mapping[str, Any]], **values: Any) -> tuple[Any, ...]:
-        """`values` in order, each "auto" one replaced by `table[device kind][name]` (colabkit.training.sizing):
-        printed, and kept for the record's `sizes`."""
-        self.sizes = resolve_auto(values, table, self.device.kind)
-        self.echo(self.sizes.describe())
-        return tuple(self.sizes.used.values())
+        """`values` in order, each "auto" one replaced by `table[device kind][name]`: sizes that run a notebook
+        by hand in minutes on the device it landed on (grids give every size; "auto" is for Run all). Printed,
+        and kept for the record's `sizes` (what was asked, what was used, which were "auto")."""
+        kind, sizes = self.device.kind, table.get(self.device.kind, {})
+        auto = [name for name, value in values.items() if isinstance(value, str) and value == "auto"]
+        for name in (name for name in auto if name not in sizes):
+            raise ValueError(f"{name}='auto' has no size for a {kind} device: give {name} a value")
+        used = {name: sizes[name] if name in auto else value for name, value in values.items()}
+        self.sizes = {"device_kind": kind, "sized_for": SIZED_FOR.get(kind, kind), "auto": auto, "asked": dict(values),
+                      "used": used}
+        chosen = ", ".join(f"{name}={used[name]}" for name in auto)
+        self.echo(f"sizes chosen for {self.sizes['sized_for']} (parameters left at \"auto\"): {chosen}; give values "
+                  "explicitly (or use a grid's `paper` preset) for other sizes" if auto
+                  else 'sizes: as given (no parameter was "auto")')
+        return tuple(used.values())
 
     def dataset(self, x: Any, y: Any = None, *, shuffle: bool = False, seed: int | None = None) -> Any:
         """Batches of the global batch for fit, evaluate or predict (colabkit.training.setup.make_dataset)."""
@@ -103,8 +112,7 @@ class Trainer:
         return repeated_batch(x, y)
 
     def classify(self, model: Any, x: Any, y_one_hot: Any, class_names: Any) -> dict[str, Any]:
-        """Exact test scores, computed on the host from the model's predictions for every sample of `x`
-        (a static-shape run's padding dropped): colabkit.scores.classification_report."""
+        """Exact test scores on the host from the model's predictions for every sample of `x` (padding dropped)."""
         from colabkit.scores import classification_report
 
         probabilities = predict_all(model, x, batch_size=self.global_batch, static_shapes=self.static_shapes)
@@ -114,14 +122,13 @@ class Trainer:
             validation_data: Any = None, steps_per_epoch: int | None = None, callbacks: list[Any] | tuple = (),
             target_accuracy: float | None = None, monitor: str = "val_accuracy", sequence_length: int | None = None,
             roofline: bool = False) -> Training:
-        """Train `model` (colabkit.training.fit.fit: Keras's fit, or the multi-worker loop) with the timer, the
-        estimate and the energy meter ahead of `callbacks`, then measure utilisation and the bottleneck passes.
+        """Train `model` (training.fit.fit: Keras's fit, or the multi-worker loop) with the timer, the estimate
+        and the energy meter ahead of `callbacks`, then measure utilisation and the bottleneck passes.
 
-        `data` is (x, y) arrays, shuffled into batches with `seed` (the trainer's by default) and counted
-        exactly, or a dataset: then `dataset_size` is its samples per pass (None: an endless stream of full
-        batches). `target_accuracy`/`monitor`: TrainingTimer's time to accuracy. `sequence_length`: the time
-        steps of a sample where the model takes any (model FLOPs). `roofline`: add the bandwidth and roofline
-        point (a CPU's bandwidth is measured once per host)."""
+        `data`: (x, y) arrays, shuffled into batches with `seed` (the trainer's by default) and counted
+        exactly, or a dataset of `dataset_size` samples per pass (None: an endless stream of full batches).
+        `target_accuracy`, `monitor`: TrainingTimer's. `sequence_length`: the time steps of a sample, where
+        the model takes any (its FLOPs). `roofline`: the bandwidth and roofline point too."""
         if isinstance(data, tuple):
             dataset_size, data = len(data[0]), self.dataset(*data, shuffle=True, seed=seed)
         timer = TrainingTimer(self.global_batch, target_accuracy, monitor, self.device.replicas, dataset_size,
@@ -140,11 +147,10 @@ class Trainer:
 
     def repeat(self, train_one: Callable[[int, int], tuple[Training, dict[str, Any]]], repeats: int, *,
                score: str | None = None, sequence_length: int | None = None, roofline: bool = False) -> Training:
-        """`train_one(repeat, seed)` trains a fresh model with `fit` and returns (its Training, its
-        classification report), for repeat 0 .. repeats-1 with seed = the trainer's + repeat
-        (colabkit.timing.repeats.run_repeats: the runtime of all of them, the scores' mean and spread, the
-        timing figures' medians). The estimate covers every repeat; utilisation and the bottleneck passes
-        are measured once, on the last repeat's model and data, at the repeats' median throughput."""
+        """`train_one(repeat, seed)` trains a fresh model with `fit` and returns (its Training, its classification
+        report), for repeat 0 .. repeats-1, seed = the trainer's + repeat (timing.repeats.run_repeats: the scores'
+        mean and spread, the timing figures' medians). The estimate covers every repeat; utilisation and the
+        bottleneck passes are measured once, on the last repeat's model and data, at the median throughput."""
         from colabkit.scores import headline_scores
         from colabkit.timing.repeats import RepeatResult, run_repeats
 
@@ -183,6 +189,6 @@ class Trainer:
             flops={"forward_per_sample": flops.forward_per_sample, "train_per_sample": flops.train_per_sample,
                    "convention": flops.convention, "by_layer": [{"layer": name, "class": kind, "forward_per_sample": value}
                                                                 for name, kind, value in flops.by_layer]},
-            **({"sizes": self.sizes.as_record()} if self.sizes else {}), **bottlenecks.record_fields())
+            **({"sizes": self.sizes} if self.sizes else {}), **bottlenecks.record_fields())
         self.echo("\n".join([describe_timing(metrics), describe_utilisation(metrics), bottlenecks.describe()]))
         return training
