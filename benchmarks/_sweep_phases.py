@@ -31,16 +31,18 @@ WORK = ("model build", "first epoch", "steady epochs", "training, other", "bottl
 CELL_KINDS = (
     ("start_run(", "imports"),  # the set-up cell: imports, start_run, setup_device (its phase taken out)
     ("run.record(", "record"),
-    ("measure_breakdown(", "bottleneck passes"),
     ("colabkit.measure(", "training"),  # matmul: the cold call, the warm calls
-    ("fit(", "training"),
+    ("trainer.fit(", "training"),  # colabkit.Trainer: training, then the bottleneck passes (taken out below)
     ("model.compile(", "model build"),
     ("def tensorflow_matmul", "model build"),  # matmul: the chained product and its inputs
-    ("predict_all(", "evaluation"),
+    ("trainer.classify(", "evaluation"),
+    ("forecast.evaluate(", "evaluation"),
     ("numpy_matmul_baseline", "evaluation"),  # matmul: the same-run BLAS baseline
     ("load_mnist(", "data"),
-    ("repeated_batch(", "data"),
-    ("resolve_auto(", "data"),
+    ("load_uci_har(", "data"),
+    ("load_weather_series(", "data"),
+    ("default_rng(", "data"),  # ParaDnn's synthetic batch
+    ("auto_sizes(", "data"),
 )
 NOTED = {"device_setup": "device set-up", "host_probes": "host probes", "flop_count": "FLOP count"}
 
@@ -104,9 +106,10 @@ def cell_kind(source: str) -> str:
 def training_split(record: dict[str, Any]) -> tuple[float, float]:
     """(first epoch or cold call, steady epochs or the other calls) in seconds, from the record."""
     timings = record["timings"]
-    if "epochs" in timings:
-        epochs = [epoch["epoch_s"] for epoch in timings["epochs"]]
-        return epochs[0], sum(epochs[1:])
+    fits = [timings] if "epochs" in timings else timings.get("repeats", [])  # the dBLSTM: one fit per repeat
+    if fits:
+        epochs = [[epoch["epoch_s"] for epoch in fit["epochs"]] for fit in fits]
+        return sum(fit[0] for fit in epochs), sum(sum(fit[1:]) for fit in epochs)
     matmul = timings["matmul"]
     warmup = matmul.get("warmup_calls_discarded", 0)
     return matmul["cold_s"], sum(matmul["warm_s"]) + warmup * matmul["median_s"]
@@ -126,9 +129,11 @@ def breakdown(record_path: Path, steps: dict[str, float]) -> dict[str, float]:
         windows.append((start, start + meta["duration"], kind))
         if kind == "training":
             first, steady = training_split(record)
+            passes = ((record.get("breakdown") or {}).get("seconds") or {}).get("total", 0.0)
             seconds["first epoch"] += first
             seconds["steady epochs"] += steady
-            seconds["training, other"] += meta["duration"] - first - steady
+            seconds["bottleneck passes"] += passes
+            seconds["training, other"] += meta["duration"] - first - steady - passes
         else:
             seconds[kind] += meta["duration"]
     for noted in record.get("phases", []):  # the phases colabkit noted, taken out of the cell they ran in

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.records.record import Run, read_record, start_run
     from colabkit.statistics import summarize
     from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
+    from colabkit.training.trainer import Trainer
 
 _LAZY = {
     "HarData": "colabkit.data",
@@ -81,55 +82,12 @@ _LAZY = {
     "measure": "colabkit.timing.clock",
     "summarize": "colabkit.statistics",
     "timed": "colabkit.timing.clock",
+    "Trainer": "colabkit.training.trainer",  # imports Keras: use it after setup_device
 }
 
-__all__ = [
-    "BACKENDS",
-    "BackendError",
-    "BackendNotInstalledError",
-    "BackendUnsupportedError",
-    "ColabkitError",
-    "CorruptDownloadError",
-    "DataError",
-    "DataFormatError",
-    "DataSourceWarning",
-    "DataUnavailableError",
-    "DeviceNotFoundError",
-    "DeviceSetup",
-    "DownloadError",
-    "GridError",
-    "HarData",
-    "Measurement",
-    "MeasurementError",
-    "MnistData",
-    "ParameterError",
-    "PeakFlops",
-    "RecordError",
-    "ReportError",
-    "Run",
-    "UnknownDataSourceError",
-    "UnknownDatasetError",
-    "UnknownDeviceError",
-    "WeatherData",
-    "__version__",
-    "available_devices",
-    "block_until_ready",
-    "data_banner",
-    "load_jena_climate",
-    "load_mnist",
-    "load_results",
-    "load_uci_har",
-    "load_weather",
-    "machine_details",
-    "measure",
-    "parse_device",
-    "read_record",
-    "select_backend",
-    "setup_device",
-    "start_run",
-    "summarize",
-    "timed",
-]
+# The exceptions imported above, the version and every lazily loaded name: one list, kept by the table.
+__all__ = sorted({"__version__", *_LAZY, *(name for name, value in list(globals().items())
+                                          if isinstance(value, type) and issubclass(value, Exception))})
 
 
 def __getattr__(name: str) -> Any:

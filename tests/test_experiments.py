@@ -57,16 +57,53 @@ def test_the_suite_declares_its_four_experiments_in_report_order_with_a_grid_fil
 
 
 def test_declared_vocabularies_are_the_ones_the_training_code_accepts():
-    from colabkit.experiments import cnn_mnist, dblstm_har, timeseries_rnn
-    from colabkit.training import setup, timeseries
+    """Defined once, in colabkit.training.choices (no Keras), read by the declarations and by the code."""
+    from colabkit.experiments import cnn_mnist, dblstm_har, paradnn, timeseries_rnn
+    from colabkit.training import choices, setup, timeseries
 
-    for module in (cnn_mnist, dblstm_har):
-        assert module.MIXED_PRECISION_CHOICES == setup.MIXED_PRECISION_CHOICES
-        assert module.BATCH_SIZE_MEANINGS == setup.BATCH_SIZE_MEANINGS
-    assert cnn_mnist.LR_SCALING_RULES == setup.LR_SCALING_RULES
-    assert timeseries_rnn.BATCH_SIZE_MEANINGS == setup.BATCH_SIZE_MEANINGS
-    for dataset in timeseries_rnn.DATASETS:  # each one the loader knows (an unknown name raises)
+    for module in (cnn_mnist, dblstm_har, timeseries_rnn, paradnn):
+        experiment = module.EXPERIMENT
+        if "mixed_precision" in experiment.parameter_names:
+            assert experiment.parameter("mixed_precision").choices is choices.MIXED_PRECISION_CHOICES
+        if "batch_size_is" in experiment.parameter_names:
+            assert experiment.parameter("batch_size_is").choices is choices.BATCH_SIZE_MEANINGS
+    assert cnn_mnist.EXPERIMENT.parameter("lr_scaling").choices is choices.LR_SCALING_RULES
+    assert setup.MIXED_PRECISION_CHOICES is choices.MIXED_PRECISION_CHOICES  # what set_precision checks against
+    assert set(choices.COMPUTE_DTYPES) == set(choices.MIXED_PRECISION_CHOICES)
+    for dataset in timeseries_rnn.EXPERIMENT.parameter("dataset").choices:  # each one the loader knows
         assert dataset in timeseries.load_weather_series.__doc__
+
+
+def test_a_misspelt_parameter_is_named_with_the_closest_declared_ones():
+    experiment = get("cnn_mnist")
+    assert check_values(experiment, {"batchsize": 512}) == [
+        "batchsize: cnn_mnist declares no such parameter (did you mean batch_size or batch_size_is?)"]
+    assert "it has: device, backend," in check_values(experiment, {"zzz": 1})[0]  # nothing close: every name
+
+
+def test_start_run_refuses_a_name_papermill_passed_that_the_declaration_lacks(tmp_path):
+    """Only what papermill injected counts (its "# Parameters" cell in IPython's history): IPython's own
+    names, the set-up cell's imports and a previous run's leftovers in the kernel are never refused."""
+    from colabkit.records.record import passed_parameters
+
+    namespace = {**get("matmul_tflops").defaults, "results_path": str(tmp_path / "r.json"), "os": object(),
+                 "_": None, "Out": {}, "leftover_from_an_earlier_run": 3, "get_ipython": print}
+    history = ["", "import os, sys", 'device = "auto"\nn = 1024', '# Parameters\nn = 64\nbatchsize = 512\n', "run = ..."]
+    assert passed_parameters({"In": history}) == ["n", "batchsize"]
+    assert passed_parameters({}) == [] and passed_parameters({"In": history[:3]}) == []
+    with pytest.raises(ParameterError) as info:
+        start_run("matmul_tflops", {**namespace, "In": history})
+    assert str(info.value) == "batchsize: matmul_tflops declares no such parameter (it has: " + ", ".join(
+        get("matmul_tflops").parameter_names) + ")"
+    start_run("matmul_tflops", {**namespace, "In": history[:3] + ['# Parameters\nn = 64\n', "run = ..."]})
+
+
+def test_a_profile_without_the_bottleneck_passes_is_refused_before_anything_runs():
+    for name in ("cnn_mnist", "dblstm_har", "timeseries_rnn", "paradnn"):
+        problems = check_values(get(name), {"breakdown": False, "profile_steps": 5})
+        assert problems == ["profile_steps = 5: expected 0 with breakdown = False (the profile is taken with the "
+                            "bottleneck passes); set breakdown = True or profile_steps = 0"], name
+        assert check_values(get(name), {"breakdown": False, "profile_steps": 0}) == []
 
 
 @pytest.mark.parametrize("name, values, message", [
@@ -221,6 +258,21 @@ def test_plain_papermill_stops_right_after_the_parameters_cell_naming_the_parame
     assert info.value.evalue == ("n = 'abc': expected an int >= 1; "
                                  "dtype = 'float8x': expected one of float32, bfloat16, float16")
     assert not (tmp_path / "r.json").exists()  # stopped before any work, and wrote no record
+
+
+@pytest.mark.notebook
+def test_a_misspelt_parameter_passed_to_papermill_stops_the_notebook_in_its_first_checked_cell(tmp_path):
+    """`papermill notebooks/cnn_mnist.ipynb out.ipynb -p batchsize 512` once ran to an ok record with the default."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError) as info:
+        papermill.execute_notebook(str(REPO / "notebooks" / "cnn_mnist.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"batchsize": 512, "results_path": str(tmp_path / "r.json")},
+                                   progress_bar=False, cwd=str(REPO))
+    assert info.value.ename == "ParameterError"
+    assert info.value.evalue == "batchsize: cnn_mnist declares no such parameter (did you mean batch_size or batch_size_is?)"
+    assert "colabkit.start_run(" in info.value.source and not (tmp_path / "r.json").exists()
 
 
 def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge():

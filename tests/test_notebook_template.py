@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,8 +18,6 @@ from colabkit.colab.install import BOOTSTRAP_CELL_ID, bootstrap_source
 from colabkit.errors import CoordinatesError, NotebookTemplateError
 from colabkit.maintenance.notebooks import (
     AcceleratorHint,
-    broken_links,
-    colab_links,
     discover,
     notebook_text,
     stamp_header,
@@ -48,28 +47,11 @@ def test_every_notebook_starts_with_its_header_then_the_bootstrap_cell(path):
     assert notebook.metadata.kernelspec.name == "python3"
 
 
-def test_every_badge_points_at_a_notebook_of_the_repository():
-    links = colab_links(REPO)
-    assert broken_links(REPO) == []
-    # Every notebook is reachable from the README and from its own header.
+def test_every_notebook_is_reachable_from_the_readme_and_its_own_header():
+    readme = (REPO / "README.md").read_text()
     for path in discover(REPO):
         url = configured().notebook_url(path.relative_to(REPO).as_posix())
-        assert ("README.md", url) in links and (path.relative_to(REPO).as_posix(), url) in links
-
-
-def test_broken_links_catch_wrong_repository_missing_notebooks_and_other_refs(tmp_path):
-    repo = copy_repository(tmp_path)
-    readme = repo / "README.md"
-    coordinates = configured()
-    readme.write_text(readme.read_text() + "\n" + "\n".join([
-        coordinates.badge("notebooks/gone.ipynb"),
-        Coordinates("someone/else", "main").badge("notebooks/matmul_tflops.ipynb"),
-        Coordinates(coordinates.repository, "old-branch").badge("notebooks/matmul_tflops.ipynb"),
-    ]) + "\n")
-    problems = broken_links(repo)
-    assert len(problems) == 3
-    assert "gone.ipynb, which is not a notebook" in problems[0]
-    assert f"is not on colabkit/colabkit@{coordinates.ref}" in problems[1] and "is not on" in problems[2]
+        assert url in readme and url in nbformat.read(path, as_version=4).cells[0].source
 
 
 # --- stamping one notebook ---------------------------------------------------------------------------
@@ -204,7 +186,6 @@ def test_notebooks_command_stamps_a_new_notebook_and_check_reports_drift(tmp_pat
     row = next(line for line in readme.splitlines() if "[`cnn_mnist`](notebooks/cnn_mnist.ipynb)" in line)
     assert row.startswith("| CNN on MNIST | ")  # the experiment's declared title (colabkit.experiments)
     assert row.endswith("| v2-8 TPU |")  # the runtime the notebook now asks for
-    assert broken_links(repo) == []
 
 
 def test_one_bad_notebook_stops_the_stamp_before_anything_is_written(tmp_path, capsys):
@@ -224,9 +205,9 @@ def test_badges_command_moves_every_badge_and_bootstrap_to_new_coordinates(tmp_p
     module = (repo / "colabkit" / "colab" / "coordinates.py").read_text()
     assert 'REPOSITORY = "someone/fork"\n' in module and 'REF = "v1.0"\n' in module
     assert stamp_repository(repo, moved, check=True).changed == []
-    assert broken_links(repo, moved) == []
-    links = colab_links(repo)
-    assert links and all("/someone/fork/blob/v1.0/" in url for _, url in links)
+    texts = [(repo / "README.md").read_text(), *(path.read_text() for path in discover(repo))]
+    links = [url for text in texts for url in re.findall(r"https://colab\.research\.google\.com/github/[^\s)\"'<>]+", text)]
+    assert links and all("/someone/fork/blob/v1.0/" in url for url in links)
     for path in discover(repo):
         notebook = nbformat.read(path, as_version=4)
         assert notebook.cells[1].source == bootstrap_source(moved)

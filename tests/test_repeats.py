@@ -128,26 +128,3 @@ def test_a_repeat_that_returns_something_else_or_other_scores_is_an_error():
         RepeatedTraining([first, other], 1.0)
     with pytest.raises(ExperimentError):
         RepeatedTraining([], 1.0)
-
-
-def test_repeated_training_curves_draw_the_mean_and_a_band_only_for_several_repeats():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from colabkit.plots import repeated_training_curves
-
-    histories = [{"loss": [1.0, 0.5, 0.25], "accuracy": [0.5, 0.6, 0.7]},
-                 {"loss": [3.0, 1.5, 0.75], "accuracy": [0.7, 0.8, 0.9]}]
-    figure = repeated_training_curves(histories, ["loss", "accuracy"], title="t")
-    loss_axis = figure.axes[0]
-    (line,) = loss_axis.get_lines()[:1]
-    assert list(line.get_xdata()) == [1, 2, 3] and list(line.get_ydata()) == pytest.approx([2.0, 1.0, 0.5])
-    assert loss_axis.collections, "two repeats: a +/- std band"
-    assert "mean of 2 repeats" in figure._suptitle.get_text()
-    plt.close(figure)
-    single = repeated_training_curves(histories[:1], ["loss"])
-    assert list(single.axes[0].get_lines()[0].get_ydata()) == [1.0, 0.5, 0.25]
-    assert not single.axes[0].collections  # one fit: no band to draw
-    plt.close(single)

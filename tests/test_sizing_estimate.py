@@ -1,4 +1,5 @@
-"""Sizes for runs by hand ("auto" resolved from the device) and the estimate from the first steps."""
+"""Sizes for runs by hand ("auto" resolved from the device, colabkit.Trainer.auto_sizes) and the estimate from
+the first steps."""
 
 from __future__ import annotations
 
@@ -7,27 +8,33 @@ import time
 import numpy as np
 import pytest
 
-from colabkit.training.sizing import resolve_auto
-
 SIZES = {"cpu": {"units": 32, "epochs": 5}, "gpu": {"units": 128, "epochs": 10}}
 
 
+def trainer_on(kind: str, printed: list[str]):
+    from colabkit.device.spec import DeviceSetup
+    from colabkit.training.trainer import Trainer
+
+    return Trainer(None, DeviceSetup(kind, kind, None, 1), 8, echo=printed.append)
+
+
 def test_auto_takes_the_device_size_and_explicit_values_stay():
-    cpu = resolve_auto({"units": "auto", "epochs": 3}, SIZES, "cpu")
-    assert cpu.used == {"units": 32, "epochs": 3} and cpu.resolved == ["units"]
-    assert cpu["units"] == 32
-    gpu = resolve_auto({"units": "auto", "epochs": "auto"}, SIZES, "gpu")
-    assert gpu.used == {"units": 128, "epochs": 10}
-    record = gpu.as_record()
-    assert record["asked"] == {"units": "auto", "epochs": "auto"} and record["used"] == {"units": 128, "epochs": 10}
-    assert record["sized_for"] == "a free Colab T4 GPU" and record["auto"] == ["units", "epochs"]
-    assert "units=128" in gpu.describe() and "a free Colab T4 GPU" in gpu.describe()
-    assert "no parameter was" in resolve_auto({"units": 8}, SIZES, "cpu").describe()
+    printed: list[str] = []
+    cpu = trainer_on("cpu", printed)
+    assert cpu.auto_sizes(SIZES, units="auto", epochs=3) == (32, 3)
+    assert cpu.sizes["used"] == {"units": 32, "epochs": 3} and cpu.sizes["auto"] == ["units"]
+    gpu = trainer_on("gpu", printed)
+    assert gpu.auto_sizes(SIZES, units="auto", epochs="auto") == (128, 10)
+    assert gpu.sizes["asked"] == {"units": "auto", "epochs": "auto"} and gpu.sizes["used"] == {"units": 128, "epochs": 10}
+    assert gpu.sizes["sized_for"] == "a free Colab T4 GPU" and gpu.sizes["auto"] == ["units", "epochs"]
+    assert "units=128" in printed[-1] and "a free Colab T4 GPU" in printed[-1]
+    cpu.auto_sizes(SIZES, units=8)
+    assert "no parameter was" in printed[-1] and cpu.sizes["auto"] == []
 
 
 def test_auto_without_a_size_for_the_device_is_an_error_not_a_guess():
     with pytest.raises(ValueError, match="units='auto' has no size for a tpu device"):
-        resolve_auto({"units": "auto"}, SIZES, "tpu")
+        trainer_on("tpu", []).auto_sizes(SIZES, units="auto")
 
 
 def test_format_duration_reads_like_an_estimate():

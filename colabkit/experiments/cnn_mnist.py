@@ -11,6 +11,7 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
+    profile_needs_breakdown,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
@@ -20,12 +21,8 @@ from colabkit.experiments.published import (
     RAGAB_FRAMEWORKS,
     RAGAB_SOURCE,
 )
+from colabkit.training.choices import BATCH_SIZE_MEANINGS, LR_SCALING_RULES, MIXED_PRECISION_CHOICES
 
-# The same vocabularies as colabkit.training.setup (not imported here: that would import Keras;
-# tests/test_experiments.py checks they agree).
-BATCH_SIZE_MEANINGS = ("per_replica", "global")
-LR_SCALING_RULES = ("none", "linear")
-MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
 
 EXPERIMENT = Experiment(
     name="cnn_mnist",
@@ -37,16 +34,16 @@ EXPERIMENT = Experiment(
                          "across machines"),
         backend_parameter(),
         Parameter("batch_size", int, 256, "Alyafeai 2018 swept 256, 512 and 1024", minimum=1),
-        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
+        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas (global: a share each)",
                   choices=BATCH_SIZE_MEANINGS),
         Parameter("epochs", int, 10, "training epochs (the first is reported apart)", minimum=1),
         Parameter("learning_rate", float, 0.001, "Adam's default, as in Alyafeai 2018", minimum=0,
                   minimum_exclusive=True),
-        Parameter("lr_scaling", str, "none", "learning_rate x global batch / per-replica batch (optional rule)",
+        Parameter("lr_scaling", str, "none", "linear: learning_rate x global batch / per-replica batch (an optional rule)",
                   choices=LR_SCALING_RULES),
         Parameter("target_accuracy", float, 0.98,
                   "time_to_accuracy_s: first epoch whose validation accuracy reaches this", minimum=0, maximum=1),
-        Parameter("mixed_precision", str, "none", "Keras dtype policy", choices=MIXED_PRECISION_CHOICES),
+        Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)", choices=MIXED_PRECISION_CHOICES),
         Parameter("steps_per_execution", int, 1, "must stay 1 on the torch backend", minimum=1),
         Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
                   choices=DATA_SOURCES),
@@ -68,5 +65,5 @@ EXPERIMENT = Experiment(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
     ),
-    constraints=(torch_runs_one_step_per_call,),
+    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown),
 )

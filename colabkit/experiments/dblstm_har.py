@@ -1,7 +1,7 @@
 """dBLSTM on UCI HAR: training time and test scores per units, layers, batch size and device.
 
-Every parameter of the dBLSTM notebook is declared here, and only here (its parameters cell keeps
-plain assignments with the same names and defaults; tests/test_experiments.py checks they agree).
+Every parameter of the dBLSTM notebook is declared here, and only here (`python -m colabkit notebooks`
+stamps its parameters cell from this).
 """
 
 from colabkit.data.common import DATA_SOURCES
@@ -15,6 +15,7 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
+    profile_needs_breakdown,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
@@ -25,8 +26,7 @@ from colabkit.experiments.published import (
     KIMM_2021_SOURCE,
 )
 
-BATCH_SIZE_MEANINGS = ("per_replica", "global")  # as colabkit.training.setup (which imports Keras)
-MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
+from colabkit.training.choices import BATCH_SIZE_MEANINGS, MIXED_PRECISION_CHOICES
 
 EXPERIMENT = Experiment(
     name="dblstm_har",
@@ -38,7 +38,7 @@ EXPERIMENT = Experiment(
         device_parameter(),
         backend_parameter(),
         Parameter("batch_size", int, 64, "the paper's (it also ran 128)", minimum=1),
-        Parameter("batch_size_is", str, "global", "as model.fit(batch_size) under a strategy; or per_replica",
+        Parameter("batch_size_is", str, "global", "as model.fit(batch_size) under a strategy: split over the replicas",
                   choices=BATCH_SIZE_MEANINGS),
         Parameter("bilstm_layers", int, 2, "Bidirectional(LSTM) layers, each returning its whole sequence (the paper "
                   "printed 2)", minimum=1),
@@ -53,7 +53,7 @@ EXPERIMENT = Experiment(
                   auto="sized for the device"),
         Parameter("learning_rate", float, 0.001, "Adam's default, as in the paper", minimum=0,
                   minimum_exclusive=True),
-        Parameter("mixed_precision", str, "none", "Keras dtype policy", choices=MIXED_PRECISION_CHOICES),
+        Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)", choices=MIXED_PRECISION_CHOICES),
         Parameter("steps_per_execution", int, 1, "training steps per compiled call", minimum=1),
         Parameter("data_source", str, "auto", '"auto" (real, else the synthetic stand-in), "real", "offline"',
                   choices=DATA_SOURCES),
@@ -73,5 +73,5 @@ EXPERIMENT = Experiment(
         Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
-    constraints=(torch_runs_one_step_per_call,),
+    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown),
 )

@@ -9,6 +9,7 @@ problem of a dict of values at once.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -196,11 +197,20 @@ def torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
 
 def breakdown_parameters() -> tuple[Parameter, Parameter]:
     """`breakdown` and `profile_steps`, which every training experiment has (colabkit.training.breakdown):
-    short extra passes that say what bounds the run, and a profile of a few steps on request."""
-    return (Parameter("breakdown", bool, True, "after training, measure what bounds the run: its input pipeline "
-                      "alone, the steps fed from memory, the device alone (seconds; False skips it)"),
-            Parameter("profile_steps", int, 0, "profile this many steady steps with the framework's profiler, trace "
-                      "beside the record (0: no profile)", minimum=0))
+    short extra passes that say what bounds the run, and a profile of a few steps on request. A training
+    experiment lists `profile_needs_breakdown` among its constraints."""
+    return (Parameter("breakdown", bool, True, "after training, measure what bounds the run: input pipeline, host "
+                      "or device (seconds; docs/bottlenecks.md)"),
+            Parameter("profile_steps", int, 0, "profile this many steady steps with the framework's profiler, the "
+                      "trace beside the record (0: no profile; needs breakdown)", minimum=0))
+
+
+def profile_needs_breakdown(values: Mapping[str, Any]) -> str | None:
+    """The profile is taken with the bottleneck passes: asked for without them, it would be skipped unsaid."""
+    if values["profile_steps"] > 0 and not values["breakdown"]:
+        return (f"profile_steps = {values['profile_steps']}: expected 0 with breakdown = False (the profile is taken "
+                "with the bottleneck passes); set breakdown = True or profile_steps = 0")
+    return None
 
 
 def results_path_parameter(notebook: str) -> Parameter:
@@ -330,6 +340,13 @@ class Experiment:
                 f"experiment {self.name}: its report section {self.section!r} cannot be imported ({exc})") from exc
 
 
+def undeclared(experiment: Experiment, name: str) -> str:
+    """One line for a parameter name `experiment` does not declare, naming the declared ones closest to it."""
+    closest = difflib.get_close_matches(name, experiment.parameter_names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(closest)}?" if closest else f"it has: {', '.join(experiment.parameter_names)}"
+    return f"{name}: {experiment.name} declares no such parameter ({hint})"
+
+
 def check_values(experiment: Experiment, values: Mapping[str, Any], *, complete: bool = False) -> list[str]:
     """Every problem with `values` for `experiment`, one line each: a name it does not declare, a value
     its parameter does not take, and (with `complete`) a declared parameter with no value."""
@@ -337,7 +354,7 @@ def check_values(experiment: Experiment, values: Mapping[str, Any], *, complete:
     declared = experiment.parameter_names
     for name, value in values.items():
         if name not in declared:
-            problems.append(f"{name}: {experiment.name} declares no such parameter (it has: {', '.join(declared)})")
+            problems.append(undeclared(experiment, name))
             continue
         problem = experiment.parameter(name).problem(value)
         if problem:

@@ -19,17 +19,18 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
+    profile_needs_breakdown,
     replicas_of,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
+from colabkit.training.choices import MIXED_PRECISION_CHOICES
 from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
 
 FAMILIES = ("fc", "cnn", "rnn")
 BLOCKS = ("residual", "bottleneck")
 CELLS = ("rnn", "lstm", "gru")
-MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
 # The parameters that shape each family's model, in the order a model's name lists them.
 FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
     "fc": ("layers", "nodes", "input_size", "output_size"),
@@ -87,7 +88,7 @@ EXPERIMENT = Experiment(
                   "the others", minimum=2),
         Parameter("steps_per_execution", int, 1, 'ParaDnn\'s "iterations per loop" (steps per host round trip); '
                   "1 on the torch backend", minimum=1),
-        Parameter("mixed_precision", str, "none", '"none", "mixed_float16" or "mixed_bfloat16"',
+        Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)",
                   choices=MIXED_PRECISION_CHOICES),
         device_parameter(),
         backend_parameter(),
@@ -101,7 +102,7 @@ EXPERIMENT = Experiment(
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     section="colabkit.report.paradnn:paradnn_section",
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
-    constraints=(_steps_fill_executions, torch_runs_one_step_per_call),
+    constraints=(_steps_fill_executions, torch_runs_one_step_per_call, profile_needs_breakdown),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
     work_flops=_run_flops,
 )

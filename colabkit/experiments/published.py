@@ -41,7 +41,6 @@ RAGAB_FRAMEWORKS: dict[tuple[str, str], dict[str, float]] = {
 }
 RAGAB_SOURCE = ("Ragab & Ragab, Acceleration of DNN: an MNIST CNN in TF, PyTorch, JAX whose model, batch size "
                 "and epochs are not stated; empty cells were never run")
-RAGAB_MODEL_KNOWN = False  # so never a like-for-like comparison with our CNN
 
 # Kimm, Paik & Kimm 2021 (MCSoC): claims, not a table of numbers.
 KIMM_2021_CLAIMS = (
@@ -49,10 +48,6 @@ KIMM_2021_CLAIMS = (
     "TPU better with large batches and many units; GPU better with small ones",
 )
 KIMM_2021_SOURCE = "Kimm, Paik & Kimm 2021 (MCSoC): dBLSTM on UCI HAR, batch 64/128, 30 epochs"
-# The model and settings the paper printed (its speed-up claims are for this model family).
-# In the notebook's parameters: 2 x Bidirectional(LSTM(128)) then an LSTM(64) head.
-KIMM_2021_MODEL = {"bilstm_layers": 2, "units": 128, "head_units": 64, "epochs": 30, "batch_size": 64,
-                   "optimizer": "adam", "loss": "categorical_crossentropy"}
 # The paper's claims as points: CPU time / GPU-or-TPU time at 128 and 256 units per layer.
 KIMM_2021_RATIOS = {128: 25.0, 256: 55.0}
 # The "LSTM for HAR" tutorial whose layout the paper's code follows: LSTM(100) on the 9 inertial
@@ -78,17 +73,6 @@ WEATHER_GRU_EPOCHS: tuple[dict[str, Any], ...] = (
 WEATHER_GRU_SOURCE = ("Hvass-Labs tutorial #23 (GTX 1070, ~2.5 min per 100-step epoch) and Sarkar 2018 Cloud TPU "
                       "blog's Colab runs (10 steps per epoch, no validation); step time = epoch time / steps")
 
-
-def alyafeai_2018_rows(batch_size: int) -> list[dict[str, Any]]:
-    """Alyafeai 2018's figures for one batch size as table rows (empty if it did not measure it)."""
-    published = ALYAFEAI_2018_MNIST_CNN.get(int(batch_size), {})
-    return [{"source": f"Alyafeai 2018, {device.upper()} ({'K80' if device == 'gpu' else 'TPU v2-8'})",
-             "batch_size": batch_size, **figures} for device, figures in published.items()]
-
-
-def weather_gru_rows() -> list[dict[str, Any]]:
-    """The published weather-GRU epoch times as table rows, with the time per training step."""
-    return [{**row, "step_time_s": row["epoch_time_s"] / row["steps_per_epoch"]} for row in WEATHER_GRU_EPOCHS]
 
 # Wang, Wei & Brooks 2020 (ParaDnn; arXiv 1907.10701 and its 2020 slides): headline speedups on
 # TPU v2/v3 and a V100 GPU, TF 1.x, their own models and precisions (bf16 TPU, fp16 GPU).

@@ -11,6 +11,7 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
+    profile_needs_breakdown,
     results_path_parameter,
 )
 from colabkit.experiments.published import (
@@ -20,8 +21,7 @@ from colabkit.experiments.published import (
     WEATHER_GRU_SOURCE,
 )
 
-BATCH_SIZE_MEANINGS = ("per_replica", "global")  # as colabkit.training.setup (which imports Keras)
-DATASETS = ("weather_denmark", "jena_climate")  # as colabkit.training.timeseries.load_weather_series
+from colabkit.training.choices import BATCH_SIZE_MEANINGS, WEATHER_DATASETS
 
 EXPERIMENT = Experiment(
     name="timeseries_rnn",
@@ -33,7 +33,7 @@ EXPERIMENT = Experiment(
         device_parameter(),
         backend_parameter(),
         Parameter("batch_size", int, 256, "windows per step, as in the tutorial", minimum=1),
-        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas",
+        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas (global: a share each)",
                   choices=BATCH_SIZE_MEANINGS),
         Parameter("sequence_length", int, "auto", 'hours per training window (the tutorial: 1344, 8 weeks); '
                   '"auto": 168 on a CPU, 672 on a GPU or TPU', minimum=1, auto="sized for the device"),
@@ -47,7 +47,8 @@ EXPERIMENT = Experiment(
         Parameter("shift_hours", int, 24, "how far ahead the targets are forecast", minimum=1),
         Parameter("learning_rate", float, 0.001, "RMSprop", minimum=0, minimum_exclusive=True),
         Parameter("patience", int, 5, "EarlyStopping on val_loss", minimum=0),
-        Parameter("dataset", str, "weather_denmark", "the tutorial's data; or jena_climate", choices=DATASETS),
+        Parameter("dataset", str, "weather_denmark", "the tutorial's data, or Jena's climate series",
+                  choices=WEATHER_DATASETS),
         Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
                   choices=DATA_SOURCES),
         Parameter("seed", int, 0, "random seed of weights and windows", minimum=0),
@@ -57,6 +58,7 @@ EXPERIMENT = Experiment(
         *breakdown_parameters(),
         results_path_parameter("timeseries_rnn"),
     ),
+    constraints=(profile_needs_breakdown,),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
              "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),

@@ -6,6 +6,9 @@ What the template owns, and what each notebook keeps:
   path on the configured repository and ref (colabkit.colab);
 - the bootstrap cell (id `colab-bootstrap`) right after the header, its source rendered from
   colabkit.colab.BOOTSTRAP_TEMPLATE;
+- the cell tagged `parameters` of a declared experiment's notebook: one line per declared parameter, in
+  the declaration's order, `name = default  # help` (`parameters_source`), so that the declaration
+  (colabkit.experiments) is the one place a parameter is written;
 - metadata: kernelspec python3 and language_info are the template's; Colab's accelerator hint
   (`accelerator`, `colab.gpuType`) is the notebook's own, kept as it is unless changed on purpose;
 - every other cell, its id and its tags (`parameters` included) stay as they are, stored clean:
@@ -21,6 +24,7 @@ to choose per device and the exact commands the bootstrap issues).
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +43,8 @@ from colabkit.colab.install import (
     install_commands,
 )
 from colabkit.errors import NotebookTemplateError
-from colabkit.experiments.registry import all_experiments
+from colabkit.experiments.declaration import Experiment, Parameter
+from colabkit.experiments.registry import all_experiments, find
 from colabkit.experiments.table import markdown_table
 from colabkit.io import write_atomic
 
@@ -57,11 +62,10 @@ _KEPT_COLAB_KEYS = ("gpuType", "toc_visible")
 _RUN_CELL_METADATA = ("papermill", "execution", "colab", "outputId", "executionInfo", "colab_type")
 _RUN_NOTEBOOK_METADATA = ("papermill", "widgets")
 
-# Any Open-in-Colab link: a Markdown badge, an HTML <a><img></a> badge, or a bare URL.
+# Any Open-in-Colab badge: Markdown, or HTML <a><img></a>.
 _BADGE_MARKDOWN = re.compile(r"\[!\[[^\]]*\]\(" + re.escape(BADGE_IMAGE) + r"\)\]\([^)\s]*\)")
 _BADGE_HTML = re.compile(r"<a\s[^>]*href=\"" + re.escape(COLAB_URL) + r"/[^\"]*\"[^>]*>\s*<img\s[^>]*"
                          + re.escape(BADGE_IMAGE) + r"[^>]*>\s*</a>", flags=re.IGNORECASE)
-COLAB_LINK = re.compile(re.escape(COLAB_URL) + r"/[^\s)\"'<>]+")
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,30 @@ def _unique_id(wanted: str, taken: set[str]) -> str:
     return candidate
 
 
+def _literal(value: Any) -> str:
+    """A default as Python source: strings in double quotes, as the notebooks write them."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def parameter_line(parameter: Parameter) -> str:
+    """One line of a parameters cell: `name = default  # help`, with an annotation where the parameter takes
+    several types (papermill then reports both); what 0 means, and the choices, where the help does not say."""
+    types = [*parameter.types, *([str] if parameter.auto is not None and str not in parameter.types else [])]
+    names = ", ".join(kind.__name__ for kind in types)
+    annotation = f': "Union[{names}]"' if len(types) > 1 else ""
+    comment = parameter.help
+    if parameter.zero_means and "0:" not in comment:
+        comment += f"; 0: {parameter.zero_means}"
+    if parameter.choices and not all(str(choice) in comment for choice in parameter.choices):
+        comment += "; one of " + ", ".join(_literal(choice) for choice in parameter.choices)
+    return f"{parameter.name}{annotation} = {_literal(parameter.default)}  # {comment}"
+
+
+def parameters_source(experiment: Experiment) -> str:
+    """The parameters cell `python -m colabkit notebooks` stamps from an experiment's declaration."""
+    return "\n".join(parameter_line(parameter) for parameter in experiment.parameters)
+
+
 def stamp_notebook(notebook: Any, path: str, coordinates: Coordinates | None = None,
                    hint: AcceleratorHint | None = None) -> Any:
     """A stamped copy of `notebook` (an nbformat v4 node) whose repository path is `path`.
@@ -212,6 +240,10 @@ def stamp_notebook(notebook: Any, path: str, coordinates: Coordinates | None = N
     if not cells:
         raise NotebookTemplateError(f"{path}: the notebook has no cells; it needs at least a '# <title>' markdown cell")
     header_title(cells[0], path)
+    experiment = find(Path(path).stem)
+    for cell in cells:
+        if experiment is not None and "parameters" in cell.get("metadata", {}).get("tags", []):
+            cell.source = parameters_source(experiment)
     cells[0].source = stamp_header(_text(cells[0].source), coordinates.badge(path))
     bootstrap = nbformat.v4.new_code_cell(bootstrap_source(coordinates))  # the template owns all of it
     cells.insert(1, bootstrap)
@@ -385,31 +417,3 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
         for path, text in writes:
             write_atomic(path, text)
     return result
-
-
-def colab_links(root: str | Path = ".") -> list[tuple[str, str]]:
-    """Every Open-in-Colab URL in the README, docs/ and the notebooks' cells: (file, URL) pairs."""
-    root = Path(root)
-    texts = []
-    for path in [root / README, *sorted((root / "docs").glob("*.md"))]:
-        if path.exists():
-            texts.append((path.relative_to(root).as_posix(), path.read_text(encoding="utf-8")))
-    for path in discover(root):
-        notebook = nbformat.read(path, as_version=4)
-        texts.append((path.relative_to(root).as_posix(), "\n".join(_text(cell.source) for cell in notebook.cells)))
-    return [(where, url) for where, text in texts for url in COLAB_LINK.findall(text)]
-
-
-def broken_links(root: str | Path = ".", coordinates: Coordinates | None = None) -> list[str]:
-    """Problems with the Colab URLs: not on the configured repository and ref, or no such notebook."""
-    root, coordinates = Path(root), coordinates or configured()
-    prefix = coordinates.notebook_url("")
-    problems = []
-    for where, url in colab_links(root):
-        if not url.startswith(prefix):
-            problems.append(f"{where}: {url} is not on {coordinates.repository}@{coordinates.ref}")
-            continue
-        target = url[len(prefix):]
-        if not (target.endswith(".ipynb") and (root / target).is_file()):
-            problems.append(f"{where}: {url} points at {target}, which is not a notebook in the repository")
-    return problems

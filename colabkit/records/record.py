@@ -75,6 +75,8 @@ FIELD_DOCS: dict[str, str] = {
                  "input pipeline alone, of the same steps fed from memory and of the device alone, how each was "
                  "measured, what a CPU \"device\" means, and how long the extra passes took; the shares and "
                  "`bound_by` are in `metrics`",
+    "flops": "training notebooks: the model FLOPs per sample the utilisation figures come from (colabkit.training."
+             "flops): `forward_per_sample`, `train_per_sample`, the `convention`, and `by_layer`",
     "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
                     "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
                     "operations, or why the trace was not summarised",
@@ -224,17 +226,27 @@ class Run:
         right after setup_device, before building the model; nothing when the experiment declares no
         estimate or the device's memory is unknown."""
         from colabkit.device.memory import setup_memory
-        from colabkit.experiments import find
         from colabkit.training.memory import check_fits
 
-        experiment = find(self.notebook)
-        if experiment is not None:
-            check_fits(experiment, self.params, setup_memory(device))
+        if self.experiment is not None:
+            check_fits(self.experiment, self.params, setup_memory(device))
 
-    def artifact(self, suffix: str) -> Path:
+    @property
+    def experiment(self) -> Any:
+        """The run's experiment declaration (colabkit.experiments.Experiment; None without one): its
+        published `references` are what a notebook shows beside its own figures."""
+        from colabkit.experiments import find
+
+        return find(self.notebook)
+
+    def artifact(self, suffix: str, device: Any = None) -> Path:
         """Where another product of this run goes (e.g. '.weights.h5'): beside the record and named
-        after it, by its final name also while a sweep keeps the record under a temporary one."""
-        return final_base(self.path).with_name(final_base(self.path).name + suffix)
+        after it, by its final name also while a sweep keeps the record under a temporary one. With the
+        run's `device`, a non-chief worker of a multi-worker run gets a private scratch path beside it
+        (colabkit.device.multiworker.worker_path: files every worker writes never collide)."""
+        from colabkit.device.multiworker import worker_path
+
+        return worker_path(final_base(self.path).with_name(final_base(self.path).name + suffix), device)
 
     def record(
         self,
@@ -278,13 +290,34 @@ class Run:
         return self.path
 
 
+PAPERMILL_CELL = "# Parameters\n"  # how papermill's injected cell starts (its Python translator's comment)
+
+
+def passed_parameters(namespace: Mapping[str, Any]) -> list[str]:
+    """The names papermill passed to this run (`-p NAME VALUE`): those its injected cell assigns, read back
+    from IPython's input history (`In`); [] outside IPython. Only those: a kernel also holds IPython's own
+    names, the set-up cell's imports and, after a Run all in the same kernel, every name of the last run."""
+    import ast
+
+    history = namespace.get("In")
+    injected = [cell for cell in history if isinstance(cell, str) and cell.startswith(PAPERMILL_CELL)] if isinstance(
+        history, list) else []
+    try:
+        body = ast.parse(injected[-1]).body if injected else []
+    except SyntaxError:  # a cell of the user's that only starts like papermill's
+        body = []
+    return [target.id for node in body if isinstance(node, ast.Assign) for target in node.targets
+            if isinstance(target, ast.Name)]
+
+
 def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
               params: Mapping[str, Any] | None = None, results_path: str | Path | None = None) -> Run:
     """Begin a run of `notebook`, after checking its parameters.
 
     `start_run("cnn_mnist", globals())`, right after a notebook's parameters cell: reads every
     parameter the experiment's declaration names from `namespace`, checks them all against it and
-    raises ParameterError listing every problem ("n = 'abc': expected an int >= 1") before any work;
+    raises ParameterError listing every problem ("n = 'abc': expected an int >= 1"; a name papermill
+    passed that the declaration lacks, with the closest declared ones: `passed_parameters`) before any work;
     the record's params are those values (less those the declaration says do not shape this run:
     Experiment.relevant), its path `results_path` (empty: the default path).
 
@@ -293,13 +326,16 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
     """
     from colabkit.errors import ParameterError
     from colabkit.experiments import check_values, find, get
+    from colabkit.experiments.declaration import undeclared
 
     if namespace is not None:
         if params is not None:
             raise TypeError("start_run takes a namespace (globals()) or params=, not both")
         experiment = get(notebook)
         values = {name: namespace[name] for name in experiment.parameter_names if name in namespace}
-        problems = check_values(experiment, values, complete=True)
+        problems = [undeclared(experiment, name) for name in passed_parameters(namespace)
+                    if name not in experiment.parameter_names]
+        problems += check_values(experiment, values, complete=True)
         if problems:
             raise ParameterError(problems)
         results_path = values.pop("results_path")

@@ -118,7 +118,9 @@ def numpy_matmul_baseline(n: int, dtype: str = "float32", peak_tflops: float | N
     Returns `tflops` (from the median per-product time), `seconds` (that median), every sample
     (seconds per product), `calls_per_sample`, `measured_s`, the BLAS library NumPy links, which
     OpenBLAS overrides were removed, `host` (the host while the child ran), and `stable` with
-    `unstable_reasons` (baseline_problems; `peak_tflops`, when known, lets it spot an implausible rate).
+    `unstable_reasons` (baseline_problems; `peak_tflops`, when known, lets it spot an implausible rate);
+    and what a record keeps of all that: `metrics` (blas_tflops, blas_library, blas_stable,
+    blas_unstable_reason) and `timings` (its `timings["blas"]`).
     """
     before = Snapshot.take()
     try:
@@ -141,6 +143,7 @@ def numpy_matmul_baseline(n: int, dtype: str = "float32", peak_tflops: float | N
     median = float(stats["median"])  # type: ignore[arg-type]
     tflops = 2 * n**3 / median / 1e12
     problems = baseline_problems(result["samples"], tflops, host, peak_tflops)
+    env_removed = [name for name in OPENBLAS_OVERRIDES if name in os.environ]
     return {
         "n": n,
         "dtype": dtype,
@@ -153,8 +156,14 @@ def numpy_matmul_baseline(n: int, dtype: str = "float32", peak_tflops: float | N
         "min_time_s": min_time_s,
         "library": result["library"],
         "numpy": result["numpy"],
-        "env_removed": [name for name in OPENBLAS_OVERRIDES if name in os.environ],
+        "env_removed": env_removed,
         "host": host,
         "stable": not problems,
         "unstable_reasons": problems,
+        # what a record keeps of it: its metrics, and its `timings["blas"]`
+        "metrics": {"blas_tflops": tflops, "blas_library": result["library"], "blas_stable": not problems,
+                    "blas_unstable_reason": "; ".join(problems) or None},
+        "timings": {"median_s": median, "samples_s": result["samples"], "env_removed": env_removed,
+                    "calls_per_sample": result["calls_per_sample"], "measured_s": result["measured_s"],
+                    "min_time_s": min_time_s, "host": host},
     }

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from colabkit.device.backends import BACKENDS
 from colabkit.errors import MeasurementError
 from colabkit.timing.agreement import interleave
 from colabkit.timing.clock import block_until_ready, measure
 
-WORKLOAD_BACKENDS = ("tensorflow", "jax", "torch")
 MAX_PRODUCTS = 64  # a call of more products than this is long enough on any GPU (n = 8192: 70 TFLOP)
 
 
@@ -113,7 +113,7 @@ def matmul_workload(backend: str, n: int, dtype: str, *, on_gpu: bool, products:
     precision then says "tf32" for float32 wherever the backend's switch lets TF32 be used.
     """
     if backend not in _BUILDERS:
-        raise MeasurementError(f"no matmul workload for backend {backend!r} (known: {', '.join(WORKLOAD_BACKENDS)})")
+        raise MeasurementError(f"no matmul workload for backend {backend!r} (known: {', '.join(BACKENDS)})")
     if n < 1 or products < 1:
         raise MeasurementError(f"n and products must be >= 1, got {n} and {products}")
     call, precision = _BUILDERS[backend](n, dtype, on_gpu, products, tf32_capable)

@@ -56,11 +56,14 @@ class RepeatResult:
     seed: int = 0
 
 
-def _median_or_none(values: list[Any]) -> float | None:
-    """Median of the finite numbers among `values`; None when there are none (e.g. one-epoch fits)."""
+def _median_or_none(values: list[Any]) -> Any:
+    """Median of the finite numbers among `values`; without any (e.g. one-epoch fits), the value every
+    repeat gave where they agree (a flag, the reason a figure is unknown), else None."""
     numbers = [float(value) for value in values
                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)]
-    return statistics.median(numbers) if numbers else None
+    if numbers:
+        return statistics.median(numbers)
+    return values[0] if values and all(value == values[0] for value in values) else None
 
 
 @dataclass

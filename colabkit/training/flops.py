@@ -22,7 +22,7 @@ import keras
 
 from colabkit.errors import FlopCountError
 from colabkit.timing.phases import phase
-from colabkit.training.roofline import dtype_bytes
+from colabkit.training.roofline import dtype_bytes, roofline_point
 
 FLOP_CONVENTION = (
     "model FLOPs, analytic: one multiply-add = 2 FLOPs; per layer the matrix products and convolutions "
@@ -295,16 +295,20 @@ def utilisation_metrics(flops: ModelFlops, samples_per_s: float | None, peak_tfl
 
 
 def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size_per_replica: int, *,
-                sequence_length: int | None = None) -> dict[str, Any]:
+                sequence_length: int | None = None, flops: ModelFlops | None = None,
+                roofline: bool = False) -> dict[str, Any]:
     """How well a trained model used its device, as record fields: model FLOPs per sample, achieved
     model TFLOPS and MFU (utilisation_metrics), the peak it was divided by (with its source, at the
-    model's compute precision), and the arithmetic intensity of one training step per replica.
+    model's compute precision), and the arithmetic intensity of one training step per replica; with
+    `roofline`, the device's memory bandwidth (`device.peak_bandwidth()`: datasheet on GPUs and TPUs, a
+    STREAM measurement on a CPU) and the run's point on the roofline (roofline_point).
 
     `device` is the notebook's DeviceSetup; `samples_per_s` the steady global throughput
-    (TrainingTimer's). The intensity's bytes are counted as INTENSITY_CONVENTION says.
+    (TrainingTimer's); `flops` the model's, where already counted. The intensity's bytes are counted as
+    INTENSITY_CONVENTION says.
     """
     compute_dtype = str(getattr(getattr(model, "dtype_policy", None), "compute_dtype", None) or "float32")
-    flops = model_flops(model, sequence_length)
+    flops = flops or model_flops(model, sequence_length)
     peak = device.peak(compute_dtype)
     reason = None if peak else f"no published peak for {device.name} at {compute_dtype}"
     fields = utilisation_metrics(flops, samples_per_s, peak.tflops if peak else None, peak_reason=reason)
@@ -319,6 +323,17 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
         "bytes_per_step_per_replica": intensity.bytes_per_step,
         "intensity_convention": INTENSITY_CONVENTION,
     })
+    if roofline:
+        bandwidth = device.peak_bandwidth()
+        fields.update({
+            "peak_bandwidth_gb_s": bandwidth.gb_per_s if bandwidth else None,
+            "peak_bandwidth_source": bandwidth.source if bandwidth else f"no published bandwidth for {device.name}",
+            "peak_bandwidth_quality": bandwidth.quality if bandwidth else None,  # vendor, secondary or measured
+            "peak_bandwidth_min_gb_s": bandwidth.min_gb_s if bandwidth else None,  # measured: its slowest pass
+            "peak_bandwidth_measured_at": bandwidth.measured_at if bandwidth else None,
+            **roofline_point(intensity.intensity, fields["model_tflops"], fields["peak_tflops"],
+                             bandwidth.gb_per_s if bandwidth else None),
+        })
     return fields
 
 

@@ -23,21 +23,20 @@ Keras-free: the sweep can call `memory_problem` while planning, the notebook `ch
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from colabkit.errors import InsufficientMemoryError
+from colabkit.training.choices import COMPUTE_DTYPES
 from colabkit.training.roofline import dtype_bytes
 
 if TYPE_CHECKING:
     from colabkit.device.memory import DeviceMemory
-    from colabkit.experiments.declaration import Experiment
 
 FIT_FRACTION = 0.9  # refuse when the estimate is above this fraction of the device's memory
 VARIABLE_BYTES = 4  # float32 variables, gradients and optimizer slots
 OPTIMIZER_SLOTS = {"SGD": 0, "SGD with momentum": 1, "RMSprop": 1, "RMSprop with momentum": 2, "Adam": 2}
-COMPUTE_DTYPES = {"none": "float32", "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
 def human_bytes(count: float) -> str:
@@ -181,9 +180,18 @@ def paradnn_memory(values: Mapping[str, Any], knobs: Mapping[str, tuple[str, ...
                           "RMSprop with momentum", values["batch_size"], activations, dtype_bytes(dtype))
 
 
+class Estimated(Protocol):
+    """An experiment's declaration as the checks read it (colabkit.experiments.Experiment imports this module)."""
+
+    @property
+    def defaults(self) -> dict[str, Any]: ...
+    @property
+    def memory_estimate(self) -> Callable[[Mapping[str, Any]], MemoryEstimate] | None: ...
+
+
 # --- the checks: the sweep's while planning, the notebook's before it builds its model -------------------
 
-def memory_problem(experiment: Experiment, params: Mapping[str, Any], device_memory_bytes: int, *,
+def memory_problem(experiment: Estimated, params: Mapping[str, Any], device_memory_bytes: int, *,
                    where: str = "the device", copies: int = 1) -> str | None:
     """Why `experiment` cannot train with `params` in `device_memory_bytes` (the memory of one GPU or
     TPU core, or of the host, which `copies` model replicas share); None when it may fit or the
@@ -201,7 +209,7 @@ def memory_problem(experiment: Experiment, params: Mapping[str, Any], device_mem
             "bound): use a smaller model or batch, or a device with more memory")
 
 
-def check_fits(experiment: Experiment, params: Mapping[str, Any], memory: DeviceMemory | None) -> None:
+def check_fits(experiment: Estimated, params: Mapping[str, Any], memory: DeviceMemory | None) -> None:
     """Raise InsufficientMemoryError (memory_problem's line) when the run clearly cannot fit `memory`;
     nothing when it may, or when the device's memory is unknown."""
     if memory is None:

@@ -9,9 +9,7 @@ from typing import Any
 import keras
 
 from colabkit.training.batches import ArrayBatches, RepeatedBatch, pad_to_full_batches
-
-MIXED_PRECISION_CHOICES = ("none", "mixed_float16", "mixed_bfloat16")
-BATCH_SIZE_MEANINGS = ("per_replica", "global")
+from colabkit.training.choices import BATCH_SIZE_MEANINGS, LR_SCALING_RULES, MIXED_PRECISION_CHOICES
 
 
 def set_precision(mixed_precision: str) -> str:
@@ -90,8 +88,6 @@ def repeated_batch(x: Any, y: Any, *more: Any):
         return tf.data.Dataset.from_tensors((x, y, *more)).repeat()
     return RepeatedBatch(x, y, *more)
 
-
-LR_SCALING_RULES = ("none", "linear")
 
 
 def scaled_learning_rate(learning_rate: float, global_batch: int, reference_batch: int, rule: str = "none") -> float:

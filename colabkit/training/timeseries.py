@@ -12,11 +12,13 @@ of a long multivariate series. What it needs, each piece testable on its own:
 - `tile_windows`: equal windows over a held-out part whose scored steps (after the warm-up) cover
   it exactly once, as one batch that splits evenly over replicas;
 - `persistence_forecast`, `mean_absolute_errors`: the trivial forecast and the scores, in the
-  targets' physical units.
+  targets' physical units;
+- `Forecast`: all of them put together as the notebook uses them (its data, windows, scores, record).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,14 +37,16 @@ UNIT_PREFIXES = {"temperature": ("degC",), "wind speed": ("m/s",), "pressure": (
 
 # --- data ---------------------------------------------------------------------------------------
 
-def load_weather_series(dataset: str, data_source: str = "auto"):
-    """The hourly weather series `dataset` names: 'weather_denmark' (the tutorial's) or 'jena_climate'."""
+def load_weather_series(dataset: str, data_source: str = "auto", max_hours: int = 0):
+    """The hourly weather series `dataset` names: 'weather_denmark' (the tutorial's) or 'jena_climate';
+    with `max_hours`, only its first hours (smoke runs)."""
     from colabkit.data import load_jena_climate, load_weather
 
     loaders = {"weather_denmark": load_weather, "jena_climate": load_jena_climate}
     if dataset not in loaders:
         raise UnknownDatasetError(f"unknown dataset {dataset!r}: expected one of {', '.join(map(repr, loaders))}")
-    return loaders[dataset](data_source)
+    weather = loaders[dataset](data_source)
+    return dataclasses.replace(weather, frame=weather.frame.iloc[:max_hours]) if max_hours else weather
 
 
 def split_points(rows: int, train_split: float = 0.9, validation_share: float = 0.5) -> tuple[int, int]:
@@ -310,3 +314,91 @@ def forecast_excerpt(timestamps: Sequence[Any], series: dict[str, np.ndarray], t
         values = np.asarray(values, np.float64)[:points]
         excerpt[label] = {name: [round(float(v), 4) for v in values[:, column]] for column, name in enumerate(target_names)}
     return excerpt
+
+
+# --- the notebook's forecast, put together ------------------------------------------------------------
+
+class Forecast:
+    """The weather GRU's data as the notebook uses it: inputs and the targets `shift_hours` later, each
+    scaled to [0, 1] by a scaler fitted on the training part (`split_points`: the first 90 % of the hours;
+    the rest validates, then is scored once); each held-out part cut into windows with `warmup_steps` of
+    context (`tile_windows`, within `sequence_length`, a multiple of `replicas`); persistence beside it."""
+
+    def __init__(self, weather: Any, *, shift_hours: int, sequence_length: int, warmup_steps: int,
+                 replicas: int = 1) -> None:
+        self.weather, self.sequence_length, self.warmup_steps = weather, sequence_length, warmup_steps
+        self.names, self.units = list(weather.target_names), [weather.units[c] for c in weather.target_columns]
+        check_target_units(self.names, self.units)  # the metric names promise degC, m/s, hPa
+        self.x, self.y = weather.shifted_arrays(shift_hours)  # y[t]: the targets shift_hours after x[t]
+        self.persistence = persistence_forecast(weather, shift_hours)  # for y[t]: the targets at t
+        self.times = weather.frame.index[shift_hours:]  # the hour each row of y is for
+        self.train_end, self.validation_end = split_points(len(self.x), train_split=0.9, validation_share=0.5)
+        self.y_scaler = MinMaxScaler.fit(self.y[:self.train_end])
+        self.x_scaled = MinMaxScaler.fit(self.x[:self.train_end]).transform(self.x)
+        self.y_scaled = self.y_scaler.transform(self.y)
+        tile = {"warmup_steps": warmup_steps, "max_length": sequence_length, "multiple": replicas}
+        self.validation = tile_windows(self.train_end, self.validation_end, **tile)
+        self.test = tile_windows(self.validation_end, len(self.x), **tile)
+        self.predicted: np.ndarray | None = None  # the scored test hours' forecasts, once evaluated
+
+    def describe(self) -> str:
+        """The data, its parts and the held-out windows, for the notebook."""
+        parts = [f"{part}: {tiling.count} windows of {tiling.length} hours ({self.warmup_steps} warm-up), "
+                 f"{tiling.count * tiling.scored_per_window} hours scored"
+                 for part, tiling in (("validation", self.validation), ("test", self.test))]
+        held_out = self.validation_end - self.train_end
+        return "\n".join([self.weather.banner(), f"{self.x.shape[1]} inputs, targets "
+                          f"{', '.join(self.weather.target_columns)} ({', '.join(self.units)})",
+                          f"hours: {self.train_end} train, {held_out} validation, {len(self.x) - self.validation_end} test",
+                          *parts])
+
+    def train_windows(self, batch_size: int, seed: int) -> Any:
+        """The training part's endless batches of random windows (`random_windows`)."""
+        return random_windows(self.x_scaled[:self.train_end], self.y_scaled[:self.train_end],
+                              sequence_length=self.sequence_length, batch_size=batch_size, seed=seed)
+
+    def validation_data(self) -> Any:
+        """The validation windows as one batch (`window_batch`)."""
+        return window_batch(self.validation.cut(self.x_scaled), self.validation.cut(self.y_scaled))
+
+    def _scored(self, model: Any, tiling: WindowTiling) -> tuple[slice, np.ndarray]:
+        """The rows a tiling scores, and the model's scaled forecasts for them, in time order."""
+        forecasts = model.predict(window_batch(tiling.cut(self.x_scaled)), verbose=0)
+        return slice(tiling.first_scored, tiling.stop), tiling.scored(forecasts)
+
+    def evaluate(self, model: Any, history: dict[str, list[float]]) -> dict[str, Any]:
+        """The record's scores of `model` (its best weights restored), printed: the best epoch's val_loss and
+        the host's recomputation of it, the test loss on the scaled targets beside persistence's, and each
+        target's mean absolute error in its own unit beside persistence's."""
+        (validation, validated), (self.rows, test) = self._scored(model, self.validation), self._scored(model, self.test)
+        self.predicted = self.y_scaler.inverse_transform(test)
+        scores, self.targets = compare_with_persistence(self.y[self.rows], self.predicted, self.persistence[self.rows],
+                                                        self.names, self.units)
+        persistence = self.y_scaler.transform(self.persistence[self.rows])
+        metrics = {"val_loss": float(np.nanmin(history["val_loss"])),
+                   "best_epoch": int(np.nanargmin(history["val_loss"])) + 1,
+                   "val_loss_restored": mean_squared_error(self.y_scaled[validation], validated),
+                   "test_loss": mean_squared_error(self.y_scaled[self.rows], test),
+                   "persistence_test_loss": mean_squared_error(self.y_scaled[self.rows], persistence),
+                   **scores, "input_columns": self.x.shape[1]}
+        metrics["beats_persistence"] = metrics["test_loss"] < metrics["persistence_test_loss"]
+        self.evaluation = {"test_hours": len(self.predicted), "validation_hours": len(validated), "targets": self.targets}
+        print(f"best epoch {metrics['best_epoch']}: val_loss {metrics['val_loss']:.5f} (restored weights give "
+              f"{metrics['val_loss_restored']:.5f}); test loss {metrics['test_loss']:.5f} (persistence "
+              f"{metrics['persistence_test_loss']:.5f})")
+        for row in self.targets:
+            print(f"  {row['name']:>11}: MAE {row['mae']:.3f} {row['unit']}, persistence {row['persistence_mae']:.3f} "
+                  f"-> {'better than' if row['beats_persistence'] else 'NOT better than'} persistence")
+        return metrics
+
+    def series(self, hours: int | None = None) -> dict[str, np.ndarray]:
+        """The scored test hours (the first `hours`): the truth, the model's forecast, persistence's."""
+        return {"true": self.y[self.rows][:hours], "predicted": self.predicted[:hours],
+                "persistence": self.persistence[self.rows][:hours]}
+
+    def record_fields(self, plot_hours: int) -> dict[str, Any]:
+        """The record's `evaluation`, `predictions` (the first `plot_hours` of the test part) and `windows`."""
+        return {"evaluation": self.evaluation,
+                "predictions": forecast_excerpt(self.times[self.rows], self.series(), self.names, self.units, plot_hours),
+                "windows": {"train": {"rows": self.train_end, "window_length": self.sequence_length, "random_starts": True},
+                            "validation": self.validation.as_dict(), "test": self.test.as_dict()}}
