@@ -117,4 +117,5 @@ def collapse(runs: pd.DataFrame) -> pd.DataFrame:
         if "host_quiet" in runs else pd.Series(0, index=named.index)
     extra = pd.DataFrame({"runs": groups.size().loc[named.index].to_numpy(),
                           "busy_runs": busy.loc[named.index].to_numpy(), **samples}, index=named.index)
-    return pd.concat([named, extra], axis=1).reset_index()
+    # copy(): one block per dtype, else pandas warns that the frame is fragmented when the index becomes a column
+    return pd.concat([named, extra], axis=1).copy().reset_index()
