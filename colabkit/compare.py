@@ -36,6 +36,7 @@ from colabkit.errors import ColabkitError
 from colabkit.experiments import find
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
+from colabkit.records.merging import RunGroup
 from colabkit.statistics import TOLERANCE, Comparison, Verdict, compare, finite
 from colabkit.sweep.console import text_table
 
@@ -45,22 +46,12 @@ HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "b
 
 
 @dataclass(frozen=True)
-class SideRuns:
-    """One combination's ok runs on one side."""
-
-    notebook: str
-    description: str
-    params: dict[str, Any]  # what its runs asked for
-    model: str  # the device model they ran on ("unknown" where the records do not say)
-    values: list[float]  # the headline of each run
-
-
-@dataclass(frozen=True)
 class Side:
-    """One folder's combinations with ok runs, by the key of the work they did (`by` left out)."""
+    """One folder's combinations with ok runs, by the key of the work they did (`by` left out): each
+    its records (RunGroup) and the headline of each run."""
 
     folder: str
-    runs: dict[str, SideRuns]
+    runs: dict[str, tuple[RunGroup, list[float]]]
     skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
     busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): set aside, not readable records
@@ -102,7 +93,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
     if not path.exists():
         raise ColabkitError(f"compare: results folder {folder} does not exist")
     loaded: LoadedRecords = load_records(path)
-    runs: dict[str, SideRuns] = {}
+    runs: dict[str, tuple[RunGroup, list[float]]] = {}
     skipped = set()
     busy = 0
     for group in loaded.combinations():
@@ -120,10 +111,9 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
         key = work_key(group.work, ("device_model", *by))
         if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
             raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "
-                                f"{', '.join(by) or 'the device model'} ({group.notebook}: {runs[key].description}, "
+                                f"{', '.join(by) or 'the device model'} ({group.notebook}: {runs[key][0].description}, "
                                 f"{group.description}); compare one of them at a time")
-        runs[key] = SideRuns(group.notebook, group.description, group.params,
-                             str(group.work.get("device_model") or "unknown"), values)
+        runs[key] = (group, values)
     if not runs:
         why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
         raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
@@ -150,16 +140,15 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
     """The rows of compare_folders, from the two sides already read."""
     baseline, candidate = before.folder, after.folder
     rows = []
-    for key, ours in before.runs.items():
+    for key, (ours, values) in before.runs.items():
         if key not in after.runs:
             continue
-        theirs = after.runs[key]
+        theirs, other_values = after.runs[key]
         headline = find(ours.notebook).headline  # type: ignore[union-attr]  # read_side kept declared ones only
         across = _differs(ours.params, theirs.params, by)
         rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
-                        headline.higher_is_better,
-                        compare(ours.values, theirs.values, headline.higher_is_better, tolerance),
-                        ours.model, theirs.model))
+                        headline.higher_is_better, compare(values, other_values, headline.higher_is_better, tolerance),
+                        *(str(group.work.get("device_model") or "unknown") for group in (ours, theirs))))
     if not rows:
         hint = "" if by else "; --by device (or another parameter) compares across that parameter"
         raise ColabkitError(f"compare: {baseline} ({len(before.runs)} combination(s)) and {candidate} "
@@ -169,8 +158,8 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
 
 def one_side_only(before: Side, after: Side) -> list[tuple[str, str, str]]:
     """The combinations found on one side only, as (folder, notebook, description): compared with nothing."""
-    return [(side.folder, runs.notebook, runs.description) for side, other in ((before, after), (after, before))
-            for key, runs in side.runs.items() if key not in other.runs]
+    return [(side.folder, group.notebook, group.description) for side, other in ((before, after), (after, before))
+            for key, (group, _) in side.runs.items() if key not in other.runs]
 
 
 def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
@@ -228,14 +217,15 @@ def to_csv(rows: list[Row]) -> str:
     """The comparison as CSV, numbers unformatted."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["notebook", "combination", "baseline_device_model", "candidate_device_model", "measure", "baseline_n", "baseline_median", "baseline_ci_low",
-                     "baseline_ci_high", "candidate_n", "candidate_median", "candidate_ci_low", "candidate_ci_high",
-                     "ratio", "ratio_ci_low", "ratio_ci_high", "verdict"])
+    writer.writerow(["notebook", "combination", "baseline_device_model", "candidate_device_model", "measure",
+                     "baseline_n", "baseline_median", "baseline_ci_low", "baseline_ci_high", "candidate_n",
+                     "candidate_median", "candidate_ci_low", "candidate_ci_high", "ratio", "ratio_ci_low",
+                     "ratio_ci_high", "verdict"])
     for row in rows:
         base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
-        writer.writerow([row.notebook, row.description, row.baseline_model, row.candidate_model, row.measure, base.n, base.estimate, base.low, base.high,
-                         cand.n, cand.estimate, cand.low, cand.high, ratio.estimate, ratio.low, ratio.high,
-                         row.comparison.verdict.value])
+        writer.writerow([row.notebook, row.description, row.baseline_model, row.candidate_model, row.measure, base.n,
+                         base.estimate, base.low, base.high, cand.n, cand.estimate, cand.low, cand.high,
+                         ratio.estimate, ratio.low, ratio.high, row.comparison.verdict.value])
     return buffer.getvalue()
 
 
@@ -247,9 +237,7 @@ def regressions(rows: list[Row], fail_above: float) -> list[Row]:
 
 def summary_line(rows: list[Row]) -> str:
     """'12 combinations: 2 faster, 1 slower, 9 no difference resolved'."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.comparison.verdict.value] = counts.get(row.comparison.verdict.value, 0) + 1
+    counts = Counter(row.comparison.verdict.value for row in rows)
     return f"{len(rows)} combination(s) in common: " + ", ".join(f"{count} {name}" for name, count in counts.items())
 
 

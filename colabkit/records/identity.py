@@ -1,29 +1,17 @@
-"""What work a run did: the one identity by which runs are merged, compared, paired and counted
-(colabkit.records.merging, `compare`, the report, `status`).
+"""What work a run did: the one identity by which runs are merged (colabkit.records.merging), paired
+(the report, `compare`) and counted (`status`).
 
-`run_work(record)` is, for a run that ran (an ok record):
+`run_work(record)` of a run that ran (an ok record) is its notebook; the device it found, not the
+one asked for (`device`: kind, replicas, workers; `device_model`); the backend that ran (a run asked
+for "auto" names the one it got); `global_batch`, samples per step over all replicas, in place of
+`batch_size` and `batch_size_is` (128 per replica on 2 replicas is the work of 256 on one); and every
+other parameter, a size left at "auto" with the value it used (`sizes.used`). Left out is how a run
+was measured or recorded (NOT_WORK): a repeat the sweep runs without the bottleneck passes is a run
+of the same combination. A failed or skipped record did no work: it is what it asked for.
 
-* `notebook`;
-* `device`: what the run found, not what it asked for: {kind, replicas, workers} (a run asked for
-  "auto" that ran on the CPU is a CPU run), and `device_model` (e.g. "AMD EPYC", "Tesla T4");
-* `backend`: the backend that ran (`device.backend`; a run asked for "auto" names the one it got),
-  else the `backend` asked for unless "auto", else TensorFlow (records from before that parameter);
-* `global_batch`, where the experiment has a batch: samples per step over all replicas (the
-  recorded `metrics.global_batch_size`, else `batch_size` when `batch_size_is` is "global", else
-  `batch_size` x replicas), in place of `batch_size` and `batch_size_is`: 128 per replica on 2
-  replicas is the work of 256 on one;
-* every other parameter, a size left at "auto" with the value it used (`sizes.used.<name>`).
-
-Parameters that say how a run was measured or recorded, not what it did (NOT_WORK: where the record
-goes, the bottleneck passes and profile after training, how much of a forecast is kept for the
-plot) are left out: a repeat the sweep runs without the bottleneck passes is still a run of the same
-combination. A record of a run that did no work (failed, skipped) is what it asked for: its
-parameters as the sweep gave them (`asked_params`), with no device found.
-
-Readers pair runs across one axis by leaving names out of the key (`work_key(work, leave_out)`):
-"device" leaves out the device, its replicas, workers and model (the report's device against the
-CPU, `compare --by device`); "batch_size" or "batch_size_is" leaves out the global batch; any other
-name leaves out that parameter.
+`work_key(work, leave_out)` pairs runs across one axis: "device" leaves out the device and its model
+(the report's device against the CPU, `compare --by device`), "batch_size" the global batch, any
+other name that parameter.
 """
 
 from __future__ import annotations

@@ -36,22 +36,20 @@ from colabkit.report.sections import experiment_sections
 from colabkit.report.summary import summary_section
 from colabkit.report.writers import write_records_csv
 from colabkit.suite import suite_path
-from colabkit.version import __version__
 
 # The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
 REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
 REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", ".tex", ".md")}
+# The code cells of notebooks/report.ipynb that show sections, in its order, and the function each
+# calls for them: one section each, but the experiments' cell, which shows every experiment's section
+# under its own title. `colabkit report` builds them in that order; a test holds the notebook to it.
 _PUBLISH = "written += report.publish(report.{}(data), output_dir)"
-# Each code cell of notebooks/report.ipynb that shows sections: the sections it builds, and whether
-# each is shown under its own `## title` (the experiments'). A test holds the notebook to this table.
-PARTS: dict[str, tuple[Callable[[ReportData], list[Section]], bool]] = {
-    'written += report.publish(report.overview_section(data, generated_by=f"colabkit {colabkit.__version__}"), '
-    "output_dir)": (lambda data: [overview_section(data, generated_by=f"colabkit {__version__}")], False),
-    _PUBLISH.format("summary_section"): (lambda data: [summary_section(data)], False),
-    _PUBLISH.format("backends_section"): (lambda data: [backends_section(data)], False),
-    _PUBLISH.format("comparisons_section"): (lambda data: [comparisons_section(data)], False),
-    "written += report.publish_experiments(data, output_dir)": (experiment_sections, True),
-    _PUBLISH.format("provenance_section"): (lambda data: [provenance_section(data)], False),
+EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
+PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
+    **{_PUBLISH.format(build.__name__): build
+       for build in (overview_section, summary_section, backends_section, comparisons_section)},
+    EXPERIMENTS_CELL: experiment_sections,
+    _PUBLISH.format(provenance_section.__name__): provenance_section,
 }
 # The last code cell: it writes records.csv and prints what the report wrote (files_written).
 FILES_CELL = ('from pathlib import Path\n\nwritten.append(report.write_records_csv(data.frame, Path(output_dir) / '
@@ -202,11 +200,13 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
         warnings.simplefilter("always")
         data = load_report_data(dirs, exclude_busy=exclude_busy)
         report_style()
-        for code, (build, headed) in PARTS.items():
-            sections = build(data)
+        for code, build in PARTS.items():
+            built = build(data)
+            sections = built if isinstance(built, list) else [built]
             written += [path for section in sections for path in write_section(section, folder)]
             outputs[code] = [nbformat.v4.new_output("display_data", data=bundle, metadata=metadata)
-                             for section in sections for bundle, metadata in section_outputs(section, headed)]
+                             for section in sections
+                             for bundle, metadata in section_outputs(section, heading=code == EXPERIMENTS_CELL)]
         written.append(write_records_csv(data.frame, folder / "records.csv"))
     outputs[FILES_CELL] = [nbformat.v4.new_output("stream", name="stdout", text=files_written(written) + "\n")]
     write_atomic(folder / "report.log", "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: "

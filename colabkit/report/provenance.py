@@ -13,6 +13,7 @@ from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.sections import has_section
 from colabkit.report.writers import format_number
+from colabkit.version import __version__
 
 SOFTWARE = [("software.python", "Python"), ("software.tensorflow", "TensorFlow"), ("software.keras", "Keras"),
             ("software.keras_backend", "Keras backend"), ("software.numpy", "NumPy"), ("software.colabkit", "colabkit"),
@@ -125,7 +126,7 @@ def provenance_section(data: ReportData) -> Section:
     return section
 
 
-def overview_section(data: ReportData, generated_by: str = "") -> Section:
+def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
     """What the report read: folders, record counts per notebook and status, files that are not
     readable records, combinations found more than once, and every run that produced no result."""
     section = Section("records", "Records")

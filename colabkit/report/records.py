@@ -174,14 +174,12 @@ class ReportData:
     @property
     def folder_names(self) -> list[str]:
         """The results folders as the report names them: by their own names, never by the machine's paths."""
-        return [shown_path(folder, folder) for folder in self.dirs]
+        return [Path(folder).resolve().name for folder in self.dirs]
 
     def shown(self, path: str) -> str:
         """How the report names a file below the results folders: from its folder's name down
         ('smoke/cnn_mnist/cpu/batch_size-256.json'), never by the machine's path."""
-        folder = self.loaded.folders.get(path) or next(
-            (folder for folder in self.dirs if _below(path, folder)), str(Path(path).parent))
-        return shown_path(path, folder)
+        return shown_path(path, self.dirs)
 
     def used(self, notebook: str | None = None) -> pd.DataFrame:
         """The records that count, one per run (a combination's repeats each), optionally of one notebook."""
@@ -260,10 +258,10 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData
         why = group.why + ("; runs on a busy host left out (exclude_busy)" if any(busy(p) for p in group.repeats)
                            else "")
         merges.append({"notebook": group.notebook, "combination": group.description,
-                       "named by": shown_path(group.used, loaded.folders[group.used]),
+                       "named by": shown_path(group.used, [loaded.folders[group.used]]),
                        "status": records[group.used]["status"],
                        "runs counted": sum(p in counted for p in group.paths), "why": why,
-                       "not counted": "; ".join(f"{shown_path(p, loaded.folders[p])} "
+                       "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} "
                                                 f"({_not_counted(p, group, records, busy(p))})" for p in left_out)})
     return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
                       pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy)
@@ -278,23 +276,16 @@ def _not_counted(path: str, group: RunGroup, records: dict[str, dict[str, Any]],
     return str(records[path]["status"])
 
 
-def _below(path: str, folder: str) -> bool:
-    try:
-        Path(path).resolve().relative_to(Path(folder).resolve())
-    except ValueError:
-        return False
-    return True
-
-
-def shown_path(path: str, folder: str) -> str:
-    """`path` (a file below the results folder `folder`, or the folder itself) from the folder's own
-    name down: 'smoke/cnn_mnist/cpu/batch_size-256.json', 'smoke'."""
-    root = Path(folder).resolve()
-    try:
-        inside = Path(path).resolve().relative_to(root)
-    except ValueError:
-        return Path(path).name
-    return str(Path(root.name) / inside) if str(inside) != "." else root.name
+def shown_path(path: str, folders: Iterable[str]) -> str:
+    """`path`, below the first of the results `folders` that holds it, from that folder's own name down
+    ('smoke/cnn_mnist/cpu/batch_size-256.json'); its file name alone below none of them."""
+    for folder in folders:
+        root = Path(folder).resolve()
+        try:
+            return str(Path(root.name) / Path(path).resolve().relative_to(root))
+        except ValueError:
+            continue
+    return Path(path).name
 
 
 def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,

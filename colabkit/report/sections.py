@@ -1,11 +1,8 @@
-"""Which function builds each experiment's section of the report: the table SECTIONS, from the
-experiment's name to its section function (it takes the report's data and returns a Section).
-
-The suite's experiments are listed here. An experiment declared outside the suite gets a section by
-registering its function from a module of its own: `register_section("doubling", doubling_section)`,
-the module listed in COLABKIT_EXPERIMENTS beside the declaration's, so that whatever builds a report
-imports it (docs/adding-an-experiment.md). A declared experiment without a section still counts in
-the summary and records.csv; the Records section names it and lists its failed or skipped runs.
+"""Which function builds each experiment's section of the report: SECTIONS, from the experiment's
+name to its section function (the report's data in, a Section out). An experiment declared outside
+the suite registers its own from a module listed in COLABKIT_EXPERIMENTS beside its declaration
+(`register_section("doubling", doubling_section)`: docs/adding-an-experiment.md). A declared
+experiment without a section still counts in the summary; the Records section names it.
 """
 
 from __future__ import annotations
@@ -37,11 +34,8 @@ SECTIONS: dict[str, SectionFunction] = {
 def register_section(experiment: str, function: SectionFunction) -> SectionFunction:
     """Make `function` the report section of the experiment declared as `experiment`; return it.
     ExperimentDeclarationError when that experiment already has another section."""
-    known = SECTIONS.get(experiment)
-    if known is not None and known is not function:
-        raise ExperimentDeclarationError(f"experiment {experiment!r} already has a report section "
-                                         f"({known.__module__}.{known.__qualname__})")
-    SECTIONS[experiment] = function
+    if SECTIONS.setdefault(experiment, function) is not function:
+        raise ExperimentDeclarationError(f"experiment {experiment!r} already has a report section")
     return function
 
 
