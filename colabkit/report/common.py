@@ -64,7 +64,7 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
     two series, never one zigzag line."""
     if not len(frame):
         return pd.Series(dtype=str)
-    skip = {"device", "results_path", *exclude, *(k[7:] for k in keys if k.startswith("params."))}
+    skip = {"device", *identity.NOT_WORK, *exclude, *(k[7:] for k in keys if k.startswith("params."))}
     params = [c for c in frame.columns if c.startswith("params.") and c[7:] not in skip]
     varying = [c for c in params if frame[c].map(_key).nunique() > 1]
     labels = frame.apply(lambda row: row["device_label"] + "".join(
