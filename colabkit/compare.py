@@ -156,12 +156,6 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
     return rows
 
 
-def one_side_only(before: Side, after: Side) -> list[tuple[str, str, str]]:
-    """The combinations found on one side only, as (folder, notebook, description): compared with nothing."""
-    return [(side.folder, group.notebook, group.description) for side, other in ((before, after), (after, before))
-            for key, (group, _) in side.runs.items() if key not in other.runs]
-
-
 def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
     """What the table leaves out or cannot show, one line each: the device models where the two sides
     differ, the combinations found on one side only, the records of notebooks no experiment declares,
@@ -169,8 +163,9 @@ def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
     differ = Counter(row.models for row in rows if row.baseline_model != row.candidate_model)
     lines = [f"measured on different device models (each ratio compares the models too): {models} "
              f"({count} combination(s))" for models, count in differ.items()]
-    lines += [f"only in {folder}, compared with nothing: {notebook} {description}"
-              for folder, notebook, description in one_side_only(before, after)]
+    lines += [f"only in {side.folder}, compared with nothing: {group.notebook} {group.description}"
+              for side, other in ((before, after), (after, before))
+              for key, (group, _) in side.runs.items() if key not in other.runs]
     lines += [f"not compared, no experiment declares it: {notebook} in {side.folder}" for side in (before, after)
               for notebook in side.skipped]
     lines += [f"set aside, not a readable record: {path}: {why}" for side in (before, after) for path, why in side.rejected]

@@ -68,9 +68,9 @@ def finished_at(record: Mapping[str, Any]) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
 
 
-def run_identity(record: Mapping[str, Any]) -> str:
+def run_instance(record: Mapping[str, Any]) -> str:
     """What makes a run that run: its start and end times (to the microsecond) and its host. A record
-    found twice with the same identity (a folder and its copy) is one run."""
+    found twice with the same instance (a folder and its copy) is one run, counted once."""
     host = record.get("host") if isinstance(record.get("host"), dict) else {}
     return json.dumps([record.get("started_at"), record.get("finished_at"), host.get("hostname")], default=str)
 
@@ -83,9 +83,9 @@ def _choose(paths: list[str], records: Mapping[str, Mapping[str, Any]]) -> tuple
     seen: set[str] = set()
     repeats, duplicates = [], []
     for path in sorted((p for p in paths if records[p]["status"] == "ok"), key=lambda p: finished_at(records[p])):
-        identity = run_identity(records[path])
-        (duplicates if identity in seen else repeats).append(path)
-        seen.add(identity)
+        instance = run_instance(records[path])
+        (duplicates if instance in seen else repeats).append(path)
+        seen.add(instance)
     if len(paths) == 1:
         return used, "", repeats, duplicates
     status = records[used]["status"]
@@ -127,17 +127,15 @@ def group_combinations(records: Mapping[str, Mapping[str, Any]]) -> list[RunGrou
     """Records (path -> record) of the same combination together (see the module's docstring), each
     group with the record it uses, why, and its description; groups with ok runs first."""
     groups: dict[str, RunGroup] = {}
-    order = sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(asked_params(records[p]))))
-    for path in order:
-        record = records[path]
-        asked, ok = asked_params(record), record["status"] == "ok"
+    asked = {path: asked_params(record) for path, record in records.items()}
+    for path in sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(asked[p]))):
+        record, ok = records[path], records[path]["status"] == "ok"
         work = run_work(record)
         key = work_key(work)
         if not ok:  # did no work: joins the ok runs one of which asked for as much, else its peers
             key = next((name for name, group in groups.items() if group.ok and group.notebook == record["notebook"]
-                        and any(_asked_within(asked, asked_params(records[p])) for p in group.paths)), key)
-        group = groups.setdefault(key, RunGroup(record["notebook"], asked, ok, work))
-        group.paths.append(path)
+                        and any(_asked_within(asked[path], asked[p]) for p in group.paths)), key)
+        groups.setdefault(key, RunGroup(record["notebook"], asked[path], ok, work)).paths.append(path)
     combinations = list(groups.values())
     varying = varying_params(combinations, records)
     for combination in combinations:

@@ -32,8 +32,6 @@ KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
 # A dataset loader's provenance says `source: real | offline | synthetic`. Only records that name a
 # `dataset` can have used a stand-in for one: matmul's random matrices are its workload, not a substitute.
 SUBSTITUTE_SOURCES = ("offline", "synthetic")
-REPORT_COLUMNS = ("results_dir", "device_kind", "device_label", "combination", "combination_id", "used", "data_used",
-                  "work")
 
 
 def _count(value: Any) -> int | None:
