@@ -113,11 +113,11 @@ def _report(args: argparse.Namespace) -> int:
     from colabkit.errors import NoRecordsError
     from colabkit.report import build_report
 
-    # build_report checks the folders and that some record is readable (one file read), the report
-    # notebook reads every record once; what it read comes back as a summary (no second reading here).
+    # build_report checks the folders and that some record is readable (one file read), then reads
+    # every record once and builds the report in this process; `records` says what it read.
     dirs = args.results_dirs or ["outputs"]
     try:
-        outputs = build_report(dirs, args.out, kernel_name=args.kernel, exclude_busy=args.exclude_busy)
+        outputs = build_report(dirs, args.out, exclude_busy=args.exclude_busy)
     except NoRecordsError as empty:
         _print_records_read(dirs, {"records": 0, "statuses": {}, "rejected": empty.rejected})
         raise
@@ -136,13 +136,7 @@ def _print_records_read(dirs: list[str], summary: dict[str, Any]) -> None:
     statuses = summary["statuses"]
     counts = ", ".join(f"{statuses.get(status, 0)} {status}" for status in ("ok", "failed", "skipped"))
     print(f"found {summary['records']} record(s) below {', '.join(dirs)}: {counts}")
-    read = summary.get("dirs") or dirs  # the notebook read the folders by their absolute paths
-    for path, why in summary["rejected"]:
-        for given, absolute in zip(dirs, read):  # name each file as the user named its folder
-            if path == absolute or path.startswith(absolute.rstrip(os.sep) + os.sep):
-                inside = path[len(absolute):].lstrip(os.sep)
-                path = os.path.join(given, inside) if inside else given
-                break
+    for path, why in summary["rejected"]:  # read below the folders as the user named them
         print(f"rejected {path}: {why}", file=sys.stderr)
     if summary["rejected"]:
         print(f"{len(summary['rejected'])} file(s) could not be read as records (or cannot be measurements) and are "
@@ -328,13 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="before each run, wait up to SECONDS for a quiet host (no other process busy); each "
                             "record says how long it waited and whether the host was quiet")
     sweep.set_defaults(handler=_sweep)
-    report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/ "
-                                             "(runs notebooks/report.ipynb)",
+    report = verbs.add_parser("report", help="turn records into report.html, figures/ and tables/, and "
+                                             "report.ipynb to re-run them",
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_argument("results_dirs", nargs="*", metavar="RESULTS_DIR",
                         help="folders of records; several merge (default: outputs)")
     report.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
-    report.add_argument("--kernel", help="Jupyter kernel to run the report notebook with (default: the notebook's)")
     report.add_argument("--exclude-busy", action="store_true",
                         help="leave runs made on a busy host (host_quiet false) out of the figures and intervals; "
                              "they are still listed")
@@ -345,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", metavar="BASELINE", help="results folder to compare against (before)")
     compare.add_argument("candidate", metavar="CANDIDATE", help="results folder to compare (after)")
     compare.add_argument("--by", action="append", metavar="PARAM",
-                         help="leave this parameter out of the match, to compare across it (e.g. device); repeatable")
+                         help="leave this out of the pairing, to compare across it: device (its kind, replicas "
+                              "and model), batch_size (the global batch) or another parameter; repeatable")
     compare.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
     compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
     compare.add_argument("--fail-above", type=share, metavar="PCT",

@@ -2,12 +2,17 @@
 
 Two folders of records (before and after a TensorFlow upgrade, a T4 and an L4 runtime, two Colab
 sessions) are read through colabkit.records (each record checked once; a combination's ok records
-are its runs, every one counted). Their combinations are matched on their parameters; `by` names
-parameters left out of the match, to compare across one axis (`--by device`: the CPU folder against
-the GPU folder). Per matched combination, on its experiment's declared headline: each side's number
-of runs, median and 95 % interval, the ratio candidate / baseline with its interval (both sides'
-runs resampled) and the verdict, read in the headline's direction (colabkit.statistics: faster,
-slower, no difference resolved, too few runs).
+are its runs, every one counted). Their combinations are paired by the work they did, as the report
+pairs them (colabkit.records.identity: the device found, the backend that ran, the global batch, the
+sizes used, the other parameters), the device's model apart: two sides on different CPU or GPU models
+are paired, and every output names the models. `by` names what is left out of the pairing, to compare
+across one axis: `--by device` leaves out the device (its kind, replicas, workers and model), so a
+CPU run at a global batch of 256 pairs with 128 per replica on 2 replicas, never with 256 per replica
+on 2. Per pair, on its experiment's declared headline: each side's number of runs, median and 95 %
+interval, the ratio candidate / baseline with its interval (both sides' runs resampled) and the
+verdict, read in the headline's direction (colabkit.statistics: faster, slower, no difference
+resolved, too few runs). Nothing is left out without a word: the files set aside as not readable
+records and the combinations found on one side only are named.
 
 `exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as
 the report can. `fail_above` (`--fail-above 5%`) makes the comparison fail (exit status 1) when a combination's
@@ -20,9 +25,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Sequence
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,33 +35,45 @@ from typing import Any
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
 from colabkit.records.loading import LoadedRecords, load_records
-from colabkit.records.merging import combination_params
+from colabkit.records.identity import work_key
+from colabkit.records.merging import RunGroup
 from colabkit.statistics import TOLERANCE, Comparison, Verdict, compare, finite
 from colabkit.sweep.console import text_table
 
-HEADER = ("notebook", "combination", "measure", "baseline n", "baseline median", "baseline 95% CI", "candidate n",
-          "candidate median", "candidate 95% CI", "candidate / baseline", "ratio 95% CI", "change", "verdict")
+HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "baseline median", "baseline 95% CI",
+          "candidate n", "candidate median", "candidate 95% CI", "candidate / baseline", "ratio 95% CI", "change",
+          "verdict")
 
 
 @dataclass(frozen=True)
 class Side:
-    """One folder's combinations with ok runs: key -> (parameters, headline values of its runs)."""
+    """One folder's combinations with ok runs, by the key of the work they did (`by` left out): each
+    its records (RunGroup) and the headline of each run."""
 
     folder: str
-    runs: dict[str, tuple[str, dict[str, Any], list[float]]]
+    runs: dict[str, tuple[RunGroup, list[float]]]
     skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
     busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): set aside, not readable records
 
 
 @dataclass(frozen=True)
 class Row:
-    """One matched combination compared."""
+    """One pair of combinations compared."""
 
     notebook: str
     description: str
     measure: str
     higher_is_better: bool
     comparison: Comparison
+    baseline_model: str = "unknown"
+    candidate_model: str = "unknown"
+
+    @property
+    def models(self) -> str:
+        """'AMD EPYC', or 'AMD EPYC -> Intel Xeon' where the two sides ran on different models."""
+        same = self.baseline_model == self.candidate_model
+        return self.baseline_model if same else f"{self.baseline_model} -> {self.candidate_model}"
 
     @property
     def slowdown(self) -> float | None:
@@ -67,20 +84,16 @@ class Row:
         return (1 / ratio if self.higher_is_better else ratio) - 1
 
 
-def _key(notebook: str, params: dict[str, Any], by: Sequence[str]) -> str:
-    return json.dumps([notebook, {k: v for k, v in params.items() if k not in by and k != "results_path"}],
-                      sort_keys=True, default=str)
-
-
 def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False) -> Side:
-    """The combinations with ok runs below `folder`, keyed by notebook and parameters (`by` left out);
-    with `exclude_busy`, without the runs made on a busy host. ColabkitError when the folder does not
-    exist or holds no readable ok record."""
+    """The combinations with ok runs below `folder`, keyed by the work they did (colabkit.records.identity;
+    the device model and `by` left out); with `exclude_busy`, without the runs made on a busy host.
+    ColabkitError when the folder does not exist, holds no readable ok record, or holds two combinations
+    that only `by` (or the device model) tells apart."""
     path = Path(folder)
     if not path.exists():
         raise ColabkitError(f"compare: results folder {folder} does not exist")
     loaded: LoadedRecords = load_records(path)
-    runs: dict[str, tuple[str, dict[str, Any], list[float]]] = {}
+    runs: dict[str, tuple[RunGroup, list[float]]] = {}
     skipped = set()
     busy = 0
     for group in loaded.combinations():
@@ -94,23 +107,24 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
             skipped.add(group.notebook)
             continue
         metric = experiment.headline.metric
-        params = combination_params(loaded.records[counted[0]])
         values = finite(loaded.records[path]["metrics"].get(metric) for path in counted)
-        key = _key(group.notebook, params, by)
-        if key in runs:  # two combinations of one side match once `by` is left out: a match would mix them
+        key = work_key(group.work, ("device_model", *by))
+        if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
             raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "
-                                f"{', '.join(by) or 'parameters'} ({group.notebook}: {runs[key][0]}, "
+                                f"{', '.join(by) or 'the device model'} ({group.notebook}: {runs[key][0].description}, "
                                 f"{group.description}); compare one of them at a time")
-        runs[key] = (group.description, params, values)
+        runs[key] = (group, values)
     if not runs:
         why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
         raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
-    return Side(str(folder), runs, sorted(skipped), busy)
+    return Side(str(folder), runs, sorted(skipped), busy, list(loaded.rejected))
 
 
 def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[str]) -> str:
-    """'device: cpu -> gpu' for the `by` parameters whose values differ."""
-    return ", ".join(f"{name}: {baseline.get(name)} -> {candidate.get(name)}" for name in by
+    """'device: cpu:2 -> cpu, batch_size: 128 -> 256': the parameters two paired combinations asked for
+    differently (the same work asked for in other words, or `by`), `by` first."""
+    names = [*by, *sorted((baseline.keys() | candidate.keys()) - set(by))]
+    return ", ".join(f"{name}: {baseline.get(name)} -> {candidate.get(name)}" for name in names
                      if baseline.get(name) != candidate.get(name))
 
 
@@ -126,21 +140,36 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
     """The rows of compare_folders, from the two sides already read."""
     baseline, candidate = before.folder, after.folder
     rows = []
-    for key, (description, params, values) in before.runs.items():
+    for key, (ours, values) in before.runs.items():
         if key not in after.runs:
             continue
-        _, other_params, other_values = after.runs[key]
-        notebook = json.loads(key)[0]
-        headline = find(notebook).headline  # type: ignore[union-attr]  # read_side kept declared ones only
-        across = _differs(params, other_params, by)
-        rows.append(Row(notebook, description + (f" ({across})" if across else ""), headline.label,
-                        headline.higher_is_better,
-                        compare(values, other_values, headline.higher_is_better, tolerance)))
+        theirs, other_values = after.runs[key]
+        headline = find(ours.notebook).headline  # type: ignore[union-attr]  # read_side kept declared ones only
+        across = _differs(ours.params, theirs.params, by)
+        rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
+                        headline.higher_is_better, compare(values, other_values, headline.higher_is_better, tolerance),
+                        *(str(group.work.get("device_model") or "unknown") for group in (ours, theirs))))
     if not rows:
         hint = "" if by else "; --by device (or another parameter) compares across that parameter"
         raise ColabkitError(f"compare: {baseline} ({len(before.runs)} combination(s)) and {candidate} "
                             f"({len(after.runs)}) have no combination in common{hint}")
     return rows
+
+
+def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
+    """What the table leaves out or cannot show, one line each: the device models where the two sides
+    differ, the combinations found on one side only, the records of notebooks no experiment declares,
+    the files set aside as not readable records."""
+    differ = Counter(row.models for row in rows if row.baseline_model != row.candidate_model)
+    lines = [f"measured on different device models (each ratio compares the models too): {models} "
+             f"({count} combination(s))" for models, count in differ.items()]
+    lines += [f"only in {side.folder}, compared with nothing: {group.notebook} {group.description}"
+              for side, other in ((before, after), (after, before))
+              for key, (group, _) in side.runs.items() if key not in other.runs]
+    lines += [f"not compared, no experiment declares it: {notebook} in {side.folder}" for side in (before, after)
+              for notebook in side.skipped]
+    lines += [f"set aside, not a readable record: {path}: {why}" for side in (before, after) for path, why in side.rejected]
+    return lines
 
 
 def _number(value: float | None, digits: int = 4) -> str:
@@ -157,15 +186,17 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
     for row in rows:
         base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
         change = row.comparison.change
-        lines.append((row.notebook, row.description, row.measure, str(base.n), _number(base.estimate),
+        lines.append((row.notebook, row.description, row.models, row.measure, str(base.n), _number(base.estimate),
                       _interval(base.low, base.high), str(cand.n), _number(cand.estimate),
                       _interval(cand.low, cand.high), _number(ratio.estimate), _interval(ratio.low, ratio.high),
                       "-" if change is None else f"{100 * change:+.1f} %", row.comparison.verdict.value))
     return lines
 
 
-def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float = TOLERANCE) -> str:
-    """A Markdown page: what was compared (with the `tolerance` the verdicts used), then the table."""
+def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float = TOLERANCE,
+                notes: Sequence[str] = ()) -> str:
+    """A Markdown page: what was compared (with the `tolerance` the verdicts used), the table, then
+    the `notes` (what the table leaves out or cannot show) as a list."""
     cells = table_rows(rows)
     text = [f"# {candidate} against {baseline}", "",
             "Per combination, on its experiment's headline: each side's runs, median and 95 % bootstrap interval, "
@@ -173,6 +204,7 @@ def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float
             f"interval lies beyond +/- {100 * tolerance:g} %).", "",
             "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
     text += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in cells[1:]]
+    text += ["", "Notes:", "", *(f"- {line}" for line in notes)] if notes else []
     return "\n".join(text) + "\n"
 
 
@@ -180,14 +212,15 @@ def to_csv(rows: list[Row]) -> str:
     """The comparison as CSV, numbers unformatted."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["notebook", "combination", "measure", "baseline_n", "baseline_median", "baseline_ci_low",
-                     "baseline_ci_high", "candidate_n", "candidate_median", "candidate_ci_low", "candidate_ci_high",
-                     "ratio", "ratio_ci_low", "ratio_ci_high", "verdict"])
+    writer.writerow(["notebook", "combination", "baseline_device_model", "candidate_device_model", "measure",
+                     "baseline_n", "baseline_median", "baseline_ci_low", "baseline_ci_high", "candidate_n",
+                     "candidate_median", "candidate_ci_low", "candidate_ci_high", "ratio", "ratio_ci_low",
+                     "ratio_ci_high", "verdict"])
     for row in rows:
         base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
-        writer.writerow([row.notebook, row.description, row.measure, base.n, base.estimate, base.low, base.high,
-                         cand.n, cand.estimate, cand.low, cand.high, ratio.estimate, ratio.low, ratio.high,
-                         row.comparison.verdict.value])
+        writer.writerow([row.notebook, row.description, row.baseline_model, row.candidate_model, row.measure, base.n,
+                         base.estimate, base.low, base.high, cand.n, cand.estimate, cand.low, cand.high,
+                         ratio.estimate, ratio.low, ratio.high, row.comparison.verdict.value])
     return buffer.getvalue()
 
 
@@ -199,9 +232,7 @@ def regressions(rows: list[Row], fail_above: float) -> list[Row]:
 
 def summary_line(rows: list[Row]) -> str:
     """'12 combinations: 2 faster, 1 slower, 9 no difference resolved'."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.comparison.verdict.value] = counts.get(row.comparison.verdict.value, 0) + 1
+    counts = Counter(row.comparison.verdict.value for row in rows)
     return f"{len(rows)} combination(s) in common: " + ", ".join(f"{count} {name}" for name, count in counts.items())
 
 
@@ -234,11 +265,14 @@ def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown:
     rows = compare_sides(before, after, by, tolerance)
     print("\n".join(text_table(table_rows(rows))))
     print(summary_line(rows))
+    said = notes(before, after, rows)
+    for line in said:
+        print(line)
     if exclude_busy:
         print(f"left out, made on a busy host: {before.busy_left_out} run(s) of {baseline}, "
               f"{after.busy_left_out} of {candidate}")
     if markdown:
-        _write(markdown, to_markdown(rows, baseline, candidate, tolerance))
+        _write(markdown, to_markdown(rows, baseline, candidate, tolerance, said))
         print(f"markdown: {markdown}")
     if csv_path:
         _write(csv_path, to_csv(rows))

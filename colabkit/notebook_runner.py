@@ -1,9 +1,9 @@
 """Run one notebook through papermill with its kernel's chatter in a log, and read how it failed.
 
-Shared by the sweep (one run per combination, colabkit.sweep.execution) and the report
-(colabkit.report.build), and owned by neither: both execute a notebook whose kernel process writes
-its own output (TensorFlow's C++ logs, start-up and shutdown warnings) to a log file rather than to
-the terminal, and both turn papermill's exceptions into a message naming the cell that failed.
+Used by the sweep (one run per combination, colabkit.sweep.execution): it executes a notebook whose
+kernel process writes its own output (TensorFlow's C++ logs, start-up and shutdown warnings) to a
+log file rather than to the terminal, and turns papermill's exceptions into a message naming the
+cell that failed. (The report runs no notebook: colabkit.report.build.)
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from colabkit.io import write_atomic
 from colabkit.records.run_error import RunError, exception_kind
 
 __all__ = ["CellFailure", "KernelWatch", "cell_error", "cell_failure", "execute_notebook", "export_html_below",
-           "export_run_html",
-           "failure_summary", "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index",
+           "export_run_html", "library_logs_to", "logging_kernel_manager", "notebook_error", "source_index",
            "started_cells", "warm_up"]
 
 
@@ -127,15 +126,6 @@ def cell_failure(exc: BaseException) -> CellFailure | None:
         return None
     return CellFailure(ename=str(ename), evalue=str(getattr(exc, "evalue", "")), source=str(getattr(exc, "source", "")),
                        cell_index=getattr(exc, "cell_index", None), exec_count=getattr(exc, "exec_count", None))
-
-
-def failure_summary(exc: BaseException) -> str:
-    """One line saying how a notebook run failed: the cell and its exception, or the error itself."""
-    failure = cell_failure(exc)
-    if failure is not None:
-        count = "?" if failure.exec_count is None else failure.exec_count
-        return f"cell {count}: {failure.ename}: {failure.evalue}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def started_cells(notebook_path: Path) -> list[tuple[int, dict[str, Any]]]:

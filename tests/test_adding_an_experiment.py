@@ -35,7 +35,6 @@ EXPERIMENT = Experiment(
     ),
     metrics=("double",),
     headline=Headline("double", "twice the value", "1", "higher"),
-    section="tiny_lab.section:tiny_section",
 )
 '''
 
@@ -44,6 +43,7 @@ import pandas as pd
 
 from colabkit.report.common import column, notebook_section
 from colabkit.report.section import ReportTable
+from colabkit.report.sections import register_section
 
 
 def tiny_table(data):
@@ -59,6 +59,9 @@ def _fill(section, table, data):
 
 def tiny_section(data):
     return notebook_section(data, "tiny", "Tiny doubling", "tiny", tiny_table, _fill, "Doubles a number.")
+
+
+register_section("tiny", tiny_section)
 '''
 
 PARAMETERS = 'device = "auto"  # where it runs\nvalue = 1  # the number doubled\nlabel = "a"  # a tag\nresults_path = ""\n'
@@ -96,7 +99,7 @@ def tiny_suite(tmp_path, monkeypatch):
     nbformat.write(notebook, str(suite / "notebooks" / "tiny.ipynb"))
     (suite / "parameters").mkdir()
     (suite / "parameters" / "tiny.yaml").write_text(textwrap.dedent(GRID))
-    monkeypatch.setenv("COLABKIT_EXPERIMENTS", "tiny_lab.experiment")
+    monkeypatch.setenv("COLABKIT_EXPERIMENTS", "tiny_lab.experiment,tiny_lab.section")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(lab.parent), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.syspath_prepend(str(lab.parent))
     return suite
@@ -141,7 +144,7 @@ def test_a_new_experiment_is_validated_swept_and_reported_with_no_file_of_colabk
                for value, record in records.items())
     assert records[2]["params"] == {"device": "cpu", "value": 2, "label": "a"}
 
-    # Reported: the report notebook gives the experiment its section, from its own section module.
+    # Reported: the report gives the experiment its section, from its own section module.
     report_dir = tmp_path / "report"
     assert main(["report", str(out), "--out", str(report_dir)]) == 0
     html = (report_dir / "report.html").read_text(encoding="utf-8")

@@ -13,6 +13,7 @@ import report_fixtures as fx
 
 from colabkit.cli import main
 from colabkit.compare import compare_folders
+from colabkit.errors import ColabkitError
 from colabkit.io import write_json_atomic
 from colabkit.records.record import read_record
 from colabkit.statistics import Verdict
@@ -150,3 +151,63 @@ def test_a_tolerance_outside_0_to_100_percent_is_refused(tmp_path, capsys, bad):
     with pytest.raises(SystemExit):
         main(["compare", str(tmp_path), str(tmp_path), "--tolerance", bad])
     assert "--tolerance" in capsys.readouterr().err
+
+
+def _cnn_runs(root: Path, device: str, batch: int, global_batch: int | None, runs: int = 3) -> None:
+    """`runs` runs of the CNN on `device` at `batch` per replica; `global_batch` as the run recorded it
+    (None: a record from before the field, whose global batch is batch x replicas)."""
+    for repeat in range(runs):
+        record = fx.cnn(device, batch)
+        if global_batch is None:
+            record["metrics"].pop("global_batch_size")
+        else:
+            record["metrics"]["global_batch_size"] = global_batch
+        fx.write(root, record, f"batch_size-{batch}" + (f"_repeat-{repeat + 1}" if repeat else ""))
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_by_device_pairs_runs_by_their_global_batch_as_the_report_does(tmp_path, capsys, recorded):
+    """A CPU run at a global batch of 256 pairs with 128 per replica on 2 replicas (the same work), and
+    never with 256 per replica on 2 (a global batch of 512), which is named as found on one side only."""
+    _cnn_runs(tmp_path / "cpu", "cpu", 256, 256 if recorded else None)
+    _cnn_runs(tmp_path / "cpu2", "cpu:2", 128, 256 if recorded else None)
+    _cnn_runs(tmp_path / "cpu2", "cpu:2", 256, 512 if recorded else None)
+    (row,) = compare_folders(tmp_path / "cpu", tmp_path / "cpu2", by=["device"])
+    assert row.description == "device=cpu (device: cpu -> cpu:2, batch_size: 256 -> 128)"
+    assert main(["compare", str(tmp_path / "cpu"), str(tmp_path / "cpu2"), "--by", "device"]) == 0
+    out = capsys.readouterr().out
+    assert "1 combination(s) in common" in out
+    assert f"only in {tmp_path / 'cpu2'}, compared with nothing: cnn_mnist device=cpu:2, batch_size=256" in out
+    # the 256-per-replica runs alone: nothing pairs, and compare refuses to compare
+    for path in (tmp_path / "cpu2").rglob("batch_size-128*.json"):
+        path.unlink()
+    with pytest.raises(ColabkitError, match="have no combination in common"):
+        compare_folders(tmp_path / "cpu", tmp_path / "cpu2", by=["device"])
+    # without --by device, a CPU run and a 2-replica CPU run are other devices: nothing pairs either
+    with pytest.raises(ColabkitError, match="have no combination in common; --by device"):
+        compare_folders(tmp_path / "cpu", tmp_path / "cpu2")
+
+
+def test_compare_names_what_it_sets_aside_what_is_on_one_side_only_and_the_device_models(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    after = better_copy(before, tmp_path / "after", 1.0)
+    for path in after.rglob("*.json"):  # the same runs, measured on another CPU model
+        record = read_record(path)
+        record["device"]["name"] = record["device"]["model"] = "Intel Xeon"
+        write_json_atomic(path, record)
+    fx.write(after, fx.matmul("cpu", 1024, 0.3), "n-1024")
+    broken = after / "matmul_tflops" / "cpu" / "broken.json"
+    broken.write_text("{not json")
+    markdown, table = tmp_path / "c.md", tmp_path / "c.csv"
+    assert main(["compare", str(before), str(after), "--markdown", str(markdown), "--csv", str(table)]) == 0
+    out = capsys.readouterr().out
+    models = "AMD EPYC -> Intel Xeon"
+    assert f"measured on different device models (each ratio compares the models too): {models} (2 combination(s))" \
+        in out
+    assert f"only in {after}, compared with nothing: matmul_tflops device=cpu, n=1024" in out
+    assert f"set aside, not a readable record: {broken}: not valid JSON" in out
+    assert out.count(models) == 3  # the two rows and the note
+    page = markdown.read_text()
+    assert models in page and "n=1024" in page and "broken.json" in page
+    rows = list(csv.DictReader(table.open()))
+    assert {(row["baseline_device_model"], row["candidate_device_model"]) for row in rows} == {("AMD EPYC", "Intel Xeon")}

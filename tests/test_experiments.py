@@ -53,7 +53,6 @@ def test_the_suite_declares_its_four_experiments_in_report_order_with_a_grid_fil
     assert [experiment.name for experiment in all_experiments()][:4] == list(SUITE)
     for name in SUITE:
         assert (REPO / "parameters" / f"{name}.yaml").is_file()
-        assert callable(get(name).section_function())
 
 
 def test_declared_vocabularies_are_the_ones_the_training_code_accepts():
@@ -153,10 +152,9 @@ def test_a_declaration_refuses_a_default_outside_its_own_rule_and_a_headline_it_
         Parameter("x", int, 0, "a count", minimum=1)
     common = (Parameter("device", str, "auto", "d"), Parameter("results_path", str, "", "r"))
     with pytest.raises(ExperimentDeclarationError, match="headline metric 'speed' is not among its metrics"):
-        Experiment("e", "notebooks/e.ipynb", "E", "e", common, ("time",), Headline("speed", "s", "x", "higher"),
-                   "m:f")
+        Experiment("e", "notebooks/e.ipynb", "E", "e", common, ("time",), Headline("speed", "s", "x", "higher"))
     with pytest.raises(ExperimentDeclarationError, match="every experiment declares device, results_path"):
-        Experiment("e", "notebooks/e.ipynb", "E", "e", (), ("t",), Headline("t", "t", "s", "lower"), "m:f")
+        Experiment("e", "notebooks/e.ipynb", "E", "e", (), ("t",), Headline("t", "t", "s", "lower"))
 
 
 def test_an_unknown_experiment_is_named_with_the_known_ones():

@@ -43,7 +43,7 @@ def test_a_used_when_must_name_another_declared_parameter():
     def experiment(*parameters: Parameter) -> Experiment:
         return Experiment("x", "notebooks/x.ipynb", "x", "x", (*parameters, device_parameter(),
                                                                   results_path_parameter("x")),
-                          ("v",), Headline("v", "v", "", "higher"), "m:f")
+                          ("v",), Headline("v", "v", "", "higher"))
 
     kind = Parameter("kind", str, "a", "", choices=("a", "b"))
     experiment(kind, Parameter("size", int, 1, "", used_when=(("kind", ("a",)),)))  # fine

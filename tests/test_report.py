@@ -36,15 +36,14 @@ def data(folders) -> report.ReportData:
 # --- records --------------------------------------------------------------------------------------
 
 def test_the_same_combination_in_several_folders_counts_every_ok_run_and_says_which(data, folders):
-    cpu, gpu, _ = folders
     merges = data.merges.set_index("combination")
     row = merges.loc["device=gpu, n=256"]
-    assert row["named by"] == str(gpu / "matmul_tflops" / "gpu" / "n-256.json")
+    assert row["named by"] == "gpu/matmul_tflops/gpu/n-256.json"  # from its results folder's name down
     assert row["why"] == "ok preferred over skipped" and row["runs counted"] == 1
-    assert f"{cpu / 'matmul_tflops' / 'gpu' / 'n-256.json'} (skipped)" in row["not counted"]
+    assert "cpu/matmul_tflops/gpu/n-256.json (skipped)" in row["not counted"]
     # two ok records of one combination from two folders: two runs of it, both counted
     twice = merges.loc["device=cpu, n=256"]
-    assert twice["named by"] == str(gpu / "matmul_tflops" / "cpu" / "n-256.json")  # the most recent
+    assert twice["named by"] == "gpu/matmul_tflops/cpu/n-256.json"  # the most recent
     assert twice["why"] == "2 ok runs, each counted" and twice["runs counted"] == 2
     used = data.used("matmul_tflops")
     assert len(used) == 7  # cpu n=256 twice, cpu n=512, gpu x2, tpu n=512, the tpu n=256 that no runtime could run
@@ -246,7 +245,7 @@ def test_with_only_cpu_runs_the_reading_says_no_accelerator_comparison_is_possib
 def test_every_section_without_data_says_so_and_writes_nothing(tmp_path):
     data = report.load_report_data([tmp_path])
     sections = [report.overview_section(data), report.summary_section(data),
-                *(build(data) for build in report.section_functions()), report.provenance_section(data)]
+                *(build(data) for build in report.SECTIONS.values()), report.provenance_section(data)]
     for section in sections[2:]:
         assert section.empty and ("nothing to show" in section.empty or "No records" in section.empty)
     assert "No result records were found" in sections[1].text[0]
@@ -324,7 +323,7 @@ def test_latex_tables_are_booktabs_tabulars_with_special_characters_escaped():
 
 
 def test_every_table_of_a_full_report_is_well_formed_latex(data, tmp_path):
-    for build in (report.overview_section, report.summary_section, *report.section_functions(), report.provenance_section):
+    for build in (report.overview_section, report.summary_section, *report.SECTIONS.values(), report.provenance_section):
         section = build(data)
         for name, item in section.tables.items():
             tex = latex_table(item.table, item.caption)
@@ -357,16 +356,23 @@ def test_the_records_csv_has_one_row_per_record_with_lists_as_json(data, tmp_pat
 # --- the command and the notebook -----------------------------------------------------------------
 
 def _figure_names(data) -> set[str]:
-    return {name for build in (report.summary_section, *report.section_functions()) for name in build(data).figures}
+    return {name for build in (report.summary_section, *report.SECTIONS.values()) for name in build(data).figures}
 
 
 def _table_names(data) -> set[str]:
-    return {name for build in (report.overview_section, report.summary_section, *report.section_functions(),
+    return {name for build in (report.overview_section, report.summary_section, *report.SECTIONS.values(),
                                report.provenance_section) for name in build(data).tables}
 
 
-@pytest.mark.notebook
-def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, capsys):
+def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, capsys, monkeypatch):
+    import jupyter_client
+    import papermill
+
+    def no_kernel(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the report is built in this process: no kernel, no papermill")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
+    monkeypatch.setattr(jupyter_client.KernelManager, "start_kernel", no_kernel)
     out = tmp_path / "report"
     (out / "figures").mkdir(parents=True)
     (out / "figures" / "stale_figure.png").write_bytes(b"from an earlier report")
@@ -394,11 +400,17 @@ def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, 
     assert "colabkit-warning" in html and "NOT the real dataset" in html
     for title in ("Matrix multiplication throughput", "CNN on MNIST", "dBLSTM on UCI HAR", "Provenance"):
         assert title in html
-    executed = json.loads((out / "report.ipynb").read_text())
+    kept = (out / "report.ipynb").read_text()
+    executed = json.loads(kept)
     assert not [output for cell in executed["cells"] for output in cell.get("outputs", [])
                 if output.get("name") == "stderr" or output.get("output_type") == "error"]  # no warning leaks in
     with_code = (out / "report-with-code.html").read_text()
     assert "load_report_data" in with_code and with_code.count("data:image/png;base64,") >= len(figures)
+    for text in (html, with_code, kept):  # no library warning, no path of this machine
+        assert not re.search(r"[A-Za-z]*Warning\b", text)
+        assert str(tmp_path) not in text and str(folders[0].parent) not in text and "/tmp/" not in text
+    assert "results_dirs = ['../../results0/cpu', '../../results0/gpu', '../../results0/tpu']" in kept \
+        or "results_dirs = ['../../" in kept  # relative to the report folder, for a reader to re-run it there
 
 
 @pytest.mark.notebook
@@ -428,6 +440,42 @@ def test_the_report_notebook_runs_by_itself_under_plain_papermill(tmp_path):
     assert not any(output.get("output_type") == "error" for cell in executed.cells for output in cell.get("outputs", []))
 
 
+def test_every_cell_of_the_report_notebook_that_shows_sections_is_one_the_command_builds():
+    """notebooks/report.ipynb and `colabkit report` call the same section functions: each code cell
+    after the one that loads the records is a part the command builds (build.PARTS) or the last one,
+    which writes records.csv; and every part is a cell of the notebook, once."""
+    from colabkit.report.build import FILES_CELL, PARTS
+
+    cells = [cell["source"] for cell in json.loads((NOTEBOOKS / "report.ipynb").read_text())["cells"]
+             if cell["cell_type"] == "code"]
+    sources = ["".join(source).strip() for source in cells]
+    loads = next(index for index, source in enumerate(sources) if "load_report_data" in source)
+    assert sources[loads + 1:] == [*PARTS, FILES_CELL]
+    assert all(name in report.SECTIONS for name in ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn",
+                                                    "paradnn"))
+
+
+@pytest.mark.notebook
+def test_the_kept_notebook_reruns_where_it_lies_and_rebuilds_the_same_figures_and_tables(tmp_path):
+    """The notebook `colabkit report` keeps is a view of what it built: re-run by papermill in the
+    report folder, it calls the same section functions and writes the same files, byte for byte."""
+    import papermill
+
+    out = tmp_path / "report"
+    report.build_report([fx.cpu_only_results(tmp_path / "results")], out)
+    def written() -> dict[str, bytes]:
+        return {f"{path.parent.name}/{path.name}": path.read_bytes() for folder in ("figures", "tables")
+                for path in sorted((out / folder).glob("*.csv"))}
+
+    built = written()
+    kept = json.loads((out / "report.ipynb").read_text())
+    shown = sum(len(cell.get("outputs", [])) for cell in kept["cells"])
+    rerun = papermill.execute_notebook(str(out / "report.ipynb"), str(tmp_path / "rerun.ipynb"), progress_bar=False,
+                                       cwd=str(out))
+    assert written() == built and len(built) > 20
+    assert sum(len(cell.get("outputs", [])) for cell in rerun.cells) == shown
+
+
 def test_records_of_a_notebook_without_a_section_are_counted_and_their_failures_listed(tmp_path):
     record = fx.matmul("cpu", 256, status="failed")
     fx.write(tmp_path, {**record, "notebook": "resnet_cifar"}, "x")
@@ -454,7 +502,7 @@ def test_records_with_nothing_but_the_required_fields_still_give_every_section(t
         for device in ("cpu", "gpu"):
             fx.write(tmp_path, make_record(notebook, "ok", {"device": device}, device=fx.DEVICES[device]), "bare")
     data = report.load_report_data([tmp_path])
-    for build in (report.overview_section, report.summary_section, *report.section_functions(), report.provenance_section):
+    for build in (report.overview_section, report.summary_section, *report.SECTIONS.values(), report.provenance_section):
         section = build(data)
         assert not section.figures or build is report.summary_section  # no numbers: no figure to draw
         assert all(text for text in section.text)

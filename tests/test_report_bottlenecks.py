@@ -93,3 +93,26 @@ def test_runs_of_different_backends_at_one_batch_are_separate_bars_and_rows(tmp_
     ops = section.figure("cnn_op_breakdown")
     labels = [tick.get_text() for tick in ops.figure.axes[0].get_yticklabels()]
     assert sorted(labels) == ["backend=jax, batch 256", "backend=tensorflow, batch 256"]
+
+
+def test_repeats_run_without_the_bottleneck_passes_leave_the_first_runs_breakdown_and_profile(tmp_path: Path):
+    """The sweep may run the bottleneck passes (and a profile) in a combination's first repeat only: the
+    repeats with breakdown=False are runs of the same combination, its breakdown and profile are the
+    first run's, counted as one run, and no series is named after `breakdown`."""
+    from colabkit.training.breakdown import BREAKDOWN_METRICS
+
+    for repeat in (1, 2, 3):
+        record = fx.cnn("cpu", 256)
+        record["finished_at"] = f"2026-01-0{repeat}T00:00:00+00:00"
+        if repeat > 1:
+            record["params"]["breakdown"] = False
+            record["metrics"].update(dict.fromkeys(BREAKDOWN_METRICS))
+            record["breakdown"] = {"measured": False, "reason": "breakdown=False: skipped on request"}
+            record.pop("op_breakdown")
+        fx.write(tmp_path, record, "batch_size-256" if repeat == 1 else f"batch_size-256_repeat-{repeat}")
+    data = report.load_report_data([tmp_path])
+    assert data.ok("cnn_mnist")["runs"].tolist() == [3]
+    (row,) = breakdown_table(data, "cnn_mnist").to_dict("records")
+    assert row["runs"] == 1 and [row[name] for name in SHARES] == pytest.approx(list(fx.BREAKDOWN["cpu"][:3]))
+    section = report.cnn_section(data)
+    assert "cnn_op_breakdown" in section.figures and "breakdown=" not in section.table("cnn_breakdown").to_string()

@@ -10,7 +10,7 @@ import math
 import pytest
 import report_fixtures as fx
 
-from colabkit import cli, report
+from colabkit import report
 from colabkit.cli import main
 from colabkit.report.figures import label_colors, series_colors
 from colabkit.report.records import label_kind, sort_labels
@@ -98,7 +98,6 @@ def test_device_labels_sort_and_colour_by_their_structure():
     assert series["GPU: A100, units=32"] == "#55A868" and series["GPU: A100, units=64"] != "#55A868"
 
 
-@pytest.mark.notebook
 def test_the_report_names_what_it_set_aside_and_exits_1(tmp_path, capsys):
     results = fx.cpu_only_results(tmp_path / "results")
     bad = fx.write(results, fx.matmul("cpu", 1024, 0.2), "n-1024")
@@ -118,10 +117,11 @@ def test_the_report_names_what_it_set_aside_and_exits_1(tmp_path, capsys):
     assert "-5.0" not in (out / "figures" / "matmul_tflops_vs_n.csv").read_text()
 
 
-def test_the_command_names_a_set_aside_file_as_the_user_named_its_folder(capsys):
-    summary = {"dirs": ["/home/me/runs/outputs"], "records": 3, "statuses": {"ok": 3},
-               "rejected": [("/home/me/runs/outputs/matmul_tflops/cpu/x.json", "a record is a JSON object, got list")]}
-    cli._print_records_read(["outputs/"], summary)
+def test_the_command_names_a_set_aside_file_as_the_user_named_its_folder(tmp_path, monkeypatch, capsys):
+    fx.write(tmp_path / "outputs", fx.matmul("cpu", 256, 0.5), "n-256")
+    (tmp_path / "outputs" / "matmul_tflops" / "cpu" / "x.json").write_text("[1]")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "outputs/", "--out", "report"]) == 1
     printed = capsys.readouterr()
-    assert printed.out == "found 3 record(s) below outputs/: 3 ok, 0 failed, 0 skipped\n"
+    assert printed.out.startswith("found 1 record(s) below outputs/: 1 ok, 0 failed, 0 skipped\n")
     assert printed.err.startswith("rejected outputs/matmul_tflops/cpu/x.json: a record is a JSON object, got list\n")

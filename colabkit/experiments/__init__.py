@@ -1,5 +1,5 @@
 """The suite's experiments, each declared once (notebook, typed parameters, metrics, headline,
-published references, report section), and the registry everything else reads them from.
+published references), and the registry everything else reads them from.
 
     from colabkit.experiments import all_experiments, get
     get("cnn_mnist").parameter("batch_size").problem(0)   # "batch_size = 0: expected an int >= 1"

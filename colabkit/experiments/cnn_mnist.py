@@ -60,7 +60,6 @@ EXPERIMENT = Experiment(
              "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss",
              *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
-    section="colabkit.report.cnn_mnist:cnn_section",
     references=(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),

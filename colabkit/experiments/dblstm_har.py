@@ -68,7 +68,6 @@ EXPERIMENT = Experiment(
              "test_accuracy", "precision", "recall", "f1_macro", "f1_weighted", "params", *UTILISATION_METRICS,
              *BREAKDOWN_METRICS),
     headline=Headline("train_time_s", "training time", "s", "lower"),
-    section="colabkit.report.dblstm_har:dblstm_section",
     references=(
         Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),

@@ -1,5 +1,5 @@
-"""What an experiment is, declared once: its notebook, typed parameters, metrics, headline, published
-references and report section. The sweep's validator, the notebook's own parameter check
+"""What an experiment is, declared once: its notebook, typed parameters, metrics, headline and published
+references. The sweep's validator, the notebook's own parameter check
 (`colabkit.start_run(name, globals())`), the report and the README's table all read it.
 
 A parameter's value is checked by `Parameter.problem`, which answers one line naming what is allowed
@@ -10,7 +10,6 @@ problem of a dict of values at once.
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -258,9 +257,8 @@ class Experiment:
 
     `notebook` is relative to the suite's root (notebooks/NAME.ipynb); `parameters` lists every
     assignment of its `parameters` cell, in order, `device` and `results_path` included; `metrics`
-    the keys the record's metrics carry that the report reads; `section` the report section
-    function as "module:function" (imported only when the report runs, so that declaring an
-    experiment imports no plotting library).
+    the keys the record's metrics carry that the report reads (its report section is
+    colabkit.report.sections', so that declaring an experiment imports no plotting library).
     """
 
     name: str
@@ -270,7 +268,6 @@ class Experiment:
     parameters: tuple[Parameter, ...]
     metrics: tuple[str, ...]
     headline: Headline
-    section: str
     references: tuple[Reference, ...] = ()
     # Rules tying several parameters together (e.g. steps a multiple of steps_per_execution): each
     # takes the full set of values (defaults filled in) and returns what is wrong in one line, or None.
@@ -293,8 +290,6 @@ class Experiment:
             problems.append(f"every experiment declares {', '.join(COMMON_PARAMETERS)}; missing {', '.join(missing)}")
         if self.headline.metric not in self.metrics:
             problems.append(f"the headline metric {self.headline.metric!r} is not among its metrics")
-        if ":" not in self.section:
-            problems.append(f"section {self.section!r} is not 'module:function'")
         for parameter in self.parameters:
             conditions = [name for name, _ in parameter.used_when]
             if parameter.name in conditions or not set(conditions) <= set(names):
@@ -329,15 +324,6 @@ class Experiment:
         run, its fingerprint and its record. Names the experiment does not declare are kept."""
         unused = set(self.unused(values))
         return {name: value for name, value in values.items() if name not in unused}
-
-    def section_function(self) -> Callable[..., Any]:
-        """The report section function (takes the report's data, returns a Section)."""
-        module_name, _, function = self.section.partition(":")
-        try:
-            return getattr(importlib.import_module(module_name), function)
-        except (ImportError, AttributeError) as exc:
-            raise ExperimentDeclarationError(
-                f"experiment {self.name}: its report section {self.section!r} cannot be imported ({exc})") from exc
 
 
 def undeclared(experiment: Experiment, name: str) -> str:

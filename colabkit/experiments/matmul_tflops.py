@@ -57,7 +57,6 @@ EXPERIMENT = Experiment(
     ),
     metrics=("tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "replicas", "xla"),
     headline=Headline("tflops_warm", "warm matmul TFLOPS", "TFLOPS", "higher"),
-    section="colabkit.report.matmul_tflops:matmul_section",
     references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
     constraints=(_jax_always_compiles,),
     work_flops=_run_flops,

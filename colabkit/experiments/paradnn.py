@@ -100,7 +100,6 @@ EXPERIMENT = Experiment(
              "arithmetic_intensity", "params", "family", "model", "peak_tflops", "peak_bandwidth_gb_s",
              "roofline_tflops", "fraction_of_roofline", "bound", *BREAKDOWN_METRICS),
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
-    section="colabkit.report.paradnn:paradnn_section",
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
     constraints=(_steps_fill_executions, torch_runs_one_step_per_call, profile_needs_breakdown),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),

@@ -62,7 +62,6 @@ EXPERIMENT = Experiment(
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
              "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
-    section="colabkit.report.timeseries_rnn:timeseries_section",
     references=(
         Reference("Hvass-Labs tutorial #23", HVASS_SOURCE, HVASS_WEATHER),
         Reference("Sarkar 2018 Cloud TPU blog", WEATHER_GRU_SOURCE, WEATHER_GRU_EPOCHS),

@@ -26,7 +26,6 @@ with the newer records of the same model.
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from colabkit.device.spec import DeviceRequest, parse_device
 from colabkit.errors import RecordError, UnknownDeviceError
-from colabkit.records.merging import Combination, group_combinations
+from colabkit.records.merging import RunGroup, group_combinations
 from colabkit.records.plausibility import not_a_measurement
 from colabkit.records.record import REQUIRED_FIELDS, STATUSES, read_record
 from colabkit.records.schema import RecordStatus
@@ -177,13 +176,13 @@ class LoadedRecords:
         counts = Counter(record["status"] for record in self.records.values())
         return {status: counts.get(status, 0) for status in STATUSES}
 
-    def combinations(self) -> list[Combination]:
+    def combinations(self) -> list[RunGroup]:
         """The records grouped by combination (a notebook with one set of parameters), each group
         with the record it uses and why (colabkit.records.merging)."""
         return self._combinations
 
     @cached_property
-    def _combinations(self) -> list[Combination]:
+    def _combinations(self) -> list[RunGroup]:
         return group_combinations(self.records)
 
     def frame(self) -> pd.DataFrame:
@@ -237,16 +236,3 @@ def load_results(*dirs: str | Path) -> pd.DataFrame:
     frame = loaded.frame().drop(columns="results_dir")
     frame.attrs["rejected"] = list(loaded.rejected)
     return frame
-
-
-def read_summary(text: str) -> dict[str, Any]:
-    """A summary written by LoadedRecords.summary (as JSON text) read back; RecordError if it is not one."""
-    try:
-        summary = json.loads(text)
-    except ValueError as exc:
-        raise RecordError(f"not a summary of records read ({exc})") from exc
-    if not isinstance(summary, dict) or not {"records", "statuses", "rejected"} <= set(summary):
-        raise RecordError("not a summary of records read (no records, statuses, rejected)")
-    summary["rejected"] = [tuple(item) for item in summary["rejected"]]
-    return summary
-

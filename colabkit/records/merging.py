@@ -11,10 +11,13 @@ host) is listed in `duplicates`, and failed or skipped records beside ok ones ar
 and named in `why`. The record a combination is *named* by (`used`) is its most recent ok record,
 else a failed one over a skipped one, the most recent among equals.
 
-Two records are the same combination when they come from the same notebook with the same parameters
-(the sweep's `fingerprint.params` where it wrote one, else `params`). Failed and skipped records of
-older sweeps carry the grid's parameters only: one of them joins the ok record whose parameters
-include all of its own with the same values.
+Two ok records are runs of the same combination when they did the same work
+(colabkit.records.identity.run_work: the device found, its model, the backend that ran, the global
+batch, the sizes used and the other parameters, but not how the run was measured or recorded). A
+failed or skipped record did no work: it joins the ok runs one of which asked for the same
+parameters (the sweep's `fingerprint.params` where it wrote them, else `params`; failed and skipped
+records of older sweeps carry the grid's parameters only, so all of its own with the same values
+suffice), else the failed or skipped records that asked for the same.
 """
 
 from __future__ import annotations
@@ -25,20 +28,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from colabkit.records.identity import asked_params, run_work, work_key
+
 STATUS_ORDER = {"ok": 0, "failed": 1, "skipped": 2}  # which record a combination uses: the lowest
 _NEVER = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
 
 
 @dataclass
-class Combination:
+class RunGroup:
     """The records of one combination: `paths` (its ok records first), `repeats` (its ok records, each
     an independent run; every one counts), `duplicates` (copies of a run already counted), the record
     it is named by (`used`) and `why`, and `description`, the device and the parameters that vary
     among the notebook's combinations ('device=gpu, n=256')."""
 
     notebook: str
-    params: dict[str, Any]  # those of its first record: an ok one if the group has any
+    params: dict[str, Any]  # those its first record asked for (asked_params): an ok one if the group has any
     ok: bool
+    work: dict[str, Any]  # what its runs did (run_work); for a group without an ok run, what it asked for
     paths: list[str] = field(default_factory=list)
     used: str = ""
     why: str = ""
@@ -47,21 +53,9 @@ class Combination:
     duplicates: list[str] = field(default_factory=list)
 
 
-def combination_params(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters that name a record's combination: the sweep's own (`fingerprint.params`) where
-    it recorded them, else the record's `params`."""
-    fingerprint = record.get("fingerprint")
-    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("params"), dict):
-        return dict(fingerprint["params"])
-    return dict(record.get("params") or {})
-
-
-def same_combination(ran: Mapping[str, Any], ran_ok: bool, other: Mapping[str, Any], other_ok: bool) -> bool:
-    """Equal parameters; or, for a failed or skipped record written by an older sweep (which gave it
-    the grid's parameters only), parameters that the ok record `ran` holds all of, with equal values."""
-    if ran == other:
-        return True
-    return ran_ok and not other_ok and other.keys() <= ran.keys() and all(ran[k] == other[k] for k in other)
+def _asked_within(asked: Mapping[str, Any], ran: Mapping[str, Any]) -> bool:
+    """Whether an ok run that asked for `ran` holds every parameter of `asked` with the same value."""
+    return asked.keys() <= ran.keys() and all(ran[name] == asked[name] for name in asked)
 
 
 def finished_at(record: Mapping[str, Any]) -> dt.datetime:
@@ -74,9 +68,9 @@ def finished_at(record: Mapping[str, Any]) -> dt.datetime:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
 
 
-def run_identity(record: Mapping[str, Any]) -> str:
+def run_instance(record: Mapping[str, Any]) -> str:
     """What makes a run that run: its start and end times (to the microsecond) and its host. A record
-    found twice with the same identity (a folder and its copy) is one run."""
+    found twice with the same instance (a folder and its copy) is one run, counted once."""
     host = record.get("host") if isinstance(record.get("host"), dict) else {}
     return json.dumps([record.get("started_at"), record.get("finished_at"), host.get("hostname")], default=str)
 
@@ -89,9 +83,9 @@ def _choose(paths: list[str], records: Mapping[str, Mapping[str, Any]]) -> tuple
     seen: set[str] = set()
     repeats, duplicates = [], []
     for path in sorted((p for p in paths if records[p]["status"] == "ok"), key=lambda p: finished_at(records[p])):
-        identity = run_identity(records[path])
-        (duplicates if identity in seen else repeats).append(path)
-        seen.add(identity)
+        instance = run_instance(records[path])
+        (duplicates if instance in seen else repeats).append(path)
+        seen.add(instance)
     if len(paths) == 1:
         return used, "", repeats, duplicates
     status = records[used]["status"]
@@ -112,13 +106,13 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def varying_params(combinations: list[Combination], records: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
+def varying_params(combinations: list[RunGroup], records: Mapping[str, Mapping[str, Any]]) -> dict[str, set[str]]:
     """Per notebook, the parameters whose values differ among its records."""
     values: dict[str, dict[str, set[str]]] = {}
     for combination in combinations:
         seen = values.setdefault(combination.notebook, {})
         for path in combination.paths:
-            for key, value in combination_params(records[path]).items():
+            for key, value in asked_params(records[path]).items():
                 seen.setdefault(key, set()).add(_key(value))
     return {notebook: {key for key, found in seen.items() if len(found) > 1} for notebook, seen in values.items()}
 
@@ -129,21 +123,20 @@ def describe(params: Mapping[str, Any], varying: set[str]) -> str:
     return ", ".join(f"{key}={params[key]}" for key in shown if key in params)
 
 
-def group_combinations(records: Mapping[str, Mapping[str, Any]]) -> list[Combination]:
-    """Records (path -> record) of the same combination together, each group with the record it
-    uses, why, and its description. Ok records are placed first, so a group that has one is named by it."""
-    combinations: list[Combination] = []
-    order = sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(combination_params(records[p]))))
-    for path in order:
-        record = records[path]
-        params, ok = combination_params(record), record["status"] == "ok"
-        for combination in combinations:
-            if combination.notebook == record["notebook"] and same_combination(combination.params, combination.ok,
-                                                                               params, ok):
-                combination.paths.append(path)
-                break
-        else:
-            combinations.append(Combination(record["notebook"], params, ok, [path]))
+def group_combinations(records: Mapping[str, Mapping[str, Any]]) -> list[RunGroup]:
+    """Records (path -> record) of the same combination together (see the module's docstring), each
+    group with the record it uses, why, and its description; groups with ok runs first."""
+    groups: dict[str, RunGroup] = {}
+    asked = {path: asked_params(record) for path, record in records.items()}
+    for path in sorted(records, key=lambda p: (records[p]["status"] != "ok", -len(asked[p]))):
+        record, ok = records[path], records[path]["status"] == "ok"
+        work = run_work(record)
+        key = work_key(work)
+        if not ok:  # did no work: joins the ok runs one of which asked for as much, else its peers
+            key = next((name for name, group in groups.items() if group.ok and group.notebook == record["notebook"]
+                        and any(_asked_within(asked[path], asked[p]) for p in group.paths)), key)
+        groups.setdefault(key, RunGroup(record["notebook"], asked[path], ok, work)).paths.append(path)
+    combinations = list(groups.values())
     varying = varying_params(combinations, records)
     for combination in combinations:
         combination.used, combination.why, combination.repeats, combination.duplicates = _choose(combination.paths,

@@ -1,52 +1,47 @@
 """From records to a report researchers can cite: tables, figures, a summary and provenance.
 
-`python -m colabkit report RESULTS_DIR... --out DIR` runs notebooks/report.ipynb, which calls these
-functions section by section::
+`python -m colabkit report RESULTS_DIR... --out DIR` builds it in its own process (build); the
+Colab notebook notebooks/report.ipynb calls the same functions section by section::
 
     data = load_report_data(["outputs/cpu", "outputs/gpu"])   # merge folders; one record per combination
     report_style()
-    publish(matmul_section(data), "outputs/report")            # figures/ and tables/, then display
+    publish(summary_section(data), "outputs/report")           # figures/ and tables/, then display
     publish_experiments(data, "outputs/report")                # every declared experiment's section
 
 Modules: records (the report's view of the loaded records: device labels, the record each
 combination uses; reading and merging records is colabkit.records' job), section (Section,
-publish), writers (PNG/PDF/SVG, CSV/LaTeX/Markdown), figures (style and plot helpers), one module
-per experiment's section, named after it (matmul_tflops, cnn_mnist, dblstm_har, timeseries_rnn,
-paradnn; each experiment's declaration names its own), experiments (the sections of every declared
-experiment), repeats (a combination's runs together: medians, per-run values, the headline's interval),
-summary (speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
-comparisons (differences along one parameter), backends (TensorFlow against JAX), provenance, build
-(papermill and the HTML export).
+publish, what a section shows), writers (PNG/PDF/SVG, CSV/LaTeX/Markdown), figures (style and plot
+helpers), one module per experiment's section, named after it (matmul_tflops, cnn_mnist,
+dblstm_har, timeseries_rnn, paradnn), sections (SECTIONS: each experiment's section function),
+repeats (a combination's runs together: medians, per-run values, the headline's interval), summary
+(speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
+comparisons (differences along one parameter), backends (TensorFlow against JAX), provenance,
+build (the report in one process, the notebook it keeps and the HTML export).
 """
 
-from colabkit.report.build import (
-    ReportOutputs,
-    build_report,
-    export_report_html,
-    prepare_output,
-    write_records_summary,
-)
+from colabkit.report.backends import backends_section
+from colabkit.report.build import ReportOutputs, build_report, export_report_html, files_written, prepare_output
 from colabkit.report.cnn_mnist import cnn_section, cnn_table
 from colabkit.report.comparisons import axis_comparisons, comparisons_section
 from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
-from colabkit.report.experiments import experiment_sections, publish_experiments, section_functions
 from colabkit.report.figures import bar_heights, line_data, report_style
 from colabkit.report.matmul_tflops import matmul_section, matmul_table
 from colabkit.report.paradnn import paradnn_section, paradnn_table
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, device_label, load_report_data, report_data
-from colabkit.report.section import ReportFigure, ReportTable, Section, publish, show, write_section
+from colabkit.report.section import ReportFigure, ReportTable, Section, publish, section_outputs, show, write_section
+from colabkit.report.sections import SECTIONS, experiment_sections, publish_experiments, register_section
 from colabkit.report.summary import configuration_speedups, reading, speedup_table, summary_section
 from colabkit.report.timeseries_rnn import prediction_frame, timeseries_section, timeseries_table
 from colabkit.report.writers import latex_table, markdown_table, write_figure, write_records_csv, write_table
 
 __all__ = [
-    "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons", "bar_heights",
-    "build_report", "cnn_section", "cnn_table", "comparisons_section", "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
-    "export_report_html", "latex_table", "line_data", "load_report_data", "markdown_table", "matmul_section",
-    "matmul_table", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
-    "prepare_output", "provenance_section", "publish", "publish_experiments", "reading", "report_data",
-    "report_style", "runtime_ratios", "section_functions", "show", "speedup_table", "summary_section",
-    "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_records_summary",
-    "write_section", "write_table",
+    "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons",
+    "backends_section", "bar_heights", "build_report", "cnn_section", "cnn_table", "comparisons_section",
+    "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
+    "export_report_html", "files_written", "latex_table", "line_data", "load_report_data", "markdown_table",
+    "matmul_section", "matmul_table", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
+    "prepare_output", "provenance_section", "publish", "publish_experiments", "reading", "register_section",
+    "report_data", "report_style", "runtime_ratios", "section_outputs", "show", "speedup_table", "summary_section",
+    "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_section", "write_table",
 ]

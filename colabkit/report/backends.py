@@ -4,7 +4,7 @@ the same configuration on the same device, and the JAX / TensorFlow ratio.
 A record's backend is what ran (`device.backend`, resolved: a run asked for "auto" names the backend
 it got), else its explicit `params.backend`, else TensorFlow (records from before the `backend`
 parameter, when every notebook but the CNN's and ParaDnn's ran on TensorFlow only). Runs pair up by
-device (its label) and by their parameters at the same global batch, the backend left out.
+device (its label) and by the work they did, the backend left out (colabkit.records.identity).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import comparison_fields, match_key, ratio_bars_by_experiment, run_backend, samples_column
+from colabkit.report.common import comparison_fields, ratio_bars_by_experiment, run_backend, samples_column, work_key
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 
@@ -35,7 +35,7 @@ def backend_table(data: ReportData) -> pd.DataFrame:
         if name not in ok or not len(ok):
             continue
         table = pd.DataFrame({"device": ok["device_label"], "backend": run_backend(ok),
-                              "config": match_key(ok, exclude=("device", "backend")),
+                              "config": work_key(ok, ("device", "backend")),
                               "value": pd.to_numeric(ok[name], errors="coerce"),
                               "samples": samples_column(ok, headline.metric)}).dropna(subset=["value"])
         table = table[table["backend"].isin(PAIR)]

@@ -75,7 +75,7 @@ def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
 
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
     """One row per combination of `notebook` whose records carry the breakdown (None when none does):
-    its series (colabkit.report.common.series_labels), runs, the medians over its runs of the three
+    its series (colabkit.report.common.series_labels), runs that measured it, the medians over them of the three
     throughputs and of what the passes took, and the shares and bound_by those medians give
     (shares_and_bound)."""
     ok = data.ok(notebook)
@@ -87,7 +87,7 @@ def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
         "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
         "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
         "model": column(ok, "metrics.model", None),
-        "runs": column(ok, "runs"),
+        "runs": ok["samples.device_share"].map(len),  # those that measured it: maybe a combination's first only
         "samples_per_s": pd.to_numeric(column(ok, "metrics.samples_per_s"), errors="coerce"),
         "input_samples_per_s": pd.to_numeric(column(ok, "metrics.input_samples_per_s"), errors="coerce"),
         "memory_samples_per_s": run_medians(data, notebook, ok, "breakdown.memory_samples_per_s"),

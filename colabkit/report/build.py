@@ -1,35 +1,59 @@
-"""`python -m colabkit report`: execute notebooks/report.ipynb through papermill, then export it.
+"""`python -m colabkit report`: the report built in this process, and the notebook a reader can re-run.
 
-The notebook does the work (reads the records, writes figures/, tables/ and records.csv under the
-output folder, section by section, and a summary of what it read, RECORDS_SUMMARY); this module
-checks the inputs (every folder exists, at least one readable record: a look that reads one file
-where there are records), runs it (the kernel's own output goes to report.log), reads the summary
-back (so the records are parsed once, in the notebook), and exports the executed notebook as
-report.html (code hidden, self-contained: figures embedded, no script or image fetched from the
-network) and report-with-code.html.
+`build_report` checks the inputs (every folder exists, at least one readable record: a look that
+reads one file where there are records), reads every record once (load_report_data) and builds the
+report part by part in this process: PARTS says, for each code cell of notebooks/report.ipynb, the
+section functions it calls, which build_report calls on the same data, writing figures/ and tables/
+as it goes, then records.csv. No kernel runs. It then keeps report.ipynb: the report notebook's own
+cells, its parameters relative to the report folder (so a reader can re-run it there, in Jupyter or
+with papermill), and under each code cell what that cell shows, already rendered. report.html (code
+hidden) and report-with-code.html are exported from it: self-contained (figures embedded, no script
+or image fetched from the network). Warnings that libraries raise while the report is built go to
+report.log, never into the report.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import re
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import NoRecordsError, RecordError, ReportError
-from colabkit.io import write_atomic, write_json_atomic
-from colabkit.notebook_runner import execute_notebook, failure_summary
-from colabkit.records.loading import first_record, read_summary
-from colabkit.report.records import ReportData
+from colabkit.errors import NoRecordsError, ReportError
+from colabkit.io import write_atomic
+from colabkit.records.loading import first_record
+from colabkit.report.backends import backends_section
+from colabkit.report.comparisons import comparisons_section
+from colabkit.report.figures import report_style
+from colabkit.report.provenance import overview_section, provenance_section
+from colabkit.report.records import ReportData, load_report_data
+from colabkit.report.section import Section, section_outputs, write_section
+from colabkit.report.sections import experiment_sections
+from colabkit.report.summary import summary_section
+from colabkit.report.writers import write_records_csv
 from colabkit.suite import suite_path
 
 # The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
 REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
 REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", ".tex", ".md")}
-# What the notebook read (LoadedRecords.summary): hidden, so that a later report over a folder that
-# holds this one never takes it for a record.
-RECORDS_SUMMARY = ".records-read.json"
+# The code cells of notebooks/report.ipynb that show sections, in its order, and the function each
+# calls for them: one section each, but the experiments' cell, which shows every experiment's section
+# under its own title. `colabkit report` builds them in that order; a test holds the notebook to it.
+_PUBLISH = "written += report.publish(report.{}(data), output_dir)"
+EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
+PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
+    **{_PUBLISH.format(build.__name__): build
+       for build in (overview_section, summary_section, backends_section, comparisons_section)},
+    EXPERIMENTS_CELL: experiment_sections,
+    _PUBLISH.format(provenance_section.__name__): provenance_section,
+}
+# The last code cell: it writes records.csv and prints what the report wrote (files_written).
+FILES_CELL = ('from pathlib import Path\n\nwritten.append(report.write_records_csv(data.frame, Path(output_dir) / '
+              '"records.csv"))\nprint(report.files_written(written))')
 _TEMPLATE_NAME = "colabkit_report.html.j2"
 # The lab template, minus the scripts it loads from a CDN (require.js, MathJax, mermaid): the report
 # has no widgets, equations or diagrams, and must open anywhere, offline included. Figures carry
@@ -71,7 +95,7 @@ class ReportOutputs:
     tables: Path
     records_csv: Path
     log: Path
-    records: dict[str, Any] = field(default_factory=dict)  # what the notebook read: LoadedRecords.summary()
+    records: dict[str, Any] = field(default_factory=dict)  # what was read: LoadedRecords.summary()
 
     def files(self) -> list[Path]:
         """Every file the report wrote, sorted."""
@@ -90,20 +114,22 @@ def prepare_output(output_dir: str | Path) -> Path:
     return folder
 
 
-def write_records_summary(data: ReportData, output_dir: str | Path) -> Path:
-    """Write what the report read (record counts per status, rejected files, missing folders) to
-    output_dir/RECORDS_SUMMARY, for `colabkit report` to print without reading the records again."""
-    return write_json_atomic(Path(output_dir) / RECORDS_SUMMARY, data.loaded.summary())
+def files_written(written: list[Path]) -> str:
+    """What a report wrote, in a few lines: how many files, in figures/ and in tables/."""
+    folders = [Path(path).parent.name for path in written]
+    return (f"{len(written)} files:\n"
+            f"  figures/     {folders.count('figures')} files: PNG (300 dpi), PDF, SVG and the data of each figure (CSV)\n"
+            f"  tables/      {folders.count('tables')} files: CSV, LaTeX (booktabs), Markdown\n"
+            "  records.csv  every record, one row each")
 
 
-def export_report_html(notebook_path: str | Path, html_path: str | Path, with_code: bool = False) -> Path:
-    """Export an executed report notebook as one HTML file that needs nothing else: figures are
-    embedded as data URIs, no script or image is loaded from the network; code hidden unless `with_code`."""
+def export_report_html(notebook: Any, html_path: str | Path, with_code: bool = False) -> Path:
+    """Export a report notebook (a notebook node, its outputs rendered: report_notebook) as one HTML
+    file that needs nothing else: figures are embedded as data URIs, no script or image is loaded
+    from the network; code hidden unless `with_code`."""
     import jinja2
-    import nbformat
     from nbconvert import HTMLExporter
 
-    notebook = nbformat.read(str(notebook_path), as_version=4)
     notebook = copy.deepcopy(notebook)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
@@ -118,16 +144,44 @@ def export_report_html(notebook_path: str | Path, html_path: str | Path, with_co
     return path
 
 
-def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name: str | None = None,
-                 notebook: str | Path | None = None, exclude_busy: bool = False) -> ReportOutputs:
-    """Run the report notebook on the records under `results_dirs` and write everything under `out`
-    (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed).
+def _relative(path: str | Path, start: Path) -> str:
+    """`path` as seen from `start` ('../smoke'): how the kept notebook names a folder, never by the machine's path."""
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), start)).as_posix()
+    except ValueError:  # another drive (Windows): the folder's name is all that can be said without its path
+        return Path(path).resolve().name
 
-    Raises ReportError when a results folder does not exist, the report notebook is missing, or a
-    cell of it fails (the executed notebook is kept in `out` for inspection); NoRecordsError, before
-    anything is written, when no readable record is below the folders. The outputs' `records` are
-    what the notebook read (LoadedRecords.summary).
+
+def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str, list[Any]]) -> Any:
+    """The report notebook `source` as a reader can re-run it: its `parameters` (in a cell after its
+    `parameters` cell, tagged `injected-parameters` as papermill tags it) and, under each code cell,
+    the outputs (nbformat output nodes) `outputs` gives for its code."""
+    import nbformat
+
+    notebook = nbformat.read(str(source), as_version=4)
+    cells = []
+    for cell in notebook.cells:
+        cells.append(cell)
+        if cell.cell_type == "code":
+            cell.outputs = outputs.get(cell.source.strip(), [])
+        if "parameters" in cell.metadata.get("tags", []):
+            assignments = "".join(f"{name} = {value!r}\n" for name, value in parameters.items())
+            cells.append(nbformat.v4.new_code_cell("# Parameters\n" + assignments,
+                                                   metadata={"tags": ["injected-parameters"]}))
+    notebook.cells = cells
+    return notebook
+
+
+def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False) -> ReportOutputs:
+    """Build the report of the records under `results_dirs` in this process and write everything under
+    `out` (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed).
+
+    Raises ReportError when a results folder or the report notebook does not exist; NoRecordsError,
+    before anything is written, when no readable record is below the folders. The outputs' `records`
+    are what was read (LoadedRecords.summary).
     """
+    import nbformat
+
     dirs = [Path(d) for d in results_dirs]
     missing = [str(d) for d in dirs if not d.exists()]
     if missing:
@@ -136,30 +190,34 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, kernel_name
     if first is None:
         raise NoRecordsError(f"no records found below {', '.join(map(str, dirs))}: nothing to report (run a sweep "
                              "first, or give the folder it wrote to)", rejected)
-    source = Path(notebook) if notebook else REPORT_NOTEBOOK
-    if not source.is_file():
-        raise ReportError(f"the report notebook {source} is missing: reinstall colabkit from its repository "
+    if not REPORT_NOTEBOOK.is_file():
+        raise ReportError(f"the report notebook {REPORT_NOTEBOOK} is missing: reinstall colabkit from its repository "
                           "(pip install git+https://github.com/OWNER/NAME@REF) or run from a checkout")
-    folder = prepare_output(Path(out).resolve())
-    executed = folder / "report.ipynb"
-    summary_path = folder / RECORDS_SUMMARY
-    summary_path.unlink(missing_ok=True)  # an earlier report's summary must not pass for this one's
-    parameters = {"results_dirs": [str(d.resolve()) for d in dirs], "output_dir": str(folder),
+    folder = prepare_output(out)
+    outputs: dict[str, list[Any]] = {}
+    written: list[Path] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = load_report_data(dirs, exclude_busy=exclude_busy)
+        report_style()
+        for code, build in PARTS.items():
+            built = build(data)
+            sections = built if isinstance(built, list) else [built]
+            written += [path for section in sections for path in write_section(section, folder)]
+            outputs[code] = [nbformat.v4.new_output("display_data", data=bundle, metadata=metadata)
+                             for section in sections
+                             for bundle, metadata in section_outputs(section, heading=code == EXPERIMENTS_CELL)]
+        written.append(write_records_csv(data.frame, folder / "records.csv"))
+    outputs[FILES_CELL] = [nbformat.v4.new_output("stream", name="stdout", text=files_written(written) + "\n")]
+    write_atomic(folder / "report.log", "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: "
+                                                f"{warning.message}\n" for warning in caught))
+    parameters = {"results_dirs": [_relative(d, folder.resolve()) for d in dirs], "output_dir": ".",
                   "exclude_busy_runs": exclude_busy}
-    with open(folder / "report.log", "w", encoding="utf-8") as log:
-        try:
-            execute_notebook(source, executed, parameters, log, kernel_name=kernel_name, cwd=folder)
-        except Exception as exc:  # noqa: BLE001 - papermill raises its own and the kernel's errors; all mean "failed"
-            raise ReportError(f"the report notebook failed ({failure_summary(exc)}); the executed notebook is {executed}, "
-                              f"its log {folder / 'report.log'}") from exc
-    try:
-        records = read_summary(summary_path.read_text(encoding="utf-8"))
-    except (OSError, RecordError) as exc:
-        raise ReportError(f"the report notebook {source} wrote no summary of the records it read ({summary_path}: "
-                          f"{exc}); is it colabkit's notebooks/report.ipynb?") from exc
+    notebook = report_notebook(REPORT_NOTEBOOK, parameters, outputs)
+    kept = write_atomic(folder / "report.ipynb", nbformat.writes(notebook))
     return ReportOutputs(
-        folder=folder, html=export_report_html(executed, folder / "report.html"),
-        html_with_code=export_report_html(executed, folder / "report-with-code.html", with_code=True),
-        notebook=executed, figures=folder / "figures", tables=folder / "tables", records_csv=folder / "records.csv",
-        log=folder / "report.log", records=records,
+        folder=folder, html=export_report_html(notebook, folder / "report.html"),
+        html_with_code=export_report_html(notebook, folder / "report-with-code.html", with_code=True),
+        notebook=kept, figures=folder / "figures", tables=folder / "tables", records_csv=folder / "records.csv",
+        log=folder / "report.log", records=data.loaded.summary(),
     )

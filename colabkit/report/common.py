@@ -8,13 +8,13 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments, find
+from colabkit.records import identity
 from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict
 from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
@@ -27,11 +27,6 @@ def title_of(notebook: str) -> str:
     """The experiment's declared title (colabkit.experiments), or the notebook's name without one."""
     experiment = find(notebook)
     return experiment.title if experiment else notebook
-
-
-def has_section(notebook: str) -> bool:
-    """Whether the report has a section for `notebook`'s records (it is a declared experiment)."""
-    return find(notebook) is not None
 
 
 def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
@@ -63,21 +58,13 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def config_key(frame: pd.DataFrame, exclude: tuple[str, ...] = ("device",)) -> pd.Series:
-    """A text key of each record's parameters but `exclude`: records with the same key ran the same
-    configuration (on whatever device), so their figures can be compared."""
-    names = [c for c in frame.columns if c.startswith("params.") and c[len("params."):] not in exclude]
-    return frame.apply(lambda row: "|".join(f"{c[7:]}={_key(row[c])}" for c in sorted(names)), axis=1) \
-        if len(frame) else pd.Series(dtype=str)
-
-
 def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...] = ()) -> pd.Series:
     """Each record's series name: its device label, plus the parameters that vary among the records
     (but not the figure's axes `keys` or `exclude`) -- so that two configurations on one device are
     two series, never one zigzag line."""
     if not len(frame):
         return pd.Series(dtype=str)
-    skip = {"device", "results_path", *exclude, *(k[7:] for k in keys if k.startswith("params."))}
+    skip = {"device", *identity.NOT_WORK, *exclude, *(k[7:] for k in keys if k.startswith("params."))}
     params = [c for c in frame.columns if c.startswith("params.") and c[7:] not in skip]
     varying = [c for c in params if frame[c].map(_key).nunique() > 1]
     labels = frame.apply(lambda row: row["device_label"] + "".join(
@@ -257,14 +244,6 @@ def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figure
         mark_substitute_data(item.figure, note)
 
 
-def _short_path(path: str, folder: str) -> str:
-    """A record's path from its results folder's name down: 'smoke/cnn_mnist/gpu/batch_size-256.json'."""
-    try:
-        return str(Path(folder).name / Path(path).relative_to(folder))
-    except ValueError:  # a file given directly rather than a folder
-        return path
-
-
 def _reason(row: pd.Series) -> str:
     kind = row.get("error.type")
     message = row.get("error.message")
@@ -280,7 +259,7 @@ def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTabl
     table = pd.DataFrame({
         "notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
         "combination": rows["combination"], "why": rows.apply(_reason, axis=1),
-        "record": [_short_path(path, folder) for path, folder in zip(rows["path"], rows["results_dir"])],
+        "record": rows["path"].map(data.shown),
     }).sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
     if notebook is not None:
         table = table.drop(columns="notebook")
@@ -351,42 +330,31 @@ def train_samples(ok: pd.DataFrame) -> pd.Series:
     return asked.where(asked > 0, full)
 
 
+def work_column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """Each record's `name` in the work it did (the `work` column: colabkit.records.identity.run_work)."""
+    return column(frame, "work", None).map(lambda work: work.get(name) if isinstance(work, dict) else None)
+
+
 def global_batch(ok: pd.DataFrame) -> pd.Series:
-    """Each run's global batch (samples per step over all replicas): the recorded one, else the
-    `batch_size` parameter (old records, single replica)."""
-    return column(ok, "metrics.global_batch_size").astype(float).fillna(column(ok, "params.batch_size").astype(float))
+    """Each run's global batch: samples per step over all replicas (colabkit.records.identity)."""
+    return work_column(ok, "global_batch").astype(float)
 
 
-BATCH_PARAMS = ("batch_size", "batch_size_is")
-
-
-def match_key(frame: pd.DataFrame, exclude: tuple[str, ...] = ("device",)) -> pd.Series:
-    """Like `config_key`, but runs match by their GLOBAL batch, not by `batch_size` and its meaning:
-    256 per replica on 8 TPU cores is a global batch of 2,048 and matches a CPU run at 2,048, never
-    one at 256. A parameter a run left at "auto" counts with the value it used (`sizes.used.<name>`),
-    so two hand runs sized for different devices do not pass for the same work."""
+def work_key(frame: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> pd.Series:
+    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key):
+    runs pair on it. It counts the GLOBAL batch, not `batch_size` and its meaning: 256 per replica on
+    8 TPU cores is a global batch of 2,048 and pairs with a CPU run at 2,048, never one at 256; and a
+    size left at "auto" with the value it used, so two hand runs sized for different devices do not
+    pass for the same work."""
     if not len(frame):
         return pd.Series(dtype=str)
-    skip = set(exclude) | set(BATCH_PARAMS)
-    names = sorted(c for c in frame.columns if c.startswith("params.") and c[len("params."):] not in skip)
-
-    def key(row: pd.Series) -> str:
-        parts = []
-        for name in names:
-            used = row.get(f"sizes.used.{name[len('params.'):]}")
-            value = used if used is not None and not (isinstance(used, float) and math.isnan(used)) else row[name]
-            parts.append(f"{name[len('params.'):]}={_key(value)}")
-        return "|".join(parts)
-
-    return frame.apply(key, axis=1) + "|global_batch=" + global_batch(frame).map(_key)
+    return column(frame, "work", None).map(lambda work: identity.work_key(work or {}, leave_out))
 
 
 def run_backend(frame: pd.DataFrame) -> pd.Series:
-    """The backend each record ran on: device.backend (resolved: a run asked for "auto" names the
-    backend it got), else params.backend (unless "auto"), else tensorflow (records from before the
-    `backend` parameter, when every notebook but the CNN's and ParaDnn's ran TensorFlow only)."""
-    asked = column(frame, "params.backend", None).where(lambda values: values != "auto")
-    return column(frame, "device.backend", None).fillna(asked).fillna("tensorflow").astype(str)
+    """The backend each record ran on (resolved: a run asked for "auto" names the backend it got;
+    records from before the `backend` parameter ran TensorFlow: colabkit.records.identity)."""
+    return work_column(frame, "backend").astype(str)
 
 
 def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.Series) -> pd.Series:
@@ -400,13 +368,10 @@ def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.
 
 
 def run_config_key(frame: pd.DataFrame) -> pd.Series:
-    """Each run's configuration as every section and the summary key it: its parameters but device and
-    backend (match_key: at the same global batch), plus the backend that actually ran (run_backend), so
-    that a run asked for "auto" and one asked for "tensorflow" that both ran TensorFlow are one
-    configuration, and a TensorFlow and a JAX run are two."""
-    if not len(frame):
-        return pd.Series(dtype=str)
-    return match_key(frame, exclude=("device", "backend")) + "|backend=" + run_backend(frame)
+    """Each run's configuration as every section and the summary key it: the work it did but the device
+    (work_key), the backend that actually ran included, so that a run asked for "auto" and one asked
+    for "tensorflow" that both ran TensorFlow are one configuration, and a TensorFlow and a JAX run are two."""
+    return work_key(frame, ("device",))
 
 
 def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
@@ -415,7 +380,7 @@ def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
     configuration is paired with the baseline's TensorFlow run (baseline_backend_key)."""
     if not len(frame):
         return pd.Series(dtype=str)
-    return baseline_backend_key(match_key(frame, exclude=("device", "backend")), run_backend(frame),
+    return baseline_backend_key(work_key(frame, ("device", "backend")), run_backend(frame),
                                 frame["device_label"] == baseline)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import column, comparison_fields, config_key, samples_column, title_of, work_differs
+from colabkit.report.common import column, comparison_fields, samples_column, title_of, work_differs, work_key
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportTable, Section
 
@@ -59,7 +59,7 @@ def axis_comparisons(data: ReportData) -> pd.DataFrame:
             reference = _reference(list(ok[name].dropna()), axis)
             if reference is None:
                 continue
-            rest = config_key(ok, exclude=(axis, "results_path")) + "|device=" + ok["device_label"]
+            rest = work_key(ok, (axis,))  # the same work on the same device but for the axis
             same = [type(value) is type(reference) and value == reference for value in ok[name]]
             base = {key: index for key, index, is_reference in zip(rest, ok.index, same) if is_reference}
             for (index, key), is_reference in zip(rest.items(), same):

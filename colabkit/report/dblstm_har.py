@@ -68,6 +68,8 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
     if "params.layers" in ok:  # one name for one thing, so old and new records of a model match
         ok["params.bilstm_layers"] = bilstm
         ok = ok.drop(columns="params.layers")
+        ok["work"] = ok["work"].map(lambda work: {("bilstm_layers" if name == "layers" else name): value
+                                                  for name, value in work.items()})
     head = column(ok, "params.head_units").astype(float)
     scores = {}
     for metric, _ in SCORES:

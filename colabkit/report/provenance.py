@@ -4,13 +4,16 @@ with their model names, software versions, dates, git commits, and which data ev
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pandas as pd
 
-from colabkit.report.common import column, has_section, not_plotted, substitute_rows, substitute_warning
+from colabkit.report.common import column, not_plotted, substitute_rows, substitute_warning
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
+from colabkit.report.sections import has_section
 from colabkit.report.writers import format_number
+from colabkit.version import __version__
 
 SOFTWARE = [("software.python", "Python"), ("software.tensorflow", "TensorFlow"), ("software.keras", "Keras"),
             ("software.keras_backend", "Keras backend"), ("software.numpy", "NumPy"), ("software.colabkit", "colabkit"),
@@ -123,15 +126,15 @@ def provenance_section(data: ReportData) -> Section:
     return section
 
 
-def overview_section(data: ReportData, generated_by: str = "") -> Section:
+def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
     """What the report read: folders, record counts per notebook and status, files that are not
     readable records, combinations found more than once, and every run that produced no result."""
     section = Section("records", "Records")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    folders = ", ".join(f"`{d}`" for d in data.dirs) or "(none given)"
+    folders = ", ".join(f"`{name}`" for name in data.folder_names) or "(none given)"
     section.text.append(f"Report generated {now}{' by ' + generated_by if generated_by else ''} from {folders}.")
     for folder in data.missing_dirs:
-        section.warnings.append(f"results folder {folder} does not exist: nothing was read from it.")
+        section.warnings.append(f"results folder {Path(folder).name} does not exist: nothing was read from it.")
     if data.rejected:
         section.warnings.append(f"{len(data.rejected)} file(s) look like records but could not be read (unknown schema "
                                 "version, missing fields or bad JSON); they are in no figure. See the table below.")
@@ -153,7 +156,8 @@ def overview_section(data: ReportData, generated_by: str = "") -> Section:
             section.text.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
                                 "records.csv with all the others, and their failed or skipped runs are listed below.")
     if data.rejected:
-        section.items.append(ReportTable("records_rejected", pd.DataFrame(data.rejected, columns=["file", "why"]),
+        rejected = [(data.shown(path), why) for path, why in data.rejected]
+        section.items.append(ReportTable("records_rejected", pd.DataFrame(rejected, columns=["file", "why"]),
                                          "Files that could not be read as records."))
     if len(data.merges):
         section.items.append(ReportTable("records_merged", data.merges,

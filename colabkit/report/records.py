@@ -25,14 +25,13 @@ from typing import Any
 import pandas as pd
 
 from colabkit.records.loading import LoadedRecords, load_records
-from colabkit.records.merging import Combination
+from colabkit.records.merging import RunGroup
 from colabkit.report.repeats import collapse, headline_columns
 
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
 # A dataset loader's provenance says `source: real | offline | synthetic`. Only records that name a
 # `dataset` can have used a stand-in for one: matmul's random matrices are its workload, not a substitute.
 SUBSTITUTE_SOURCES = ("offline", "synthetic")
-REPORT_COLUMNS = ("results_dir", "device_kind", "device_label", "combination", "combination_id", "used", "data_used")
 
 
 def _count(value: Any) -> int | None:
@@ -147,10 +146,11 @@ class ReportData:
     """Every record found, one row each, and what the report makes of them.
 
     `frame` is the loader's tidy table of every record read (colabkit.records.loading), plus the
-    columns device_kind, device_label, combination (its description), combination_id, used (whether
-    the record counts: every ok run of a combination, or the one record of a combination without
-    any), named (the record a combination is named by), data_used ('real', 'OFFLINE', 'SYNTHETIC' or
-    '' when the run used no dataset) and its combination's headline figures (`headline.*`,
+    columns device_kind, device_label, combination (its description), combination_id, work (what its
+    combination's runs did, the identity every pairing keys on: colabkit.records.identity), used
+    (whether the record counts: every ok run of a combination, or the one record of a combination
+    without any), named (the record a combination is named by), data_used ('real', 'OFFLINE',
+    'SYNTHETIC' or '' when the run used no dataset) and its combination's headline figures (`headline.*`,
     colabkit.report.repeats); `loaded` is what the loader read (its `summary()` is what `colabkit
     report` prints). With `exclude_busy`, ok runs made on a busy host (`host_quiet` false) do not count.
     """
@@ -168,6 +168,16 @@ class ReportData:
     def record(self, path: str) -> dict[str, Any]:
         """The record at `path` as it was read (nested, with histories and predictions)."""
         return self.records[path]
+
+    @property
+    def folder_names(self) -> list[str]:
+        """The results folders as the report names them: by their own names, never by the machine's paths."""
+        return [Path(folder).resolve().name for folder in self.dirs]
+
+    def shown(self, path: str) -> str:
+        """How the report names a file below the results folders: from its folder's name down
+        ('smoke/cnn_mnist/cpu/batch_size-256.json'), never by the machine's path."""
+        return shown_path(path, self.dirs)
 
     def used(self, notebook: str | None = None) -> pd.DataFrame:
         """The records that count, one per run (a combination's repeats each), optionally of one notebook."""
@@ -220,6 +230,7 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData
     counted = {path for group in groups for path in (group.repeats if group.repeats else [group.used])
                if not busy(path)}
     combination = {path: group.description for group in groups for path in group.paths}
+    work = {path: group.work for group in groups for path in group.paths}
     ids = {path: index for index, group in enumerate(groups) for path in group.paths}
     named = {group.used for group in groups}
     added = pd.DataFrame({  # added in one piece: column by column would fragment a frame this wide
@@ -228,13 +239,15 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData
         "data_used": [data_used(records[p]) for p in paths],
         "used": [p in counted for p in paths], "named": [p in named for p in paths],
         "combination": [combination.get(p, "") for p in paths], "combination_id": [ids.get(p, -1) for p in paths],
+        "work": [work.get(p) for p in paths],
     }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "named", "combination",
-                                   "combination_id"])
+                                   "combination_id", "work"])
     frame = pd.concat([frame.drop(columns=[c for c in added.columns if c in frame]), added], axis=1)
     frame["used"] = frame["used"].astype(bool)
     if len(frame):
         headline = headline_columns(frame, frame["used"], frame["combination_id"])
         frame = pd.concat([frame.drop(columns=[c for c in headline.columns if c in frame]), headline], axis=1)
+    frame = frame.copy()  # one block per dtype: pandas warns when a section adds a column to a fragmented slice
     merges = []
     for group in groups:
         left_out = [p for p in group.paths if p not in counted]
@@ -242,22 +255,35 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData
             continue
         why = group.why + ("; runs on a busy host left out (exclude_busy)" if any(busy(p) for p in group.repeats)
                            else "")
-        merges.append({"notebook": group.notebook, "combination": group.description, "named by": group.used,
+        merges.append({"notebook": group.notebook, "combination": group.description,
+                       "named by": shown_path(group.used, [loaded.folders[group.used]]),
                        "status": records[group.used]["status"],
                        "runs counted": sum(p in counted for p in group.paths), "why": why,
-                       "not counted": "; ".join(f"{p} ({_not_counted(p, group, records, busy(p))})"
-                                                for p in left_out)})
+                       "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} "
+                                                f"({_not_counted(p, group, records, busy(p))})" for p in left_out)})
     return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
                       pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy)
 
 
-def _not_counted(path: str, group: Combination, records: dict[str, dict[str, Any]], busy: bool) -> str:
+def _not_counted(path: str, group: RunGroup, records: dict[str, dict[str, Any]], busy: bool) -> str:
     """Why a record of a combination does not count: a copy of a run, made on a busy host, or not ok."""
     if path in group.duplicates:
         return "a copy of a run already counted"
     if busy:
         return "busy host"
     return str(records[path]["status"])
+
+
+def shown_path(path: str, folders: Iterable[str]) -> str:
+    """`path`, below the first of the results `folders` that holds it, from that folder's own name down
+    ('smoke/cnn_mnist/cpu/batch_size-256.json'); its file name alone below none of them."""
+    for folder in folders:
+        root = Path(folder).resolve()
+        try:
+            return str(Path(root.name) / Path(path).resolve().relative_to(root))
+        except ValueError:
+            continue
+    return Path(path).name
 
 
 def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,

@@ -2,7 +2,7 @@
 
 A combination's ok records are its runs (colabkit.records.merging: `repeats`, from one folder or
 several). The report's sections see one row per combination (`collapse`): every numeric metric the
-median over its runs, every other field its most recent run's, plus
+median over its runs, every other field its most recent run's (else the latest that has it), plus
 
 * `runs` (how many runs count), `busy_runs` (how many of them ran on a busy host: `host_quiet` false);
 * `samples.<metric>`: each run's value of every numeric metric, in run order, from which any interval
@@ -97,15 +97,20 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
 def collapse(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per combination (`combination_id`) of the ok runs that count: numeric metrics the
     median over the runs, `samples.<metric>` their values, `runs` and `busy_runs`; everything else
-    from the combination's most recent run (`named`). Keeps the order in which combinations come."""
+    from the combination's most recent run (`named`) that has it. Keeps the order in which combinations come."""
     if not len(runs):
         return runs.assign(runs=pd.Series(dtype=int), busy_runs=pd.Series(dtype=int))
     numeric = [column for column in runs.columns if column.startswith("metrics.") and _numeric(runs[column])]
     groups = runs.groupby("combination_id", sort=False)
     values = runs[numeric].apply(pd.to_numeric, errors="coerce")  # None (absent) as NaN, for the median
     medians = values.groupby(runs["combination_id"], sort=False).median() if numeric else None
-    named = runs.sort_values("finished_at", kind="stable").groupby("combination_id", sort=False).tail(1)
-    named = named.set_index("combination_id").loc[list(groups.groups)]
+    ordered = runs.sort_values("finished_at", kind="stable")
+    named = ordered.groupby("combination_id", sort=False).tail(1).set_index("combination_id").loc[list(groups.groups)]
+    # a field the most recent run lacks from the most recent run that has it: the sweep may run the
+    # bottleneck passes (breakdown, profile) in a combination's first repeat only
+    gaps = [column for column in named.columns if column not in numeric and named[column].isna().any()]
+    if gaps:
+        named[gaps] = named[gaps].fillna(ordered.groupby("combination_id", sort=False)[gaps].last().loc[named.index])
     for column in numeric:
         middle = medians.loc[named.index, column]  # type: ignore[union-attr]
         if _whole(runs[column]):  # counts stay counts: the median of 3, 3 and 3 epochs is 3, not 3.0
@@ -117,4 +122,5 @@ def collapse(runs: pd.DataFrame) -> pd.DataFrame:
         if "host_quiet" in runs else pd.Series(0, index=named.index)
     extra = pd.DataFrame({"runs": groups.size().loc[named.index].to_numpy(),
                           "busy_runs": busy.loc[named.index].to_numpy(), **samples}, index=named.index)
-    return pd.concat([named, extra], axis=1).reset_index()
+    # copy(): one block per dtype, else pandas warns that the frame is fragmented when the index becomes a column
+    return pd.concat([named, extra], axis=1).copy().reset_index()

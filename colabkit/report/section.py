@@ -2,8 +2,8 @@
 
 Section builders (colabkit.report.matmul_tflops, .cnn_mnist, ...) return a `Section`; `publish` writes its
 figures (figures/NAME.png|pdf|svg plus NAME.csv, the data behind the figure) and tables
-(tables/NAME.csv|tex|md) under the output folder, then displays it. A section with no data has
-`empty` set and says why instead of showing anything else.
+(tables/NAME.csv|tex|md) under the output folder, then displays what it shows (`section_outputs`).
+A section with no data has `empty` set and says why instead of showing anything else.
 """
 
 from __future__ import annotations
@@ -111,35 +111,51 @@ def write_section(section: Section, output_dir: str | Path) -> list[Path]:
     return paths
 
 
-def show(section: Section) -> None:
-    """Display the section in a notebook: warnings first, then text, tables and figures."""
-    from IPython.display import display
+# One thing a section shows: a MIME bundle (text/html, text/markdown or image/png, and text/plain) and its metadata.
+Output = tuple[dict[str, str], dict[str, Any]]
 
-    def bundle(html_text: str, plain: str) -> None:
-        display({"text/html": html_text, "text/plain": plain}, raw=True)
 
-    for warning in section.warnings:
-        bundle(warning_html(warning), f"WARNING: {warning}")
+def section_outputs(section: Section, heading: bool = False) -> list[Output]:
+    """What the section shows, in order (its `## title` first with `heading`): warnings first, then
+    text, tables and figures. A notebook displays them (show); `colabkit report` keeps them as the
+    outputs of the report notebook's cells (colabkit.report.build)."""
+    def bundle(html_text: str, plain: str) -> Output:
+        return {"text/html": html_text, "text/plain": plain}, {}
+
+    def markdown(text: str) -> Output:
+        return {"text/markdown": text, "text/plain": text}, {}
+
+    shown = [markdown(f"## {section.title}")] if heading else []
+    shown += [bundle(warning_html(warning), f"WARNING: {warning}") for warning in section.warnings]
     if section.empty:
-        bundle(f"<p><em>{html.escape(section.empty)}</em></p>", section.empty)
-        return
-    for paragraph in section.text:
-        display({"text/markdown": paragraph, "text/plain": paragraph}, raw=True)
+        return [*shown, bundle(f"<p><em>{html.escape(section.empty)}</em></p>", section.empty)]
+    shown += [markdown(paragraph) for paragraph in section.text]
     for item in section.items:
         if isinstance(item, ReportFigure):
             png, width = figure_png(item.figure)
-            display({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<figure {item.name}>"},
-                    raw=True, metadata={"image/png": {"width": width, "alt": f"{item.name}: {item.caption}"}})
-            bundle(f"<p><em>Figure ({html.escape(item.name)}): {html.escape(item.caption)}</em></p>",
-                   f"Figure ({item.name}): {item.caption}")
+            shown.append(({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<figure {item.name}>"},
+                          {"image/png": {"width": width, "alt": f"{item.name}: {item.caption}"}}))
+            shown.append(bundle(f"<p><em>Figure ({html.escape(item.name)}): {html.escape(item.caption)}</em></p>",
+                                f"Figure ({item.name}): {item.caption}"))
         else:
-            bundle(f"<p><strong>Table ({html.escape(item.name)}):</strong> {html.escape(item.caption)}</p>"
-                   + _html_table(item.table), f"Table ({item.name}): {item.caption}\n{item.table.to_string(index=False)}")
+            shown.append(bundle(f"<p><strong>Table ({html.escape(item.name)}):</strong> {html.escape(item.caption)}</p>"
+                                + _html_table(item.table), f"Table ({item.name}): {item.caption}\n"
+                                                           f"{item.table.to_string(index=False)}"))
+    return shown
 
 
-def publish(section: Section, output_dir: str | Path, display: bool = True) -> list[Path]:
-    """Write the section's files, then (in a notebook) display it; return the files written."""
+def show(section: Section, heading: bool = False) -> None:
+    """Display the section in a notebook (section_outputs)."""
+    from IPython.display import display
+
+    for data, metadata in section_outputs(section, heading):
+        display(data, raw=True, metadata=metadata or None)
+
+
+def publish(section: Section, output_dir: str | Path, display: bool = True, heading: bool = False) -> list[Path]:
+    """Write the section's files, then (in a notebook) display it, under its `## title` with `heading`;
+    return the files written."""
     paths = write_section(section, output_dir)
     if display:
-        show(section)
+        show(section, heading)
     return paths

@@ -175,7 +175,7 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
     used, ok = data.used(), data.ok()
     counts = used["status"].value_counts()
     if not len(used):
-        where = ", ".join(data.dirs) or "the folders given"
+        where = ", ".join(data.folder_names) or "the folders given"
         return (f"No result records were found in {where}, so this report has no measurements to describe. "
                 "Run a sweep (`python -m colabkit sweep ...`) or point the report at the folders holding its records.")
     sentences = [
@@ -223,7 +223,7 @@ def busy_runs_table(data: ReportData) -> pd.DataFrame:
                for path in busy["path"]]
     return pd.DataFrame({"notebook": busy["notebook"].map(title_of), "combination": busy["combination"],
                          "device": busy["device_label"], "why": reasons, "counted": busy["used"],
-                         "record": busy["path"]}).reset_index(drop=True)
+                         "record": busy["path"].map(data.shown)}).reset_index(drop=True)
 
 
 def short_of_target(data: ReportData) -> pd.DataFrame:

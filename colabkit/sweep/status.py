@@ -1,6 +1,6 @@
 """`python -m colabkit status [OUT]`: what has run, failed, been skipped, per notebook and device.
 Every record counts, so a combination run three times (`repeats: 3`) counts three ok runs and one ok
-combination.
+combination (ok runs that did the same work are one: colabkit.records.identity).
 
 Reads the records below OUT (never the notebooks), plus the temporaries a sweep leaves while a
 combination runs (`.<slug>.running.ipynb`): one of those without its record is a combination that
@@ -10,13 +10,12 @@ is running now, or was when a sweep was killed; the next sweep runs it again.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from colabkit.records.loading import load_records
-from colabkit.records.merging import combination_params
+from colabkit.records.identity import run_work, work_key
 from colabkit.sweep.console import text_table
 from colabkit.sweep.outfolder import lock_holder
 
@@ -35,7 +34,7 @@ class GroupStatus:
     failures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (record path, error)
     skip_reasons: dict[str, int] = field(default_factory=dict)
     unfinished: list[str] = field(default_factory=list)
-    combinations: set[str] = field(default_factory=set)  # the distinct combinations of its ok runs (repeats once)
+    combinations: set[str] = field(default_factory=set)  # the distinct work of its ok runs (repeats once)
 
 
 @dataclass
@@ -75,7 +74,7 @@ def collect_status(out: str | Path = "outputs") -> SweepStatus:
         status = record["status"]
         group.counts[status] += 1
         if status == "ok":
-            group.combinations.add(json.dumps(combination_params(record), sort_keys=True, default=str))
+            group.combinations.add(work_key(run_work(record)))
         if status == "skipped":
             reason = str((record.get("error") or {}).get("message", "no reason given"))
             group.skip_reasons[reason] = group.skip_reasons.get(reason, 0) + 1

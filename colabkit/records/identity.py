@@ -1,0 +1,90 @@
+"""What work a run did: the one identity by which runs are merged (colabkit.records.merging), paired
+(the report, `compare`) and counted (`status`).
+
+`run_work(record)` of a run that ran (an ok record) is its notebook; the device it found, not the
+one asked for (`device`: kind, replicas, workers; `device_model`); the backend that ran (a run asked
+for "auto" names the one it got); `global_batch`, samples per step over all replicas, in place of
+`batch_size` and `batch_size_is` (128 per replica on 2 replicas is the work of 256 on one); and every
+other parameter, a size left at "auto" with the value it used (`sizes.used`). Left out is how a run
+was measured or recorded (NOT_WORK): a repeat the sweep runs without the bottleneck passes is a run
+of the same combination. A failed or skipped record did no work: it is what it asked for.
+
+`work_key(work, leave_out)` pairs runs across one axis: "device" leaves out the device and its model
+(the report's device against the CPU, `compare --by device`), "batch_size" the global batch, any
+other name that parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# How a run was measured or recorded, not what it did: never part of its identity.
+NOT_WORK = frozenset({"results_path", "breakdown", "profile_steps", "plot_hours"})
+BATCH_PARAMS = ("batch_size", "batch_size_is")
+# What a name left out of a key stands for in the identity.
+_STANDS_FOR = {"device": ("device", "device_model"), "batch_size": ("global_batch",), "batch_size_is": ("global_batch",)}
+
+
+def asked_params(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters a run was asked for, as the sweep gave them (`fingerprint.params`) where it
+    recorded them, else the record's `params`; without NOT_WORK."""
+    fingerprint = record.get("fingerprint")
+    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("params"), dict):
+        params = fingerprint["params"]
+    else:
+        params = record.get("params") or {}
+    return {name: value for name, value in params.items() if name not in NOT_WORK}
+
+
+def _whole(value: Any, default: int = 1) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else default
+
+
+def _backend(record: Mapping[str, Any]) -> str:
+    asked = (record.get("params") or {}).get("backend")
+    ran = (record.get("device") or {}).get("backend")
+    return str(ran or (asked if asked not in (None, "auto") else "tensorflow"))
+
+
+def _global_batch(params: Mapping[str, Any], metrics: Mapping[str, Any], replicas: int) -> Any:
+    recorded = metrics.get("global_batch_size")
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+        return int(recorded) if float(recorded).is_integer() else recorded
+    batch = params.get("batch_size")
+    if params.get("batch_size_is", "per_replica") == "global" or not isinstance(batch, int):
+        return batch
+    return batch * replicas
+
+
+def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What work the run of `record` did (see the module's docstring): equal for two records exactly
+    when they are runs of the same work on the same device model."""
+    if record.get("status") != "ok":
+        return {"notebook": record.get("notebook"), **asked_params(record)}
+    params = record.get("params") or {}
+    device = record.get("device") or {}
+    request = device.get("request") or {}
+    replicas = _whole(device.get("replicas"), _whole(request.get("count")))
+    sizes = record.get("sizes")
+    used = sizes.get("used") if isinstance(sizes, dict) and isinstance(sizes.get("used"), dict) else {}
+    work: dict[str, Any] = {"notebook": record.get("notebook")}
+    for name, value in params.items():
+        if name not in NOT_WORK and name not in BATCH_PARAMS and name not in ("device", "backend"):
+            work[name] = used.get(name, value)
+    if "batch_size" in params:
+        work["global_batch"] = _global_batch(params, record.get("metrics") or {}, replicas)
+    work["device"] = {"kind": str(device.get("kind") or request.get("kind") or "unknown").lower(),
+                      "replicas": replicas, "workers": _whole(device.get("workers"))}
+    work["device_model"] = device.get("name") or device.get("model")
+    work["backend"] = _backend(record)
+    return work
+
+
+def work_key(work: Mapping[str, Any], leave_out: Iterable[str] = ()) -> str:
+    """`work` (run_work's) as text, without the names in `leave_out` (see the module's docstring):
+    two runs pair on a key exactly when they did the same work but for what was left out."""
+    skipped = {field for name in leave_out for field in _STANDS_FOR.get(name, (name,))}
+    return json.dumps({name: value for name, value in work.items() if name not in skipped}, sort_keys=True,
+                      default=str)

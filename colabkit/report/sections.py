@@ -1,0 +1,57 @@
+"""Which function builds each experiment's section of the report: SECTIONS, from the experiment's
+name to its section function (the report's data in, a Section out). An experiment declared outside
+the suite registers its own from a module listed in COLABKIT_EXPERIMENTS beside its declaration
+(`register_section("doubling", doubling_section)`: docs/adding-an-experiment.md). A declared
+experiment without a section still counts in the summary; the Records section names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from colabkit.errors import ExperimentDeclarationError
+from colabkit.experiments import all_experiments, find
+from colabkit.report.cnn_mnist import cnn_section
+from colabkit.report.dblstm_har import dblstm_section
+from colabkit.report.matmul_tflops import matmul_section
+from colabkit.report.paradnn import paradnn_section
+from colabkit.report.records import ReportData
+from colabkit.report.section import Section, publish
+from colabkit.report.timeseries_rnn import timeseries_section
+
+SectionFunction = Callable[[ReportData], Section]
+
+SECTIONS: dict[str, SectionFunction] = {
+    "matmul_tflops": matmul_section,
+    "cnn_mnist": cnn_section,
+    "dblstm_har": dblstm_section,
+    "timeseries_rnn": timeseries_section,
+    "paradnn": paradnn_section,
+}
+
+
+def register_section(experiment: str, function: SectionFunction) -> SectionFunction:
+    """Make `function` the report section of the experiment declared as `experiment`; return it.
+    ExperimentDeclarationError when that experiment already has another section."""
+    if SECTIONS.setdefault(experiment, function) is not function:
+        raise ExperimentDeclarationError(f"experiment {experiment!r} already has a report section")
+    return function
+
+
+def has_section(notebook: str) -> bool:
+    """Whether the report has a section for `notebook`'s records: a declared experiment with a section."""
+    return find(notebook) is not None and notebook in SECTIONS
+
+
+def experiment_sections(data: ReportData) -> list[Section]:
+    """The section of every declared experiment that has one, built from `data`, in the registry's
+    order (a section without records says so)."""
+    return [SECTIONS[experiment.name](data) for experiment in all_experiments() if experiment.name in SECTIONS]
+
+
+def publish_experiments(data: ReportData, output_dir: str | Path, display: bool = True) -> list[Path]:
+    """Build, write and (in a notebook) show every experiment's section under its own heading;
+    return the files written."""
+    return [path for section in experiment_sections(data) for path in publish(section, output_dir, display,
+                                                                                heading=True)]
