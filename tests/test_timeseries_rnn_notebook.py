@@ -15,6 +15,7 @@ from helpers import REPO, execute_notebook
 
 from colabkit.experiments import get
 from colabkit.records.record import read_record
+from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 
 pytestmark = pytest.mark.notebook
@@ -92,8 +93,8 @@ def test_smoke_sweep_on_offline_data_writes_record_html_and_log_without_missing_
     grid["fixed"]["data_source"] = "offline"
     grid_path = tmp_path / "timeseries_rnn.yaml"
     grid_path.write_text(yaml.safe_dump(grid))
-    (outcome,) = run_sweep([grid_path], preset="smoke", device="cpu", out=tmp_path / "out", available={"cpu": 1},
-                           echo=lambda line: None)
+    (outcome,) = run_sweep(plan([grid_path], preset="smoke", device="cpu", out=tmp_path / "out"),
+                           available={"cpu": 1}, echo=lambda line: None)
     base = tmp_path / "out" / "timeseries_rnn" / "cpu" / "batch_size-32"
     record = read_record(base.with_suffix(".json"))
     assert outcome.status == "ok" == record["status"], outcome.message

@@ -147,11 +147,10 @@ class DeviceSlots:
         self.tpu_free = self.tpu_free or lease.tpu
 
 
-def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] | None,
-             cluster: str | None) -> Mapping[str, int] | None:
+def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] | None) -> Mapping[str, int] | None:
     """`available`, or {"cpu": 1} for a local sweep whose every combination asks for the CPU: a CPU is
     everywhere, so no child process (importing TensorFlow: 5-9 s) need ask what else the machine has."""
-    if available is None and cluster is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
+    if available is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
         return {"cpu": 1}
     return available
 
