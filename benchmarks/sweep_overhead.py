@@ -240,7 +240,7 @@ def print_breakdown(name: str, results: dict[str, list[dict]]) -> None:
           f"{second} per round {spread(ratios)} (median {statistics.median(ratios):.2f})")
     print(f"outside model build and training, amortised over the sweep's wall time: {first} "
           f"{spread(outside[first])} s, {second} {spread(outside[second])} s per combination")
-    if name == "paradnn" and (first, second) == ("fresh", "reuse"):  # the verdicts (smoke's 8 models)
+    if name == "paradnn" and (first, second) == ("fresh", "reuse"):  # the verdicts (on the smoke's models)
         overhead, speedup = statistics.median(outside["reuse"]), statistics.median(ratios)
         print(f"verdict: reuse outside build+training {overhead:.2f} s per combination (target <= "
               f"{OVERHEAD_TARGET_S:g}): {'PASS' if overhead <= OVERHEAD_TARGET_S else 'FAIL'}; fresh / reuse wall "
