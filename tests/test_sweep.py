@@ -202,6 +202,24 @@ def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny)
     assert f"failed  {out}/tiny/cpu/value-2.json: ValueError [exception] in In [4]: value 2 is set to fail" in text
 
 
+def test_devices_are_asked_of_a_framework_only_where_the_machine_shows_an_accelerator(monkeypatch):
+    import types
+
+    import colabkit.sweep.devices as devices
+
+    asked = []
+    monkeypatch.setattr(devices.subprocess, "run", lambda *args, **kwargs: asked.append(args) or types.SimpleNamespace(
+        returncode=0, stdout='{"cpu": 1, "gpu": 2}\n', stderr=""))
+    monkeypatch.setattr(devices, "tpu_runtime_hint", lambda: None)
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [])
+    monkeypatch.setattr(devices.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(devices.os.path, "exists", lambda path: False)
+    assert devices.accelerator_signs() == [] and devices.detect_devices() == {"cpu": 1} and asked == []
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [{"name": "Tesla T4"}])
+    assert devices.accelerator_signs() == ["nvidia-smi lists Tesla T4"]
+    assert devices.detect_devices() == {"cpu": 1, "gpu": 2} and len(asked) == 1  # TensorFlow, in a child
+
+
 def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeypatch, capsys):
     monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, gpu], value: [1, 2]}}\n")
