@@ -102,8 +102,11 @@ def cell_kind(source: str) -> str:
 
 
 def training_split(record: dict[str, Any]) -> tuple[float, float]:
-    """(first epoch or cold call, steady epochs or the other calls) in seconds, from the record."""
+    """(first epochs or cold call, steady epochs or the other calls) in seconds, from the record."""
     timings = record["timings"]
+    if "repeats" in timings:  # the dBLSTM: fresh models one after another, each with its epochs
+        splits = [training_split({"timings": repeat}) for repeat in timings["repeats"]]
+        return sum(first for first, _ in splits), sum(steady for _, steady in splits)
     if "epochs" in timings:
         epochs = [epoch["epoch_s"] for epoch in timings["epochs"]]
         return epochs[0], sum(epochs[1:])
