@@ -130,18 +130,18 @@ def connect(cluster: str, *, timeout_s: float = 10, local_resources: dict[str, f
                                              processes=True, dashboard_address=None, resources=local_resources,
                                              silence_logs=40)
         return ClusterSession(local.scheduler_address, distributed.Client(local), local)
-    silent = not_a_scheduler(cluster, min(timeout_s, ANSWER_TIMEOUT_S))
-    if silent:
-        raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({silent}); start one with "
+    why = not_a_scheduler(cluster, min(timeout_s, ANSWER_TIMEOUT_S))
+    if why is None:
+        try:
+            client = distributed.Client(cluster, timeout=timeout_s)
+        except ValueError as exc:  # distributed's parser: "missing port number in address ..."
+            raise ColabkitError(f"--cluster {cluster!r}: {exc}; expected a scheduler's address (tcp://host:8786) "
+                                "or local:N") from None
+        except (OSError, TimeoutError, MemoryError) as exc:  # MemoryError: a reply read as a huge frame length
+            why = str(exc)
+    if why is not None:
+        raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({why}); start one with "
                             "`dask scheduler` and workers with `dask worker ADDRESS` (see docs/cluster.md)")
-    try:
-        client = distributed.Client(cluster, timeout=timeout_s)
-    except ValueError as exc:  # distributed's parser: "missing port number in address ..."
-        raise ColabkitError(f"--cluster {cluster!r}: {exc}; expected a scheduler's address (tcp://host:8786) "
-                            "or local:N") from None
-    except (OSError, TimeoutError, MemoryError) as exc:  # MemoryError: a reply read as a huge frame length
-        raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({exc}); start one with "
-                            "`dask scheduler` and workers with `dask worker ADDRESS` (see docs/cluster.md)") from None
     session = ClusterSession(cluster, client)
     if not session.workers():
         session.close()
