@@ -89,7 +89,7 @@ def check_forecasts(record, plot_hours: int):
 def test_smoke_sweep_on_offline_data_writes_record_html_and_log_without_missing_val_loss(tmp_path):
     grid = yaml.safe_load((REPO / "parameters" / "timeseries_rnn.yaml").read_text())
     grid["notebook"] = str(REPO / grid["notebook"])
-    grid["grid"]["batch_size"] = [32]  # one combination of the committed smoke preset
+    grid["presets"]["smoke"]["grid"]["batch_size"] = [32]  # one combination of the committed smoke preset
     grid["fixed"]["data_source"] = "offline"
     grid_path = tmp_path / "timeseries_rnn.yaml"
     grid_path.write_text(yaml.safe_dump(grid))

@@ -151,14 +151,13 @@ def connect(cluster: str, *, timeout_s: float = 10, local_resources: dict[str, f
 
 
 def not_a_scheduler(address: str, timeout_s: float) -> str | None:
-    """Why no Dask scheduler answers at a tcp:// address, found with one plain TCP connection where
-    distributed's Client would retry for its whole timeout, or read an HTTP reply as a frame length
-    and try to allocate exbibytes: nothing accepts the connection (a closed port refuses at once, an
-    unreachable host within `timeout_s`), or what does sends no Dask handshake within `timeout_s`
-    (a scheduler sends its handshake, a small frame, as soon as it accepts; an HTTP server waits for a
-    request, a proxy may answer 400). None when a handshake comes, or when the address is not plain
-    TCP (distributed then says what it makes of it). A scheduler logs the probe once, at INFO level
-    ("Connection from ... closed before handshake completed")."""
+    """Why no Dask scheduler answers at a tcp:// address, from one plain TCP connection (where
+    distributed's Client would retry for its whole timeout, or read an HTTP reply as a frame length and
+    try to allocate exbibytes): nothing accepts it (a closed port refuses at once, an unreachable host
+    within `timeout_s`), or what does sends no Dask handshake within `timeout_s` (a scheduler sends one,
+    a small frame, as soon as it accepts; an HTTP server waits for a request, a proxy may answer 400).
+    None when a handshake comes, or the address is not plain TCP (distributed then says what it makes
+    of it). A scheduler logs the probe at INFO level ("... closed before handshake completed")."""
     from distributed.comm.addressing import parse_address, parse_host_port
 
     try:
@@ -168,10 +167,19 @@ def not_a_scheduler(address: str, timeout_s: float) -> str | None:
         return None
     if scheme != "tcp" or port is None:
         return None
+    head, deadline = b"", time.monotonic() + timeout_s
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
-            head = _first_bytes(connection, time.monotonic() + timeout_s)
-    except OSError as exc:  # refused, timed out, no such host
+            while len(head) < 128 and not _dask_frame(head) and b"\r\n" not in head:  # a frame, or a line
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+                try:
+                    chunk = connection.recv(128 - len(head))
+                except TimeoutError:
+                    break  # what came so far (if anything) says who answered
+                if not chunk:
+                    break
+                head += chunk
+    except OSError as exc:  # refused, unreachable (timed out), no such host
         return exc.strerror or str(exc) or type(exc).__name__
     if _dask_frame(head):
         return None
@@ -181,22 +189,6 @@ def not_a_scheduler(address: str, timeout_s: float) -> str | None:
     if not head:
         return f"something accepts connections there but sent no Dask handshake within {timeout_s:g} s"
     return f"what answered does not speak Dask's protocol; its first bytes: {head[:16]!r}"
-
-
-def _first_bytes(connection: socket.socket, deadline: float, most: int = 128) -> bytes:
-    """What `connection` sends first: bytes until they open a Dask frame or hold a whole line, the peer
-    closes, `most` have come, or `deadline` passes."""
-    received = b""
-    while len(received) < most and not _dask_frame(received) and b"\r\n" not in received:
-        connection.settimeout(max(0.01, deadline - time.monotonic()))
-        try:
-            chunk = connection.recv(most - len(received))
-        except TimeoutError:
-            break
-        if not chunk:
-            break
-        received += chunk
-    return received
 
 
 def _dask_frame(head: bytes) -> bool:

@@ -55,10 +55,6 @@ class Layer:
     html: HtmlMode | None = None
     bottlenecks: BottleneckMode | None = None
 
-    def settings(self) -> dict[str, Any]:
-        """The RunSettings fields this layer sets."""
-        return {name: value for name in SETTINGS if (value := getattr(self, name)) is not None}
-
     def located_values(self) -> list[tuple[str, str, list[Any]]]:
         """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
         found = [(f"{self.where}grid.{key}", key, values) for key, values in self.grid.items()]
@@ -92,7 +88,8 @@ class Resolved:
         self.zips = [distinct_rows(group) for group in self.zips if group]
 
     def apply(self, layer: Layer) -> None:
-        self.settings = dataclasses.replace(self.settings, **layer.settings())
+        said = {name: value for name in SETTINGS if (value := getattr(layer, name)) is not None}
+        self.settings = dataclasses.replace(self.settings, **said)
         for key, values in layer.grid.items():
             if key in self.axes:
                 self.axes[key] = list(values)  # keep the axis where it was: slugs stay stable

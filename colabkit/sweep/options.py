@@ -40,7 +40,7 @@ class SweepOptions:
     max_kernel_runs: int = DEFAULT_MAX_RUNS  # warm kernels: runs per kernel before a fresh one
     wait_quiet_s: float | None = None  # before each run, wait up to this long for a quiet host
     target_ci: float | None = None  # add rounds until each headline's interval is this narrow (a share)
-    max_repeats: int | None = None  # with target_ci: runs of a combination at most (None: DEFAULT_MAX_REPEATS)
+    max_repeats: int | None = None  # with target_ci: runs of a combination at most (default DEFAULT_MAX_REPEATS)
     cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.cluster)
     shared_out: bool | None = None  # with cluster: see colabkit.sweep.cluster.DaskExecutor
     force: bool = False  # rerun combinations that finished earlier
@@ -60,15 +60,12 @@ class SweepOptions:
                                 "keep it busy: use --jobs 1")
         if self.max_repeats is not None and self.target_ci is None:
             raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
-
-    @property
-    def repeat_cap(self) -> int:
-        """With target_ci: the most runs a combination gets."""
-        return self.max_repeats or DEFAULT_MAX_REPEATS
+        if self.target_ci is not None and self.max_repeats is None:
+            object.__setattr__(self, "max_repeats", DEFAULT_MAX_REPEATS)  # frozen: set once, here
 
     def sweep_section(self, env: dict[str, str] | None = None) -> dict[str, Any]:
         """What every record of the sweep says about how it ran (its `sweep` section, before the run)."""
         section: dict[str, Any] = {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
         if self.target_ci is not None:
-            section.update(target_ci=self.target_ci, max_repeats=self.repeat_cap)
+            section.update(target_ci=self.target_ci, max_repeats=self.max_repeats)
         return section

@@ -118,11 +118,11 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
 def _until_target(executor: Executor, decisions: list[Decision], echo: Callable[[str], None], progress: bool,
                   outcomes: list[Outcome]) -> list[Decision]:
     """Rounds of one more run of each combination whose headline interval is wider than the options'
-    `target_ci` (colabkit.sweep.target), until none is or each has `repeat_cap` runs; the decisions of
+    `target_ci` (colabkit.sweep.target), until none is or each has `max_repeats` runs; the decisions of
     those runs. The combinations that never got there are named at the end."""
     options = executor.options
-    target, max_repeats = options.target_ci, options.repeat_cap
-    assert target is not None
+    target, max_repeats = options.target_ci, options.max_repeats
+    assert target is not None and max_repeats is not None
     # one entry per combination (repeat 1 stands for all), of those that ran or finished earlier
     firsts = {decision.combination.with_repeat(1).output_base(executor.out): decision.combination.with_repeat(1)
               for decision in decisions if decision.action in (SweepAction.RUN, SweepAction.RERUN, SweepAction.DONE)}
