@@ -29,10 +29,9 @@ from colabkit.experiments import Experiment, Parameter, find
 from colabkit.suite import suite_root
 from colabkit.sweep.combination import device_request
 from colabkit.sweep.layers import Layer, Resolved, canonical
-from colabkit.sweep.options import BOTTLENECK_MODES, HTML_MODES, KERNEL_MODES
+from colabkit.sweep.options import MODES
 from colabkit.sweep.parameters import declared_parameters
 
-MODES = {"kernels": KERNEL_MODES, "html": HTML_MODES, "bottlenecks": BOTTLENECK_MODES}
 PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", *MODES)
 TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", *MODES)
 SET_BY_THE_SWEEP = ("results_path",)
@@ -150,28 +149,21 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
     return {str(key): value for key, value in fixed.items()}
 
 
-def check_repeats(value: Any, where: str, problems: list[str]) -> int | None:
-    """A `repeats` value: None when absent, else a whole number >= 1 (a problem appended otherwise)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        problems.append(f"{where}repeats = {value!r}: expected a whole number >= 1 (independent runs of each "
-                        "combination)")
-        return None
-    return value
-
-
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
-    modes = {}
+    settings = {key: raw.get(key) for key in ("repeats", *MODES)}  # how its combinations run: RunSettings
     for key, choices in MODES.items():
-        modes[key] = raw.get(key)
-        if modes[key] is not None and modes[key] not in choices:
-            problems.append(f"{where}{key}: {modes[key]!r}: expected one of {', '.join(choices)}")
-            modes[key] = None
+        if settings[key] is not None and settings[key] not in choices:
+            problems.append(f"{where}{key}: {settings[key]!r}: expected one of {', '.join(choices)}")
+            settings[key] = None
+    repeats = settings["repeats"]
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        problems.append(f"{where}repeats = {repeats!r}: expected a whole number >= 1 (independent runs of each "
+                        "combination)")
+        settings["repeats"] = None
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
                   _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
-                  repeats=check_repeats(raw.get("repeats"), where, problems), **modes)
+                  **settings)
     places: dict[str, str] = {}
     for located, key, _ in layer.located_values():
         if key in places:

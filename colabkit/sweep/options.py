@@ -21,9 +21,9 @@ KernelMode = Literal["fresh", "reuse"]
 # The bottleneck passes (colabkit.training.breakdown) in every run, or in the first run of each
 # combination only: its later repeats run with `breakdown=False` (their training is measured the same).
 BottleneckMode = Literal["all", "first"]
-HTML_MODES: tuple[str, ...] = get_args(HtmlMode)
-KERNEL_MODES: tuple[str, ...] = get_args(KernelMode)
-BOTTLENECK_MODES: tuple[str, ...] = get_args(BottleneckMode)
+# The grid-file keys of those settings and the values each takes.
+MODES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
+                                     "bottlenecks": get_args(BottleneckMode)}
 
 DEFAULT_MAX_RUNS = 100  # runs per warm kernel before a fresh one: bounds what slow leaks can add up to
 DEFAULT_MAX_REPEATS = 10  # --target-ci without --max-repeats
