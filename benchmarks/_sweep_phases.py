@@ -104,12 +104,14 @@ def cell_kind(source: str) -> str:
 
 
 def training_split(record: dict[str, Any]) -> tuple[float, float]:
-    """(first epoch or cold call, steady epochs or the other calls) in seconds, from the record."""
+    """(first epochs or cold call, steady epochs or the other calls) in seconds, from the record."""
     timings = record["timings"]
-    fits = [timings] if "epochs" in timings else timings.get("repeats", [])  # the dBLSTM: one fit per repeat
-    if fits:
-        epochs = [[epoch["epoch_s"] for epoch in fit["epochs"]] for fit in fits]
-        return sum(fit[0] for fit in epochs), sum(sum(fit[1:]) for fit in epochs)
+    if "repeats" in timings:  # the dBLSTM: fresh models one after another, each with its epochs
+        splits = [training_split({"timings": repeat}) for repeat in timings["repeats"]]
+        return sum(first for first, _ in splits), sum(steady for _, steady in splits)
+    if "epochs" in timings:
+        epochs = [epoch["epoch_s"] for epoch in timings["epochs"]]
+        return epochs[0], sum(epochs[1:])
     matmul = timings["matmul"]
     warmup = matmul.get("warmup_calls_discarded", 0)
     return matmul["cold_s"], sum(matmul["warm_s"]) + warmup * matmul["median_s"]

@@ -32,9 +32,10 @@ import tempfile
 from pathlib import Path
 
 from colabkit.experiments import get
-from colabkit.sweep.execution import RunOptions, execute_combination
+from colabkit.sweep.execution import execute_combination
 from colabkit.sweep.fingerprint import fingerprint
 from colabkit.sweep.kernels import close_warm_kernels
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.timing.agreement import Agreement, interleave, spread
@@ -63,8 +64,8 @@ def grid_file(name: str, workdir: Path) -> Path:
 def sweep_round(name: str, mode: str, out: Path) -> dict[str, tuple[float, int]]:
     """One sweep of `name`'s combinations with kernels `mode`: {slug: (headline, runs_before)}."""
     _, preset, overrides = SWEEPS[name]
-    outcomes = run_sweep([grid_file(name, out.parent)], preset, "cpu", out=out, overrides=overrides, kernels=mode,
-                         html="none", echo=lambda line: None)
+    runs = plan([grid_file(name, out.parent)], preset, "cpu", overrides, out, kernels=mode, html="none")
+    outcomes = run_sweep(runs, echo=lambda line: None)
     metric = get(NOTEBOOKS[name]).headline.metric
     found = {}
     for outcome in outcomes:
@@ -103,12 +104,13 @@ def repeats_spread(name: str, count: int, workdir: Path) -> None:
     combination = plan([grid_file(name, workdir)], preset, "cpu", overrides)[0]
     digest = fingerprint(combination.notebook, combination.params)
     metric = get(combination.name).headline.metric
-    base = RunOptions(cwd=str(Path.cwd()), html="none")
+    options = SweepOptions(cwd=str(Path.cwd()))
     values: dict[str, list[float]] = {"fresh": [], "reuse": []}
     for index in range(count):
         for mode in ("fresh", "reuse"):
-            outcome = execute_combination(combination, workdir / f"repeat-{name}-{mode}-{index}", digest,
-                                          dataclasses.replace(base, kernels=mode))
+            settings = dataclasses.replace(combination.settings, kernels=mode, html="none")
+            outcome = execute_combination(dataclasses.replace(combination, settings=settings),
+                                          workdir / f"repeat-{name}-{mode}-{index}", digest, options)
             record = json.loads(outcome.record_path.read_text())
             if record["status"] != "ok":
                 raise SystemExit(f"repeat {index} ({mode}) failed: {outcome.message}")

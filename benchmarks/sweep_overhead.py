@@ -1,8 +1,11 @@
 """Where a sweep's time goes per combination (`breakdown`, the default), and the sweep runner's
 overhead over papermill's own (`machinery`), each measured in one run.
 
-`breakdown`: the smoke presets of ParaDnn, the CNN and matmul on the CPU, swept with fresh kernels and
-with warm ones (`--kernels reuse`), the two modes alternating round by round. Each combination's wall
+`breakdown`: the smoke presets of ParaDnn, the CNN and matmul (`--experiments` adds the dBLSTM and
+the weather GRU) on the CPU, swept with fresh kernels and with warm ones (`--kernels reuse`), the two
+modes alternating round by round; or, with `--before DIR`, the smoke presets as the grid files in
+DIR/parameters/ set them (say, a copy of an earlier commit's) against today's, each as its preset
+says (its kernels, HTML, bottleneck passes). Each combination's wall
 time is split into kernel start, imports, device set-up, host probes, data, model build, FLOP count,
 first epoch, steady epochs, the rest of training, evaluation, results and plots, the record, papermill,
 the HTML export, the sweep's bookkeeping and a warm kernel's clean-up (benchmarks/_sweep_phases.py:
@@ -56,6 +59,8 @@ from notebook_factory import write_tiny_notebook  # noqa: E402
 from colabkit.sweep.devices import detect_devices
 from colabkit.sweep.gridfile import load_grid
 from colabkit.sweep.overrides import parse_overrides
+from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 
 TARGET_S = 0.5
@@ -111,7 +116,8 @@ def run_through_sweep(grid: Path, out: Path, available: dict[str, int], html: bo
     papermill.execute_notebook = clock
     try:
         start = time.perf_counter()
-        outcomes = run_sweep([grid], out=out, available=available, echo=lambda line: None, html=html)
+        outcomes = run_sweep(plan([grid], out=out, html="all" if html else "none"), available=available,
+                             echo=lambda line: None)
         seconds = time.perf_counter() - start
     finally:
         papermill.execute_notebook = clock.inner
@@ -126,7 +132,7 @@ def run_on_cluster(grid: Path, out: Path, address: str, count: int) -> tuple[flo
     and of those the seconds outside the runs themselves (each run's own seconds on the worker,
     execute_combination from start to record, taken out): Dask's and the sweep's machinery."""
     start = time.perf_counter()
-    outcomes = run_sweep([grid], cluster=address, out=out, echo=lambda line: None, shared_out=False)
+    outcomes = run_sweep(plan([grid], out=out), SweepOptions(cluster=address, shared_out=False), echo=lambda line: None)
     seconds = time.perf_counter() - start
     ran = [outcome for outcome in outcomes if outcome.status == "ok" and not outcome.resumed]
     if len(ran) != count:
@@ -153,14 +159,16 @@ def local_cluster(wanted: bool) -> Iterator[str | None]:
 
 
 EXPERIMENTS = {"paradnn": "parameters/paradnn.yaml", "cnn": "parameters/cnn_mnist.yaml",
-               "matmul": "parameters/matmul_tflops.yaml"}
+               "matmul": "parameters/matmul_tflops.yaml", "dblstm": "parameters/dblstm_har.yaml",
+               "weather": "parameters/timeseries_rnn.yaml"}
+DEFAULT_EXPERIMENTS = ("paradnn", "cnn", "matmul")
 OVERHEAD_TARGET_S, SPEEDUP_TARGET = 1.0, 3.0
 
 
-def grid_for(name: str, folder: Path, batches: list[int] | None) -> Path:
-    """The experiment's grid file; for ParaDnn with `batches`, a copy whose smoke preset runs its eight
-    models at each of those batch sizes (a longer sweep over which once-per-sweep costs spread)."""
-    grid = REPO / EXPERIMENTS[name]
+def grid_for(name: str, folder: Path, batches: list[int] | None, root: Path = REPO) -> Path:
+    """The experiment's grid file under `root`; for ParaDnn with `batches`, a copy whose smoke preset runs
+    its eight models at each of those batch sizes (a longer sweep over which once-per-sweep costs spread)."""
+    grid = root / EXPERIMENTS[name]
     if name != "paradnn" or not batches:
         return grid
     text = grid.read_text().replace("notebook: notebooks/", f"notebook: {REPO}/notebooks/")
@@ -171,17 +179,17 @@ def grid_for(name: str, folder: Path, batches: list[int] | None) -> Path:
     return copy
 
 
-def sweep_breakdown(name: str, mode: str, out: Path, html: str | None, overrides: dict,
-                    batches: list[int] | None = None) -> dict:
-    """One smoke sweep of `name` on the CPU in kernels `mode` (with the `overrides` its notebook
-    declares): its wall time and each combination's phases."""
-    grid = grid_for(name, out.parent, batches)
+def sweep_breakdown(name: str, mode: str | None, out: Path, html: str | None, overrides: dict,
+                    batches: list[int] | None = None, root: Path = REPO) -> dict:
+    """One smoke sweep of `name` on the CPU (its grid file under `root`) in kernels `mode` (None: as its
+    preset says), with the `overrides` its notebook declares: its wall time and each combination's phases."""
+    grid = grid_for(name, out.parent, batches, root)
     declared = load_grid(grid).parameters
     with SweepClocks().installed() as clocks:
         start = time.perf_counter()
-        outcomes = run_sweep([grid], "smoke", "cpu", out=out, echo=lambda line: None,
-                             kernels=mode, html=html,
-                             overrides={key: value for key, value in overrides.items() if key in declared})
+        runs = plan([grid], "smoke", "cpu", {key: value for key, value in overrides.items() if key in declared}, out,
+                    kernels=mode, html=html)
+        outcomes = run_sweep(runs, echo=lambda line: None)
         wall = time.perf_counter() - start
     failed = [outcome.message for outcome in outcomes if outcome.status != "ok"]
     if failed:
@@ -201,11 +209,17 @@ def _mean(runs: list[dict], phase: str) -> float | None:
 
 
 def print_breakdown(name: str, results: dict[str, list[dict]]) -> None:
-    fresh = [run for sweep in results["fresh"] for run in sweep["runs"]]
-    reuse = [run for sweep in results["reuse"] for run in sweep["runs"]]
-    columns = [("fresh", fresh), ("reuse: new kernel", [r for r in reuse if r["runs_before"] == 0]),
-               ("reuse: warm", [r for r in reuse if r["runs_before"] > 0]), ("reuse: all", reuse)]
-    print(f"\n{name}: seconds per combination (mean over {len(fresh)} fresh and {len(reuse)} reused runs)")
+    """Per side (fresh, reuse; or before, after): the mean seconds per phase of its runs, and where
+    some ran in warm kernels, of its runs in a new kernel and in a warm one apart."""
+    columns = []
+    for label, sweeps in results.items():
+        runs = [run for sweep in sweeps for run in sweep["runs"]]
+        if any(run["runs_before"] > 0 for run in runs):
+            columns += [(f"{label}: new kernel", [r for r in runs if r["runs_before"] == 0]),
+                        (f"{label}: warm", [r for r in runs if r["runs_before"] > 0])]
+        columns.append((f"{label}: all" if len(columns) else label, runs))
+    counts = ", ".join(f"{len([r for s in sweeps for r in s['runs']])} {label}" for label, sweeps in results.items())
+    print(f"\n{name}: seconds per combination (mean over {counts} runs)")
     print(f"{'phase':<20}" + "".join(f"{label:>19}" for label, _ in columns))
     for phase in (*PHASES, "total", "outside build+training"):
         cells = []
@@ -218,14 +232,15 @@ def print_breakdown(name: str, results: dict[str, list[dict]]) -> None:
                 value = _mean(runs, phase)
             cells.append(f"{value:>19.2f}" if value is not None else f"{'-':>19}")
         print(f"{phase:<20}" + "".join(cells))
-    walls = {mode: [sweep["wall"] for sweep in sweeps] for mode, sweeps in results.items()}
-    outside = {mode: [sweep["outside_per_run"] for sweep in sweeps] for mode, sweeps in results.items()}
-    ratios = [f / r for f, r in zip(walls["fresh"], walls["reuse"])]
-    print(f"sweep wall time: fresh {spread(walls['fresh'])} s, reuse {spread(walls['reuse'])} s; fresh / reuse "
-          f"per round {spread(ratios)} (median {statistics.median(ratios):.2f})")
-    print(f"outside model build and training, amortised over the sweep's wall time: fresh {spread(outside['fresh'])} "
-          f"s, reuse {spread(outside['reuse'])} s per combination")
-    if name == "paradnn":  # the issue's verdicts (on the smoke preset's 8 models, unless --paradnn-batches)
+    (first, first_sweeps), (second, second_sweeps) = results.items()
+    walls = {label: [sweep["wall"] for sweep in sweeps] for label, sweeps in results.items()}
+    outside = {label: [sweep["outside_per_run"] for sweep in sweeps] for label, sweeps in results.items()}
+    ratios = [a / b for a, b in zip(walls[first], walls[second])]
+    print(f"sweep wall time: {first} {spread(walls[first])} s, {second} {spread(walls[second])} s; {first} / "
+          f"{second} per round {spread(ratios)} (median {statistics.median(ratios):.2f})")
+    print(f"outside model build and training, amortised over the sweep's wall time: {first} "
+          f"{spread(outside[first])} s, {second} {spread(outside[second])} s per combination")
+    if name == "paradnn" and (first, second) == ("fresh", "reuse"):  # the issue's verdicts (on the smoke's models)
         overhead, speedup = statistics.median(outside["reuse"]), statistics.median(ratios)
         print(f"verdict: reuse outside build+training {overhead:.2f} s per combination (target <= "
               f"{OVERHEAD_TARGET_S:g}): {'PASS' if overhead <= OVERHEAD_TARGET_S else 'FAIL'}; fresh / reuse wall "
@@ -237,20 +252,24 @@ def spread(values: list[float]) -> str:
 
 
 def breakdown_main(args: argparse.Namespace) -> int:
-    load_before = os.getloadavg()[0]
-    results: dict[str, dict[str, list[dict]]] = {name: {"fresh": [], "reuse": []} for name in args.experiments}
+    load_before = os.getloadavg()
+    # (label, kernels: None as the preset says, the folder holding parameters/)
+    sides = ([("before", None, Path(args.before)), ("after", None, REPO)] if args.before
+             else [("fresh", "fresh", REPO), ("reuse", "reuse", REPO)])
+    results: dict[str, dict[str, list[dict]]] = {name: {label: [] for label, _, _ in sides}
+                                                 for name in args.experiments}
     with tempfile.TemporaryDirectory() as folder:
         for round_index in range(args.rounds):
-            modes = ("fresh", "reuse") if round_index % 2 == 0 else ("reuse", "fresh")
-            for mode in modes:
+            for label, mode, root in sides if round_index % 2 == 0 else sides[::-1]:
                 for name in args.experiments:
-                    sweep = sweep_breakdown(name, mode, Path(folder) / f"{round_index}-{mode}-{name}", args.html,
-                                            parse_overrides(args.param), args.paradnn_batches)
-                    results[name][mode].append(sweep)
-                    print(f"round {round_index + 1} {mode:<5} {name:<8} {len(sweep['runs'])} runs in "
-                          f"{sweep['wall']:.1f} s", flush=True)
-    print(f"\nload average before {load_before:.2f}, after {os.getloadavg()[0]:.2f} (2 cores; other work may share "
-          "the machine: compare modes within this run only)")
+                    sweep = sweep_breakdown(name, mode, Path(folder) / f"{round_index}-{label}-{name}", args.html,
+                                            parse_overrides(args.param), args.paradnn_batches, root)
+                    results[name][label].append(sweep)
+                    print(f"round {round_index + 1} {label:<6} {name:<8} {len(sweep['runs'])} runs in "
+                          f"{sweep['wall']:.1f} s (load average {os.getloadavg()[0]:.2f})", flush=True)
+    print(f"\nload average before {', '.join(f'{x:.2f}' for x in load_before)}, after "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min; 2 cores; other work may share the "
+          "machine: compare sides within this run only)")
     for name in args.experiments:
         print_breakdown(name, results[name])
     return 0
@@ -261,7 +280,10 @@ def main() -> int:
     verbs = parser.add_subparsers(dest="verb")
     split = verbs.add_parser("breakdown", help="where a combination's time goes, fresh vs warm kernels (default)")
     split.add_argument("--rounds", type=int, default=2, help="rounds, each sweeping every experiment in both modes")
-    split.add_argument("--experiments", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS))
+    split.add_argument("--experiments", nargs="+", choices=list(EXPERIMENTS), default=list(DEFAULT_EXPERIMENTS))
+    split.add_argument("--before", metavar="DIR",
+                       help="compare the smoke presets of DIR/parameters/*.yaml (before) with today's (after), each "
+                            "as its preset says, rather than fresh with warm kernels")
     split.add_argument("--html", choices=("all", "failed", "none"), help="override the grids' html setting")
     split.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                        help="a parameter for the notebooks that declare it, e.g. breakdown=False")
@@ -296,8 +318,8 @@ def machinery_main(args: argparse.Namespace) -> int:
         detect_s = time.perf_counter() - start
         # Warm-up, untimed: imports, nbconvert's templates, the OS's file cache for the kernel.
         run_direct(notebook, values[:1], workdir / "warm-direct")
-        run_sweep([grid], out=workdir / "warm-sweep", available=available, echo=lambda line: None,
-                  device="cpu", overrides={"value": 1})
+        run_sweep(plan([grid], device="cpu", out=workdir / "warm-sweep", overrides={"value": 1}), available=available,
+                  echo=lambda line: None)
         if address:
             run_on_cluster(grid, workdir / "warm-cluster", address, args.n)
         print(f"sweep overhead: {args.n} tiny combinations per run, {args.rounds} rounds, same process; "

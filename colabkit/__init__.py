@@ -35,6 +35,7 @@ from colabkit.errors import (
 from colabkit.version import __version__
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
+    from colabkit.colab.install import setup_device
     from colabkit.data import (
         HarData,
         MnistData,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.device.backends import BACKENDS, select_backend
     from colabkit.device.peaks import PeakFlops
     from colabkit.device.probes import available_devices, machine_details
-    from colabkit.device.setup import setup_device
     from colabkit.device.spec import DeviceSetup, parse_device
     from colabkit.records.loading import load_results
     from colabkit.records.record import Run, read_record, start_run
@@ -70,7 +70,7 @@ _LAZY = {
     "PeakFlops": "colabkit.device.peaks",
     "available_devices": "colabkit.device.probes",
     "machine_details": "colabkit.device.probes",
-    "setup_device": "colabkit.device.setup",
+    "setup_device": "colabkit.colab.install",  # installs what Colab lacks, then colabkit.device.setup's
     "DeviceSetup": "colabkit.device.spec",
     "parse_device": "colabkit.device.spec",
     "load_results": "colabkit.records.loading",

@@ -8,6 +8,7 @@ traceback means a bug in colabkit. Exit statuses are listed in EXIT_CODES (and `
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -24,11 +25,13 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = """exit status:
-  0    done: every combination ran ok or was kept (sweep); a report built from every record
-       found (report); every record ok or skipped, nothing unfinished or unreadable (status);
-       no row failed, or no GPU to check (gpu-check)
-  1    done, but something needs a look: a combination failed or was set aside (sweep); some
-       files could not be read as records (report); a failed, unfinished or unreadable record,
+  0    done: every combination ran ok, was kept, or was skipped because its device or backend
+       is not here (sweep); a report built from every record found (report); every record ok or
+       skipped, nothing unfinished or unreadable (status); no row failed, or no GPU to check
+       (gpu-check)
+  1    done, but something needs a look: a combination failed, was set aside, or was refused as
+       too large for its device's memory (sweep); some files could not be read as records
+       (report); a failed, unfinished or unreadable record,
        or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
        a resolved regression beyond --fail-above (compare)
   2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
@@ -40,30 +43,31 @@ see docs/cli.md"""
 
 def _sweep(args: argparse.Namespace) -> int:
     from colabkit.sweep.console import dry_run_table, summary_table
+    from colabkit.sweep.options import SweepOptions
     from colabkit.sweep.overrides import parse_overrides
+    from colabkit.sweep.plan import plan
     from colabkit.sweep.runner import prepare, run_sweep
 
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
-    overrides = parse_overrides(args.param)
+    # The options (each named as its SweepOptions field) are checked together here, once, for the dry
+    # run and the real run alike.
+    options = SweepOptions(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SweepOptions)
+                              if hasattr(args, field.name)})
+    runs = plan(args.grids, args.preset, args.device, parse_overrides(args.param), out, args.repeats,
+                kernels=args.kernels, html=args.html)
     if args.dry_run:
         from colabkit.sweep.estimate import estimate_plan
         from colabkit.sweep.plan import SweepAction
 
-        decisions = prepare(args.grids, args.preset, args.device, out, overrides=overrides, force=args.force,
-                            rerun_unreadable=args.rerun, cluster=args.cluster, repeats=args.repeats)
+        decisions = prepare(runs, options)
         to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-        print(dry_run_table(decisions, out, estimate_plan(to_run, args.kernels).lines()))
+        print(dry_run_table(decisions, out, estimate_plan(to_run).lines()))
         return EXIT_OK
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
     try:
         # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.cluster).
-        outcomes = run_sweep(args.grids, preset=args.preset, device=args.device, out=out, overrides=overrides,
-                             force=args.force, rerun_unreadable=args.rerun, timeout_s=args.timeout, jobs=args.jobs,
-                             html=args.html, kernel_name=args.kernel, progress=progress, cluster=args.cluster,
-                             shared_out=args.shared_out, kernels=args.kernels, max_kernel_runs=args.kernel_runs,
-                             repeats=args.repeats, target_ci=args.target_ci, max_repeats=args.max_repeats,
-                             wait_quiet_s=args.wait_quiet)
+        outcomes = run_sweep(runs, options, progress=progress)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -87,8 +91,13 @@ def _sweep(args: argparse.Namespace) -> int:
     for outcome in outcomes:
         if outcome.set_aside:
             print(f"set aside: {outcome.record_path}: {outcome.message}")
+    too_large = [outcome for outcome in outcomes if outcome.too_large]
+    if too_large:
+        print(f"too large: {len(too_large)} combination(s) refused before they ran, their model too large for their "
+              "device's memory (skipped records say the estimate); trim the grid or use a device with more memory")
     print(f"\noutputs: {out}")
-    return EXIT_FAILED if failed or any(outcome.set_aside for outcome in outcomes) else EXIT_OK
+    attention = failed or too_large or any(outcome.set_aside for outcome in outcomes)
+    return EXIT_FAILED if attention else EXIT_OK
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -282,12 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                        help="set a parameter for every combination (typed like papermill's -p); repeatable")
     sweep.add_argument("--force", action="store_true", help="rerun combinations that finished earlier")
-    sweep.add_argument("--rerun", action="store_true",
+    sweep.add_argument("--rerun", dest="rerun_unreadable", action="store_true",
                        help="also rerun combinations whose record file cannot be read (bad encoding or JSON, a "
                             "newer schema), replacing that file; without it such files are kept and set aside")
     sweep.add_argument("--dry-run", action="store_true",
                        help="list the combinations and what would run, be kept or skipped; run nothing")
-    sweep.add_argument("--timeout", type=timeout_seconds, metavar="SECONDS",
+    sweep.add_argument("--timeout", dest="timeout_s", type=timeout_seconds, metavar="SECONDS",
                        help="fail a run whose cells take longer than this (> 0; default and 'none': no limit)")
     sweep.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                        help="run N combinations at once, each in its own kernel (default 1; distorts timings)")
@@ -295,12 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="which runs get an HTML export of their executed notebook (default: what the grid file "
                             "or preset says, else all; `export-html OUT` exports the rest later)")
     sweep.add_argument("--no-html", dest="html", action="store_const", const="none", help="the same as --html none")
-    sweep.add_argument("--kernel", help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
+    sweep.add_argument("--kernel", dest="kernel_name",
+                       help="Jupyter kernel to run the notebooks in (default: the notebook's own)")
     sweep.add_argument("--kernels", choices=("fresh", "reuse"),
                        help="fresh: a new kernel per combination; reuse: warm kernels, cleared between runs and "
                             "replaced after any failure (default: what the grid file or preset says, else fresh; "
                             "docs/sweep.md)")
-    sweep.add_argument("--kernel-runs", type=positive_int, default=100, metavar="N",
+    sweep.add_argument("--kernel-runs", dest="max_kernel_runs", type=positive_int, default=100, metavar="N",
                        help="with reuse: runs per kernel before a fresh one (default 100)")
     sweep.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show a progress bar (default: when the terminal is interactive, or in Colab)")
@@ -318,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="add rounds until each headline's 95 %% interval is within +/- PCT of its median (3%%)")
     sweep.add_argument("--max-repeats", type=positive_int, metavar="N",
                        help="with --target-ci: at most N runs of a combination (default 10)")
-    sweep.add_argument("--wait-quiet", type=seconds, metavar="SECONDS",
+    sweep.add_argument("--wait-quiet", dest="wait_quiet_s", type=seconds, metavar="SECONDS",
                        help="before each run, wait up to SECONDS for a quiet host (no other process busy); each "
                             "record says how long it waited and whether the host was quiet")
     sweep.set_defaults(handler=_sweep)

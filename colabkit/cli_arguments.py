@@ -8,8 +8,6 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
-from colabkit.errors import ColabkitError
-
 T = TypeVar("T", int, float)
 
 
@@ -45,13 +43,18 @@ def seconds(text: str) -> float:
 
 
 def share(text: str, allow_zero: bool = False) -> float:
-    """--target-ci, --fail-above: '3%' or 0.03 (and 0, however written, with `allow_zero`)."""
-    from colabkit.sweep.target import parse_fraction
-
+    """--target-ci, --fail-above: '3%' or 0.03 -> 0.03, a share between 0 and 1 (and 0, however written,
+    with `allow_zero`)."""
+    raw = text.strip()
     try:
-        return parse_fraction(text, allow_zero)
-    except ColabkitError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (3%) or a fraction (0.03)") from None
+    if allow_zero and value == 0:
+        return 0.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a share between 0 and 100 %, e.g. 3%")
+    return value
 
 
 def tolerance(text: str) -> float:

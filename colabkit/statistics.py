@@ -259,12 +259,3 @@ def compare(baseline: Iterable[Any], candidate: Iterable[Any], higher_is_better:
     base, cand = finite(baseline), finite(candidate)
     ratio = ratio_ci(cand, base)
     return Comparison(median_ci(base), median_ci(cand), ratio, verdict(ratio, higher_is_better, tolerance, speed))
-
-
-def runs_for_half_width(cv_between: float, half_width: float) -> int:
-    """About how many runs give a median's 95 % interval of +/- `half_width` (relative) when runs vary
-    with coefficient of variation `cv_between`: the median's standard error is about 1.25 sigma / sqrt(n)
-    for normal-like spread, so n = (1.96 x 1.25 x cv / half_width)^2, and never fewer than MIN_RUNS."""
-    if cv_between < 0 or half_width <= 0:
-        raise ValueError("cv_between must be >= 0 and half_width > 0")
-    return max(MIN_RUNS, math.ceil((1.96 * math.sqrt(math.pi / 2) * cv_between / half_width) ** 2))

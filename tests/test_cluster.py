@@ -4,8 +4,11 @@ products, Ctrl-C. The clusters are LocalClusters of worker processes on this mac
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +22,8 @@ from colabkit.errors import ColabkitError, GridError, SweepInterrupted
 from colabkit.records.record import read_record
 from colabkit.sweep import cluster as cluster_module
 from colabkit.sweep.cluster import cluster_devices, resources_for
+from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status
 
@@ -84,7 +89,7 @@ def test_missing_extra_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)
     grid = write_probe(tmp_path, "grid: {device: [cpu]}\n")
     with pytest.raises(ColabkitError, match=r"pip install colabkit\[cluster\]"):
-        run_sweep([grid], cluster="local:1", out=tmp_path / "out", echo=quiet)
+        run_sweep(plan([grid], out=tmp_path / "out"), SweepOptions(cluster="local:1"), echo=quiet)
 
 
 def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch, tmp_path):
@@ -94,7 +99,7 @@ def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch
     monkeypatch.setattr(cluster_module, "connect", no_connection)
     grid = write_probe(tmp_path, "grid: {device: [cpu], no_such_parameter: [1]}\n")
     with pytest.raises(GridError, match="no_such_parameter"):
-        run_sweep([grid], cluster="tcp://127.0.0.1:1", out=tmp_path / "out", echo=quiet)
+        run_sweep(plan([grid], out=tmp_path / "out"), SweepOptions(cluster="tcp://127.0.0.1:1"), echo=quiet)
     assert main(["sweep", str(grid), "--cluster", "local:1", "--jobs", "2", "--out", str(tmp_path / "o")]) == 2
 
 
@@ -120,13 +125,92 @@ def test_a_scheduler_address_where_nothing_listens_fails_within_seconds(tmp_path
     assert len(err.strip().splitlines()) == 1
 
 
+@contextlib.contextmanager
+def serving(handler):
+    """A TCP server on 127.0.0.1 running `handler(connection)` for each connection, in threads; its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def accept():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # the listener closed
+            threading.Thread(target=handler, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def answers_400(connection):
+    """A proxy that answers 400 to whatever comes, then closes (it waits for the first bytes a moment)."""
+    with connection:
+        connection.settimeout(1)
+        try:
+            connection.recv(1024)
+        except OSError:
+            pass
+        connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def http_server():
+    """A real HTTP server (the standard library's) in a thread; its port."""
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("kind", ["http.server", "a proxy answering 400", "a silent port"])
+def test_an_address_where_something_else_answers_is_a_one_line_error_within_seconds(kind, tmp_path, capsys):
+    """Not a Dask scheduler: distributed's Client would read an HTTP reply as a frame length (and try to
+    allocate exbibytes) or wait on a silent port for minutes; the probe says what answered instead."""
+    grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1]}\n")
+    with contextlib.ExitStack() as stack:
+        if kind == "http.server":
+            server = http_server()
+            stack.callback(server.shutdown)
+            port = server.server_address[1]
+        else:
+            port = stack.enter_context(serving(answers_400 if kind == "a proxy answering 400"
+                                               else lambda connection: time.sleep(30)))
+        start = time.perf_counter()
+        status = main(["sweep", str(grid), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "out")])
+        seconds = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert status == 2 and seconds < 10, (status, seconds, err)
+    assert err.startswith(f"error: --cluster tcp://127.0.0.1:{port}: no Dask scheduler answered (")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    # http.server waits for a request, as a silent port does; the probe sends none: it waits for a handshake
+    expected = {"a proxy answering 400": "an HTTP server did: HTTP/1.1 400 Bad Request"}.get(
+        kind, "something accepts connections there but sent no Dask handshake within 4 s")
+    assert expected in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_probe_takes_a_real_schedulers_handshake_for_one():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as local:
+        assert cluster_module.not_a_scheduler(local.scheduler_address, 4) is None
+
+
 def test_a_full_local_disk_fails_only_the_combination_whose_products_it_could_not_take(tmp_path, monkeypatch):
     import errno
     import types
 
     from colabkit.sweep.cluster_task import TaskResult
     from colabkit.sweep.execution import RunFiles
-    from colabkit.sweep.plan import Decision, SweepAction, plan
+    from colabkit.sweep.plan import Decision, SweepAction
 
     combination = plan([NOTEBOOKS.parent / "parameters" / "matmul_tflops.yaml"], "smoke", "cpu")[0]
     decision = Decision(combination, SweepAction.RUN, "", {"digest": "d"})
@@ -163,8 +247,9 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
     overrides = ["-p", "n=64", "-p", "count=2", "-p", "timed_calls=2", "-p", "blas_baseline=False"]
     local_out, cluster_out = tmp_path / "local", tmp_path / "cluster"
     # The local sweep as the CLI runs it, told the devices (detecting them imports TensorFlow: slow here).
-    run_sweep([grid], preset="smoke", out=local_out, available={"cpu": 1}, echo=quiet, repeats=1,
-              overrides={"n": 64, "count": 2, "timed_calls": 2, "blas_baseline": False})
+    run_sweep(plan([grid], preset="smoke", out=local_out, overrides={"n": 64, "count": 2, "timed_calls": 2,
+                   "blas_baseline": False}, repeats=1),
+              available={"cpu": 1}, echo=quiet)
     assert main(["sweep", str(grid), "--preset", "smoke", *overrides, "--out", str(cluster_out), "--no-progress",
                  "--cluster", "local:2", "--repeats", "1"]) == 0
     local, on_cluster = record_set(local_out), record_set(cluster_out)
@@ -198,7 +283,7 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
 def test_a_worker_killed_mid_combination_gives_a_failed_record_and_the_sweep_finishes(tmp_path):
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\nfixed: {kill_worker_on: 2}\n")
     out = tmp_path / "out"
-    outcomes = run_sweep([grid], cluster="local:2", out=out, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out), SweepOptions(cluster="local:2"), echo=quiet)
     by_value = {outcome.combination.params["value"]: outcome for outcome in outcomes}
     assert [by_value[value].status for value in (1, 2)] == ["ok", "failed"]
     failed = read_record(out / "probe" / "cpu" / "value-2.json")
@@ -223,7 +308,7 @@ def intervals(out: Path, device: str) -> dict[str, list[tuple[float, float]]]:
 def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluster):
     grid = write_probe(tmp_path, "grid: {device: [gpu, tpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
     out = tmp_path / "out"
-    outcomes = run_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out), SweepOptions(cluster=gpu_cluster), echo=quiet)
     assert sorted(outcome.status for outcome in outcomes) == ["ok"] * 4 + ["skipped"] * 4
     by_worker = intervals(out, "gpu")
     assert sum(len(runs) for runs in by_worker.values()) == 4
@@ -236,7 +321,7 @@ def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluste
 
     # The same worker threads without the resource request do run side by side (the check can fail).
     cpu_grid = write_probe(tmp_path / "cpu", "grid: {device: [cpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
-    run_sweep([cpu_grid], cluster=gpu_cluster, out=tmp_path / "cpu-out", echo=quiet)
+    run_sweep(plan([cpu_grid], out=tmp_path / "cpu-out"), SweepOptions(cluster=gpu_cluster), echo=quiet)
     overlapped = False
     for runs in intervals(tmp_path / "cpu-out", "cpu").values():
         runs.sort()
@@ -250,7 +335,7 @@ def test_products_are_written_by_the_worker_in_a_shared_out_or_come_back_as_byte
                                                                                   shared_out, written):
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\n")
     out = tmp_path / "out"
-    outcomes = run_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=shared_out)
+    outcomes = run_sweep(plan([grid], out=out), SweepOptions(cluster=gpu_cluster, shared_out=shared_out), echo=quiet)
     assert [outcome.status for outcome in outcomes] == ["ok", "ok"]
     for value in (1, 2):
         base = out / "probe" / "cpu" / f"value-{value}"
@@ -268,7 +353,7 @@ def test_a_shared_out_that_a_worker_cannot_see_fails_that_combination(tmp_path, 
     out = tmp_path / "out"
     # The probe file is what a worker looks for; written elsewhere, no worker sees OUT.
     monkeypatch.setattr(cluster_module, "PROBE_PREFIX", ".colabkit-elsewhere-")
-    outcomes = run_sweep([grid], cluster=gpu_cluster, out=out, echo=quiet, shared_out=True)
+    outcomes = run_sweep(plan([grid], out=out), SweepOptions(cluster=gpu_cluster, shared_out=True), echo=quiet)
     assert outcomes[0].status == "failed"
     assert "does not see" in read_record(out / "probe" / "cpu" / "value-1.json")["error"]["message"]
 
@@ -296,7 +381,7 @@ def test_ctrl_c_cancels_the_submitted_tasks_stops_their_kernels_and_leaves_no_ha
     before = sweep_kernels()
     start = time.perf_counter()
     with pytest.raises(SweepInterrupted) as stopped:
-        run_sweep([grid], cluster=gpu_cluster, out=out, echo=interrupt_after_the_first)
+        run_sweep(plan([grid], out=out), SweepOptions(cluster=gpu_cluster), echo=interrupt_after_the_first)
     assert time.perf_counter() - start < 50  # the 60 s runs were stopped, not waited for
     assert [outcome.status for outcome in stopped.value.outcomes] == ["ok"]
     records = list(out.rglob("*.json"))

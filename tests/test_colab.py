@@ -188,7 +188,8 @@ def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_ab
 
 def test_setup_device_asking_tensorflow_on_a_colab_tpu_installs_the_pair_first(runtime, monkeypatch, capsys):
     """The set-up cell installed nothing for TensorFlow (the TPU runtime's default is JAX): the run that
-    asks for it installs the pair when it starts, before TensorFlow is imported, then warns."""
+    asks for it installs the pair when it starts, before TensorFlow is imported, then warns. The
+    notebooks' colabkit.setup_device does (colabkit.colab.install), not the device's own set-up."""
     import colabkit.device.setup as device_setup
 
     pip = runtime("tpu")
@@ -200,12 +201,17 @@ def test_setup_device_asking_tensorflow_on_a_colab_tpu_installs_the_pair_first(r
                         or types.SimpleNamespace(kind=request.kind))
     monkeypatch.setattr(device_setup, "_SETUPS", {})
     monkeypatch.setattr(device_setup, "select_backend", lambda backend: backend)
-    device_setup.setup_device("tpu", backend="tensorflow")
+    assert colabkit.setup_device is install.setup_device  # what the notebooks call
+    colabkit.setup_device("tpu", backend="tensorflow")
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
     assert built == [("tpu", "tensorflow")]
     assert install.TPU_TENSORFLOW_WARNING in capsys.readouterr().out
     pip.calls.clear()
-    device_setup.setup_device("tpu", backend="auto")  # JAX: nothing is installed
+    monkeypatch.setattr(device_setup, "_SETUPS", {})
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    device_setup.setup_device("tpu", backend="tensorflow")  # the device's own set-up installs nothing
+    assert pip.calls == [] and built == [("tpu", "tensorflow")] * 2
+    colabkit.setup_device("tpu", backend="auto")  # JAX: nothing is installed
     assert pip.calls == [] and built[-1] == ("tpu", "jax")
 
 

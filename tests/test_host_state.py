@@ -28,6 +28,8 @@ from colabkit.device.host_state import (
     wait_for_quiet,
 )
 from colabkit.records.record import read_record
+from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 
 PROC_STAT = """cpu  1000 20 300 5000 40 5 6 70 0 0
@@ -162,8 +164,12 @@ def test_a_sweep_beside_busy_processes_records_host_quiet_false_and_the_report_m
         grid: {{device: [cpu], value: [1]}}
         fixed: {{sleep_on: 1, sleep_s: 1.5}}
     """))
-    (outcome,) = run_sweep([grid], out=tmp_path / "out", available={"cpu": 1}, echo=lambda line: None,
-                           wait_quiet_s=0.5)
+    lines: list[str] = []
+    (outcome,) = run_sweep(plan([grid], out=tmp_path / "out"), SweepOptions(wait_quiet_s=0.5), available={"cpu": 1},
+                           echo=lines.append)
+    # the console says it measured on a busy host: on the run's line (and in the summary table's note)
+    assert outcome.status == "ok" and outcome.message.startswith("measured on a busy host: still busy after waiting")
+    assert any(line.startswith("[1/1] ok") and "measured on a busy host" in line for line in lines), lines
     record = read_record(outcome.record_path)
     assert record["status"] == "ok" and record["host_quiet"] is False
     assert any("other processes took" in reason for reason in record["host_state"]["busy_reasons"])

@@ -173,6 +173,25 @@ def test_a_sweep_skips_a_model_far_too_large_before_anything_runs(tmp_path):
     small.write_text(grid.read_text().replace("layers: 64, nodes: 65536", "layers: 2, nodes: 16"), encoding="utf-8")
     inventory.known_memory[next(iter(plan([small], out=out))).request] = host
     assert decide(plan([small], out=out), out, inventory)[0].action == SweepAction.RUN
-    outcome, = run_sweep([grid], out=out, available={"cpu": 1}, echo=lambda line: None)
+    outcome, = run_sweep(plan([grid], out=out), available={"cpu": 1}, echo=lambda line: None)
     record = json.loads(outcome.record_path.read_text())
     assert record["status"] == "skipped" and record["error"]["type"] == "InsufficientMemoryError"
+    assert outcome.too_large
+
+
+def test_a_refused_model_needs_a_look_exit_1_an_absent_device_does_not(tmp_path, capsys, monkeypatch):
+    """A model too large for a device that is here never runs there, whoever asks again (the notebook would
+    refuse it too, as a failure): the sweep says so and exits 1 (docs/cli.md). An absent device's skip
+    is the grid's design (each machine runs its share): exit 0."""
+    from colabkit.cli import main
+
+    big = tmp_path / "big.yaml"
+    big.write_text(f"notebook: {NOTEBOOKS / 'paradnn.ipynb'}\ngrid:\n  device: [cpu]\n"
+                   "fixed: {family: fc, layers: 64, nodes: 65536, steps: 5, epochs: 2}\n", encoding="utf-8")
+    assert main(["sweep", str(big), "--out", str(tmp_path / "out"), "--no-progress"]) == 1
+    printed = capsys.readouterr().out
+    assert "too large: 1 combination(s) refused before they ran" in printed
+    monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: {"cpu": 1})  # no child process
+    absent = tmp_path / "absent.yaml"
+    absent.write_text(big.read_text().replace("[cpu]", "[tpu]"), encoding="utf-8")
+    assert main(["sweep", str(absent), "--out", str(tmp_path / "out2"), "--no-progress"]) == 0

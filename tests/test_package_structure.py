@@ -184,6 +184,65 @@ def every_import(path: Path) -> set[str]:
     return {target for target in targets if target == "colabkit" or target.startswith("colabkit.")}
 
 
+# The package's layers, lowest first. A module may import from its own layer and the layers below it,
+# never from one above: at module level, inside functions and in `if TYPE_CHECKING:` blocks alike.
+# Each entry names a subpackage or a top-level module of colabkit; "colabkit" is the package root
+# (`import colabkit`: the names the notebooks use), which sits on top of everything.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "version", "io", "suite", "statistics", "scores", "phases"),  # foundation: stdlib and each other
+    ("device",),  # what the hardware is, its set-up and probes; installs nothing, notes its phases below
+    ("colab",),  # the Colab runtime: what it is, the bootstrap and what it installs
+    ("data",),
+    ("timing",),  # clocks, repeats, baselines, agreement
+    ("training",),  # what a training run measures: timer, fit, FLOPs, memory, bottleneck passes
+    ("plots",),
+    ("experiments",),  # the declarations (their parameters, estimates and published figures)
+    ("records",),  # a run's record: writing, reading, merging
+    ("notebook_runner",),
+    ("report",),
+    ("sweep",),
+    ("compare",),
+    ("gpu_check",),
+    ("maintenance",),
+    ("cli_arguments", "cli", "__main__"),
+    ("colabkit",),
+)
+# Upward imports not yet removed, each one named: none may be added.
+PENDING_UPWARD: set[tuple[str, str]] = set()
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of `module`'s subpackage or top-level module ('colabkit.sweep.plan' -> sweep's)."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else "colabkit"
+    return next(index for index, layer in enumerate(LAYERS) if name in layer)
+
+
+def upward_imports() -> set[tuple[str, str]]:
+    """(importer, imported) for every import of a module from a layer above the importer's."""
+    found = set()
+    for name, path in MODULES.items():
+        for target in every_import(path):
+            module = target if target in MODULES else target.rpartition(".")[0]  # a name imported from a module
+            if module in MODULES and layer_of(module) > layer_of(name):
+                found.add((name, module))
+    return found
+
+
+def test_every_subpackage_and_top_level_module_has_a_layer():
+    named = {name for layer in LAYERS for name in layer}
+    assert len(named) == sum(len(layer) for layer in LAYERS)  # each in one layer only
+    actual = {name.split(".")[1] if "." in name else name for name in MODULES}
+    assert actual == named, f"not in LAYERS: {sorted(actual - named)}; gone: {sorted(named - actual)}"
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    assert layer_of("colabkit.device.setup") < layer_of("colabkit.colab.install")  # the check can fail
+    upward = upward_imports()
+    assert upward - PENDING_UPWARD == set(), "\n".join(f"{a} imports {b}" for a, b in sorted(upward - PENDING_UPWARD))
+    assert PENDING_UPWARD <= upward, f"gone, remove from PENDING_UPWARD: {sorted(PENDING_UPWARD - upward)}"
+
+
 def test_the_report_imports_nothing_from_the_sweep_nor_runs_a_notebook():
     reaching = {name: sorted(t for t in every_import(path) if t.startswith("colabkit.sweep")
                              or t == "colabkit.notebook_runner")

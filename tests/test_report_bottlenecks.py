@@ -67,6 +67,28 @@ def test_a_combinations_shares_and_bound_by_come_from_its_median_throughputs_and
     assert "40 % is host overhead and 30 % device time: bound by host." in bar.caption
 
 
+def test_passes_made_in_the_first_run_only_are_set_beside_that_runs_throughput(tmp_path: Path):
+    """`bottlenecks: first`: repeats 2 and 3 made no passes; the table counts the one run that did, and
+    sets its passes beside its own throughput, not beside the median of all three."""
+    first = cnn_run((0.2, 0.3, 0.5), "device", None, "2026-01-01T00:00:00+00:00")
+    first["fingerprint"] = {"params": dict(first["params"])}  # the combination's, in every run's record
+    fx.write(tmp_path, first, "batch_size-256")
+    for repeat in (2, 3):
+        later = fx.cnn("gpu", 256)
+        later["finished_at"] = f"2026-01-0{repeat}T00:00:00+00:00"
+        later["metrics"]["samples_per_s"] = 2 * first["metrics"]["samples_per_s"]
+        later["metrics"].update(dict.fromkeys(("input_samples_per_s", "device_samples_per_s", *SHARES, "bound_by")))
+        later["params"]["breakdown"] = False  # as the sweep gave it (the combination's parameters stay the same)
+        later["breakdown"] = {"measured": False, "reason": "breakdown=False: skipped on request"}
+        later["fingerprint"] = first["fingerprint"]
+        fx.write(tmp_path, later, f"batch_size-256_repeat-{repeat}")
+    data = report.load_report_data([tmp_path])
+    assert data.ok("cnn_mnist")["runs"].iloc[0] == 3  # all three count for the headline
+    (row,) = breakdown_table(data, "cnn_mnist").to_dict("records")
+    assert row["runs"] == 1 and row["samples_per_s"] == pytest.approx(first["metrics"]["samples_per_s"])
+    assert [row[name] for name in SHARES] == pytest.approx([0.2, 0.3, 0.5])
+
+
 def test_a_device_bound_combination_takes_the_roofline_answer_its_runs_gave(tmp_path: Path):
     for repeat, (bound, roof) in enumerate([("memory", "memory"), ("memory", "memory"), ("device", None)], start=1):
         fx.write(tmp_path, cnn_run((0.1, 0.1, 0.8), bound, roof, f"2026-01-0{repeat}T00:00:00+00:00"),

@@ -179,7 +179,8 @@ def test_a_grid_of_10000_combinations_is_validated_in_under_5_s(probe, tmp_path)
     assert "grid.value lists 99 twice" in line
     # The valid grid: every combination planned and decided (devices given: no detection) in < 5 s.
     script = ("import time; t = time.process_time(); from colabkit.sweep.runner import prepare; "
-              f"d = prepare([{str(big)!r}], out={str(tmp_path / 'out')!r}, available={{'cpu': 1}}); "
+              "from colabkit.sweep.plan import plan; "
+              f"d = prepare(plan([{str(big)!r}], out={str(tmp_path / 'out')!r}), available={{'cpu': 1}}); "
               "print(len(d), time.process_time() - t)")
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=PYTHON_ENV,
                                timeout=60, check=True)

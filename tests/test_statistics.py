@@ -18,7 +18,6 @@ from colabkit.statistics import (
     median_ci,
     range_coverage,
     ratio_ci,
-    runs_for_half_width,
     speedup_ci,
     summarize,
     verdict,
@@ -123,4 +122,3 @@ def test_summaries_and_helpers_say_what_they_promise():
         mean_std([])
     assert finite([1, None, float("nan"), "x", True, 2.5, float("inf")]) == [1.0, 2.5]
     assert cv([1.0]) is None and cv([9.0, 11.0]) == pytest.approx(np.std([9.0, 11.0], ddof=1) / 10)
-    assert runs_for_half_width(0.04, 0.03) == 11 and runs_for_half_width(0.001, 0.03) == 3

@@ -18,6 +18,7 @@ from colabkit.records.record import read_record
 from colabkit.sweep.console import summary_table
 from colabkit.sweep.expand import expand
 from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import decide, plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status, format_status
@@ -57,7 +58,7 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
         presets: {{smoke: {{}}, paper: {{}}}}
     """)
     out = tmp_path / "out"
-    outcomes = run_sweep([grid], out=out, available={"cpu": 1}, echo=lambda line: None)
+    outcomes = run_sweep(plan([grid], out=out), available={"cpu": 1}, echo=lambda line: None)
     by_key = {(o.combination.device, o.combination.params["n"]): o for o in outcomes}
     assert [o.status for o in outcomes] == ["ok", "failed", "skipped", "skipped"]
 
@@ -148,7 +149,7 @@ def test_a_run_over_its_time_limit_fails_and_the_sweep_goes_on(tmp_path, tiny):
         grid: {{device: [cpu], value: [1, 2, 3]}}
         fixed: {{sleep_on: 2, sleep_s: 120.0}}
     """)
-    outcomes = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, timeout_s=3)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out"), SweepOptions(timeout_s=3), available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok", "failed", "ok"]
     assert outcomes[1].seconds < 60  # stopped at the limit, not after the cell's 120 s
     error = read_record(outcomes[1].record_path)["error"]
@@ -164,13 +165,13 @@ def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny)
         fixed: {{fail_on: 2}}
     """)
     out = tmp_path / "out"
-    first = run_sweep([grid], out=out, available=CPU_ONLY, echo=quiet)
+    first = run_sweep(plan([grid], out=out), available=CPU_ONLY, echo=quiet)
     assert [(o.combination.device, o.status) for o in first] == \
         [("cpu", "ok"), ("cpu", "failed"), ("tpu", "skipped"), ("tpu", "skipped")]
     ok_record = out / "tiny" / "cpu" / "value-1.json"
     stamp = ok_record.stat().st_mtime_ns
 
-    second = run_sweep([grid], out=out, available=CPU_ONLY, echo=quiet)
+    second = run_sweep(plan([grid], out=out), available=CPU_ONLY, echo=quiet)
     assert [(o.status, o.resumed) for o in second] == [("ok", True), ("failed", False), ("skipped", False), ("skipped", False)]
     assert ok_record.stat().st_mtime_ns == stamp  # not run again, not rewritten
 
@@ -201,6 +202,24 @@ def test_resume_keeps_finished_runs_reruns_failed_and_stale_ones(tmp_path, tiny)
     assert f"failed  {out}/tiny/cpu/value-2.json: ValueError [exception] in In [4]: value 2 is set to fail" in text
 
 
+def test_devices_are_asked_of_a_framework_only_where_the_machine_shows_an_accelerator(monkeypatch):
+    import types
+
+    import colabkit.sweep.devices as devices
+
+    asked = []
+    monkeypatch.setattr(devices.subprocess, "run", lambda *args, **kwargs: asked.append(args) or types.SimpleNamespace(
+        returncode=0, stdout='{"cpu": 1, "gpu": 2}\n', stderr=""))
+    monkeypatch.setattr(devices, "tpu_runtime_hint", lambda: None)
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [])
+    monkeypatch.setattr(devices.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(devices.os.path, "exists", lambda path: False)
+    assert devices.accelerator_signs() == [] and devices.detect_devices() == {"cpu": 1} and asked == []
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [{"name": "Tesla T4"}])
+    assert devices.accelerator_signs() == ["nvidia-smi lists Tesla T4"]
+    assert devices.detect_devices() == {"cpu": 1, "gpu": 2} and len(asked) == 1  # TensorFlow, in a child
+
+
 def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeypatch, capsys):
     monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu, gpu], value: [1, 2]}}\n")
@@ -210,6 +229,21 @@ def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeyp
     assert lines[2].split()[:5] == ["tiny", "cpu", "value-1", "run", "not"]
     assert lines[4].split()[:4] == ["tiny", "gpu", "value-1", "skip"] and "device 'gpu' is not on this machine" in lines[4]
     assert lines[-1] == f"would run 2 (0 of them again), keep 0 finished earlier, skip 2; outputs in {out}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--wait-quiet", "5", "--jobs", "2"], "--wait-quiet waits for an idle host before each run"),
+    (["--max-repeats", "3"], "--max-repeats goes with --target-ci"),
+    (["--cluster", "local:1", "--jobs", "2"], "--jobs does not apply with --cluster")])
+def test_the_dry_run_refuses_exactly_what_the_real_run_refuses(tmp_path, tiny, capsys, options, message):
+    """Options that do not go together are checked once (SweepOptions), for both: one line, exit 2, nothing run."""
+    grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
+    out = tmp_path / "out"
+    for dry_run in (["--dry-run"], []):
+        assert main(["sweep", str(grid), "--out", str(out), *options, *dry_run]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {message}") and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
 
 
@@ -274,7 +308,7 @@ def test_a_full_disk_during_the_html_export_is_a_filesystem_failure(tmp_path, ti
 
     monkeypatch.setattr("colabkit.sweep.execution.export_run_html", full_disk)
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet)
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out"), available=CPU_ONLY, echo=quiet)
     error = read_record(outcome.record_path)["error"]
     assert (outcome.status, error["type"], error["kind"]) == ("failed", "OSError", "filesystem")
     assert error["message"].startswith("No space left on device: ") and ".running.html" in error["message"]
@@ -302,7 +336,8 @@ def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
         {"argv": [sys.executable, str(launcher), "-f", "{connection_file}"], "display_name": "flaky", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, kernel_name="flaky")
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out"),
+                          SweepOptions(kernel_name="flaky"), available=CPU_ONLY, echo=quiet)
     assert outcome.status == "ok", outcome.message
     assert read_record(outcome.record_path)["sweep"]["kernel_start_attempts"] == 2
     assert "the kernel did not start (attempt 1 of 3); retrying" in (tmp_path / "out/tiny/cpu/value-1.log").read_text()
@@ -310,7 +345,8 @@ def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
 
 def test_an_unknown_kernel_fails_at_once_without_retries(tmp_path, tiny):
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, kernel_name="no-such-kernel")
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out"),
+                          SweepOptions(kernel_name="no-such-kernel"), available=CPU_ONLY, echo=quiet)
     record = read_record(outcome.record_path)
     assert (record["status"], record["error"]["kind"], record["sweep"]["kernel_start_attempts"]) == \
         ("failed", "kernel_start", 1)

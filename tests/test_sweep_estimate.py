@@ -10,7 +10,7 @@ from colabkit.cli import main
 from colabkit.experiments import get
 from colabkit.experiments.paradnn import FAMILY_KNOBS
 from colabkit.sweep import estimate
-from colabkit.sweep.estimate import FIXED_COST_S, NEW_KERNEL_S, estimate_plan, paper_estimate
+from colabkit.sweep.estimate import FIXED_COST_S, NEW_KERNEL_S, accelerator_rate, estimate_plan
 from colabkit.sweep.gridfile import load_grid
 from colabkit.sweep.plan import plan
 
@@ -22,10 +22,10 @@ def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_rate():
     combinations = plan([GRID], "smoke", "cpu")
     paradnn = get("paradnn")
     flops = sum(paradnn.work_flops({**paradnn.defaults, **c.params}) for c in combinations)
-    fresh = estimate_plan(combinations, "fresh", RATE)
+    fresh = estimate_plan(plan([GRID], "smoke", "cpu", kernels="fresh"), RATE)
     assert fresh.fixed_s == pytest.approx(len(combinations) * FIXED_COST_S["fresh"])
     assert fresh.work_s == pytest.approx(flops / 1e11) and fresh.seconds == fresh.fixed_s + fresh.work_s
-    warm = estimate_plan(combinations, None, RATE)  # the grid asks for warm kernels: one kernel, one new start
+    warm = estimate_plan(combinations, RATE)  # the grid asks for warm kernels: one kernel, one new start
     assert warm.kernels == 1 and warm.fixed_s == pytest.approx(len(combinations) * FIXED_COST_S["reuse"] + NEW_KERNEL_S)
     assert any("a test rate" in line for line in warm.lines())
     # an FC smoke model: 3 x forward FLOPs x batch x steps x epochs
@@ -38,7 +38,7 @@ def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_rate():
 def test_runs_without_flops_or_a_known_rate_count_their_fixed_cost_and_are_named(tmp_path):
     cnn = plan([REPO / "parameters" / "cnn_mnist.yaml"], "smoke", "cpu")
     tpu = plan([GRID], "smoke", "tpu")
-    result = estimate_plan(cnn + tpu, "fresh", RATE)
+    result = estimate_plan([*cnn, *tpu], RATE)
     assert result.work_s == 0 and result.without_work == len(cnn) and result.unknown_rate == len(tpu)
     text = "\n".join(result.lines())
     assert f"{len(cnn)} run(s) have no FLOP count" in text and f"{len(tpu)} run(s) on a device whose rate" in text
@@ -49,16 +49,41 @@ def test_the_dry_run_prints_the_estimate_and_what_it_rests_on(tmp_path, monkeypa
     assert main(["sweep", str(GRID), "--preset", "smoke", "--device", "cpu", "--dry-run", "--out",
                  str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
-    assert "estimated wall time:" in printed and "for 8 run(s)" in printed
+    assert "estimated wall time:" in printed and "for 7 run(s)" in printed
     assert "rate on cpu: 200 GFLOPS" in printed and "benchmarks/sweep_overhead.py" in printed
     assert not (tmp_path / "out").exists()
+
+
+# The devices the paper presets' descriptions state an estimate for: label -> (kind, name in the peaks table).
+PAPER_DEVICES = {"T4": ("gpu", "Tesla T4"), "A100": ("gpu", "NVIDIA A100-SXM4-40GB"), "TPU v5e": ("tpu", "v5litepod-1")}
+
+
+def rough(seconds: float) -> str:
+    """A duration as a preset's description states it: '~40 min', '~22 h', '~15 days'."""
+    if seconds < 3600:
+        return f"~{max(1, round(seconds / 60))} min"
+    if seconds < 48 * 3600:
+        return f"~{round(seconds / 3600)} h"
+    return f"~{round(seconds / 86400)} days"
+
+
+def paper_estimate(runs) -> str:
+    """What a paper preset's description states: the wall time of its runs on each of PAPER_DEVICES with
+    warm kernels, the work at the peaks table's figure (so a lower bound), labelled as estimates."""
+    parts = []
+    for label, (kind, name) in PAPER_DEVICES.items():
+        mine = [combination for combination in runs if combination.request.kind == kind]
+        seconds = estimate_plan(mine, {kind: accelerator_rate(kind, "float32", name)}).seconds
+        parts.append(f"{label} {rough(seconds)}")
+    return ("estimated per device at the peaks table's figure (a lower bound) with warm kernels: "
+            + ", ".join(parts))
 
 
 @pytest.mark.parametrize("preset", ["paper", "paper_cnn", "paper_rnn"])
 def test_each_paper_preset_states_its_estimate_for_a_t4_an_a100_and_a_tpu_v5e(preset):
     """The descriptions are recomputed here: a change of the grid, the peaks or the fixed cost shows."""
     description = load_grid(GRID).presets[preset].description
-    stated = paper_estimate(plan([GRID], preset))
+    stated = paper_estimate(plan([GRID], preset, kernels="reuse"))
     assert stated in description, f"parameters/paradnn.yaml presets.{preset}: state {stated!r}"
     assert all(device in stated for device in ("T4", "A100", "TPU v5e"))
 
@@ -83,7 +108,7 @@ def test_every_committed_grid_gets_an_estimate_from_its_declaration():
     for grid in sorted((REPO / "parameters").glob("*.yaml")):
         for preset in (None, "smoke"):
             combinations = plan([grid], preset, "cpu")
-            result = estimate_plan(combinations, "fresh", RATE)
+            result = estimate_plan(combinations, RATE)
             assert result.seconds > 0, (grid.name, preset)
             experiment = get(combinations[0].name)
             if experiment.work_flops is not None:

@@ -18,6 +18,8 @@ from notebook_factory import write_tiny_notebook
 from colabkit.errors import SweepLockedError
 from colabkit.records.record import read_record
 from colabkit.sweep.outfolder import sweep_lock
+from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status, format_status
 
@@ -118,7 +120,7 @@ def test_a_sweep_killed_with_sigkill_resumes_without_rerunning_finished_combinat
     assert status.groups[("tiny", "cpu")].counts["unfinished"] == 1
     assert "interrupted; the next sweep runs it again" in format_status(status)
 
-    outcomes = run_sweep([grid], out=out, available=CPU_ONLY, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out), available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok"] * 5
     resumed = {o.record_path.name for o in outcomes if o.resumed}
     assert resumed == set(finished)  # exactly the finished ones were kept...
@@ -153,7 +155,7 @@ def test_ctrl_c_stops_parallel_jobs_and_the_same_command_resumes(tmp_path):
     assert all(name.endswith(".running.ipynb") for name in marks), marks
     assert collect_status(out).total("unfinished") == len(marks)
 
-    outcomes = run_sweep([grid], out=out, available=CPU_ONLY, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out), available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok"] * 5
     assert {o.record_path.name for o in outcomes if o.resumed} == finished
 
@@ -169,8 +171,8 @@ def test_parallel_jobs_record_the_same_results_as_a_serial_sweep(tmp_path):
                                               (record.get("error") or {}).get("type"), record["fingerprint"]["digest"])
                 for path in sorted(out.rglob("*.json")) for record in [read_record(path)]}
 
-    serial = run_sweep([grid], out=tmp_path / "serial", available=CPU_ONLY, echo=quiet)
-    parallel = run_sweep([grid], out=tmp_path / "parallel", available=CPU_ONLY, echo=quiet, jobs=3)
+    serial = run_sweep(plan([grid], out=tmp_path / "serial"), available=CPU_ONLY, echo=quiet)
+    parallel = run_sweep(plan([grid], out=tmp_path / "parallel"), SweepOptions(jobs=3), available=CPU_ONLY, echo=quiet)
     assert [(o.combination.label, o.status) for o in parallel] == [(o.combination.label, o.status) for o in serial]
     assert summary(tmp_path / "parallel") == summary(tmp_path / "serial")
     assert len(summary(tmp_path / "serial")) == 8
@@ -191,7 +193,8 @@ def test_a_parallel_worker_that_dies_gives_its_run_a_failed_record_and_the_sweep
     nbformat.write(notebook, str(tmp_path / "killer.ipynb"))
     grid = tmp_path / "grid.yaml"
     grid.write_text(f"notebook: {tmp_path / 'killer.ipynb'}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=quiet, jobs=2, html=False)
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out", html="none"),
+                          SweepOptions(jobs=2), available=CPU_ONLY, echo=quiet)
     record = read_record(outcome.record_path)
     assert (outcome.status, record["status"], record["error"]["kind"]) == ("failed", "failed", "worker_died")
     assert record["error"]["message"] == "the worker process running it died (killed, or out of host memory)"

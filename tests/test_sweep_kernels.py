@@ -12,10 +12,11 @@ import pytest
 from helpers import REPO
 
 from colabkit.cli import build_parser, main
-from colabkit.errors import ColabkitError, GridError
+from colabkit.errors import GridError
 from colabkit.records.record import read_record
 from colabkit.sweep.combination import Combination, device_request
 from colabkit.sweep.kernels import KernelLease, kernel_key
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import decide, plan
 from colabkit.sweep.runner import run_sweep
 
@@ -91,7 +92,8 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
         kernels: reuse
         html: failed
     """)
-    outcomes = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=lambda line: None, timeout_s=12)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out"),
+                         SweepOptions(timeout_s=12), available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert [record["status"] for record in records] == ["ok", "ok", "failed", "ok", "failed", "ok", "failed", "ok",
                                                         "ok"]
@@ -100,7 +102,7 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
     # a failure starts a fresh one, and succeeds
     assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2, 0, 1, 0, 1, 0, 1]
     assert {record["kernel"]["mode"] for record in records} == {"reuse"}
-    assert records[0]["kernel"]["key"] == {"backend": None, "device": "cpu", "mixed_precision": None, "repeat": 1}
+    assert records[0]["kernel"]["key"] == {"backend": None, "device": "cpu", "mixed_precision": "none", "repeat": 1}
     ok = {record["params"]["value"]: record["metrics"] for record in records if record["status"] == "ok"}
     assert ok[1]["pid"] == ok[2]["pid"] != ok[4]["pid"]  # 2 ran in 1's kernel, 4 in a new one
     assert ok[8]["pid"] == ok[9]["pid"] != ok[6]["pid"]
@@ -123,8 +125,8 @@ def test_jobs_workers_reuse_their_kernels_too(tmp_path):
         notebook: {notebook}
         grid: {{device: [cpu], value: [2, 4, 6, 8]}}
     """)
-    outcomes = run_sweep([grid], out=tmp_path / "out", available=CPU_ONLY, echo=lambda line: None, jobs=2,
-                         kernels="reuse")
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse"),
+                         SweepOptions(jobs=2), available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert all(record["status"] == "ok" and record["kernel"]["mode"] == "reuse" for record in records)
     assert sorted(record["kernel"]["runs_before"] for record in records)[-1] >= 1  # a worker's kernel ran twice
@@ -144,7 +146,8 @@ def test_dask_workers_reuse_their_kernels_too(tmp_path):
         notebook: {notebook}
         grid: {{device: [cpu], value: [2, 4, 6]}}
     """)
-    outcomes = run_sweep([grid], out=tmp_path / "out", cluster="local:1", echo=lambda line: None, kernels="reuse")
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse"),
+                         SweepOptions(cluster="local:1"), echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert [record["status"] for record in records] == ["ok"] * 3
     assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2]
@@ -159,6 +162,7 @@ def combination(device: str = "cpu", **params) -> Combination:
 def test_runs_share_a_kernel_only_where_the_backend_device_and_precision_agree():
     key = kernel_key(combination(mixed_precision="none"), None, "/here", {})
     assert key == kernel_key(combination(mixed_precision="none", family="rnn", batch_size=8), None, "/here", {})
+    assert key == kernel_key(combination(), None, "/here", {})  # no such parameter (matmul): no policy set, "none"'s
     assert key.backend == "tensorflow" and key.kernel_name == "python3"  # "auto" resolved; the notebook's kernel
     others = [combination("cpu:2", mixed_precision="none"), combination(mixed_precision="mixed_bfloat16"),
               combination(mixed_precision="none", backend="jax")]
@@ -169,7 +173,7 @@ def test_runs_share_a_kernel_only_where_the_backend_device_and_precision_agree()
     # Repeats of one combination are independent runs: repeat 2 never shares repeat 1's kernel.
     repeated = combination(mixed_precision="none").with_repeat(2)
     assert kernel_key(repeated, None, "/here", {}) != key and kernel_key(repeated, None, "/here", {}).repeat == 2
-    fresh = KernelLease.of(combination(), "fresh", None, "/here", {})
+    fresh = KernelLease.of(combination(), SweepOptions(cwd="/here"), {})
     assert fresh.manager is None and fresh.record == {"mode": "fresh", "runs_before": 0}
 
 
@@ -182,17 +186,19 @@ def test_a_grid_file_or_preset_says_which_kernels_and_the_command_line_overrides
           careful: {{kernels: fresh}}
           plain: {{fixed: {{count: 2}}}}
     """)
-    assert [c.kernels for c in plan([grid], out=tmp_path)] == ["reuse"]
-    assert [c.kernels for c in plan([grid], "careful", out=tmp_path)] == ["fresh"]
-    assert [c.kernels for c in plan([grid], "plain", out=tmp_path)] == ["reuse"]
-    assert plan([REPO / "parameters" / "paradnn.yaml"], "smoke", "cpu")[0].kernels == "reuse"
+    assert [c.settings.kernels for c in plan([grid], out=tmp_path)] == ["reuse"]
+    assert [c.settings.kernels for c in plan([grid], "careful", out=tmp_path)] == ["fresh"]
+    assert [c.settings.kernels for c in plan([grid], "plain", out=tmp_path)] == ["reuse"]
+    assert [c.settings.kernels for c in plan([grid], "careful", out=tmp_path, kernels="reuse")] == ["reuse"]
+    assert plan([REPO / "parameters" / "paradnn.yaml"], "smoke", "cpu")[0].settings.kernels == "reuse"
     bad = write_grid(tmp_path, grid.read_text().replace("kernels: reuse", "kernels: warm"))
     with pytest.raises(GridError, match="kernels: 'warm': expected one of fresh, reuse"):
         plan([bad], out=tmp_path)
     args = build_parser().parse_args(["sweep", str(grid), "--kernels", "fresh", "--kernel-runs", "5"])
-    assert (args.kernels, args.kernel_runs) == ("fresh", 5)
-    with pytest.raises(ColabkitError, match="--kernels 'warm'"):
-        run_sweep([grid], out=tmp_path / "o", available=CPU_ONLY, kernels="warm")
+    assert (args.kernels, args.max_kernel_runs) == ("fresh", 5)
+    with pytest.raises(SystemExit) as refused:  # the command line's choices: no run reads the value again
+        main(["sweep", str(grid), "--kernels", "warm", "--out", str(tmp_path / "o")])
+    assert refused.value.code == 2 and not (tmp_path / "o").exists()
 
 
 def test_the_record_field_is_documented():

@@ -4,6 +4,8 @@ dry run counting runs, a device that is absent skipped once, and `--target-ci` a
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import textwrap
 
@@ -13,13 +15,14 @@ from notebook_factory import write_tiny_notebook
 
 import colabkit.sweep.target as target
 from colabkit.cli import main
-from colabkit.errors import ColabkitError, GridError
+from colabkit.cli_arguments import share
+from colabkit.errors import GridError
 from colabkit.experiments import Headline
 from colabkit.records.record import read_record
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import decide, plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status, format_status
-from colabkit.sweep.target import parse_fraction
 
 
 def quiet(line: str) -> None:
@@ -86,7 +89,7 @@ def test_each_repeat_is_its_own_run_and_record_and_resume_status_and_dry_run_cou
         repeats: 2
     """)
     out = tmp_path / "out"
-    outcomes = run_sweep([grid], out=out, available={"cpu": 1}, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out), available={"cpu": 1}, echo=quiet)
     assert [(o.combination.device, o.combination.repeat, o.status) for o in outcomes] == [
         ("cpu", 1, "ok"), ("cpu", 2, "ok"), ("tpu", 1, "skipped")]
     first, second = (read_record(out / "tiny" / "cpu" / name) for name in ("value-1.json", "value-1_repeat-2.json"))
@@ -99,7 +102,7 @@ def test_each_repeat_is_its_own_run_and_record_and_resume_status_and_dry_run_cou
     printed = capsys.readouterr().out
     assert "value-1_repeat-3  run" in printed and "4 runs of 2 combinations" in printed
     assert "would run 1 (0 of them again), keep 2 finished earlier, skip 1" in printed
-    outcomes = run_sweep([grid], out=out, available={"cpu": 1}, echo=quiet, repeats=3)
+    outcomes = run_sweep(plan([grid], out=out, repeats=3), available={"cpu": 1}, echo=quiet)
     assert [o.resumed for o in outcomes if o.status == "ok"] == [True, True, False]
     status = collect_status(out)
     assert status.groups[("tiny", "cpu")].counts["ok"] == 3 and len(status.groups[("tiny", "cpu")].combinations) == 1
@@ -115,16 +118,16 @@ def test_target_ci_adds_rounds_until_the_interval_is_narrow_or_max_repeats(tmp_p
     lines: list[str] = []
     declared = type("Declared", (), {"headline": Headline("double", "double", "", "higher")})
     monkeypatch.setattr(target, "find", lambda name: declared)  # the tiny notebook's `double` as its headline
-    outcomes = run_sweep([grid], out=tmp_path / "met", available={"cpu": 1}, echo=lines.append, target_ci=0.03,
-                         max_repeats=5)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "met"),
+                         SweepOptions(target_ci=0.03, max_repeats=5), available={"cpu": 1}, echo=lines.append)
     assert [o.combination.repeat for o in outcomes] == [1, 2, 3]  # 3 equal runs: an interval of width 0
     assert read_record(tmp_path / "met" / "tiny" / "cpu" / "value-1_repeat-3.json")["sweep"]["target_ci"] == 0.03
     assert not any("did not reach" in line for line in lines)
     never = type("Never", (), {"headline": Headline("absent", "absent", "", "higher")})
     monkeypatch.setattr(target, "find", lambda name: never)  # no value to make an interval of
     lines.clear()
-    outcomes = run_sweep([grid], out=tmp_path / "missed", available={"cpu": 1}, echo=lines.append, target_ci=0.03,
-                         max_repeats=2)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "missed"),
+                         SweepOptions(target_ci=0.03, max_repeats=2), available={"cpu": 1}, echo=lines.append)
     assert [o.combination.repeat for o in outcomes] == [1, 2]
     assert "1 combination(s) did not reach +/- 3 % within 2 runs:" in lines
     assert any("value-1: no interval after 2 run(s)" in line for line in lines)
@@ -142,8 +145,8 @@ def test_target_ci_over_planned_repeats_adds_each_repeat_once_and_a_failing_comb
     lines: list[str] = []
     never = type("Never", (), {"headline": Headline("absent", "absent", "", "higher")})
     monkeypatch.setattr(target, "find", lambda name: never)  # no interval: every ok combination goes on
-    outcomes = run_sweep([grid], out=tmp_path / "o", available={"cpu": 1}, echo=lines.append, target_ci=0.03,
-                         max_repeats=4)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "o"),
+                         SweepOptions(target_ci=0.03, max_repeats=4), available={"cpu": 1}, echo=lines.append)
     runs = sorted((o.combination.params["value"], o.combination.repeat, o.status) for o in outcomes)
     # value 1: its 2 planned runs and one more per round up to 4, each once; value 2 fails and stops there
     assert runs == [(1, 1, "ok"), (1, 2, "ok"), (1, 3, "ok"), (1, 4, "ok"), (2, 1, "failed"), (2, 2, "failed")]
@@ -157,7 +160,7 @@ def test_target_counts_only_the_runs_of_todays_code_and_proposes_no_run_twice(tm
         repeats: 3
         grid: {{device: [cpu], value: [1]}}
     """)
-    run_sweep([grid], out=tmp_path / "o", available={"cpu": 1}, echo=quiet)
+    run_sweep(plan([grid], out=tmp_path / "o"), available={"cpu": 1}, echo=quiet)
     third = tmp_path / "o" / "tiny" / "cpu" / "value-1_repeat-3.json"
     record = json.loads(third.read_text())
     record["fingerprint"]["digest"] = "0" * 64  # as if older code had made it
@@ -174,9 +177,9 @@ def test_target_counts_only_the_runs_of_todays_code_and_proposes_no_run_twice(tm
 
 
 def test_target_and_wait_options_are_refused_plainly(tmp_path, tiny, capsys):
-    assert parse_fraction("3%") == pytest.approx(0.03) and parse_fraction("0.05") == 0.05
-    with pytest.raises(ColabkitError):
-        parse_fraction("150%")
+    assert share("3%") == pytest.approx(0.03) and share("0.05") == 0.05
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a share between 0 and 100 %"):
+        share("150%")
     grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     assert main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--max-repeats", "4"]) == 2
     assert "--max-repeats goes with --target-ci" in capsys.readouterr().err
@@ -186,3 +189,62 @@ def test_target_and_wait_options_are_refused_plainly(tmp_path, tiny, capsys):
         main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--target-ci", "abc"])
     assert usage.value.code == 2 and "'abc' is not a percentage (3%)" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def with_breakdown(tiny):
+    """The tiny notebook with a `breakdown` parameter, recorded as the training notebooks record theirs."""
+    import nbformat
+
+    notebook = nbformat.read(str(tiny), as_version=4)
+    notebook.cells[1].source += "breakdown = True  # the bottleneck passes\n"
+    notebook.cells[2].source = notebook.cells[2].source.replace("write_record=write_record)",
+                                                                "write_record=write_record, breakdown=breakdown)")
+    nbformat.write(notebook, str(tiny))
+    return tiny
+
+
+def test_bottlenecks_first_is_read_from_grid_or_preset_and_refused_where_nothing_has_them(tmp_path, tiny):
+    grid = grid_file(tmp_path, f"""
+        notebook: {with_breakdown(tiny)}
+        grid: {{device: [cpu], value: [1]}}
+        repeats: 3
+        bottlenecks: first
+        presets: {{every: {{bottlenecks: all}}, bad: {{bottlenecks: sometimes}}}}
+    """)
+    with pytest.raises(GridError, match="presets.bad.bottlenecks: 'sometimes': expected one of all, first"):
+        plan([grid])
+    good = grid_file(tmp_path, grid.read_text().replace(", bad: {bottlenecks: sometimes}", ""))
+    runs = plan([good])
+    assert [c.settings.bottlenecks for c in runs] == ["first"] * 3
+    assert [c.notebook_params.get("breakdown") for c in runs] == [None, False, False]  # repeat 1: as declared
+    assert all("breakdown" not in c.params for c in runs)  # the combination itself is the same for every repeat
+    profiled = dataclasses.replace(runs[1], params={**runs[1].params, "profile_steps": 5})
+    assert profiled.notebook_params["profile_steps"] == 0  # a profile needs the passes: off with them
+    assert dataclasses.replace(runs[0], params=profiled.params).notebook_params["profile_steps"] == 5
+    assert [c.settings.bottlenecks for c in plan([good], "every")] == ["all"] * 3
+    plain = write_tiny_notebook(tmp_path / "plain" / "tiny.ipynb")  # no `breakdown` parameter
+    refused = grid_file(tmp_path, f"notebook: {plain}\ngrid: {{device: [cpu]}}\nbottlenecks: first\n")
+    with pytest.raises(GridError, match="bottlenecks: the notebook .* declares no `breakdown` parameter"):
+        plan([refused])
+
+
+@pytest.mark.notebook
+def test_the_bottleneck_passes_once_per_combination_leave_its_repeats_one_combination(tmp_path, tiny):
+    """`bottlenecks: first`: repeats 2 and 3 run with breakdown=False, and stay runs of the same combination
+    (one fingerprint, the same `fingerprint.params`: the report's intervals take all three)."""
+    from colabkit.records.identity import asked_params, run_work, work_key
+
+    grid = grid_file(tmp_path, f"""
+        notebook: {with_breakdown(tiny)}
+        grid: {{device: [cpu], value: [1]}}
+        repeats: 3
+        bottlenecks: first
+    """)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "o", kernels="reuse"), available={"cpu": 1}, echo=quiet)
+    records = [read_record(outcome.record_path) for outcome in outcomes]
+    assert [record["params"]["breakdown"] for record in records] == [True, False, False]
+    assert {record["fingerprint"]["digest"] for record in records} == {records[0]["fingerprint"]["digest"]}
+    assert all(asked_params(record) == asked_params(records[0]) for record in records)
+    assert len({work_key(run_work(record)) for record in records}) == 1  # one run identity: the report pairs all three
+    assert [record["sweep"]["bottlenecks"] for record in records] == ["first"] * 3
+    assert [record["kernel"]["key"]["repeat"] for record in records] == [1, 2, 3]  # warm, yet a kernel per repeat

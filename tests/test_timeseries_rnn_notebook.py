@@ -15,6 +15,7 @@ from helpers import REPO, execute_notebook
 
 from colabkit.experiments import get
 from colabkit.records.record import read_record
+from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 
 pytestmark = pytest.mark.notebook
@@ -88,12 +89,12 @@ def check_forecasts(record, plot_hours: int):
 def test_smoke_sweep_on_offline_data_writes_record_html_and_log_without_missing_val_loss(tmp_path):
     grid = yaml.safe_load((REPO / "parameters" / "timeseries_rnn.yaml").read_text())
     grid["notebook"] = str(REPO / grid["notebook"])
-    grid["grid"]["batch_size"] = [32]  # one combination of the committed smoke preset
+    grid["presets"]["smoke"]["grid"]["batch_size"] = [32]  # one combination of the committed smoke preset
     grid["fixed"]["data_source"] = "offline"
     grid_path = tmp_path / "timeseries_rnn.yaml"
     grid_path.write_text(yaml.safe_dump(grid))
-    (outcome,) = run_sweep([grid_path], preset="smoke", device="cpu", out=tmp_path / "out", available={"cpu": 1},
-                           echo=lambda line: None)
+    (outcome,) = run_sweep(plan([grid_path], preset="smoke", device="cpu", out=tmp_path / "out"),
+                           available={"cpu": 1}, echo=lambda line: None)
     base = tmp_path / "out" / "timeseries_rnn" / "cpu" / "batch_size-32"
     record = read_record(base.with_suffix(".json"))
     assert outcome.status == "ok" == record["status"], outcome.message

@@ -10,7 +10,8 @@ point, so it holds only the first step: in Colab, install colabkit when it is mi
 after that is `bootstrap()` below, for the runtime's default backend (colabkit.device.backends:
 JAX on a TPU, TensorFlow elsewhere): on a CPU or GPU runtime TensorFlow if the image lacks it, on a
 TPU runtime nothing (its image has jax[tpu]). The TensorFlow TPU build is installed only when a run
-asks for TensorFlow on a TPU (`install_for_backend`, called by setup_device), with a warning: after
+asks for TensorFlow on a TPU (`install_for_backend`, called by `setup_device` below: the notebooks'
+`colabkit.setup_device`, before colabkit.device.setup sets the device up), with a warning: after
 it, JAX in that runtime falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU in
 one process (googlecolab/colabtools #4567). Outside Colab neither does anything.
 """
@@ -27,6 +28,7 @@ from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab, runtime_accelerator
 from colabkit.device.backends import resolve_backend
 from colabkit.device.probes import tensorflow_tpu_installed
+from colabkit.device.spec import DeviceSetup, parse_device
 from colabkit.errors import BootstrapError
 
 # The TensorFlow a CPU or GPU runtime gets when its image has none: the suite's tested version
@@ -136,7 +138,7 @@ def install_for_backend(backend: str, *, pip: Callable[[list[str]], None] | None
                         echo: Callable[[str], None] = print) -> list[Install]:
     """In Colab, install what a run on `backend` needs beyond the set-up cell's installs (TensorFlow's
     TPU build for backend "tensorflow" on a TPU runtime, with TPU_TENSORFLOW_WARNING); silent when
-    nothing is missing, and a no-op outside Colab. setup_device calls it before importing TensorFlow."""
+    nothing is missing, and a no-op outside Colab. `setup_device` calls it before importing TensorFlow."""
     if not in_colab():
         return []
     accelerator, evidence = runtime_accelerator()
@@ -144,6 +146,21 @@ def install_for_backend(backend: str, *, pip: Callable[[list[str]], None] | None
     if not plan:
         return []
     return _install(plan, f"colabkit: Colab {accelerator.upper()} runtime ({evidence})", pip or run_pip, echo)
+
+
+def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetup:
+    """The notebooks' `colabkit.setup_device`: in Colab, TensorFlow asked for on a TPU (or `auto`) first
+    gets its TPU build installed (install_for_backend, with TPU_TENSORFLOW_WARNING: the set-up cell
+    installs nothing TPU-specific, the runtime's default being JAX); then colabkit.device.setup's
+    setup_device, which installs nothing. Outside Colab, and for any other backend or device, only the latter."""
+    from colabkit.device.setup import setup_device as set_up_device
+
+    if backend:
+        request = parse_device(device)
+        resolved = resolve_backend(backend, str(request))
+        if resolved == "tensorflow" and request.kind in ("tpu", "auto") and "tensorflow" not in sys.modules:
+            install_for_backend(resolved)
+    return set_up_device(device, backend)
 
 
 def _install(plan: list[Install], where: str, pip: Callable[[list[str]], None],

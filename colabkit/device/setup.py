@@ -19,7 +19,6 @@ TensorFlow can no longer hide keeps OneDeviceStrategy, which pins the model to t
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 from colabkit.device.backends import current_backend, resolve_backend, select_backend, setup_jax, setup_torch
@@ -36,7 +35,7 @@ from colabkit.device.probes import (
 )
 from colabkit.device.spec import MULTI_WORKER, DeviceRequest, DeviceSetup, parse_device
 from colabkit.errors import BackendUnsupportedError, DeviceNotFoundError, DeviceSetupError
-from colabkit.timing.phases import phase
+from colabkit.phases import phase
 
 _SETUPS: dict[str, DeviceSetup] = {}
 
@@ -47,17 +46,16 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
     `backend` ("tensorflow", "jax", "torch", or "auto": JAX on a TPU, TensorFlow elsewhere) selects
     Keras's backend first; give it, and call this before `import keras`, in any notebook that can run
     on several backends (Keras fixes its backend and, on PyTorch, its device when imported). None
-    keeps the backend Keras uses already. The DeviceSetup's `backend` is the one resolved. In Colab,
-    TensorFlow on a TPU runtime first installs the TensorFlow TPU build (colabkit.colab.install).
-    Raises DeviceNotFoundError when the device is absent, with the machine's inventory in the
-    message. Calling it again in the same process returns the same set-up (a re-run notebook
+    keeps the backend Keras uses already. The DeviceSetup's `backend` is the one resolved. It installs
+    nothing: in Colab, the notebooks' `colabkit.setup_device` (colabkit.colab.install.setup_device)
+    first installs what the backend needs there. Raises DeviceNotFoundError when the device is
+    absent, with the machine's inventory in the message. Calling it again in the same process returns the same set-up (a re-run notebook
     cell must not re-initialise a TPU or reconfigure devices TensorFlow has already fixed).
     """
 
     request = parse_device(device)
     if backend:
         backend = resolve_backend(backend, str(request))
-        _install_tensorflow_for_a_colab_tpu(backend, request)
     backend = select_backend(backend) if backend else current_backend()
     key = f"{backend}/{request}"
     if key not in _SETUPS:
@@ -68,17 +66,6 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
         _SETUPS[key] = setup
         _SETUPS.setdefault(f"{backend}/{DeviceRequest(setup.kind, request.count)}", setup)
     return _SETUPS[key]
-
-
-def _install_tensorflow_for_a_colab_tpu(backend: str, request: DeviceRequest) -> None:
-    """TensorFlow asked for on a Colab TPU runtime: install its TPU build now (the set-up cell installs
-    nothing TPU-specific, the runtime's default being JAX), warning that JAX there falls back to the CPU.
-    Outside Colab, and for any other backend or device, nothing happens."""
-    if backend != "tensorflow" or request.kind not in ("tpu", "auto") or "tensorflow" in sys.modules:
-        return
-    from colabkit.colab.install import install_for_backend
-
-    install_for_backend(backend)
 
 
 def _build(request: DeviceRequest, backend: str = "tensorflow") -> DeviceSetup:

@@ -10,7 +10,7 @@ from typing import Any
 from colabkit.device.bandwidth import cpu_bandwidth
 from colabkit.device.peaks import PeakBandwidth, PeakFlops, cpu_peak, gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
 from colabkit.errors import UnknownDeviceError
-from colabkit.timing.phases import phase
+from colabkit.phases import phase
 
 
 class DeviceKind(StrEnum):

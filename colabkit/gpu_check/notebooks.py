@@ -74,10 +74,12 @@ def run_grids(grids: Sequence[Path], out: Path, available: Mapping[str, int], ec
     """Run the grid files through the sweep into `out` (every combination run afresh, no HTML export);
     one run_summary per combination, in the sweep's order."""
     from colabkit.records.record import read_record
+    from colabkit.sweep.options import SweepOptions
+    from colabkit.sweep.plan import plan
     from colabkit.sweep.runner import run_sweep
 
-    outcomes = run_sweep(list(grids), out=out, available=dict(available), echo=echo, force=True, html=False,
-                         timeout_s=timeout_s, jobs=jobs)
+    options = SweepOptions(jobs=jobs, timeout_s=timeout_s, force=True)
+    outcomes = run_sweep(plan(list(grids), out=out, html="none"), options, available=dict(available), echo=echo)
     summaries = []
     for outcome in outcomes:
         record = None

@@ -65,6 +65,8 @@ SWEEP_KEYS: dict[str, str] = {
     "max_repeats": "with `--target-ci`: the most runs of one combination it would make",
     "quiet_wait": "with `--wait-quiet`: how long the sweep waited for a quiet host before the run (`waited_s`), "
                   "whether it got one (`quiet`) and, if not, why (`busy_reasons`)",
+    "bottlenecks": "`first` where the grid asked for the bottleneck passes in each combination's first run only "
+                   "(`bottlenecks: first`): the later repeats ran with `params.breakdown` false",
 }
 HOST_STATE_KEYS: dict[str, str] = {
     "wall_s": "the run's wall time, from `start_run` to the record",

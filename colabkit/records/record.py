@@ -22,7 +22,7 @@ from colabkit.records.plausibility import measurement_problems
 from colabkit.records.provenance import git_commit, host_info, software_versions
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind, RecordStatus
-from colabkit.timing.phases import noted_phases, start_phases
+from colabkit.phases import noted_phases, start_phases
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"

@@ -32,13 +32,17 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
                "that run the input pipeline and Python.")
 
 
-def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str) -> pd.Series:
-    """Per combination (row of `ok`, data.ok's), the median over its runs of the numeric record field
-    `name`: also for fields outside `metrics.`, which data.ok takes from a combination's latest run."""
+def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str, how: str = "median") -> pd.Series:
+    """Per combination (row of `ok`, data.ok's), the median (`how`: or "count") over its runs that made
+    the bottleneck passes of the numeric record field `name`: also for fields outside `metrics.`, which
+    data.ok takes from a combination's latest run. A sweep may make the passes in a combination's first
+    run only (`bottlenecks: first`): its other runs' throughput is then not set beside them."""
     runs = data.runs(notebook)
+    if len(runs) and "metrics.device_share" in runs:
+        runs = runs[pd.to_numeric(runs["metrics.device_share"], errors="coerce").notna()]
     if not len(runs) or name not in runs:
         return pd.Series(np.nan, index=ok.index, dtype=float)
-    medians = pd.to_numeric(runs[name], errors="coerce").groupby(runs["combination_id"], sort=False).median()
+    medians = pd.to_numeric(runs[name], errors="coerce").groupby(runs["combination_id"], sort=False).agg(how)
     return ok["combination_id"].map(medians).astype(float)
 
 
@@ -87,8 +91,8 @@ def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
         "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
         "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
         "model": column(ok, "metrics.model", None),
-        "runs": ok["samples.device_share"].map(len),  # those that measured it: maybe a combination's first only
-        "samples_per_s": pd.to_numeric(column(ok, "metrics.samples_per_s"), errors="coerce"),
+        "runs": run_medians(data, notebook, ok, "metrics.device_share", "count").astype(int),
+        "samples_per_s": run_medians(data, notebook, ok, "metrics.samples_per_s"),
         "input_samples_per_s": pd.to_numeric(column(ok, "metrics.input_samples_per_s"), errors="coerce"),
         "memory_samples_per_s": run_medians(data, notebook, ok, "breakdown.memory_samples_per_s"),
         "device_samples_per_s": pd.to_numeric(column(ok, "metrics.device_samples_per_s"), errors="coerce"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import socket
+import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -57,7 +58,6 @@ from colabkit.sweep.devices import Inventory
 from colabkit.sweep.execution import (
     Outcome,
     RunFiles,
-    RunOptions,
     filesystem_error,
     is_filesystem_fault,
     record_lost_run,
@@ -65,18 +65,19 @@ from colabkit.sweep.execution import (
 )
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.kernels import close_warm_kernels
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import Decision
 
 if TYPE_CHECKING:
     from distributed import Client
 
 __all__ = ["TOKEN_ENV", "ClusterInventory", "ClusterSession", "DaskExecutor", "cluster_devices", "connect",
-           "resources_for"]
+           "not_a_scheduler", "resources_for"]
 
 MISSING_EXTRA = "--cluster needs the cluster extra: pip install colabkit[cluster]"
 LOCAL_PREFIX = "local:"
 LOCAL_ALLOWED_FAILURES = 1  # a combination whose worker dies is retried once on another worker
-ANSWER_TIMEOUT_S = 5  # a scheduler's port that does not accept a TCP connection within this is not there
+ANSWER_TIMEOUT_S = 4  # a scheduler accepts a TCP connection, and sends its handshake, within this
 
 
 def _distributed() -> Any:
@@ -111,10 +112,12 @@ class ClusterSession:
             self.local_cluster.close()
 
 
-def connect(cluster: str, *, timeout_s: float = 30, local_resources: dict[str, float] | None = None,
+def connect(cluster: str, *, timeout_s: float = 10, local_resources: dict[str, float] | None = None,
             local_threads: int = 1) -> ClusterSession:
     """Connect to the scheduler at `cluster` ('tcp://host:8786'), or start `local:N` worker processes
-    on this machine (`local_resources` are what each local worker declares, for tests)."""
+    on this machine (`local_resources` are what each local worker declares, for tests). Anything at
+    `cluster` that is not a Dask scheduler is a one-line ColabkitError within about 2 x ANSWER_TIMEOUT_S
+    (`not_a_scheduler`); distributed's Client then has `timeout_s` to connect."""
     distributed = _distributed()
     if cluster.startswith(LOCAL_PREFIX):
         count_text = cluster[len(LOCAL_PREFIX):]
@@ -127,18 +130,18 @@ def connect(cluster: str, *, timeout_s: float = 30, local_resources: dict[str, f
                                              processes=True, dashboard_address=None, resources=local_resources,
                                              silence_logs=40)
         return ClusterSession(local.scheduler_address, distributed.Client(local), local)
-    silent = _silent(cluster, min(timeout_s, ANSWER_TIMEOUT_S))
-    if silent:
-        raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({silent}); start one with "
+    why = not_a_scheduler(cluster, min(timeout_s, ANSWER_TIMEOUT_S))
+    if why is None:
+        try:
+            client = distributed.Client(cluster, timeout=timeout_s)
+        except ValueError as exc:  # distributed's parser: "missing port number in address ..."
+            raise ColabkitError(f"--cluster {cluster!r}: {exc}; expected a scheduler's address (tcp://host:8786) "
+                                "or local:N") from None
+        except (OSError, TimeoutError, MemoryError) as exc:  # MemoryError: a reply read as a huge frame length
+            why = str(exc)
+    if why is not None:
+        raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({why}); start one with "
                             "`dask scheduler` and workers with `dask worker ADDRESS` (see docs/cluster.md)")
-    try:
-        client = distributed.Client(cluster, timeout=timeout_s)
-    except ValueError as exc:  # distributed's parser: "missing port number in address ..."
-        raise ColabkitError(f"--cluster {cluster!r}: {exc}; expected a scheduler's address (tcp://host:8786) "
-                            "or local:N") from None
-    except (OSError, TimeoutError) as exc:
-        raise ColabkitError(f"--cluster {cluster}: no Dask scheduler answered ({exc}); start one with "
-                            "`dask scheduler` and workers with `dask worker ADDRESS` (see docs/cluster.md)") from None
     session = ClusterSession(cluster, client)
     if not session.workers():
         session.close()
@@ -147,12 +150,14 @@ def connect(cluster: str, *, timeout_s: float = 30, local_resources: dict[str, f
     return session
 
 
-def _silent(address: str, timeout_s: float) -> str | None:
-    """Why nothing answers at a tcp:// scheduler address, found with one plain TCP connection (a
-    closed port refuses at once, an unreachable host within `timeout_s`), where distributed's Client
-    would retry for its whole timeout; None when something listens, or the address is not plain TCP
-    (distributed then says what it makes of it). A scheduler logs the probe once, at INFO level
-    ("Connection from ... closed before handshake completed")."""
+def not_a_scheduler(address: str, timeout_s: float) -> str | None:
+    """Why no Dask scheduler answers at a tcp:// address, from one plain TCP connection (where
+    distributed's Client would retry for its whole timeout, or read an HTTP reply as a frame length and
+    try to allocate exbibytes): nothing accepts it (a closed port refuses at once, an unreachable host
+    within `timeout_s`), or what does sends no Dask handshake within `timeout_s` (a scheduler sends one,
+    a small frame, as soon as it accepts; an HTTP server waits for a request, a proxy may answer 400).
+    None when a handshake comes, or the address is not plain TCP (distributed then says what it makes
+    of it). A scheduler logs the probe at INFO level ("... closed before handshake completed")."""
     from distributed.comm.addressing import parse_address, parse_host_port
 
     try:
@@ -162,11 +167,37 @@ def _silent(address: str, timeout_s: float) -> str | None:
         return None
     if scheme != "tcp" or port is None:
         return None
+    head, deadline = b"", time.monotonic() + timeout_s
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            return None
-    except OSError as exc:  # refused, timed out, no such host
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
+            while len(head) < 128 and not _dask_frame(head) and b"\r\n" not in head:  # a frame, or a line
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+                try:
+                    chunk = connection.recv(128 - len(head))
+                except TimeoutError:
+                    break  # what came so far (if anything) says who answered
+                if not chunk:
+                    break
+                head += chunk
+    except OSError as exc:  # refused, unreachable (timed out), no such host
         return exc.strerror or str(exc) or type(exc).__name__
+    if _dask_frame(head):
+        return None
+    if head.startswith(b"HTTP/"):
+        status = head.split(b"\r\n")[0].decode("ascii", "replace")
+        return f"an HTTP server did: {status}"
+    if not head:
+        return f"something accepts connections there but sent no Dask handshake within {timeout_s:g} s"
+    return f"what answered does not speak Dask's protocol; its first bytes: {head[:16]!r}"
+
+
+def _dask_frame(head: bytes) -> bool:
+    """Whether `head` opens a small message framed as distributed's TCP comm frames one: its length
+    (8 bytes, little-endian, counting what follows), then the number of frames and each frame's length."""
+    if len(head) < 16:
+        return False
+    length, frames = struct.unpack("<QQ", head[:16])
+    return 1 <= frames <= 64 and 8 * (1 + frames) <= length <= 1 << 20
 
 
 def cluster_devices(workers: dict[str, dict[str, Any]]) -> dict[str, int]:
@@ -226,15 +257,16 @@ def _placeholders(files: RunFiles, notebook_source: bytes, address: str) -> None
 
 
 class DaskExecutor(Executor):
-    """One Dask task per combination on the cluster at `cluster` (connected on creation); the
-    devices are what its workers declare. `shared_out`: True, every worker must see `out` and writes
-    there; False, products always come back as bytes; None, each task writes into `out` when it
+    """One Dask task per combination on the cluster at `options.cluster` (connected on creation); the
+    devices are what its workers declare. `options.shared_out`: True, every worker must see `out` and
+    writes there; False, products always come back as bytes; None, each task writes into `out` when it
     sees it and returns the bytes otherwise."""
 
-    def __init__(self, out: Path, options: RunOptions, cluster: str, shared_out: bool | None = None) -> None:
+    def __init__(self, out: Path, options: SweepOptions) -> None:
         super().__init__(Path(out).absolute(), options)
+        shared_out = options.shared_out
         self.share: ShareMode = "auto" if shared_out is None else ("shared" if shared_out else "returned")
-        self.session = connect(cluster)
+        self.session = connect(str(options.cluster))
         self.workers: dict[str, dict[str, Any]] = {}
 
     def find_devices(self) -> Inventory:
@@ -294,7 +326,7 @@ class DaskExecutor(Executor):
             raise
         finally:
             probe.unlink(missing_ok=True)
-            if self.options.kernels != "fresh":  # the warm kernels this sweep left on the workers
+            if any(decision.combination.settings.kernels == "reuse" for decision in decisions):  # left on the workers
                 with contextlib.suppress(OSError, TimeoutError):  # the scheduler is gone: so are they
                     self.session.client.run(close_warm_kernels, {TOKEN_ENV: token}, on_error="ignore")
 

@@ -1,5 +1,6 @@
 """One combination of a sweep: a notebook, its parameter values, its typed device request, its file name,
-and which of its independent runs (`repeat`) this is.
+how the sweep runs it (its `settings`: repeats, kernel, HTML export, bottleneck passes, decided once
+when it is planned) and which of its independent runs (`repeat`) this is.
 
 The device value is parsed once, by `device_request`, when the grid's values are checked and its
 combinations made; from then on the sweep (devices, slots, the Dask resources, multi-worker runs,
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.device.spec import DeviceRequest, parse_device
+from colabkit.sweep.options import BottleneckMode, HtmlMode, KernelMode
 
 
 @lru_cache(maxsize=256)
@@ -29,6 +31,17 @@ def device_request(value: Any) -> DeviceRequest:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """How the sweep runs a combination, decided once from the command line, else its preset, else its
+    grid file, else these defaults (colabkit.sweep.layers.Resolved)."""
+
+    repeats: int = 1  # independent runs of it, each its own kernel and record
+    kernels: KernelMode = "fresh"  # a fresh kernel per run, or warm ones (colabkit.sweep.kernels)
+    html: HtmlMode = "all"  # which of its runs get an HTML export
+    bottlenecks: BottleneckMode = "all"  # "first": its repeats after the first run with breakdown=False
+
+
+@dataclass(frozen=True)
 class Combination:
     """One run of one notebook: its parameters, the device it asks for, and where its outputs go."""
 
@@ -39,8 +52,7 @@ class Combination:
     # Values the grid gave that do not shape this run (its declaration's `used_when`), left out of
     # `params`: kept only to say why two combinations are one (colabkit.sweep.expand.duplicate_problems).
     unused: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    kernels: str | None = field(default=None, compare=False)  # its grid's `kernels:` (None: not said)
-    html: str | None = field(default=None, compare=False)  # its grid's `html:` (None: not said)
+    settings: RunSettings = field(default_factory=RunSettings, compare=False)
     repeat: int = 1  # which independent run of the combination: each its own kernel, record and files
 
     @property
@@ -51,6 +63,16 @@ class Combination:
     def device(self) -> str:
         """The `device` value as the grid gave it ('gpu:2'): folder names, labels and tables show it."""
         return str(self.params["device"])
+
+    @property
+    def notebook_params(self) -> dict[str, Any]:
+        """The parameters this run's notebook is given: its own, with the bottleneck passes off in the
+        repeats after the first where its settings ask for them once (`bottlenecks: first`), and with them
+        any profile (it needs the passes). The combination (its fingerprint, its records'
+        `fingerprint.params`) stays the same for every repeat."""
+        if self.settings.bottlenecks == "first" and self.repeat > 1:
+            return {**self.params, "breakdown": False, **({"profile_steps": 0} if "profile_steps" in self.params else {})}
+        return dict(self.params)
 
     @property
     def run_slug(self) -> str:

@@ -12,6 +12,7 @@ from colabkit.sweep.combination import Combination
 from colabkit.sweep.execution import Outcome
 from colabkit.sweep.outfolder import lock_holder
 from colabkit.sweep.plan import Decision, SweepAction
+from colabkit.timing.clock import format_duration
 
 
 class Progress:
@@ -47,7 +48,7 @@ class Progress:
         self.done += 1
         self.seconds.append(outcome.seconds)
         left = self.total - self.done
-        eta = f"; about {_duration(sum(self.seconds) / len(self.seconds) * left / self.jobs)} left" if left else ""
+        eta = f"; {format_duration(sum(self.seconds) / len(self.seconds) * left / self.jobs)} left" if left else ""
         note = f" - {first_meaningful_line(outcome.message)}" if outcome.message else ""
         self.say(f"[{self.done}/{self.total}] {outcome.status:<6} {label} ({outcome.seconds:.1f} s{eta}){note}")
         self.bar.set_postfix_str(" | ".join(self.running), refresh=False)
@@ -55,14 +56,6 @@ class Progress:
 
     def close(self) -> None:
         self.bar.close()
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def text_table(rows: list[tuple[str, ...]]) -> list[str]:

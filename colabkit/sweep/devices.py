@@ -4,6 +4,7 @@ typed request (Combination.request), never its device string."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colabkit.device.memory import DeviceMemory, device_memory
+from colabkit.device.probes import nvidia_smi, tpu_runtime_hint
 from colabkit.device.spec import DeviceKind, DeviceRequest
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
@@ -25,8 +27,21 @@ _DETECT = "import json; from colabkit.device import available_devices; print(jso
 ANYWHERE = (DeviceKind.AUTO, DeviceKind.CPU, DeviceKind.MULTIWORKER)  # multiworker: local worker processes
 
 
+def accelerator_signs() -> list[str]:
+    """What on this machine could be a GPU or TPU, without importing a framework: a TPU runtime's hint
+    (colabkit.device.probes.tpu_runtime_hint), NVIDIA's or AMD's device files, GPUs nvidia-smi lists.
+    [] means no framework could see an accelerator here either."""
+    signs = [hint] if (hint := tpu_runtime_hint()) else []
+    signs += sorted(glob.glob("/dev/nvidia[0-9]*")) + [path for path in ("/dev/kfd",) if os.path.exists(path)]
+    return signs or [f"nvidia-smi lists {gpu.get('name')}" for gpu in nvidia_smi()]
+
+
 def detect_devices(timeout_s: float = 120) -> dict[str, int]:
-    """Devices this machine has, asked in a child process so this one never claims a GPU or TPU."""
+    """Devices this machine has: the CPU alone where it shows no sign of an accelerator
+    (accelerator_signs), else asked in a child process (importing TensorFlow, 5-9 s) so that this one
+    never claims a GPU or TPU."""
+    if not accelerator_signs():
+        return {"cpu": 1}
     completed = subprocess.run([sys.executable, "-c", _DETECT], capture_output=True, text=True,
                                timeout=timeout_s, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     if completed.returncode != 0:
@@ -147,11 +162,10 @@ class DeviceSlots:
         self.tpu_free = self.tpu_free or lease.tpu
 
 
-def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] | None,
-             cluster: str | None) -> Mapping[str, int] | None:
+def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] | None) -> Mapping[str, int] | None:
     """`available`, or {"cpu": 1} for a local sweep whose every combination asks for the CPU: a CPU is
     everywhere, so no child process (importing TensorFlow: 5-9 s) need ask what else the machine has."""
-    if available is None and cluster is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
+    if available is None and all(c.request.kind == DeviceKind.CPU for c in combinations):
         return {"cpu": 1}
     return available
 

@@ -21,7 +21,6 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from colabkit.device.peaks import gpu_peak, tpu_peak
 from colabkit.device.spec import DeviceKind
@@ -113,16 +112,16 @@ def _kind(combination: Combination) -> str:
     return "tpu" if tpu_runtime_hint() else "gpu" if nvidia_smi() else "cpu"
 
 
-def estimate_plan(combinations: Iterable[Combination], kernels: str | None = None,
+def estimate_plan(combinations: Iterable[Combination],
                   rates: Mapping[str, tuple[float, str] | None] | None = None) -> PlanEstimate:
-    """The estimate of running `combinations` (kernels `kernels`, else each grid's choice, else fresh);
-    `rates` gives the FLOP/s and source per device kind (else calibrated or looked up here)."""
+    """The estimate of running `combinations`, each in the kernels its settings say; `rates` gives the
+    FLOP/s and source per device kind (else calibrated or looked up here)."""
     estimate = PlanEstimate()
     found: dict[tuple[str, str], tuple[float, str] | None] = {}
     keys = set()
     for combination in combinations:
         estimate.runs += 1
-        mode = kernels or combination.kernels or "fresh"
+        mode = combination.settings.kernels
         estimate.fixed_s += FIXED_COST_S[mode]
         if mode == "reuse":
             keys.add((combination.device, combination.params.get("backend"), combination.params.get("mixed_precision")))
@@ -156,34 +155,6 @@ def _rate(kind: str, precision: str, rates: Mapping[str, tuple[float, str] | Non
     return accelerator_rate(kind, precision)
 
 
-# The devices the paper presets' descriptions state an estimate for: label -> (kind, name in the peaks table).
-PAPER_DEVICES = {"T4": ("gpu", "Tesla T4"), "A100": ("gpu", "NVIDIA A100-SXM4-40GB"), "TPU v5e": ("tpu", "v5litepod-1")}
-
-
 def describe_seconds(seconds: float) -> str:
     """'~3 h 10 min' (format_duration), or '~2.5 days' beyond two days."""
     return f"~{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else format_duration(seconds)
-
-
-def rough(seconds: float) -> str:
-    """A duration as a preset's description states it: '~40 min', '~22 h', '~15 days'."""
-    if seconds < 3600:
-        return f"~{max(1, round(seconds / 60))} min"
-    if seconds < 48 * 3600:
-        return f"~{round(seconds / 3600)} h"
-    return f"~{round(seconds / 86400)} days"
-
-
-def paper_estimate(combinations: Iterable[Combination]) -> str:
-    """What a paper preset's description states: the wall time of its combinations for each of
-    PAPER_DEVICES' kinds on that device with warm kernels, the work at the peaks table's figure (so a
-    lower bound), labelled as estimates."""
-    combinations = list(combinations)
-    parts = []
-    for label, (kind, name) in PAPER_DEVICES.items():
-        rate = accelerator_rate(kind, "float32", name)
-        mine = [combination for combination in combinations if combination.request.kind == kind]
-        seconds = estimate_plan(mine, "reuse", {kind: rate}).seconds
-        parts.append(f"{label} {rough(seconds)}")
-    return ("estimated per device at the peaks table's figure (a lower bound) with warm kernels: "
-            + ", ".join(parts))

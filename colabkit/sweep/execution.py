@@ -25,6 +25,7 @@ import os
 import random
 import time
 import traceback
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -32,7 +33,7 @@ from typing import IO, Any
 from colabkit.device.bandwidth import HOST_FACTS_ENV
 from colabkit.device.host_state import wait_for_quiet
 from colabkit.device.spec import MULTI_WORKER
-from colabkit.errors import RecordError
+from colabkit.errors import InsufficientMemoryError, RecordError
 from colabkit.io import write_json_atomic
 from colabkit.notebook_runner import (
     KernelWatch,
@@ -48,39 +49,10 @@ from colabkit.records.record import make_record, read_record, running_path, utc_
 from colabkit.records.run_error import RunError, is_out_of_memory
 from colabkit.records.schema import ErrorKind, RecordStatus
 from colabkit.sweep.combination import Combination
-from colabkit.sweep.kernels import DEFAULT_MAX_RUNS, KernelLease
+from colabkit.sweep.kernels import KernelLease
+from colabkit.sweep.options import SweepOptions
 
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
-# Which runs get their executed notebook exported to HTML: every one, the failed ones only (a big sweep:
-# `python -m colabkit export-html OUT` exports the rest on demand), or none. Every run keeps its notebook.
-HTML_MODES = ("all", "failed", "none")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How each combination is executed (the same for every combination of a sweep)."""
-
-    timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
-    kernel_name: str | None = None  # None: the notebook's own kernelspec
-    html: str | None = None  # "all", "failed" (failed runs only), "none"; None: as each grid says, else all
-    start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
-    start_timeout_s: float = 60
-    cwd: str | None = None  # the kernels' working directory; None: the sweep's
-    jobs: int = 1  # how many run side by side (written into each record's `sweep` section)
-    worker_grace_s: float = 60  # multi-worker runs: after a worker dies, how long the others may take to fail
-    kernels: str | None = None  # "fresh" or "reuse" (warm kernels, colabkit.sweep.kernels); None: as each grid says
-    max_kernel_runs: int = DEFAULT_MAX_RUNS  # reuse: runs per kernel before a fresh one
-    host_facts: str | None = None  # the file of facts measured once for the host (COLABKIT_HOST_FACTS)
-    wait_quiet_s: float | None = None  # before each run, wait up to this long for a quiet host (--wait-quiet)
-    target_ci: float | None = None  # --target-ci: written into each record's `sweep` section, with max_repeats
-    max_repeats: int | None = None
-
-    def sweep_section(self, env: dict[str, str] | None = None) -> dict[str, Any]:
-        """What every record of the sweep says about how it ran (its `sweep` section, before the run)."""
-        section: dict[str, Any] = {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
-        if self.target_ci is not None:
-            section.update(target_ci=self.target_ci, max_repeats=self.max_repeats)
-        return section
 
 
 @dataclass
@@ -98,6 +70,12 @@ class Outcome:
 
     def __post_init__(self) -> None:
         self.status = RecordStatus(self.status)  # a record's status string, checked against the vocabulary
+
+    @property
+    def too_large(self) -> bool:
+        """Skipped before it ran: its model clearly cannot fit its device's memory (sweep.devices.too_large)."""
+        return (self.status == RecordStatus.SKIPPED and self.error is not None
+                and self.error.type == InsufficientMemoryError.__name__)
 
 
 class RunFiles:
@@ -201,7 +179,7 @@ def filesystem_error(exc: OSError, where: Path) -> RunError:
     return RunError(type(exc).__name__, ErrorKind.FILESYSTEM, f"{exc.strerror or exc}: {exc.filename or where}")
 
 
-def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
+def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: SweepOptions,
                      log: IO[str], env: dict[str, str] | None) -> RunError | None:
     """A `multiworker:N` combination: N local worker processes (colabkit.sweep.multiworker_launch), the
     chief's notebook and record being the combination's. Returns the error, or None when every worker finished."""
@@ -214,7 +192,7 @@ def _execute_workers(combination: Combination, files: RunFiles, params: dict[str
                                     grace_s=options.worker_grace_s, env=env, log=log).error
 
 
-def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
+def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: SweepOptions,
              log: IO[str], env: dict[str, str] | None, lease: KernelLease) -> tuple[RunError | None, int]:
     """Run papermill in a fresh kernel or the `lease`'s warm one, retrying kernel start-up failures;
     (the error or None, attempts used)."""
@@ -252,7 +230,7 @@ def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], 
 
 
 def execute_combination(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
-                        options: RunOptions = RunOptions(), env: dict[str, str] | None = None) -> Outcome:
+                        options: SweepOptions = SweepOptions(), env: dict[str, str] | None = None) -> Outcome:
     """Execute one combination with papermill; always leaves a record (ok or failed) behind.
 
     `fingerprint` is stored in the record (see colabkit.fingerprint); `env` is added to the
@@ -261,13 +239,13 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
     """
     files = RunFiles.of(combination, out)
     started_at, start = utc_now(), time.perf_counter()
-    params = {**combination.params, "results_path": str(files.running_record.resolve())}
+    params = {**combination.notebook_params, "results_path": str(files.running_record.resolve())}
     sweep_section = options.sweep_section(env)
+    if combination.settings.bottlenecks == "first":
+        sweep_section["bottlenecks"] = "first"  # the passes ran in repeat 1 only (this one: params.breakdown)
     if options.host_facts:
         env = {**(env or {}), HOST_FACTS_ENV: options.host_facts}
-    lease = KernelLease.of(combination, options.kernels or combination.kernels or "fresh", options.kernel_name,
-                           options.cwd, env,
-                           options.max_kernel_runs, options.start_timeout_s)
+    lease = KernelLease.of(combination, options, env)
     try:
         files.prepare()
         with open(files.log, "w", encoding="utf-8") as log, library_logs_to(log):
@@ -280,10 +258,10 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
             log.flush()
             error, attempts = _execute(combination, files, params, options, log, env, lease)
             sweep_section["kernel_start_attempts"] = attempts
-            outcome = _commit(combination, files, fingerprint, options, error, started_at, start, sweep_section, log,
+            outcome = _commit(combination, files, fingerprint, error, started_at, start, sweep_section, log,
                               lease.record)
             lease.release(outcome.status == RecordStatus.OK, log)  # cleared for the next run, or shut down
-            return outcome
+            return _said_if_busy(outcome, sweep_section.get("quiet_wait"))
     except OSError as exc:
         if not is_filesystem_fault(exc):
             files.discard_temporaries()
@@ -302,6 +280,16 @@ def execute_combination(combination: Combination, out: str | Path, fingerprint: 
         raise
     finally:
         lease.release(False)  # a kernel not given back above served a run that did not end well
+
+
+def _said_if_busy(outcome: Outcome, wait: dict[str, Any] | None) -> Outcome:
+    """An ok run that --wait-quiet could not give a quiet host says so in its outcome's message (the
+    console's line and summary), as its record does (`sweep.quiet_wait`, `host_quiet`)."""
+    if wait is None or wait["quiet"] or outcome.status != RecordStatus.OK:
+        return outcome
+    busy = "; ".join(wait["busy_reasons"]) or "busy"
+    return dataclasses.replace(outcome, message=f"measured on a busy host: still busy after waiting "
+                                                f"{wait['waited_s']:g} s ({busy})")
 
 
 def _remove_if_truncated(notebook: Path) -> None:
@@ -352,7 +340,7 @@ def record_lost_run(combination: Combination, files: RunFiles, fingerprint: dict
                                  **extra)
 
 
-def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, Any], options: RunOptions,
+def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, Any],
             error: RunError | None, started_at: str, start: float, sweep_section: dict[str, Any],
             log: IO[str], kernel: dict[str, Any]) -> Outcome:
     """Move the products into place, record last. The record is what marks the combination done."""
@@ -368,7 +356,7 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
                 record = read_record(files.running_record)
             except RecordError as exc:
                 error = RunError("RecordError", ErrorKind.MISSING_RECORD, str(exc))
-    html = options.html or combination.html or "all"
+    html = combination.settings.html
     if files.notebook.exists() and (html == "all" or (html == "failed" and error is not None)):
         try:
             export_run_html(files.notebook, files.html, files.running_html)

@@ -33,8 +33,9 @@ from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import DeviceSlots, Inventory, Lease, local_inventory
-from colabkit.sweep.execution import Outcome, RunFiles, RunOptions, execute_combination, record_lost_run
+from colabkit.sweep.execution import Outcome, RunFiles, execute_combination, record_lost_run
 from colabkit.sweep.kernels import close_warm_kernels
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import Decision
 
 PARALLEL_WARNING = (
@@ -48,7 +49,7 @@ Started = Callable[[Combination], None]  # told when a combination starts (the p
 class Executor(ABC):
     """Runs a sweep's combinations into `out`, each as `options` say."""
 
-    def __init__(self, out: Path, options: RunOptions) -> None:
+    def __init__(self, out: Path, options: SweepOptions) -> None:
         self.out, self.options = Path(out), options
         self._inventory: Inventory | None = None
 
@@ -96,7 +97,7 @@ class Executor(ABC):
 class LocalExecutor(Executor):
     """An executor on this machine: its devices are detected (or given as `available`)."""
 
-    def __init__(self, out: Path, options: RunOptions, available: Mapping[str, int] | None = None) -> None:
+    def __init__(self, out: Path, options: SweepOptions, available: Mapping[str, int] | None = None) -> None:
         super().__init__(out, options)
         self.available = available
 

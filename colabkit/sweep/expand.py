@@ -12,7 +12,7 @@ from colabkit.device.spec import DeviceRequest
 from colabkit.errors import UnknownDeviceError
 from colabkit.sweep.combination import Combination, device_request
 from colabkit.sweep.gridfile import GridSpec
-from colabkit.sweep.layers import canonical
+from colabkit.sweep.layers import Layer, canonical
 
 
 def _slug_part(value: Any) -> str:
@@ -47,15 +47,16 @@ def device_matches(request: DeviceRequest, wanted: list[DeviceRequest]) -> bool:
 
 
 def expand(spec: GridSpec, preset: str | None = None, devices: list[DeviceRequest] | None = None,
-           overrides: dict[str, Any] | None = None) -> list[Combination]:
-    """The combinations of `spec` under `preset` and `overrides`, in grid order.
+           overrides: dict[str, Any] | None = None, command_line: Layer | None = None) -> list[Combination]:
+    """The combinations of `spec` under `preset`, `overrides` and the `command_line`'s settings, in grid order.
 
     Grid axes are crossed with each other and with every zip group; the lists of one zip group
     advance together. `devices` keeps only those devices' combinations. Each combination carries its
-    device's typed request (the device values were checked when the file and overrides were), and
-    only the values that shape it (its experiment's `relevant`: a ParaDnn FC run carries no `cell`).
+    device's typed request (the device values were checked when the file and overrides were), only
+    the values that shape it (its experiment's `relevant`: a ParaDnn FC run carries no `cell`), and
+    how it runs (its RunSettings, resolved here once: command line, preset, file, default).
     """
-    resolved = spec.resolve(preset, overrides)
+    resolved = spec.resolve(preset, overrides, command_line)
     factors: list[list[dict[str, Any]]] = [[{key: value} for value in values] for key, values in resolved.axes.items()]
     for group in resolved.zips:
         rows = [dict(zip(group, row)) for row in zip(*group.values())]
@@ -77,7 +78,7 @@ def expand(spec: GridSpec, preset: str | None = None, devices: list[DeviceReques
             unused = {key: params[key] for key in spec.experiment.unused(params)}
             params = spec.experiment.relevant(params)
         combinations.append(Combination(spec.notebook, params, slug_for(params, resolved.named), request, unused,
-                                        resolved.kernels, resolved.html))
+                                        resolved.settings))
     return combinations
 
 

@@ -65,7 +65,7 @@ def tensorflow_version() -> str | None:
 
 
 def colabkit_version() -> str:
-    from colabkit import __version__
+    from colabkit.version import __version__
 
     return __version__
 

@@ -1,25 +1,10 @@
 """Parameter grid files (`parameters/*.yaml`): read and validate one, every problem at once.
 
-The schema (every key but `notebook` optional)::
-
-    notebook: notebooks/cnn_mnist.ipynb         # the notebook to run, relative to the project
-    description: one line for humans
-    grid:                                       # each key a list: the sweep runs their cartesian product
-      device: [cpu, gpu, tpu]
-      batch_size: [256, 512, 1024]
-    zip:                                        # groups of lists that vary together, not crossed:
-      - {units: [32, 64, 128], layers: [1, 2, 3]}   # (32, 1), (64, 2), (128, 3), each crossed with the grid
-    fixed: {epochs: 10}                         # one value for every combination
-    repeats: 3                                  # independent runs of each combination, each in its own kernel
-    presets:                                    # named overrides of grid, zip, fixed, repeats, kernels and html
-      smoke: {grid: {batch_size: [256]}, fixed: {epochs: 1}, repeats: 1}
-    kernels: reuse                              # fresh (default) or reuse: warm kernels (a preset may say too;
-                                                #   `sweep --kernels` overrides both; colabkit.sweep.kernels)
-    html: failed                                # all (default), failed or none: which runs get an HTML export
-                                                #   (a preset may say too; `sweep --html` overrides both)
-
-`zip` may also be a single mapping (one group). How the file's values, a preset's and `-p` combine
-is colabkit.sweep.layers'.
+The keys (docs/sweep.md, "Grid files", shows them all): `notebook` (the only one required),
+`description`, `grid` (lists crossed), `zip` (groups of lists that advance together; one group may be
+written as a single mapping), `fixed`, the run settings `repeats`, `kernels`, `html` and `bottlenecks`
+(colabkit.sweep.combination.RunSettings), and `presets` (named overrides of all of them but the
+notebook). How the file's values, a preset's and the command line's combine is colabkit.sweep.layers'.
 
 Validation happens before anything runs and reports every problem found, one line each: YAML that
 does not parse (with its line and column), unknown keys, a missing notebook (naming every place
@@ -43,13 +28,12 @@ from colabkit.errors import GridError, UnknownDeviceError
 from colabkit.experiments import Experiment, Parameter, find
 from colabkit.suite import suite_root
 from colabkit.sweep.combination import device_request
-from colabkit.sweep.execution import HTML_MODES
-from colabkit.sweep.kernels import KERNEL_MODES
 from colabkit.sweep.layers import Layer, Resolved, canonical
+from colabkit.sweep.options import MODES
 from colabkit.sweep.parameters import declared_parameters
 
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", "kernels", "html")
-PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", "kernels", "html")
+PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", *MODES)
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", *MODES)
 SET_BY_THE_SWEEP = ("results_path",)
 
 
@@ -65,17 +49,11 @@ class GridSpec:
     parameters: dict[str, Parameter] = field(default_factory=dict)
     experiment: Experiment | None = None
 
-    @property
-    def grid(self) -> dict[str, list[Any]]:
-        return self.base.grid
-
-    @property
-    def fixed(self) -> dict[str, Any]:
-        return self.base.fixed
-
-    def resolve(self, preset: str | None = None, overrides: dict[str, Any] | None = None) -> Resolved:
-        """The axes, zip groups and fixed values once `preset` and `overrides` are applied, and the
-        keys its combinations' file names are made of (see Resolved.pin)."""
+    def resolve(self, preset: str | None = None, overrides: dict[str, Any] | None = None,
+                command_line: Layer | None = None) -> Resolved:
+        """The axes, zip groups and fixed values once `preset` and `overrides` are applied, the keys its
+        combinations' file names are made of (see Resolved.pin), and how they run: the settings the
+        `command_line` layer gives (`--repeats`, `--kernels`, `--html`), else the preset's, else the file's."""
         resolved = Resolved({}, [], {})
         resolved.apply(self.base)
         if preset is not None:
@@ -83,14 +61,10 @@ class GridSpec:
                 known = ", ".join(sorted(self.presets)) or "none"
                 raise GridError(f"unknown preset {preset!r} (this file has: {known})", str(self.path))
             resolved.apply(self.presets[preset])
+        if command_line is not None:
+            resolved.apply(command_line)
         resolved.pin({key: value for key, value in (overrides or {}).items() if key in self.parameters})
-        chosen = self.presets[preset] if preset is not None else self.base
-        resolved.kernels, resolved.html = chosen.kernels or self.base.kernels, chosen.html or self.base.html
         return resolved
-
-    def repeats(self, preset: str | None = None) -> int:
-        """How many independent runs of each combination the file (and `preset`) ask for (default 1)."""
-        return self.resolve(preset).repeats
 
 
 # --- reading and checking ----------------------------------------------------------------------
@@ -175,28 +149,21 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
     return {str(key): value for key, value in fixed.items()}
 
 
-def check_repeats(value: Any, where: str, problems: list[str]) -> int | None:
-    """A `repeats` value: None when absent, else a whole number >= 1 (a problem appended otherwise)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        problems.append(f"{where}repeats = {value!r}: expected a whole number >= 1 (independent runs of each "
-                        "combination)")
-        return None
-    return value
-
-
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
-    modes = {}
-    for key, choices in (("kernels", KERNEL_MODES), ("html", HTML_MODES)):
-        modes[key] = raw.get(key)
-        if modes[key] is not None and modes[key] not in choices:
-            problems.append(f"{where}{key}: {modes[key]!r}: expected one of {', '.join(choices)}")
-            modes[key] = None
+    settings = {key: raw.get(key) for key in ("repeats", *MODES)}  # how its combinations run: RunSettings
+    for key, choices in MODES.items():
+        if settings[key] is not None and settings[key] not in choices:
+            problems.append(f"{where}{key}: {settings[key]!r}: expected one of {', '.join(choices)}")
+            settings[key] = None
+    repeats = settings["repeats"]
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
+        problems.append(f"{where}repeats = {repeats!r}: expected a whole number >= 1 (independent runs of each "
+                        "combination)")
+        settings["repeats"] = None
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
                   _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
-                  repeats=check_repeats(raw.get("repeats"), where, problems), **modes)
+                  **settings)
     places: dict[str, str] = {}
     for located, key, _ in layer.located_values():
         if key in places:
@@ -308,7 +275,7 @@ def load_grid(path: str | Path) -> GridSpec:
     base = _read_layer(raw, "", problems)
     presets_raw = raw.get("presets") or {}
     if not isinstance(presets_raw, dict):
-        problems.append("`presets` must be a mapping of preset name -> {grid, zip, fixed}")
+        problems.append("`presets` must be a mapping of preset name -> {grid, zip, fixed, ...}")
         presets_raw = {}
     presets = {}
     for name, preset in presets_raw.items():
@@ -322,6 +289,9 @@ def load_grid(path: str | Path) -> GridSpec:
     label = str(notebook_name)
     for layer in (base, *presets.values()):
         check_layer_values(layer, parameters, label, problems)
+        if layer.bottlenecks is not None and parameters and "breakdown" not in parameters:
+            problems.append(f"{layer.where}bottlenecks: the notebook {label} declares no `breakdown` parameter "
+                            "(it has no bottleneck passes to run once)")
     if "device" not in {key for _, key, _ in base.located_values()}:
         problems.append("no `device` axis: add `device: [cpu, gpu, tpu]` to the grid (or a fixed device)")
     if problems:

@@ -43,15 +43,13 @@ from colabkit.device.backends import resolve_backend
 from colabkit.device.spec import MULTI_WORKER
 from colabkit.records.record import utc_now
 from colabkit.sweep.combination import Combination
+from colabkit.sweep.options import DEFAULT_MAX_RUNS, SweepOptions
 
 if TYPE_CHECKING:
     from colabkit.notebook_runner import KernelWatch
 
-__all__ = ["DEFAULT_MAX_RUNS", "KERNEL_MODES", "KernelKey", "KernelLease", "KernelPool", "WarmKernel",
-           "close_warm_kernels", "kernel_key", "warm_kernels"]
+__all__ = ["KernelKey", "KernelLease", "KernelPool", "WarmKernel", "close_warm_kernels", "kernel_key", "warm_kernels"]
 
-KERNEL_MODES = ("fresh", "reuse")
-DEFAULT_MAX_RUNS = 100  # runs per kernel before a fresh one: bounds what slow leaks can add up to
 CLEAN_TIMEOUT_S = 60
 
 # Run once in a new kernel (silently): what the clean-up restores between runs.
@@ -102,9 +100,9 @@ class KernelKey:
     env: tuple[tuple[str, str], ...]  # added to the kernel's environment (CUDA_VISIBLE_DEVICES, a sweep token)
     backend: str | None  # the Keras backend, resolved ("auto": JAX on a TPU, TensorFlow elsewhere)
     device: str  # the device and its replica count ('cpu:2'): the set-up and its strategy
-    precision: str | None  # the global mixed-precision policy
+    precision: str  # the global mixed-precision policy ("none": Keras's default)
     # A combination's repeat index, where it has one: repeats are independent runs, so the repeats of
-    # one combination never share a kernel (docs/sweep.md, "Repeats in reused kernels").
+    # one combination never share a kernel (docs/sweep.md, "Warm kernels").
     repeat: int | None = None
 
     def as_record(self) -> dict[str, Any]:
@@ -130,10 +128,11 @@ def kernel_key(combination: Combination, kernel_name: str | None, cwd: str | Non
     backend = params.get("backend")
     if isinstance(backend, str):
         backend = resolve_backend(backend, combination.device)
-    precision = params.get("mixed_precision")
+    # A notebook without the parameter never sets a policy: its kernel's is Keras's default, "none"'s.
+    precision = str(params.get("mixed_precision", "none"))
     return KernelKey(kernel_name or _kernel_name(combination.notebook), str(cwd or Path.cwd()),
-                     tuple(sorted((env or {}).items())), backend, str(combination.request),
-                     None if precision is None else str(precision), combination.repeat)
+                     tuple(sorted((env or {}).items())), backend, str(combination.request), precision,
+                     combination.repeat)
 
 
 @functools.lru_cache(maxsize=1)
@@ -365,11 +364,11 @@ class KernelLease:
         self.record: dict[str, Any] = {"mode": "fresh" if key is None else "reuse", "runs_before": 0}
 
     @classmethod
-    def of(cls, combination: Combination, mode: str, kernel_name: str | None, cwd: str | None,
-           env: Mapping[str, str] | None, max_runs: int = DEFAULT_MAX_RUNS, start_timeout_s: float = 60) -> KernelLease:
-        """The lease of `combination` under `--kernels mode` (a multi-worker run is always fresh)."""
-        key = kernel_key(combination, kernel_name, cwd, env) if mode == "reuse" else None
-        return cls(key, max_runs, start_timeout_s)
+    def of(cls, combination: Combination, options: SweepOptions, env: Mapping[str, str] | None) -> KernelLease:
+        """The lease of `combination` in the kernels its settings say (a multi-worker run is always fresh)."""
+        reuse = combination.settings.kernels == "reuse"
+        key = kernel_key(combination, options.kernel_name, options.cwd, env) if reuse else None
+        return cls(key, options.max_kernel_runs, options.start_timeout_s)
 
     @property
     def manager(self) -> Any:

@@ -1,16 +1,22 @@
-"""Layers of values: a grid file's own, then a preset's, then the command line's `-p KEY=VALUE`.
+"""Layers of values: a grid file's own, then a preset's, then the command line's (its `-p KEY=VALUE`,
+and its `--repeats`, `--kernels` and `--html`).
 
 A key set by a later layer replaces the earlier one wherever it was (a grid axis, a zip group or a
 fixed value): `-p batch_size=64` pins an axis to one value. Within one layer a key may appear in one
 place only (gridfile checks that). `Resolved` is what is left once every layer is applied: the axes
-and zip groups `expand` crosses, the fixed values, and the keys a combination's file name is made of.
+and zip groups `expand` crosses, the fixed values, the keys a combination's file name is made of, and
+how its combinations run (RunSettings: the last layer that says wins, else the defaults).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from colabkit.sweep.combination import RunSettings
+from colabkit.sweep.options import BottleneckMode, HtmlMode, KernelMode
 
 
 def canonical(value: Any) -> str:
@@ -43,9 +49,11 @@ class Layer:
     zips: list[dict[str, list[Any]]] = field(default_factory=list)
     fixed: dict[str, Any] = field(default_factory=dict)
     description: str = ""
-    kernels: str | None = None  # the kernels its runs want ("fresh" or "reuse"; None: no say)
-    html: str | None = None  # which runs get HTML ("all", "failed", "none"; None: no say)
-    repeats: int | None = None  # independent runs of each combination (`repeats:`); None: as an earlier layer
+    # How its combinations run (RunSettings' fields); None: as an earlier layer says
+    repeats: int | None = None
+    kernels: KernelMode | None = None
+    html: HtmlMode | None = None
+    bottlenecks: BottleneckMode | None = None
 
     def located_values(self) -> list[tuple[str, str, list[Any]]]:
         """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
@@ -56,6 +64,9 @@ class Layer:
         return found
 
 
+SETTINGS = tuple(setting.name for setting in dataclasses.fields(RunSettings))
+
+
 @dataclass
 class Resolved:
     """The values once every layer is applied: what `expand` crosses, and what names its files."""
@@ -64,9 +75,7 @@ class Resolved:
     zips: list[dict[str, list[Any]]]
     fixed: dict[str, Any]
     named: list[str] = field(default_factory=list)  # the keys a combination's slug is made of, in order
-    kernels: str | None = None  # the kernels the grid file or preset asks for (`sweep --kernels` overrides)
-    html: str | None = None  # which runs the grid file or preset exports to HTML (`sweep --html` overrides)
-    repeats: int = 1  # independent runs of each combination: the last layer that says
+    settings: RunSettings = field(default_factory=RunSettings)  # each field: the last layer that says
 
     def forget(self, key: str) -> None:
         """Remove `key` wherever an earlier layer put it. Rows of a zip group told apart by `key` alone
@@ -79,8 +88,8 @@ class Resolved:
         self.zips = [distinct_rows(group) for group in self.zips if group]
 
     def apply(self, layer: Layer) -> None:
-        if layer.repeats is not None:
-            self.repeats = layer.repeats
+        said = {name: value for name in SETTINGS if (value := getattr(layer, name)) is not None}
+        self.settings = dataclasses.replace(self.settings, **said)
         for key, values in layer.grid.items():
             if key in self.axes:
                 self.axes[key] = list(values)  # keep the axis where it was: slugs stay stable

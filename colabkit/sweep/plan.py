@@ -1,5 +1,6 @@
-"""What a sweep will do: every combination of its grid files (`plan`), and per combination whether to
-run it, run it again, keep an earlier result, skip it or set its record aside (`decide`).
+"""What a sweep will do: every run of its grid files' combinations, each with how it runs (`plan`: a
+SweepPlan), and per run whether to run it, run it again, keep an earlier result, skip it or set its
+record aside (`decide`).
 
 Nothing here runs or writes anything. A combination is kept when its record is ok and its
 fingerprint matches (colabkit.sweep.fingerprint); skipped when it cannot run where the sweep runs
@@ -10,13 +11,13 @@ unless asked); shown as running when another sweep is running it now.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import GridError, RecordError
+from colabkit.errors import GridError, InsufficientMemoryError, RecordError
 from colabkit.records.record import read_record
 from colabkit.records.run_error import RunError
 from colabkit.sweep.combination import Combination
@@ -25,33 +26,45 @@ from colabkit.sweep.execution import RunFiles
 from colabkit.sweep.expand import device_filter, duplicate_problems, expand
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
 from colabkit.sweep.gridfile import GridSpec, load_grid
+from colabkit.sweep.layers import Layer
+from colabkit.sweep.options import HtmlMode, KernelMode
 from colabkit.sweep.outfolder import lock_holder
 from colabkit.sweep.overrides import check_overrides
 
 RunnableCheck = Callable[[Combination, Inventory], str | None]
 # Why a combination cannot run where the sweep runs, asked in this order: the first reason given
-# skips it, with that reason in its record. A further check is one more function
-# (combination, inventory) -> reason or None, added here.
-RUNNABLE_CHECKS: tuple[RunnableCheck, ...] = (device_missing, backend_unsupported, too_large)
-# The `error.type` a skipped record names for each check's reason (what a notebook would have raised).
-SKIP_TYPES: dict[RunnableCheck, str] = {device_missing: "DeviceNotAvailable",
-                                        backend_unsupported: "BackendUnsupportedError",
-                                        too_large: "InsufficientMemoryError"}
+# skips it, with that reason in its record and the `error.type` beside it (what a notebook would have
+# raised). A further check is one more (function (combination, inventory) -> reason or None, type) here.
+RUNNABLE_CHECKS: tuple[tuple[RunnableCheck, str], ...] = (
+    (device_missing, "DeviceNotAvailable"), (backend_unsupported, "BackendUnsupportedError"),
+    (too_large, InsufficientMemoryError.__name__))
+
+
+class SweepPlan(Sequence[Combination]):
+    """Every run a sweep asks for, in the order it runs them (each a Combination with its repeat and
+    its RunSettings), and the output folder they write into."""
+
+    def __init__(self, runs: list[Combination], out: Path) -> None:
+        self.runs, self.out = runs, out
+
+    def __getitem__(self, index: Any) -> Any:  # an int gives a Combination, a slice a list of them
+        return self.runs[index]
+
+    def __len__(self) -> int:
+        return len(self.runs)
 
 
 def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
-         overrides: dict[str, Any] | None = None, out: str | Path = "outputs",
-         repeats: int | None = None) -> list[Combination]:
+         overrides: dict[str, Any] | None = None, out: str | Path = "outputs", repeats: int | None = None, *,
+         kernels: KernelMode | None = None, html: HtmlMode | None = None) -> SweepPlan:
     """All runs of the grid files' combinations under `preset` and `overrides`, narrowed to `device`.
 
-    `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. Each
-    combination runs as many times as its grid file (or preset) says (`repeats:`, default 1), or
-    `repeats` when given; the runs come in interleaved rounds (`interleave`). Every grid file is
-    validated, and every problem of every file reported in one GridError, before any combination is
-    returned, so a bad file runs nothing.
+    `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. How each
+    combination runs is decided here, once: `repeats`, `kernels` and `html` when given (the command
+    line's), else what its preset says, else its grid file, else the defaults (RunSettings). The runs
+    come in interleaved rounds (`interleave`). Every grid file is validated, and every problem of
+    every file reported in one GridError, before any combination is returned, so a bad file runs nothing.
     """
-    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1):
-        raise GridError(f"--repeats {repeats!r}: expected a whole number >= 1")
     problems: list[str] = []
     wanted = device_filter(device, problems)
     specs = []
@@ -64,31 +77,29 @@ def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | 
     problems += check_overrides(specs, overrides or {})
     if problems:
         raise GridError(problems)
-    combinations: list[tuple[Combination, int]] = []
-    for spec in specs:
-        runs = repeats or spec.repeats(preset)
-        combinations += [(combination, runs) for combination in expand(spec, preset, devices=wanted,
-                                                                        overrides=overrides)]
-    expanded = [combination for combination, _ in combinations]
-    problems = duplicate_problems(expanded, Path(out)) + unused_overrides(specs, expanded, overrides or {})
+    command_line = Layer("--", repeats=repeats, kernels=kernels, html=html)
+    combinations = [combination for spec in specs
+                    for combination in expand(spec, preset, wanted, overrides, command_line)]
+    problems = duplicate_problems(combinations, Path(out)) + unused_overrides(specs, combinations, overrides or {})
     if problems:
         raise GridError(problems)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
-    return interleave(combinations)
+    return SweepPlan(interleave(combinations), Path(out))
 
 
-def interleave(combinations: list[tuple[Combination, int]]) -> list[Combination]:
-    """Each (combination, runs) as that many runs (repeat 1, 2, ...), in rounds: per device (in the
+def interleave(combinations: list[Combination]) -> list[Combination]:
+    """Each combination as its `settings.repeats` runs (repeat 1, 2, ...), in rounds: per device (in the
     order the devices come), round 1 of every combination, then round 2, and so on, so that a drift of
     the host falls on every combination alike rather than on the last ones."""
-    by_device: dict[str, list[tuple[Combination, int]]] = {}
-    for combination, runs in combinations:
-        by_device.setdefault(combination.device, []).append((combination, runs))
+    by_device: dict[str, list[Combination]] = {}
+    for combination in combinations:
+        by_device.setdefault(combination.device, []).append(combination)
     ordered = []
     for group in by_device.values():
-        for repeat in range(1, max(runs for _, runs in group) + 1):
-            ordered += [combination.with_repeat(repeat) for combination, runs in group if repeat <= runs]
+        for repeat in range(1, max(combination.settings.repeats for combination in group) + 1):
+            ordered += [combination.with_repeat(repeat) for combination in group
+                        if repeat <= combination.settings.repeats]
     return ordered
 
 
@@ -126,7 +137,7 @@ class Decision:
     reason: str
     fingerprint: dict[str, Any]
     note: str = ""  # what else the dry run should say (a skip keeps a record file it cannot read)
-    skip_type: str = "DeviceNotAvailable"  # a skip's `error.type`: which check refused it (SKIP_TYPES)
+    skip_type: str = "DeviceNotAvailable"  # a skip's `error.type`: which check refused it (RUNNABLE_CHECKS)
 
     def __post_init__(self) -> None:
         self.action = SweepAction(self.action)  # a plain "run" is accepted; a misspelt one is not
@@ -135,10 +146,10 @@ class Decision:
 def cannot_run_here(combination: Combination, inventory: Inventory) -> tuple[str, str] | None:
     """Why `combination` cannot run where the sweep runs, as (the skipped record's error type, the
     reason), from the first of RUNNABLE_CHECKS that refuses it; None if it can run."""
-    for check in RUNNABLE_CHECKS:
+    for check, error_type in RUNNABLE_CHECKS:
         reason = check(combination, inventory)
         if reason:
-            return SKIP_TYPES.get(check, "DeviceNotAvailable"), reason
+            return error_type, reason
     return None
 
 

@@ -14,31 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from colabkit.errors import ColabkitError, RecordError
+from colabkit.errors import RecordError
 from colabkit.experiments import find
 from colabkit.records.loading import checked_record
 from colabkit.statistics import Interval, median_ci
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.execution import RunFiles
 from colabkit.sweep.fingerprint import fingerprint
-
-DEFAULT_MAX_REPEATS = 10
-
-
-def parse_fraction(text: str, allow_zero: bool = False) -> float:
-    """'3%' or '0.03' -> 0.03; ColabkitError (one line) for anything that is not a share between 0 and 1
-    (0 itself, however written, too with `allow_zero`)."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ColabkitError(f"{text!r} is not a percentage (3%) or a fraction (0.03)") from None
-    if allow_zero and value == 0:
-        return 0.0
-    if not 0 < value < 1:
-        raise ColabkitError(f"{text!r}: expected a share between 0 and 100 %, e.g. 3%")
-    return value
-
 
 @dataclass(frozen=True)
 class TargetState:

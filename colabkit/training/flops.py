@@ -21,7 +21,7 @@ from typing import Any
 import keras
 
 from colabkit.errors import FlopCountError
-from colabkit.timing.phases import phase
+from colabkit.phases import phase
 from colabkit.training.roofline import dtype_bytes, roofline_point
 
 FLOP_CONVENTION = (

@@ -1,0 +1,71 @@
+"""How a sweep runs: the options of the command line beyond what picks the combinations, checked
+together once (for the dry run and the real run alike), and the vocabularies of the settings each
+combination carries (its HTML export, its kernel, its bottleneck passes: colabkit.sweep.plan).
+
+Each option's own type and range is the command line's to check (colabkit.cli_arguments); what is
+checked here is only how options go together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from colabkit.errors import ColabkitError
+
+# Which runs get their executed notebook exported to HTML: every one, the failed ones only (a big sweep:
+# `python -m colabkit export-html OUT` exports the rest on demand), or none. Every run keeps its notebook.
+HtmlMode = Literal["all", "failed", "none"]
+# A fresh kernel per run, or warm kernels cleared between runs (colabkit.sweep.kernels).
+KernelMode = Literal["fresh", "reuse"]
+# The bottleneck passes (colabkit.training.breakdown) in every run, or in the first run of each
+# combination only: its later repeats run with `breakdown=False` (their training is measured the same).
+BottleneckMode = Literal["all", "first"]
+# The grid-file keys of those settings and the values each takes.
+MODES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
+                                     "bottlenecks": get_args(BottleneckMode)}
+
+DEFAULT_MAX_RUNS = 100  # runs per warm kernel before a fresh one: bounds what slow leaks can add up to
+DEFAULT_MAX_REPEATS = 10  # --target-ci without --max-repeats
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How a sweep runs its combinations; raises ColabkitError (one line) on creation when two options
+    do not go together, so a dry run refuses exactly what the real run refuses."""
+
+    jobs: int = 1  # combinations side by side, each in its own worker process (written into each record)
+    timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
+    kernel_name: str | None = None  # None: the notebook's own kernelspec
+    max_kernel_runs: int = DEFAULT_MAX_RUNS  # warm kernels: runs per kernel before a fresh one
+    wait_quiet_s: float | None = None  # before each run, wait up to this long for a quiet host
+    target_ci: float | None = None  # add rounds until each headline's interval is this narrow (a share)
+    max_repeats: int | None = None  # with target_ci: runs of a combination at most (default DEFAULT_MAX_REPEATS)
+    cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.cluster)
+    shared_out: bool | None = None  # with cluster: see colabkit.sweep.cluster.DaskExecutor
+    force: bool = False  # rerun combinations that finished earlier
+    rerun_unreadable: bool = False  # rerun (and replace) record files that cannot be read
+    # Set by the sweep, not by its user:
+    cwd: str | None = None  # the kernels' working directory; None: the sweep's
+    host_facts: str | None = None  # the file of facts measured once for the host (COLABKIT_HOST_FACTS)
+    worker_grace_s: float = 60  # multi-worker runs: after a worker dies, how long the others may take to fail
+    start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
+    start_timeout_s: float = 60
+
+    def __post_init__(self) -> None:
+        if self.cluster and self.jobs != 1:
+            raise ColabkitError("--jobs does not apply with --cluster: each Dask worker thread runs one combination")
+        if self.wait_quiet_s is not None and self.jobs != 1:
+            raise ColabkitError("--wait-quiet waits for an idle host before each run; with --jobs the other runs "
+                                "keep it busy: use --jobs 1")
+        if self.max_repeats is not None and self.target_ci is None:
+            raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
+        if self.target_ci is not None and self.max_repeats is None:
+            object.__setattr__(self, "max_repeats", DEFAULT_MAX_REPEATS)  # frozen: set once, here
+
+    def sweep_section(self, env: dict[str, str] | None = None) -> dict[str, Any]:
+        """What every record of the sweep says about how it ran (its `sweep` section, before the run)."""
+        section: dict[str, Any] = {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
+        if self.target_ci is not None:
+            section.update(target_ci=self.target_ci, max_repeats=self.max_repeats)
+        return section
