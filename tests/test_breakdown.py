@@ -153,13 +153,17 @@ def test_many_steps_per_execution_shrink_the_host_share():
     from colabkit.training.setup import make_dataset
 
     x, y = _arrays(3200)
-    shares = {}
-    for spe in (1, 50):
-        data = make_dataset(x, y, batch_size=32, shuffle=True)  # 100 batches a pass: 2 executions of 50
-        shares[spe] = _fit_and_break_down(data, steps_per_execution=spe, samples=3200, batch=32).metrics
-    # one host round trip (logs, callbacks) per step against one per 50 steps
-    assert shares[1]["host_share"] > 0.4
-    assert shares[1]["host_share"] > 2 * shares[50]["host_share"] + 0.1, shares
+    attempts = []
+    for _ in range(3):  # timed passes on a shared 2-core host: about 1 in 5 is disturbed; a real regression fails all 3
+        shares = {}
+        for spe in (1, 50):
+            data = make_dataset(x, y, batch_size=32, shuffle=True)  # 100 batches a pass: 2 executions of 50
+            shares[spe] = _fit_and_break_down(data, steps_per_execution=spe, samples=3200, batch=32).metrics
+        attempts.append((shares[1]["host_share"], shares[50]["host_share"]))
+        # one host round trip (logs, callbacks) per step against one per 50 steps
+        if shares[1]["host_share"] > 0.4 and shares[1]["host_share"] > 2 * shares[50]["host_share"] + 0.1:
+            return
+    pytest.fail(f"host share (steps_per_execution 1, 50) in each attempt: {attempts}")
 
 
 def test_skipped_on_request_every_metric_is_there_and_says_why():
