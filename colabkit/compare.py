@@ -10,7 +10,8 @@ across one axis: `--by device` leaves out the device (its kind, replicas, worker
 CPU run at a global batch of 256 pairs with 128 per replica on 2 replicas, never with 256 per replica
 on 2. Per pair, on its experiment's declared headline: each side's number of runs, median and 95 %
 interval, the ratio candidate / baseline with its interval (both sides' runs resampled) and the
-verdict, read in the headline's direction (colabkit.statistics: faster, slower, no difference
+verdict, read in the headline's direction (an inference run's headline is its single-stream p90 latency:
+colabkit.experiments.inference; `mode` keeps inference and training runs apart) (colabkit.statistics: faster, slower, no difference
 resolved, too few runs). Nothing is left out without a word: the files set aside as not readable
 records and the combinations found on one side only are named.
 
@@ -34,6 +35,7 @@ from typing import Any
 
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
+from colabkit.experiments.inference import headline_for
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
 from colabkit.records.merging import RunGroup
@@ -106,7 +108,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
         if experiment is None:
             skipped.add(group.notebook)
             continue
-        metric = experiment.headline.metric
+        metric = headline_for(experiment, group.params).metric
         values = finite(loaded.records[path]["metrics"].get(metric) for path in counted)
         key = work_key(group.work, ("device_model", *by))
         if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
@@ -144,7 +146,7 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
         if key not in after.runs:
             continue
         theirs, other_values = after.runs[key]
-        headline = find(ours.notebook).headline  # type: ignore[union-attr]  # read_side kept declared ones only
+        headline = headline_for(find(ours.notebook), ours.params)  # read_side kept declared ones only
         across = _differs(ours.params, theirs.params, by)
         rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
                         headline.higher_is_better, compare(values, other_values, headline.higher_is_better, tolerance),

@@ -7,7 +7,9 @@ for "auto" names the one it got); `global_batch`, samples per step over all repl
 `batch_size` and `batch_size_is` (128 per replica on 2 replicas is the work of 256 on one); and every
 other parameter, a size left at "auto" with the value it used (`sizes.used`). Left out is how a run
 was measured or recorded (NOT_WORK): a repeat the sweep runs without the bottleneck passes is a run
-of the same combination. A failed or skipped record did no work: it is what it asked for.
+of the same combination. `mode` is kept when it is `inference` (docs/inference.md) and left out when it
+is `train`, so that an inference run never pairs with a training run, and a training run pairs with one
+recorded before notebooks had a mode. A failed or skipped record did no work: it is what it asked for.
 
 `work_key(work, leave_out)` pairs runs across one axis: "device" leaves out the device and its model
 (the report's device against the CPU, `compare --by device`), "batch_size" the global batch, any
@@ -62,7 +64,9 @@ def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
     """What work the run of `record` did (see the module's docstring): equal for two records exactly
     when they are runs of the same work on the same device model."""
     if record.get("status") != "ok":
-        return {"notebook": record.get("notebook"), **asked_params(record)}
+        asked = asked_params(record)
+        return {"notebook": record.get("notebook"), **{name: value for name, value in asked.items()
+                                                       if not (name == "mode" and value == "train")}}
     params = record.get("params") or {}
     device = record.get("device") or {}
     request = device.get("request") or {}
@@ -71,6 +75,8 @@ def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
     used = sizes.get("used") if isinstance(sizes, dict) and isinstance(sizes.get("used"), dict) else {}
     work: dict[str, Any] = {"notebook": record.get("notebook")}
     for name, value in params.items():
+        if name == "mode" and value == "train":
+            continue
         if name not in NOT_WORK and name not in BATCH_PARAMS and name not in ("device", "backend"):
             work[name] = used.get(name, value)
     if "batch_size" in params:

@@ -87,6 +87,9 @@ FIELD_DOCS: dict[str, str] = {
     "host_state": "what else the host did from `start_run` to the record (colabkit.device.host_state): load "
                   "averages, other processes' CPU time and share, steal share, CPU clock range, NVIDIA GPUs' SM "
                   "clocks, throttle reasons and other processes; the reasons and thresholds of `host_quiet`",
+    "inference": "runs in inference mode (`params.mode` `inference`, docs/inference.md): the single-stream latencies "
+                 "at batch 1 with their percentiles and order-statistic intervals, the offline throughput per batch "
+                 "size with its interval over runs, and how the largest batch was found",
     "host_quiet": "whether the host was quiet during the run: false when another process, the hypervisor, a clock "
                   "or a GPU disturbed it (`host_state.busy_reasons` names which); null where nothing could be read",
 }

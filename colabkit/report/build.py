@@ -29,6 +29,7 @@ from colabkit.records.loading import first_record
 from colabkit.report.backends import backends_section
 from colabkit.report.comparisons import comparisons_section
 from colabkit.report.figures import report_style
+from colabkit.report.inference import inference_section
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, load_report_data
 from colabkit.report.section import Section, section_outputs, write_section
@@ -47,7 +48,8 @@ _PUBLISH = "written += report.publish(report.{}(data), output_dir)"
 EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
 PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
     **{_PUBLISH.format(build.__name__): build
-       for build in (overview_section, summary_section, backends_section, comparisons_section)},
+       for build in (overview_section, summary_section, backends_section, comparisons_section,
+                     inference_section)},
     EXPERIMENTS_CELL: experiment_sections,
     _PUBLISH.format(provenance_section.__name__): provenance_section,
 }

@@ -5,7 +5,8 @@ counted exactly), FitEstimate (the time left, after the first steps), EnergyMete
 steady epochs on NVIDIA GPUs), then utilisation (model FLOPs, MFU, arithmetic intensity; with `roofline`
 the roofline point) and the bottleneck passes (colabkit.training.breakdown, with a profile on request).
 It prints what it measured and returns a `Training`: the history, the record's `metrics` and its other
-fields. `Trainer.repeat` does the same over fresh models (Kimm, Paik & Kimm 2021's repeats). As d2l's
+fields. `Trainer.repeat` does the same over fresh models (Kimm, Paik & Kimm 2021's repeats); `Trainer.infer`
+times inference instead (single-stream latency percentiles, offline throughput: docs/inference.md). As d2l's
 `train_ch6`: a few calls, each doing what it says.
 
     trainer = colabkit.Trainer(run, dev, batch_size, mixed_precision=mixed_precision, seed=seed,
@@ -174,6 +175,22 @@ class Trainer:
                   "evaluations": [result.evaluation for result in repeated.results]}
         training = Training(last.model, last.data, history, repeated.metrics(), fields, repeated)
         return self._measure(training, sequence_length, roofline)
+
+    def infer(self, model: Any, samples: Any, *, queries: int, batch_sizes: str = "1", runs: int | None = None) -> Any:
+        """Inference mode (colabkit.training.inference.measure_inference): `queries` single-stream queries at batch 1
+        on `samples` (an array, one sample a row), then offline throughput at `batch_sizes` ('1,32,256,max'). One
+        device only: a batch of 1 does not split over replicas. Prints the figures; returns an Inference."""
+        from colabkit.errors import ParameterError
+        from colabkit.training.inference import OFFLINE_RUNS, measure_inference, parse_batch_sizes
+
+        if self.device.replicas > 1 or self.device.kind == "multiworker":
+            raise ParameterError(f"mode = 'inference' runs on one device; {self.device.name} has "
+                                 f"{self.device.replicas} replicas: give device 'cpu', 'gpu' or 'tpu' without a count")
+        inference = measure_inference(model, samples, self.device, queries=queries, runs=runs or OFFLINE_RUNS,
+                                      batch_sizes=parse_batch_sizes(batch_sizes))
+        inference.metrics.update(dtype_policy=self.policy, replicas=1, params=model.count_params())
+        self.echo(inference.describe())
+        return inference
 
     def _measure(self, training: Training, sequence_length: int | None, roofline: bool) -> Training:
         """Utilisation and the bottleneck passes after training; every figure printed."""
