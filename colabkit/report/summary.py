@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from colabkit.experiments import all_experiments
+from colabkit.experiments.inference import INFERENCE_HEADLINE
 from colabkit.report.common import (
     baseline_pair_key,
     column,
@@ -38,6 +39,12 @@ def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) ->
     return table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]), axis=1)
 
 
+def _modes(experiment: Any) -> list[tuple[Any, bool]]:
+    """(headline, inference) per mode the experiment's runs come in: its own headline for training runs and,
+    where it declares `mode`, the single-stream p90 latency for inference runs (docs/inference.md)."""
+    return [(experiment.headline, False), *([(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else [])]
+
+
 def configuration_speedups(data: ReportData) -> pd.DataFrame:
     """Per experiment, configuration and device other than the CPU baseline: the speedup over the CPU on
     the experiment's declared headline, from the runs of both (the ratio of their medians, its 95 %
@@ -47,10 +54,10 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
     work than its baseline (another number of samples per epoch or of epochs) is compared by
     throughput instead, and `measure` says so."""
     frames = []
-    for experiment in all_experiments():
-        notebook, what = experiment.name, experiment.headline.label
-        metric, higher = experiment.headline.metric, experiment.headline.higher_is_better
-        ok = data.ok(notebook)
+    for experiment, (headline, inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)):
+        notebook, what = experiment.name, headline.label
+        metric, higher = headline.metric, headline.higher_is_better
+        ok = data.ok(notebook, inference)
         name = f"metrics.{metric}"
         if name not in ok or not ok[name].notna().any():
             continue
@@ -71,10 +78,10 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
             table.loc[differs, by_throughput.columns] = by_throughput.loc[differs]
             table.loc[differs, "measure"] = f"{what} (samples/s: the work per epoch differed)"
         table = table[(table["device"] != baseline) & table["speedup"].notna()]
-        frames.append(table.assign(notebook=notebook, over=baseline)[
-            ["notebook", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+        frames.append(table.assign(notebook=notebook, mode="inference" if inference else "train", over=baseline)[
+            ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
              "speedup_high", "speedup_verdict"]])
-    columns = ["notebook", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+    columns = ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
                "speedup_high", "speedup_verdict"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
@@ -85,37 +92,38 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
     verdict was given (faster, slower, no difference resolved, too few runs): configuration_speedups."""
     rows = []
     per_configuration = configuration_speedups(data)
-    for experiment in all_experiments():
-        notebook = experiment.name
-        ok = data.ok(notebook)
-        name = f"metrics.{experiment.headline.metric}"
+    for experiment, (headline, inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)):
+        notebook, mode = experiment.name, "inference" if inference else "train"
+        ok = data.ok(notebook, inference)
+        name = f"metrics.{headline.metric}"
         if name not in ok or not ok[name].notna().any():
             continue
         labels = sort_labels(ok.loc[ok[name].notna(), "device_label"])
         baseline = cpu_baseline(labels)
-        mine = per_configuration[per_configuration["notebook"] == notebook]
+        mine = per_configuration[(per_configuration["notebook"] == notebook) & (per_configuration["mode"] == mode)]
         for device in labels:
             if device == baseline:
                 continue
             matched = mine[mine["device"] == device]
-            measure = matched["measure"].iloc[-1] if len(matched) else experiment.headline.label
-            if len(matched) and (matched["measure"] != experiment.headline.label).any():
-                measure = f"{experiment.headline.label} (samples/s where the work per epoch differed)"
+            measure = matched["measure"].iloc[-1] if len(matched) else headline.label
+            if len(matched) and (matched["measure"] != headline.label).any():
+                measure = f"{headline.label} (samples/s where the work per epoch differed)"
             verdicts = matched["speedup_verdict"].value_counts()
-            rows.append({"notebook": notebook, "measure": measure, "device": device, "over": baseline or "no CPU run",
+            rows.append({"notebook": notebook, "mode": mode, "measure": measure, "device": device, "over": baseline or "no CPU run",
                          "configurations": len(matched),
                          "speedup": matched["speedup"].median() if len(matched) else float("nan"),
                          "min": matched["speedup"].min() if len(matched) else float("nan"),
                          "max": matched["speedup"].max() if len(matched) else float("nan"),
                          **{key: int(verdicts.get(value.value, 0)) for key, value in VERDICT_COUNTS.items()}})
-    columns = ["notebook", "measure", "device", "over", "configurations", "speedup", "min", "max",
+    columns = ["notebook", "mode", "measure", "device", "over", "configurations", "speedup", "min", "max",
                *VERDICT_COUNTS]
     return pd.DataFrame(rows, columns=columns)
 
 
 def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Bars: each device's median speedup over the CPU per notebook, min-max over configurations."""
-    rows = table[table["configurations"] > 0]
+    """Bars: each device's median speedup over the CPU per notebook, min-max over configurations (training runs:
+    an inference row's speedup is in the tables)."""
+    rows = table[(table["configurations"] > 0) & (table["mode"] == "train")]
     if not len(rows):
         return None
     figure, ax = ratio_bars_by_experiment(rows, "speedup", "min", "max", ylabel="speedup over the CPU (x)",
