@@ -16,7 +16,6 @@ from colabkit.experiments.declaration import (
     torch_runs_one_step_per_call,
 )
 from colabkit.experiments.inference import (
-    INFERENCE_METRICS,
     inference_on_one_device,
     inference_parameters,
     training_only,
@@ -65,7 +64,7 @@ EXPERIMENT = Experiment(
     ),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "sample_time_steady_us",
              "samples_per_s", "train_time_s", "global_batch_size", "replicas", "test_accuracy", "test_loss",
-             *UTILISATION_METRICS, *BREAKDOWN_METRICS, *INFERENCE_METRICS),
+             *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),
     references=(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),

@@ -161,19 +161,21 @@ class Inference:
 
 def measure_inference(model: Any, samples: Any, device: Any, *, queries: int, batch_sizes: Sequence[int | str],
                       runs: int = OFFLINE_RUNS, warmup: int = WARMUP_QUERIES, max_batch_cap: int = MAX_BATCH_CAP,
-                      call: Callable[[Any], Any] | None = None) -> Inference:
+                      call: Callable[[Any], Any] | None = None,
+                      clock: Callable[[], float] = time.perf_counter) -> Inference:
     """Single-stream latencies and offline throughput of `model` on `samples` (an array, one sample a row).
-    `call` replaces model.predict_on_batch (a test's fake)."""
+    `call` replaces model.predict_on_batch, `clock` time.perf_counter (a test's fakes). A family that measures
+    more (the Transformer's prefill tokens/s) adds its entry to `record_fields["inference"]` beside these."""
     samples = np.asarray(samples)
     if not len(samples):
         raise ParameterError("inference needs at least one sample to query with")
     call = call or model.predict_on_batch
-    single = single_stream(call, samples, queries, warmup)
+    single = single_stream(call, samples, queries, warmup, clock)
     latencies = single["latencies_s"]
     percentiles = latency_percentiles(latencies)
     maximum = largest_batch(model, device, samples[:1], max_batch_cap) if "max" in batch_sizes else None
     batches = sorted({int(maximum["batch"]) if size == "max" else int(size) for size in batch_sizes})  # type: ignore[index]
-    rows = [offline(call, samples, batch, runs) for batch in batches]
+    rows = [offline(call, samples, batch, runs, clock=clock) for batch in batches]
     metrics: dict[str, Any] = {"latency_queries": len(latencies), "latency_min_queries_p99": min_queries(99),
                                "latency_mean_ms": 1e3 * float(np.mean(latencies)),
                                "latency_first_call_ms": 1e3 * single["first_call_s"]}
