@@ -6,7 +6,7 @@ two ways MLPerf Inference scores a single device.
   answer comes back as NumPy, so the device has finished and the result is on the host when the
   clock stops. p50, p90 and p99 with their order-statistic intervals (colabkit.timing.percentiles).
 - Offline: throughput at each of `batch_sizes`, the batch built from the samples before the clock
-  starts; each size compiled and warmed up apart, then `runs` timed runs of enough calls to last
+  starts; each size compiled and warmed up apart (three calls), then `runs` timed runs of enough calls to last
   `min_run_s`: samples/s per run, the median and its interval over runs (colabkit.statistics).
 - The largest batch: "max" in `batch_sizes` is the largest power of two whose inference memory (the
   weights, plus every layer's output per sample at the compute dtype, all counted live at once) stays
@@ -32,12 +32,13 @@ from colabkit.timing.percentiles import CONFIDENCE, PERCENTILES, latency_percent
 MAX_BATCH_FRACTION = 0.5  # the estimate leaves out framework workspace: half the memory, not all of it
 MAX_BATCH_CAP = 8192  # "max" never times more than this per call unless asked (minutes on a CPU otherwise)
 WARMUP_QUERIES = 20
-OFFLINE_RUNS = 5
+OFFLINE_RUNS = 6  # the fewest whose bootstrap interval reaches 95 % (colabkit.statistics.EXACT_95_RUNS)
+WARMUP_CALLS = 3
 MIN_RUN_S = 0.2
 LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer on the host before the clock stops "
                   "(time.perf_counter); the first call and the warm-up queries apart; percentiles by linear "
                   "interpolation, their intervals from order statistics (Binomial(n, q)), equal-tailed")
-OFFLINE_METHOD = ("per batch size: one call compiles, one warms up, then runs of back-to-back predict_on_batch calls "
+OFFLINE_METHOD = ("per batch size: one call compiles, three warm up (the quickest sizes the runs), then runs of back-to-back predict_on_batch calls "
                   "on one batch built before the clock starts (host-to-device copy of the batch included, as an "
                   "offline server's); samples/s per run, the median and its bootstrap interval over runs")
 
@@ -119,10 +120,12 @@ def offline(call: Callable[[Any], Any], samples: np.ndarray, batch: int, runs: i
     start = clock()
     call(data)
     compile_s = clock() - start
-    start = clock()
-    call(data)
-    warm_s = max(clock() - start, 1e-9)
-    calls = max(1, math.ceil(min_run_s / warm_s))
+    warm = []
+    for _ in range(WARMUP_CALLS):
+        start = clock()
+        call(data)
+        warm.append(clock() - start)
+    calls = max(1, math.ceil(min_run_s / max(min(warm), 1e-9)))  # the quickest warm call: a busy moment sizes no run
     per_run = []
     for _ in range(runs):
         start = clock()
