@@ -24,6 +24,7 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
+from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
 from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
@@ -83,15 +84,16 @@ EXPERIMENT = Experiment(
         _knob("length", int, 10, "rnn: time steps per sequence", minimum=1),
         _knob("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
         Parameter("batch_size", int, 64, "per replica", minimum=1),
-        Parameter("steps", int, 20, "training steps per epoch", minimum=1),
-        Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures come from "
-                  "the others", minimum=2),
+        *training_only(Parameter("steps", int, 20, "training steps per epoch", minimum=1),
+                       Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures "
+                                 "come from the others", minimum=2)),
         Parameter("steps_per_execution", int, 1, 'ParaDnn\'s "iterations per loop" (steps per host round trip); '
                   "1 on the torch backend", minimum=1),
         Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)",
                   choices=MIXED_PRECISION_CHOICES),
         device_parameter(),
         backend_parameter(),
+        *inference_parameters("1,64"),
         Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
         *breakdown_parameters(),
         results_path_parameter("paradnn"),
@@ -101,7 +103,8 @@ EXPERIMENT = Experiment(
              "roofline_tflops", "fraction_of_roofline", "bound", *BREAKDOWN_METRICS),
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
-    constraints=(_steps_fill_executions, torch_runs_one_step_per_call, profile_needs_breakdown),
+    constraints=(_steps_fill_executions, torch_runs_one_step_per_call, profile_needs_breakdown,
+                 inference_on_one_device),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
     work_flops=_run_flops,
 )
