@@ -95,7 +95,8 @@ class FakeServer:
         self.calls += 1
         first = len(batch) not in self.shapes
         self.shapes.add(len(batch))
-        self.now += 0.1 if first else 1e-3 + 1e-5 * len(batch) + (5e-3 if self.calls % 50 == 0 and len(batch) == 1 else 0)
+        tail = 5e-3 if self.calls % 50 == 0 and len(batch) == 1 else 0.0
+        self.now += 0.1 if first else 1e-3 + 1e-5 * len(batch) + tail
         return np.zeros((len(batch), 10))
 
 
@@ -125,6 +126,17 @@ def test_measure_inference_times_each_query_apart_from_compilation_and_orders_it
     assert metrics["offline_samples_per_s_b32"] == batch32["samples_per_s"] and batch32["runs"] == 3
     assert batch32["low"] <= batch32["samples_per_s"] <= batch32["high"]
     assert len(section["single_stream"]["latencies_ms"]) == 500 and section["max_batch"] is None
+    assert "offline_tokens_per_s" not in metrics and "tokens_per_s" not in batch32
+
+
+def test_a_sequence_model_gets_tokens_per_second_the_samples_rate_times_its_tokens():
+    server = FakeServer()
+    inference = measure_inference(fake_model(), np.zeros((8, 4), np.float32), CPU_SETUP, queries=40, batch_sizes=[8],
+                                  runs=6, call=server, clock=server.clock, tokens_per_sample=128)
+    row = inference.record_fields["inference"]["offline"][0]
+    assert row["tokens_per_s"] == pytest.approx(128 * row["samples_per_s"]) == inference.metrics["offline_tokens_per_s"]
+    assert row["tokens_low"] == pytest.approx(128 * row["low"])
+    assert row["tokens_high"] == pytest.approx(128 * row["high"])
 
 
 def test_max_is_the_largest_power_of_two_the_memory_estimate_allows_and_the_cap_bounds_it():
@@ -239,3 +251,32 @@ def test_the_cnn_notebook_in_inference_mode_writes_ordered_percentiles_with_inte
     assert [row["batch"] for row in offline] == sorted({1, 16, maximum["batch"]})
     assert all(row["samples_per_s"] > 0 and row["runs"] == 6 for row in offline)
     assert maximum["batch"] >= 16 and maximum["how"]
+
+
+TINY_INFERENCE = {  # the other families in inference mode, as small as they build
+    "dblstm_har": {"data_source": "offline", "test_samples": 32, "units": 8, "head_units": 4, "bilstm_layers": 1,
+                   "offline_batch_sizes": "1,8"},
+    "timeseries_rnn": {"data_source": "offline", "units": 8, "sequence_length": 96, "max_hours": 3000,
+                       "warmup_steps": 10, "offline_batch_sizes": "1,4"},
+    "paradnn": {"layers": 2, "nodes": 32, "input_size": 64, "output_size": 10, "batch_size": 16,
+                "offline_batch_sizes": "1,16"},
+}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", sorted(TINY_INFERENCE))
+def test_every_other_family_runs_in_inference_mode_and_trains_nothing(tmp_path, name):
+    from helpers import execute_notebook
+
+    from colabkit.records.record import read_record
+
+    _, record_path = execute_notebook(name, tmp_path, device="cpu", mode="inference", queries=60,
+                                      **TINY_INFERENCE[name])
+    record = read_record(Path(record_path))
+    assert record["status"] == "ok" and "epochs" not in record["params"] and "history" not in record
+    metrics = record["metrics"]
+    assert metrics["latency_queries"] == 60
+    assert 0 < metrics["latency_p50_ms"] <= metrics["latency_p90_ms"] <= metrics["latency_p99_ms"]
+    assert metrics["latency_p99_low_ms"] is None and metrics["latency_p90_low_ms"] is not None  # 60 < 368, >= 36
+    wanted = [int(size) for size in TINY_INFERENCE[name]["offline_batch_sizes"].split(",")]
+    assert [row["batch"] for row in record["inference"]["offline"]] == wanted

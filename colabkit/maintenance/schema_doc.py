@@ -182,7 +182,8 @@ INFERENCE_KEYS: dict[str, str] = {
                      "its `estimate_ms`, the interval `low_ms`-`high_ms` from order statistics (null below "
                      "`min_queries`, with a `note`) and the `coverage` those ranks reach",
     "offline": "per batch size: `samples_per_s` (the median over `runs`) with its interval `low`-`high` and `note`, "
-               "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation)",
+               "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation); for a sequence model "
+               "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill)",
     "offline_method": "how the offline figures were measured, in words",
     "max_batch": "where `max` was asked: the largest power-of-two `batch` the memory estimate allows (`estimate`, "
                  "`cap`, `per_sample_bytes`, `weights_bytes`, `device_memory_bytes`, `fraction`) and `how`; else null",
@@ -194,6 +195,7 @@ INFERENCE_METRIC_DOCS: dict[str, str] = {
     "latency_mean_ms, latency_first_call_ms": "the mean latency; the first call's (tracing, compilation)",
     "offline_samples_per_s, offline_batch": "the highest offline throughput and the batch that reached it",
     "offline_samples_per_s_bN": "the offline throughput at batch N",
+    "offline_tokens_per_s": "a sequence model's: `offline_samples_per_s` x its tokens per sample",
 }
 
 

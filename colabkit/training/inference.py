@@ -38,8 +38,8 @@ MIN_RUN_S = 0.2
 LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer on the host before the clock stops "
                   "(time.perf_counter); the first call and the warm-up queries apart; percentiles by linear "
                   "interpolation, their intervals from order statistics (Binomial(n, q)), equal-tailed")
-OFFLINE_METHOD = ("per batch size: one call compiles, three warm up (the quickest sizes the runs), then runs of back-to-back predict_on_batch calls "
-                  "on one batch built before the clock starts (host-to-device copy of the batch included, as an "
+OFFLINE_METHOD = ("per batch size: one call compiles, three warm up (the quickest sizes the runs), then runs of "
+                  "back-to-back predict_on_batch calls on one batch built before the clock starts (host-to-device copy of the batch included, as an "
                   "offline server's); samples/s per run, the median and its bootstrap interval over runs")
 
 
@@ -165,10 +165,13 @@ class Inference:
 def measure_inference(model: Any, samples: Any, device: Any, *, queries: int, batch_sizes: Sequence[int | str],
                       runs: int = OFFLINE_RUNS, warmup: int = WARMUP_QUERIES, max_batch_cap: int = MAX_BATCH_CAP,
                       call: Callable[[Any], Any] | None = None,
-                      clock: Callable[[], float] = time.perf_counter) -> Inference:
+                      clock: Callable[[], float] = time.perf_counter,
+                      tokens_per_sample: int | None = None) -> Inference:
     """Single-stream latencies and offline throughput of `model` on `samples` (an array, one sample a row).
     `call` replaces model.predict_on_batch, `clock` time.perf_counter (a test's fakes). A family that measures
-    more (the Transformer's prefill tokens/s) adds its entry to `record_fields["inference"]` beside these."""
+    more adds its entry to `record_fields["inference"]` beside these. `tokens_per_sample` (a sequence model's
+    tokens in one sample): each offline row also gives `tokens_per_s`, samples/s x tokens, and the metrics
+    `offline_tokens_per_s`: for a decoder whose forward pass reads the whole prompt, its prefill tokens/s."""
     samples = np.asarray(samples)
     if not len(samples):
         raise ParameterError("inference needs at least one sample to query with")
@@ -177,7 +180,7 @@ def measure_inference(model: Any, samples: Any, device: Any, *, queries: int, ba
     latencies = single["latencies_s"]
     percentiles = latency_percentiles(latencies)
     maximum = largest_batch(model, device, samples[:1], max_batch_cap) if "max" in batch_sizes else None
-    batches = sorted({int(maximum["batch"]) if size == "max" else int(size) for size in batch_sizes})  # type: ignore[index]
+    batches = sorted({int(maximum["batch"]) if size == "max" and maximum else int(size) for size in batch_sizes})
     rows = [offline(call, samples, batch, runs, clock=clock) for batch in batches]
     metrics: dict[str, Any] = {"latency_queries": len(latencies), "latency_min_queries_p99": min_queries(99),
                                "latency_mean_ms": 1e3 * float(np.mean(latencies)),
@@ -187,8 +190,14 @@ def measure_inference(model: Any, samples: Any, device: Any, *, queries: int, ba
         metrics.update({f"{name}_ms": 1e3 * entry.estimate,
                         f"{name}_low_ms": None if entry.low is None else 1e3 * entry.low,
                         f"{name}_high_ms": None if entry.high is None else 1e3 * entry.high})
+    for row in rows if tokens_per_sample else []:
+        row.update(tokens_per_sample=tokens_per_sample, tokens_per_s=row["samples_per_s"] * tokens_per_sample,
+                   tokens_low=None if row["low"] is None else row["low"] * tokens_per_sample,
+                   tokens_high=None if row["high"] is None else row["high"] * tokens_per_sample)
     best = max(rows, key=lambda row: row["samples_per_s"] or 0.0)
     metrics.update(offline_samples_per_s=best["samples_per_s"], offline_batch=best["batch"])
+    if tokens_per_sample:
+        metrics["offline_tokens_per_s"] = best["tokens_per_s"]
     for row in rows:
         metrics[f"offline_samples_per_s_b{row['batch']}"] = row["samples_per_s"]
     ms = [1e3 * value for value in latencies]

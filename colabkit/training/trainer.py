@@ -176,10 +176,12 @@ class Trainer:
         training = Training(last.model, last.data, history, repeated.metrics(), fields, repeated)
         return self._measure(training, sequence_length, roofline)
 
-    def infer(self, model: Any, samples: Any, *, queries: int, batch_sizes: str = "1", runs: int | None = None) -> Any:
+    def infer(self, model: Any, samples: Any, *, queries: int, batch_sizes: str = "1", runs: int | None = None,
+              tokens_per_sample: int | None = None) -> Any:
         """Inference mode (colabkit.training.inference.measure_inference): `queries` single-stream queries at batch 1
         on `samples` (an array, one sample a row), then offline throughput at `batch_sizes` ('1,32,256,max'). One
-        device only: a batch of 1 does not split over replicas. Prints the figures; returns an Inference."""
+        device only: a batch of 1 does not split over replicas. `tokens_per_sample`: a sequence model's tokens per
+        sample, for offline tokens/s (a decoder's prefill). Prints the figures; returns an Inference."""
         from colabkit.errors import ParameterError
         from colabkit.training.inference import OFFLINE_RUNS, measure_inference, parse_batch_sizes
 
@@ -187,7 +189,7 @@ class Trainer:
             raise ParameterError(f"mode = 'inference' runs on one device; {self.device.name} has "
                                  f"{self.device.replicas} replicas: give device 'cpu', 'gpu' or 'tpu' without a count")
         inference = measure_inference(model, samples, self.device, queries=queries, runs=runs or OFFLINE_RUNS,
-                                      batch_sizes=parse_batch_sizes(batch_sizes))
+                                      batch_sizes=parse_batch_sizes(batch_sizes), tokens_per_sample=tokens_per_sample)
         inference.metrics.update(dtype_policy=self.policy, replicas=1, params=model.count_params())
         self.echo(inference.describe())
         return inference
