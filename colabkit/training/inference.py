@@ -39,8 +39,9 @@ LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer o
                   "(time.perf_counter); the first call and the warm-up queries apart; percentiles by linear "
                   "interpolation, their intervals from order statistics (Binomial(n, q)), equal-tailed")
 OFFLINE_METHOD = ("per batch size: one call compiles, three warm up (the quickest sizes the runs), then runs of "
-                  "back-to-back predict_on_batch calls on one batch built before the clock starts (host-to-device copy of the batch included, as an "
-                  "offline server's); samples/s per run, the median and its bootstrap interval over runs")
+                  "back-to-back predict_on_batch calls on one batch built before the clock starts (host-to-device "
+                  "copy of the batch included, as an offline server's); samples/s per run, the median and its "
+                  "bootstrap interval over runs")
 
 
 def parse_batch_sizes(text: str) -> list[int | str]:
