@@ -10,9 +10,9 @@ across one axis: `--by device` leaves out the device (its kind, replicas, worker
 CPU run at a global batch of 256 pairs with 128 per replica on 2 replicas, never with 256 per replica
 on 2. Per pair, on its experiment's declared headline: each side's number of runs, median and 95 %
 interval, the ratio candidate / baseline with its interval (both sides' runs resampled) and the
-verdict, read in the headline's direction (an inference run's headline is its single-stream p90 latency:
-colabkit.experiments.inference; `mode` keeps inference and training runs apart) (colabkit.statistics: faster, slower, no difference
-resolved, too few runs). Nothing is left out without a word: the files set aside as not readable
+verdict, read in the headline's direction (colabkit.statistics: faster, slower, no difference resolved,
+too few runs). An inference run's headline is its single-stream p90 latency (colabkit.experiments.
+inference), and `mode` keeps inference and training runs apart. Nothing is left out without a word: the files set aside as not readable
 records and the combinations found on one side only are named.
 
 `exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as

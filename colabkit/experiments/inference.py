@@ -21,7 +21,8 @@ from colabkit.training.inference import parse_batch_sizes
 MODES = ("train", "inference")
 TRAIN, INFERENCE = MODES
 INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms", "lower")
-INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")  # an inference record's
+# An inference record's main metrics (colabkit.training.inference; docs/records.md lists them all).
+INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
 
 

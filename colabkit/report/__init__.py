@@ -38,7 +38,8 @@ from colabkit.report.writers import latex_table, markdown_table, write_figure, w
 
 __all__ = [
     "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons",
-    "backends_section", "bar_heights", "build_report", "cnn_section", "cnn_table", "comparisons_section", "inference_section",
+    "backends_section", "bar_heights", "build_report", "cnn_section", "cnn_table", "comparisons_section",
+    "inference_section",
     "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
     "export_report_html", "files_written", "latex_table", "line_data", "load_report_data", "markdown_table",
     "matmul_section", "matmul_table", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",

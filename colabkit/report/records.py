@@ -194,7 +194,8 @@ class ReportData:
 
     def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
         """One row per combination with ok runs (of `notebook`; `inference`: runs()'s): numeric metrics the median
-        over its runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.repeats.collapse)."""
+        over its runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.repeats.
+        collapse)."""
         if (notebook, inference) not in self._collapsed:
             self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
         return self._collapsed[(notebook, inference)]

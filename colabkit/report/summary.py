@@ -42,7 +42,8 @@ def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) ->
 def _modes(experiment: Any) -> list[tuple[Any, bool]]:
     """(headline, inference) per mode the experiment's runs come in: its own headline for training runs and,
     where it declares `mode`, the single-stream p90 latency for inference runs (docs/inference.md)."""
-    return [(experiment.headline, False), *([(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else [])]
+    inference = [(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else []
+    return [(experiment.headline, False), *inference]
 
 
 def configuration_speedups(data: ReportData) -> pd.DataFrame:
@@ -109,7 +110,8 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
             if len(matched) and (matched["measure"] != headline.label).any():
                 measure = f"{headline.label} (samples/s where the work per epoch differed)"
             verdicts = matched["speedup_verdict"].value_counts()
-            rows.append({"notebook": notebook, "mode": mode, "measure": measure, "device": device, "over": baseline or "no CPU run",
+            rows.append({"notebook": notebook, "mode": mode, "measure": measure, "device": device,
+                         "over": baseline or "no CPU run",
                          "configurations": len(matched),
                          "speedup": matched["speedup"].median() if len(matched) else float("nan"),
                          "min": matched["speedup"].min() if len(matched) else float("nan"),
