@@ -101,7 +101,7 @@ def data_table(ok: pd.DataFrame) -> pd.DataFrame:
 def provenance_section(data: ReportData) -> Section:
     """Devices, software, dates, commits and data of every run the report uses."""
     section = Section("provenance", "Provenance")
-    ok, used = data.ok(), data.used()
+    ok, used = pd.concat([data.ok(), data.ok(None, inference=True)], ignore_index=True), data.used()  # both modes
     if not len(used):
         section.empty = "No records, so no provenance to show."
         return section
