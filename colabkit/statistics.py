@@ -6,23 +6,24 @@ its process, its memory layout and the state of its host, so they are not indepe
 another run would measure (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013).
 A headline's uncertainty is therefore taken over runs:
 
-* `median_ci(samples)`: the median of the runs and a 95 % percentile-bootstrap interval of it
-  (BOOTSTRAP_RESAMPLES resamples drawn with replacement, a fixed seed so that a report rebuilt from
-  the same records prints the same interval). Computed in NumPy: ten lines, no new dependency, and
-  the percentile method is the one that suits a median (SciPy's default BCa needs a jackknife, which
-  is degenerate for a median); tests/test_statistics.py checks it against scipy.stats.bootstrap.
-* `ratio_ci(numerator, denominator)`: the ratio of the two medians and a percentile-bootstrap
-  interval of it, each side resampled independently (the runs of two configurations are not paired).
-  Runs that are paired (a figure and its baseline measured in the same run) give one ratio per run:
-  take `median_ci` of those ratios instead.
+* `median_ci(samples)`: the median of the runs and a distribution-free interval of it between two of
+  the runs' order statistics (the k-th smallest and the k-th largest, k the deepest that keeps 95 %;
+  its level 1 - 2 P(B <= k - 1), B ~ Binomial(n, 1/2), is exact for any continuous measure).
+* `ratio_ci(numerator, denominator)`: the ratio of the two medians and the Hodges-Lehmann interval of
+  the shift between the logarithms of the two sides' runs (unpaired; the Mann-Whitney distribution
+  gives its exact level where the two sides scatter alike, by a factor). Runs that are paired (a
+  figure and its baseline measured in the same run) give one ratio per run: take `median_ci` of those.
 * `verdict(interval)`: faster or slower when the whole interval lies beyond the tolerance band
   [1 / (1 + TOLERANCE), 1 + TOLERANCE] (criterion.rs's noise threshold); "no difference resolved"
   when it includes 1 or does not leave the band; "too few runs" when there is no interval.
+  `verdict_text` says it with the interval's level and runs: "faster (75 %, n = 3)".
 
-Too few runs: below MIN_RUNS (3) there is no interval at all. Between 3 and 5 runs there is one, but
-no interval can promise 95 %: whatever the method, an interval inside the runs' range covers the true
-median with probability at most 1 - 2^(1-n) (75 % at n = 3, 87.5 % at 4, 93.75 % at 5), and the
-percentile bootstrap's interval there is the range itself; `Interval.note` says so.
+No resampling: the same runs always give the same interval. Every Interval carries the level it
+really reaches (`confidence`, printed by `label`: "75 %, n = 3"). Below MIN_RUNS (3) runs there is no
+interval; from 3 to 5 runs a median's interval is the runs' range, which covers the true median with
+probability 1 - 2^(1-n) (75 % at n = 3, 87.5 % at 4, 93.75 % at 5) and no interval inside the range can
+do better; from 6 runs on (4 a side for a ratio) it reaches 95 %. tests/test_interval_coverage.py
+checks every stated level by simulation (docs/statistics.md gives the figures).
 """
 
 from __future__ import annotations
@@ -89,12 +90,6 @@ def cv(values: Iterable[Any]) -> float | None:
         return None
     mean = _pystats.fmean(numbers)
     return _pystats.stdev(numbers) / abs(mean) if mean else None
-
-
-def range_coverage(n: int) -> float:
-    """The probability that the range [min, max] of n independent runs covers the true median:
-    1 - 2^(1-n), whatever the distribution. No interval inside the range can do better."""
-    return 1.0 - 2.0 ** (1 - n) if n >= 1 else 0.0
 
 
 def percent(level: float) -> str:
