@@ -22,6 +22,7 @@ from colabkit.report.common import (
     global_batch,
     has,
     interval_frame,
+    levels,
     notebook_section,
     pick,
     repeats_std,
@@ -88,7 +89,7 @@ def _colors(table: pd.DataFrame) -> dict[str, str]:
 
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     """Two panels of bars per global batch size: steady epoch time and per-sample time, ours (medians over
-    runs, with their 95 % intervals over runs) beside Alyafeai 2018's (hatched)."""
+    runs, with their intervals over runs) beside Alyafeai 2018's (hatched)."""
     both = pd.concat([table, _published_rows()], ignore_index=True)
     figure, axes = new_figure(ncols=2, width=5.2, height=4.2)
     for ax, value, label in [(axes[0], "epoch_steady_s", "steady epoch time (s)"),
@@ -107,7 +108,8 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     caption = ("Bars side by side share a global batch (samples per step over all replicas), as the published "
                "rows do. Steady state, the epochs after the first: epoch time their median, per-sample time their "
                "training time over their samples, each run's figure, then the median over runs; error bars: the "
-               "95 % bootstrap interval of that median over runs (none with fewer than 3 runs; the spread of "
+               f"interval of that median over runs at the level its runs reach ({levels(table['epoch_steady_s_level'])}; "
+               "none with fewer than 3 runs; the spread of "
                "epochs inside one run is in the table, not drawn: epochs of one run are not independent runs). "
                f"Hatched: {ALYAFEAI_2018_SOURCE}.")
     if samples and samples != [PUBLISHED_TRAIN_SAMPLES]:
@@ -192,7 +194,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("train_samples", "train samples"), ("samples_per_epoch", "samples/epoch"),
                            ("epochs_run", "epochs"), ("runs", "runs"), ("busy_runs", "busy runs"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
-                           ("epoch_steady_s_low", "95% low (s)"), ("epoch_steady_s_high", "95% high (s)"),
+                           ("epoch_steady_s_low", "low (s)"), ("epoch_steady_s_high", "high (s)"), ("epoch_steady_s_level", "level"),
                            ("between_run_cv", "between-run CV"), ("within_run_cv", "within-run CV"),
                            ("epoch_steady_std_s", "std over epochs (s)"), ("step_ms", "step (ms)"),
                            ("sample_us", "per sample (us)"),
@@ -200,7 +202,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("test_accuracy_std", "accuracy std"), ("test_loss", "test loss"), ("data", "data")])
     section.items = [
         ReportTable("cnn_mnist", printed, "CNN-MNIST timing and accuracy per device and global batch size: medians "
-                    "over runs; the steady epoch time's 95 % bootstrap interval over runs (none below 3 runs), its "
+                    "over runs; the steady epoch time's interval over runs with the level it reaches (none below 3 runs), its "
                     "spread between runs (CV) beside its spread inside one run (CV of the steady epochs). "
                     + WORK_DIFFERS_NOTE),
         *([epoch_figure] if epoch_figure else []),

@@ -15,7 +15,7 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments, find
 from colabkit.records import identity
-from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict
+from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
 from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
@@ -136,18 +136,28 @@ def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the median of its runs (`samples`: lists) and its 95 % interval: `<prefix>_low`,
-    `<prefix>_high` (NaN below 3 runs) and `<prefix>_runs`."""
+    """Per row, the median of its runs (`samples`: lists) and its interval: `<prefix>_low`,
+    `<prefix>_high` (NaN below 3 runs), `<prefix>_runs` and `<prefix>_level`, the level it reaches
+    with its runs ('75 %, n = 3': colabkit.statistics.Interval.label)."""
     intervals = [median_ci(values if isinstance(values, list) else []) for values in samples]
     return pd.DataFrame({f"{prefix}_low": [np.nan if i.low is None else i.low for i in intervals],
                          f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
-                         f"{prefix}_runs": [i.n for i in intervals]}, index=samples.index)
+                         f"{prefix}_runs": [i.n for i in intervals],
+                         f"{prefix}_level": [i.label for i in intervals]}, index=samples.index)
+
+
+def levels(values: Any) -> str:
+    """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
+    verdicts ('faster (90 %, n = 3)'): '75 %, n = 3; 96.8 %, n = 6'; 'no interval' without any."""
+    found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(r"(\d[\d.]* %, n = \d+)")[0]
+    return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,
                       oriented: bool = True) -> dict[str, Any]:
     """One comparison as table fields: `<prefix>` the ratio of the medians, `<prefix>_low`/`_high` its
-    95 % interval, `<prefix>_verdict` (colabkit.statistics). `oriented`: a speedup (above 1 is better,
+    interval, `<prefix>_verdict` with the level that interval reaches ('faster (75 %, n = 3)':
+    colabkit.statistics.verdict_text). `oriented`: a speedup (above 1 is better,
     colabkit.statistics.speedup_ci); else the plain ratio samples / baseline, read in the measure's
     direction."""
     samples, baseline = list(samples or []), list(baseline or [])
@@ -158,7 +168,8 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
     return {prefix: np.nan if interval.estimate is None else interval.estimate,
             f"{prefix}_low": np.nan if interval.low is None else interval.low,
             f"{prefix}_high": np.nan if interval.high is None else interval.high,
-            f"{prefix}_verdict": verdict(interval, judged).value if interval.estimate is not None else None}
+            f"{prefix}_verdict": verdict_text(verdict(interval, judged), interval)
+            if interval.estimate is not None else None}
 
 
 def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
@@ -167,8 +178,8 @@ def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: 
     """Each row's speedup over the `baseline` device's row of the same `match` key, from the runs of
     both (`samples`: a column of per-run value lists; without it the rows' `value` as one run each):
     `<prefix>` (the ratio of medians: value / baseline for throughputs, baseline / value for times),
-    `<prefix>_low`, `<prefix>_high` (its 95 % interval, none below 3 runs a side) and
-    `<prefix>_verdict` (faster, slower, no difference resolved, too few runs; "baseline" on the baseline's
+    `<prefix>_low`, `<prefix>_high` (its interval, none below 3 runs a side) and `<prefix>_verdict`
+    (faster, slower, no difference resolved, with the interval's level and runs; too few runs; "baseline" on the baseline's
     own rows, whose speedup is 1); NaN without a baseline row."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})

@@ -16,6 +16,7 @@ from colabkit.report.common import (
     comparison_fields,
     cpu_baseline,
     global_batch,
+    levels,
     notebook_section,
     pick,
     repeats_count,
@@ -38,6 +39,7 @@ from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number, span
+from colabkit.statistics import verdict_word
 
 NOTEBOOK = "dblstm_har"
 INTRO = ("The stacked bidirectional LSTM of Kimm, Paik & Kimm 2021 on human activity recognition: training time "
@@ -184,7 +186,7 @@ def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
     GPU / each TPU (above 1: the second device is faster). The ratio of the medians of whole training
     times over runs where both trained on the same samples; where the work differed (another sample
     count per epoch, another number of epochs), the ratio of throughputs (samples/s) instead, said in
-    `measure`; each with its 95 % interval (`ratio_low`, `ratio_high`) and verdict on the second device
+    `measure`; each with its interval (`ratio_low`, `ratio_high`) and verdict on the second device
     (`ratio_verdict`: faster, slower, no difference resolved, too few runs)."""
     labels = sort_labels(table["device"])
     baseline = cpu_baseline(labels)
@@ -236,7 +238,7 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
     caption = ("Training time of the first device divided by that of the second (medians over runs; error bars: "
-               "the 95 % bootstrap interval, none below 3 runs a device), same configuration at the same "
+               f"the interval at the level its runs reach, {levels(ratios['ratio_verdict'])}; none below 3 runs a device), same configuration at the same "
                f"global batch (above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]} "
                "(the paper's printed model is 2 x BiLSTM + LSTM(64)).")
     if (ratios["measure"] != "training time").any():
@@ -254,7 +256,7 @@ def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
                         f"{best['model']}, {format_number(best['units'])} units; training took "
                         f"{span(rows['train_time_s'])} s.")
     for pair, rows in ratios.groupby("pair", sort=False):
-        counts = rows["ratio_verdict"].value_counts()
+        counts = rows["ratio_verdict"].map(verdict_word).value_counts()
         verdicts = ", ".join(f"{word} in {count}" for word, count in counts.items())
         text.append(f"Speed ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s); the second "
                     f"device was {verdicts}.")
@@ -292,7 +294,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "ratio_low", "ratio_high",
                                              "ratio_verdict", "measure"]],
             "Speed ratios per configuration at the same global batch (above 1: the second device is faster), the "
-            "ratio of the medians over runs with its 95 % interval and the verdict on the second device: "
+            "ratio of the medians over runs with its interval and the verdict on the second device, with that interval's level and runs: "
             "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
                                       else "; every pair trained on the same samples.")))
     section.items += utilisation_items(data, NOTEBOOK, "dblstm")

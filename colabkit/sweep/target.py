@@ -2,7 +2,7 @@
 to within the target.
 
 After the runs a sweep planned, each combination's ok runs in OUT (every repeat's record) give its
-headline's median and 95 % interval (colabkit.statistics.median_ci). A combination whose interval's
+headline's median and interval (colabkit.statistics.median_ci). A combination whose interval's
 half-width is more than the target (relative to the median), or that has fewer than MIN_RUNS ok runs,
 gets one more run in the next round, until it gets there or has `max_repeats` runs. Combinations of a
 notebook without a declared headline, or that cannot run here, are left as they are.
