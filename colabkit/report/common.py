@@ -19,6 +19,7 @@ from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict
 from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
+from colabkit.report.writers import format_number
 
 SUBSTITUTES = ("OFFLINE", "SYNTHETIC")
 
@@ -67,8 +68,12 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
     skip = {"device", *identity.NOT_WORK, *exclude, *(k[7:] for k in keys if k.startswith("params."))}
     params = [c for c in frame.columns if c.startswith("params.") and c[7:] not in skip]
     varying = [c for c in params if frame[c].map(_key).nunique() > 1]
+
+    def value(cell: Any) -> Any:  # 16.0 as 16: a float column of whole numbers prints them as integers
+        return format_number(cell) if isinstance(cell, float) else cell
+
     labels = frame.apply(lambda row: row["device_label"] + "".join(
-        f", {c[7:]}={row[c]}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
+        f", {c[7:]}={value(row[c])}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
     positions = pd.DataFrame({"label": labels, **{k: frame[k].map(_key) for k in keys if k in frame}})
     duplicated = positions.duplicated(keep=False)
     if duplicated.any() and "params.device" in frame:  # same device reached as 'auto' and by name

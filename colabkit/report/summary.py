@@ -269,7 +269,7 @@ def summary_section(data: ReportData) -> Section:
                 "summary_speedup_per_configuration", configurations.assign(notebook=configurations["notebook"]
                                                                            .map(title_of)),
                 "Each configuration's speedup over the CPU: the ratio of the medians over runs, its interval "
-                "(none below 3 runs a side) and the verdict, with the level that interval reaches and the runs behind it.""))
+                "(none below 3 runs a side) and the verdict, with the level that interval reaches and the runs behind it."))
     if figure is not None:
         section.items.append(figure)
     busy = busy_runs_table(data)
