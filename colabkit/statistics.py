@@ -214,10 +214,10 @@ def ratio_ci(numerator: Iterable[Any], denominator: Iterable[Any], confidence: f
         return Interval(estimate, None, None, n, confidence, level_note(n, 0.0, confidence))
     if (top <= 0).any() or (bottom <= 0).any():
         return Interval(estimate, None, None, n, confidence, "a value of 0 or below: no interval of a ratio")
-    shifts = np.sort(np.subtract.outer(np.log(top), np.log(bottom)).ravel())
+    ratios = np.sort(np.divide.outer(top, bottom).ravel())  # in the order of their logarithms
     k, level = _depth(_rank_sum_counts(len(top), len(bottom)), float(math.comb(len(top) + len(bottom), len(top))),
                       confidence)
-    low, high = float(np.exp(shifts[k - 1])), float(np.exp(shifts[-k]))
+    low, high = float(ratios[k - 1]), float(ratios[-k])
     return Interval(estimate, min(low, estimate), max(high, estimate), n, level, level_note(n, level, confidence))
 
 
