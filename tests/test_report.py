@@ -165,6 +165,11 @@ def test_dblstm_runtime_per_layers_accuracy_metrics_and_ratios(data):
     assert row["recurrent_layers"] == 3 and row["model"] == "2 x BiLSTM + LSTM(64)"
     assert row["train_time_std_s"] == pytest.approx(np.std([36, 40, 44], ddof=1))  # error bars from the repeats
     assert row["test_accuracy_std"] == pytest.approx(0.01)
+    # the same statistics as every section: the median over runs with its interval and stated level
+    assert row["runs"] == 1 and row["train_time_s_level"] == "no interval, n = 1"  # one run: no interval, said
+    printed = section.table("dblstm_har")
+    assert {"runs", "level", "std over models (s)"} <= set(printed.columns)
+    assert "medians over runs" in section.tables["dblstm_har"].caption
 
     ratios = report.runtime_ratios(table).groupby("pair")["ratio"].agg(["min", "max", "count"])
     assert ratios.loc["CPU / GPU"].tolist() == pytest.approx([10, 10, 4])

@@ -16,6 +16,7 @@ from colabkit.report.common import (
     comparison_fields,
     cpu_baseline,
     global_batch,
+    interval_frame,
     levels,
     notebook_section,
     pick,
@@ -43,9 +44,10 @@ from colabkit.statistics import verdict_word
 
 NOTEBOOK = "dblstm_har"
 INTRO = ("The stacked bidirectional LSTM of Kimm, Paik & Kimm 2021 on human activity recognition: training time "
-         "and test scores for each number of layers and units per layer, per device, as means over repeated runs "
-         "with their standard deviation; the evaluation metrics per device at one configuration; and the ratios "
-         "of training times between devices, beside the paper's claims.")
+         "and test scores for each number of layers and units per layer, per device, as medians over runs with "
+         "their intervals (as every section; each run's figure is the mean over its fresh models, whose spread "
+         "inside one run is shown apart); the evaluation metrics per device at one configuration; and the ratios "
+         "of training times between devices with their verdicts, beside the paper's claims.")
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
           ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
 REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
@@ -90,6 +92,8 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
         "runs": column(ok, "runs"), "train_time_samples": samples_column(ok, "train_time_s"),
         "samples_per_s_samples": samples_column(ok, "samples_per_s"),
         **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
+        **interval_frame(samples_column(ok, "train_time_s"), "train_time_s"),
+        **interval_frame(samples_column(ok, "test_accuracy"), "test_accuracy").drop(columns="test_accuracy_runs"),
         "data": ok["data_used"], "config": run_config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
@@ -106,7 +110,7 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
     figure, axes = new_figure(ncols=max(1, len(shapes)), width=4.3, height=3.8, sharey=True)
     for ax, shape in zip(axes, shapes):
         rows = table[table["model"] == shape]
-        plot_lines(ax, rows, "units", y, err=err, dodge=dodge)
+        plot_lines(ax, rows, "units", y, low=f"{y}_low", high=f"{y}_high", dodge=dodge)
         powers_of_two_axis(ax, rows["units"])
         ax.set_title(f"{title}, {shape}")
         ax.set_xlabel("units per layer")
@@ -120,22 +124,25 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
                 handles.append(handle)
                 labels.append(label)
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = table[["series", "device", "model", "bilstm_layers", "head_units", "units", "batch", y, err]].copy()
+    behind = table[["series", "device", "model", "bilstm_layers", "head_units", "units", "batch", y, f"{y}_low",
+                    f"{y}_high", f"{y}_level", err]].copy()
     return ReportFigure(name, figure, behind, caption)
 
 
 def runtime_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "train_time_s", "train_time_std_s", "training time (s)",
                        "training time", "dblstm_runtime",
-                       "Whole model.fit time (all epochs; median or mean over repeats as the record gives it); error "
-                       f"bars: {REPEAT_STD}.",
+                       "Whole model.fit time (all epochs; each run's mean over its fresh models, then the median over "
+                       f"runs); error bars: its interval over runs ({levels(table['train_time_s_level'])}; none below "
+                       f"3 runs). The spread over one run's models is in the table ({REPEAT_STD}).",
                        log=True)
 
 
 def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "test_accuracy", "test_accuracy_std", "test accuracy",
                        "test accuracy", "dblstm_accuracy",
-                       f"Accuracy on the whole test set (mean over repeats; error bars: {REPEAT_STD}). Devices are "
+                       "Accuracy on the whole test set (each run's mean over its fresh models, then the median over "
+                       f"runs; error bars: its interval over runs, {levels(table['test_accuracy_level'])}). Devices are "
                        "drawn slightly apart along the units axis so that equal scores stay visible.",
                        log=False, dodge=0.06)
 
@@ -280,13 +287,18 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     printed = pick(table, [("device", "device"), ("model", "model"), ("bilstm_layers", "BiLSTM layers"),
                            ("head_units", "head units"), ("units", "units"), ("batch", "global batch"),
                            ("samples_per_epoch", "samples/epoch"),
-                           ("repeats", "repeats"), ("train_time_s", "train time (s)"), ("train_time_std_s", "std (s)"),
+                           ("runs", "runs"), ("repeats", "models per run"), ("train_time_s", "train time (s)"),
+                           ("train_time_s_low", "low (s)"), ("train_time_s_high", "high (s)"),
+                           ("train_time_s_level", "level"), ("train_time_std_s", "std over models (s)"),
                            ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
                            ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
-                           *[(metric, label) for metric, label in SCORES], ("test_accuracy_std", "accuracy std"),
+                           *[(metric, label) for metric, label in SCORES], ("test_accuracy_low", "accuracy low"),
+                           ("test_accuracy_high", "accuracy high"), ("test_accuracy_std", "accuracy std over models"),
                            ("model_params", "parameters"), ("data", "data")])
     section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, model shape and units: training "
-                                 "time and test scores (means over repeats; std over repeats where recorded)."),
+                                 "time and test scores, medians over runs (each run's figure the mean over its fresh "
+                                 "models) with their intervals over runs and the level each reaches; the spread over "
+                                 "one run's models (std) apart: models of one run share its process and host."),
                      *figures]
     if not ratios.empty:
         differs = (ratios["measure"] != "training time").any()
