@@ -155,3 +155,14 @@ def test_a_share_whose_interval_over_runs_reaches_0_is_not_resolved_and_names_no
     printed = section.table("cnn_breakdown").iloc[0]
     assert "input wait 0-50 % not resolved" in printed["shares' intervals"] and "(75 %, n = 3)" in printed["shares' intervals"]
     assert "Not resolved from 0 over its runs: input wait" in section.figure("cnn_where_time_goes").caption
+
+
+def test_runs_whose_steady_part_is_too_short_for_a_stable_figure_are_named():
+    import pandas as pd
+
+    from colabkit.report.common import MIN_STEADY_S, too_short
+
+    runs = pd.DataFrame({"metrics.steady_seconds": [0.5, 1.5, 2 * MIN_STEADY_S, None]})
+    warning = too_short(runs)
+    assert warning.startswith("2 of 4 run(s)") and "median 1 s" in warning and "too short for a stable figure" in warning
+    assert too_short(runs.iloc[2:]) is None and too_short(pd.DataFrame(index=[0])) is None  # none, or not recorded

@@ -300,9 +300,27 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
     if intro:
         section.text.insert(0, intro)
     mark_stand_in_data(section, data, notebook, list(section.figures.values()))
+    short = too_short(data.runs(notebook))
+    if short:
+        section.warnings.append(short)
     if listed:
         section.items.append(listed)
     return section
+
+
+MIN_STEADY_S = 5.0  # a run's steady part shorter than this scattered several % run to run here (docs/statistics.md)
+
+
+def too_short(runs: pd.DataFrame) -> str | None:
+    """The warning for runs whose steady part (metrics.steady_seconds) lasted less than MIN_STEADY_S:
+    too short for a stable figure, its own noise may dominate; None when none was."""
+    steady = pd.to_numeric(column(runs, "metrics.steady_seconds"), errors="coerce")
+    short = runs[steady < MIN_STEADY_S]
+    if not len(short):
+        return None
+    return (f"{len(short)} of {len(runs)} run(s) trained a steady part shorter than {MIN_STEADY_S:g} s (median "
+            f"{format_number(float(steady[short.index].median()), 2)} s): too short for a stable figure, their own "
+            "noise may dominate their times (docs/statistics.md, 'Runs long enough').")
 
 
 def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
@@ -336,6 +354,7 @@ def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
         "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
         "train_time_s": column(ok, "metrics.train_time_s"),
         "train_time_std_s": repeats_std(ok, "train_time_s"),
+        "steady_s": column(ok, "metrics.steady_seconds"),
     }, index=ok.index)
 
 
