@@ -291,7 +291,7 @@ def test_provenance_names_devices_software_commits_and_stand_in_data(data):
     assert section.table("provenance_runs")["git commits"].ne("").all()
     sources = section.table("provenance_data").set_index(["notebook", "source"])["runs"]
     assert sources.loc[("cnn_mnist", "OFFLINE (stand-in)")] == 2
-    assert sources.loc[("matmul_tflops", "generated (the workload itself)")] == 5  # random matrices: no warning
+    assert sources.loc[("matmul_tflops", "generated (the workload itself)")] == 6  # runs (one kernel each), not combinations; random matrices: no warning
     assert any("uci_har: SYNTHETIC" in warning for warning in section.warnings)
 
 
