@@ -704,3 +704,17 @@ def test_training_sections_show_utilisation_and_the_fraction_of_peak(tmp_path):
     assert gpu["fraction of peak (MFU)"] == pytest.approx(gpu["achieved GFLOPS"] / 1e3 / 65.0)
     figure = section.figure("cnn_fraction_of_peak")
     assert set(figure.data["global batch"]) == {256, 1024} and (figure.data["MFU (%)"] > 0).all()
+
+
+def test_the_methods_paragraph_names_hardware_software_runs_intervals_and_data(data):
+    section = report.methods_section(data)
+    text = section.text[0]
+    runs = data.runs()
+    versions = runs["software.tensorflow"].dropna().iloc[0], runs["software.keras"].dropna().iloc[0]
+    assert f"TensorFlow {versions[0]}" in text and f"Keras {versions[1]}" in text
+    if "software.jax" in runs and runs["software.jax"].notna().any():
+        assert f"JAX {runs['software.jax'].dropna().iloc[0]}" in text
+    assert f"{len(runs)} successful runs of {runs['combination_id'].nunique()} combinations" in text
+    assert "Hardware: host CPU" in text and str(runs["host.cpu_model"].dropna().iloc[0]) in text
+    assert "75 % at 3" in text and "Hodges-Lehmann" in text and "first epoch" in text
+    assert "stand-in, not the real data" in text  # the fixtures' offline MNIST and synthetic HAR are named
