@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
                             "the grid's `repeats:`, else 1); see docs/statistics.md")
     sweep.add_argument("--target-ci", type=share, metavar="PCT",
-                       help="add rounds until each headline's 95 %% interval is within +/- PCT of its median (3%%)")
+                       help="add rounds until each headline's interval is within +/- PCT of its median (3%%)")
     sweep.add_argument("--max-repeats", type=positive_int, metavar="N",
                        help="with --target-ci: at most N runs of a combination (default 10)")
     sweep.add_argument("--wait-quiet", dest="wait_quiet_s", type=seconds, metavar="SECONDS",
@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "they are still listed")
     report.set_defaults(handler=_report)
     compare = verbs.add_parser("compare", help="two results folders side by side: per combination, the headline's "
-                                               "ratio with its 95%% interval and a verdict (docs/statistics.md)",
+                                               "ratio with its interval (and the level it reaches) and a verdict (docs/statistics.md)",
                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_argument("baseline", metavar="BASELINE", help="results folder to compare against (before)")
     compare.add_argument("candidate", metavar="CANDIDATE", help="results folder to compare (after)")

@@ -150,7 +150,7 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
     """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the
-    medians over runs), its 95 % interval and the verdict on `other` (colabkit.statistics)."""
+    medians over runs), its interval and the verdict on `other` (with the interval's level) (colabkit.statistics)."""
     base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
     rows = table[table["device"] == other].drop_duplicates("config")
     rows = rows[rows["config"].isin(base.index)]
@@ -195,7 +195,7 @@ def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportF
             if len(rows):
                 ax.legend(fontsize="x-small")
     caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "
-               "precision; medians over runs, each model's 95 % interval and verdict in the figure's data), "
+               "precision; medians over runs, each model's interval and verdict, with its level, in the figure's data), "
                "coloured by batch size, as in ParaDnn's TPU/GPU figures. Above 1: the second device "
                f"is faster. Devices: {'; '.join(f'{b} over {a}' for a, b in pairs)}.")
     return ReportFigure("paradnn_speedup", figure, both, caption)
