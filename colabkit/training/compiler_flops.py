@@ -22,24 +22,37 @@ import keras
 import numpy as np
 
 RATIO_BAND = (0.8, 1.25)
-# '%dot.3 = f32[8,64,64]{2,1,0} dot(f32[8,64,16]{2,1,0} %a, f32[8,64,16]{...} %b), lhs_batch_dims={0}, ...'
-_DOT = re.compile(r"=\s*\w+\[([\d,]*)\]\S*\s+dot\(\w+\[([\d,]*)\]\S*\s[^)]*\)(.*)$")
+# 'ROOT dot.3 = f32[8,64,64]{2,1,0} dot(a.1, b.2), lhs_batch_dims={0}, lhs_contracting_dims={2}, ...' (operands by
+# name, their shapes where they are defined; TensorFlow's HLO prefixes names with '%' and may print shapes inline)
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\w+\[([\d,]*)\]\S*\s+([\w\-]+)\((.*)$")
+_OPERAND = re.compile(r"\s*(?:\w+\[([\d,]*)\]\S*\s+)?%?([\w.\-]+)")
 _CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
+
+
+def _dims(text: str) -> list[int]:
+    return [int(d) for d in text.split(",") if d]
 
 
 def hlo_dot_flops(hlo_text: str) -> float:
     """FLOPs of every dot op of an HLO module's text: 2 x (elements of its output) x (the product of the lhs's
     contracting dimensions)."""
+    shapes: dict[str, list[int]] = {}
     total = 0.0
     for line in hlo_text.splitlines():
-        match = _DOT.search(line)
+        match = _INSTRUCTION.match(line)
         if not match:
             continue
-        out = [int(d) for d in match.group(1).split(",") if d]
-        lhs = [int(d) for d in match.group(2).split(",") if d]
-        contracting = _CONTRACTING.search(match.group(3))
-        axes = [int(a) for a in contracting.group(1).split(",") if a] if contracting else []
-        total += 2.0 * math.prod(out) * math.prod(lhs[a] for a in axes)
+        name, dims, op, rest = match.groups()
+        shapes[name] = _dims(dims)
+        if op != "dot":
+            continue
+        operand = _OPERAND.match(rest)
+        inline, lhs = operand.groups() if operand else (None, "")
+        lhs_dims = _dims(inline) if inline is not None else shapes.get(lhs)
+        contracting = _CONTRACTING.search(rest)
+        if lhs_dims is None or not contracting:
+            raise ValueError(f"an HLO dot whose operand shape or contraction is not found: {line.strip()[:200]}")
+        total += 2.0 * math.prod(shapes[name]) * math.prod(lhs_dims[a] for a in _dims(contracting.group(1)))
     return total
 
 
