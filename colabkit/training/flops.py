@@ -360,7 +360,7 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
         "bytes_per_step_per_replica": intensity.bytes_per_step,
         "intensity_convention": INTENSITY_CONVENTION,
         **achievable_fields(device.kind, getattr(device, "backend", None), device.replicas, compute_dtype,
-                            fields["model_tflops"], fields["peak_tflops"]),
+                            fields["model_tflops"], peak.tflops if peak else None),
     })
     if roofline:
         bandwidth = device.peak_bandwidth()
