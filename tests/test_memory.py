@@ -31,7 +31,7 @@ def notebook_builders() -> dict:
 
     cells = json.loads((NOTEBOOKS / "paradnn.ipynb").read_text())["cells"]
     source = next("".join(cell["source"]) for cell in cells if "def build_fc(" in "".join(cell["source"]))
-    functions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+    functions = [node for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     namespace = {"keras": keras}
     exec(compile(ast.Module(body=functions, type_ignores=[]), "paradnn.ipynb", "exec"), namespace)  # noqa: S102
     return namespace
@@ -44,6 +44,7 @@ def notebook_builders() -> dict:
     {"family": "rnn", "layers": 2, "cell": "lstm", "hidden": 12, "length": 5, "vocab": 50},
     {"family": "rnn", "layers": 1, "cell": "gru", "hidden": 12, "length": 5, "vocab": 50},
     {"family": "rnn", "layers": 3, "cell": "rnn", "hidden": 12, "length": 5, "vocab": 50},
+    {"family": "transformer", "layers": 2, "width": 24, "heads": 3, "length": 10, "vocab": 50, "mlp_ratio": 2},
 ])
 def test_the_estimate_counts_the_weights_of_the_model_the_notebook_builds(knobs):
     import keras

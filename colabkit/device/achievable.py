@@ -102,8 +102,6 @@ def _tensorflow_timer(kind: str) -> tuple[Any, str]:
 def scan(kind: str, backend: str) -> AchievablePeak:
     """Time every shape of SHAPES[kind] at every precision of PRECISIONS[kind] on `backend` ("jax" or
     "tensorflow"), 2MNK FLOPs per product over the best of REPEATS calls after a warm-up."""
-    if backend not in ("jax", "tensorflow"):
-        raise MeasurementError(f"no matmul scan on the {backend} backend (JAX or TensorFlow only)")
     time_one, device = (_jax_timer if backend == "jax" else _tensorflow_timer)(kind)
     started, scanned = time.perf_counter(), []
     for precision in PRECISIONS.get(kind, ("float32",)):
@@ -140,6 +138,8 @@ def _handed(path: str, key: str) -> AchievablePeak | None:
 def achievable_peak(kind: str, backend: str) -> AchievablePeak:
     """This device's achievable peak (scan), once per host in a sweep (the host-facts file, keyed by backend
     and device kind), else once per process."""
+    if backend not in ("jax", "tensorflow"):
+        raise MeasurementError(f"no matmul scan on the {backend} backend (JAX or TensorFlow only)")
     key = f"{backend}:{kind}"
     path = os.environ.get(HOST_FACTS_ENV)
     if path:
