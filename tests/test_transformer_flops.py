@@ -121,3 +121,21 @@ def test_the_bandwidth_probe_keeps_the_achievable_peak_in_the_host_facts(monkeyp
     bandwidth.write_host_facts(facts, measured)
     written = json.loads(facts.read_text())
     assert written["achievable_peak"] == {"jax:cpu": {}} and written["cpu_bandwidth"]["gb_per_s"] == 10.0
+
+
+def test_the_roofline_draws_the_achievable_ceiling_under_the_datasheet_one():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from colabkit.plots import draw_roofline
+
+    figure, ax = plt.subplots()
+    draw_roofline(ax, [(2.0, 0.01, "run", None)], 0.27, 20.0, achievable_tflops=0.15)
+    lines = {line.get_label().split(":")[0]: line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert set(lines) == {"roofline", "achievable (matmul scan)"} and lines["achievable (matmul scan)"].get_linestyle() == "--"
+    x, y = lines["achievable (matmul scan)"].get_data()
+    assert max(y) == pytest.approx(0.15) and y[0] == pytest.approx(x[0] * 20.0 / 1e3)  # same bandwidth slope below
+    assert max(lines["roofline"].get_data()[1]) == pytest.approx(0.27)
+    plt.close(figure)
