@@ -88,7 +88,10 @@ def _tensorflow(model: Any, x: np.ndarray, y: np.ndarray) -> tuple[None, float]:
             loss = model.loss(y, model(x, training=True))
         return tape.gradient(loss, model.trainable_variables)
 
-    return None, hlo_dot_flops(step.experimental_get_compiler_ir(tf.constant(x), tf.constant(y))(stage="hlo"))
+    try:
+        return None, hlo_dot_flops(step.experimental_get_compiler_ir(tf.constant(x), tf.constant(y))(stage="hlo"))
+    except tf.errors.OpError as error:  # XLA could not compile the step (an op it lacks, a strategy's variables)
+        raise RuntimeError(str(error).splitlines()[0]) from error
 
 
 def compiler_count(model: Any, batch: int, model_train_per_sample: float) -> dict[str, Any]:
