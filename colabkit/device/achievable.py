@@ -1,15 +1,7 @@
-"""The achievable peak: the highest matrix-product throughput a device reaches, found by timing plain
-matmuls over a few shapes and the device's precisions (after Bekman's mamf-finder, ml-engineering, which
-does it with PyTorch on CUDA only). No real kernel reaches the datasheet peak, so MFU against this figure
-says how far a model is from what the device delivers to a matmul; against the datasheet, how far from the
-hardware's limit (docs/peaks.md).
-
-The scan runs on the run's own backend and device: JAX (a TPU included) under JAX, TensorFlow under
-TensorFlow (two runtimes in one process would fight over a GPU's memory); none under torch. It takes
-about a second on a CPU (shapes up to 1024), and is taken once per host like the CPU bandwidth: in a
-sweep the first run that needs it scans and writes it to the sweep's host-facts file
-(COLABKIT_HOST_FACTS) under its backend and device, the others on that host read it; by hand, once
-per process.
+"""The achievable peak: the best matmul throughput a device reaches over a few shapes and its precisions
+(after Bekman's mamf-finder), a second yardstick for MFU beside the datasheet (docs/peaks.md). Scanned on
+the run's own backend (JAX, TPUs included, or TensorFlow), once per host in a sweep (COLABKIT_HOST_FACTS,
+keyed by backend and device kind), by hand once per process.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ SHAPES: dict[str, tuple[tuple[int, int, int], ...]] = {
     "gpu": ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 4096, 16384)),
 }
 SHAPES["tpu"] = SHAPES["gpu"]
-# The precisions each kind's datasheet names (a CPU's estimate is float32 only; on a TPU float32 runs as bf16 passes).
+# The precisions each kind's datasheet names (a CPU's estimate: float32 only).
 PRECISIONS = {"cpu": ("float32",), "gpu": ("float32", "float16", "bfloat16"), "tpu": ("bfloat16", "float32")}
 REPEATS = 5  # timed calls per shape after a warm-up call (compilation); the best is kept, as mamf-finder
 

@@ -1,15 +1,6 @@
-"""The compiler's own count of a training step's FLOPs, beside the model FLOPs of a Transformer (PaLM's
-formula, colabkit.training.flops): the gradient step (forward, loss, backward; no optimizer update) on one
-batch of zeros of the model's input shape, compiled by XLA.
-
-- JAX: XLA's cost analysis, `jax.jit(step).lower(...).compile().cost_analysis()["flops"]`: every op, the
-  elementwise ones (softmax, layer norm, GELU, the loss) included.
-- TensorFlow exposes no cost analysis: the step is compiled with `tf.function(jit_compile=True)` and its
-  HLO (`experimental_get_compiler_ir(...)(stage="hlo")`) read, and its dot ops counted.
-- Both: the HLO's dot ops, 2 x output elements x contracted size each (`hlo_dot_flops`): the matrix
-  products the compiler runs, the quantity PaLM's formula counts.
-
-The ratio compiler / model is recorded; outside RATIO_BAND the record says why (docs/paradnn.md).
+"""The compiler's own count of a Transformer's training FLOPs beside PaLM's formula (docs/paradnn.md): the
+gradient step on one batch of zeros, compiled by XLA; on JAX its cost analysis (every op), on both backends
+the dot ops of its HLO (TensorFlow exposes no cost analysis). A ratio outside RATIO_BAND gets a note.
 """
 
 from __future__ import annotations
