@@ -139,3 +139,23 @@ def test_the_roofline_draws_the_achievable_ceiling_under_the_datasheet_one():
     assert max(y) == pytest.approx(0.15) and y[0] == pytest.approx(x[0] * 20.0 / 1e3)  # same bandwidth slope below
     assert max(lines["roofline"].get_data()[1]) == pytest.approx(0.27)
     plt.close(figure)
+
+
+def test_a_shape_that_fails_is_named_and_skipped_and_a_scan_where_none_ran_is_refused(monkeypatch):
+    from colabkit.errors import MeasurementError
+
+    def timer(kind):
+        def time_one(m, n, k, precision):
+            if m > 512:
+                raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
+            return [2.0 * m * n * k / 1e11]  # 0.1 TFLOPS
+        return time_one, "fake:0"
+
+    monkeypatch.setattr(achievable, "_jax_timer", timer)
+    peak = achievable.scan("cpu", "jax")
+    assert peak.best("float32") == {"tflops": pytest.approx(0.1), "shape": [512, 512, 512]}
+    failed = [row for row in peak.scanned if row["tflops"] is None]
+    assert [row["shape"] for row in failed] == [[1024, 1024, 1024]] and "out of memory" in failed[0]["error"]
+    monkeypatch.setattr(achievable, "SHAPES", {"cpu": ((1024, 1024, 1024),)})
+    with pytest.raises(MeasurementError, match="no product of the scan ran"):
+        achievable.scan("cpu", "jax")

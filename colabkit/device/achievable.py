@@ -77,6 +77,12 @@ def _tensorflow_timer(kind: str) -> tuple[Any, str]:
     product = tf.function(lambda a, b: tf.linalg.matmul(a, b)[0, 0])  # one value back: the product completes
 
     def time_one(m: int, n: int, k: int, precision: str) -> list[float]:
+        try:
+            return _time(m, n, k, precision)
+        except tf.errors.OpError as error:  # out of memory, no such device, no kernel for the precision
+            raise RuntimeError(str(error).splitlines()[0]) from error
+
+    def _time(m: int, n: int, k: int, precision: str) -> list[float]:
         with tf.device(name):
             a = tf.random.normal((m, k), dtype=precision, seed=0)
             b = tf.random.normal((k, n), dtype=precision, seed=1)
@@ -98,13 +104,20 @@ def scan(kind: str, backend: str) -> AchievablePeak:
     started, scanned = time.perf_counter(), []
     for precision in PRECISIONS.get(kind, ("float32",)):
         for m, n, k in SHAPES.get(kind, SHAPES["cpu"]):
-            best = min(time_one(m, n, k, precision))
+            try:  # a shape the device cannot take (out of memory beside the trained model) is named and skipped
+                best = min(time_one(m, n, k, precision))
+            except (RuntimeError, ValueError, TypeError) as error:
+                scanned.append({"shape": [m, n, k], "precision": precision, "tflops": None,
+                                "error": f"{type(error).__name__}: {str(error)[:200]}"})
+                continue
             if best <= 0:
                 raise MeasurementError(f"a {m}x{k} by {k}x{n} product took no measurable time")
             scanned.append({"shape": [m, n, k], "precision": precision, "tflops": 2.0 * m * n * k / best / 1e12})
+    if all(row["tflops"] is None for row in scanned):
+        raise MeasurementError(f"no product of the scan ran on {device}: {scanned[0]['error']}")
     per_precision: dict[str, dict[str, Any]] = {}
     for row in scanned:
-        if row["tflops"] > per_precision.get(row["precision"], {}).get("tflops", 0.0):
+        if row["tflops"] and row["tflops"] > per_precision.get(row["precision"], {}).get("tflops", 0.0):
             per_precision[row["precision"]] = {"tflops": row["tflops"], "shape": row["shape"]}
     method = (f"matmul scan on {backend} ({device}): {len(scanned)} products (M, N, K) x precision, best of "
               f"{REPEATS} calls after a warm-up each, 2MNK FLOPs; the highest per precision (after Bekman's "
