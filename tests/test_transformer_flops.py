@@ -99,6 +99,8 @@ def test_the_achievable_peak_is_scanned_once_per_host_and_given_against_both_pea
     assert fields["mfu_achievable"] == pytest.approx(0.2) and fields["achievable_over_datasheet"] == pytest.approx(1.25)
     assert "estimate" in fields["achievable_note"]  # above the datasheet: the record says why
     assert "this run, for the sweep" in fields["achievable_source"]
+    assert achievable.achievable_record("cpu", "jax")["measured_by"] == "this run, for the sweep's runs on this host"
+    monkeypatch.setattr(achievable, "_LAST", {})
     monkeypatch.setattr(achievable, "_SCANNED", {})  # a later run of the sweep, in another process: handed over
     again = achievable.achievable_record("cpu", "jax")
     assert len(calls) == 1 and again["measured_by"] == "an earlier run of the sweep on this host"
