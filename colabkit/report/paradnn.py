@@ -34,8 +34,8 @@ from colabkit.report.writers import format_number
 
 NOTEBOOK = "paradnn"
 FAMILIES = ("fc", "cnn", "rnn")
-FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c"}
-FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^"}
+FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c", "transformer": "#9467bd"}
+FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "transformer": "D"}
 MAX_DEVICE_PAIRS = 3
 
 
