@@ -257,15 +257,12 @@ def model_flops(model: Any, sequence_length: int | None = None) -> ModelFlops:
     """
     if not getattr(model, "layers", None):
         raise FlopCountError(f"model {getattr(model, 'name', model)!r} has no layers to count")
-    by_layer = []
     with phase("flop_count"):
         rows = _walk(model, sequence_length)
         palm = any(type(layer).__name__ == "MultiHeadAttention" for layer, _, _ in rows)
-        if palm:
-            by_layer = _palm_flops(rows, sequence_length)
-        for layer, inputs, outputs in rows if not palm else ():
-            flops = float(_layer_flops(layer, inputs, outputs, sequence_length))
-            by_layer.append((layer.name, type(layer).__name__, flops))
+        by_layer = _palm_flops(rows, sequence_length) if palm else [
+            (layer.name, type(layer).__name__, float(_layer_flops(layer, inputs, outputs, sequence_length)))
+            for layer, inputs, outputs in rows]
     forward = sum(flops for _, _, flops in by_layer)
     return ModelFlops(forward_per_sample=forward, train_per_sample=TRAIN_TO_FORWARD * forward,
                       by_layer=tuple(by_layer), convention=PALM_CONVENTION if palm else FLOP_CONVENTION)
