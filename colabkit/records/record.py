@@ -77,6 +77,9 @@ FIELD_DOCS: dict[str, str] = {
                  "`bound_by` are in `metrics`",
     "flops": "training notebooks: the model FLOPs per sample the utilisation figures come from (colabkit.training."
              "flops): `forward_per_sample`, `train_per_sample`, the `convention`, and `by_layer`",
+    "achievable_peak": "training notebooks: the matmul scan behind `metrics.achievable_tflops` (colabkit.device."
+                       "achievable, once per host): every shape and precision timed (`scanned`), the best per "
+                       "precision with its shape (`per_precision`), the backend and device, how and when",
     "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
                     "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
                     "operations, or why the trace was not summarised",

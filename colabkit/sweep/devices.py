@@ -172,10 +172,10 @@ def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] |
 
 @contextmanager
 def host_facts(combinations: Sequence[Combination]) -> Iterator[str | None]:
-    """Where a sweep's runs keep the facts they measure once per host (the CPU's bandwidth: the first
-    run that needs it writes it, colabkit.device.bandwidth.cpu_bandwidth), removed when the runs end;
-    None when no run may use the CPU (a GPU's or TPU's bandwidth is on its datasheet)."""
-    if not any(combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for combination in combinations):
+    """Where a sweep's runs keep the facts they measure once per host (the CPU's bandwidth, the achievable
+    peak of each device kind: the first run that needs one writes it, colabkit.device.bandwidth.cpu_bandwidth,
+    colabkit.device.achievable), removed when the runs end; None when there are no runs."""
+    if not combinations:
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:
