@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import datetime
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,8 @@ from colabkit.sweep.devices import Inventory
 from colabkit.sweep.execution import Outcome, RunFiles, fail_without_crashing
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.options import SweepOptions
-from colabkit.sweep.plan import Decision, DeviceRequest
+from colabkit.device.spec import DeviceRequest
+from colabkit.sweep.plan import Decision
 
 REMOTE = "content/colabkit"  # the client's paths start at the VM's file root; `colab exec` runs in /content
 POLL_MARK = "COLABKIT-POLL "
@@ -75,7 +77,7 @@ for folder, _, names in os.walk("out"):
             counts[status] = counts.get(status, 0) + 1
 with tarfile.open("results.tar", "w") as results:
     if os.path.isdir("out"):
-        results.add("out", arcname=".")
+        results.add("out", arcname=".", filter=lambda info: None if os.path.basename(info.name).startswith(".") else info)
     if os.path.exists("sweep.log"):
         results.add("sweep.log", arcname="colab-sweep.log")
 done = os.path.exists("sweep.exit")
@@ -232,9 +234,10 @@ class ColabExecutor(Executor):
         try:
             record = json.loads(files.record.read_text(encoding="utf-8"))
             error = record.get("error") or {}
-            return Outcome(combination, record["status"], float(record.get("duration_s") or 0), files.record,
+            seconds = (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"]))
+            return Outcome(combination, record["status"], seconds.total_seconds(), files.record,
                            str(error.get("message", "")) if isinstance(error, dict) else "")
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):
             pass
         why = reason or f"its record did not come back from Colab session {self.session}"
         return fail_without_crashing(combination, files, decision.fingerprint,

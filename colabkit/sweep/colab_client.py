@@ -95,8 +95,11 @@ class ColabClient:
 
 
 def _last_line(completed: subprocess.CompletedProcess[str]) -> str:
-    lines = [line.strip() for line in (completed.stderr + "\n" + completed.stdout).splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {completed.returncode}"
+    for text in (completed.stderr, completed.stdout):  # the client says why on stderr, else on stdout
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return f"exit status {completed.returncode}"
 
 
 # --- the sessions a sweep holds ----------------------------------------------------------------------
