@@ -14,6 +14,7 @@ to $FAKE_COLAB_HOME/calls.log.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -67,17 +68,23 @@ def kill_vm(name: str) -> None:
 
 def main(argv: list[str]) -> int:
     HOME.mkdir(parents=True, exist_ok=True)
+    with open(HOME / "lock", "w") as lock:  # the client's state store is locked too (its StateStore)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return command(argv, lock)
+
+
+def command(argv: list[str], lock: object) -> int:
     with open(HOME / "calls.log", "a") as log:
         log.write(" ".join(argv) + "\n")
-    command, args = argv[0], argv[1:]
-    if command == "whoami":
+    verb, args = argv[0], argv[1:]
+    if verb == "whoami":
         if os.environ.get("FAKE_COLAB_LOGGED_OUT"):
             print("[colab] whoami: failed to refresh credentials: EOF when reading a line", file=sys.stderr)
             return 1
         print("Auth provider: oauth2\nEmail:         tester@example.com")
         return 0
     name, state = option(args, "-s"), sessions()
-    if command == "new":
+    if verb == "new":
         accelerator = option(args, "--gpu") or option(args, "--tpu")
         print(f"[colab] Creating session '{name}'...")
         if accelerator in os.environ.get("FAKE_COLAB_REFUSE", "").split(","):
@@ -91,23 +98,24 @@ def main(argv: list[str]) -> int:
         return 0
     if name not in state:
         print(f"[colab] Session '{name}' not found.")
-        return 0 if command == "stop" else 1
+        return 0 if verb == "stop" else 1
     vm = HOME / "vms" / name
-    if command == "stop":
+    if verb == "stop":
         print(f"[colab] Stopping session '{name}'...")
         kill_vm(name)
         del state[name]
         save(state)
         print("[colab] Session terminated.")
         return 0
-    if command == "upload":
+    if verb == "upload":
         local, remote = positional(args)
         (vm / remote).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(local, vm / remote)
         print(f"[colab] Uploaded '{local}' to '{remote}'")
         return 0
-    if command == "download":
+    if verb == "download":
         remote, local = positional(args)
+        fcntl.flock(lock, fcntl.LOCK_UN)
         time.sleep(float(os.environ.get("FAKE_COLAB_DOWNLOAD_DELAY", 0)))
         downloads = sum(line.startswith("download ") for line in (HOME / "calls.log").read_text().splitlines())
         if downloads <= int(os.environ.get("FAKE_COLAB_DOWNLOAD_FAILS", 0)) or not (vm / remote).exists():
@@ -116,7 +124,7 @@ def main(argv: list[str]) -> int:
         shutil.copy(vm / remote, local)
         print(f"[colab] Downloaded '{remote}' to '{local}'")
         return 0
-    if command == "exec":
+    if verb == "exec":
         accelerator = state[name]["accelerator"]
         state[name]["execs"] += 1
         save(state)
@@ -130,10 +138,11 @@ def main(argv: list[str]) -> int:
         kind, device = DEVICES[accelerator]
         env = dict(os.environ, COLABKIT_TEST_STAND_IN=f"{kind}={device}", PIP_DRY_RUN="1", PIP_NO_DEPS="1",
                    PIP_NO_INDEX="1")
+        fcntl.flock(lock, fcntl.LOCK_UN)  # other sessions' commands go on while this one runs
         completed = subprocess.run([sys.executable, os.path.abspath(option(args, "-f"))], cwd=vm / "content",
                                    env=env, timeout=float(option(args, "--timeout") or 30))
         return 0 if completed.returncode in (0, 1) else 1  # the client prints a cell's error and exits 0
-    print(f"fake colab: {command} is not faked", file=sys.stderr)
+    print(f"fake colab: {verb} is not faked", file=sys.stderr)
     return 2
 
 

@@ -77,9 +77,9 @@ for folder, _, names in os.walk("out"):
             counts[status] = counts.get(status, 0) + 1
 with tarfile.open("results.tar", "w") as results:
     if os.path.isdir("out"):
-        results.add("out", arcname=".", filter=lambda info: None if os.path.basename(info.name).startswith(".") else info)
+        results.add("out", arcname="out", filter=lambda info: None if os.path.basename(info.name).startswith(".") else info)
     if os.path.exists("sweep.log"):
-        results.add("sweep.log", arcname="colab-sweep.log")
+        results.add("sweep.log", arcname="out/colab-sweep.log")
 done = os.path.exists("sweep.exit")
 lines = open("sweep.log").read().splitlines() if os.path.exists("sweep.log") else []
 print(""" + repr(POLL_MARK) + """ + json.dumps({"done": done, "exit": open("sweep.exit").read().strip() if done else None,
@@ -214,8 +214,10 @@ class ColabExecutor(Executor):
                     raise
                 self.say(f"results not brought back this time ({exc}); the next poll tries again")
                 return state
-            with tarfile.open(results) as archive:
-                archive.extractall(self.out, filter="data")
+            with tarfile.open(results) as archive:  # out/... (running marks left out): into OUT/colab-A/
+                for member in archive.getmembers():
+                    member.name = member.name.removeprefix("out").lstrip("/")
+                archive.extractall(self.out, [m for m in archive.getmembers() if m.name], filter="data")
         return state
 
     def _end(self) -> None:
