@@ -158,3 +158,56 @@ def test_a_lost_session_fails_what_did_not_come_back_and_a_rerun_resumes(fake: d
     again = sweep(fake, out, "--colab", "T4")
     assert again.returncode == 0, again.stdout[-3000:]
     assert [r["status"] for r in records(out / "colab-T4")] == ["ok"]
+
+
+def test_a_session_past_its_time_limit_is_stopped_and_its_runs_fail_saying_so(fake: dict[str, str], tmp_path):
+    out = tmp_path / "out"
+    completed = sweep(fake, out, "--colab", "T4", "--colab-timeout", "0.1")
+    assert completed.returncode == 1, completed.stdout[-2000:]
+    [record] = records(out / "colab-T4")
+    assert record["error"]["kind"] == "colab" and "--colab-timeout 0.1 s" in record["error"]["message"]
+    assert json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text()) == {}
+
+
+def test_the_wheel_is_this_checkout_with_its_commit_and_suite(tmp_path: Path):
+    import zipfile
+
+    from colabkit.records.provenance import git_commit
+    from colabkit.sweep.colab import build_wheel
+
+    with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
+        names = set(wheel.namelist())
+        assert wheel.read("colabkit/source_commit.txt").decode().strip() == git_commit()
+    assert {"colabkit/sweep/colab.py", "colabkit/bundled/parameters/matmul_tflops.yaml",
+            "colabkit/bundled/notebooks/matmul_tflops.ipynb"} <= names
+
+
+def test_the_console_names_an_accelerator_other_than_the_one_asked(tmp_path: Path, capsys):
+    from colabkit.sweep.colab import _summary
+    from colabkit.sweep.execution import Outcome
+    from colabkit.sweep.plan import plan
+
+    [combination] = list(plan([GRID], "smoke", "gpu", {"n": 256}, tmp_path, 1))
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps({"status": "ok", "accelerator_found": "L4"}))
+    assert _summary(["T4"], {"T4": [Outcome(combination, "ok", 1.0, path)]}, lambda outcomes: "", tmp_path) == 0
+    assert "[T4] asked for T4; the runtime reported L4" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # about a minute
+def test_ctrl_c_stops_every_session_and_keeps_what_came_back(fake: dict[str, str], tmp_path: Path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "colabkit", "sweep", GRID, *ONE_RUN, "--out", str(out), "--colab", "T4,v5e1"]
+    running = subprocess.Popen(command, env=fake, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len([line for line in calls(fake) if "poll.py" in line]) < 2:
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.2)
+    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C reaches the sweep and the `colab` commands it runs
+    output, _ = running.communicate(timeout=300)
+    assert running.returncode == 130, output[-3000:]
+    made = {line.split()[2] for line in calls(fake) if line.startswith("new ")}
+    assert len(made) == 2 and {line.split()[2] for line in calls(fake) if line.startswith("stop ")} == made
+    assert json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text()) == {}
+    assert not list(out.rglob(".colab-session.json"))
