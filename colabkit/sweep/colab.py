@@ -15,35 +15,30 @@ session finished and stops it. A session Colab refuses fails that accelerator's 
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from colabkit.device.spec import DeviceRequest
 from colabkit.errors import ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.suite import checkout_root
-from colabkit.sweep.colab_client import ACCELERATORS, ColabClient, ColabClientError, accelerators, forget, orphan, \
-    remember
+from colabkit.sweep.colab_client import (ACCELERATORS, ColabClient, ColabClientError, accelerators, build_wheel, forget,
+                                         inner_args, orphan, pack_kept, remember)
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import Inventory
 from colabkit.sweep.execution import Outcome, RunFiles, fail_without_crashing
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.options import SweepOptions
-from colabkit.device.spec import DeviceRequest
 from colabkit.sweep.plan import Decision
 
 REMOTE = "content/colabkit"  # the client's paths start at the VM's file root; `colab exec` runs in /content
@@ -160,7 +155,7 @@ class ColabExecutor(Executor):
             client.run(["upload", str(grid), f"{REMOTE}/suite/parameters/{grid.name}"], session, timeout=600)
         with tempfile.TemporaryDirectory() as scratch:
             kept = Path(scratch) / "kept.tar"
-            if _pack_kept(self.out, kept):
+            if pack_kept(self.out, kept):
                 client.run(["upload", str(kept), f"{REMOTE}/kept.tar"], session, timeout=1800)
             script = Path(scratch) / "start.py"
             script.write_text(START.format(wheel=self.job.wheel.name, accelerator=self.accelerator,
@@ -257,59 +252,13 @@ class ColabExecutor(Executor):
         self._end()
 
 
-def _pack_kept(out: Path, archive: Path) -> bool:
-    """The ok records under `out` in a tar (the session's sweep keeps those whose fingerprint matches)."""
-    kept = []
-    for path in out.rglob("*.json"):
-        try:
-            if not path.name.startswith(".") and json.loads(path.read_text(encoding="utf-8")).get("status") == "ok":
-                kept.append(path)
-        except (OSError, ValueError, AttributeError):
-            continue
-    if kept:
-        with tarfile.open(archive, "w") as tar:
-            for path in kept:
-                tar.add(path, arcname=str(path.relative_to(out)))
-    return bool(kept)
-
-
 def _tail(output: str) -> str:
     lines = [line for line in output.splitlines() if line.strip()]
     return lines[-1][:200] if lines else "no output"
 
 
-def build_wheel(folder: Path) -> Path:
-    """The wheel of this checkout as it is (uncommitted edits too), its commit written into it
-    (colabkit/source_commit.txt, which records read where there is no checkout)."""
-    root = checkout_root()
-    if root is None:
-        raise ColabkitError("--colab builds colabkit's wheel from a checkout: run it from a clone of colabkit")
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True,
-                            text=True, check=True).stdout.split("\0")
-    source = folder / "source"
-    for name in filter(None, listed):
-        if (root / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / name, source / name)
-    (source / "colabkit" / "source_commit.txt").write_text(f"{git_commit() or 'unknown'}\n", encoding="utf-8")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                            "-w", str(folder), str(source)], capture_output=True, text=True)
-    wheels = sorted(folder.glob("colabkit-*.whl"))
-    if built.returncode != 0 or not wheels:
-        raise ColabkitError(f"could not build colabkit's wheel: {_tail(built.stderr)}")
-    return wheels[0]
-
-
 # --- the sweep: every accelerator side by side ---------------------------------------------------------
 
-def inner_args(args: argparse.Namespace, kind: str) -> list[str]:
-    """The session's `sweep` arguments: the grid files as uploaded, this sweep's options, `--device kind`."""
-    command = [f"parameters/{Path(grid).name}" for grid in args.grids] + ["--device", kind]
-    flags = {"--preset": args.preset, "--repeats": args.repeats, "--kernels": args.kernels, "--html": args.html,
-             "--timeout": args.timeout_s, "--target-ci": args.target_ci, "--max-repeats": args.max_repeats}
-    command += [text for flag, value in flags.items() if value is not None for text in (flag, str(value))]
-    command += [text for value in args.param or () for text in ("-p", value)]
-    return command + [flag for flag, on in (("--force", args.force), ("--rerun", args.rerun_unreadable)) if on]
 
 
 POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)

@@ -1,5 +1,6 @@
-"""The Colab command-line client (`colab`, google-colab-cli) as a sweep drives it, and the sessions a
-sweep holds (a state file per results folder, so that the next run stops what a crashed one left).
+"""The Colab command-line client (`colab`, google-colab-cli) as a sweep drives it, the sessions a sweep
+holds (a state file per results folder, so that the next run stops what a crashed one left), and what
+a session gets: this checkout's wheel, the records finished earlier, the sweep's arguments.
 
 Built against google-colab-cli v0.6.0 (googlecolab/google-colab-cli, tag v0.6.0, 2026-06-16), read
 from its source, docs and tests; not run against real Colab from here (docs/colab.md). The commands
@@ -11,16 +12,21 @@ when its login works (`whoami` would start the login flow, which fails on a clos
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
+import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from colabkit.errors import ColabkitError
+from colabkit.records.provenance import git_commit
+from colabkit.suite import checkout_root
 
 CLIENT = "google-colab-cli v0.6.0"
 INSTALL = "uv tool install google-colab-cli"
@@ -141,3 +147,53 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# --- what a session gets ---------------------------------------------------------------------------
+
+def build_wheel(folder: Path) -> Path:
+    """The wheel of this checkout as it is (uncommitted edits too), its commit written into it
+    (colabkit/source_commit.txt, which records read where there is no checkout)."""
+    root = checkout_root()
+    if root is None:
+        raise ColabkitError("--colab builds colabkit's wheel from a checkout: run it from a clone of colabkit")
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True,
+                            text=True, check=True).stdout.split("\0")
+    source = folder / "source"
+    for name in filter(None, listed):
+        if (root / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, source / name)
+    (source / "colabkit" / "source_commit.txt").write_text(f"{git_commit() or 'unknown'}\n", encoding="utf-8")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                            "-w", str(folder), str(source)], capture_output=True, text=True)
+    wheels = sorted(folder.glob("colabkit-*.whl"))
+    if built.returncode != 0 or not wheels:
+        raise ColabkitError(f"could not build colabkit's wheel: {(built.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return wheels[0]
+
+
+def pack_kept(out: Path, archive: Path) -> bool:
+    """The ok records under `out` in a tar (the session's sweep keeps those whose fingerprint matches)."""
+    kept = []
+    for path in out.rglob("*.json"):
+        try:
+            if not path.name.startswith(".") and json.loads(path.read_text(encoding="utf-8")).get("status") == "ok":
+                kept.append(path)
+        except (OSError, ValueError, AttributeError):
+            continue
+    if kept:
+        with tarfile.open(archive, "w") as tar:
+            for path in kept:
+                tar.add(path, arcname=str(path.relative_to(out)))
+    return bool(kept)
+
+
+def inner_args(args: argparse.Namespace, kind: str) -> list[str]:
+    """The session's `sweep` arguments: the grid files as uploaded, this sweep's options, `--device kind`."""
+    command = [f"parameters/{Path(grid).name}" for grid in args.grids] + ["--device", kind]
+    flags = {"--preset": args.preset, "--repeats": args.repeats, "--kernels": args.kernels, "--html": args.html,
+             "--timeout": args.timeout_s, "--target-ci": args.target_ci, "--max-repeats": args.max_repeats}
+    command += [text for flag, value in flags.items() if value is not None for text in (flag, str(value))]
+    command += [text for value in args.param or () for text in ("-p", value)]
+    return command + [flag for flag, on in (("--force", args.force), ("--rerun", args.rerun_unreadable)) if on]
