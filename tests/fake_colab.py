@@ -109,7 +109,9 @@ def command(argv: list[str], lock: object) -> int:
         return 0
     if verb == "upload":
         local, remote = positional(args)
-        (vm / remote).parent.mkdir(parents=True, exist_ok=True)
+        if not (vm / remote).parent.is_dir():  # Jupyter's contents API makes no folders
+            print(f"[colab] Upload failed: 404 Client Error: Not Found (No such directory: {Path(remote).parent})")
+            return 1
         shutil.copy(local, vm / remote)
         print(f"[colab] Uploaded '{local}' to '{remote}'")
         return 0

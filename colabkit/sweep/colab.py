@@ -150,6 +150,10 @@ class ColabExecutor(Executor):
 
     def _start(self, decisions: Sequence[Decision]) -> str:
         client, session = self.job.client, self.session
+        with tempfile.TemporaryDirectory() as scratch:  # Jupyter's contents API makes no folders: make them first
+            folders = Path(scratch) / "folders.py"
+            folders.write_text('import os\nos.makedirs("colabkit/suite/parameters", exist_ok=True)\n', encoding="utf-8")
+            client.run(["exec", "-f", str(folders), "--timeout", "120"], session, timeout=300)
         client.run(["upload", str(self.job.wheel), f"{REMOTE}/{self.job.wheel.name}"], session, timeout=1800)
         for grid in self.job.grids:
             client.run(["upload", str(grid), f"{REMOTE}/suite/parameters/{grid.name}"], session, timeout=600)
