@@ -60,7 +60,8 @@ FIELD_DOCS: dict[str, str] = {
                    "record whose digest matches",
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
-             "into a shared `out`)",
+             "into a shared `out`; a run a Colab session (`--colab`) failed to bring back: `colab`, the "
+             "accelerator asked, and `session`)",
     "phases": "the run's fixed phases as colabkit noted them, in order: `phase` (`device_setup`: the strategy and "
               "device description, after the backend's import; `host_probes`: the CPU bandwidth, measured or "
               "handed over by the sweep; `flop_count`: counting the model's FLOPs), `started_at` (UTC) and "
