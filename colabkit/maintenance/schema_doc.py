@@ -36,6 +36,8 @@ ERROR_KINDS: dict[str, str] = {
     ErrorKind.NOT_A_MEASUREMENT: "the run finished but a figure cannot be a measurement (0 FLOPs, no samples, a NaN loss)",
     ErrorKind.FILESYSTEM: "the output folder failed the run: a full disk, no permission, a file where a folder goes",
     ErrorKind.CLUSTER: "a sweep on a Dask cluster: the task could not run on its worker (the message says why)",
+    ErrorKind.COLAB: "a sweep on Colab (`--colab`): its session was refused, lost or out of time, or its record "
+                     "did not come back (the message says which)",
 }
 ERROR_KEYS: dict[str, str] = {
     "type": "the exception's class name (`DeviceNotAvailable` for skipped runs)",

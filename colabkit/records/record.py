@@ -60,7 +60,8 @@ FIELD_DOCS: dict[str, str] = {
                    "record whose digest matches",
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
-             "into a shared `out`)",
+             "into a shared `out`; a run a Colab session (`--colab`) failed to bring back: `colab`, the "
+             "accelerator asked, and `session`)",
     "phases": "the run's fixed phases as colabkit noted them, in order: `phase` (`device_setup`: the strategy and "
               "device description, after the backend's import; `host_probes`: the CPU bandwidth, measured or "
               "handed over by the sweep; `flop_count`: counting the model's FLOPs), `started_at` (UTC) and "
@@ -77,6 +78,9 @@ FIELD_DOCS: dict[str, str] = {
                  "`bound_by` are in `metrics`",
     "flops": "training notebooks: the model FLOPs per sample the utilisation figures come from (colabkit.training."
              "flops): `forward_per_sample`, `train_per_sample`, the `convention`, and `by_layer`",
+    "achievable_peak": "training notebooks: the matmul scan behind `metrics.achievable_tflops` (colabkit.device."
+                       "achievable, once per host): every shape and precision timed (`scanned`), the best per "
+                       "precision with its shape (`per_precision`), the backend and device, how and when",
     "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
                     "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
                     "operations, or why the trace was not summarised",

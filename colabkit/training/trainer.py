@@ -24,12 +24,14 @@ from typing import Any
 import keras
 import numpy as np
 
+from colabkit.device.achievable import achievable_record
 from colabkit.errors import ParameterError
 from colabkit.training.breakdown import measure_breakdown
+from colabkit.training.compiler_flops import compiler_count
 from colabkit.training.energy import EnergyMeter
 from colabkit.training.estimate import FitEstimate
 from colabkit.training.fit import fit, predict_all, weights_digest
-from colabkit.training.flops import describe_utilisation, model_flops, utilisation
+from colabkit.training.flops import PALM_CONVENTION, describe_utilisation, model_flops, utilisation
 from colabkit.training.setup import batch_sizes, make_dataset, repeated_batch, scaled_learning_rate, set_precision
 from colabkit.training.timer import TrainingTimer, describe_timing
 
@@ -200,6 +202,8 @@ class Trainer:
         flops = model_flops(model, sequence_length)
         metrics.update(utilisation(model, self.device, metrics["samples_per_s"], self.per_replica_batch,
                                    sequence_length=sequence_length, flops=flops, roofline=roofline))
+        if flops.convention == PALM_CONVENTION:  # a Transformer: the compiler's own count beside PaLM's formula
+            metrics.update(compiler_count(model, self.per_replica_batch, flops.train_per_sample))
         metrics.update(self.settings, params=model.count_params())
         bottlenecks = measure_breakdown(model, training.data, metrics, self.device, enabled=self.breakdown,
                                         profile_steps=self.profile_steps, trace_dir=self.run.artifact(".profile"))
@@ -208,6 +212,7 @@ class Trainer:
             flops={"forward_per_sample": flops.forward_per_sample, "train_per_sample": flops.train_per_sample,
                    "convention": flops.convention, "by_layer": [{"layer": name, "class": kind, "forward_per_sample": value}
                                                                 for name, kind, value in flops.by_layer]},
+            achievable_peak=achievable_record(self.device.kind, getattr(self.device, "backend", None)),
             **({"sizes": self.sizes} if self.sizes else {}), **bottlenecks.record_fields())
         self.echo("\n".join([describe_timing(metrics), describe_utilisation(metrics), bottlenecks.describe()]))
         return training
