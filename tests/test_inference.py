@@ -260,23 +260,32 @@ TINY_INFERENCE = {  # the other families in inference mode, as small as they bui
                        "warmup_steps": 10, "offline_batch_sizes": "1,4"},
     "paradnn": {"layers": 2, "nodes": 32, "input_size": 64, "output_size": 10, "batch_size": 16,
                 "offline_batch_sizes": "1,16"},
+    "paradnn transformer": {"family": "transformer", "layers": 1, "width": 32, "heads": 2, "length": 16, "vocab": 64,
+                            "mlp_ratio": 2, "batch_size": 8, "offline_batch_sizes": "1,8"},
 }
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("name", sorted(TINY_INFERENCE))
-def test_every_other_family_runs_in_inference_mode_and_trains_nothing(tmp_path, name):
+@pytest.mark.parametrize("case", sorted(TINY_INFERENCE))
+def test_every_other_family_runs_in_inference_mode_and_trains_nothing(tmp_path, case):
     from helpers import execute_notebook
 
     from colabkit.records.record import read_record
 
+    name = case.split()[0]
     _, record_path = execute_notebook(name, tmp_path, device="cpu", mode="inference", queries=60,
-                                      **TINY_INFERENCE[name])
+                                      **TINY_INFERENCE[case])
     record = read_record(Path(record_path))
     assert record["status"] == "ok" and "epochs" not in record["params"] and "history" not in record
     metrics = record["metrics"]
     assert metrics["latency_queries"] == 60
     assert 0 < metrics["latency_p50_ms"] <= metrics["latency_p90_ms"] <= metrics["latency_p99_ms"]
     assert metrics["latency_p99_low_ms"] is None and metrics["latency_p90_low_ms"] is not None  # 60 < 368, >= 36
-    wanted = [int(size) for size in TINY_INFERENCE[name]["offline_batch_sizes"].split(",")]
-    assert [row["batch"] for row in record["inference"]["offline"]] == wanted
+    wanted = [int(size) for size in TINY_INFERENCE[case]["offline_batch_sizes"].split(",")]
+    offline = record["inference"]["offline"]
+    assert [row["batch"] for row in offline] == wanted
+    if case == "paradnn transformer":  # prefill: every sample is a prompt of `length` tokens
+        assert all(row["tokens_per_s"] == pytest.approx(16 * row["samples_per_s"]) for row in offline)
+        assert metrics["offline_tokens_per_s"] == pytest.approx(16 * metrics["offline_samples_per_s"])
+    else:
+        assert "offline_tokens_per_s" not in metrics
