@@ -32,7 +32,7 @@ from colabkit.timing.percentiles import CONFIDENCE, PERCENTILES, latency_percent
 MAX_BATCH_FRACTION = 0.5  # the estimate leaves out framework workspace: half the memory, not all of it
 MAX_BATCH_CAP = 8192  # "max" never times more than this per call unless asked (minutes on a CPU otherwise)
 WARMUP_QUERIES = 20
-OFFLINE_RUNS = 6  # the fewest whose bootstrap interval reaches 95 % (colabkit.statistics.EXACT_95_RUNS)
+OFFLINE_RUNS = 6  # the fewest whose order-statistic interval reaches 95 % (colabkit.statistics.EXACT_95_RUNS)
 WARMUP_CALLS = 3
 MIN_RUN_S = 0.2
 LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer on the host before the clock stops "
@@ -41,7 +41,7 @@ LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer o
 OFFLINE_METHOD = ("per batch size: one call compiles, three warm up (the quickest sizes the runs), then runs of "
                   "back-to-back predict_on_batch calls on one batch built before the clock starts (host-to-device "
                   "copy of the batch included, as an offline server's); samples/s per run, the median and its "
-                  "bootstrap interval over runs")
+                  "order-statistic interval over runs (colabkit.statistics.median_ci, its level stated)")
 
 
 def parse_batch_sizes(text: str) -> list[int | str]:
