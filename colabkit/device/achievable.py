@@ -74,7 +74,8 @@ def _tensorflow_timer(kind: str) -> tuple[Any, str]:
     import tensorflow as tf
 
     name = {"gpu": "/GPU:0", "tpu": "/TPU:0"}.get(kind, "/CPU:0")
-    product = tf.function(lambda a, b: tf.linalg.matmul(a, b)[0, 0])  # one value back: the product completes
+    # one value back, which needs every element of the product (a single element could be computed alone)
+    product = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.linalg.matmul(a, b), tf.float32)))
 
     def time_one(m: int, n: int, k: int, precision: str) -> list[float]:
         try:
