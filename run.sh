@@ -73,6 +73,29 @@ case "$verb" in
       "$PY" "$benchmark" "$@" || status=1
     done
     exit $status ;;
+  colab-check)
+    # A fresh Python 3.13 venv with Colab's own packages only (requirements-colab.txt above its "Not in Colab's
+    # image" line, at Colab's versions), then colabkit installed as the Colab set-up cell installs it (a plain
+    # pip install, no constraints): no Colab version may change; then the matmul, CNN and ParaDnn smoke and the report.
+    VENV=.venv-colab-check PY=.venv-colab-check/bin/python PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python"
+    MINOR=13
+    rm -rf "$VENV" && "$(find_python)" -m venv "$VENV"
+    sed "/^# Not in Colab's image/,\$d" requirements-colab.txt > "$VENV/colab-only.txt"
+    "$PY" -m pip install --quiet --disable-pip-version-check -r "$VENV/colab-only.txt" -c constraints-colab.txt
+    "$PY" -m pip freeze --all > "$VENV/before.txt"
+    "$PY" -m pip install --quiet --disable-pip-version-check .
+    "$PY" -m pip freeze --all > "$VENV/after.txt"
+    "$PY" - "$VENV/before.txt" "$VENV/after.txt" <<'COMPARE'
+import re, sys
+before, after = ({m[1].lower(): m[2] for m in re.finditer(r"^([^=\s]+)==(\S+)$", open(p).read(), re.M)} for p in sys.argv[1:])
+changed = [f"{name} {version} -> {after.get(name, 'removed')}" for name, version in before.items() if after.get(name) != version]
+print("colab-check: installing colabkit changed " + (", ".join(changed) if changed else f"none of the {len(before)} packages"))
+sys.exit(1 if changed else 0)
+COMPARE
+    out=$(mktemp -d)
+    (cd "$out" && "$OLDPWD/$PY" -m colabkit sweep "$OLDPWD"/parameters/{matmul_tflops,cnn_mnist,paradnn}.yaml \
+       --preset smoke --out "$out/smoke" "$@" && "$OLDPWD/$PY" -m colabkit report "$out/smoke" --out "$out/smoke/report")
+    echo "colab-check: the smoke and its report are in $out/smoke" ;;
   gpu-check)
     # CUDA's wheels (gigabytes) only where there is a GPU to use them; elsewhere the check says so
     if command -v nvidia-smi >/dev/null 2>&1; then setup cuda; else setup; fi
