@@ -374,6 +374,7 @@ GPU_FOUND = {"kind": "gpu", "name": "NVIDIA RTX PRO 6000 Blackwell Server Editio
     ("A100", {"kind": "gpu", "name": "NVIDIA L4"}, "NVIDIA L4", "asked for A100, ran on NVIDIA L4"),
     ("l4", {"kind": "gpu", "name": "NVIDIA L4"}, "NVIDIA L4", None),
     ("v6e-1", {"kind": "tpu", "device_kind": "TPU v6 lite", "name": "TPU v6e-1"}, "TPU v6 lite", None),
+    ("V5E1", {"kind": "tpu", "device_kind": "TPU v5 lite"}, "TPU v5 lite", None),  # Colab's metadata spelling
     ("v6e-1", {"kind": "tpu", "device_kind": "TPU v5 lite"}, "TPU v5 lite", "asked for v6e-1, ran on TPU v5 lite"),
     ("T4", {"kind": "cpu", "name": "AMD EPYC"}, "none", "asked for T4, ran on none"),
     ("cpu", {"kind": "cpu", "name": "AMD EPYC"}, "none", None),

@@ -90,7 +90,8 @@ def accelerator_mismatch(asked: str | None, found: str) -> str | None:
     was asked, or when `asked` is no runtime type colabkit knows (it cannot tell)."""
     if not asked:
         return None
-    wanted = next((pattern for name, pattern in RUNTIME_TYPES.items() if name.lower() == asked.lower()), None)
+    plain = asked.replace("-", "").lower()  # 'v5e-1' as Colab's dialog says it, 'V5E1' as its metadata does
+    wanted = next((pattern for name, pattern in RUNTIME_TYPES.items() if name.replace("-", "").lower() == plain), None)
     if asked.lower() in ("cpu", NO_ACCELERATOR):
         agrees = found == NO_ACCELERATOR
     elif wanted is None:
