@@ -402,7 +402,7 @@ def test_record_says_which_accelerator_was_asked_for_and_which_ran(runtime, monk
     assert not mismatch or asked not in device_label(record)  # labelled by what ran, never by what was asked
 
 
-def test_a_record_without_a_device_names_the_machines_accelerator(runtime, tmp_path, monkeypatch):
+def test_a_record_without_an_accelerator_in_use_names_the_machines_one(runtime, tmp_path, monkeypatch):
     from colabkit.records.record import make_record
 
     runtime("cpu", colab=False)
@@ -412,6 +412,9 @@ def test_a_record_without_a_device_names_the_machines_accelerator(runtime, tmp_p
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     record = make_record("x", "skipped", {}, error={"kind": "skipped"})
     assert (record["accelerator_found"], record["colab_runtime_version"]) == ("NVIDIA L4", None)
+    monkeypatch.setenv("COLABKIT_ACCELERATOR_ASKED", "L4")  # a CPU run on an L4 runtime: the runtime got its L4
+    cpu_run = make_record("x", "ok", {}, device={"kind": "cpu", "name": "AMD EPYC"})
+    assert (cpu_run["accelerator_found"], cpu_run["accelerator_mismatch"]) == ("NVIDIA L4", None)
 
 
 def test_record_host_section_outside_colab_has_no_colab_runtime(runtime):

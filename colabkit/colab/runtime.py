@@ -1,8 +1,8 @@
 """Is this Google Colab, which accelerator does the runtime have, and which was asked for.
 
 What a record says about the accelerator (colabkit.records.record.make_record):
-- `accelerator_found`: what the run really had: the GPU's name as the driver gives it, a TPU's `device_kind`
-  (JAX) or accelerator type (TensorFlow), 'none' on a CPU;
+- `accelerator_found`: the accelerator the runtime really has: the GPU's name as the driver gives it, a TPU's `device_kind`
+  (JAX) or accelerator type (TensorFlow), 'none' on a runtime without one (a CPU run on a GPU runtime names its GPU);
 - `accelerator_asked`: the runtime type asked for, from COLABKIT_ACCELERATOR_ASKED where whoever started the
   runtime set it (colab_sweep.ipynb from its form, a Colab CLI executor from its `--accelerator`), else null;
 - `colab_runtime_version`: Colab's COLAB_RELEASE_TAG (its image's release, e.g.
@@ -65,17 +65,15 @@ def accelerator_asked() -> str | None:
 
 
 def accelerator_found(device: dict[str, Any] | None = None) -> str:
-    """The accelerator a run had: from its record's `device` section where it has a kind (the GPU's name,
-    the TPU's device_kind or accelerator type, 'none' on a CPU), else what this machine shows (nvidia-smi's
-    first GPU, the TPU runtime's accelerator type or chips' generation, else 'none')."""
+    """The accelerator the runtime has: from a run's `device` section when the run used it (the GPU's name
+    from the driver, the TPU's device_kind or accelerator type), else what this machine shows (a CPU run, or a
+    run that never started: nvidia-smi's first GPU, the TPU runtime's accelerator type or chips' generation);
+    'none' on a machine without one."""
     device = device or {}
-    kind = device.get("kind")
-    if kind == "gpu":
+    if device.get("kind") == "gpu":
         return str(device.get("name") or "unknown GPU")
-    if kind == "tpu":
+    if device.get("kind") == "tpu":
         return str(device.get("device_kind") or device.get("accelerator_type") or device.get("name") or "unknown TPU")
-    if kind:
-        return NO_ACCELERATOR
     gpus = nvidia_smi()
     if gpus:
         return gpus[0]["name"]

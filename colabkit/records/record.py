@@ -89,8 +89,8 @@ FIELD_DOCS: dict[str, str] = {
     "host_state": "what else the host did from `start_run` to the record (colabkit.device.host_state): load "
                   "averages, other processes' CPU time and share, steal share, CPU clock range, NVIDIA GPUs' SM "
                   "clocks, throttle reasons and other processes; the reasons and thresholds of `host_quiet`",
-    "accelerator_found": "what the run really had: the GPU's name from the driver, the TPU's `device_kind` (or "
-                         "accelerator type), `none` on a CPU (colabkit.colab.runtime)",
+    "accelerator_found": "the accelerator the runtime really has: the GPU's name from the driver, the TPU's "
+                         "`device_kind` (or accelerator type), `none` on a machine without one (colabkit.colab.runtime)",
     "accelerator_asked": "the runtime type the run was asked for (`T4`, `H100`, `G4`, `v5e-1`...): the "
                          "COLABKIT_ACCELERATOR_ASKED environment variable (set by colab_sweep.ipynb and a Colab "
                          "CLI executor), null where nobody said",
