@@ -34,7 +34,7 @@ CELL_KINDS = (
     ("colabkit.measure(", "training"),  # matmul: the cold call, the warm calls
     ("trainer.fit(", "training"),  # colabkit.Trainer: training, then the bottleneck passes (taken out below)
     ("model.compile(", "model build"),
-    ("def tensorflow_matmul", "model build"),  # matmul: the chained product and its inputs
+    ("def build_tensorflow_matmul", "model build"),  # matmul: the chained product and its inputs
     ("trainer.classify(", "evaluation"),
     ("forecast.evaluate(", "evaluation"),
     ("numpy_matmul_baseline", "evaluation"),  # matmul: the same-run BLAS baseline

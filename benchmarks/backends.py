@@ -9,7 +9,7 @@
    oneDNN graph path, no XLA), and against TensorFlow with XLA (jit_compile=True), in interleaved
    rounds (TF, JAX, TF-XLA, TF, JAX, ...): medians over rounds with their range, and the verdict
    JAX / TensorFlow within 10 %. Each round is a fresh papermill kernel with ~10 s of warm calls.
-   Then the same comparison call by call: the notebook's own `tensorflow_matmul` and `jax_matmul`
+   Then the same comparison call by call: the notebook's own `build_tensorflow_matmul` and `build_jax_matmul`
    (loaded from it) in one process, calls alternating TF, JAX, TF-XLA, ... each timed alone, so that
    a neighbour's load hits the sides of a pair alike; the median of the paired ratios.
 On a shared 2-core host single runs vary by 30 % and more: read the ranges before the ratios.
@@ -104,9 +104,9 @@ _PAIRED = textwrap.dedent("""
         return notebook_function("matmul_tflops", name, **namespace, **shared)()[0]
 
     calls = {{
-        "tensorflow": notebook_call("tensorflow_matmul", dev=tf_dev, jit_compile="auto"),
-        "jax": notebook_call("jax_matmul", dev=jax_dev),
-        "tensorflow-xla": notebook_call("tensorflow_matmul", dev=tf_dev, jit_compile=True),
+        "tensorflow": notebook_call("build_tensorflow_matmul", dev=tf_dev, jit_compile="auto"),
+        "jax": notebook_call("build_jax_matmul", dev=jax_dev),
+        "tensorflow-xla": notebook_call("build_tensorflow_matmul", dev=tf_dev, jit_compile=True),
     }}
     for call in calls.values():  # cold and warm-up calls, untimed
         for _ in range(2):

@@ -1,10 +1,8 @@
 """Writing files so that a reader never sees half of one: the package's single atomic write.
 
-Every file colabkit writes for others to read (records, report pages and tables, downloaded data,
-stamped notebooks) goes through `write_atomic`: the content goes to a hidden temporary in the same
-folder (a rename is atomic only within one file system), then `os.replace` puts it in place. A
-reader sees either the old file or the complete new one, and a process killed mid-write leaves at
-most a hidden `.<name>.<random><suffix>` temporary, never a truncated file under the real name.
+Records, report pages, downloaded data and stamped notebooks go through `write_atomic`: a hidden
+temporary in the same folder, then `os.replace`; a process killed mid-write leaves at most a hidden
+`.<name>.<random><suffix>`, never a truncated file under the real name.
 """
 
 from __future__ import annotations

@@ -81,12 +81,10 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping
                      env: Mapping[str, str] | None = None, watch: KernelWatch | None = None,
                      start_timeout_s: float = 60, timeout_func: Callable[[Any], int] | None = None,
                      capture_fd_output: bool = True, kernel_manager: Any = None) -> None:
-    """Execute `source` with `parameters` into `output` through papermill; the kernel's own output
-    and papermill's goes to `log`. With `capture_fd_output` False, C-level output (TensorFlow's
-    logs) goes to the log only, not also into every cell's outputs. `kernel_manager`, a manager
-    whose kernel is already started (colabkit.sweep.kernels), runs the notebook in that kernel and
-    leaves it running (nbclient shuts down only a kernel it started); its output goes where it was
-    started to send it, and `kernel_name`, `env`, `watch` and `capture_fd_output` were its start's.
+    """Execute `source` with `parameters` into `output` through papermill, output to `log`.
+
+    `capture_fd_output` False keeps C-level output (TensorFlow's logs) out of the cells. A started
+    `kernel_manager` (colabkit.sweep.kernels) runs it in that kernel and leaves it running.
 
     Raises what papermill raises: PapermillExecutionError for an exception in a cell (see
     `cell_failure`), nbclient's DeadKernelError, CellTimeoutError, jupyter_client's NoSuchKernel...

@@ -1,10 +1,7 @@
-"""Where a run's fixed cost goes: the library notes the seconds of the phases that measure nothing
-(the device set-up, the host probes, the FLOP count) as they happen, and the run's record keeps them
-(`phases`), so a sweep's overhead per combination can be broken down from records and executed
-notebooks alone (benchmarks/sweep_overhead.py). Notebooks call nothing for it.
-
-A phase is noted with its start (UTC) and seconds; `colabkit.start_run` starts a new list (a warm
-kernel's runs each get their own), `Run.record` writes it.
+"""Where a run's fixed cost goes: the seconds of the phases that measure nothing (device set-up, host
+probes, the FLOP count), noted as they happen (start in UTC, seconds) and kept in the record
+(`phases`) for benchmarks/sweep_overhead.py. `colabkit.start_run` starts a new list; notebooks call
+nothing for it.
 """
 
 from __future__ import annotations

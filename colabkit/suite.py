@@ -1,15 +1,8 @@
 """Where the suite's own files are: the notebooks, the grid files and the report notebook.
 
-Two places, looked for in this order:
-- the checkout colabkit runs from (a clone, or an editable install: `pip install -e .`): its
-  top-level notebooks/ and parameters/ folders, the ones the Colab badges link to;
-- the copy shipped inside the installed package (`pip install git+...`, what Colab does):
-  colabkit/bundled/notebooks/ and colabkit/bundled/parameters/, put there by setup.py from the
-  same two folders when the wheel is built.
-
-Grid files name their notebook relative to the folder holding parameters/ (`notebook:
-notebooks/cnn_mnist.ipynb`), and both places keep that layout, so an installed grid file finds its
-installed notebook.
+First the checkout colabkit runs from (a clone or `pip install -e .`: notebooks/ and parameters/),
+then the copy inside the installed package (colabkit/bundled/, put there by setup.py). Both keep the
+layout grid files name their notebook by (`notebook: notebooks/cnn_mnist.ipynb`).
 """
 
 from __future__ import annotations

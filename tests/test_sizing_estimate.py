@@ -8,6 +8,8 @@ import time
 import numpy as np
 import pytest
 
+from colabkit.errors import ParameterError
+
 SIZES = {"cpu": {"units": 32, "epochs": 5}, "gpu": {"units": 128, "epochs": 10}}
 
 
@@ -33,7 +35,7 @@ def test_auto_takes_the_device_size_and_explicit_values_stay():
 
 
 def test_auto_without_a_size_for_the_device_is_an_error_not_a_guess():
-    with pytest.raises(ValueError, match="units='auto' has no size for a tpu device"):
+    with pytest.raises(ParameterError, match="units='auto' has no size for a tpu device"):
         trainer_on("tpu", []).auto_sizes(SIZES, units="auto")
 
 

@@ -1,11 +1,7 @@
-"""Datasets: download (fetch, verify, cache), what every loader shares (common: data sources,
-mirrors, provenance), and one module per dataset (mnist, har, weather) with its loader and, where
-the real data cannot be had, an offline stand-in that says so.
+"""Datasets: download (fetch, verify, cache), common (data sources, mirrors, provenance), and one
+module per dataset with its loader and, where the real data cannot be had, a stand-in that says so.
 
     mnist = load_mnist(data_source)          # Keras MNIST, 60,000 / 10,000, (28, 28, 1) in [0, 1]
-    har = load_uci_har(data_source)          # UCI HAR inertial signals, (windows, 128, 9)
-    weather = load_weather(data_source)      # Hvass weather-denmark, hourly, 20 inputs, Odense targets
-    print(mnist.banner())
     run.record(..., data=mnist.provenance)
 """
 

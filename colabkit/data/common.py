@@ -1,12 +1,9 @@
-"""What every dataset loader shares: the data-source choice, mirrors, provenance and its banner,
-and the packages the offline substitutes read their files from.
+"""What every dataset loader shares: the data-source choice, mirrors, provenance and its banner.
 
-`data_source` is "real" (the real files or an error), "offline" (the substitute, no network) or
-"auto" (real, else the substitute). Whatever is not the real data issues a DataSourceWarning and
-says so in its provenance (`source` "offline" or "synthetic", a `note`, and why in
-`fallback_reason`). Mirrors live in MIRRORS; to fetch a dataset from somewhere else first (a local
-copy, an institutional mirror), set COLABKIT_MIRROR_<DATASET> (e.g. COLABKIT_MIRROR_UCI_HAR) to its
-URL or path: see `mirrors`.
+`data_source` is "real" (the real files or an error), "offline" (the substitute) or "auto" (real,
+else the substitute). What is not the real data warns (DataSourceWarning) and says so in its
+provenance (`source`, `note`, `fallback_reason`). COLABKIT_MIRROR_<DATASET> (a URL or path) is tried
+before MIRRORS: see `mirrors`.
 """
 
 from __future__ import annotations

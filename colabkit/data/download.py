@@ -1,18 +1,11 @@
 """Download, verify and cache data files: what every dataset loader stands on.
 
-Promises:
-- The cache folder is `COLABKIT_DATA` if set, else /content/colabkit_data on Colab, else the
-  per-user cache ($XDG_CACHE_HOME or ~/.cache, then /colabkit).
-- A file enters the cache only complete and verified: it is downloaded to a hidden temporary file
-  in the same folder, checked (pinned sha256 where one is known, the length the server announced,
-  the archive's own CRCs), then renamed into place. A failed or interrupted download leaves no file
-  under the cache's name; stale temporaries of killed runs are removed later.
-- A cached file is re-hashed on every use and compared with its pin, or else with the sha256
-  recorded beside it (`<file>.sha256`, sha256sum format) when it was verified.
-- A corrupt or truncated file is removed, with a DataCacheWarning naming it and why, and fetched
-  once more; a second failure raises CorruptDownloadError. Unreachable mirrors raise DownloadError
-  once every mirror was tried. Both errors say what was removed and what to do next.
-- Plain urllib, so file:// and http://127.0.0.1 URLs work as well as https://.
+- Cache: `COLABKIT_DATA`, else /content/colabkit_data on Colab, else $XDG_CACHE_HOME (or ~/.cache)/colabkit.
+- A file enters the cache only complete and verified (pinned sha256, announced length, the archive's
+  CRCs), through a hidden temporary and a rename; stale temporaries are removed later.
+- A cached file is re-hashed on every use against its pin or its `<file>.sha256`; a corrupt one is
+  removed (DataCacheWarning) and fetched once more, then CorruptDownloadError. Unreachable mirrors
+  raise DownloadError. Plain urllib: file:// and http://127.0.0.1 work too. See docs/data.md.
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
     har = load_uci_har(data_source)          # inertial signals, (windows, 128, 9), one-hot labels
 
-The parsing is pure processing (no downloads): `load_uci_har` fetches the archive and calls it. The layout
-(UCI HAR, dataset 240): 'UCI HAR Dataset/{train,test}/Inertial Signals/<signal>_<split>.txt',
-one window of 128 readings per line, with y_<split>.txt (activities 1-6), subject_<split>.txt
-(volunteers 1-30) and activity_labels.txt beside them. UCI's current download wraps that folder's
-zip in an outer zip; its older direct link serves the inner zip itself.
+Parsing is pure; `load_uci_har` fetches the archive (UCI's current download wraps the dataset's zip
+in another) and calls it. Layout: 'UCI HAR Dataset/{train,test}/Inertial Signals/<signal>_<split>.txt'
+(a window of 128 readings per line), y_<split>.txt, subject_<split>.txt, activity_labels.txt.
 """
 
 from __future__ import annotations

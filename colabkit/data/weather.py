@@ -1,20 +1,12 @@
-"""Weather: tables to hourly frames (the Hvass weather-denmark processing, Jena climate, TMY3
-stations), and the loaders that fetch them.
+"""Weather: tables to hourly frames (Hvass weather-denmark, Jena climate, TMY3 stations), and loaders.
 
     weather = load_weather(data_source)      # Hvass weather-denmark, hourly, 20 inputs, Odense targets
     jena = load_jena_climate(data_source)    # Keras's Jena climate example, hourly
 
-The processing functions are pure (no downloads); `load_weather` and `load_jena_climate` fetch the
-files and call them. Offline, both substitute two real TMY3 stations shipped by pvlib.
-
-The weather-denmark steps follow Hvass-Labs tutorial #23's weather.py (docs/sources.md): per city, drop
-the rows and columns that are entirely NaN, resample to 1 minute with time interpolation, then to
-60 minutes, drop the hours with no value at all; inner-join the cities; drop Esbjerg's and
-Roskilde's pressure; add day-of-year and hour. `resample_hourly` computes that resampling
-directly: a value at an hour mark of the 1-minute time-interpolated series is the time-linear
-interpolation of the observations around it, so the 1-minute series (20 million rows per city
-for 1980-2018) is never built. tests/test_weather.py checks it against the literal pandas
-pipeline.
+The processing functions are pure; the loaders fetch the files and call them (offline: two real TMY3
+stations shipped by pvlib). The weather-denmark steps follow Hvass-Labs tutorial #23's weather.py
+(docs/sources.md); `resample_hourly` computes its 1-minute-then-hourly resampling directly, without
+the 20-million-row series (tests/test_weather.py checks it against the literal pandas pipeline).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Keras 3 backends: choosing TensorFlow, JAX or PyTorch, and device set-up for JAX and PyTorch.
 
-Keras reads its backend once, when it is first imported, so `select_backend` must run before
-`import keras` in a fresh kernel (papermill starts one per combination, which is what makes the
-backend a sweep axis). Device set-up follows the same rule as on TensorFlow (`colabkit.device`):
-a requested device that is absent is an error naming what the machine has, never a silent CPU run.
-
-- "auto" (`resolve_backend`): JAX on a TPU, TensorFlow elsewhere. Colab's TPU runtimes ship JAX and
-  no TensorFlow, and a TensorFlow TPU build in the same runtime takes the TPU from JAX
-  (jax-ml/jax #29989, googlecolab/colabtools #4567): docs/frameworks.md.
-- JAX: devices from `jax.devices(kind)`; several replicas run under
-  `keras.distribution.DataParallel`; "cpu:N" asks XLA for N host devices (set before JAX starts).
-  A JAX kernel never loads TensorFlow (`keep_tensorflow_out`): Keras itself would import it
-  wherever it is installed (`keras.utils.set_random_seed` seeds TensorFlow if it can import it).
-- PyTorch: Keras's torch backend places everything on one device (`KERAS_TORCH_DEVICE`); it has no
-  data-parallel distribution, and a TPU needs torch_xla, so those requests are refused plainly.
+Keras reads its backend once, at its first import, so `select_backend` runs before `import keras` in
+a fresh kernel. As on TensorFlow, an absent device is an error naming what the machine has, never a
+silent CPU run. "auto" (`resolve_backend`) is JAX on a TPU (Colab's TPU runtimes have no TensorFlow),
+TensorFlow elsewhere. JAX: `jax.devices(kind)`, several replicas under `keras.distribution.DataParallel`,
+"cpu:N" as N XLA host devices, and TensorFlow never loaded (`keep_tensorflow_out`). PyTorch: one
+device (`KERAS_TORCH_DEVICE`); several replicas and TPUs are refused plainly. See docs/frameworks.md.
 """
 
 from __future__ import annotations

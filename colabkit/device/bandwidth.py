@@ -1,15 +1,9 @@
 """A CPU's memory bandwidth, measured in the run: a STREAM-triad-style NumPy measurement.
 
-McCalpin's STREAM triad computes a = b + q*c over arrays much larger than the caches and credits
-24 bytes per element (read b, read c, write a, 8 bytes each). NumPy cannot fuse the triad: it runs
-a = q*c, then a = a + b, moving 40 bytes per element, so crediting 24 bytes gives a LOWER BOUND on
-the bandwidth STREAM itself would report (by up to 5/3).
-
-The probe takes 1-5 s (3 arrays of 128-512 MiB), so a sweep measures it once per host: the first run
-that needs it measures it and writes it to the sweep's file (COLABKIT_HOST_FACTS in the kernels'
-environment, `write_host_facts`), the others on that host read it (`cpu_bandwidth`); a sweep whose
-runs never ask (the CNN, matmul) measures nothing. Run by hand, a notebook measures once per process.
-Every figure keeps its passes (the spread) and when it was taken.
+The triad a = b + q*c is credited 24 bytes per element as in McCalpin's STREAM; NumPy moves 40 (it
+cannot fuse), so the figure is a LOWER BOUND on STREAM's (by up to 5/3). The probe takes 1-5 s, so a
+sweep measures it once per host (COLABKIT_HOST_FACTS, `write_host_facts`; others read it through
+`cpu_bandwidth`); by hand, once per process. Every figure keeps its passes and when it was taken.
 """
 
 from __future__ import annotations

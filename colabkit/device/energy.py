@@ -1,11 +1,8 @@
 """Board power of NVIDIA GPUs sampled through NVML in a background thread, and energy from it.
 
-`PowerSampler` is a context manager: inside it a thread reads every GPU's power draw
-(`nvmlDeviceGetPowerUsage`, milliwatts, the board's own averaged reading) every `interval_s`
-seconds; `energy_j(start, end)` integrates the summed power over a time window (trapezoids on
-`time.perf_counter()` timestamps). Where NVML is missing (no `nvidia-ml-py`, no NVIDIA driver, a
-CPU or TPU run) the sampler records nothing and says why in `unavailable_reason`: energy figures
-are then None with that reason, never a guess. `pynvml` is imported only when sampling starts.
+`PowerSampler` (a context manager) reads every GPU's power draw every `interval_s`; `energy_j(start,
+end)` integrates the summed power over a window (trapezoids on perf_counter stamps). Without NVML
+it records nothing and says why (`unavailable_reason`): never a guess. `pynvml` is imported late.
 """
 
 from __future__ import annotations

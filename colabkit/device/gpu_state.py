@@ -1,16 +1,10 @@
 """NVIDIA GPUs' state over a measurement, through NVML: SM clock range, throttle reasons, other processes.
 
-`GpuSampler` is what colabkit.device.host_state's HostMonitor uses: `start()` opens NVML (the `pynvml`
-module of `nvidia-ml-py`, imported only here, only then), `sample()` reads every GPU this process can
-see once (CUDA_VISIBLE_DEVICES's numeric entries mapped to NVML's indices: another job's busy GPU does
-not count against this one), `stop()`
-closes NVML and returns the summary a record stores. Where NVML is missing (not installed, no NVIDIA
-driver, a CPU or TPU machine) the summary says so (`available: false`, `reason`) and nothing is guessed.
-
-Throttle reasons are NVML's clocks-event reasons. Those that slow a GPU for reasons outside the
-measurement (THROTTLE_BUSY: thermal and hardware slowdowns, the power brake) make the host not quiet;
-the others (idle, the application clocks setting, the software power cap a T4 meets at full load,
-sync boost) are recorded and not held against it. Another process on a GPU makes it not quiet too.
+`GpuSampler` (used by host_state's HostMonitor) opens NVML (`pynvml`, imported only here) on
+`start()`, reads every GPU this process can see on `sample()` (CUDA_VISIBLE_DEVICES mapped to NVML's
+indices) and returns the summary on `stop()`; without NVML it says so (`available: false`, `reason`).
+Throttle reasons in THROTTLE_BUSY (thermal, hardware slowdown, power brake) and other processes on a
+GPU make the host not quiet; the rest are recorded and not held against it.
 """
 
 from __future__ import annotations

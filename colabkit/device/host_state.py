@@ -1,20 +1,11 @@
 """Was the host quiet while we measured? The state of the machine around a measurement, and a verdict.
 
-A run on a shared host (a Colab VM, a CI machine, a laptop with a browser open) measures the other
-work as much as its own: six fresh matmul runs gave a CV of 28 % with another job on the host and
-4 % without it. So every record says what else the host did while it ran:
-
-* CPU: the load average before and after; the CPU time other processes took during the run (all
-  CPUs' busy time from /proc/stat, minus this process's and its waited-for children's, minus the
-  process that started it: the sweep or Jupyter, which only waits for the kernel); the steal share
-  (time the VM's virtual CPUs waited for the hypervisor, also from /proc/stat); the CPU clock's range
-  over the run (/proc/cpuinfo's `cpu MHz`, sampled every SAMPLE_INTERVAL_S).
-* NVIDIA GPUs (colabkit.device.gpu_state, through NVML when `pynvml` is installed): the SM clock's
-  range, the throttle reasons seen, and other processes on the GPUs.
-
-`quiet_verdict` turns that into `host_quiet` (True, False, or None where nothing could be read) and
-the reasons it failed, by the thresholds below. Read directly from /proc (Linux, Colab); elsewhere
-the fields are null and the verdict is None: no guess.
+A run on a shared host measures the other work as much as its own (six matmul runs: CV 28 % beside
+another job, 4 % without). So every record says what else the host did: the load average before and
+after, other processes' CPU time and the steal share (/proc/stat), the CPU clock's range
+(/proc/cpuinfo, sampled every SAMPLE_INTERVAL_S) and, on NVIDIA GPUs, the SM clock's range, throttle
+reasons and other processes (colabkit.device.gpu_state). `quiet_verdict` turns that into
+`host_quiet` (None where nothing could be read: no guess) and its reasons, by the thresholds below.
 """
 
 from __future__ import annotations

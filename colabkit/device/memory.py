@@ -1,10 +1,7 @@
 """How much memory one copy of a model can use on a device, read without TensorFlow: the host's RAM
-(/proc/meminfo's total through os.sysconf, and a container's memory limit where one is set), each
-GPU's memory (nvidia-smi), each TPU core's HBM (the datasheet table in colabkit.device.peaks).
-
-A training run refuses a model that clearly cannot fit (colabkit.training.memory) by comparing its
-estimate with `DeviceMemory.bytes`: the memory of one GPU or TPU core, each of which holds one copy
-of the model, or of the whole host, which logical CPU replicas share (`copies`).
+(and a container's limit), each GPU's (nvidia-smi), each TPU core's HBM (colabkit.device.peaks).
+`DeviceMemory.bytes` is one GPU's or TPU core's, or the whole host's that logical CPU replicas
+share (`copies`); colabkit.training.memory compares its estimate with it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Training across machines with TensorFlow's MultiWorkerMirroredStrategy.
 
-Each worker is one process with its own TF_CONFIG (the standard cluster spec: every worker's
-host:port and this process's index); the strategy all-reduces gradients across workers with
-collective ops, one replica per local device. The chief (task "chief", else worker 0) writes the
-record and the output notebook; the other workers write nothing that could overwrite them.
-
-Keras 3's `model.fit` does not run under this strategy (keras-team/keras#20585,
-tensorflow/tensorflow#72388: "Attempt to convert a value (PerReplica...)"), so `fit_multi_worker`
-trains with TensorFlow's own distribution engine directly: `strategy.run` on batches of
-`strategy.experimental_distribute_dataset`, per-example losses averaged over the GLOBAL batch
-(`tf.nn.compute_average_loss`), gradients applied by the model's Keras optimizer. It drives the same
-Keras callbacks as `fit` (TrainingTimer, History, EarlyStopping, ...), so notebooks do not change.
-
-Input data is sharded across workers by tf.data auto-sharding with the DATA policy: every worker
-reads the whole (in-memory) dataset and keeps its 1/N share of each global batch's elements. (The
-FILE policy needs a dataset read from at least as many files as workers; ours come from arrays.)
+Each worker is one process with its own TF_CONFIG; the chief (task "chief", else worker 0) writes
+the record and the notebook, the others nothing. Keras 3's `model.fit` does not run under this
+strategy (keras-team/keras#20585), so `fit_multi_worker` trains with `strategy.run` on a distributed
+dataset, losses averaged over the global batch, driving the same Keras callbacks as `fit`. Input is
+sharded by tf.data's DATA policy (our datasets come from arrays, not files). See docs/multi-device.md.
 """
 
 from __future__ import annotations

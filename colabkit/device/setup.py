@@ -1,19 +1,11 @@
 """Device set-up: the tf.distribute strategy for a requested device, and what that device is.
 
-`setup_device("gpu")` either returns a `DeviceSetup` for the machine's GPUs or raises
-`DeviceNotFoundError` naming what the machine does have. It never falls back to another device:
-a CPU run labelled GPU would be the worst bug a benchmark suite can have.
-
-Device names: "auto" (TPU, else GPU, else CPU), "cpu", "gpu", "tpu", plus a replica count for
-"cpu:N" (N logical CPU devices under MirroredStrategy: the multi-replica code path, runnable on any
-machine) and "gpu:N" (the first N GPUs).
-
-One device (one CPU, one GPU) runs under TensorFlow's default strategy, as plain Keras does, not
-under OneDeviceStrategy: measured on this project's CPU host, OneDeviceStrategy made the MNIST
-CNN's steady epochs about 40 % slower than a bare `model.fit` of the same model (940 vs 1,570
-samples/s), and under any tf.distribute strategy Keras turns off its automatic XLA compilation on
-GPUs, so the suite would time other work than its users run. A CPU run on a machine whose GPUs
-TensorFlow can no longer hide keeps OneDeviceStrategy, which pins the model to the CPU.
+`setup_device("gpu")` returns a `DeviceSetup` for the machine's GPUs or raises `DeviceNotFoundError`
+naming what it has: never a fallback (a CPU run labelled GPU is the worst bug a benchmark can have).
+Names: "auto" (TPU, else GPU, else CPU), "cpu", "gpu", "tpu", "cpu:N" (N logical CPU devices under
+MirroredStrategy), "gpu:N". One device runs under the default strategy, as plain Keras does:
+OneDeviceStrategy made the CNN's epochs ~40 % slower here and turns off Keras's XLA on GPUs
+(docs/multi-device.md); a CPU run beside GPUs TensorFlow cannot hide keeps it, to pin the CPU.
 """
 
 from __future__ import annotations
@@ -43,14 +35,10 @@ _SETUPS: dict[str, DeviceSetup] = {}
 def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetup:
     """Build the distribution strategy for `device` and describe the hardware behind it.
 
-    `backend` ("tensorflow", "jax", "torch", or "auto": JAX on a TPU, TensorFlow elsewhere) selects
-    Keras's backend first; give it, and call this before `import keras`, in any notebook that can run
-    on several backends (Keras fixes its backend and, on PyTorch, its device when imported). None
-    keeps the backend Keras uses already. The DeviceSetup's `backend` is the one resolved. It installs
-    nothing: in Colab, the notebooks' `colabkit.setup_device` (colabkit.colab.install.setup_device)
-    first installs what the backend needs there. Raises DeviceNotFoundError when the device is
-    absent, with the machine's inventory in the message. Calling it again in the same process returns the same set-up (a re-run notebook
-    cell must not re-initialise a TPU or reconfigure devices TensorFlow has already fixed).
+    `backend` ("tensorflow", "jax", "torch", "auto") selects Keras's backend first: call this before
+    `import keras`; None keeps Keras's. It installs nothing (on Colab, `colabkit.setup_device` does
+    first). Raises DeviceNotFoundError, naming the machine's inventory, when the device is absent.
+    A second call in one process returns the same set-up (a TPU is initialised once).
     """
 
     request = parse_device(device)

@@ -54,22 +54,14 @@ def is_float_text(text: str) -> bool:
 class Parameter:
     """One parameter of an experiment's notebook, as its `parameters` cell assigns it.
 
-    `type` is int, float, str or bool (a tuple of them where several are taken, e.g. jit_compile's
-    "auto" | True | False). A number may be bounded by `minimum`/`maximum` (`minimum_exclusive` for
-    "> 0"); `choices` lists every value allowed; `zero_means` says what 0 stands for where 0 is
-    allowed below the minimum ("all": 0 takes the whole data set); `auto`, where the parameter also takes
-    "auto", says what that means (the notebook then sizes it for the detected device). `check`, when given, is a further
-    test returning what is allowed (or None when the value fits), e.g. the device syntax.
-
-    `used_when` says when the parameter shapes a run at all: pairs (another parameter, the values
-    under which this one counts), all of which must hold, e.g. ParaDnn's `nodes` only shapes a run
-    whose `family` is "fc" (`used_when=(("family", ("fc",)),)`). Where they do not hold, the value is
-    left out of the run's name, fingerprint and record (Experiment.relevant): two runs that differ
-    only there are one run. Empty: it always counts.
-
-    A parameter read from a notebook that has no declaration (a scratch notebook swept as it is) has
-    `declared_as`, the line its rule comes from ("the notebook's `n = 1024`"): a value of another
-    type is then refused naming that line. Its `type` may be `object` where nothing can be told.
+    `type`: int, float, str, bool, or a tuple of them (jit_compile: "auto" | True | False). Bounds:
+    `minimum`/`maximum` (`minimum_exclusive` for "> 0"); `choices`: every value allowed; `zero_means`:
+    what 0 below the minimum stands for ("all"); `auto`: what "auto" means where it is taken; `check`:
+    a further test returning what is allowed, or None when the value fits (e.g. the device syntax).
+    `used_when`: (parameter, values) pairs that must all hold for this one to shape a run (ParaDnn's
+    `nodes` only for `family` "fc"); otherwise it is left out of the run's name, fingerprint and record
+    (Experiment.relevant). `declared_as`: for a notebook without a declaration, the line the rule
+    comes from ("the notebook's `n = 1024`"), named when a value is refused.
     """
 
     name: str

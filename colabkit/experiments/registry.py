@@ -1,10 +1,7 @@
-"""Where experiment declarations are found: the suite's own, and any named by COLABKIT_EXPERIMENTS.
-
-COLABKIT_EXPERIMENTS lists further declaration modules, separated by commas: each entry is an
-importable module path (`mylab.experiments.tiny`) or a .py file (`/home/me/tiny_experiment.py`). A
-module declares its experiments as module-level `Experiment` objects (`EXPERIMENT = Experiment(...)`);
-`register` adds one from anywhere else (a notebook, a script). Kernels that papermill starts
-inherit the environment, so a notebook run by a sweep finds the same declarations as the sweep.
+"""Where experiment declarations are found: the suite's own, and any named by COLABKIT_EXPERIMENTS
+(comma-separated module paths or .py files, each declaring module-level `Experiment` objects);
+`register` adds one from anywhere. Kernels papermill starts inherit the environment, so a swept
+notebook finds the same declarations as the sweep.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The GPU check's notebook runs: through the real sweep (run_sweep, papermill, a fresh kernel per
-run), with grid files the check writes, and the records read back as plain summaries.
-
-A check grid file is an ordinary grid file (docs/sweep.md): the suite's notebook by absolute path,
-the devices as the one grid axis, every other parameter fixed. The notebook's parameters come from
-its own smoke preset (parameters/<notebook>.yaml, its first combination) or from the row that
-needs the run; nothing about a notebook is restated here.
+"""The GPU check's notebook runs: through the real sweep (run_sweep, papermill, a fresh kernel per run),
+with ordinary grid files the check writes (the notebook by absolute path, the devices as the one axis,
+the rest from the notebook's smoke preset or the row), and the records read back as summaries.
 """
 
 from __future__ import annotations

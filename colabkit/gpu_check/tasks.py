@@ -1,15 +1,9 @@
 """What a GPU-check worker measures (run in the worker process, colabkit.gpu_check.worker).
 
-Each task takes JSON-able arguments and returns a JSON-able dict; a task that cannot run on this
-machine (no NVML, a backend that sees no GPU) returns {"unavailable": why} rather than raising.
-
-- facts: TensorFlow's view of the GPUs (names, compute capability, TF32 switch).
-- power: NVML's idle board power and the enforced power limit.
-- bandwidth: a STREAM-triad-style loop on the GPU (x = x + q*c, 12 bytes credited per element).
-- matmul: colabkit.measure against the pipelined clock on TensorFlow, at one precision.
-- clock: the same on JAX or PyTorch, after checking that the backend sees a GPU.
-- fit: a bare Keras fit (colabkit.training.bare_fit) of a notebook's own model, with its model
-  FLOPs, TFLOPS and MFU, optionally with the NVML energy meter in its callbacks.
+Each task takes and returns JSON-able values; one that cannot run here returns {"unavailable": why}.
+Tasks: facts (TensorFlow's GPUs), power (NVML idle power and limit), bandwidth (a triad on the GPU,
+12 bytes per element), matmul and clock (colabkit.measure against the pipelined clock on TensorFlow,
+JAX or PyTorch), fit (a bare Keras fit of a notebook's model with FLOPs, TFLOPS, MFU, energy).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A child process that measures for the GPU check, and the parent's handle on it.
 
-The check's own process never imports TensorFlow, JAX or PyTorch (it would claim the GPU, and a
-Keras backend is fixed per process): each backend's measurements run in a worker started with
-`python -m colabkit.gpu_check.worker`. The worker reads one JSON request per line on stdin and
-answers each with one line on stdout, `RESULT_PREFIX` then JSON: {"ok": result} or {"error": ...}.
-Everything else the worker and its libraries print goes to its log file. A worker lives across
-requests, so a backend is imported and its GPU initialised once, and bare fits can alternate with
-notebook runs in interleaved rounds.
+The check's process never imports TensorFlow, JAX or PyTorch (a Keras backend is fixed per process):
+each backend runs in `python -m colabkit.gpu_check.worker`, which reads one JSON request per line
+and answers with one line, `RESULT_PREFIX` then {"ok": result} or {"error": ...}; all else goes to
+its log. A worker lives across requests, so bare fits and notebook runs can alternate.
 """
 
 from __future__ import annotations

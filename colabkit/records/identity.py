@@ -1,17 +1,12 @@
 """What work a run did: the one identity by which runs are merged (colabkit.records.merging), paired
 (the report, `compare`) and counted (`status`).
 
-`run_work(record)` of a run that ran (an ok record) is its notebook; the device it found, not the
-one asked for (`device`: kind, replicas, workers; `device_model`); the backend that ran (a run asked
-for "auto" names the one it got); `global_batch`, samples per step over all replicas, in place of
-`batch_size` and `batch_size_is` (128 per replica on 2 replicas is the work of 256 on one); and every
-other parameter, a size left at "auto" with the value it used (`sizes.used`). Left out is how a run
-was measured or recorded (NOT_WORK): a repeat the sweep runs without the bottleneck passes is a run
-of the same combination. A failed or skipped record did no work: it is what it asked for.
-
-`work_key(work, leave_out)` pairs runs across one axis: "device" leaves out the device and its model
-(the report's device against the CPU, `compare --by device`), "batch_size" the global batch, any
-other name that parameter.
+`run_work(record)` of an ok record: its notebook, the device found (kind, replicas, workers,
+`device_model`), the backend that ran, `global_batch` in place of `batch_size` and `batch_size_is`
+(128 per replica on 2 replicas is 256 on one), and every other parameter, "auto" sizes with the
+values used. How a run was measured or recorded (NOT_WORK) is left out. A failed or skipped record
+is what it asked for. `work_key(work, leave_out)` pairs runs across one axis ("device",
+"batch_size", or any parameter).
 """
 
 from __future__ import annotations

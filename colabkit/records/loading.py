@@ -1,27 +1,13 @@
-"""Reading records: the one place every reader goes through (the report, `status`, `load_results`,
-and any later reader of results folders).
+"""Reading records: the one place every reader goes through (the report, `status`, `load_results`).
 
-`load_records(dirs)` reads each record file below the folders once and keeps what it read:
+`load_records(dirs)` reads each record file below the folders once: `.records` ({path: record},
+parsed and checked once), `.rejected` ([(path, why)]: every file that is not a readable, plausible
+record, named, never dropped), `.missing_dirs`, `.combinations()` (colabkit.records.merging) and
+`.frame()` (one tidy row per record, nested fields flattened with dots).
 
-    loaded = load_records(["outputs/cpu", "outputs/gpu"])
-    loaded.records          # {path: record}, each parsed and checked once, in folder then file order
-    loaded.rejected         # [(path, why)]: every file that is not a readable, plausible record, named
-    loaded.missing_dirs     # folders given that do not exist
-    loaded.combinations()   # records of the same combination together (colabkit.records.merging)
-    loaded.frame()          # one tidy row per record (pandas), nested fields flattened with dots
-
-A file is rejected, never dropped, when it is not UTF-8 JSON, not a JSON object (a list-shaped
-`.json` included), not a record of a schema this colabkit reads, or an ok record whose figures
-cannot be a measurement (the same checks a notebook runs before writing one: colabkit.records.
-plausibility), e.g. 'not a measurement: tflops_warm = -5 (must be a finite number > 0)'.
-
-Every record loaded carries `device.request` ({kind, count}, or null where nothing names the
-device): records written before that field existed get it here, derived once from
-`device.requested` or `params.device`, so that no reader parses a device string again. Likewise a
-record's `params` (and the sweep's `fingerprint.params`) keep only what shapes its run, as its
-experiment's declaration says (Experiment.relevant): a ParaDnn FC record written before the
-declaration said so, with the other families' knobs (`cell=lstm`), groups, merges and tabulates
-with the newer records of the same model.
+Older records are brought up to date here, once: `device.request` derived from `device.requested` or
+`params.device`, and `params` kept to what shapes the run as the declaration says
+(Experiment.relevant). See docs/records.md, "Reading records".
 """
 
 from __future__ import annotations

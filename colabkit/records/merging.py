@@ -1,23 +1,11 @@
 """Records of one combination together: its repeats, and the record a report names it by.
 
-Several results folders merge (say, outputs copied back from a CPU, a GPU and a TPU Colab runtime,
-or three Colab sessions on a T4). A combination (one notebook with one set of parameters) can then
-appear more than once, and so it does within one folder when the sweep ran it several times
-(`repeats`). Every ok record of a combination is a run of it, and all of them count: they are its
-`repeats`, whose median and interval the report gives (three sessions on a T4 are three samples of
-"T4"), whatever folder they come from and whatever their `repeat` index. None is dropped silently: a
-record that is a copy of one already counted (the same run found in two folders: same start, end and
-host) is listed in `duplicates`, and failed or skipped records beside ok ones are kept in `paths`
-and named in `why`. The record a combination is *named* by (`used`) is its most recent ok record,
-else a failed one over a skipped one, the most recent among equals.
-
-Two ok records are runs of the same combination when they did the same work
-(colabkit.records.identity.run_work: the device found, its model, the backend that ran, the global
-batch, the sizes used and the other parameters, but not how the run was measured or recorded). A
-failed or skipped record did no work: it joins the ok runs one of which asked for the same
-parameters (the sweep's `fingerprint.params` where it wrote them, else `params`; failed and skipped
-records of older sweeps carry the grid's parameters only, so all of its own with the same values
-suffice), else the failed or skipped records that asked for the same.
+Ok records that did the same work (colabkit.records.identity.run_work), from one folder or several
+merged, are the `repeats` of one combination, whose median and interval the report gives. None is
+dropped silently: a copy of a run already counted (same start, end and host) is listed in
+`duplicates`; failed and skipped records (which did no work) join the ok runs that asked for the
+same parameters and are kept in `paths` and named in `why`. A combination is named (`used`) by its
+most recent ok record, else a failed one over a skipped one. See docs/report.md.
 """
 
 from __future__ import annotations

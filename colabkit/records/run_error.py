@@ -1,11 +1,8 @@
 """How a run failed, as one typed value: `RunError`, the `error` section of a failed (or skipped) record.
 
-Everything that fails a run builds one (the sweep's execution of a combination, the notebook runner
-reading a cell's exception, the multi-worker launcher, a sweep worker or Dask task that died) and
-writes it with `as_record()`; a reader takes one back with `RunError.from_record(record["error"])`.
-The section's keys and values are the record schema's (docs/records.md, `error`): `type`, `kind`,
-`message`, and where the failure is placed at a cell `cell`, `exec_count` and `source`; a dead
-kernel's `exit_code`; a multi-worker run's `chief_error` (the chief's own error, the same keys).
+Everything that fails a run builds one and writes it with `as_record()`; readers take it back with
+`RunError.from_record(record["error"])`. Keys as docs/records.md, `error`, says: `type`, `kind`,
+`message`, `cell`, `exec_count`, `source`, a dead kernel's `exit_code`, a multi-worker `chief_error`.
 """
 
 from __future__ import annotations

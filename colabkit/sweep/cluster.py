@@ -1,28 +1,12 @@
 """Sweeps on a Dask cluster: one Dask task per combination, the same records as a local sweep.
 
-`python -m colabkit sweep GRIDS --cluster tcp://host:8786` submits every combination that is not
-finished yet to a running Dask scheduler; `--cluster local:N` starts a LocalCluster of N worker
-processes (one thread each) on this machine. Each task runs `execute_combination` (the local
-sweep's own runner: papermill, a fresh kernel, every failure a `failed` record) on the worker, in a
-scratch folder there, then hands back the products:
-
-* returned (default when the workers cannot see OUT): the notebook, HTML, record and log come back
-  as bytes and this process writes them under OUT/<notebook>/<device>/<slug>.*, each through a
-  temporary name and a rename, the record last;
-* shared (`--shared-out`, or detected: the task sees this sweep's token file in OUT at the same
-  absolute path): the worker writes them into OUT itself, in the same order and the same way.
-
-Devices are Dask worker resources: a `gpu` combination asks for GPU=1 (`gpu:N` for GPU=N), a `tpu`
-one for TPU=1, so a worker started with `--resources "GPU=1" --nthreads 1` never runs two
-measurements on its GPU at once. CPU, `auto` and `multiworker` combinations ask for nothing: any
-worker runs them (start one worker thread per host for CPU timings you publish). Devices that no
-worker declares are recorded as skipped, as a local sweep skips devices the machine lacks.
-
-A worker that dies while running a combination (killed, out of host memory, its node preempted)
-is retried by the scheduler on another worker as often as its `allowed-failures` setting says
-(`local:N` sets 1: one retry); after that the combination gets a `failed` record of kind
-`worker_died` naming the last worker. Ctrl-C cancels every submitted task, stops the kernels this
-sweep started on the workers, and removes the temporaries, so no half file remains.
+`--cluster tcp://host:8786` submits every unfinished combination to a running scheduler;
+`--cluster local:N` starts a LocalCluster of N one-thread worker processes. Each task runs
+`execute_combination` (the local sweep's runner) in a scratch folder on the worker; its products
+come back as bytes (returned) or are written into OUT by the worker (shared, `--shared-out` or
+detected through the sweep's token file), each through a temporary name, the record last. Devices
+are worker resources (GPU=1, TPU=1); a worker that dies is retried as `allowed-failures` says, then
+recorded `worker_died`; Ctrl-C cancels the tasks and stops their kernels. See docs/cluster.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""One combination of a sweep: a notebook, its parameter values, its typed device request, its file name,
-how the sweep runs it (its `settings`: repeats, kernel, HTML export, bottleneck passes, decided once
-when it is planned) and which of its independent runs (`repeat`) this is.
-
-The device value is parsed once, by `device_request`, when the grid's values are checked and its
-combinations made; from then on the sweep (devices, slots, the Dask resources, multi-worker runs,
-the decisions) reads `combination.request` and never parses the string again.
+"""One combination of a sweep: a notebook, its parameter values, its typed device request (parsed once,
+by `device_request`; read everywhere as `combination.request`), its file name, its `settings`
+(repeats, kernel, HTML, bottleneck passes, decided when planned) and which run (`repeat`) it is.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """How long a sweep's plan will take: the estimate `sweep --dry-run` prints, and what it rests on.
 
-Each combination that would run costs
-* a fixed cost: what a combination costs outside its work (kernel start, imports, device set-up,
-  papermill, the products, the first epoch's tracing), as benchmarks/sweep_overhead.py measured it on
-  this project's 2-core CPU (FIXED_COST_S: fresh kernels, and warm ones with a new kernel's start
-  added once per kernel); an accelerator adds its own start-up (CUDA, XLA) to every fresh kernel;
-* its work: the FLOPs its experiment's declaration says a run computes (Experiment.work_flops) at a
-  rate: on a CPU a short calibration on this machine (NumPy's float32 matrix product), on a GPU or TPU
-  the peaks table's figure for the device this machine has (colabkit.device.peaks). Both are best
-  cases (small layers run far below a large matrix product, and no model reaches its peak), so the
-  work is a lower bound; a combination whose declaration gives no FLOPs counts its fixed cost only,
-  and the estimate says how many there are.
+Each combination costs a fixed cost (FIXED_COST_S, measured by benchmarks/sweep_overhead.py: kernel
+start, imports, set-up, products; an accelerator adds its start-up per fresh kernel) plus its work:
+the declaration's FLOPs (Experiment.work_flops) at a best-case rate (a NumPy matmul calibration on a
+CPU, the peaks table on a GPU or TPU), so the work is a lower bound; combinations without FLOPs count
+their fixed cost only, and the estimate says how many.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Execute one combination through papermill so that nothing half-done passes for a result.
 
-Files of a combination (see `RunFiles`): OUT/<notebook>/<device>/<slug>.ipynb, .html, .json, .log.
-While it runs, the executed notebook, its HTML and the notebook's own record are written under
-temporary dot-names (`.<slug>.running.*`) that no reader takes for results; the log is written in
-place, so it can be followed while the run goes on. Once the run ends, the notebook and the HTML
-are renamed into place and then the record is written (atomically), last: a record means the
-combination finished, and a sweep killed at any instant (Ctrl-C, kill -9, a Colab disconnect)
-leaves either a complete record or none.
-
-Every way a run can fail ends in a `failed` record naming the error's type, kind, message and
-cell: an exception in a cell (`kind` "exception", or "oom" for ResourceExhaustedError and its
-kin), a kernel that died (os._exit, a segfault, the OOM killer: "dead_kernel"), the per-run
-time limit ("timeout"), a kernel that would not start even after retries ("kernel_start"), a
-notebook that finished without writing its record ("missing_record").
+Files (`RunFiles`): OUT/<notebook>/<device>/<slug>.ipynb, .html, .json, .log. The notebook, HTML
+and record are written under temporary dot-names while it runs (the log in place, to follow), then
+renamed, the record last and atomically: a sweep killed at any instant leaves a complete record or
+none. Every failure ends in a `failed` record naming the error's type, kind, message and cell:
+"exception", "oom", "dead_kernel", "timeout", "kernel_start", "missing_record".
 """
 
 from __future__ import annotations

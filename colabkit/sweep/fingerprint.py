@@ -1,17 +1,10 @@
 """Fingerprints: what a result depends on, so a resumed sweep reruns exactly what changed.
 
-A combination's fingerprint covers the notebook's content (its cells' types and sources, not
-outputs or metadata, so opening and saving a clean notebook does not invalidate results), the
-combination's parameters, colabkit's version, colabkit's code and TensorFlow's version. The sweep
-stores it in every record it commits (top-level field `fingerprint`); a record whose fingerprint
-digest matches is a finished result that a resumed sweep does not run again.
-
-colabkit's code counts by content (`code_sha256`: every .py file of the package), not by commit id,
-so a resumed sweep never keeps records made by other code, whether the code came from a checkout
-(committed or dirty: a `-dirty` commit id says nothing about which edits), a pip install from git
-(Colab) or a wheel; and a commit that changed only notebooks, grids or docs reruns nothing that did
-not change. The commit (`git_commit`, as records carry it) is stored beside it to say which code that
-was, and is left out of the digest.
+A fingerprint covers the notebook's cells (types and sources only), the combination's parameters,
+colabkit's version, colabkit's code by content (`code_sha256` of every .py file: a dirty checkout,
+a pip install or a wheel all count for what they are) and TensorFlow's version. Every committed record
+stores it (`fingerprint`); a matching digest is a finished result. The commit is stored beside it,
+outside the digest.
 """
 
 from __future__ import annotations

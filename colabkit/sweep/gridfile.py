@@ -1,19 +1,11 @@
 """Parameter grid files (`parameters/*.yaml`): read and validate one, every problem at once.
 
-The keys (docs/sweep.md, "Grid files", shows them all): `notebook` (the only one required),
-`description`, `grid` (lists crossed), `zip` (groups of lists that advance together; one group may be
-written as a single mapping), `fixed`, the run settings `repeats`, `kernels`, `html` and `bottlenecks`
-(colabkit.sweep.combination.RunSettings), and `presets` (named overrides of all of them but the
-notebook). How the file's values, a preset's and the command line's combine is colabkit.sweep.layers'.
-
-Validation happens before anything runs and reports every problem found, one line each: YAML that
-does not parse (with its line and column), unknown keys, a missing notebook (naming every place
-looked in), parameters the notebook does not declare, values outside what the parameter takes,
-empty lists, zip lists of unequal length, values listed twice, and devices colabkit does not know.
-Every parameter is a `colabkit.experiments.Parameter`: a notebook's experiment declaration (found by
-the notebook's file name), whose parameters cell must assign the same names, else what its
-parameters cell says (colabkit.sweep.parameters). Files are read with YAML's safe loader; values
-reach a notebook only as papermill parameters.
+Keys (docs/sweep.md, "Grid files"): `notebook` (required), `description`, `grid`, `zip`, `fixed`, the
+run settings `repeats`, `kernels`, `html`, `bottlenecks`, and `presets`; colabkit.sweep.layers
+combines file, preset and command line. Before anything runs, every problem is reported, one line
+each: unparsable YAML (line and column), unknown keys, a missing notebook, undeclared parameters,
+values out of range, empty lists, unequal zips, duplicates, unknown devices. Parameters come from
+the notebook's experiment declaration (colabkit.sweep.parameters). YAML's safe loader only.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """Warm kernels: `sweep --kernels reuse` runs combinations one after another in a kernel that stays up.
 
-A fresh kernel per combination (`--kernels fresh`, the default) costs a kernel start, the imports
-(TensorFlow's alone 4-6 s) and the device set-up for every run; where a run's own work is a fraction
-of a second (ParaDnn's small models) that is most of a sweep's time. With `reuse`, each process that
-executes combinations (the sweep itself, each `--jobs` worker process, each Dask worker) keeps its
-kernels in one `KernelPool` (`warm_kernels()`), and colabkit.sweep.execution runs a combination
-through papermill into a pooled kernel (`km=`: nbclient neither starts nor shuts down a kernel it
-does not own), one executed notebook per combination as before.
-
-What keeps a reused kernel's runs apart:
-* a kernel serves only combinations that agree on what a process cannot change once set (`KernelKey`:
-  the Keras backend, the device and its replica count, the global mixed-precision policy, the Jupyter
-  kernel, its working folder and environment) and, where combinations carry a repeat index, on that
-  (repeats of one combination are independent runs: never one kernel); another key gets another kernel;
-* between runs it is cleared (CLEANUP): the notebook's names, In/Out and the execution count
-  (IPython's reset), Keras's session (layer names, the global dtype policy, its seed generator, the
-  TensorFlow graph and kernel caches), JAX's compilation caches, Python's, NumPy's and TensorFlow's
-  random seeds (back to unseeded, as in a fresh process), open matplotlib figures, the environment,
-  working folder, sys.path and warning filters the kernel started with; garbage is collected (the
-  run's models freed at once) and what survives is frozen out of later collections (gc.freeze);
-* after any failure (an exception, a dead kernel, a timeout, a missing record), a failed clean-up,
-  or `max_runs` runs, the kernel is shut down and the next combination gets a fresh one;
-* what stays is what a fresh kernel would rebuild the same way: imported modules, the device set-up
-  (colabkit.device.setup caches it per backend and device), the per-process bandwidth figure.
-Each record's `kernel` field says how it ran: {"mode": "fresh" | "reuse", "runs_before": n, ...}.
+Each process that executes combinations keeps its kernels in one `KernelPool` (`warm_kernels()`);
+colabkit.sweep.execution runs a combination through papermill into a pooled kernel (`km=`). A kernel
+serves only combinations that agree on its `KernelKey` (backend, device and replicas, mixed precision,
+Jupyter kernel, folder, environment; never two repeats of one combination), is cleared between runs
+(CLEANUP), and is replaced after any failure, a failed clean-up or `max_runs` runs. Each record's
+`kernel` field says how it ran. The guarantees and the measurement that warm and fresh kernels agree:
+docs/sweep.md, "Warm kernels".
 """
 
 from __future__ import annotations

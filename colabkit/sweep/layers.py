@@ -1,11 +1,7 @@
-"""Layers of values: a grid file's own, then a preset's, then the command line's (its `-p KEY=VALUE`,
-and its `--repeats`, `--kernels` and `--html`).
-
-A key set by a later layer replaces the earlier one wherever it was (a grid axis, a zip group or a
-fixed value): `-p batch_size=64` pins an axis to one value. Within one layer a key may appear in one
-place only (gridfile checks that). `Resolved` is what is left once every layer is applied: the axes
-and zip groups `expand` crosses, the fixed values, the keys a combination's file name is made of, and
-how its combinations run (RunSettings: the last layer that says wins, else the defaults).
+"""Layers of values: a grid file's own, then a preset's, then the command line's (`-p KEY=VALUE`,
+`--repeats`, `--kernels`, `--html`). A later layer's key replaces the earlier one wherever it was
+(`-p batch_size=64` pins an axis). `Resolved` is what is left: the axes and zip groups `expand`
+crosses, the fixed values, the keys of a file name, and the RunSettings (the last layer that says wins).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Launch N worker processes of one notebook for multi-worker training, on this machine.
 
-Each worker is `papermill` in its own process (its own kernel) with a generated TF_CONFIG naming
-all workers on 127.0.0.1 ports and its own index, and `device="multiworker:N"`. Worker 0 is the
-chief: its executed notebook and record are the run's; the other workers' notebooks and logs go
-to a scratch folder and they write no record. If a worker dies, the others cannot finish (every
-step all-reduces across all of them): TensorFlow's peer health checks should make them fail, and
-in any case they are stopped `grace_s` seconds later, so a dead worker never hangs the run.
-
-The same recipe on N real machines: give each machine the same cluster list with its own index
-(see the README) and run the notebook there with papermill and `-p device multiworker:N`.
+Each worker is papermill in its own process with a generated TF_CONFIG (127.0.0.1 ports, its own
+index) and `device="multiworker:N"`. Worker 0 is the chief and writes the run's notebook and record;
+the others write to a scratch folder. A dead worker never hangs the run: the others are stopped
+`grace_s` seconds later. On N real machines: the same cluster list, each its own index
+(docs/multi-device.md).
 """
 
 from __future__ import annotations

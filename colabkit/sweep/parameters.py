@@ -1,16 +1,9 @@
 """What a notebook's `parameters` cell assigns, read as `colabkit.experiments.Parameter`s.
 
-A notebook with an experiment declaration (colabkit.experiments) is checked against that: its types,
-ranges and choices; the sweep reads its cell only to see that it assigns the declared names. A
-notebook without one (a scratch notebook swept as it is) is checked against what its cell says, read
-here into the same `Parameter`s, so that everything after sees one kind of parameter.
-
-papermill's inspection (`papermill.inspect_notebook`) gives each parameter's name, default (as
-source text), inferred type (only where the line has a type annotation) and help (its comment).
-Most notebooks write `n = 1024  # matrix size`, with no annotation, so the type a value must have
-is read from the default instead, widened by literals the comment names: the line
-`jit_compile = "auto"  # ..., True, False` accepts a string or a bool. Where the type cannot be told
-(a default that is an expression, or None), the parameter takes anything (type `object`).
+A notebook with an experiment declaration is checked against it; one without (a scratch notebook) is
+checked against its own cell, read here through `papermill.inspect_notebook` into the same
+`Parameter`s: the type from the default, widened by literals the comment names
+(`jit_compile = "auto"  # ..., True, False` takes a string or a bool), `object` where it cannot be told.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""What a sweep will do: every run of its grid files' combinations, each with how it runs (`plan`: a
-SweepPlan), and per run whether to run it, run it again, keep an earlier result, skip it or set its
-record aside (`decide`).
-
-Nothing here runs or writes anything. A combination is kept when its record is ok and its
-fingerprint matches (colabkit.sweep.fingerprint); skipped when it cannot run where the sweep runs
-(the checks in RUNNABLE_CHECKS); set aside when its record file cannot be read (never overwritten
-unless asked); shown as running when another sweep is running it now.
+"""What a sweep will do: every run of its grid files' combinations with how it runs (`plan`: a
+SweepPlan), and per run whether to run it, rerun it, keep it (ok record, matching fingerprint), skip
+it (RUNNABLE_CHECKS), set its unreadable record aside, or show it running elsewhere (`decide`).
+Nothing here runs or writes anything.
 """
 
 from __future__ import annotations

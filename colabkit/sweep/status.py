@@ -1,10 +1,8 @@
 """`python -m colabkit status [OUT]`: what has run, failed, been skipped, per notebook and device.
-Every record counts, so a combination run three times (`repeats: 3`) counts three ok runs and one ok
-combination (ok runs that did the same work are one: colabkit.records.identity).
 
-Reads the records below OUT (never the notebooks), plus the temporaries a sweep leaves while a
-combination runs (`.<slug>.running.ipynb`): one of those without its record is a combination that
-is running now, or was when a sweep was killed; the next sweep runs it again.
+Every record counts (three repeats: three ok runs, one ok combination; colabkit.records.identity).
+Reads the records below OUT and the `.<slug>.running.ipynb` temporaries a running (or killed) sweep
+leaves: one without its record is running now, or will run again next sweep.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """`sweep --target-ci 3%`: more runs, in interleaved rounds, until each combination's headline is known
-to within the target.
-
-After the runs a sweep planned, each combination's ok runs in OUT (every repeat's record) give its
-headline's median and 95 % interval (colabkit.statistics.median_ci). A combination whose interval's
-half-width is more than the target (relative to the median), or that has fewer than MIN_RUNS ok runs,
-gets one more run in the next round, until it gets there or has `max_repeats` runs. Combinations of a
-notebook without a declared headline, or that cannot run here, are left as they are.
+to within the target (colabkit.statistics.median_ci over its ok runs in OUT): one more run per round
+for each combination above the target or under MIN_RUNS, up to `max_repeats`. Combinations without a
+declared headline, or that cannot run here, are left as they are.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Do two measurements of the same work agree? Interleaved rounds, medians, a ratio and its verdict.
 
-The rule (docs/like-for-like.md): the two sides run in turns, A, B, A, B, ... so that a host's drift
-(another tenant, a GPU's clocks warming up) hits both alike; each side's figure is the median of its
-rounds; the verdict is the ratio of the medians, A / B, inside [low, high]. The paired ratios (each
-round's A over the B measured right after it) and every round's value are kept, to show the spread:
-on a noisy host a single pair can differ by 30-50 % from noise alone, so read the spread before the
-ratio. Numbers in, numbers out: the sides are callables, nothing here knows what they measure.
+The sides run in turns (A, B, A, B, ...) so that a host's drift hits both alike; each side's figure is
+its rounds' median and the verdict is A / B inside [low, high] (docs/like-for-like.md). Every round
+and the paired ratios are kept to show the spread. Numbers in, numbers out: the sides are callables.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Same-machine, same-run baselines that a measured figure is divided by, measured as carefully as it.
 
-NumPy's BLAS is timed in a child process whose environment drops OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE: some hosts set them, OpenBLAS reads them only at load time, and they slow it
-down, which would flatter every ratio against it. The child changes nothing in this process.
-
-A baseline of a few sub-millisecond samples is not a baseline: one smoke run saw 2.1 GFLOPS at
-n = 256 from three single-matmul samples taken while other work shared the two cores, where the
-same call alone gives 160-175. So the child times enough work to be stable: each sample times as
-many back-to-back products as last SAMPLE_MIN_S, and samples are taken until MIN_TIME_S of them (and
-at least MIN_SAMPLES). The result keeps every sample, the state of the host while the child ran
-(colabkit.device.host_state: other processes' CPU time, steal) and a verdict, `stable`, with the
-reasons when it is not: a median that its samples leave uncertain by more than UNSTABLE_HALF_WIDTH
-(a few slow samples among many do not move a median; samples all over the place do), a busy host, or
-a rate below IMPLAUSIBLE_FRACTION_OF_PEAK of the CPU's peak. A ratio to an unstable baseline is shown as such.
+NumPy's BLAS is timed in a child process without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (they slow
+it down on some hosts, flattering every ratio). Each sample times as many products as last
+SAMPLE_MIN_S, for at least MIN_TIME_S and MIN_SAMPLES (three sub-millisecond samples once gave 2.1
+GFLOPS where 160-175 is right). The result keeps every sample, the host's state and `stable`, with
+its reasons when not: a median uncertain by more than UNSTABLE_HALF_WIDTH, a busy host, or a rate
+below IMPLAUSIBLE_FRACTION_OF_PEAK of the CPU's peak. A ratio to an unstable baseline says so.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """colabkit's clock against the device's own pipelined throughput: does the clock wait for the device?
 
-An accelerator runs asynchronously: a clock stopped when the host call returns measures dispatch,
-not work. The workload is the matmul notebook's: an n x n product chained `products` times inside
-one compiled call, summed to a scalar (so one number, not a matrix, comes back to the host). Three
-clocks time it, on TensorFlow, JAX or PyTorch:
-
-- measured: `colabkit.measure`, the clock every notebook uses (each call forced to completion);
-- pipelined: `chain` calls dispatched back to back and one wait at the end, divided by `chain`,
-  the device's own throughput with dispatch hidden;
-- unsynced: the host call alone, what a naive timer reports (shown, never trusted).
-
-measured / pipelined time near 1 means the clock waits for the device and adds little; a measured
-time far below the pipelined one means the clock stops before the work is done. Rounds of measured
-and pipelined alternate (colabkit.timing.agreement) and each side's figure is its median.
+The matmul notebook's workload (an n x n product chained `products` times in one compiled call,
+summed to a scalar) timed three ways on TensorFlow, JAX or PyTorch: measured (`colabkit.measure`,
+each call forced to completion), pipelined (`chain` calls back to back, one wait, divided by `chain`)
+and unsynced (the host call alone; shown, never trusted). measured / pipelined near 1 means the
+clock waits for the device and adds little. Rounds alternate (colabkit.timing.agreement).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Repeated experiments: train a fresh model several times, time the whole, summarise the spread.
 
-Kimm, Paik & Kimm 2021 ran `run_experiment(repeats)`: each repeat built, trained and evaluated a fresh model,
-printed '>#1: 91.234', and the experiment ended with 'Accuracy: 91.234% (+/-1.234)' (NumPy's mean
-and std of the repeats' scores); a perf_counter around the whole gave its runtime. `run_repeats`
-does the same with a seed per repeat, keeps every repeat's scores, timing figures and history, and
-turns them into one record's metrics:
-
-- scores (accuracy, F1, ...): the mean over repeats, `<name>_std` and `<name>_per_repeat`;
-- timing figures (TrainingTimer.metrics()): the median over repeats of each repeat's figure (each
-  already a steady-state figure over that repeat's epochs: a median epoch or step time, a
-  throughput), and `<name>_per_repeat`; the spread `epoch_time_steady_std_s` is that of every
-  repeat's steady epochs pooled;
-- `experiment_time_s`: the perf_counter around every repeat (build, train, predict, score).
-
-The standard deviation of scores is NumPy's default (population, ddof=0), as Kimm, Paik & Kimm 2021 printed it;
-timing spreads stay in the per-repeat lists and in `timings`.
+As Kimm, Paik & Kimm 2021's `run_experiment(repeats)` (a fresh model built, trained and scored per
+repeat, 'Accuracy: 91.234% (+/-1.234)' at the end), with a seed per repeat. `run_repeats` keeps every
+repeat's scores, timings and history and turns them into one record's metrics: scores as the mean,
+`<name>_std` (NumPy's population std, as they printed it) and `<name>_per_repeat`; timing figures
+as the median over repeats and `<name>_per_repeat` (`epoch_time_steady_std_s` pools every repeat's
+steady epochs); `experiment_time_s` the perf_counter around every repeat.
 """
 
 from __future__ import annotations

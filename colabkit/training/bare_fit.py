@@ -1,19 +1,10 @@
 """A bare Keras fit with one outside clock: the independent side of an agreement check.
 
-Nothing of colabkit's own timing or pipelines is used here (no TrainingTimer, no make_dataset, no
-colabkit fit): a notebook's headline samples/s is compared with `steady_rate` of the same model and
-work, by benchmarks/agreement.py on the CPU and by `python -m colabkit gpu-check` on a GPU.
-
-- `shuffled_batches`: the training pipeline of the CNN and dBLSTM notebooks written out: shuffled,
-  batched, prefetched passes, repeated, one per epoch (steps_per_epoch), so fit keeps one input
-  iterator (a new one every epoch stalled a third to half of the CNN's epochs by ~0.9 s at their
-  first step on a 2-core CPU). Keras's own NumPy adapter gathers every batch and trained the CNN
-  ~8 % slower there: a difference of pipelines, not of clocks.
-- `SteadyClock`: two stamps, each with the device finished: the end of the first epoch (tracing,
-  compiling, the pipeline's first pass) and the end of training. Everything between is the steady
-  state, epoch boundaries included. It stops at `on_train_end`, not when fit returns: after it,
-  fit tears its input pipeline down (0 to 3.6 s per call on a 2-core CPU, varying), not training.
-- `steady_rate`: one fit of the given epochs, as a notebook runs it, clocked by SteadyClock.
+Nothing of colabkit's own timing or pipelines is used: a notebook's headline samples/s is compared
+with `steady_rate` of the same model and work (benchmarks/agreement.py, `colabkit gpu-check`).
+`shuffled_batches` is the notebooks' pipeline written out (one iterator over repeated passes);
+`SteadyClock` stamps the end of the first epoch and `on_train_end`, each with the device finished
+(fit's pipeline tear-down after it is not training).
 """
 
 from __future__ import annotations

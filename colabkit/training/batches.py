@@ -1,18 +1,11 @@
 """Input pipelines in NumPy, for every Keras backend but TensorFlow: a JAX (or PyTorch) kernel never
-imports TensorFlow, so its batches come from `keras.utils.PyDataset`s over in-memory arrays.
+imports TensorFlow, so its batches come from `keras.utils.PyDataset`s over in-memory arrays (as fast
+as tf.data for the CNN on JAX here: docs/frameworks.md).
 
-Why not tf.data there: on a TPU runtime the only TensorFlow that could be loaded beside JAX is a
-TPU build fighting JAX for the chip (jax-ml/jax #29989, googlecolab/colabtools #4567), or a
-`tensorflow-cpu` install of its own; and measured on this project's 2-core CPU, the CNN on JAX fed
-from these NumPy batches ran as fast as fed from tf.data (docs/frameworks.md gives the figures).
-
-They keep tf.data's semantics (colabkit.training.setup.make_dataset): a pass over the data in
-batches of `batch_size`, reshuffled every pass from a seeded generator, the last partial batch kept
-(counted exactly by TrainingTimer) or dropped with `drop_remainder`. `endless()` repeats the passes
-without end, one iterator for all epochs, as colabkit.training.fit does with tf.data: Keras then
-never restarts the input between epochs, and every epoch still sees each sample once.
-Batches are built in the training thread (no worker threads: slicing arrays in memory costs far
-less than a training step, and on a 2-core host a worker thread would take a core from training).
+They keep tf.data's semantics (colabkit.training.setup.make_dataset): passes in batches of
+`batch_size`, reshuffled every pass from a seeded generator, the last partial batch kept or dropped
+with `drop_remainder`; `endless()` is one iterator for all epochs. Batches are built in the training
+thread: a worker thread would take a core from training on a 2-core host.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """What bounds a training run (its input pipeline, the host, or the device), measured after training
 by short extra passes over the same model and data, and a profile of a few steps on request.
 
-Three throughputs beside the run's own (`samples_per_s`, TrainingTimer's), each in samples/s:
-- `input_samples_per_s`: the run's input pipeline iterated alone, no model: the same passes fit drew
-  (repeated, one iterator), a first whole pass (or a few batches of an endless stream) left out, then
-  whole passes timed, every sample counted as it is.
-- the same steps fed from memory: fit at the run's steps_per_execution and steps per epoch (what an
-  epoch's start and end cost counts alike) on one of its batches repeated, with a TrainingTimer, the
-  batch-level callback the run had (Keras then waits for each execution's logs, as in the run): the run
-  without its input pipeline.
-- `device_samples_per_s`: the same compiled training step on that batch with no input and no per-step
-  host round trip: on TensorFlow fit with the whole epoch as one execution (a tf.while_loop inside one
-  tf.function, the batch fed by a dataset of that one batch, which the strategy puts on the device); on
-  JAX the same through Keras's multi-step loop (each step dispatched asynchronously from Python: a jitted
-  lax loop over the train step ran the CNN 4x slower on XLA's CPU backend, so it is not used). Keras on
-  PyTorch runs one step per call, so there the device pass keeps its per-step dispatch (said so).
-The device pass runs 3 epochs (the first traces and compiles, left out) of enough steps for about
-`target_s` each; the fed-from-memory pass the run's epochs, as many as make about 2 x `target_s`.
-The model's weights and optimizer state are restored afterwards: the passes
-change nothing the record reports. colabkit.training.shares turns the rates into the shares of a step
-(input wait, host, device) and `bound_by`.
+Three throughputs beside the run's own, in samples/s: the input pipeline alone
+(`input_samples_per_s`), the same steps fed from memory (one of the run's batches repeated), and the
+compiled step with no input and no per-step host round trip (`device_samples_per_s`: the whole epoch
+as one execution on TensorFlow, Keras's multi-step loop on JAX, per-step dispatch on PyTorch, said
+so). Compile passes are left out; the model's weights and optimizer state are restored afterwards.
+colabkit.training.shares turns the rates into shares and `bound_by`. See docs/bottlenecks.md.
 """
 
 from __future__ import annotations

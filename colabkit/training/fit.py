@@ -15,17 +15,12 @@ def one_pass_per_epoch(train_data: Any, steps_per_epoch: int | None,
                        steps_per_execution: int = 1) -> tuple[Any, int | None]:
     """(dataset, steps_per_epoch) that train on the same batches with one input iterator for all epochs.
 
-    Keras's fit makes a new iterator over a finite dataset at every epoch (and one more at the end of
-    each epoch, which the next discards): on a 2-core CPU, a CNN's epochs of 4,000 shuffled samples
-    from tf.data then stalled ~0.9 s at their first step in a third to a half of the epochs (a
-    pipeline restart, not training: ~14 % of the steady epochs' time). The same passes repeated, with
-    steps_per_epoch = the batches of one pass, keep one iterator and reshuffle each pass: every epoch
-    still sees each sample once, in the same batches (a partial last batch stays the last of its pass).
-    Done alike for a tf.data dataset (TensorFlow) and for colabkit's NumPy batches (`ArrayBatches`,
-    every other backend). Anything else is returned unchanged: another kind of data, steps_per_epoch
-    already given, an endless, empty or unknown-length dataset, or a pass whose batches
-    `steps_per_execution` does not divide (Keras runs whole executions, so the last one would run on
-    into the next pass; over the finite dataset it stops where the pass ends).
+    Keras's fit makes a new iterator over a finite dataset at every epoch, and on a 2-core CPU the
+    CNN's epochs then stalled ~0.9 s at their first step in a third to a half of the epochs. The same
+    passes repeated, steps_per_epoch = one pass's batches, keep one iterator and still show each sample
+    once per epoch. Done for tf.data and `ArrayBatches`; anything else is returned unchanged (other
+    data, steps_per_epoch given, an endless, empty or unknown-length dataset, or a pass that
+    `steps_per_execution` does not divide).
     """
     if steps_per_epoch is not None:
         return train_data, steps_per_epoch

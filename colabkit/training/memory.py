@@ -1,23 +1,12 @@
 """The memory a training run needs, estimated from an experiment's parameters before anything is
 built, so that a model far too large for its device is refused at once, with the estimate and the
-device's memory named, rather than started and killed minutes later by the allocator (or by the
-kernel's OOM killer, which may pick another process).
+device's memory named, rather than killed minutes later by the allocator or the OOM killer.
 
-The estimate (per model copy, i.e. per replica) counts:
-- weights: every variable, 4 bytes each (Keras keeps variables in float32, also under mixed precision);
-- gradients: one float32 value per trainable weight;
-- optimizer state: the optimizer's slots per trainable weight (Adam 2, RMSprop with momentum 2,
-  RMSprop 1, SGD 0), float32;
-- activations of one batch: the values each layer outputs per sample, kept for the backward pass,
-  at the compute dtype's bytes (2 under mixed precision), times the batch per replica.
-
-It is a lower bound: workspace of convolutions and matrix products, the gates an RNN keeps per time
-step, batch-norm and ReLU outputs beside the convolutions', casts under mixed precision, the input
-pipeline and the framework's own memory are not counted. A run is refused only when even this
-lower bound is above FIT_FRACTION of the device's memory, so no model that fits is ever refused.
-
-Keras-free: the sweep can call `memory_problem` while planning, the notebook `check_fits` (through
-`Run.check_memory`) right after it set up its device.
+Per replica: float32 weights, gradients and optimizer slots (Adam 2, RMSprop 1-2, SGD 0), and one
+batch of layer outputs at the compute dtype. It is a lower bound (workspaces, RNN gates, the input
+pipeline and the framework are not counted), so a run is refused only when even this is above
+FIT_FRACTION of the device's memory. Keras-free: the sweep calls `memory_problem` while planning,
+the notebook `check_fits` (through `Run.check_memory`) after its device set-up.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """A profile of a few steady training steps, on request (`profile_steps=N`), with the framework's own
 profiler, summarised into the record's `op_breakdown`.
 
-The steps profiled are the run's own: its model, its input pipeline (the same passes, one iterator),
-its steps_per_execution, fit's loop. One warm-up epoch of the same steps runs first (nothing is
-compiled or started inside the window), then the profiler records one epoch of N steps, stopped only
-after the device finished them. The trace goes beside the run's record, in TensorBoard's layout
-(<dir>/plugins/profile/<run>/<host>.xplane.pb on TensorFlow and JAX; a Chrome trace on PyTorch):
-`tensorboard --logdir <dir>` (with the profile plugin, `pip install xprof`) opens it.
-
-The summary uses the profiler's own converter, never a hand parse of its protobufs: xprof's
-`framework_op_stats` (the table TensorBoard's profile plugin shows) gives every operation's self time;
-on PyTorch, torch.profiler's own `key_averages()`. Where the trace has device rows (a GPU, a TPU) the
-device's time is broken down; on a CPU the device is the host's op threads, and their time is.
+The run's own model, pipeline and steps_per_execution; one warm-up epoch of the same steps first,
+then one epoch of N steps profiled, stopped after the device finished. The trace is in TensorBoard's
+layout beside the record (a Chrome trace on PyTorch). The summary uses the profiler's own converter
+(xprof's `framework_op_stats`; torch's `key_averages()`), never a hand parse. See docs/bottlenecks.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Where a training step's time goes, as plain arithmetic (no Keras): the shares of a step spent
-waiting on input, lost to the host and spent on the device, what bounds the run, the sentence a
-reader gets, and the operation categories a profile is summarised into.
+waiting on input, lost to the host and spent on the device, what bounds the run, and the sentence a
+reader gets. The report calls the same functions on records alone.
 
-The measurements behind these numbers are colabkit.training.breakdown's (three throughputs of one
-run) and colabkit.training.profile's (a trace of a few steps); the report reads the same functions
-from records alone, so a notebook's line and the report's sentence say the same thing.
-
-Per sample, with t = 1 / throughput:
-    t_run     the run as it trained (its input pipeline, Keras's loop, its callbacks)
-    t_memory  the same steps at the run's steps_per_execution on one batch repeated from memory
-    t_device  the same step on one batch already on the device, many steps per execution
+Per sample, with t = 1 / throughput of the run as trained (t_run), fed from memory (t_memory) and on
+the device alone (t_device), and t = max of the three:
     device share = t_device / t,  host share = (t_memory - t_device) / t,  input wait = (t_run - t_memory) / t
-where t = max(t_run, t_memory, t_device): the shares sum to 1. A pass that came out faster than the
-one it is part of (noise) gives its difference 0 rather than a negative share.
+A pass faster than the one it is part of (noise) gives a share of 0, not a negative one.
 """
 
 from __future__ import annotations

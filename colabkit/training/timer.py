@@ -1,18 +1,11 @@
 """TrainingTimer: a Keras callback that times epochs and steps with device work finished.
 
-It records the wall time of every epoch and every step (every execution when `steps_per_execution`
-> 1, divided by the steps it ran), keeps validation apart from training, and forces the device to
-finish before reading the clock where a figure ends: the end of training in an epoch, and the end
-of the epoch. It adds no synchronisation per step; Keras 3's fit on TensorFlow waits for each
-step's logs anyway, so a step's interval is from one step's logs reaching the host to the next's.
-The headline figures come from the synchronised epoch clocks only: the steady step time is a steady
-epoch's training time divided by its steps (it includes the epoch's share of starting the input
-pipeline); the per-step intervals are kept for their distribution. The first epoch (tracing, XLA
-or TPU compilation, input pipeline warm-up) is reported on its own. Of the steady epochs (the later
-ones), the epoch and step times are medians, the typical epoch, with their spread; the throughput
-(samples/s, and the per-sample time, its inverse) is every steady sample over the steady epochs'
-whole training time, which is what a clock around those epochs sees: on a shared host where some
-epochs run slower than others, a median epoch would miss the slow ones' cost.
+Every epoch and step (execution, divided by its steps) is timed, validation apart, and the device is
+forced to finish where a figure ends (the end of an epoch's training, and of the epoch); no
+synchronisation per step. Headlines come from the synchronised epoch clocks only: the first epoch
+(tracing, compiling, warm-up) on its own; of the steady epochs, median epoch and step times with their
+spread, and the throughput as every steady sample over the steady epochs' whole training time (what a
+clock around them sees: a median epoch would miss slow epochs' cost). See docs/methodology.md.
 """
 
 from __future__ import annotations
@@ -87,12 +80,10 @@ class TrainingTimer(keras.callbacks.Callback):
         target_accuracy: `time_to_accuracy_s` is the time from the start of fit to the end of the
             first epoch whose `monitor` value reached this; None disables it.
         monitor: the logged metric compared with `target_accuracy` (validation accuracy by default).
-        replicas: replicas training together (all workers' devices); throughput per replica, for
-            scaling efficiency (throughput with R replicas / (R x throughput with 1)), divides by it.
-        dataset_size: samples in one pass over the training data, when it is finite. Its batches are
-            all `global_batch_size` but the last of each pass, which holds the remainder (or is
-            dropped, with `drop_remainder`), so the samples an epoch saw are counted exactly rather
-            than as steps x batch. None: an endless stream of full batches (e.g. random windows).
+        replicas: replicas training together (all workers' devices); throughput per replica divides by it.
+        dataset_size: samples in one pass when finite: the last batch of a pass holds the remainder (or
+            is dropped, `drop_remainder`), so samples are counted exactly, not as steps x batch.
+            None: an endless stream of full batches.
         drop_remainder: whether the pipeline drops the partial last batch of a pass (TPU static shapes).
     """
 

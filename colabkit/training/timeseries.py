@@ -1,19 +1,10 @@
 """Sequence-to-sequence forecasting as in Hvass-Labs tutorial #23, lifted out of the notebook.
 
-The time-series notebook forecasts three weather targets `shift_steps` hours ahead from every hour
-of a long multivariate series. What it needs, each piece testable on its own:
-
-- `split_points`: train on the first 90 %, hold out the rest in time order (validation, then test);
-- `MinMaxScaler`: scaling to [0, 1] fitted on the training part only (inputs and targets apart);
-- `random_windows`: the tutorial's batch generator with fixed shapes (tf.data on TensorFlow, NumPy
-  elsewhere);
-- `WarmupMSE`: mean squared error that ignores the first `warmup_steps` of each sequence, where
-  the recurrent state has not yet seen enough of the series to forecast;
-- `tile_windows`: equal windows over a held-out part whose scored steps (after the warm-up) cover
-  it exactly once, as one batch that splits evenly over replicas;
-- `persistence_forecast`, `mean_absolute_errors`: the trivial forecast and the scores, in the
-  targets' physical units;
-- `Forecast`: all of them put together as the notebook uses them (its data, windows, scores, record).
+Forecasts three weather targets `shift_steps` hours ahead: `split_points` (train on the first 90 %,
+then validation and test in time order), `MinMaxScaler` (fitted on the training part only),
+`random_windows` (the tutorial's batch generator), `WarmupMSE` (ignores each sequence's first
+`warmup_steps`), `tile_windows` (held-out windows scoring each step once), `persistence_forecast`
+and `mean_absolute_errors` (in physical units), and `Forecast`, all of them as the notebook uses them.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from colabkit.errors import ParameterError
 from colabkit.training.breakdown import measure_breakdown
 from colabkit.training.energy import EnergyMeter
 from colabkit.training.estimate import FitEstimate
@@ -92,7 +93,7 @@ class Trainer:
         kind, sizes = self.device.kind, table.get(self.device.kind, {})
         auto = [name for name, value in values.items() if isinstance(value, str) and value == "auto"]
         for name in (name for name in auto if name not in sizes):
-            raise ValueError(f"{name}='auto' has no size for a {kind} device: give {name} a value")
+            raise ParameterError(f"{name}='auto' has no size for a {kind} device: give {name} a value")
         used = {name: sizes[name] if name in auto else value for name, value in values.items()}
         self.sizes = {"device_kind": kind, "sized_for": SIZED_FOR.get(kind, kind), "auto": auto, "asked": dict(values),
                       "used": used}
