@@ -83,6 +83,8 @@ def test_refresh_check_says_whether_the_set_is_current(tmp_path, capsys):
     assert colab_stack.main([str(freeze), "--root", str(tmp_path), "--check"]) == 1
     assert colab_stack.main([str(freeze), "--root", str(tmp_path)]) == 0
     assert colab_stack.main([str(freeze), "--root", str(tmp_path), "--check"]) == 0
+    assert colab_stack.main([str(tmp_path / ".." / freeze.parent.name / freeze.name), "--root", str(tmp_path),
+                             "--check"]) == 0  # the same list from elsewhere: only the source line differs
     assert (tmp_path / colab_stack.REQUIREMENTS).read_text() == "numpy==9.9.9\n"
     assert colab_stack.main([str(tmp_path / "missing.txt"), "--root", str(tmp_path)]) == 2
     assert "missing.txt" in capsys.readouterr().err

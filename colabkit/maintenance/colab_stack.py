@@ -69,6 +69,11 @@ def refresh(requirements: str, freeze: str, source: str) -> tuple[str, str]:
     return "\n".join(lines) + "\n", "\n".join(constraints) + "\n"
 
 
+def _pins_only(text: str) -> list[str]:
+    """The lines that matter to --check: all but where the list came from."""
+    return [line for line in text.splitlines() if not line.startswith(("# Source: ", "# Colab's pip freeze ("))]
+
+
 def _read(source: str) -> str:
     if re.match(r"https?://", source):
         with urllib.request.urlopen(source, timeout=60) as response:  # noqa: S310 (a URL the maintainer gives)
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"colab_stack: {error}", file=sys.stderr)
         return 2
     stale = [name for name, text in zip((REQUIREMENTS, CONSTRAINTS), new)
-             if not (root / name).exists() or (root / name).read_text() != text]
+             if not (root / name).exists() or _pins_only((root / name).read_text()) != _pins_only(text)]
     if args.check:
         print(f"colab_stack: {'out of date: ' + ', '.join(stale) if stale else 'up to date'}")
         return 1 if stale else 0
