@@ -53,6 +53,10 @@ def _sweep(args: argparse.Namespace) -> int:
     # run and the real run alike.
     options = SweepOptions(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SweepOptions)
                               if hasattr(args, field.name)})
+    if args.colab:  # each accelerator's combinations in a Colab session of its own (colabkit.sweep.colab)
+        from colabkit.sweep.colab import colab_sweep
+
+        return colab_sweep(args, out, options)
     runs = plan(args.grids, args.preset, args.device, parse_overrides(args.param), out, args.repeats,
                 kernels=args.kernels, html=args.html)
     if args.dry_run:
@@ -321,11 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --cluster: every worker sees --out at the same path and writes there "
                             "(--no-shared-out: results always come back to this machine; default: each task "
                             "writes there when it sees the folder)")
+    sweep.add_argument("--colab", metavar="ACCELERATORS",
+                       help="run each accelerator's combinations in a Colab session of its own, side by side, "
+                            "through the Colab CLI (T4,L4,A100,H100,G4,v5e1,v6e1; docs/colab.md); results in OUT/colab-X")
+    sweep.add_argument("--colab-timeout", type=seconds, metavar="SECONDS",
+                       help="with --colab: stop a session after this long; its unfinished combinations fail")
     sweep.add_argument("--repeats", type=positive_int, metavar="R",
                        help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
                             "the grid's `repeats:`, else 1); see docs/statistics.md")
     sweep.add_argument("--target-ci", type=share, metavar="PCT",
-                       help="add rounds until each headline's 95 %% interval is within +/- PCT of its median (3%%)")
+                       help="add rounds until each headline's interval is within +/- PCT of its median (3%%)")
     sweep.add_argument("--max-repeats", type=positive_int, metavar="N",
                        help="with --target-ci: at most N runs of a combination (default 10)")
     sweep.add_argument("--wait-quiet", dest="wait_quiet_s", type=seconds, metavar="SECONDS",
@@ -343,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "they are still listed")
     report.set_defaults(handler=_report)
     compare = verbs.add_parser("compare", help="two results folders side by side: per combination, the headline's "
-                                               "ratio with its 95%% interval and a verdict (docs/statistics.md)",
+                                               "ratio with its interval (and the level it reaches) and a verdict (docs/statistics.md)",
                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_argument("baseline", metavar="BASELINE", help="results folder to compare against (before)")
     compare.add_argument("candidate", metavar="CANDIDATE", help="results folder to compare (after)")

@@ -8,10 +8,11 @@ sizes used, the other parameters), the device's model apart: two sides on differ
 are paired, and every output names the models. `by` names what is left out of the pairing, to compare
 across one axis: `--by device` leaves out the device (its kind, replicas, workers and model), so a
 CPU run at a global batch of 256 pairs with 128 per replica on 2 replicas, never with 256 per replica
-on 2. Per pair, on its experiment's declared headline: each side's number of runs, median and 95 %
-interval, the ratio candidate / baseline with its interval (both sides' runs resampled) and the
+on 2. Per pair, on its experiment's declared headline: each side's number of runs, median and
+interval (with the level it reaches), the ratio candidate / baseline with its interval and the
 verdict, read in the headline's direction (colabkit.statistics: faster, slower, no difference
-resolved, too few runs). Nothing is left out without a word: the files set aside as not readable
+resolved, too few runs). An inference run's headline is its single-stream p90 latency
+(colabkit.experiments.inference); `mode` keeps inference and training runs apart. Nothing is left out without a word: the files set aside as not readable
 records and the combinations found on one side only are named.
 
 `exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as
@@ -34,14 +35,15 @@ from typing import Any
 
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
+from colabkit.experiments.inference import headline_for
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
 from colabkit.records.merging import RunGroup
-from colabkit.statistics import TOLERANCE, Comparison, Verdict, compare, finite
+from colabkit.statistics import TOLERANCE, Comparison, Interval, Verdict, compare, finite, percent, verdict_text
 from colabkit.sweep.console import text_table
 
-HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "baseline median", "baseline 95% CI",
-          "candidate n", "candidate median", "candidate 95% CI", "candidate / baseline", "ratio 95% CI", "change",
+HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "baseline median", "baseline interval",
+          "candidate n", "candidate median", "candidate interval", "candidate / baseline", "ratio interval", "change",
           "verdict")
 
 
@@ -106,7 +108,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
         if experiment is None:
             skipped.add(group.notebook)
             continue
-        metric = experiment.headline.metric
+        metric = headline_for(experiment, group.params).metric
         values = finite(loaded.records[path]["metrics"].get(metric) for path in counted)
         key = work_key(group.work, ("device_model", *by))
         if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
@@ -144,7 +146,7 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
         if key not in after.runs:
             continue
         theirs, other_values = after.runs[key]
-        headline = find(ours.notebook).headline  # type: ignore[union-attr]  # read_side kept declared ones only
+        headline = headline_for(find(ours.notebook), ours.params)  # read_side kept declared ones only
         across = _differs(ours.params, theirs.params, by)
         rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
                         headline.higher_is_better, compare(values, other_values, headline.higher_is_better, tolerance),
@@ -176,8 +178,11 @@ def _number(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
 
-def _interval(low: float | None, high: float | None) -> str:
-    return "no interval" if low is None or high is None else f"[{_number(low)}, {_number(high)}]"
+def _interval(interval: Interval) -> str:
+    """'[1.02, 1.31] 75 %': the interval and the level it reaches (its runs are in the n columns)."""
+    if not interval.resolved:
+        return "no interval"
+    return f"[{_number(interval.low)}, {_number(interval.high)}] {percent(interval.confidence)}"
 
 
 def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
@@ -187,9 +192,9 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
         base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
         change = row.comparison.change
         lines.append((row.notebook, row.description, row.models, row.measure, str(base.n), _number(base.estimate),
-                      _interval(base.low, base.high), str(cand.n), _number(cand.estimate),
-                      _interval(cand.low, cand.high), _number(ratio.estimate), _interval(ratio.low, ratio.high),
-                      "-" if change is None else f"{100 * change:+.1f} %", row.comparison.verdict.value))
+                      _interval(base), str(cand.n), _number(cand.estimate), _interval(cand), _number(ratio.estimate),
+                      _interval(ratio), "-" if change is None else f"{100 * change:+.1f} %",
+                      verdict_text(row.comparison.verdict, ratio)))
     return lines
 
 
@@ -199,7 +204,8 @@ def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float
     the `notes` (what the table leaves out or cannot show) as a list."""
     cells = table_rows(rows)
     text = [f"# {candidate} against {baseline}", "",
-            "Per combination, on its experiment's headline: each side's runs, median and 95 % bootstrap interval, "
+            "Per combination, on its experiment's headline: each side's runs, median and interval with the level it "
+            "reaches (75 % at 3 runs, 95 % or more from 6; docs/statistics.md), "
             "the ratio candidate / baseline with its interval, and the verdict (faster or slower only where the "
             f"interval lies beyond +/- {100 * tolerance:g} %).", "",
             "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
@@ -213,15 +219,19 @@ def to_csv(rows: list[Row]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["notebook", "combination", "baseline_device_model", "candidate_device_model", "measure",
-                     "baseline_n", "baseline_median", "baseline_ci_low", "baseline_ci_high", "candidate_n",
-                     "candidate_median", "candidate_ci_low", "candidate_ci_high", "ratio", "ratio_ci_low",
-                     "ratio_ci_high", "verdict"])
+                     "baseline_n", "baseline_median", "baseline_ci_low", "baseline_ci_high", "baseline_ci_level",
+                     "candidate_n", "candidate_median", "candidate_ci_low", "candidate_ci_high", "candidate_ci_level",
+                     "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_ci_level", "verdict"])
     for row in rows:
         base, cand, ratio = row.comparison.baseline, row.comparison.candidate, row.comparison.ratio
         writer.writerow([row.notebook, row.description, row.baseline_model, row.candidate_model, row.measure, base.n,
-                         base.estimate, base.low, base.high, cand.n, cand.estimate, cand.low, cand.high,
-                         ratio.estimate, ratio.low, ratio.high, row.comparison.verdict.value])
+                         base.estimate, base.low, base.high, _level(base), cand.n, cand.estimate, cand.low, cand.high,
+                         _level(cand), ratio.estimate, ratio.low, ratio.high, _level(ratio), row.comparison.verdict.value])
     return buffer.getvalue()
+
+
+def _level(interval: Interval) -> float | None:
+    return interval.confidence if interval.resolved else None
 
 
 def regressions(rows: list[Row], fail_above: float) -> list[Row]:

@@ -31,11 +31,13 @@ def _figure_text(value: float) -> str:
 
 
 def draw_roofline(ax: Any, points: Iterable[tuple[float, float, str, str | None]], peak_tflops: float | None,
-                  bandwidth_gb_s: float | None, roof_label: str = "roofline", span: Iterable[float] = ()) -> None:
+                  bandwidth_gb_s: float | None, roof_label: str = "roofline", span: Iterable[float] = (),
+                  achievable_tflops: float | None = None) -> None:
     """Log-log roofline on `ax`: each point (intensity FLOP/byte, achieved TFLOPS, label, colour) as a
     marker, and the roof min(peak, intensity x bandwidth) (colabkit.training.roofline) as a line where
     both figures are known, drawn over the points' intensities, `span`'s and the ridge point, with a
-    margin of 4x; a flat line at the peak where only the peak is known."""
+    margin of 4x; a flat line at the peak where only the peak is known. `achievable_tflops` (a matmul
+    scan's best, colabkit.device.achievable) adds a second, dashed ceiling under the same bandwidth."""
     import numpy as np
 
     from colabkit.training.roofline import attainable_tflops, known, ridge
@@ -51,6 +53,9 @@ def draw_roofline(ax: Any, points: Iterable[tuple[float, float, str, str | None]
                 linewidth=1.5, label=f"{roof_label}: {_figure_text(peak_tflops)} TFLOPS, "
                                      f"{_figure_text(bandwidth_gb_s)} GB/s")
         ax.axvline(meet, color="#999999", linestyle=":", linewidth=1)
+        if known(achievable_tflops):
+            ax.plot(grid, [attainable_tflops(x, achievable_tflops, bandwidth_gb_s) for x in grid], color="#444444",
+                    linewidth=1.2, linestyle="--", label=f"achievable (matmul scan): {_figure_text(achievable_tflops)} TFLOPS")
     elif known(peak_tflops):
         ax.axhline(peak_tflops, color="#444444", linewidth=1.5, label=f"peak {_figure_text(peak_tflops)} TFLOPS")
     ax.set_xscale("log")

@@ -6,23 +6,24 @@ its process, its memory layout and the state of its host, so they are not indepe
 another run would measure (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013).
 A headline's uncertainty is therefore taken over runs:
 
-* `median_ci(samples)`: the median of the runs and a 95 % percentile-bootstrap interval of it
-  (BOOTSTRAP_RESAMPLES resamples drawn with replacement, a fixed seed so that a report rebuilt from
-  the same records prints the same interval). Computed in NumPy: ten lines, no new dependency, and
-  the percentile method is the one that suits a median (SciPy's default BCa needs a jackknife, which
-  is degenerate for a median); tests/test_statistics.py checks it against scipy.stats.bootstrap.
-* `ratio_ci(numerator, denominator)`: the ratio of the two medians and a percentile-bootstrap
-  interval of it, each side resampled independently (the runs of two configurations are not paired).
-  Runs that are paired (a figure and its baseline measured in the same run) give one ratio per run:
-  take `median_ci` of those ratios instead.
+* `median_ci(samples)`: the median of the runs and a distribution-free interval of it between two of
+  the runs' order statistics (the k-th smallest and the k-th largest, k the deepest that keeps 95 %;
+  its level 1 - 2 P(B <= k - 1), B ~ Binomial(n, 1/2), is exact for any continuous measure).
+* `ratio_ci(numerator, denominator)`: the ratio of the two medians and the Hodges-Lehmann interval of
+  the shift between the logarithms of the two sides' runs (unpaired; the Mann-Whitney distribution
+  gives its exact level where the two sides scatter alike, by a factor). Runs that are paired (a
+  figure and its baseline measured in the same run) give one ratio per run: take `median_ci` of those.
 * `verdict(interval)`: faster or slower when the whole interval lies beyond the tolerance band
   [1 / (1 + TOLERANCE), 1 + TOLERANCE] (criterion.rs's noise threshold); "no difference resolved"
   when it includes 1 or does not leave the band; "too few runs" when there is no interval.
+  `verdict_text` says it with the interval's level and runs: "faster (75 %, n = 3)".
 
-Too few runs: below MIN_RUNS (3) there is no interval at all. Between 3 and 5 runs there is one, but
-no interval can promise 95 %: whatever the method, an interval inside the runs' range covers the true
-median with probability at most 1 - 2^(1-n) (75 % at n = 3, 87.5 % at 4, 93.75 % at 5), and the
-percentile bootstrap's interval there is the range itself; `Interval.note` says so.
+No resampling: the same runs always give the same interval. Every Interval carries the level it
+really reaches (`confidence`, printed by `label`: "75 %, n = 3"). Below MIN_RUNS (3) runs there is no
+interval; from 3 to 5 runs a median's interval is the runs' range, which covers the true median with
+probability 1 - 2^(1-n) (75 % at n = 3, 87.5 % at 4, 93.75 % at 5) and no interval inside the range can
+do better; from 6 runs on (4 a side for a ratio) it reaches 95 %. tests/test_interval_coverage.py
+checks every stated level by simulation (docs/statistics.md gives the figures).
 """
 
 from __future__ import annotations
@@ -31,16 +32,15 @@ import math
 import statistics as _pystats
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 CONFIDENCE = 0.95
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 2013  # fixed: the same records give the same interval in every report
 MIN_RUNS = 3  # fewer runs than this: no interval
-EXACT_95_RUNS = 6  # from this many runs on, the runs' range covers the median with >= 95 % (1 - 2^(1-n))
+EXACT_95_RUNS = 6  # from this many runs on, a median's interval reaches 95 % (the range of n runs: 1 - 2^(1-n))
 TOLERANCE = 0.02  # a ratio whose interval stays within [1/1.02, 1.02] is no difference worth a word
 
 
@@ -92,20 +92,11 @@ def cv(values: Iterable[Any]) -> float | None:
     return _pystats.stdev(numbers) / abs(mean) if mean else None
 
 
-def range_coverage(n: int) -> float:
-    """The probability that the range [min, max] of n independent runs covers the true median:
-    1 - 2^(1-n), whatever the distribution. No interval inside the range can do better."""
-    return 1.0 - 2.0 ** (1 - n) if n >= 1 else 0.0
-
-
-def small_sample_note(n: int) -> str:
-    """What an interval from `n` runs can promise, in words ('' when it can promise 95 %)."""
-    if n < MIN_RUNS:
-        return f"n = {n}: too few runs for an interval (it takes {MIN_RUNS} or more)"
-    if n < EXACT_95_RUNS:
-        return (f"n = {n}: the interval is about the runs' range, which covers the true median with probability "
-                f"{100 * range_coverage(n):.4g} %, not 95 % ({EXACT_95_RUNS} runs are needed for that)")
-    return ""
+def percent(level: float) -> str:
+    """An interval's level for print: '75 %', '93.75 %', '96.9 %' (at most 3 significant digits, kept
+    below the truth: 0.9785 is '97.8 %', never '97.9 %')."""
+    value = math.floor(1000 * level + 1e-9) / 10 if level < 0.99 else math.floor(10000 * level + 1e-9) / 100
+    return f"{value:g} %"
 
 
 @dataclass(frozen=True)
@@ -113,7 +104,9 @@ class Interval:
     """An estimate (a median, or a ratio of medians) with its confidence interval.
 
     `low` and `high` are None when there were too few runs (`note` says so); `n` is the number of runs
-    behind it (for a ratio, those of the side with fewer); `note` states any limitation of coverage."""
+    behind it (for a ratio, those of the side with fewer); `confidence` the level the interval reaches
+    (exactly, for runs of a continuous measure), which is below the level asked for where the runs are
+    too few for it, and `note` then says so."""
 
     estimate: float | None
     low: float | None
@@ -134,17 +127,11 @@ class Interval:
             return None
         return (float(self.high) - float(self.low)) / 2 / abs(float(self.estimate))  # type: ignore[arg-type]
 
-
-def _bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """The medians of `resamples` resamples of `values`, each drawn with replacement."""
-    picks = rng.integers(0, len(values), size=(resamples, len(values)))
-    return np.median(values[picks], axis=1)
-
-
-def _bounds(draws: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
+    @property
+    def label(self) -> str:
+        """The level it reaches and the runs behind it, as every table and sentence states them:
+        '75 %, n = 3'; 'no interval, n = 2' without one."""
+        return f"{percent(self.confidence)}, n = {self.n}" if self.resolved else f"no interval, n = {self.n}"
 
 
 def _check_confidence(confidence: float) -> None:
@@ -152,31 +139,71 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must lie between 0 and 1, got {confidence}")
 
 
-def median_ci(samples: Iterable[Any], confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
-              seed: int = BOOTSTRAP_SEED) -> Interval:
-    """The median of the finite `samples` (one per run) and its percentile-bootstrap interval.
+def _median_counts(n: int) -> list[int]:
+    """How many of the 2^n sign patterns put exactly j runs below the true median, for j = 0..n (binomial)."""
+    return [math.comb(n, j) for j in range(n + 1)]
 
-    No interval (low = high = None) with fewer than MIN_RUNS samples; the note says what an interval
-    from fewer than EXACT_95_RUNS samples can promise. The same samples always give the same interval."""
+
+@lru_cache(maxsize=256)
+def _rank_sum_counts(n: int, m: int) -> tuple[float, ...]:
+    """The null distribution of the Mann-Whitney U of samples of n and m: how many of the C(n + m, n)
+    orderings give U = 0, 1, ..., n m (the Gaussian binomial coefficient's coefficients)."""
+    counts = np.zeros(n * m + 1)
+    counts[0] = 1.0
+    for i in range(1, n + 1):  # times (1 - q^(m+i)) / (1 - q^i)
+        counts[m + i:] -= counts[:-(m + i)].copy() if m + i <= n * m else 0
+        for start in range(i):
+            counts[start::i] = np.cumsum(counts[start::i])
+    return tuple(float(c) for c in counts)
+
+
+def _depth(tail_counts: Iterable[float], total: float, confidence: float) -> tuple[int, float]:
+    """The deepest k (>= 1) whose interval from the k-th smallest to the k-th largest order statistic
+    keeps at least `confidence`, and its exact level 1 - 2 P(statistic <= k - 1); k = 1 (the extremes)
+    with its own, lower, level when even that does not reach `confidence`."""
+    tail, best = 0.0, (1, 0.0)
+    for k, count in enumerate(tail_counts, start=1):
+        tail += count
+        level = 1 - 2 * tail / total
+        if level < confidence and k > 1:
+            break
+        best = (k, level)
+    return best
+
+
+def level_note(n: int, level: float, confidence: float = CONFIDENCE) -> str:
+    """What an interval from `n` runs promises, in words ('' when it reaches `confidence`)."""
+    if n < MIN_RUNS:
+        return f"n = {n}: too few runs for an interval (it takes {MIN_RUNS} or more)"
+    if level < confidence - 1e-9:
+        return f"n = {n}: a {percent(level)} interval, not {percent(confidence)}: too few runs to reach it"
+    return ""
+
+
+def median_ci(samples: Iterable[Any], confidence: float = CONFIDENCE) -> Interval:
+    """The median of the finite `samples` (one per run) and its distribution-free interval: from the
+    k-th smallest to the k-th largest run, k the deepest whose exact level 1 - 2 P(B <= k - 1), B ~
+    Binomial(n, 1/2), reaches `confidence`; with too few runs for that, the runs' range at the level
+    it does reach (75 % at n = 3), stated in `confidence` and `note`. No interval below MIN_RUNS."""
     _check_confidence(confidence)
-    values = np.asarray(finite(samples), dtype=float)
+    values = np.sort(np.asarray(finite(samples), dtype=float))
     n = len(values)
     if n == 0:
-        return Interval(None, None, None, 0, confidence, small_sample_note(0))
+        return Interval(None, None, None, 0, confidence, level_note(0, 0.0, confidence))
     median = float(np.median(values))
     if n < MIN_RUNS:
-        return Interval(median, None, None, n, confidence, small_sample_note(n))
-    draws = _bootstrap_medians(values, resamples, np.random.default_rng(seed))
-    low, high = _bounds(draws, confidence)
-    return Interval(median, low, high, n, confidence, small_sample_note(n))
+        return Interval(median, None, None, n, confidence, level_note(n, 0.0, confidence))
+    k, level = _depth(_median_counts(n), 2.0 ** n, confidence)
+    return Interval(median, float(values[k - 1]), float(values[n - k]), n, level, level_note(n, level, confidence))
 
 
-def ratio_ci(numerator: Iterable[Any], denominator: Iterable[Any], confidence: float = CONFIDENCE,
-             resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Interval:
-    """median(numerator) / median(denominator) and its percentile-bootstrap interval, the two sides
-    resampled independently (unpaired runs). No interval when either side has fewer than MIN_RUNS
-    finite samples, or a denominator resample's median is 0; the estimate is None without samples on
-    both sides."""
+def ratio_ci(numerator: Iterable[Any], denominator: Iterable[Any], confidence: float = CONFIDENCE) -> Interval:
+    """median(numerator) / median(denominator) and a distribution-free interval of it, the runs of the
+    two sides unpaired: the Hodges-Lehmann interval of the shift of the logarithms (from the k-th
+    smallest to the k-th largest of the n m log-ratios of a run of each side, k from the Mann-Whitney
+    distribution), exact when the two sides' runs scatter alike around their medians, by a factor.
+    Its level is the one it reaches (90 % at 3 runs a side), stated in `confidence`. No interval when
+    either side has fewer than MIN_RUNS finite samples or a value that is not positive."""
     _check_confidence(confidence)
     top, bottom = (np.asarray(finite(values), dtype=float) for values in (numerator, denominator))
     n = min(len(top), len(bottom))
@@ -184,14 +211,14 @@ def ratio_ci(numerator: Iterable[Any], denominator: Iterable[Any], confidence: f
         return Interval(None, None, None, n, confidence, "no runs on one side" if not n else "a median of 0")
     estimate = float(np.median(top)) / float(np.median(bottom))
     if n < MIN_RUNS:
-        return Interval(estimate, None, None, n, confidence, small_sample_note(n))
-    rng = np.random.default_rng(seed)
-    top_draws = _bootstrap_medians(top, resamples, rng)
-    bottom_draws = _bootstrap_medians(bottom, resamples, rng)
-    if np.any(bottom_draws == 0):
-        return Interval(estimate, None, None, n, confidence, "a resampled median of 0: no interval")
-    low, high = _bounds(top_draws / bottom_draws, confidence)
-    return Interval(estimate, low, high, n, confidence, small_sample_note(n))
+        return Interval(estimate, None, None, n, confidence, level_note(n, 0.0, confidence))
+    if (top <= 0).any() or (bottom <= 0).any():
+        return Interval(estimate, None, None, n, confidence, "a value of 0 or below: no interval of a ratio")
+    ratios = np.sort(np.divide.outer(top, bottom).ravel())  # in the order of their logarithms
+    k, level = _depth(_rank_sum_counts(len(top), len(bottom)), float(math.comb(len(top) + len(bottom), len(top))),
+                      confidence)
+    low, high = float(ratios[k - 1]), float(ratios[-k])
+    return Interval(estimate, min(low, estimate), max(high, estimate), n, level, level_note(n, level, confidence))
 
 
 def speedup_ci(samples: Iterable[Any], baseline: Iterable[Any], higher_is_better: bool,
@@ -216,6 +243,16 @@ class Verdict(StrEnum):
     def resolved(self) -> bool:
         """Whether the comparison found a difference."""
         return self in (Verdict.FASTER, Verdict.SLOWER, Verdict.BETTER, Verdict.WORSE)
+
+
+def verdict_text(judged: Verdict, ratio: Interval) -> str:
+    """A verdict with the level and runs of the interval it rests on: 'faster (75 %, n = 3)'."""
+    return judged.value if judged == Verdict.TOO_FEW_RUNS else f"{judged.value} ({ratio.label})"
+
+
+def verdict_word(text: Any) -> Any:
+    """The verdict of a verdict_text ('faster' of 'faster (75 %, n = 3)'); anything else as it is."""
+    return text.split(" (")[0] if isinstance(text, str) else text
 
 
 def verdict(ratio: Interval, higher_is_better: bool = True, tolerance: float = TOLERANCE,

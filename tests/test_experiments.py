@@ -76,7 +76,8 @@ def test_declared_vocabularies_are_the_ones_the_training_code_accepts():
 def test_a_misspelt_parameter_is_named_with_the_closest_declared_ones():
     experiment = get("cnn_mnist")
     assert check_values(experiment, {"batchsize": 512}) == [
-        "batchsize: cnn_mnist declares no such parameter (did you mean batch_size or batch_size_is?)"]
+        "batchsize: cnn_mnist declares no such parameter (did you mean batch_size or batch_size_is or "
+        "offline_batch_sizes?)"]
     assert "it has: device, backend," in check_values(experiment, {"zzz": 1})[0]  # nothing close: every name
 
 
@@ -269,7 +270,8 @@ def test_a_misspelt_parameter_passed_to_papermill_stops_the_notebook_in_its_firs
                                    parameters={"batchsize": 512, "results_path": str(tmp_path / "r.json")},
                                    progress_bar=False, cwd=str(REPO))
     assert info.value.ename == "ParameterError"
-    assert info.value.evalue == "batchsize: cnn_mnist declares no such parameter (did you mean batch_size or batch_size_is?)"
+    assert info.value.evalue == ("batchsize: cnn_mnist declares no such parameter (did you mean batch_size or "
+                                 "batch_size_is or offline_batch_sizes?)")
     assert "colabkit.start_run(" in info.value.source and not (tmp_path / "r.json").exists()
 
 

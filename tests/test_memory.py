@@ -31,7 +31,7 @@ def notebook_builders() -> dict:
 
     cells = json.loads((NOTEBOOKS / "paradnn.ipynb").read_text())["cells"]
     source = next("".join(cell["source"]) for cell in cells if "def build_fc(" in "".join(cell["source"]))
-    functions = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)]
+    functions = [node for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     namespace = {"keras": keras}
     exec(compile(ast.Module(body=functions, type_ignores=[]), "paradnn.ipynb", "exec"), namespace)  # noqa: S102
     return namespace
@@ -44,6 +44,7 @@ def notebook_builders() -> dict:
     {"family": "rnn", "layers": 2, "cell": "lstm", "hidden": 12, "length": 5, "vocab": 50},
     {"family": "rnn", "layers": 1, "cell": "gru", "hidden": 12, "length": 5, "vocab": 50},
     {"family": "rnn", "layers": 3, "cell": "rnn", "hidden": 12, "length": 5, "vocab": 50},
+    {"family": "transformer", "layers": 2, "width": 24, "heads": 3, "length": 10, "vocab": 50, "mlp_ratio": 2},
 ])
 def test_the_estimate_counts_the_weights_of_the_model_the_notebook_builds(knobs):
     import keras
@@ -195,3 +196,24 @@ def test_a_refused_model_needs_a_look_exit_1_an_absent_device_does_not(tmp_path,
     absent = tmp_path / "absent.yaml"
     absent.write_text(big.read_text().replace("[cpu]", "[tpu]"), encoding="utf-8")
     assert main(["sweep", str(absent), "--out", str(tmp_path / "out2"), "--no-progress"]) == 0
+
+
+def test_the_transformer_preset_spans_small_to_what_a_t4_and_a_v5e_hold():
+    from helpers import REPO
+
+    from colabkit.sweep.plan import plan
+
+    memory = {"gpu": 15 * GIB, "tpu": 16 * GIB}  # a Colab T4; a TPU v5e chip's HBM
+    estimates = {}
+    for combination in plan([REPO / "parameters" / "paradnn.yaml"], "transformer"):
+        params = combination.params
+        assert params["family"] == "transformer" and params["mixed_precision"] != "none"
+        assert memory_problem(PARADNN, params, memory[combination.device]) is None
+        estimates.setdefault(combination.device, []).append(paradnn_memory({**PARADNN.defaults, **params}).total_bytes)
+    for sizes in estimates.values():
+        # from a few hundred MiB to about half the device: the estimate is a lower bound, so room is left
+        assert sizes == sorted(sizes) and sizes[0] < GIB and 6 * GIB < sizes[-1] < 8 * GIB
+    too_big = {"family": "transformer", "layers": 24, "width": 1024, "heads": 16, "length": 1024, "vocab": 32768,
+               "batch_size": 16, "mixed_precision": "mixed_float16"}
+    problem = memory_problem(PARADNN, too_big, 15 * GIB, where="the GPU")
+    assert problem and "paradnn transformer layers=24 width=1024" in problem and "refused" in problem

@@ -123,3 +123,51 @@ def test_cnn_smoke(kernel, tmp_path):
     # the last group's bottleneck ends with 4 x 8F channels: the Dense head reads 128 features
     head = layers[-1]
     assert head["class"] == "Dense" and head["forward_per_sample"] == 2 * 4 * 8 * 4 * 16 + 16
+
+
+# Transformer smoke model: 2 blocks, width 64, 4 heads of 16, 32 tokens, vocabulary 256, MLP 4 x 64. PaLM's N (every
+# weight but the embeddings): per block 2 layer norms (2 x 128) + Q, K, V, output (4 x (64*64 + 64)) + MLP
+# (64*256 + 256) + (256*64 + 64); a final layer norm (128) and the head (64*256 + 256).
+TRANSFORMER = dict(family="transformer", layers=2, width=64, heads=4, length=32, vocab=256, mlp_ratio=4)
+TRANSFORMER_N = 2 * (256 + 4 * (64 * 64 + 64) + (64 * 256 + 256) + (256 * 64 + 64)) + 128 + (64 * 256 + 256)  # 116,736
+# 6N + 12 L H Q T per token for training, x 32 tokens per sequence; forward a third
+TRANSFORMER_TRAIN = 32 * (6 * TRANSFORMER_N + 12 * 2 * 4 * 16 * 32)  # 23,986,176
+
+
+def check_transformer(record, backend):
+    metrics = record["metrics"]
+    check_record(record, forward=TRANSFORMER_TRAIN / 3)
+    assert metrics["model_flops_train_per_sample"] == TRANSFORMER_TRAIN
+    assert "PaLM" in metrics["flop_convention"] and record["device"]["backend"] == backend
+    # the compiler's own count beside the formula, within the band (or the record says why)
+    ratio = metrics["compiler_flops_ratio"]
+    assert 0.8 <= ratio <= 1.25 and metrics["compiler_flops_note"] is None, metrics["compiler_flops_note"]
+    assert metrics["compiler_dot_flops_ratio"] == pytest.approx(0.98, abs=0.02)  # dots: N's biases and norms aside
+    if backend == "jax":  # XLA's cost analysis counts every op: a little above the dots
+        assert metrics["compiler_flops_train_per_sample"] > metrics["compiler_dot_flops_train_per_sample"]
+    # MFU against the datasheet and against the achievable peak of the matmul scan, which the record keeps
+    scan = record["achievable_peak"]
+    assert scan["backend"] == backend and scan["per_precision"]["float32"]["tflops"] == max(
+        row["tflops"] for row in scan["scanned"] if row["precision"] == "float32")
+    assert metrics["achievable_tflops"] == scan["per_precision"]["float32"]["tflops"]
+    assert metrics["achievable_shape"] == scan["per_precision"]["float32"]["shape"]
+    assert metrics["mfu_achievable"] == pytest.approx(metrics["model_tflops"] / metrics["achievable_tflops"])
+    if metrics["peak_tflops"] is not None:
+        assert metrics["achievable_over_datasheet"] == pytest.approx(metrics["achievable_tflops"] / metrics["peak_tflops"])
+        assert (metrics["achievable_note"] is not None) == (metrics["achievable_over_datasheet"] > 1)
+    print(f"{backend}: compiler/model {ratio:.4f}, dots {metrics['compiler_dot_flops_ratio']:.4f}, achievable "
+          f"{metrics['achievable_tflops']:.4f} TFLOPS at {metrics['achievable_shape']} = "
+          f"{metrics['achievable_over_datasheet']} of the datasheet's {metrics['peak_tflops']}")
+
+
+def test_transformer_smoke(kernel, tmp_path):
+    record = run_family(kernel, tmp_path, **TRANSFORMER)
+    check_transformer(record, "tensorflow")
+    assert record["data"]["shape"] == {"inputs": [16, 32], "labels": [16, 32]}
+
+
+def test_transformer_smoke_on_jax(tmp_path):
+    from helpers import execute_notebook
+
+    _, path = execute_notebook("paradnn", tmp_path, **SMOKE, **TRANSFORMER, backend="jax")
+    check_transformer(read_record(path), "jax")

@@ -138,3 +138,31 @@ def test_repeats_run_without_the_bottleneck_passes_leave_the_first_runs_breakdow
     assert row["runs"] == 1 and [row[name] for name in SHARES] == pytest.approx(list(fx.BREAKDOWN["cpu"][:3]))
     section = report.cnn_section(data)
     assert "cnn_op_breakdown" in section.figures and "breakdown=" not in section.table("cnn_breakdown").to_string()
+
+
+def test_a_share_whose_interval_over_runs_reaches_0_is_not_resolved_and_names_no_bound(tmp_path: Path):
+    # the smoke's CNN on in-memory data: input wait 0 %, 27 %, 4 % over its runs is most likely noise
+    runs = [((0.0, 0.2, 0.8), "compute"), ((0.5, 0.1, 0.4), "input"), ((0.45, 0.15, 0.4), "input")]
+    for repeat, (shares, bound) in enumerate(runs, start=1):
+        fx.write(tmp_path, cnn_run(shares, bound, None, f"2026-01-0{repeat}T00:00:00+00:00"),
+                 "batch_size-256" if repeat == 1 else f"batch_size-256_repeat-{repeat}")
+    data = report.load_report_data([tmp_path])
+    (row,) = breakdown_table(data, "cnn_mnist").to_dict("records")
+    assert row["input_wait_share_low"] == 0.0 and not row["input_wait_share_resolved"]
+    assert row["host_share_resolved"] and row["share_level"] == "75 %, n = 3"
+    assert row["input_wait_share"] > row["host_share"] and row["bound_by"] == "not resolved"
+    section = report.cnn_section(data)
+    printed = section.table("cnn_breakdown").iloc[0]
+    assert "input wait 0-50 % not resolved" in printed["shares' intervals"] and "(75 %, n = 3)" in printed["shares' intervals"]
+    assert "Not resolved from 0 over its runs: input wait" in section.figure("cnn_where_time_goes").caption
+
+
+def test_runs_whose_steady_part_is_too_short_for_a_stable_figure_are_named():
+    import pandas as pd
+
+    from colabkit.report.common import MIN_STEADY_S, too_short
+
+    runs = pd.DataFrame({"metrics.steady_seconds": [0.5, 1.5, 2 * MIN_STEADY_S, None]})
+    warning = too_short(runs)
+    assert warning.startswith("2 of 4 run(s)") and "median 1 s" in warning and "too short for a stable figure" in warning
+    assert too_short(runs.iloc[2:]) is None and too_short(pd.DataFrame(index=[0])) is None  # none, or not recorded

@@ -75,6 +75,7 @@ def test_timings_add_up_to_the_measured_fit_time(steps_per_execution):
     steady_train_s = sum(e.train_s for e in steady)
     assert metrics["samples_per_s"] == pytest.approx(len(steady) * SAMPLES / steady_train_s)
     assert metrics["sample_time_steady_us"] == pytest.approx(1e6 / metrics["samples_per_s"])
+    assert metrics["steady_seconds"] == pytest.approx(steady_train_s)  # kept: is the run long enough?
     # steady epoch's training ~ steps x step time (the test the notebook's record also passes)
     assert metrics["train_epoch_time_steady_s"] == pytest.approx(8 * step_ms / 1e3)
     # target 0.0 is reached at the end of the first epoch

@@ -129,8 +129,12 @@ def write_host_facts(path: str | Path, measured: BandwidthMeasurement | None = N
     """Write this host's bandwidth (`measured`, else measured now), with the host's identity, to `path`
     (JSON, atomically): what the other runs of a sweep on this host read (COLABKIT_HOST_FACTS)."""
     measured = measured or triad_bandwidth()  # this sweep's own figure, not one an earlier sweep in this process took
-    facts = {"host": host_identity(), "cpu_bandwidth": dataclasses.asdict(measured)}
-    write_json_atomic(path, facts)
+    try:  # the other facts of this host in the file (the achievable peak: colabkit.device.achievable) are kept
+        facts = json.loads(Path(path).read_text(encoding="utf-8"))
+        facts = facts if facts.get("host") == host_identity() else {}
+    except (OSError, ValueError, AttributeError):
+        facts = {}
+    write_json_atomic(path, {**facts, "host": host_identity(), "cpu_bandwidth": dataclasses.asdict(measured)})
     return measured
 
 

@@ -10,6 +10,7 @@ OneDeviceStrategy made the CNN's epochs ~40 % slower here and turns off Keras's 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -22,6 +23,7 @@ from colabkit.device.probes import (
     gpu_description,
     machine_inventory,
     physical_devices,
+    stand_in,
     tpu_chips_on_pci,
     tpu_runtime_hint,
 )
@@ -57,6 +59,10 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
 
 
 def _build(request: DeviceRequest, backend: str = "tensorflow") -> DeviceSetup:
+    if (test_device := stand_in()) and request.kind == test_device[0]:  # tests only: the CPU, labelled
+        cpu = _build(DeviceRequest("cpu", None), backend)
+        return dataclasses.replace(cpu, requested=str(request), kind=request.kind,
+                                   description={**cpu.description, "name": test_device[1], "stand_in": "cpu"})
     if request.kind == MULTI_WORKER:
         if backend != "tensorflow":
             raise BackendUnsupportedError(f"device '{request}' runs TensorFlow's MultiWorkerMirroredStrategy; "

@@ -15,6 +15,11 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
+from colabkit.experiments.inference import (
+    inference_on_one_device,
+    inference_parameters,
+    training_only,
+)
 from colabkit.experiments.published import (
     ALYAFEAI_2018_MNIST_CNN,
     ALYAFEAI_2018_SOURCE,
@@ -33,7 +38,8 @@ EXPERIMENT = Experiment(
         device_parameter('"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" for several replicas; "multiworker:N" '
                          "across machines"),
         backend_parameter(),
-        Parameter("batch_size", int, 256, "Alyafeai 2018 swept 256, 512 and 1024", minimum=1),
+        *inference_parameters("1,32,256,max"),
+        *training_only(Parameter("batch_size", int, 256, "Alyafeai 2018 swept 256, 512 and 1024", minimum=1),
         Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas (global: a share each)",
                   choices=BATCH_SIZE_MEANINGS),
         Parameter("epochs", int, 10, "training epochs (the first is reported apart)", minimum=1),
@@ -42,15 +48,15 @@ EXPERIMENT = Experiment(
         Parameter("lr_scaling", str, "none", "linear: learning_rate x global batch / per-replica batch (an optional rule)",
                   choices=LR_SCALING_RULES),
         Parameter("target_accuracy", float, 0.98,
-                  "time_to_accuracy_s: first epoch whose validation accuracy reaches this", minimum=0, maximum=1),
+                  "time_to_accuracy_s: first epoch whose validation accuracy reaches this", minimum=0, maximum=1)),
         Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)", choices=MIXED_PRECISION_CHOICES),
         Parameter("steps_per_execution", int, 1, "must stay 1 on the torch backend", minimum=1),
         Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
                   choices=DATA_SOURCES),
         Parameter("seed", int, 0, "random seed of weights and shuffling", minimum=0),
-        Parameter("train_samples", int, "auto", 'training samples used; "auto": sized for the device (10,000 '
-                  "on a CPU, all elsewhere)", minimum=1, zero_means="the whole training set",
-                  auto="sized for the device"),
+        *training_only(Parameter("train_samples", int, "auto", 'training samples used; "auto": sized for the device '
+                                 '(10,000 on a CPU, all elsewhere)', minimum=1, zero_means="the whole training set",
+                                 auto="sized for the device")),
         Parameter("test_samples", int, "auto", 'test samples used; "auto": sized for the device (2,000 on a '
                   "CPU, all elsewhere)", minimum=1, zero_means="the whole test set", auto="sized for the device"),
         *breakdown_parameters(),
@@ -64,5 +70,5 @@ EXPERIMENT = Experiment(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
     ),
-    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown),
+    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown, inference_on_one_device),
 )

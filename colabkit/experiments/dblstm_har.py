@@ -19,6 +19,7 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
+from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
 from colabkit.experiments.published import (
     HAR_LSTM_TUTORIAL,
     HAR_LSTM_TUTORIAL_SOURCE,
@@ -37,29 +38,31 @@ EXPERIMENT = Experiment(
     parameters=(
         device_parameter(),
         backend_parameter(),
-        Parameter("batch_size", int, 64, "the paper's (it also ran 128)", minimum=1),
-        Parameter("batch_size_is", str, "global", "as model.fit(batch_size) under a strategy: split over the replicas",
-                  choices=BATCH_SIZE_MEANINGS),
+        *inference_parameters("1,64,128,max"),
+        *training_only(Parameter("batch_size", int, 64, "the paper's (it also ran 128)", minimum=1),
+                       Parameter("batch_size_is", str, "global", "as model.fit(batch_size) under a strategy: split "
+                                 "over the replicas", choices=BATCH_SIZE_MEANINGS)),
         Parameter("bilstm_layers", int, 2, "Bidirectional(LSTM) layers, each returning its whole sequence (the paper "
                   "printed 2)", minimum=1),
         Parameter("units", int, 128, "units of each bidirectional LSTM layer, per direction (the paper: 128)",
                   minimum=1),
         Parameter("head_units", int, 64, "units of the LSTM head after them (the paper: 64)", minimum=1,
                   zero_means="no head"),
-        Parameter("epochs", int, "auto", 'the paper\'s 30; "auto": 30 on a GPU or TPU, 3 on a CPU', minimum=1,
-                  auto="sized for the device"),
-        Parameter("models_per_run", int, "auto", 'fresh models trained one after another in this run (the paper\'s '
-                  '"repeats"), each seeded with seed + its index; "auto": 3 (the paper\'s), 1 on a CPU', minimum=1,
-                  auto="sized for the device"),
-        Parameter("learning_rate", float, 0.001, "Adam's default, as in the paper", minimum=0,
-                  minimum_exclusive=True),
+        *training_only(
+            Parameter("epochs", int, "auto", 'the paper\'s 30; "auto": 30 on a GPU or TPU, 3 on a CPU', minimum=1,
+                      auto="sized for the device"),
+            Parameter("models_per_run", int, "auto", 'fresh models trained one after another in this run (the '
+                      'paper\'s "repeats"), each seeded with seed + its index; "auto": 3 (the paper\'s), 1 on a CPU',
+                      minimum=1, auto="sized for the device"),
+            Parameter("learning_rate", float, 0.001, "Adam's default, as in the paper", minimum=0,
+                      minimum_exclusive=True)),
         Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)", choices=MIXED_PRECISION_CHOICES),
         Parameter("steps_per_execution", int, 1, "training steps per compiled call", minimum=1),
         Parameter("data_source", str, "auto", '"auto" (real, else the synthetic stand-in), "real", "offline"',
                   choices=DATA_SOURCES),
         Parameter("seed", int, 0, "seed of the first repeat", minimum=0),
-        Parameter("train_samples", int, "auto", 'training windows used; "auto": all, 1,024 on a CPU', minimum=1,
-                  zero_means="all 7,352 training windows", auto="sized for the device"),
+        *training_only(Parameter("train_samples", int, "auto", 'training windows used; "auto": all, 1,024 on a CPU',
+                                 minimum=1, zero_means="all 7,352 training windows", auto="sized for the device")),
         Parameter("test_samples", int, 0, "test windows used", minimum=1, zero_means="all 2,947 test windows"),
         *breakdown_parameters(),
         results_path_parameter("dblstm_har"),
@@ -72,5 +75,5 @@ EXPERIMENT = Experiment(
         Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
-    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown),
+    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown, inference_on_one_device),
 )

@@ -1,5 +1,5 @@
-"""ParaDnn (Wang, Wei & Brooks 2020): generated FC, CNN and RNN models timed per step, placed on the
-roofline by their model FLOPs and arithmetic intensity.
+"""ParaDnn (Wang, Wei & Brooks 2020): generated FC, CNN and RNN models, and a decoder-only Transformer
+family beyond the paper, timed per step, placed on the roofline by their model FLOPs and arithmetic intensity.
 
 Each family's model is shaped by its own knobs only (FAMILY_KNOBS, read by the notebook, the memory
 estimate and, through each parameter's `used_when`, the sweep and the records): an FC run's name,
@@ -24,11 +24,12 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
+from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
 from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
 
-FAMILIES = ("fc", "cnn", "rnn")
+FAMILIES = ("fc", "cnn", "rnn", "transformer")
 BLOCKS = ("residual", "bottleneck")
 CELLS = ("rnn", "lstm", "gru")
 # The parameters that shape each family's model, in the order a model's name lists them.
@@ -36,6 +37,7 @@ FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
     "fc": ("layers", "nodes", "input_size", "output_size"),
     "cnn": ("blocks", "filters", "block", "input_size", "output_size"),
     "rnn": ("layers", "cell", "hidden", "length", "vocab"),
+    "transformer": ("layers", "width", "heads", "length", "vocab", "mlp_ratio"),
 }
 
 
@@ -53,6 +55,12 @@ def _run_flops(values: Mapping[str, Any]) -> float:
             * values["epochs"])
 
 
+def _heads_divide_width(values: Mapping[str, Any]) -> str | None:
+    if values["family"] == "transformer" and values["width"] % values["heads"]:
+        return f"width = {values['width']}: expected a multiple of heads ({values['heads']}), each head width / heads wide"
+    return None
+
+
 def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
     if values["steps"] % values["steps_per_execution"]:
         return (f"steps = {values['steps']}: expected a multiple of steps_per_execution "
@@ -63,13 +71,14 @@ def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
 EXPERIMENT = Experiment(
     name="paradnn",
     notebook="notebooks/paradnn.ipynb",
-    title="ParaDnn (FC, CNN, RNN)",
+    title="ParaDnn (FC, CNN, RNN, Transformer)",
     measures="Steady training throughput, model TFLOPS, fraction of peak and roofline position of generated "
-             "FC, CNN and RNN models per size, batch size and device",
+             "FC, CNN, RNN and decoder-only Transformer models per size, batch size and device",
     parameters=(
-        Parameter("family", str, "fc", '"fc" (fully connected), "cnn" (ResNet-v1) or "rnn" (stacked recurrent cells)',
-                  choices=FAMILIES),
-        _knob("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers", minimum=1),
+        Parameter("family", str, "fc", '"fc" (fully connected), "cnn" (ResNet-v1), "rnn" (stacked recurrent cells) '
+                  'or "transformer" (decoder-only)', choices=FAMILIES),
+        _knob("layers", int, 4, "fc: hidden Dense layers; rnn: stacked recurrent layers; transformer: blocks",
+              minimum=1),
         _knob("nodes", int, 256, "fc: units of each hidden Dense layer", minimum=1),
         _knob("input_size", int, 2000, "fc: input features; cnn: image side in pixels (square RGB images)",
               minimum=1),
@@ -80,28 +89,34 @@ EXPERIMENT = Experiment(
               choices=BLOCKS),
         _knob("cell", str, "lstm", 'rnn: "rnn", "lstm" or "gru"', choices=CELLS),
         _knob("hidden", int, 100, "rnn: units of each recurrent layer, also the embedding size", minimum=1),
-        _knob("length", int, 10, "rnn: time steps per sequence", minimum=1),
-        _knob("vocab", int, 1024, "rnn: vocabulary size (ParaDnn's default)", minimum=2),
+        _knob("length", int, 10, "rnn, transformer: time steps (tokens) per sequence", minimum=1),
+        _knob("vocab", int, 1024, "rnn, transformer: vocabulary size (ParaDnn's default)", minimum=2),
+        _knob("width", int, 256, "transformer: model width d (embedding and residual stream)", minimum=1),
+        _knob("heads", int, 4, "transformer: attention heads, each width / heads wide", minimum=1),
+        _knob("mlp_ratio", int, 4, "transformer: the MLP's hidden width over the model width", minimum=1),
         Parameter("batch_size", int, 64, "per replica", minimum=1),
-        Parameter("steps", int, 20, "training steps per epoch", minimum=1),
-        Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures come from "
-                  "the others", minimum=2),
+        *training_only(Parameter("steps", int, 20, "training steps per epoch", minimum=1),
+                       Parameter("epochs", int, 6, "the first (tracing, compiling) is reported apart; steady figures "
+                                 "come from the others", minimum=2)),
         Parameter("steps_per_execution", int, 1, 'ParaDnn\'s "iterations per loop" (steps per host round trip); '
                   "1 on the torch backend", minimum=1),
         Parameter("mixed_precision", str, "none", "Keras dtype policy (none: float32)",
                   choices=MIXED_PRECISION_CHOICES),
         device_parameter(),
         backend_parameter(),
+        *inference_parameters("1,64"),
         Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
         *breakdown_parameters(),
         results_path_parameter("paradnn"),
     ),
     metrics=("samples_per_s", "step_time_steady_ms", "model_flops_train_per_sample", "model_tflops", "mfu",
              "arithmetic_intensity", "params", "family", "model", "peak_tflops", "peak_bandwidth_gb_s",
-             "roofline_tflops", "fraction_of_roofline", "bound", *BREAKDOWN_METRICS),
+             "roofline_tflops", "fraction_of_roofline", "bound", "achievable_tflops", "mfu_achievable",
+             "compiler_flops_ratio", *BREAKDOWN_METRICS),
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
-    constraints=(_steps_fill_executions, torch_runs_one_step_per_call, profile_needs_breakdown),
+    constraints=(_steps_fill_executions, _heads_divide_width, torch_runs_one_step_per_call, profile_needs_breakdown,
+                 inference_on_one_device),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
     work_flops=_run_flops,
 )

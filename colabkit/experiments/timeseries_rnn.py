@@ -14,6 +14,7 @@ from colabkit.experiments.declaration import (
     profile_needs_breakdown,
     results_path_parameter,
 )
+from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
 from colabkit.experiments.published import (
     HVASS_SOURCE,
     HVASS_WEATHER,
@@ -32,21 +33,23 @@ EXPERIMENT = Experiment(
     parameters=(
         device_parameter(),
         backend_parameter(),
-        Parameter("batch_size", int, 256, "windows per step, as in the tutorial", minimum=1),
-        Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas (global: a share each)",
-                  choices=BATCH_SIZE_MEANINGS),
+        *inference_parameters("1,32,256"),
+        *training_only(Parameter("batch_size", int, 256, "windows per step, as in the tutorial", minimum=1),
+                       Parameter("batch_size_is", str, "per_replica", "how batch_size splits over replicas (global: a "
+                                 "share each)", choices=BATCH_SIZE_MEANINGS)),
         Parameter("sequence_length", int, "auto", 'hours per training window (the tutorial: 1344, 8 weeks); '
                   '"auto": 168 on a CPU, 672 on a GPU or TPU', minimum=1, auto="sized for the device"),
         Parameter("units", int, "auto", 'GRU units (the tutorial: 512); "auto": 32 on a CPU, 128 on a GPU or TPU',
                   minimum=1, auto="sized for the device"),
-        Parameter("epochs", int, "auto", 'training epochs, early stopping may end sooner (the tutorial: 20); '
-                  '"auto": 5 on a CPU, 10 on a GPU or TPU', minimum=1, auto="sized for the device"),
-        Parameter("steps_per_epoch", int, "auto", 'training steps per epoch (the tutorial: 100); "auto": 20 on '
-                  "a CPU, 100 on a GPU or TPU", minimum=1, auto="sized for the device"),
+        *training_only(
+            Parameter("epochs", int, "auto", 'training epochs, early stopping may end sooner (the tutorial: 20); '
+                      '"auto": 5 on a CPU, 10 on a GPU or TPU', minimum=1, auto="sized for the device"),
+            Parameter("steps_per_epoch", int, "auto", 'training steps per epoch (the tutorial: 100); "auto": 20 on '
+                      "a CPU, 100 on a GPU or TPU", minimum=1, auto="sized for the device")),
         Parameter("warmup_steps", int, 50, "the first hours of every window are left out of the loss", minimum=0),
         Parameter("shift_hours", int, 24, "how far ahead the targets are forecast", minimum=1),
-        Parameter("learning_rate", float, 0.001, "RMSprop", minimum=0, minimum_exclusive=True),
-        Parameter("patience", int, 5, "EarlyStopping on val_loss", minimum=0),
+        *training_only(Parameter("learning_rate", float, 0.001, "RMSprop", minimum=0, minimum_exclusive=True),
+                       Parameter("patience", int, 5, "EarlyStopping on val_loss", minimum=0)),
         Parameter("dataset", str, "weather_denmark", "the tutorial's data, or Jena's climate series",
                   choices=WEATHER_DATASETS),
         Parameter("data_source", str, "auto", '"auto" (real, else the offline substitute), "real", "offline"',
@@ -58,7 +61,7 @@ EXPERIMENT = Experiment(
         *breakdown_parameters(),
         results_path_parameter("timeseries_rnn"),
     ),
-    constraints=(profile_needs_breakdown,),
+    constraints=(profile_needs_breakdown, inference_on_one_device),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
              "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),

@@ -36,6 +36,8 @@ ERROR_KINDS: dict[str, str] = {
     ErrorKind.NOT_A_MEASUREMENT: "the run finished but a figure cannot be a measurement (0 FLOPs, no samples, a NaN loss)",
     ErrorKind.FILESYSTEM: "the output folder failed the run: a full disk, no permission, a file where a folder goes",
     ErrorKind.CLUSTER: "a sweep on a Dask cluster: the task could not run on its worker (the message says why)",
+    ErrorKind.COLAB: "a sweep on Colab (`--colab`): its session was refused, lost or out of time, or its record "
+                     "did not come back (the message says which)",
 }
 ERROR_KEYS: dict[str, str] = {
     "type": "the exception's class name (`DeviceNotAvailable` for skipped runs)",
@@ -175,6 +177,29 @@ OP_BREAKDOWN_KEYS: dict[str, str] = {
     "seconds": "what the profiling pass took, summary included",
 }
 
+INFERENCE_KEYS: dict[str, str] = {
+    "confidence": "the level every interval aims at (0.95); each percentile states the coverage its ranks reach",
+    "single_stream": "`queries` timed at batch 1 after `warmup_queries` and the first call (`first_call_s`), every "
+                     "latency (`latencies_ms`, in order), the `method`, and `percentiles`: per percentile (50, 90, 99) "
+                     "its `estimate_ms`, the interval `low_ms`-`high_ms` from order statistics (null below "
+                     "`min_queries`, with a `note`) and the `coverage` those ranks reach",
+    "offline": "per batch size: `samples_per_s` (the median over `runs`) with its interval `low`-`high` and `note`, "
+               "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation); for a sequence model "
+               "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill)",
+    "offline_method": "how the offline figures were measured, in words",
+    "max_batch": "where `max` was asked: the largest power-of-two `batch` the memory estimate allows (`estimate`, "
+                 "`cap`, `per_sample_bytes`, `weights_bytes`, `device_memory_bytes`, `fraction`) and `how`; else null",
+}
+INFERENCE_METRIC_DOCS: dict[str, str] = {
+    "latency_p50_ms, latency_p90_ms, latency_p99_ms": "the single-stream percentiles (NumPy's linear interpolation)",
+    "latency_pNN_low_ms, latency_pNN_high_ms": "their order-statistic interval (null with too few queries)",
+    "latency_queries": "the latencies behind them; `latency_min_queries_p99` the fewest that give p99 an interval",
+    "latency_mean_ms, latency_first_call_ms": "the mean latency; the first call's (tracing, compilation)",
+    "offline_samples_per_s, offline_batch": "the highest offline throughput and the batch that reached it",
+    "offline_samples_per_s_bN": "the offline throughput at batch N",
+    "offline_tokens_per_s": "a sequence model's: `offline_samples_per_s` x its tokens per sample",
+}
+
 
 def _table(header: tuple[str, str], rows: dict[str, str]) -> list[str]:
     lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
@@ -249,6 +274,18 @@ def render() -> str:
         "and the record's `metrics` gain:",
         "",
         *_table(("metric", "what it holds"), BREAKDOWN_METRIC_DOCS),
+        "",
+        "## `inference` (inference runs)",
+        "",
+        "Runs with `params.mode` `inference` (docs/inference.md) train nothing; their record has no training",
+        "figures. Its `timings` hold `single_stream_latency_s` (a summary) and `offline_samples_per_s` (per batch,",
+        "each run's).",
+        "",
+        *_table(("key", "what it holds"), INFERENCE_KEYS),
+        "",
+        "and the record's `metrics` hold:",
+        "",
+        *_table(("metric", "what it holds"), INFERENCE_METRIC_DOCS),
         "",
         "## `op_breakdown` (training runs with `profile_steps` > 0)",
         "",

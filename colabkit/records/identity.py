@@ -4,8 +4,10 @@
 `run_work(record)` of an ok record: its notebook, the device found (kind, replicas, workers,
 `device_model`), the backend that ran, `global_batch` in place of `batch_size` and `batch_size_is`
 (128 per replica on 2 replicas is 256 on one), and every other parameter, "auto" sizes with the
-values used. How a run was measured or recorded (NOT_WORK) is left out. A failed or skipped record
-is what it asked for. `work_key(work, leave_out)` pairs runs across one axis ("device",
+values used. How a run was measured or recorded (NOT_WORK) is left out; `mode` is kept when it is
+`inference` and left out when `train` (docs/inference.md), so inference and training runs never pair
+and training runs pair with those recorded before the mode. A failed or skipped record is what it
+asked for. `work_key(work, leave_out)` pairs runs across one axis ("device",
 "batch_size", or any parameter).
 """
 
@@ -57,7 +59,9 @@ def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
     """What work the run of `record` did (see the module's docstring): equal for two records exactly
     when they are runs of the same work on the same device model."""
     if record.get("status") != "ok":
-        return {"notebook": record.get("notebook"), **asked_params(record)}
+        asked = asked_params(record)
+        return {"notebook": record.get("notebook"), **{name: value for name, value in asked.items()
+                                                       if not (name == "mode" and value == "train")}}
     params = record.get("params") or {}
     device = record.get("device") or {}
     request = device.get("request") or {}
@@ -66,6 +70,8 @@ def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
     used = sizes.get("used") if isinstance(sizes, dict) and isinstance(sizes.get("used"), dict) else {}
     work: dict[str, Any] = {"notebook": record.get("notebook")}
     for name, value in params.items():
+        if name == "mode" and value == "train":
+            continue
         if name not in NOT_WORK and name not in BATCH_PARAMS and name not in ("device", "backend"):
             work[name] = used.get(name, value)
     if "batch_size" in params:

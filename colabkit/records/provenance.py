@@ -73,7 +73,15 @@ def git_commit(path: str | Path | None = None) -> str | None:
     if path is not None:
         return checkout_commit(Path(path))
     source = Path(__file__).resolve()
-    return checkout_commit(source.parent, tracked=source.name) or installed_commit()
+    return checkout_commit(source.parent, tracked=source.name) or installed_commit() or built_commit()
+
+
+def built_commit() -> str | None:
+    """The commit a `sweep --colab` wheel was built from (colabkit.sweep.colab.build_wheel writes it)."""
+    try:
+        return (Path(__file__).resolve().parents[1] / "source_commit.txt").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def checkout_commit(where: Path, tracked: str | None = None) -> str | None:

@@ -62,7 +62,8 @@ FIELD_DOCS: dict[str, str] = {
                    "record whose digest matches",
     "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
-             "into a shared `out`)",
+             "into a shared `out`; a run a Colab session (`--colab`) failed to bring back: `colab`, the "
+             "accelerator asked, and `session`)",
     "phases": "the run's fixed phases as colabkit noted them, in order: `phase` (`device_setup`: the strategy and "
               "device description, after the backend's import; `host_probes`: the CPU bandwidth, measured or "
               "handed over by the sweep; `flop_count`: counting the model's FLOPs), `started_at` (UTC) and "
@@ -79,6 +80,9 @@ FIELD_DOCS: dict[str, str] = {
                  "`bound_by` are in `metrics`",
     "flops": "training notebooks: the model FLOPs per sample the utilisation figures come from (colabkit.training."
              "flops): `forward_per_sample`, `train_per_sample`, the `convention`, and `by_layer`",
+    "achievable_peak": "training notebooks: the matmul scan behind `metrics.achievable_tflops` (colabkit.device."
+                       "achievable, once per host): every shape and precision timed (`scanned`), the best per "
+                       "precision with its shape (`per_precision`), the backend and device, how and when",
     "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
                     "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
                     "operations, or why the trace was not summarised",
@@ -98,6 +102,9 @@ FIELD_DOCS: dict[str, str] = {
                             "(Colab may grant another GPU); the record describes what ran",
     "colab_runtime_version": "Colab's runtime version, its COLAB_RELEASE_TAG (the image's dated release); null "
                              "outside Colab",
+    "inference": "runs in inference mode (`params.mode` `inference`, docs/inference.md): the single-stream latencies "
+                 "at batch 1 with their percentiles and order-statistic intervals, the offline throughput per batch "
+                 "size with its interval over runs, and how the largest batch was found",
     "host_quiet": "whether the host was quiet during the run: false when another process, the hypervisor, a clock "
                   "or a GPU disturbed it (`host_state.busy_reasons` names which); null where nothing could be read",
 }

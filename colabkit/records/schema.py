@@ -34,4 +34,5 @@ class ErrorKind(StrEnum):
     SWEEP = "sweep"  # the sweep machinery itself failed around the run
     NOT_A_MEASUREMENT = "not_a_measurement"  # it finished, but its figures cannot be a measurement (0 FLOPs, NaN loss)
     CLUSTER = "cluster"  # a sweep on a Dask cluster: the task could not run on its worker
+    COLAB = "colab"  # a sweep on Colab (--colab): its session refused, lost, or out of time
     FILESYSTEM = "filesystem"  # the output folder failed it: a full disk, no permission, a file where a folder goes

@@ -23,9 +23,11 @@ from colabkit.report.backends import backends_section
 from colabkit.report.build import ReportOutputs, build_report, export_report_html, files_written, prepare_output
 from colabkit.report.cnn_mnist import cnn_section, cnn_table
 from colabkit.report.comparisons import axis_comparisons, comparisons_section
+from colabkit.report.inference import inference_section
 from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
 from colabkit.report.figures import bar_heights, line_data, report_style
 from colabkit.report.matmul_tflops import matmul_section, matmul_table
+from colabkit.report.methods import methods_section, write_references
 from colabkit.report.paradnn import paradnn_section, paradnn_table
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, device_label, load_report_data, report_data
@@ -38,10 +40,11 @@ from colabkit.report.writers import latex_table, markdown_table, write_figure, w
 __all__ = [
     "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons",
     "backends_section", "bar_heights", "build_report", "cnn_section", "cnn_table", "comparisons_section",
+    "inference_section",
     "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
     "export_report_html", "files_written", "latex_table", "line_data", "load_report_data", "markdown_table",
-    "matmul_section", "matmul_table", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
+    "matmul_section", "matmul_table", "methods_section", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
     "prepare_output", "provenance_section", "publish", "publish_experiments", "reading", "register_section",
     "report_data", "report_style", "runtime_ratios", "section_outputs", "show", "speedup_table", "summary_section",
-    "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_section", "write_table",
+    "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_references", "write_section", "write_table",
 ]

@@ -16,6 +16,7 @@ from colabkit.experiments import all_experiments
 from colabkit.report.common import comparison_fields, ratio_bars_by_experiment, run_backend, samples_column, work_key
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.statistics import verdict_word
 
 PAIR = ("tensorflow", "jax")
 COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow", "jax", "jax_over_tensorflow",
@@ -24,7 +25,7 @@ COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow
 
 def backend_table(data: ReportData) -> pd.DataFrame:
     """One row per experiment, device and configuration that ran on both TensorFlow and JAX: the headline
-    on each (the median of its runs), their ratio JAX / TensorFlow with its 95 % interval (both sides'
+    on each (the median of its runs), their ratio JAX / TensorFlow with its interval (both sides'
     runs resampled), the verdict on JAX in the headline's own direction (more TFLOPS, or less time, is
     faster) and which backend that makes faster (`faster`: JAX, TensorFlow, or neither resolved)."""
     rows = []
@@ -50,7 +51,7 @@ def backend_table(data: ReportData) -> pd.DataFrame:
                          "device": device, "configuration": config, "tensorflow": float(np.median(tensorflow)),
                          "jax": float(np.median(jax)), "jax_over_tensorflow": fields["ratio"],
                          "ratio_low": fields["ratio_low"], "ratio_high": fields["ratio_high"], "verdict": judged,
-                         "faster": {"faster": "JAX", "slower": "TensorFlow"}.get(judged, "neither resolved"),
+                         "faster": {"faster": "JAX", "slower": "TensorFlow"}.get(verdict_word(judged), "neither resolved"),
                          "runs_tensorflow": len(tensorflow), "runs_jax": len(jax)})
     table = pd.DataFrame(rows, columns=COLUMNS)
     device_order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
@@ -87,14 +88,14 @@ def backends_section(data: ReportData) -> Section:
     section.text.append(
         "The same notebook and parameters on the same device, once on TensorFlow and once on JAX (Keras 3's "
         "backends; the matmul notebook's chained product is written in each framework). The ratio is the headline "
-        "on JAX over the headline on TensorFlow, each the median of its runs (`runs_*`), with its 95 % bootstrap "
+        "on JAX over the headline on TensorFlow, each the median of its runs (`runs_*`), with its interval (its level and runs in the verdict) "
         "interval (none below 3 runs a backend); `verdict` reads it in the headline's direction (faster, slower, "
         "no difference resolved, too few runs) and `faster` names the backend: a single pair of runs on a shared "
         "host can differ by 30 % from noise alone, so no backend is called faster without an interval beyond "
         "the tolerance.")
     section.items.append(ReportTable("backends_jax_over_tensorflow", table,
                                      "Headline per backend where both ran (median over runs), JAX / TensorFlow "
-                                     "with its 95 % interval, and the verdict."))
+                                     "with its interval, and the verdict with that interval's level and runs."))
     figure = backend_figure(table, data)
     if figure is not None:
         section.items.append(figure)

@@ -18,6 +18,7 @@ from colabkit.report.figures import new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable
 from colabkit.report.writers import format_number
+from colabkit.statistics import median_ci
 from colabkit.training.shares import CATEGORIES, CATEGORY_LABELS, SHARES, bound_by, describe_shares, step_shares
 
 SHARE_COLORS = {"input_wait_share": "#d62728", "host_share": "#ff7f0e", "device_share": "#1f77b4"}
@@ -77,6 +78,32 @@ def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
     return {**shares, "bound_by": bound_by(shares, roof.mode().iloc[0] if len(roof) else None)}
 
 
+def share_intervals(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.DataFrame:
+    """Per combination (row of `ok`), each share's interval over the runs that made the passes
+    (`<share>_low`, `<share>_high`), whether it is resolved (`<share>_resolved`: its interval stays
+    above 0; a share is a difference of noisy throughputs, so one whose interval reaches 0 may be
+    noise), and `share_level`, the level and runs of those intervals ('75 %, n = 3')."""
+    runs = data.runs(notebook)
+    out = pd.DataFrame(index=ok.index)
+    for share in SHARES:
+        values = (pd.to_numeric(runs[f"metrics.{share}"], errors="coerce") if f"metrics.{share}" in runs
+                  else pd.Series(np.nan, index=runs.index))
+        by_run = values.groupby(runs["combination_id"], sort=False).agg(lambda v: median_ci(v)) if len(runs) else {}
+        intervals = ok["combination_id"].map(lambda key, table=by_run: table.get(key) if len(table) else None)
+        out[f"{share}_low"] = intervals.map(lambda i: i.low if i is not None and i.resolved else np.nan)
+        out[f"{share}_high"] = intervals.map(lambda i: i.high if i is not None and i.resolved else np.nan)
+        out[f"{share}_resolved"] = out[f"{share}_low"].gt(0)
+        out["share_level"] = intervals.map(lambda i: i.label if i is not None else "no interval")
+    return out
+
+
+def _resolved_bound(row: pd.Series) -> str | None:
+    """bound_by where the share that bounds the step is resolved (input or host), else 'not resolved'."""
+    bound = row["bound_by"]
+    share = {"input": "input_wait_share", "host": "host_share"}.get(str(bound))
+    return bound if share is None or bool(row.get(f"{share}_resolved", False)) else "not resolved"
+
+
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
     """One row per combination of `notebook` whose records carry the breakdown (None when none does):
     its series (colabkit.report.common.series_labels), runs that measured it, the medians over them of the three
@@ -105,6 +132,8 @@ def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
     for index in table.index:
         for name, value in shares_and_bound(table.loc[[index]]).items():
             table.at[index, name] = value
+    table = pd.concat([table, share_intervals(data, notebook, ok)], axis=1)
+    table["bound_by"] = table.apply(_resolved_bound, axis=1)
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
     return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
         .reset_index(drop=True)
@@ -115,9 +144,11 @@ def _grouped(table: pd.DataFrame) -> pd.DataFrame:
     over its combinations)."""
     rows = []
     for (series, batch), group in table.groupby(["series", "batch"], sort=False):
-        rows.append({"device": group["device"].iloc[0], "series": series, "batch": batch,
-                     "runs": int(pd.to_numeric(group["runs"], errors="coerce").fillna(1).sum()),
-                     **shares_and_bound(group)})
+        resolved = {f"{share}_resolved": bool(group[f"{share}_resolved"].all()) for share in SHARES}
+        row = {"device": group["device"].iloc[0], "series": series, "batch": batch,
+               "runs": int(pd.to_numeric(group["runs"], errors="coerce").fillna(1).sum()),
+               **shares_and_bound(group), **resolved}
+        rows.append({**row, "bound_by": _resolved_bound(pd.Series(row))})
     return pd.DataFrame(rows)
 
 
@@ -129,8 +160,13 @@ def series_rest(row: pd.Series) -> str:
 
 def where_time_goes_sentences(grouped: pd.DataFrame) -> list[str]:
     """One sentence per series (device and what else varies) and global batch, from the numbers."""
-    return [describe_shares(f"On {row['series']} at batch {format_number(row['batch'])}", row, row["bound_by"])
-            for _, row in grouped.iterrows()]
+    sentences = []
+    for _, row in grouped.iterrows():
+        text = describe_shares(f"On {row['series']} at batch {format_number(row['batch'])}", row, row["bound_by"])
+        unresolved = [SHARE_LABELS[share] for share in SHARES[:2] if not row.get(f"{share}_resolved", True)]
+        sentences.append(text + (f" Not resolved from 0 over its runs: {' and '.join(unresolved)}." if unresolved
+                                 else ""))
+    return sentences
 
 
 def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
@@ -142,7 +178,12 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
     bottom = np.zeros(len(grouped))
     for share in SHARES:
         values = grouped[share].to_numpy(float)
-        ax.bar(positions, values, bottom=bottom, color=SHARE_COLORS[share], label=SHARE_LABELS[share], width=0.7)
+        resolved = grouped[f"{share}_resolved"].to_numpy(bool)
+        ax.bar(positions, np.where(resolved, values, 0), bottom=bottom, color=SHARE_COLORS[share],
+               label=SHARE_LABELS[share], width=0.7)
+        if not resolved.all():  # drawn pale and hatched: its interval over runs reaches 0
+            ax.bar(positions, np.where(resolved, 0, values), bottom=bottom, color=SHARE_COLORS[share], alpha=0.3,
+                   hatch="//", width=0.7, label=f"{SHARE_LABELS[share]} (not resolved)")
         bottom += values
     ticks = ["\n".join(part for part in (device_head(row["device"]), *series_rest(row).split(", "),
                                        f"batch {format_number(row['batch'])}", row["bound_by"] or "") if part)
@@ -152,7 +193,8 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
     ax.set_ylabel("share of a training step")
     ax.set_title("Where the time goes")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    caption = " ".join(where_time_goes_sentences(grouped)) + " " + METHOD_NOTE + " Under each bar: what bounds it."
+    caption = (" ".join(where_time_goes_sentences(grouped)) + " " + METHOD_NOTE + " Under each bar: what bounds it. "
+               "Pale and hatched: a share whose interval over runs reaches 0, not resolved from noise.")
     return ReportFigure(f"{name}_where_time_goes", figure, grouped, caption)
 
 
@@ -212,7 +254,13 @@ def bottleneck_items(data: ReportData, notebook: str, name: str) -> list[ReportT
     if table is not None:
         unused = ["model"] if not table["model"].notna().any() else []
         unused += ["series"] if (table["series"] == table["device"]).all() else []
-        printed = table.drop(columns=["path", "roofline", *unused]).rename(columns={
+        intervals = table.apply(lambda row: "; ".join(
+            f"{SHARE_LABELS[share]} {100 * row[f'{share}_low']:.0f}-{100 * row[f'{share}_high']:.0f} %"
+            + ("" if row[f"{share}_resolved"] else " not resolved") for share in SHARES)
+            + f" ({row['share_level']})" if pd.notna(row[f"{SHARES[0]}_low"]) else "no interval", axis=1)
+        extra = [f"{share}_{part}" for share in SHARES for part in ("low", "high", "resolved")] + ["share_level"]
+        printed = table.drop(columns=["path", "roofline", *unused, *extra]).assign(**{"shares' intervals": intervals})
+        printed = printed.rename(columns={
             "batch": "global batch", "samples_per_s": "run samples/s", "input_samples_per_s": "input alone",
             "memory_samples_per_s": "fed from memory", "device_samples_per_s": "device alone",
             **SHARE_LABELS, "bound_by": "bound by", "extra_s": "passes (s)"})
@@ -220,8 +268,9 @@ def bottleneck_items(data: ReportData, notebook: str, name: str) -> list[ReportT
                   ReportTable(f"{name}_breakdown", printed, "Per combination, the medians over its runs of "
                               "the run's throughput and three beside it (samples/s): its input pipeline alone, the "
                               "same steps fed from memory, the device alone; the shares of a step and what bounds it, "
-                              "both from those medians (so the shares sum to 1); and how long the extra passes "
-                              "took. " + METHOD_NOTE)]
+                              "both from those medians (so the shares sum to 1), each share's interval over runs with its "
+                              "level (a share whose interval reaches 0 is not resolved, and no bound is named from "
+                              "it); and how long the extra passes took. " + METHOD_NOTE)]
     ops = op_table(data, notebook)
     if ops is not None:
         items.append(op_breakdown_figure(ops, name))

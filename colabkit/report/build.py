@@ -29,6 +29,8 @@ from colabkit.records.loading import first_record
 from colabkit.report.backends import backends_section
 from colabkit.report.comparisons import comparisons_section
 from colabkit.report.figures import report_style
+from colabkit.report.inference import inference_section
+from colabkit.report.methods import methods_section, write_references
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, load_report_data
 from colabkit.report.section import Section, section_outputs, write_section
@@ -45,15 +47,16 @@ REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", 
 # under its own title. `colabkit report` builds them in that order; a test holds the notebook to it.
 _PUBLISH = "written += report.publish(report.{}(data), output_dir)"
 EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
+# Results first (summary, comparisons, experiments), then Methods, then the bookkeeping as an appendix.
 PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
     **{_PUBLISH.format(build.__name__): build
-       for build in (overview_section, summary_section, backends_section, comparisons_section)},
+       for build in (summary_section, backends_section, comparisons_section, inference_section)},
     EXPERIMENTS_CELL: experiment_sections,
-    _PUBLISH.format(provenance_section.__name__): provenance_section,
+    **{_PUBLISH.format(build.__name__): build for build in (methods_section, overview_section, provenance_section)},
 }
-# The last code cell: it writes records.csv and prints what the report wrote (files_written).
+# The last code cell: it writes records.csv and references.bib and prints what the report wrote (files_written).
 FILES_CELL = ('from pathlib import Path\n\nwritten.append(report.write_records_csv(data.frame, Path(output_dir) / '
-              '"records.csv"))\nprint(report.files_written(written))')
+              '"records.csv"))\nwritten.append(report.write_references(output_dir))\nprint(report.files_written(written))')
 _TEMPLATE_NAME = "colabkit_report.html.j2"
 # The lab template, minus the scripts it loads from a CDN (require.js, MathJax, mermaid): the report
 # has no widgets, equations or diagrams, and must open anywhere, offline included. Figures carry
@@ -120,7 +123,8 @@ def files_written(written: list[Path]) -> str:
     return (f"{len(written)} files:\n"
             f"  figures/     {folders.count('figures')} files: PNG (300 dpi), PDF, SVG and the data of each figure (CSV)\n"
             f"  tables/      {folders.count('tables')} files: CSV, LaTeX (booktabs), Markdown\n"
-            "  records.csv  every record, one row each")
+            "  records.csv  every record, one row each\n"
+            "  references.bib  the published works the report compares with, the statistics it uses, colabkit")
 
 
 def export_report_html(notebook: Any, html_path: str | Path, with_code: bool = False) -> Path:
@@ -208,6 +212,7 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
                              for section in sections
                              for bundle, metadata in section_outputs(section, heading=code == EXPERIMENTS_CELL)]
         written.append(write_records_csv(data.frame, folder / "records.csv"))
+        written.append(write_references(folder))
     outputs[FILES_CELL] = [nbformat.v4.new_output("stream", name="stdout", text=files_written(written) + "\n")]
     write_atomic(folder / "report.log", "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: "
                                                 f"{warning.message}\n" for warning in caught))

@@ -15,10 +15,11 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments, find
 from colabkit.records import identity
-from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict
+from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
 from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
+from colabkit.report.writers import format_number
 
 SUBSTITUTES = ("OFFLINE", "SYNTHETIC")
 
@@ -67,8 +68,12 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
     skip = {"device", *identity.NOT_WORK, *exclude, *(k[7:] for k in keys if k.startswith("params."))}
     params = [c for c in frame.columns if c.startswith("params.") and c[7:] not in skip]
     varying = [c for c in params if frame[c].map(_key).nunique() > 1]
+
+    def value(cell: Any) -> Any:  # 16.0 as 16: a float column of whole numbers prints them as integers
+        return format_number(cell) if isinstance(cell, float) else cell
+
     labels = frame.apply(lambda row: row["device_label"] + "".join(
-        f", {c[7:]}={row[c]}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
+        f", {c[7:]}={value(row[c])}" for c in varying if not (isinstance(row[c], float) and math.isnan(row[c]))), axis=1)
     positions = pd.DataFrame({"label": labels, **{k: frame[k].map(_key) for k in keys if k in frame}})
     duplicated = positions.duplicated(keep=False)
     if duplicated.any() and "params.device" in frame:  # same device reached as 'auto' and by name
@@ -136,18 +141,28 @@ def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the median of its runs (`samples`: lists) and its 95 % interval: `<prefix>_low`,
-    `<prefix>_high` (NaN below 3 runs) and `<prefix>_runs`."""
+    """Per row, the median of its runs (`samples`: lists) and its interval: `<prefix>_low`,
+    `<prefix>_high` (NaN below 3 runs), `<prefix>_runs` and `<prefix>_level`, the level it reaches
+    with its runs ('75 %, n = 3': colabkit.statistics.Interval.label)."""
     intervals = [median_ci(values if isinstance(values, list) else []) for values in samples]
     return pd.DataFrame({f"{prefix}_low": [np.nan if i.low is None else i.low for i in intervals],
                          f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
-                         f"{prefix}_runs": [i.n for i in intervals]}, index=samples.index)
+                         f"{prefix}_runs": [i.n for i in intervals],
+                         f"{prefix}_level": [i.label for i in intervals]}, index=samples.index)
+
+
+def levels(values: Any) -> str:
+    """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
+    verdicts ('faster (90 %, n = 3)'): '75 %, n = 3; 96.8 %, n = 6'; 'no interval' without any."""
+    found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(r"(\d[\d.]* %, n = \d+)")[0]
+    return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,
                       oriented: bool = True) -> dict[str, Any]:
     """One comparison as table fields: `<prefix>` the ratio of the medians, `<prefix>_low`/`_high` its
-    95 % interval, `<prefix>_verdict` (colabkit.statistics). `oriented`: a speedup (above 1 is better,
+    interval, `<prefix>_verdict` with the level that interval reaches ('faster (75 %, n = 3)':
+    colabkit.statistics.verdict_text). `oriented`: a speedup (above 1 is better,
     colabkit.statistics.speedup_ci); else the plain ratio samples / baseline, read in the measure's
     direction."""
     samples, baseline = list(samples or []), list(baseline or [])
@@ -158,7 +173,8 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
     return {prefix: np.nan if interval.estimate is None else interval.estimate,
             f"{prefix}_low": np.nan if interval.low is None else interval.low,
             f"{prefix}_high": np.nan if interval.high is None else interval.high,
-            f"{prefix}_verdict": verdict(interval, judged).value if interval.estimate is not None else None}
+            f"{prefix}_verdict": verdict_text(verdict(interval, judged), interval)
+            if interval.estimate is not None else None}
 
 
 def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
@@ -167,8 +183,8 @@ def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: 
     """Each row's speedup over the `baseline` device's row of the same `match` key, from the runs of
     both (`samples`: a column of per-run value lists; without it the rows' `value` as one run each):
     `<prefix>` (the ratio of medians: value / baseline for throughputs, baseline / value for times),
-    `<prefix>_low`, `<prefix>_high` (its 95 % interval, none below 3 runs a side) and
-    `<prefix>_verdict` (faster, slower, no difference resolved, too few runs; "baseline" on the baseline's
+    `<prefix>_low`, `<prefix>_high` (its interval, none below 3 runs a side) and `<prefix>_verdict`
+    (faster, slower, no difference resolved, with the interval's level and runs; too few runs; "baseline" on the baseline's
     own rows, whose speedup is 1); NaN without a baseline row."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
@@ -284,9 +300,27 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
     if intro:
         section.text.insert(0, intro)
     mark_stand_in_data(section, data, notebook, list(section.figures.values()))
+    short = too_short(data.runs(notebook))
+    if short:
+        section.warnings.append(short)
     if listed:
         section.items.append(listed)
     return section
+
+
+MIN_STEADY_S = 5.0  # a run's steady part shorter than this scattered several % run to run here (docs/statistics.md)
+
+
+def too_short(runs: pd.DataFrame) -> str | None:
+    """The warning for runs whose steady part (metrics.steady_seconds) lasted less than MIN_STEADY_S:
+    too short for a stable figure, its own noise may dominate; None when none was."""
+    steady = pd.to_numeric(column(runs, "metrics.steady_seconds"), errors="coerce")
+    short = runs[steady < MIN_STEADY_S]
+    if not len(short):
+        return None
+    return (f"{len(short)} of {len(runs)} run(s) trained a steady part shorter than {MIN_STEADY_S:g} s (median "
+            f"{format_number(float(steady[short.index].median()), 2)} s): too short for a stable figure, their own "
+            "noise may dominate their times (docs/statistics.md, 'Runs long enough').")
 
 
 def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
@@ -320,6 +354,7 @@ def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
         "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
         "train_time_s": column(ok, "metrics.train_time_s"),
         "train_time_std_s": repeats_std(ok, "train_time_s"),
+        "steady_s": column(ok, "metrics.steady_seconds"),
     }, index=ok.index)
 
 

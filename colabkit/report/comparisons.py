@@ -5,7 +5,7 @@ For every experiment and every parameter of AXES whose value varies among its co
 combination is paired with the one that differs from it in that parameter alone (same device, same
 everything else) and has the axis's reference value (REFERENCE: the smallest batch, XLA off, no
 mixed precision, float32). The comparison is on the experiment's declared headline, from the runs
-of both sides: the ratio of their medians (candidate / reference), its 95 % bootstrap interval and the
+of both sides: the ratio of their medians (candidate / reference), its interval and the
 verdict in the headline's direction (colabkit.statistics); where the two sides trained on different work
 (timeseries_rnn's epochs are steps_per_epoch x batch samples), on their throughput (samples/s) instead.
 Device against device is the summary's, backend against backend the TensorFlow / JAX section's.
@@ -19,6 +19,7 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments
 from colabkit.report.common import column, comparison_fields, samples_column, title_of, work_differs, work_key
+from colabkit.statistics import verdict_word
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportTable, Section
 
@@ -88,11 +89,11 @@ def comparisons_section(data: ReportData) -> Section:
         section.empty = ("No two combinations differ in one of " + ", ".join(AXES) + " alone, so there is no "
                          "difference along one parameter to give.")
         return section
-    counts = table["verdict"].value_counts()
+    counts = table["verdict"].map(verdict_word).value_counts()
     section.text.append(
         "Each row compares a combination with the one that differs from it in one parameter alone, on the "
-        "experiment's headline: the ratio of the medians over runs (candidate / reference), its 95 % bootstrap "
-        "interval and the verdict in the headline's direction (faster: more TFLOPS or less time). Verdicts here: "
+        "experiment's headline: the ratio of the medians over runs (candidate / reference), its interval "
+        "and the verdict in the headline's direction, with the level that interval reaches and the runs behind it (faster: more TFLOPS or less time). Verdicts here: "
         + ", ".join(f"{verdict} {count}" for verdict, count in counts.items()) + "."
         + (" Where the two sides trained on different work per epoch (another number of samples per epoch or of "
            "epochs), the row compares their throughput (samples/s) instead, as its measure says."

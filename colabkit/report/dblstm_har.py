@@ -16,6 +16,8 @@ from colabkit.report.common import (
     comparison_fields,
     cpu_baseline,
     global_batch,
+    interval_frame,
+    levels,
     notebook_section,
     pick,
     repeats_count,
@@ -38,12 +40,14 @@ from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number, span
+from colabkit.statistics import verdict_word
 
 NOTEBOOK = "dblstm_har"
 INTRO = ("The stacked bidirectional LSTM of Kimm, Paik & Kimm 2021 on human activity recognition: training time "
-         "and test scores for each number of layers and units per layer, per device, as means over repeated runs "
-         "with their standard deviation; the evaluation metrics per device at one configuration; and the ratios "
-         "of training times between devices, beside the paper's claims.")
+         "and test scores for each number of layers and units per layer, per device, as medians over runs with "
+         "their intervals (as every section; each run's figure is the mean over its fresh models, whose spread "
+         "inside one run is shown apart); the evaluation metrics per device at one configuration; and the ratios "
+         "of training times between devices with their verdicts, beside the paper's claims.")
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
           ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
 REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
@@ -88,6 +92,8 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
         "runs": column(ok, "runs"), "train_time_samples": samples_column(ok, "train_time_s"),
         "samples_per_s_samples": samples_column(ok, "samples_per_s"),
         **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
+        **interval_frame(samples_column(ok, "train_time_s"), "train_time_s"),
+        **interval_frame(samples_column(ok, "test_accuracy"), "test_accuracy").drop(columns="test_accuracy_runs"),
         "data": ok["data_used"], "config": run_config_key(ok), "path": ok["path"],
     })
     order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
@@ -104,7 +110,7 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
     figure, axes = new_figure(ncols=max(1, len(shapes)), width=4.3, height=3.8, sharey=True)
     for ax, shape in zip(axes, shapes):
         rows = table[table["model"] == shape]
-        plot_lines(ax, rows, "units", y, err=err, dodge=dodge)
+        plot_lines(ax, rows, "units", y, low=f"{y}_low", high=f"{y}_high", dodge=dodge)
         powers_of_two_axis(ax, rows["units"])
         ax.set_title(f"{title}, {shape}")
         ax.set_xlabel("units per layer")
@@ -118,22 +124,25 @@ def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, 
                 handles.append(handle)
                 labels.append(label)
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = table[["series", "device", "model", "bilstm_layers", "head_units", "units", "batch", y, err]].copy()
+    behind = table[["series", "device", "model", "bilstm_layers", "head_units", "units", "batch", y, f"{y}_low",
+                    f"{y}_high", f"{y}_level", err]].copy()
     return ReportFigure(name, figure, behind, caption)
 
 
 def runtime_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "train_time_s", "train_time_std_s", "training time (s)",
                        "training time", "dblstm_runtime",
-                       "Whole model.fit time (all epochs; median or mean over repeats as the record gives it); error "
-                       f"bars: {REPEAT_STD}.",
+                       "Whole model.fit time (all epochs; each run's mean over its fresh models, then the median over "
+                       f"runs); error bars: its interval over runs ({levels(table['train_time_s_level'])}; none below "
+                       f"3 runs). The spread over one run's models is in the table ({REPEAT_STD}).",
                        log=True)
 
 
 def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
     return _per_layers(table, "test_accuracy", "test_accuracy_std", "test accuracy",
                        "test accuracy", "dblstm_accuracy",
-                       f"Accuracy on the whole test set (mean over repeats; error bars: {REPEAT_STD}). Devices are "
+                       "Accuracy on the whole test set (each run's mean over its fresh models, then the median over "
+                       f"runs; error bars: its interval over runs, {levels(table['test_accuracy_level'])}). Devices are "
                        "drawn slightly apart along the units axis so that equal scores stay visible.",
                        log=False, dodge=0.06)
 
@@ -184,7 +193,7 @@ def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
     GPU / each TPU (above 1: the second device is faster). The ratio of the medians of whole training
     times over runs where both trained on the same samples; where the work differed (another sample
     count per epoch, another number of epochs), the ratio of throughputs (samples/s) instead, said in
-    `measure`; each with its 95 % interval (`ratio_low`, `ratio_high`) and verdict on the second device
+    `measure`; each with its interval (`ratio_low`, `ratio_high`) and verdict on the second device
     (`ratio_verdict`: faster, slower, no difference resolved, too few runs)."""
     labels = sort_labels(table["device"])
     baseline = cpu_baseline(labels)
@@ -236,7 +245,7 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
     handles, labels = axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
     caption = ("Training time of the first device divided by that of the second (medians over runs; error bars: "
-               "the 95 % bootstrap interval, none below 3 runs a device), same configuration at the same "
+               f"the interval at the level its runs reach, {levels(ratios['ratio_verdict'])}; none below 3 runs a device), same configuration at the same "
                f"global batch (above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]} "
                "(the paper's printed model is 2 x BiLSTM + LSTM(64)).")
     if (ratios["measure"] != "training time").any():
@@ -254,7 +263,7 @@ def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
                         f"{best['model']}, {format_number(best['units'])} units; training took "
                         f"{span(rows['train_time_s'])} s.")
     for pair, rows in ratios.groupby("pair", sort=False):
-        counts = rows["ratio_verdict"].value_counts()
+        counts = rows["ratio_verdict"].map(verdict_word).value_counts()
         verdicts = ", ".join(f"{word} in {count}" for word, count in counts.items())
         text.append(f"Speed ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s); the second "
                     f"device was {verdicts}.")
@@ -278,13 +287,19 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     printed = pick(table, [("device", "device"), ("model", "model"), ("bilstm_layers", "BiLSTM layers"),
                            ("head_units", "head units"), ("units", "units"), ("batch", "global batch"),
                            ("samples_per_epoch", "samples/epoch"),
-                           ("repeats", "repeats"), ("train_time_s", "train time (s)"), ("train_time_std_s", "std (s)"),
-                           ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
+                           ("runs", "runs"), ("repeats", "models per run"), ("train_time_s", "train time (s)"),
+                           ("train_time_s_low", "low (s)"), ("train_time_s_high", "high (s)"),
+                           ("train_time_s_level", "level"), ("train_time_std_s", "std over models (s)"),
+                           ("epoch_first_s", "first epoch (s)"), ("steady_s", "steady part (s)"),
+                           ("epoch_steady_s", "steady epoch (s)"),
                            ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
-                           *[(metric, label) for metric, label in SCORES], ("test_accuracy_std", "accuracy std"),
+                           *[(metric, label) for metric, label in SCORES], ("test_accuracy_low", "accuracy low"),
+                           ("test_accuracy_high", "accuracy high"), ("test_accuracy_std", "accuracy std over models"),
                            ("model_params", "parameters"), ("data", "data")])
     section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, model shape and units: training "
-                                 "time and test scores (means over repeats; std over repeats where recorded)."),
+                                 "time and test scores, medians over runs (each run's figure the mean over its fresh "
+                                 "models) with their intervals over runs and the level each reaches; the spread over "
+                                 "one run's models (std) apart: models of one run share its process and host."),
                      *figures]
     if not ratios.empty:
         differs = (ratios["measure"] != "training time").any()
@@ -292,7 +307,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "ratio_low", "ratio_high",
                                              "ratio_verdict", "measure"]],
             "Speed ratios per configuration at the same global batch (above 1: the second device is faster), the "
-            "ratio of the medians over runs with its 95 % interval and the verdict on the second device: "
+            "ratio of the medians over runs with its interval and the verdict on the second device, with that interval's level and runs: "
             "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
                                       else "; every pair trained on the same samples.")))
     section.items += utilisation_items(data, NOTEBOOK, "dblstm")

@@ -14,6 +14,7 @@ from colabkit.report.common import (
     cpu_baseline,
     has,
     interval_frame,
+    levels,
     notebook_section,
     pick,
     run_config_key,
@@ -25,7 +26,7 @@ from colabkit.report.figures import log_scale_if_wide, new_figure, plot_lines, p
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import median_ci, verdict
+from colabkit.statistics import median_ci, verdict, verdict_text, verdict_word
 from colabkit.timing.baseline import MIN_SAMPLES, baseline_problems
 
 NOTEBOOK = "matmul_tflops"
@@ -42,7 +43,7 @@ SARKAR_2018_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tp
 
 def matmul_table(data: ReportData) -> pd.DataFrame:
     """One row per matmul combination with ok runs: device, n, dtype, TFLOPS cold and warm (medians over
-    the runs; warm with its 95 % interval over runs, between-run and within-run spread), peak and
+    the runs; warm with its interval over runs, between-run and within-run spread), peak and
     fraction of it, speedup over the CPU baseline at the same parameters with its interval and verdict,
     and the NumPy BLAS baseline (ratio with interval and verdict, and whether the baseline was stable)."""
     ok = data.ok(NOTEBOOK)
@@ -119,7 +120,7 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
                   f"unstable in {len(unstable)} of {len(mine)} run(s): {unstable['why'].iloc[-1]}")
         rows[index] = {"ratio_to_blas": interval.estimate, "ratio_to_blas_low": interval.low,
                        "ratio_to_blas_high": interval.high,
-                       "ratio_to_blas_verdict": (DIFFERENT_DTYPE if other_dtype else verdict(interval).value
+                       "ratio_to_blas_verdict": (DIFFERENT_DTYPE if other_dtype else verdict_text(verdict(interval), interval)
                                                  if len(stable) else "baseline unstable"),
                        "blas_baseline": status}
     names = ["ratio_to_blas", "ratio_to_blas_low", "ratio_to_blas_high", "ratio_to_blas_verdict", "blas_baseline"]
@@ -127,7 +128,7 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def tflops_figure(table: pd.DataFrame) -> ReportFigure:
-    """Warm (solid, bars: its 95 % interval over runs) and cold (dashed) TFLOPS against n per device;
+    """Warm (solid, bars: its interval over runs) and cold (dashed) TFLOPS against n per device;
     Sarkar 2018's figures as stars at n = 4096."""
     figure, (ax,) = new_figure(width=7.5, height=4.5)
     plot_lines(ax, table, "n", "tflops_warm", low="tflops_warm_low", high="tflops_warm_high", suffix=" - warm")
@@ -152,8 +153,8 @@ def tflops_figure(table: pd.DataFrame) -> ReportFigure:
                   "tflops_cold"]]
     behind = pd.concat([ours, pd.DataFrame(published_rows)], ignore_index=True)
     caption = ("TFLOPS = replicas x count x 2 n^3 / seconds. Warm: each run's median timed call, then the median "
-               "over runs; error bars: the 95 % bootstrap interval of that median over runs (none with fewer than 3 "
-               "runs); cold: the first call (tracing and compilation included). Stars: "
+               "over runs; error bars: the interval of that median over runs at the level its runs reach "
+               f"({levels(table['tflops_warm_level'])}; none with fewer than 3 runs); cold: the first call (tracing and compilation included). Stars: "
                f"{SARKAR_2018_SOURCE} (other hardware, 2018; the author warned they hold errors).")
     return ReportFigure("matmul_tflops_vs_n", figure, behind, caption)
 
@@ -180,8 +181,8 @@ def speedup_figure(table: pd.DataFrame) -> ReportFigure | None:
                    "speedup_vs_cpu_high", "speedup_vs_cpu_verdict", "speedup_cold_vs_cpu"]].copy()
     return ReportFigure("matmul_speedup", figure, behind,
                         f"Warm throughput of each device divided by that of {baseline} at the same parameters (the "
-                        "ratio of the medians over runs; error bars: its 95 % bootstrap interval, both sides "
-                        "resampled; none with fewer than 3 runs a side; dotted line: as fast as the CPU). Stars: "
+                        "ratio of the medians over runs; error bars: its interval at the level its runs reach "
+                        f"({levels(rows['speedup_vs_cpu_verdict'])}); none with fewer than 3 runs a side; dotted line: as fast as the CPU). Stars: "
                         "Sarkar 2018's published speedups at n = 4096.")
 
 
@@ -229,8 +230,8 @@ def _findings(table: pd.DataFrame) -> str:
                 if pd.notna(best["fraction_of_peak"]) else "")
         cold = (f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS"
                 if pd.notna(best["tflops_cold"]) else "")
-        interval = (f", 95 % interval {format_number(best['tflops_warm_low'], 3)}-"
-                    f"{format_number(best['tflops_warm_high'], 3)} over {format_number(best['runs'])} runs"
+        interval = (f", interval {format_number(best['tflops_warm_low'], 3)}-"
+                    f"{format_number(best['tflops_warm_high'], 3)} ({best['tflops_warm_level']})"
                     if pd.notna(best["tflops_warm_low"]) else f", {format_number(best['runs'])} run(s): no interval")
         sentences.append(f"**{series}** peaked at {format_number(best['tflops_warm'], 3)} TFLOPS warm at "
                          f"n = {format_number(best['n'])}{interval}{peak}{cold}.")
@@ -247,7 +248,8 @@ def _blas_findings(table: pd.DataFrame) -> str:
         judged = row.ratio_to_blas_verdict
         what = ("not judged: its baseline was unstable" if judged == "baseline unstable" else
                 f"not judged: {row.dtype} against NumPy's float32" if judged == DIFFERENT_DTYPE else
-                f"{judged} than NumPy's BLAS" if judged in ("faster", "slower") else judged)
+                f"{verdict_word(judged)} than NumPy's BLAS, {levels([judged])}" if verdict_word(judged) in ("faster", "slower")
+                else judged)
         parts.append(f"n = {format_number(row.n)}: {format_number(row.ratio_to_blas, 3)} ({what})")
     return ("TensorFlow (or JAX) over NumPy's BLAS in the same run, on the CPU: " + "; ".join(parts) + ".")
 
@@ -259,20 +261,20 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     printed = pick(table, [("device", "device"), ("n", "n"), ("dtype", "dtype"), ("count", "count"),
                            ("replicas", "replicas"), ("xla", "XLA"), ("runs", "runs"), ("busy_runs", "busy runs"),
                            ("tflops_cold", "TFLOPS cold"), ("tflops_warm", "TFLOPS warm"),
-                           ("tflops_warm_low", "warm 95% low"), ("tflops_warm_high", "warm 95% high"),
+                           ("tflops_warm_low", "warm low"), ("tflops_warm_high", "warm high"), ("tflops_warm_level", "level"),
                            ("between_run_cv", "between-run CV"), ("within_run_cv", "within-run CV"),
                            ("peak_tflops", "peak TFLOPS"), ("fraction_of_peak", "fraction of peak"),
-                           ("speedup_vs_cpu", "speedup over CPU"), ("speedup_vs_cpu_low", "speedup 95% low"),
-                           ("speedup_vs_cpu_high", "speedup 95% high"), ("speedup_vs_cpu_verdict", "vs CPU"),
+                           ("speedup_vs_cpu", "speedup over CPU"), ("speedup_vs_cpu_low", "speedup low"),
+                           ("speedup_vs_cpu_high", "speedup high"), ("speedup_vs_cpu_verdict", "vs CPU"),
                            ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "framework / BLAS"),
-                           ("ratio_to_blas_low", "framework / BLAS 95% low"),
-                           ("ratio_to_blas_high", "framework / BLAS 95% high"),
+                           ("ratio_to_blas_low", "framework / BLAS low"),
+                           ("ratio_to_blas_high", "framework / BLAS high"),
                            ("ratio_to_blas_verdict", "vs BLAS"), ("blas_baseline", "BLAS baseline")])
     figures = [tflops_figure(table)] if has(table, "tflops_warm") or has(table, "tflops_cold") else []
     figures += [item for item in (speedup_figure(table), peak_figure(table)) if item]
     section.items = [
         ReportTable("matmul_tflops", printed, "Matmul throughput per device and size: medians over runs, the warm "
-                    "figure's 95 % bootstrap interval over runs (none below 3 runs), its spread between runs and "
+                    "figure's interval over runs with the level it reaches (none below 3 runs), its spread between runs and "
                     "within one (CV of the timed calls). Speedup: warm TFLOPS over "
                     f"{table.attrs['baseline'] or 'a CPU run'} with the same parameters, with its interval and "
                     "verdict. framework / BLAS: each run's warm TFLOPS (TensorFlow or JAX) over NumPy's float32 BLAS "

@@ -34,8 +34,8 @@ from colabkit.report.writers import format_number
 
 NOTEBOOK = "paradnn"
 FAMILIES = ("fc", "cnn", "rnn")
-FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c"}
-FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^"}
+FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c", "transformer": "#9467bd"}
+FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "transformer": "D"}
 MAX_DEVICE_PAIRS = 3
 
 
@@ -54,6 +54,8 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "step_std_ms": column(ok, "timings.step_s_steady.std").astype(float) * 1e3,
         "samples_per_s": column(ok, "metrics.samples_per_s"), "throughput_runs": samples_column(ok, "samples_per_s"),
         "model_tflops": column(ok, "metrics.model_tflops"), "mfu": column(ok, "metrics.mfu"),
+        "achievable_tflops": column(ok, "metrics.achievable_tflops"),
+        "mfu_achievable": column(ok, "metrics.mfu_achievable"),
         "intensity": column(ok, "metrics.arithmetic_intensity"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
         "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
@@ -103,6 +105,7 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
         measurements = group["bandwidth_measured_at"].dropna().nunique()
         rows.append({"device": device, "precision": name, "runs": len(group),
                      "peak_tflops": group["peak_tflops"].astype(float).median(),
+                     "achievable_tflops": group["achievable_tflops"].astype(float).median(),
                      "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": slowest.min(),
                      "bandwidth_max_gb_s": bandwidth.max(), "measurements": measurements,
                      "peak_source": group["peak_source"].iloc[0],
@@ -126,7 +129,7 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
         mark_overhead_bound(ax, rows)  # input- or host-bound: the roofline does not explain them
         for roof in device_roofs(rows).itertuples():
             draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
-                          span=rows["intensity"].dropna().astype(float))
+                          span=rows["intensity"].dropna().astype(float), achievable_tflops=roof.achievable_tflops)
         ax.set_title(device, fontsize="medium")
         ax.legend(fontsize="x-small", loc="upper left")  # above the bandwidth slope: no point can be there
     behind = table[["device", "family", "model", "batch", "precision", "intensity", "model_tflops", "peak_tflops",
@@ -135,7 +138,8 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
                "arithmetic intensity (training FLOPs per byte of weights and activations moved, per replica). "
                "Roof: the peak at the runs' precision and the memory bandwidth named in the records (datasheet on "
                "GPUs/TPUs; on CPUs a STREAM triad measured in each run, a lower bound: the median over the runs); "
-               "dotted: the ridge point. Colour: family; "
+               "dotted: the ridge point; dashed: the achievable peak, the best of a matmul scan on the device "
+               "(docs/peaks.md). Colour: family; "
                "paler: smaller batch. Ringed: runs bound by their input (red) or the host (orange) rather than the "
                "device, which the roofline does not explain (the section's \"where the time goes\" figure).")
     return ReportFigure("paradnn_roofline", figure, behind.copy(), caption)
@@ -152,7 +156,7 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
     """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the
-    medians over runs), its 95 % interval and the verdict on `other` (colabkit.statistics)."""
+    medians over runs), its interval and the verdict on `other` (with the interval's level) (colabkit.statistics)."""
     base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
     rows = table[table["device"] == other].drop_duplicates("config")
     rows = rows[rows["config"].isin(base.index)]
@@ -197,7 +201,7 @@ def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportF
             if len(rows):
                 ax.legend(fontsize="x-small")
     caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "
-               "precision; medians over runs, each model's 95 % interval and verdict in the figure's data), "
+               "precision; medians over runs, each model's interval and verdict, with its level, in the figure's data), "
                "coloured by batch size, as in ParaDnn's TPU/GPU figures. Above 1: the second device "
                f"is faster. Devices: {'; '.join(f'{b} over {a}' for a, b in pairs)}.")
     return ReportFigure("paradnn_speedup", figure, both, caption)
@@ -259,16 +263,19 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     printed = pick(table, [("device", "device"), ("family", "family"), ("model", "model"), ("batch", "global batch"),
                            ("precision", "precision"), ("params", "parameters"), ("step_ms", "step (ms)"),
                            ("step_std_ms", "std (ms)"), ("samples_per_s", "samples/s"),
-                           ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"), ("intensity", "FLOPs/byte"),
+                           ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"),
+                           ("mfu_achievable", "MFU (achievable)"), ("intensity", "FLOPs/byte"),
                            ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
                            ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
     section.items = [ReportTable("paradnn_models", printed,
                                  "ParaDnn models per device: steady step time and throughput, achieved model TFLOPS, "
-                                 "MFU and position on the roofline.")]
+                                 "MFU against the datasheet peak and against the achievable peak (a matmul scan's "
+                                 "best on the device, docs/peaks.md), and position on the roofline.")]
     if table["intensity"].notna().any() and table["model_tflops"].notna().any():
         section.items.append(roofline_figure(table))
     roofs = device_roofs(table).rename(columns={
-        "peak_tflops": "peak TFLOPS", "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
+        "peak_tflops": "peak TFLOPS", "achievable_tflops": "achievable TFLOPS (matmul scan)",
+        "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
         "bandwidth_max_gb_s": "max", "measurements": "bandwidth measurements", "peak_source": "peak TFLOPS: source",
         "bandwidth_source": "bandwidth: source (first run)"})
     section.items.append(ReportTable(

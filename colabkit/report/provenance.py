@@ -101,7 +101,8 @@ def data_table(ok: pd.DataFrame) -> pd.DataFrame:
 def provenance_section(data: ReportData) -> Section:
     """Devices, software, dates, commits and data of every run the report uses."""
     section = Section("provenance", "Provenance")
-    ok, used = data.ok(), data.used()
+    # one row per run, of both modes: every "runs" column counts runs, never combinations
+    ok, used = pd.concat([data.runs(), data.runs(None, inference=True)]), data.used()
     if not len(used):
         section.empty = "No records, so no provenance to show."
         return section
@@ -148,10 +149,15 @@ def overview_section(data: ReportData, generated_by: str = f"colabkit {__version
         counts = counts.reindex(columns=[s for s in ("ok", "failed", "skipped") if s in counts.columns])
         counts["devices (ok runs)"] = [", ".join(sort_labels(used[(used["notebook"] == n) & (used["status"] == "ok")]
                                                              ["device_label"])) for n in counts.index]
+        ok = used[used["status"] == "ok"]
+        counts["combinations (ok)"] = ok.groupby("notebook")["combination_id"].nunique().reindex(counts.index) \
+            .fillna(0).astype(int)
         counts["records read"] = data.frame.groupby("notebook")["path"].count().reindex(counts.index)
         section.items.append(ReportTable("records_overview", counts.reset_index().rename_axis(columns=None),
-                                         "Runs per notebook and status (every run of a combination counts: "
-                                         "its repeats, from one folder or several) and record files read."))
+                                         "Runs per notebook and status (a run: one notebook in its own "
+                                         "kernel; every run of a combination counts: its repeats, from one folder or "
+                                         "several), the combinations (parameters and device) with an ok run, and "
+                                         "record files read."))
         if unknown:
             section.text.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
                                 "records.csv with all the others, and their failed or skipped runs are listed below.")

@@ -163,7 +163,7 @@ class ReportData:
     merges: pd.DataFrame
     loaded: LoadedRecords
     exclude_busy: bool = False
-    _collapsed: dict[str | None, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _collapsed: dict[tuple[str | None, bool], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     def record(self, path: str) -> dict[str, Any]:
         """The record at `path` as it was read (nested, with histories and predictions)."""
@@ -184,17 +184,21 @@ class ReportData:
         rows = self.frame[self.frame["used"].astype(bool)]
         return rows if notebook is None else rows[rows["notebook"] == notebook]
 
-    def runs(self, notebook: str | None = None) -> pd.DataFrame:
-        """The ok runs that count (of `notebook`), one row per run."""
+    def runs(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
+        """The ok runs that count (of `notebook`), one row per run: training runs, or with `inference` the runs
+        in inference mode (`params.mode`, docs/inference.md), which no training figure may take."""
         rows = self.used(notebook)
-        return rows[rows["status"] == "ok"]
+        rows = rows[rows["status"] == "ok"]
+        mode = rows["params.mode"] if "params.mode" in rows else pd.Series("train", index=rows.index, dtype=object)
+        return rows[mode.eq("inference") == inference]
 
-    def ok(self, notebook: str | None = None) -> pd.DataFrame:
-        """One row per combination with ok runs (of `notebook`): numeric metrics the median over its
-        runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.repeats.collapse)."""
-        if notebook not in self._collapsed:
-            self._collapsed[notebook] = collapse(self.runs(notebook))
-        return self._collapsed[notebook]
+    def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
+        """One row per combination with ok runs (of `notebook`; `inference`: runs()'s): numeric metrics the median
+        over its runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.repeats.
+        collapse)."""
+        if (notebook, inference) not in self._collapsed:
+            self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
+        return self._collapsed[(notebook, inference)]
 
     def busy(self) -> pd.DataFrame:
         """Every ok run made on a busy host (`host_quiet` false), counted or not."""

@@ -8,7 +8,8 @@ median over its runs, every other field its most recent run's (else the latest t
 * `samples.<metric>`: each run's value of every numeric metric, in run order, from which any interval
   or ratio is computed (colabkit.statistics);
 * for the experiment's headline: `headline.n`, `headline.median`, `headline.ci_low`, `headline.ci_high`
-  (95 % bootstrap interval of the median over runs; none below 3 runs), `headline.note`,
+  (distribution-free interval of the median over runs; none below 3 runs), `headline.level` (the
+  level that interval reaches: 0.75 at 3 runs), `headline.note`,
   `headline.between_cv` (spread between runs) and `headline.within_cv` (spread inside one run: of its
   steady epochs or timed calls, the median over runs).
 
@@ -27,7 +28,7 @@ import pandas as pd
 from colabkit.experiments import find
 from colabkit.statistics import cv, finite, median_ci
 
-HEADLINE_FIELDS = ("n", "median", "ci_low", "ci_high", "note", "between_cv", "within_cv")
+HEADLINE_FIELDS = ("n", "median", "ci_low", "ci_high", "level", "note", "between_cv", "within_cv")
 
 
 def _numeric(values: pd.Series) -> bool:
@@ -71,7 +72,7 @@ def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
 
 def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd.Series) -> pd.DataFrame:
     """For every record (row of `frame`): its combination's headline figures over the runs that count
-    (`counted`): `headline.metric`, `.n`, `.median`, `.ci_low`, `.ci_high`, `.note`, `.between_cv`,
+    (`counted`): `headline.metric`, `.n`, `.median`, `.ci_low`, `.ci_high`, `.level`, `.note`, `.between_cv`,
     `.within_cv`. Rows of a notebook without a declared headline get empty figures."""
     columns = ["headline.metric", *(f"headline.{name}" for name in HEADLINE_FIELDS)]
     out = pd.DataFrame(index=frame.index, columns=columns, dtype=object)
@@ -87,7 +88,8 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
         interval = median_ci(values)
         within = within_run_cv(runs, metric).dropna().median()  # NaN, silently, where no run has one (pandas 2.2 warned)
         figures = {"headline.metric": metric, "headline.n": interval.n, "headline.median": interval.estimate,
-                   "headline.ci_low": interval.low, "headline.ci_high": interval.high, "headline.note": interval.note,
+                   "headline.ci_low": interval.low, "headline.ci_high": interval.high,
+                   "headline.level": interval.confidence if interval.resolved else None, "headline.note": interval.note,
                    "headline.between_cv": cv(values), "headline.within_cv": None if pd.isna(within) else within}
         for name, value in figures.items():
             out.loc[rows.index, name] = pd.Series([value] * len(rows), index=rows.index, dtype=object)

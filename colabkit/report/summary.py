@@ -8,10 +8,12 @@ from typing import Any
 import pandas as pd
 
 from colabkit.experiments import all_experiments
+from colabkit.experiments.inference import INFERENCE_HEADLINE
 from colabkit.report.common import (
     baseline_pair_key,
     column,
     cpu_baseline,
+    levels,
     ratio_bars_by_experiment,
     samples_column,
     speedups,
@@ -22,7 +24,7 @@ from colabkit.report.figures import log_scale_if_wide
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import TOLERANCE, Interval, Verdict
+from colabkit.statistics import TOLERANCE, Interval, Verdict, verdict_word
 
 THROUGHPUT = "samples_per_s"
 VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_difference": Verdict.NO_DIFFERENCE,
@@ -38,19 +40,26 @@ def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) ->
     return table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]), axis=1)
 
 
+def _modes(experiment: Any) -> list[tuple[Any, bool]]:
+    """(headline, inference) per mode the experiment's runs come in: its own headline for training runs and,
+    where it declares `mode`, the single-stream p90 latency for inference runs (docs/inference.md)."""
+    inference = [(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else []
+    return [(experiment.headline, False), *inference]
+
+
 def configuration_speedups(data: ReportData) -> pd.DataFrame:
     """Per experiment, configuration and device other than the CPU baseline: the speedup over the CPU on
-    the experiment's declared headline, from the runs of both (the ratio of their medians, its 95 %
-    interval, both sides resampled, and the verdict). Runs match by their parameters at the same GLOBAL
+    the experiment's declared headline, from the runs of both (the ratio of their medians, its
+    interval and the verdict with that interval's level and runs). Runs match by their parameters at the same GLOBAL
     batch, on the same backend where the CPU ran it, else against the CPU's TensorFlow run (the grids
     run a TPU on JAX, a CPU on TensorFlow: common.baseline_pair_key); a training run that did other
     work than its baseline (another number of samples per epoch or of epochs) is compared by
     throughput instead, and `measure` says so."""
     frames = []
-    for experiment in all_experiments():
-        notebook, what = experiment.name, experiment.headline.label
-        metric, higher = experiment.headline.metric, experiment.headline.higher_is_better
-        ok = data.ok(notebook)
+    for experiment, (headline, inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)):
+        notebook, what = experiment.name, headline.label
+        metric, higher = headline.metric, headline.higher_is_better
+        ok = data.ok(notebook, inference)
         name = f"metrics.{metric}"
         if name not in ok or not ok[name].notna().any():
             continue
@@ -71,10 +80,10 @@ def configuration_speedups(data: ReportData) -> pd.DataFrame:
             table.loc[differs, by_throughput.columns] = by_throughput.loc[differs]
             table.loc[differs, "measure"] = f"{what} (samples/s: the work per epoch differed)"
         table = table[(table["device"] != baseline) & table["speedup"].notna()]
-        frames.append(table.assign(notebook=notebook, over=baseline)[
-            ["notebook", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+        frames.append(table.assign(notebook=notebook, mode="inference" if inference else "train", over=baseline)[
+            ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
              "speedup_high", "speedup_verdict"]])
-    columns = ["notebook", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+    columns = ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
                "speedup_high", "speedup_verdict"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
@@ -85,37 +94,40 @@ def speedup_table(data: ReportData) -> pd.DataFrame:
     verdict was given (faster, slower, no difference resolved, too few runs): configuration_speedups."""
     rows = []
     per_configuration = configuration_speedups(data)
-    for experiment in all_experiments():
-        notebook = experiment.name
-        ok = data.ok(notebook)
-        name = f"metrics.{experiment.headline.metric}"
+    for experiment, (headline, inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)):
+        notebook, mode = experiment.name, "inference" if inference else "train"
+        ok = data.ok(notebook, inference)
+        name = f"metrics.{headline.metric}"
         if name not in ok or not ok[name].notna().any():
             continue
         labels = sort_labels(ok.loc[ok[name].notna(), "device_label"])
         baseline = cpu_baseline(labels)
-        mine = per_configuration[per_configuration["notebook"] == notebook]
+        mine = per_configuration[(per_configuration["notebook"] == notebook) & (per_configuration["mode"] == mode)]
         for device in labels:
             if device == baseline:
                 continue
             matched = mine[mine["device"] == device]
-            measure = matched["measure"].iloc[-1] if len(matched) else experiment.headline.label
-            if len(matched) and (matched["measure"] != experiment.headline.label).any():
-                measure = f"{experiment.headline.label} (samples/s where the work per epoch differed)"
-            verdicts = matched["speedup_verdict"].value_counts()
-            rows.append({"notebook": notebook, "measure": measure, "device": device, "over": baseline or "no CPU run",
+            measure = matched["measure"].iloc[-1] if len(matched) else headline.label
+            if len(matched) and (matched["measure"] != headline.label).any():
+                measure = f"{headline.label} (samples/s where the work per epoch differed)"
+            verdicts = matched["speedup_verdict"].map(verdict_word).value_counts()
+            rows.append({"notebook": notebook, "mode": mode, "measure": measure, "device": device,
+                         "over": baseline or "no CPU run",
                          "configurations": len(matched),
                          "speedup": matched["speedup"].median() if len(matched) else float("nan"),
                          "min": matched["speedup"].min() if len(matched) else float("nan"),
                          "max": matched["speedup"].max() if len(matched) else float("nan"),
-                         **{key: int(verdicts.get(value.value, 0)) for key, value in VERDICT_COUNTS.items()}})
-    columns = ["notebook", "measure", "device", "over", "configurations", "speedup", "min", "max",
-               *VERDICT_COUNTS]
+                         **{key: int(verdicts.get(value.value, 0)) for key, value in VERDICT_COUNTS.items()},
+                         "levels": levels(matched["speedup_verdict"])})
+    columns = ["notebook", "mode", "measure", "device", "over", "configurations", "speedup", "min", "max",
+               *VERDICT_COUNTS, "levels"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Bars: each device's median speedup over the CPU per notebook, min-max over configurations."""
-    rows = table[table["configurations"] > 0]
+    """Bars: each device's median speedup over the CPU per notebook, min-max over configurations (training runs:
+    an inference row's speedup is in the tables)."""
+    rows = table[(table["configurations"] > 0) & (table["mode"] == "train")]
     if not len(rows):
         return None
     figure, ax = ratio_bars_by_experiment(rows, "speedup", "min", "max", ylabel="speedup over the CPU (x)",
@@ -124,8 +136,8 @@ def speedup_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
     return ReportFigure("summary_speedup_by_notebook", figure, rows,
                         "Median over the configurations that ran on both the device and the CPU (same parameters at "
                         "the same global batch); bars here are NOT confidence intervals: they run from the smallest "
-                        "to the largest speedup over those configurations (each configuration's own 95 % interval "
-                        "and verdict are in the table summary_speedup_per_configuration): the device's value "
+                        "to the largest speedup over those configurations (each configuration's own interval "
+                        "and verdict, with its level, are in the table summary_speedup_per_configuration): the device's value "
                         "over the CPU's where higher is better (throughput), the CPU's over the device's where lower "
                         "is (time), or the throughput ratio (samples/s) where the two runs' work per epoch differed.")
 
@@ -143,7 +155,7 @@ def _verdicts(row: Any) -> str:
 
 def _device_sentence(device: str, rows: pd.DataFrame) -> str:
     """What the speedup table says about one device, notebook by notebook, by the verdicts: a device is
-    called faster (slower) only where every configuration was resolved faster (slower) at 95 %."""
+    called faster (slower) only where every configuration was resolved faster (slower), at the level stated."""
     compared, missing = rows[rows["configurations"] > 0], rows[rows["configurations"] == 0]
     parts = []
     for row in compared.itertuples():
@@ -162,8 +174,8 @@ def _device_sentence(device: str, rows: pd.DataFrame) -> str:
                         f"faster than {over} in some configurations and not in others" if faster else
                         f"slower than {over} in some configurations and not in others" if slower else
                         f"not resolved as faster or slower than {over}")
-        text = (f"{device} was {verdict_text}, comparing runs with the same parameters (95 % intervals over "
-                f"runs): {'; '.join(parts)}.")
+        text = (f"{device} was {verdict_text}, comparing runs with the same parameters (intervals over "
+                f"runs at {'; '.join(dict.fromkeys(compared['levels']))}): {'; '.join(parts)}.")
     for row in missing.itertuples():
         reason = ("no CPU run exists" if row.over == "no CPU run" else "the CPU never ran the same parameters")
         text += f" {device} also ran {title_of(row.notebook)}, but {reason}, so no speedup is given there."
@@ -196,9 +208,11 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
     if (table["configurations"] > 0).any():
         sentences.append("Speedups compare runs with the same parameters: the CPU's time over the device's for a "
                          "time, the device's throughput over the CPU's for a throughput; each is the ratio of the "
-                         "medians over runs, called faster or slower only where its 95 % interval lies beyond "
+                         "medians over runs, called faster or slower only where its interval lies beyond "
                          f"+/- {100 * TOLERANCE:g} % (docs/statistics.md), else no difference resolved, or too few "
-                         "runs for a verdict below 3 runs a side.")
+                         "runs for a verdict below 3 runs a side. Each verdict states the level its interval reaches "
+                         "and the runs behind it (at 3 runs a side a ratio's interval reaches 90 %, a median's 75 %, "
+                         "not 95 %).")
     for device, rows in table.groupby("device", sort=False):
         sentences.append(_device_sentence(device, rows))
     if counts.get("failed", 0):
@@ -264,8 +278,8 @@ def summary_section(data: ReportData) -> Section:
             section.items.append(ReportTable(
                 "summary_speedup_per_configuration", configurations.assign(notebook=configurations["notebook"]
                                                                            .map(title_of)),
-                "Each configuration's speedup over the CPU: the ratio of the medians over runs, its 95 % bootstrap "
-                "interval (both sides resampled; none below 3 runs a side) and the verdict."))
+                "Each configuration's speedup over the CPU: the ratio of the medians over runs, its interval "
+                "(none below 3 runs a side) and the verdict, with the level that interval reaches and the runs behind it."))
     if figure is not None:
         section.items.append(figure)
     busy = busy_runs_table(data)
@@ -283,7 +297,7 @@ def summary_section(data: ReportData) -> Section:
     if len(missed):
         section.text.append(f"{len(missed)} combination(s) did not reach the interval their sweep aimed for "
                             "(--target-ci) within its --max-repeats: listed below.")
-        section.items.append(ReportTable("short_of_target_ci", missed, "Combinations whose headline's 95 % interval "
+        section.items.append(ReportTable("short_of_target_ci", missed, "Combinations whose headline's interval "
                                          "is still wider than the --target-ci their sweep asked for (half-width "
                                          "relative to the median)."))
     return section

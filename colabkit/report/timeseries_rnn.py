@@ -19,6 +19,7 @@ from colabkit.report.common import (
     global_batch,
     has,
     interval_frame,
+    levels,
     notebook_section,
     pick,
     run_config_key,
@@ -31,7 +32,7 @@ from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number
-from colabkit.statistics import ratio_ci, verdict
+from colabkit.statistics import ratio_ci, verdict, verdict_text
 
 NOTEBOOK = "timeseries_rnn"
 INTRO = ("The recurrent weather model of Hvass-Labs tutorial #23 (run on Colab by Sarkar 2018) predicting "
@@ -70,13 +71,13 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
 
 def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     """Bars per batch size and device: first epoch (compilation included) and steady epoch (medians over
-    runs; the steady epoch with its 95 % interval over runs)."""
+    runs; the steady epoch with its interval over runs)."""
     figure, axes = new_figure(ncols=2, width=5.0, height=4.0)
     colors = series_colors(table)
     grouped_bars(axes[0], table, "batch", "epoch_first_s", colors=colors)
     grouped_bars(axes[1], table, "batch", "epoch_steady_s", low="epoch_steady_s_low", high="epoch_steady_s_high",
                  colors=colors)
-    for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, 95 % interval)"]):
+    for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, interval)"]):
         ax.set_title(title)
         ax.set_xlabel("global batch size")
         ax.set_ylabel("seconds")
@@ -85,8 +86,8 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
     behind = table[["series", "device", "batch", "runs", "epoch_first_s", "epoch_steady_s", "epoch_steady_s_low",
                     "epoch_steady_s_high", "epoch_steady_std_s"]].copy()
     return ReportFigure("timeseries_epoch_time", figure, behind,
-                        "Epoch times of the recurrent weather model, medians over runs; error bars: the 95 % "
-                        f"bootstrap interval over runs (none below 3 runs). For scale: {HVASS_SOURCE}.")
+                        "Epoch times of the recurrent weather model, medians over runs; error bars: the interval over runs "
+                        f"at the level its runs reach ({levels(table['epoch_steady_s_level'])}; none below 3 runs). For scale: {HVASS_SOURCE}.")
 
 
 def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
@@ -218,7 +219,7 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
 
 def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
     """Model MAE beside the persistence baseline's (tomorrow = today) per target, medians over runs;
-    skill = 1 - model / persistence, with its 95 % interval over runs and the verdict on the model
+    skill = 1 - model / persistence, with its interval over runs and the verdict on the model
     (better or worse than persistence, no difference resolved, too few runs)."""
     targets = [name[len("mae_"):] for name in table.columns if name.startswith("mae_")]
     if not targets:
@@ -232,9 +233,9 @@ def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
             rows.append({"series": row["series"], "batch": row["batch"], "target": target, "model MAE": model,
                          "persistence MAE": persistence,
                          "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
-                         "skill 95% low": np.nan if ratio.high is None else 1 - ratio.high,
-                         "skill 95% high": np.nan if ratio.low is None else 1 - ratio.low,
-                         "vs persistence": verdict(ratio, higher_is_better=False, speed=False).value
+                         "skill low": np.nan if ratio.high is None else 1 - ratio.high,
+                         "skill high": np.nan if ratio.low is None else 1 - ratio.low,
+                         "vs persistence": verdict_text(verdict(ratio, higher_is_better=False, speed=False), ratio)
                          if ratio.estimate is not None else None})
     return pd.DataFrame(rows)
 
@@ -284,7 +285,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early stop at"),
             ("best_epoch", "best epoch"),
             ("runs", "runs"), ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
-            ("epoch_steady_s_low", "95% low (s)"), ("epoch_steady_s_high", "95% high (s)"),
+            ("epoch_steady_s_low", "low (s)"), ("epoch_steady_s_high", "high (s)"), ("epoch_steady_s_level", "level"),
             ("epoch_steady_std_s", "std over epochs (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
             ("val_loss", "val loss"), ("test_loss", "test loss"), ("persistence_test_loss", "persistence test loss"),
             *[(name, name.replace("persistence_mae_", "persistence MAE ").replace("mae_", "MAE "))
@@ -297,7 +298,7 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
         section.items.append(ReportTable("timeseries_mae_vs_persistence", errors,
                                          "Mean absolute error of the model and of the persistence forecast (the value "
                                          "24 hours earlier), medians over runs; skill above 0: the model is better; "
-                                         "its 95 % interval over runs and the verdict on the model."))
+                                         "its interval over runs and the verdict on the model, with that interval's level and runs."))
     section.items.append(ReportTable(
         "timeseries_vs_hvass", hvass_table(table),
         f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))

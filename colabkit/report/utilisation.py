@@ -19,6 +19,8 @@ COLUMNS = {
     "peak_tflops": ("peak TFLOPS", 1.0),
     "peak_precision": ("peak precision", None),
     "mfu": ("fraction of peak (MFU)", 1.0),
+    "achievable_tflops": ("achievable TFLOPS (matmul scan)", 1.0),
+    "mfu_achievable": ("fraction of achievable peak", 1.0),
     "arithmetic_intensity": ("FLOPs/byte", 1.0),
     "energy_j_per_sample": ("J/sample", 1.0),
     "mean_power_w": ("mean power (W)", 1.0),

@@ -20,6 +20,7 @@ FIGURE_FORMATS = ("png", "pdf", "svg")
 TABLE_FORMATS = ("csv", "tex", "md")
 PNG_DPI = 300
 SIGNIFICANT_DIGITS = 4
+LATEX_COLUMNS = 10  # the most columns a LaTeX table has: what fits a paper's page (the CSV keeps them all)
 
 
 def _missing(value: Any) -> bool:
@@ -75,14 +76,30 @@ def _numeric(column: pd.Series) -> bool:
                                 or hasattr(value, "dtype") for value in values)
 
 
-def latex_table(table: pd.DataFrame, caption: str = "") -> str:
-    """A booktabs `tabular` (\\toprule, \\midrule, \\bottomrule; needs \\usepackage{booktabs}),
-    special characters escaped, numbers right-aligned; the caption as a comment above it."""
+def _tabular(table: pd.DataFrame) -> str:
     text = formatted(table).replace("", "--")
     columns = "".join("r" if _numeric(table[name]) else "l" for name in table.columns) or "l"
-    body = text.to_latex(index=False, escape=True, column_format=columns)
+    return text.to_latex(index=False, escape=True, column_format=columns)
+
+
+def latex_table(table: pd.DataFrame, caption: str = "") -> str:
+    """A booktabs `tabular` (\\toprule, \\midrule, \\bottomrule; needs \\usepackage{booktabs}),
+    special characters escaped, numbers right-aligned; the caption as a comment above it. A table of
+    more than LATEX_COLUMNS columns is split into several tabulars of at most that many, each led by
+    the table's leading text columns (at most 3: what names a row), one after the other."""
     header = "".join(f"% {line}\n" for line in caption.splitlines()) if caption else ""
-    return header + body
+    if len(table.columns) <= LATEX_COLUMNS:
+        return header + _tabular(table)
+    keys = []
+    for name in table.columns[:3]:
+        if _numeric(table[name]):
+            break
+        keys.append(name)
+    rest = [name for name in table.columns if name not in keys]
+    width = LATEX_COLUMNS - len(keys)
+    parts = [rest[start:start + width] for start in range(0, len(rest), width)]
+    return header + "\n".join(f"% part {index} of {len(parts)} (every column in one table: the CSV)\n"
+                               + _tabular(table[[*keys, *part]]) for index, part in enumerate(parts, start=1))
 
 
 def _markdown_cell(text: str) -> str:

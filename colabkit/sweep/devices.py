@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colabkit.device.memory import DeviceMemory, device_memory
-from colabkit.device.probes import nvidia_smi, tpu_runtime_hint
+from colabkit.device.probes import STAND_IN_ENV, nvidia_smi, stand_in, tpu_runtime_hint
 from colabkit.device.spec import DeviceKind, DeviceRequest
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
@@ -32,6 +32,7 @@ def accelerator_signs() -> list[str]:
     (colabkit.device.probes.tpu_runtime_hint), NVIDIA's or AMD's device files, GPUs nvidia-smi lists.
     [] means no framework could see an accelerator here either."""
     signs = [hint] if (hint := tpu_runtime_hint()) else []
+    signs += [f"{STAND_IN_ENV}={os.environ[STAND_IN_ENV]}"] if stand_in() else []
     signs += sorted(glob.glob("/dev/nvidia[0-9]*")) + [path for path in ("/dev/kfd",) if os.path.exists(path)]
     return signs or [f"nvidia-smi lists {gpu.get('name')}" for gpu in nvidia_smi()]
 
@@ -172,10 +173,10 @@ def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] |
 
 @contextmanager
 def host_facts(combinations: Sequence[Combination]) -> Iterator[str | None]:
-    """Where a sweep's runs keep the facts they measure once per host (the CPU's bandwidth: the first
-    run that needs it writes it, colabkit.device.bandwidth.cpu_bandwidth), removed when the runs end;
-    None when no run may use the CPU (a GPU's or TPU's bandwidth is on its datasheet)."""
-    if not any(combination.request.kind in (DeviceKind.CPU, DeviceKind.AUTO) for combination in combinations):
+    """Where a sweep's runs keep the facts they measure once per host (the CPU's bandwidth, the achievable
+    peak of each device kind: the first run that needs one writes it, colabkit.device.bandwidth.cpu_bandwidth,
+    colabkit.device.achievable), removed when the runs end; None when there are no runs."""
+    if not combinations:
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="colabkit-host-") as folder:

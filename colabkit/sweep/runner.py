@@ -41,12 +41,16 @@ __all__ = ["prepare", "run_sweep"]
 
 
 @contextmanager
-def _executor(plan: SweepPlan, options: SweepOptions, available: Mapping[str, int] | None) -> Iterator[Executor]:
+def _executor(plan: SweepPlan, options: SweepOptions, available: Mapping[str, int] | None,
+              given: Executor | None = None) -> Iterator[Executor]:
     """The plan's output folder checked, and the executor it runs with: a Dask cluster's (connected
     now) with `options.cluster`, else this machine's, serial or with `options.jobs` worker processes
-    (its devices `available`, else detected when some run asks for more than a CPU)."""
+    (its devices `available`, else detected when some run asks for more than a CPU); or the one `given`
+    (a Colab session's: colabkit.sweep.colab)."""
     check_output_folder(plan.out)
-    if options.cluster:
+    if given is not None:
+        executor = given
+    elif options.cluster:
         from colabkit.sweep.cluster import DaskExecutor
 
         executor: Executor = DaskExecutor(plan.out, options)
@@ -58,15 +62,16 @@ def _executor(plan: SweepPlan, options: SweepOptions, available: Mapping[str, in
 
 
 def prepare(plan: SweepPlan, options: SweepOptions = SweepOptions(),
-            available: Mapping[str, int] | None = None) -> list[Decision]:
+            available: Mapping[str, int] | None = None, executor: Executor | None = None) -> list[Decision]:
     """What `--dry-run` shows: the output folder checked, the devices found (as `run_sweep` finds
     them) and every run of the plan decided. Runs and writes nothing."""
-    with _executor(plan, options, available) as executor:
+    with _executor(plan, options, available, executor) as executor:
         return decide(plan, executor.out, executor.inventory(), options.force, options.rerun_unreadable)
 
 
 def run_sweep(plan: SweepPlan, options: SweepOptions = SweepOptions(), *, available: Mapping[str, int] | None = None,
-              echo: Callable[[str], None] = print, progress: bool = False) -> list[Outcome]:
+              echo: Callable[[str], None] = print, progress: bool = False,
+              executor: Executor | None = None) -> list[Outcome]:
     """Run every run of `plan` that is not finished yet, as `options` say; one Outcome per run.
 
     Nothing runs if `out` cannot be written or is locked by another sweep (OutputFolderError,
@@ -78,7 +83,7 @@ def run_sweep(plan: SweepPlan, options: SweepOptions = SweepOptions(), *, availa
     `progress` adds a progress bar. Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
     options = dataclasses.replace(options, cwd=options.cwd or str(Path.cwd()))
-    with _executor(plan, options, available) as executor:
+    with _executor(plan, options, available, executor) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
             decisions = decide(plan, out, executor.inventory(), options.force, options.rerun_unreadable)

@@ -24,7 +24,7 @@ OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 MIN_TIME_S = 0.5  # the timed products add up to at least this
 SAMPLE_MIN_S = 0.02  # each sample times back-to-back products lasting at least this (timer, scheduler noise)
 MIN_SAMPLES = 5
-UNSTABLE_HALF_WIDTH = 0.10  # the median sample's 95 % interval wider than +/- 10 %: the baseline is unstable
+UNSTABLE_HALF_WIDTH = 0.10  # the median sample's interval wider than +/- 10 %: the baseline is unstable
 IMPLAUSIBLE_FRACTION_OF_PEAK = 0.02  # below 2 % of the CPU's peak estimate, a BLAS product was disturbed
 
 _CHILD = r"""
@@ -87,7 +87,7 @@ def child_window(before: Snapshot, after: Snapshot) -> dict[str, Any]:
 def baseline_problems(samples: list[float], tflops: float, host: dict[str, Any],
                       peak_tflops: float | None = None) -> list[str]:
     """Why a baseline cannot be trusted, in words (empty: it is stable): its samples leave their median
-    uncertain by more than UNSTABLE_HALF_WIDTH (the bootstrap interval of colabkit.statistics), other
+    uncertain by more than UNSTABLE_HALF_WIDTH (the interval of colabkit.statistics.median_ci), other
     processes took more than the host-quiet share of the CPUs while it ran, or its rate lies below
     IMPLAUSIBLE_FRACTION_OF_PEAK of the CPU's peak estimate."""
     problems = []

@@ -20,6 +20,7 @@ from typing import Any
 
 import keras
 
+from colabkit.device.achievable import achievable_fields
 from colabkit.errors import FlopCountError
 from colabkit.phases import phase
 from colabkit.training.roofline import dtype_bytes, roofline_point
@@ -32,6 +33,16 @@ FLOP_CONVENTION = (
     "(forward + 2 x backward, as PaLM's MFU counts them; no recomputation); 0 FLOPs (ignored): "
     "activations (fused or as layers), pooling, dropout, normalisation, residual adds and merges, "
     "reshapes, padding, embedding lookups, the loss and the optimizer update"
+)
+
+PALM_CONVENTION = (
+    "model FLOPs by PaLM's formula (Chowdhery et al. 2022, appendix B), for a model with attention layers: "
+    "training 6N + 12 x L x H x Q x T per token, forward a third (2N + 4LHQT); N = every trainable weight outside "
+    "the embedding tables (token and position lookups cost no FLOPs), the untied output head, biases and layer "
+    "norms included; L x H x Q = heads x head size summed over the attention layers; T = the sequence length; the "
+    "attention term counts the full T x T scores and weighted values, NOT halved for the causal mask (the kernels "
+    "compute the masked half and discard it; PaLM and nanoGPT's estimate_mfu count it whole); softmax, layer norm, "
+    "activations, the loss and the optimizer update: 0 FLOPs; no recomputation"
 )
 
 TRAIN_TO_FORWARD = 3.0  # forward + backward (gradients for the inputs and for the weights)
@@ -216,8 +227,29 @@ def _walk(model: Any, length: int | None) -> list[tuple[Any, list[Shape], list[S
     return rows
 
 
+def _palm_flops(rows: list[tuple[Any, list[Shape], list[Shape]]], length: int | None) -> list[tuple[str, str, float]]:
+    """Forward FLOPs per sequence of each layer under PALM_CONVENTION: 2 x its non-embedding weights x T, and
+    for an attention layer 4 x H x Q x T^2 more (Q: the mean of its key and value head sizes)."""
+    attention = [(layer, inputs) for layer, inputs, _ in rows if type(layer).__name__ == "MultiHeadAttention"]
+    lengths = {_elements(inputs[0][:1], layer, length) for layer, inputs in attention}
+    if len(lengths) != 1:
+        raise FlopCountError(f"attention layers over sequences of different lengths {sorted(lengths)}: PaLM's "
+                             "formula takes one T")
+    tokens = lengths.pop()
+    by_layer = []
+    for layer, _, _ in rows:
+        name = type(layer).__name__
+        weights = 0 if "Embedding" in name else sum(math.prod(w.shape) for w in layer.trainable_weights)
+        flops = 2.0 * weights * tokens
+        if name == "MultiHeadAttention":
+            flops += 2.0 * layer.num_heads * (layer.key_dim + (layer.value_dim or layer.key_dim)) * tokens * tokens
+        by_layer.append((layer.name, name, flops))
+    return by_layer
+
+
 def model_flops(model: Any, sequence_length: int | None = None) -> ModelFlops:
-    """Forward and training FLOPs per sample of a built Keras 3 model, counted layer by layer.
+    """Forward and training FLOPs per sample of a built Keras 3 model, counted layer by layer; a model with
+    MultiHeadAttention layers by PaLM's formula (PALM_CONVENTION), each layer's share listed.
 
     `sequence_length` fills an axis of unknown length (a model built on keras.Input((None, d)))
     with the time steps of one training sample. Raises FlopCountError on a layer without a formula,
@@ -225,14 +257,15 @@ def model_flops(model: Any, sequence_length: int | None = None) -> ModelFlops:
     """
     if not getattr(model, "layers", None):
         raise FlopCountError(f"model {getattr(model, 'name', model)!r} has no layers to count")
-    by_layer = []
     with phase("flop_count"):
-        for layer, inputs, outputs in _walk(model, sequence_length):
-            flops = float(_layer_flops(layer, inputs, outputs, sequence_length))
-            by_layer.append((layer.name, type(layer).__name__, flops))
+        rows = _walk(model, sequence_length)
+        palm = any(type(layer).__name__ == "MultiHeadAttention" for layer, _, _ in rows)
+        by_layer = _palm_flops(rows, sequence_length) if palm else [
+            (layer.name, type(layer).__name__, float(_layer_flops(layer, inputs, outputs, sequence_length)))
+            for layer, inputs, outputs in rows]
     forward = sum(flops for _, _, flops in by_layer)
     return ModelFlops(forward_per_sample=forward, train_per_sample=TRAIN_TO_FORWARD * forward,
-                      by_layer=tuple(by_layer), convention=FLOP_CONVENTION)
+                      by_layer=tuple(by_layer), convention=PALM_CONVENTION if palm else FLOP_CONVENTION)
 
 
 # Weight traffic of one training step, in values per weight (docs/roofline.md):
@@ -299,7 +332,8 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
                 roofline: bool = False) -> dict[str, Any]:
     """How well a trained model used its device, as record fields: model FLOPs per sample, achieved
     model TFLOPS and MFU (utilisation_metrics), the peak it was divided by (with its source, at the
-    model's compute precision), and the arithmetic intensity of one training step per replica; with
+    model's compute precision), MFU against the achievable peak too (colabkit.device.achievable: a matmul
+    scan, once per host), and the arithmetic intensity of one training step per replica; with
     `roofline`, the device's memory bandwidth (`device.peak_bandwidth()`: datasheet on GPUs and TPUs, a
     STREAM measurement on a CPU) and the run's point on the roofline (roofline_point).
 
@@ -322,6 +356,8 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
         "flops_per_step_per_replica": intensity.flops_per_step,
         "bytes_per_step_per_replica": intensity.bytes_per_step,
         "intensity_convention": INTENSITY_CONVENTION,
+        **achievable_fields(device.kind, getattr(device, "backend", None), device.replicas, compute_dtype,
+                            fields["model_tflops"], peak.tflops if peak else None),
     })
     if roofline:
         bandwidth = device.peak_bandwidth()
@@ -348,4 +384,9 @@ def describe_utilisation(metrics: dict[str, Any]) -> str:
         text += f" = {metrics['mfu']:.2%} of the {metrics['peak_precision']} peak ({metrics['peak_tflops']:g} TFLOPS)"
     else:
         text += f"; MFU unknown: {metrics.get('mfu_reason')}"
+    if metrics.get("mfu_achievable") is not None:
+        text += (f", {metrics['mfu_achievable']:.2%} of the achievable {metrics['achievable_tflops']:.3g} TFLOPS "
+                 f"(matmul scan, {metrics['achievable_shape']})")
+    if metrics.get("compiler_flops_ratio") is not None:
+        text += f"; the compiler counts {metrics['compiler_flops_ratio']:.3f}x these FLOPs"
     return text + f"; arithmetic intensity {metrics.get('arithmetic_intensity', float('nan')):.1f} FLOPs/byte"

@@ -78,7 +78,7 @@ class MemoryEstimate:
                 f"of {self.batch} {human_bytes(self.activations_bytes)}")
 
 
-# --- ParaDnn's three families, as notebooks/paradnn.ipynb builds them ------------------------------
+# --- ParaDnn's families, as notebooks/paradnn.ipynb builds them ------------------------------
 
 # Weights of one recurrent layer of `u` units fed `d` inputs (Keras 3; GRU with reset_after=True,
 # its default: two bias vectors of 3u).
@@ -148,7 +148,34 @@ def _rnn(values: Mapping[str, Any]) -> tuple[int, int, int, int]:
     return weights, 0, length + length * hidden * (1 + layers) + length * vocab, flops
 
 
-_FAMILIES = {"fc": _fc, "cnn": _cnn, "rnn": _rnn}
+def transformer_weights(layers: int, width: int, vocab: int, mlp_ratio: int, length: int) -> tuple[int, int]:
+    """(non-embedding weights N, embedding weights) of ParaDnn's decoder-only Transformer: per block two
+    layer norms (2d each), Q, K, V and output projections (d x d + d each), an MLP d -> rd -> d with biases;
+    a final layer norm and an untied head d -> vocab with bias; token (vocab x d) and position embeddings."""
+    d, r = width, mlp_ratio
+    block = 2 * 2 * d + 4 * (d * d + d) + (d * r * d + r * d) + (r * d * d + d)
+    return layers * block + 2 * d + d * vocab + vocab, vocab * d + length * d
+
+
+def palm_forward_flops(non_embedding: int, attention_width: int, length: int) -> int:
+    """Forward model FLOPs of one sequence by PaLM's formula (Chowdhery et al. 2022, appendix B), a third of
+    its training figure 6N + 12LHQT per token: T x (2N + 4 x sum over layers of H x Q x T); the attention
+    term not halved for the causal mask (docs/paradnn.md)."""
+    return length * (2 * non_embedding + 4 * attention_width * length)
+
+
+def _transformer(values: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    layers, d, heads, length = values["layers"], values["width"], values["heads"], values["length"]
+    non_embedding, embedding = transformer_weights(layers, d, values["vocab"], values["mlp_ratio"], length)
+    # per block at least: layer norms' outputs, Q, K, V, the context, the projection, the residual sums (8 x Td),
+    # the attention probabilities (H x T^2) and the MLP's hidden values (r x Td); the logits (T x vocab)
+    block = 8 * length * d + heads * length * length + values["mlp_ratio"] * length * d
+    activations = length + length * d + layers * block + length * values["vocab"]
+    flops = palm_forward_flops(non_embedding, layers * d, length)
+    return non_embedding + embedding, 0, activations, flops
+
+
+_FAMILIES = {"fc": _fc, "cnn": _cnn, "rnn": _rnn, "transformer": _transformer}
 
 
 def paradnn_forward_flops(values: Mapping[str, Any]) -> int:

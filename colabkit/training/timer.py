@@ -220,6 +220,7 @@ class TrainingTimer(keras.callbacks.Callback):
             "epoch_time_first_s": self.epochs[0].epoch_s,
             "epoch_time_steady_s": epoch_steady,
             "epoch_time_steady_std_s": summarize([e.epoch_s for e in steady])["std"],
+            "steady_seconds": steady_train_s if steady else None,  # how long the steady part trained
             "train_epoch_time_steady_s": train_steady,
             "validation_time_steady_s": _median([e.validation_s for e in steady]),
             "step_time_steady_ms": step_steady * 1e3 if step_steady is not None else None,

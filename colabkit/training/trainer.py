@@ -5,7 +5,8 @@ counted exactly), FitEstimate (the time left, after the first steps), EnergyMete
 steady epochs on NVIDIA GPUs), then utilisation (model FLOPs, MFU, arithmetic intensity; with `roofline`
 the roofline point) and the bottleneck passes (colabkit.training.breakdown, with a profile on request).
 It prints what it measured and returns a `Training`: the history, the record's `metrics` and its other
-fields. `Trainer.repeat` does the same over fresh models (Kimm, Paik & Kimm 2021's repeats). As d2l's
+fields. `Trainer.repeat` does the same over fresh models (Kimm, Paik & Kimm 2021's repeats); `Trainer.infer`
+times inference instead (single-stream latency percentiles, offline throughput: docs/inference.md). As d2l's
 `train_ch6`: a few calls, each doing what it says.
 
     trainer = colabkit.Trainer(run, dev, batch_size, mixed_precision=mixed_precision, seed=seed,
@@ -23,12 +24,14 @@ from typing import Any
 import keras
 import numpy as np
 
+from colabkit.device.achievable import achievable_record
 from colabkit.errors import ParameterError
 from colabkit.training.breakdown import measure_breakdown
+from colabkit.training.compiler_flops import compiler_count
 from colabkit.training.energy import EnergyMeter
 from colabkit.training.estimate import FitEstimate
 from colabkit.training.fit import fit, predict_all, weights_digest
-from colabkit.training.flops import describe_utilisation, model_flops, utilisation
+from colabkit.training.flops import PALM_CONVENTION, describe_utilisation, model_flops, utilisation
 from colabkit.training.setup import batch_sizes, make_dataset, repeated_batch, scaled_learning_rate, set_precision
 from colabkit.training.timer import TrainingTimer, describe_timing
 
@@ -176,12 +179,31 @@ class Trainer:
         training = Training(last.model, last.data, history, repeated.metrics(), fields, repeated)
         return self._measure(training, sequence_length, roofline)
 
+    def infer(self, model: Any, samples: Any, *, queries: int, batch_sizes: str = "1", runs: int | None = None,
+              tokens_per_sample: int | None = None) -> Any:
+        """Inference mode (colabkit.training.inference.measure_inference): `queries` single-stream queries at batch 1
+        on `samples` (an array, one sample a row), then offline throughput at `batch_sizes` ('1,32,256,max'). One
+        device only: a batch of 1 does not split over replicas. `tokens_per_sample`: a sequence model's tokens per
+        sample, for offline tokens/s (a decoder's prefill). Prints the figures; returns an Inference."""
+        from colabkit.training.inference import OFFLINE_RUNS, measure_inference, parse_batch_sizes
+
+        if self.device.replicas > 1 or self.device.kind == "multiworker":
+            raise ParameterError(f"mode = 'inference' runs on one device; {self.device.name} has "
+                                 f"{self.device.replicas} replicas: give device 'cpu', 'gpu' or 'tpu' without a count")
+        inference = measure_inference(model, samples, self.device, queries=queries, runs=runs or OFFLINE_RUNS,
+                                      batch_sizes=parse_batch_sizes(batch_sizes), tokens_per_sample=tokens_per_sample)
+        inference.metrics.update(dtype_policy=self.policy, replicas=1, params=model.count_params())
+        self.echo(inference.describe())
+        return inference
+
     def _measure(self, training: Training, sequence_length: int | None, roofline: bool) -> Training:
         """Utilisation and the bottleneck passes after training; every figure printed."""
         model, metrics = training.model, training.metrics
         flops = model_flops(model, sequence_length)
         metrics.update(utilisation(model, self.device, metrics["samples_per_s"], self.per_replica_batch,
                                    sequence_length=sequence_length, flops=flops, roofline=roofline))
+        if flops.convention == PALM_CONVENTION:  # a Transformer: the compiler's own count beside PaLM's formula
+            metrics.update(compiler_count(model, self.per_replica_batch, flops.train_per_sample))
         metrics.update(self.settings, params=model.count_params())
         bottlenecks = measure_breakdown(model, training.data, metrics, self.device, enabled=self.breakdown,
                                         profile_steps=self.profile_steps, trace_dir=self.run.artifact(".profile"))
@@ -190,6 +212,7 @@ class Trainer:
             flops={"forward_per_sample": flops.forward_per_sample, "train_per_sample": flops.train_per_sample,
                    "convention": flops.convention, "by_layer": [{"layer": name, "class": kind, "forward_per_sample": value}
                                                                 for name, kind, value in flops.by_layer]},
+            achievable_peak=achievable_record(self.device.kind, getattr(self.device, "backend", None)),
             **({"sizes": self.sizes} if self.sizes else {}), **bottlenecks.record_fields())
         self.echo("\n".join([describe_timing(metrics), describe_utilisation(metrics), bottlenecks.describe()]))
         return training

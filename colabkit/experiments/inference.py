@@ -1,0 +1,67 @@
+"""Inference as a mode of a training experiment (docs/inference.md): the declared `mode` parameter, the
+parameters only an inference run has, the training parameters it does without, and the headline its
+runs are compared on (MLPerf scores SingleStream by the 90th percentile's latency).
+
+A declaration adds `*inference_parameters("1,32,256,max")` and wraps its training-only parameters in
+`training_only(...)`: their values then leave an inference run's name, fingerprint and record (two
+inference runs that differ only in epochs are one run), and `mode` separates inference runs from
+training runs in every identity (colabkit.records.identity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from colabkit.errors import ParameterError
+from colabkit.experiments.declaration import Headline, Parameter, replicas_of
+from colabkit.training.inference import parse_batch_sizes
+
+MODES = ("train", "inference")
+TRAIN, INFERENCE = MODES
+INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms", "lower")
+# An inference record's main metrics (colabkit.training.inference; docs/records.md lists them all).
+INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
+_IN_INFERENCE = (("mode", (INFERENCE,)),)
+
+
+def _batch_sizes_syntax(value: Any) -> str | None:
+    try:
+        parse_batch_sizes(value)
+    except ParameterError:
+        return "whole numbers >= 1 and 'max', separated by commas (e.g. '1,32,256,max')"
+    return None
+
+
+def inference_parameters(batch_sizes: str) -> tuple[Parameter, Parameter, Parameter]:
+    """`mode`, and `queries` and `offline_batch_sizes` (default `batch_sizes`), which count in inference runs only."""
+    return (Parameter("mode", str, TRAIN, "train; or inference: single-stream latency and offline throughput of the "
+                      "model as built, no training (docs/inference.md)", choices=MODES),
+            Parameter("queries", int, 1000, "inference: single-stream queries at batch 1 (p99's 95 % interval "
+                      "takes 368 or more)", minimum=1, used_when=_IN_INFERENCE),
+            Parameter("offline_batch_sizes", str, batch_sizes, "inference: offline batch sizes, commas; max: the "
+                      "largest that fits by the memory estimate", check=_batch_sizes_syntax, used_when=_IN_INFERENCE))
+
+
+def training_only(*parameters: Parameter) -> tuple[Parameter, ...]:
+    """`parameters`, each counting in training runs only (used_when mode is train)."""
+    return tuple(replace(parameter, used_when=(*parameter.used_when, ("mode", (TRAIN,)))) for parameter in parameters)
+
+
+def is_inference(params: Mapping[str, Any] | None) -> bool:
+    """Whether a run's parameters ask for inference mode."""
+    return (params or {}).get("mode") == INFERENCE
+
+
+def headline_for(experiment: Any, params: Mapping[str, Any] | None) -> Headline:
+    """The figure a run with `params` is compared on: INFERENCE_HEADLINE in inference mode, else the experiment's."""
+    return INFERENCE_HEADLINE if is_inference(params) else experiment.headline
+
+
+def inference_on_one_device(values: Mapping[str, Any]) -> str | None:
+    """Batch 1 does not split over replicas: inference mode takes one device."""
+    if is_inference(values) and (replicas_of(values) > 1 or str(values.get("device", "")).startswith("multiworker")):
+        return (f"device = {values['device']!r} with mode = 'inference': expected one device ('cpu', 'gpu'); "
+                "a batch of 1 does not split over replicas")
+    return None

@@ -1,0 +1,135 @@
+"""The Methods paragraph a paper can paste (hardware, software, runs, warm-up, intervals, data: all read
+from the records), and references.bib: every published work the report compares with, the statistics
+it rests on, and the suite itself (CITATION.cff at the repository's root says how to cite it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from colabkit.io import write_atomic
+from colabkit.report.common import SUBSTITUTES, column, title_of
+from colabkit.report.records import ReportData, label_kind, sort_labels
+from colabkit.report.section import Section
+from colabkit.report.writers import format_number
+from colabkit.statistics import EXACT_95_RUNS, MIN_RUNS, TOLERANCE, median_ci, percent, ratio_ci
+from colabkit.version import __version__
+
+VERSIONS = [("software.python", "Python"), ("software.tensorflow", "TensorFlow"), ("software.keras", "Keras"),
+            ("software.jax", "JAX"), ("software.jaxlib", "jaxlib"), ("software.torch", "PyTorch"),
+            ("software.numpy", "NumPy"), ("software.tf_cuda_build", "CUDA (TensorFlow's build)"),
+            ("software.tf_cudnn_build", "cuDNN (TensorFlow's build)"), ("software.libtpu", "libtpu")]
+DRIVERS = ("device.driver", "device.driver_version", "device.cuda_driver")
+
+REFERENCES = {  # BibTeX, by key; the facts as docs/sources.md gives them
+    "sarkar2018": "@misc{sarkar2018,\n  author = {Sarkar},\n  title = {How to harness the powers of the Cloud TPU?},\n"
+                  "  year = {2018},\n  note = {Blog post; a Colab matrix-multiply benchmark adapted from Colab's "
+                  "tpu.ipynb}\n}",
+    "alyafeai2018": "@misc{alyafeai2018,\n  author = {Alyafeai, Zaid},\n  title = {{GPUvsTPU.ipynb}: a CNN on MNIST "
+                    "at three batch sizes on a GPU and a TPU},\n  year = {2018},\n  howpublished = "
+                    "{\\url{https://github.com/zaidalyafeai/Notebooks}}\n}",
+    "kimm2021": "@inproceedings{kimm2021,\n  author = {Kimm and Paik and Kimm},\n  title = {Performance Comparison of "
+                "{TPU}, {GPU}, {CPU} on {Google Colaboratory} over Distributed Deep Learning},\n  booktitle = "
+                "{IEEE International Symposium on Embedded Multicore/Many-core Systems-on-Chip (MCSoC)},\n"
+                "  year = {2021}\n}",
+    "wang2020": "@misc{wang2020,\n  author = {Wang, Yu Emma and Wei, Gu-Yeon and Brooks, David},\n  title = "
+                "{Benchmarking {TPU}, {GPU}, and {CPU} Platforms for Deep Learning},\n  year = {2020},\n"
+                "  eprint = {1907.10701},\n  archivePrefix = {arXiv},\n  note = {ParaDnn; code: "
+                "\\url{https://github.com/Emma926/paradnn}}\n}",
+    "ragab": "@misc{ragab,\n  author = {Ragab, M. A. and Ragab, A. A.},\n  title = {Acceleration of Deep Neural "
+             "Network},\n  note = {Student report: one CNN on MNIST in TensorFlow, PyTorch and JAX}\n}",
+    "hvass23": "@misc{hvass23,\n  author = {{Hvass-Labs}},\n  title = {{TensorFlow} Tutorial \\#23: Time-Series "
+               "Prediction},\n  howpublished = {\\url{https://github.com/Hvass-Labs/TensorFlow-Tutorials}}\n}",
+    "kalibera2013": "@inproceedings{kalibera2013,\n  author = {Kalibera, Tomas and Jones, Richard},\n  title = "
+                    "{Rigorous Benchmarking in Reasonable Time},\n  booktitle = {International Symposium on Memory "
+                    "Management (ISMM)},\n  year = {2013}\n}",
+    "hodges1963": "@article{hodges1963,\n  author = {Hodges, J. L. and Lehmann, E. L.},\n  title = {Estimates of "
+                  "Location Based on Rank Tests},\n  journal = {The Annals of Mathematical Statistics},\n"
+                  "  volume = {34},\n  number = {2},\n  year = {1963}\n}",
+    "colabkit": "@software{colabkit,\n  title = {colabkit: CPU, GPU and TPU benchmarks on Google Colab},\n"
+                f"  version = {{{__version__}}},\n  note = {{See CITATION.cff in its repository}}\n}}",
+}
+
+
+def write_references(folder: str | Path) -> Path:
+    """Write references.bib (REFERENCES) into `folder`; return its path."""
+    return write_atomic(Path(folder) / "references.bib", "\n\n".join(REFERENCES.values()) + "\n")
+
+
+def _distinct(frame: pd.DataFrame, name: str) -> list[str]:
+    return [text for text in dict.fromkeys(column(frame, name).dropna().map(format_number)) if text]
+
+
+def _hardware(ok: pd.DataFrame) -> str:
+    cpus = []
+    for model, rows in ok.groupby(column(ok, "host.cpu_model", "unknown CPU").fillna("unknown CPU"), sort=True):
+        cores = ", ".join(_distinct(rows, "host.cpu_cores"))
+        cpus.append(f"{model}" + (f" ({cores} logical cores available to the run)" if cores else ""))
+    text = "Hardware: host CPU " + "; ".join(cpus) + "."
+    accelerators = ok[ok["device_label"].map(label_kind) != "cpu"]
+    if len(accelerators):
+        names = []
+        for label in sort_labels(accelerators["device_label"]):
+            rows = accelerators[accelerators["device_label"] == label]
+            drivers = [value for name in DRIVERS for value in _distinct(rows, name)]
+            names.append(f"{label}" + (f" (driver {', '.join(drivers)})" if drivers else ""))
+        text += " Accelerators: " + "; ".join(names) + "."
+    else:
+        text += " No accelerator: every run used the CPU."
+    return text
+
+
+def _software(ok: pd.DataFrame) -> str:
+    parts = [f"{label} {', '.join(values)}" for name, label in VERSIONS if (values := _distinct(ok, name))]
+    return ("Software: " + "; ".join(parts) + f"; colabkit {__version__}.") if parts else ""
+
+
+def _runs(data: ReportData, ok: pd.DataFrame) -> str:
+    counted = data.runs()
+    per = counted.groupby("combination_id").size() if len(counted) else pd.Series(dtype=int)
+    spread = (format_number(per.min()) if per.min() == per.max() else
+              f"{format_number(per.min())} to {format_number(per.max())}") if len(per) else "0"
+    return (f"Each combination (one experiment's parameters on one device) ran {spread} times, each run a fresh "
+            f"process (its own notebook kernel): {len(counted)} successful runs of {len(per)} combinations of "
+            f"{ok['notebook'].nunique()} experiments ({', '.join(map(title_of, dict.fromkeys(ok['notebook'])))}). "
+            "The run, not the epoch, is the unit of evidence: epochs of one run share its process and host.")
+
+
+def _intervals() -> str:
+    levels = ", ".join(f"{percent(median_ci(range(n)).confidence)} at {n}" for n in range(MIN_RUNS, EXACT_95_RUNS + 1))
+    pair = percent(ratio_ci([1, 2, 3], [1, 2, 3]).confidence)
+    return ("Warm-up is kept apart: a training run's first epoch (tracing, compilation) is reported on its own and "
+            "its steady figures are the median over the later epochs; a matmul's first call is its cold figure, "
+            "the median of the later calls its warm one. Each figure is the median over runs with a "
+            "distribution-free interval between two of the runs' order statistics (no resampling; its exact level "
+            f"follows from the binomial distribution: {levels} runs); a ratio of two configurations' medians gets "
+            "the Hodges-Lehmann interval of the shift between the logarithms of their runs (Hodges & Lehmann "
+            f"1963; {pair} at 3 runs a side, 95 % or more from 4). Every interval states the level it reaches and "
+            "its runs. A verdict calls one configuration faster or slower only where the whole interval of the ratio "
+            f"lies beyond +/- {100 * TOLERANCE:g} %, and says at what level (Kalibera & Jones 2013).")
+
+
+def _data(ok: pd.DataFrame) -> str:
+    parts = []
+    for notebook, rows in ok.groupby("notebook", sort=False):
+        names = _distinct(rows, "data.dataset") or _distinct(rows, "data.name")
+        stand_in = [source.lower() for source in dict.fromkeys(column(rows, "data_used", "").fillna(""))
+                    if source in SUBSTITUTES]  # "": the real data, or data the workload generates itself
+        parts.append(f"{title_of(notebook)}: {', '.join(names) or 'generated by the workload'}"
+                     + (f" ({' and '.join(stand_in)} stand-in, not the real data)" if stand_in else ""))
+    return "Data: " + "; ".join(parts) + "." if parts else ""
+
+
+def methods_section(data: ReportData) -> Section:
+    """The Methods paragraph, generated from the records the report uses."""
+    section = Section("methods", "Methods")
+    ok = data.runs()
+    if not len(ok):
+        section.empty = "No successful runs, so no methods to describe."
+        return section
+    section.text = [" ".join(part for part in (_hardware(ok), _software(ok), _runs(data, ok), _intervals(), _data(ok))
+                             if part),
+                    "References: references.bib beside this report (the published works compared with, the "
+                    "statistics used, and colabkit; CITATION.cff in its repository says how to cite the suite)."]
+    return section
