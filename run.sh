@@ -5,20 +5,29 @@
 #   ./run.sh bench   every benchmark under benchmarks/, each printing its ratio to a same-run baseline
 #   ./run.sh paper   the paper-size sweep (hours on a CPU; meant for GPU/TPU runtimes)
 #   ./run.sh gpu-check  on a GPU machine, one table saying whether its GPU path measures right (minutes)
+# COLABKIT_STACK=colab before any verb runs it under the Colab set instead (requirements-colab.txt: Colab's
+# versions on Python 3.13, in .venv-colab; docs/colab.md); ./run.sh colab-check shows that installing colabkit
+# as the Colab set-up cell does changes none of them, then runs the matmul, CNN and ParaDnn smoke and the report.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-VENV=${COLABKIT_VENV:-.venv}
+case "${COLABKIT_STACK:-today}" in
+  today) REQUIREMENTS=requirements.txt CONSTRAINTS="" VENV=${COLABKIT_VENV:-.venv} PYTHONS="python3.11 python3"
+         MINOR=11 ;;
+  colab) REQUIREMENTS=requirements-colab.txt CONSTRAINTS=constraints-colab.txt VENV=${COLABKIT_VENV:-.venv-colab}
+         PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python" MINOR=13 ;;
+  *) echo "run.sh: COLABKIT_STACK is 'today' (requirements.txt) or 'colab' (requirements-colab.txt)" >&2; exit 2 ;;
+esac
 PY="$VENV/bin/python"
 
 find_python() {
-  for candidate in "${PYTHON:-}" python3.11 python3; do
+  for candidate in "${PYTHON:-}" $PYTHONS; do
     if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 &&
-       "$candidate" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))'; then
+       "$candidate" -c "import sys; sys.exit(sys.version_info[:2] != (3, $MINOR))" 2>/dev/null; then
       echo "$candidate"; return
     fi
   done
-  echo "run.sh: no Python 3.11-3.13 found (set PYTHON=/path/to/python3.11)" >&2
+  echo "run.sh: no Python 3.$MINOR found for the ${COLABKIT_STACK:-today} set (set PYTHON=/path/to/python3.$MINOR)" >&2
   exit 1
 }
 
@@ -27,7 +36,7 @@ setup() {
   # the hash of the requirements, then every extra installed with them: changed requirements or a new extra set
   # up again, with every extra installed before (a verb without an extra never drops one).
   local extra=${1:-} stamp="$VENV/.colabkit-installed" wanted installed="" extras=""
-  wanted=$(cat requirements.txt pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
+  wanted=$(cat $REQUIREMENTS $CONSTRAINTS pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
   if [ -x "$PY" ] && [ -f "$stamp" ]; then
     read -r installed extras < "$stamp" || true
     if [ "$installed" = "$wanted" ] && { [ -z "$extra" ] || [[ " $extras " == *" $extra "* ]]; }; then
@@ -39,7 +48,7 @@ setup() {
   [ -x "$PY" ] || "$(find_python)" -m venv "$VENV"
   local package=.
   [ -z "$extras" ] || package=".[${extras// /,}]"
-  "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt -e "$package"
+  "$PY" -m pip install --quiet --disable-pip-version-check -r $REQUIREMENTS ${CONSTRAINTS:+-c $CONSTRAINTS} -e "$package"
   echo "$wanted $extras" > "$stamp"
 }
 
@@ -64,6 +73,29 @@ case "$verb" in
       "$PY" "$benchmark" "$@" || status=1
     done
     exit $status ;;
+  colab-check)
+    # A fresh Python 3.13 venv with Colab's own packages only (requirements-colab.txt above its "Not in Colab's
+    # image" line, at Colab's versions), then colabkit installed as the Colab set-up cell installs it (a plain
+    # pip install, no constraints): no Colab version may change; then the matmul, CNN and ParaDnn smoke and the report.
+    VENV=.venv-colab-check PY=.venv-colab-check/bin/python PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python"
+    MINOR=13
+    rm -rf "$VENV" && "$(find_python)" -m venv "$VENV"
+    sed "/^# Not in Colab's image/,\$d" requirements-colab.txt > "$VENV/colab-only.txt"
+    "$PY" -m pip install --quiet --disable-pip-version-check -r "$VENV/colab-only.txt" -c constraints-colab.txt
+    "$PY" -m pip freeze --all > "$VENV/before.txt"
+    "$PY" -m pip install --quiet --disable-pip-version-check .
+    "$PY" -m pip freeze --all > "$VENV/after.txt"
+    "$PY" - "$VENV/before.txt" "$VENV/after.txt" <<'COMPARE'
+import re, sys
+before, after = ({m[1].lower(): m[2] for m in re.finditer(r"^([^=\s]+)==(\S+)$", open(p).read(), re.M)} for p in sys.argv[1:])
+changed = [f"{name} {version} -> {after.get(name, 'removed')}" for name, version in before.items() if after.get(name) != version]
+print("colab-check: installing colabkit changed " + (", ".join(changed) if changed else f"none of the {len(before)} packages"))
+sys.exit(1 if changed else 0)
+COMPARE
+    out=$(mktemp -d)
+    (cd "$out" && "$OLDPWD/$PY" -m colabkit sweep "$OLDPWD"/parameters/{matmul_tflops,cnn_mnist,paradnn}.yaml \
+       --preset smoke --out "$out/smoke" "$@" && "$OLDPWD/$PY" -m colabkit report "$out/smoke" --out "$out/smoke/report")
+    echo "colab-check: the smoke and its report are in $out/smoke" ;;
   gpu-check)
     # CUDA's wheels (gigabytes) only where there is a GPU to use them; elsewhere the check says so
     if command -v nvidia-smi >/dev/null 2>&1; then setup cuda; else setup; fi

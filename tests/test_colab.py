@@ -278,13 +278,14 @@ def test_real_pip_runner_reports_pip_failure_as_a_typed_error():
 
 # --- the cell itself --------------------------------------------------------------------------------
 
-def run_cell(monkeypatch, colabkit_missing: bool = False) -> list[list[str]]:
-    """Execute the bootstrap cell's exact text; return the commands it gave subprocess.run."""
+def run_cell(monkeypatch, colabkit_missing: bool = False, pip_fails: str = "") -> list[list[str]]:
+    """Execute the bootstrap cell's exact text; return the commands it gave subprocess.run (whose pip
+    exits 1 saying `pip_fails` on stderr when that is given)."""
     commands: list[list[str]] = []
 
     def fake_run(command, **kwargs):
         commands.append(list(command))
-        return subprocess.CompletedProcess(command, 0)
+        return subprocess.CompletedProcess(command, 1 if pip_fails else 0, "", pip_fails)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     if colabkit_missing:
@@ -308,6 +309,20 @@ def test_cell_in_a_fresh_colab_installs_colabkit_then_calls_bootstrap(runtime, m
     commands = run_cell(monkeypatch, colabkit_missing=True)
     assert commands == [[sys.executable, "-m", "pip", "install", "-q", COLABKIT_FROM_GITHUB]]
     assert called == [{}]
+
+
+@pytest.mark.parametrize("pip_said, unreachable", [
+    ("  fatal: repository 'https://github.com/colabkit/colabkit/' not found\nerror: subprocess-exited-with-error", True),
+    ("error: pathspec 'v0.1.0' did not match any file(s) known to git", True),
+    ("ERROR: Could not find a version that satisfies the requirement numpy>=9", False)])
+def test_cell_whose_pip_fails_prints_pips_words_in_one_block_and_names_the_fix(runtime, monkeypatch, capsys,
+                                                                               pip_said, unreachable):
+    runtime("gpu")
+    with pytest.raises(RuntimeError, match="pip's message is printed above"):
+        run_cell(monkeypatch, colabkit_missing=True, pip_fails=pip_said)
+    err = capsys.readouterr().err
+    assert err.startswith("colabkit could not be installed from colabkit/colabkit@v") and pip_said.strip() in err
+    assert ("python -m colabkit badges --repo OWNER/NAME" in err and "wheel" in err) is unreachable
 
 
 def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap_and_installs_no_tensorflow(runtime, monkeypatch, capsys):
@@ -343,9 +358,63 @@ def test_record_host_section_describes_the_colab_runtime(runtime, monkeypatch):
     host = make_record("x", "ok", {})["host"]
     assert host["colab"] is True
     assert host["colab_runtime"] == {
-        "release_tag": RELEASE_TAG, "accelerator": "gpu", "accelerator_evidence": "nvidia-smi is on the PATH",
-        "colab_gpu": "1", "tpu_accelerator_type": None, "tpu_pci": None,
+        "release_tag": RELEASE_TAG, "backend_version": None, "image_type": None, "accelerator": "gpu",
+        "accelerator_evidence": "nvidia-smi is on the PATH", "colab_gpu": "1", "tpu_accelerator_type": None,
+        "tpu_pci": None,
     }
+
+
+GPU_FOUND = {"kind": "gpu", "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}
+
+
+@pytest.mark.parametrize("asked, device, found, mismatch", [
+    (None, GPU_FOUND, GPU_FOUND["name"], None),  # nobody said what was asked
+    ("G4", GPU_FOUND, GPU_FOUND["name"], None),
+    ("H100", GPU_FOUND, GPU_FOUND["name"], "asked for H100, ran on NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+    ("A100", {"kind": "gpu", "name": "NVIDIA L4"}, "NVIDIA L4", "asked for A100, ran on NVIDIA L4"),
+    ("l4", {"kind": "gpu", "name": "NVIDIA L4"}, "NVIDIA L4", None),
+    ("v6e-1", {"kind": "tpu", "device_kind": "TPU v6 lite", "name": "TPU v6e-1"}, "TPU v6 lite", None),
+    ("V5E1", {"kind": "tpu", "device_kind": "TPU v5 lite"}, "TPU v5 lite", None),  # Colab's metadata spelling
+    ("v6e-1", {"kind": "tpu", "device_kind": "TPU v5 lite"}, "TPU v5 lite", "asked for v6e-1, ran on TPU v5 lite"),
+    ("T4", {"kind": "cpu", "name": "AMD EPYC"}, "none", "asked for T4, ran on none"),
+    ("cpu", {"kind": "cpu", "name": "AMD EPYC"}, "none", None),
+    ("B200", GPU_FOUND, GPU_FOUND["name"], None),  # a runtime type colabkit does not know: it cannot tell
+])
+def test_record_says_which_accelerator_was_asked_for_and_which_ran(runtime, monkeypatch, capsys, asked, device,
+                                                                   found, mismatch):
+    from colabkit.records.record import make_record
+    from colabkit.report.records import device_label
+
+    runtime("cpu")
+    if asked:
+        monkeypatch.setenv("COLABKIT_ACCELERATOR_ASKED", asked)
+    else:
+        monkeypatch.delenv("COLABKIT_ACCELERATOR_ASKED", raising=False)
+    record = make_record("x", "ok", {}, device=device)
+    assert (record["accelerator_asked"], record["accelerator_found"]) == (asked, found)
+    assert record["colab_runtime_version"] == RELEASE_TAG
+    if mismatch is None:
+        assert record["accelerator_mismatch"] is None and "WARNING" not in capsys.readouterr().err
+    else:
+        assert record["accelerator_mismatch"].startswith(mismatch)
+        assert mismatch in capsys.readouterr().err  # said on the console too
+    assert device_label(record) == f"{device['kind'].upper()}: {device['name']}" if "name" in device else True
+    assert not mismatch or asked not in device_label(record)  # labelled by what ran, never by what was asked
+
+
+def test_a_record_without_an_accelerator_in_use_names_the_machines_one(runtime, tmp_path, monkeypatch):
+    from colabkit.records.record import make_record
+
+    runtime("cpu", colab=False)
+    assert make_record("x", "skipped", {}, error={"kind": "skipped"})["accelerator_found"] == "none"
+    smi = tmp_path / "bin" / "nvidia-smi"  # the fake PATH's folder: nvidia-smi's CSV answer for one L4
+    smi.write_text("#!/bin/sh\necho '0, NVIDIA L4, 23034, 550.54'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    record = make_record("x", "skipped", {}, error={"kind": "skipped"})
+    assert (record["accelerator_found"], record["colab_runtime_version"]) == ("NVIDIA L4", None)
+    monkeypatch.setenv("COLABKIT_ACCELERATOR_ASKED", "L4")  # a CPU run on an L4 runtime: the runtime got its L4
+    cpu_run = make_record("x", "ok", {}, device={"kind": "cpu", "name": "AMD EPYC"})
+    assert (cpu_run["accelerator_found"], cpu_run["accelerator_mismatch"]) == ("NVIDIA L4", None)
 
 
 def test_record_host_section_outside_colab_has_no_colab_runtime(runtime):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 import zipfile
@@ -85,10 +86,13 @@ def test_archive_holds_the_folder_and_never_overwrites(tmp_path):
 @pytest.mark.notebook
 def test_colab_sweep_notebook_runs_the_sweep_builds_the_report_and_zips_it(tmp_path):
     out = tmp_path / "sweep"
-    execute_notebook("colab_sweep", tmp_path, grid="parameters/matmul_tflops.yaml", preset="smoke",
+    execute_notebook("colab_sweep", tmp_path, grid="matmul_tflops: smoke", runtime_asked="T4",
                      download_zip=False, out=str(out), repeats=1)
     records = sorted(path.relative_to(out).as_posix() for path in out.rglob("*.json") if "report" not in path.parts)
     assert records == ["matmul_tflops/cpu/n-256_dtype-float32.json", "matmul_tflops/cpu/n-512_dtype-float32.json"]
+    record = json.loads((out / records[0]).read_text())  # the form's runtime type reached every run's record
+    assert (record["accelerator_asked"], record["accelerator_found"]) == ("T4", "none")
+    assert record["accelerator_mismatch"].startswith("asked for T4, ran on none")
     assert (out / "report" / "report.html").is_file()
     (archive,) = tmp_path.glob("sweep-cpu-*.zip")
     names = zipfile.ZipFile(archive).namelist()

@@ -144,10 +144,13 @@ def test_a_jax_process_keeps_tensorflow_out_and_trains_every_epoch_from_one_inpu
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     assert result["loaded"] == []  # not even keras.utils.set_random_seed loaded it
     assert "kept out of this kernel" in result["refused"]
-    # One iterator for all epochs: after Keras's one look at the first batch (it builds the training
-    # state from it), the batch indices run on across epochs, 3 per pass of 10 samples, where a restarted
-    # input would start again at 0 every epoch; each epoch's partial batch counted as it is.
-    assert result["seen"] == [0, *range(9)]
+    # One iterator for all epochs: after Keras's look at the first batches (it builds the training state
+    # from them: batch 0 on Keras 3.15, batches 0 and 1 on Colab's 3.13), the batch indices run on across
+    # epochs, 3 per pass of 10 samples, where a restarted input would start again at 0 every epoch (Keras
+    # 3.13 also fetches one batch ahead); each epoch's partial batch counted as it is.
+    seen = result["seen"]
+    start = len(seen) - 1 - seen[::-1].index(0)  # where training's one iterator began
+    assert start <= 2 and seen[start:start + 9] == list(range(9)) and len(seen) - start <= 10, seen
     assert result["epochs"] == [[3, 10]] * 3
 
 

@@ -144,7 +144,7 @@ def test_accelerator_hint_is_the_notebooks_own_unless_set():
     assert AcceleratorHint.parse("TPU:V5E1").label() == "v5e-1 TPU"
 
 
-@pytest.mark.parametrize("spec", ["gpu:V28", "tpu:T4", "cuda", "cpu:T4", "GPU:K80"])
+@pytest.mark.parametrize("spec", ["gpu:V28", "tpu:T4", "cuda", "cpu:T4", "GPU:K80", "TPU:V28"])  # V28: retired
 def test_accelerator_hint_rejects_what_colab_would_not_understand(spec):
     with pytest.raises(NotebookTemplateError):
         AcceleratorHint.parse(spec)
@@ -166,6 +166,7 @@ def copy_repository(tmp_path: Path) -> Path:
     (repo / "colabkit" / "colab").mkdir(parents=True)
     shutil.copy(COORDINATES, repo / COORDINATES.relative_to(REPO))
     shutil.copytree(NOTEBOOKS, repo / "notebooks")
+    shutil.copytree(REPO / "parameters", repo / "parameters")  # colab_sweep's form is stamped from the grid files
     shutil.copy(REPO / "README.md", repo / "README.md")
     (repo / "docs").mkdir()
     shutil.copy(REPO / "docs" / "colab.md", repo / "docs" / "colab.md")
@@ -178,14 +179,14 @@ def test_notebooks_command_stamps_a_new_notebook_and_check_reports_drift(tmp_pat
     assert main(["notebooks", "--check", "--root", str(repo)]) == 1
     out = capsys.readouterr().out
     assert "notebooks/cnn_mnist.ipynb" in out and "README.md" in out and "matmul_tflops" not in out
-    assert main(["notebooks", "--root", str(repo), "--accelerator", "cnn_mnist=TPU:V28"]) == 0
+    assert main(["notebooks", "--root", str(repo), "--accelerator", "cnn_mnist=TPU:V6E1"]) == 0
     assert main(["notebooks", "--check", "--root", str(repo)]) == 0
     stamped = nbformat.read(repo / "notebooks" / "cnn_mnist.ipynb", as_version=4)
     assert stamped.cells[1].id == BOOTSTRAP_CELL_ID and stamped.metadata.accelerator == "TPU"
     readme = (repo / "README.md").read_text()
     row = next(line for line in readme.splitlines() if "[`cnn_mnist`](notebooks/cnn_mnist.ipynb)" in line)
     assert row.startswith("| CNN on MNIST | ")  # the experiment's declared title (colabkit.experiments)
-    assert row.endswith("| v2-8 TPU |")  # the runtime the notebook now asks for
+    assert row.endswith("| v6e-1 TPU |")  # the runtime the notebook now asks for
 
 
 def test_one_bad_notebook_stops_the_stamp_before_anything_is_written(tmp_path, capsys):

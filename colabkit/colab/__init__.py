@@ -6,5 +6,6 @@ Every notebook's stamped set-up cell runs `from colabkit.colab import bootstrap;
 
 from colabkit.colab.install import bootstrap
 from colabkit.colab.runtime import in_colab
+from colabkit.colab.sweep import unpack_sweep_zips
 
-__all__ = ["bootstrap", "in_colab"]
+__all__ = ["bootstrap", "in_colab", "unpack_sweep_zips"]

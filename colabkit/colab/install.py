@@ -176,6 +176,9 @@ def _install(plan: list[Install], where: str, pip: Callable[[list[str]], None],
     return plan
 
 
+# What pip (through git) prints when the repository or its ref cannot be had: no such repository or a private
+# one (git asks for a user name), no such tag or commit, no network.
+UNREACHABLE_SIGNS = ("not found", "Username", "did not match any", "resolve host", "unable to access")
 BOOTSTRAP_CELL_ID = "colab-bootstrap"
 BOOTSTRAP_MARKER = "# Colab set-up"
 BOOTSTRAP_TEMPLATE = '''\
@@ -188,7 +191,17 @@ if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
     import importlib.util, subprocess
 
     if importlib.util.find_spec("colabkit") is None:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{requirement}"], check=True)
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{requirement}"],
+                             capture_output=True, text=True)
+        if pip.returncode != 0:  # pip's own words in one block, and the fix when the repository is out of reach
+            said = ((pip.stderr or "") + (pip.stdout or "")).strip()
+            unreachable = any(sign in said for sign in {unreachable_signs})
+            print("colabkit could not be installed from {repository}@{ref}; pip said:\\n" + said[-3000:]
+                  + ("\\n\\nThe repository or its ref cannot be reached (not published, private, or misspelt). "
+                     "Point the notebooks at a published repository (`python -m colabkit badges --repo OWNER/NAME` "
+                     "in a checkout, then push), or upload a colabkit wheel and `pip install` it here first."
+                     if unreachable else ""), file=sys.stderr)
+            raise RuntimeError("colabkit could not be installed: pip's message is printed above")
         importlib.invalidate_caches()
     from colabkit.colab import bootstrap
 
@@ -199,7 +212,7 @@ def bootstrap_source(coordinates: Coordinates | None = None) -> str:
     """The bootstrap cell's source for these coordinates (default: the configured ones)."""
     coordinates = coordinates or configured()
     return BOOTSTRAP_TEMPLATE.format(repository=coordinates.repository, ref=coordinates.ref,
-                                     requirement=coordinates.pip_requirement)
+                                     requirement=coordinates.pip_requirement, unreachable_signs=UNREACHABLE_SIGNS)
 
 
 def install_commands(coordinates: Coordinates | None = None) -> dict[str, list[str]]:

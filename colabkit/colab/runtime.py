@@ -1,13 +1,35 @@
-"""Is this Google Colab, and which accelerator does the runtime have."""
+"""Is this Google Colab, which accelerator does the runtime have, and which was asked for.
+
+What a record says about the accelerator (colabkit.records.record.make_record):
+- `accelerator_found`: the accelerator the runtime really has: the GPU's name as the driver gives it, a TPU's `device_kind`
+  (JAX) or accelerator type (TensorFlow), 'none' on a runtime without one (a CPU run on a GPU runtime names its GPU);
+- `accelerator_asked`: the runtime type asked for, from COLABKIT_ACCELERATOR_ASKED where whoever started the
+  runtime set it (colab_sweep.ipynb from its form, a Colab CLI executor from its `--accelerator`), else null;
+- `colab_runtime_version`: Colab's COLAB_RELEASE_TAG (its image's release, e.g.
+  'release-colab-external-images_20260917-060051_RC00'), null outside Colab.
+A runtime may grant another accelerator than the one asked for (an H100 falling back to a G4, an A100 to
+an L4: googlecolab/colabtools #5976, #5719): `accelerator_mismatch` then says so.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from typing import Any
 
-from colabkit.device.probes import tpu_chips_on_pci, tpu_runtime_hint
+from colabkit.device.peaks import tpu_generation
+from colabkit.device.probes import nvidia_smi, tpu_chips_on_pci, tpu_runtime_hint
+
+ASKED_VARIABLE = "COLABKIT_ACCELERATOR_ASKED"
+# Colab's runtime types (the names its "Change runtime type" dialog and CLI use) -> what the driver or
+# JAX calls the accelerator they grant: a pattern on the GPU's name, or a TPU generation.
+RUNTIME_TYPES: dict[str, str] = {
+    "T4": r"\bT4\b", "L4": r"\bL4\b", "A100": r"A100", "H100": r"H100", "G4": r"RTX PRO 6000",
+    "v5e-1": "tpu:v5e", "v6e-1": "tpu:v6e", "v2-8": "tpu:v2",
+}
+NO_ACCELERATOR = "none"
 
 
 def in_colab() -> bool:
@@ -32,6 +54,53 @@ def runtime_accelerator() -> tuple[str, str]:
     return "cpu", "no TPU hint, no nvidia-smi"
 
 
+def colab_runtime_version() -> str | None:
+    """Colab's runtime version: its COLAB_RELEASE_TAG (the image's release, dated); None outside Colab."""
+    return os.environ.get("COLAB_RELEASE_TAG") or None
+
+
+def accelerator_asked() -> str | None:
+    """The accelerator the run was asked for (COLABKIT_ACCELERATOR_ASKED), None where nobody said."""
+    return os.environ.get(ASKED_VARIABLE, "").strip() or None
+
+
+def accelerator_found(device: dict[str, Any] | None = None) -> str:
+    """The accelerator the runtime has: from a run's `device` section when the run used it (the GPU's name
+    from the driver, the TPU's device_kind or accelerator type), else what this machine shows (a CPU run, or a
+    run that never started: nvidia-smi's first GPU, the TPU runtime's accelerator type or chips' generation);
+    'none' on a machine without one."""
+    device = device or {}
+    if device.get("kind") == "gpu":
+        return str(device.get("name") or "unknown GPU")
+    if device.get("kind") == "tpu":
+        return str(device.get("device_kind") or device.get("accelerator_type") or device.get("name") or "unknown TPU")
+    gpus = nvidia_smi()
+    if gpus:
+        return gpus[0]["name"]
+    if tpu_runtime_hint():
+        pci = tpu_chips_on_pci()
+        return os.environ.get("TPU_ACCELERATOR_TYPE") or (f"TPU {pci['generation']}" if pci else "unknown TPU")
+    return NO_ACCELERATOR
+
+
+def accelerator_mismatch(asked: str | None, found: str) -> str | None:
+    """A sentence when the accelerator found is not the one asked for; None when they agree, when nothing
+    was asked, or when `asked` is no runtime type colabkit knows (it cannot tell)."""
+    if not asked:
+        return None
+    plain = asked.replace("-", "").lower()  # 'v5e-1' as Colab's dialog says it, 'V5E1' as its metadata does
+    wanted = next((pattern for name, pattern in RUNTIME_TYPES.items() if name.replace("-", "").lower() == plain), None)
+    if asked.lower() in ("cpu", NO_ACCELERATOR):
+        agrees = found == NO_ACCELERATOR
+    elif wanted is None:
+        return None
+    elif wanted.startswith("tpu:"):
+        agrees = tpu_generation(found) == wanted.removeprefix("tpu:")
+    else:
+        agrees = found != NO_ACCELERATOR and re.search(wanted, found, flags=re.IGNORECASE) is not None
+    return None if agrees else f"asked for {asked}, ran on {found}: recorded as what ran"
+
+
 def colab_runtime_info() -> dict[str, Any] | None:
     """What Colab says about this runtime, for a record's host section; None outside Colab."""
     if not in_colab():
@@ -40,6 +109,8 @@ def colab_runtime_info() -> dict[str, Any] | None:
     accelerator, reason = runtime_accelerator()
     return {
         "release_tag": os.environ.get("COLAB_RELEASE_TAG"),
+        "backend_version": os.environ.get("COLAB_BACKEND_VERSION"),  # seen as 'next'; meaning undocumented
+        "image_type": os.environ.get("COLAB_IMAGE_TYPE"),  # 'gpu', 'tpu', ... where Colab sets it
         "accelerator": accelerator,
         "accelerator_evidence": reason,
         "colab_gpu": os.environ.get("COLAB_GPU"),

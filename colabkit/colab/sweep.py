@@ -4,13 +4,15 @@ notebooks/colab_sweep.ipynb strings these together: find the suite's notebooks a
 checkout, or the copy installed with colabkit), detect the runtime's device, sweep its combinations,
 build the report, zip the outputs and hand the zip over (a browser download; a copy on Google Drive
 only when asked). Run it on a CPU, a GPU and a TPU runtime and merge the three zips with
-`python -m colabkit report` for the full comparison.
+`python -m colabkit report` for the full comparison, or in Colab with notebooks/report.ipynb, whose
+`sweep_zips` brings the zips in (an upload, or a zip, folder or Drive path: `unpack_sweep_zips`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,3 +80,48 @@ def deliver(archive: str | Path, *, download: bool = True, drive_folder: str | N
     for line in done:
         echo(line)
     return done
+
+
+def unpack_sweep_zips(source: str, into: str | Path = "outputs/sweep-zips", *,
+                      upload: Callable[[], dict[str, bytes]] | None = None) -> list[Path]:
+    """The sweeps' zips (archive_outputs) unpacked, one folder each under `into`, for the report to merge.
+
+    `source` is "upload" (in Colab, the browser's file picker: google.colab.files.upload, or `upload`), a
+    zip, or a folder holding zips; a path under MyDrive/ (or /content/drive) mounts Google Drive first.
+    FolderNotFoundError when the path holds no zip, or a zip is unreadable or would write outside its folder.
+    """
+    into = Path(into)
+    if source == "upload":
+        if upload is None:
+            from google.colab import files  # only in Colab: nowhere else is there a browser to upload from
+
+            upload = files.upload
+        into.mkdir(parents=True, exist_ok=True)
+        zips = []
+        for name, content in upload().items():
+            (into / Path(name).name).write_bytes(content)
+            zips.append(into / Path(name).name)
+    else:
+        path = Path(source)
+        if in_colab() and (source.startswith("MyDrive") or path.is_relative_to(DRIVE_MOUNT)):
+            from google.colab import drive
+
+            drive.mount(str(DRIVE_MOUNT))
+            path = path if path.is_absolute() else DRIVE_MOUNT / path
+        zips = sorted(path.glob("*.zip")) if path.is_dir() else [path] if path.is_file() else []
+    if not zips:
+        raise FolderNotFoundError(f"no sweep zip in {source!r}: give 'upload', a .zip, or a folder holding them")
+    folders = []
+    for archive in zips:
+        folder = into / archive.stem
+        try:
+            with zipfile.ZipFile(archive) as opened:
+                outside = [name for name in opened.namelist()
+                           if not (folder / name).resolve().is_relative_to(folder.resolve())]
+                if outside:
+                    raise FolderNotFoundError(f"{archive}: would write outside its folder ({outside[0]}); not unpacked")
+                opened.extractall(folder)
+        except zipfile.BadZipFile as exc:
+            raise FolderNotFoundError(f"{archive}: not a readable zip ({exc})") from exc
+        folders.append(folder)
+    return folders

@@ -60,6 +60,10 @@ _GPU_PEAKS: list[tuple[str, str, dict[str, float], str]] = [
      "NVIDIA H200 datasheet (SXM, dense = half its sparsity figures): 67 FP32, 494.7 TF32, 989.4 FP16/BF16 TFLOPS"),
     (r"H100", "H100-SXM", {"float32": 67.0, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4},
      "NVIDIA H100 datasheet (SXM, dense): 67 FP32, 494.7 TF32, 989.4 FP16/BF16 TFLOPS"),
+    # Colab's G4 runtime: "NVIDIA RTX PRO 6000 Blackwell Server Edition". Its datasheet gives FP32 and FP4 only
+    # (no dense TF32/FP16/BF16 tensor figure), so only FP32 has a peak here.
+    (r"RTX PRO 6000 Blackwell", "RTX-PRO-6000-Blackwell", {"float32": 120.0},
+     "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 120 TFLOPS FP32 (Colab's G4)"),
 ]
 
 # TPU generation -> (bf16 TFLOPS per chip, TensorFlow devices per chip). On TPUs a float32 matmul
@@ -185,6 +189,8 @@ _GPU_BANDWIDTH: list[tuple[str, float | None, float, str, BandwidthQuality]] = [
     (r"H100.*NVL", None, 3900.0, "NVIDIA H100 NVL: 3,900 GB/s HBM3 per GPU (secondary source)", "secondary"),
     (r"H100.*PCI", None, 2000.0, "NVIDIA H100 datasheet (PCIe): about 2,000 GB/s HBM2e", "vendor"),
     (r"H100", None, 3350.0, "NVIDIA H100 datasheet (SXM): 3,350 GB/s HBM3", "vendor"),
+    (r"RTX PRO 6000 Blackwell", None, 1597.0,
+     "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 1,597 GB/s GDDR7, 96 GB (Colab's G4)", "vendor"),
 ]
 
 # TPU generation -> HBM GB/s per chip (Google Cloud TPU docs, system architecture pages).

@@ -42,20 +42,28 @@ from colabkit.colab.install import (
     bootstrap_source,
     install_commands,
 )
+from colabkit.colab.runtime import RUNTIME_TYPES
 from colabkit.errors import NotebookTemplateError
 from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
 from colabkit.experiments.table import markdown_table
 from colabkit.io import write_atomic
+from colabkit.sweep.gridfile import load_grid
 
 NOTEBOOKS_DIR = "notebooks"
 README = "README.md"
 COLAB_DOC = "docs/colab.md"
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
-# Colab's runtime-type values as its "Change runtime type" dialog saves them (metadata.colab.gpuType).
+# Colab's runtime-type values as its "Change runtime type" dialog saves them (metadata.colab.gpuType), today's
+# (docs/colab.md; the v2-8 TPU was retired in September 2025).
 COLAB_RUNTIME_TYPES = {"T4": ("GPU", "T4 GPU"), "L4": ("GPU", "L4 GPU"), "A100": ("GPU", "A100 GPU"),
-                       "V28": ("TPU", "v2-8 TPU"), "V5E1": ("TPU", "v5e-1 TPU")}
+                       "H100": ("GPU", "H100 GPU"), "G4": ("GPU", "G4 GPU"), "V5E1": ("TPU", "v5e-1 TPU"),
+                       "V6E1": ("TPU", "v6e-1 TPU")}
+SWEEP_NOTEBOOK = "colab_sweep"
+# colab_sweep.ipynb's form lines stamped from the grid files and the runtime types: `grid` offers each grid file's
+# own presets, `runtime_asked` the runtime types (colabkit.colab.runtime.RUNTIME_TYPES, less the retired v2-8).
+_SWEEP_FORM = {"grid": re.compile(r"^grid = .*$", re.M), "runtime_asked": re.compile(r"^runtime_asked = .*$", re.M)}
 ACCELERATORS = ("GPU", "TPU")
 _KEPT_COLAB_KEYS = ("gpuType", "toc_visible")
 # Cell metadata written by a run (papermill, Colab, Jupyter's execution timing), never by an author.
@@ -225,8 +233,23 @@ def parameters_source(experiment: Experiment) -> str:
     return "\n".join(parameter_line(parameter) for parameter in experiment.parameters)
 
 
+def sweep_form(root: Path) -> dict[str, str]:
+    """colab_sweep.ipynb's form lines: every grid file's presets as `NAME: PRESET` choices (smoke first), and the
+    runtime types a user may say they picked."""
+    choices = [f"{path.stem}: {preset}" for path in sorted((root / "parameters").glob("*.yaml"))
+               for preset in sorted(load_grid(path).presets, key=lambda name: (name != "smoke", name))]
+    if not choices:
+        raise NotebookTemplateError(f"no grid file with presets under {root / 'parameters'}: the sweep form needs them")
+    default = next((choice for choice in choices if choice.startswith("cnn_mnist: smoke")), choices[0])
+    asked = ["", *(name for name in RUNTIME_TYPES if name != "v2-8")]
+    return {"grid": f"grid = {json.dumps(default)}  # @param {json.dumps(choices)} - a grid file "
+                    "(parameters/NAME.yaml) and one of its presets",
+            "runtime_asked": f'runtime_asked = ""  # @param {json.dumps(asked)} - what you picked in Runtime > Change '
+                             "runtime type: records compare it with what ran"}
+
+
 def stamp_notebook(notebook: Any, path: str, coordinates: Coordinates | None = None,
-                   hint: AcceleratorHint | None = None) -> Any:
+                   hint: AcceleratorHint | None = None, form: dict[str, str] | None = None) -> Any:
     """A stamped copy of `notebook` (an nbformat v4 node) whose repository path is `path`.
 
     `hint` replaces the notebook's Colab accelerator hint; None keeps the one it has.
@@ -244,6 +267,11 @@ def stamp_notebook(notebook: Any, path: str, coordinates: Coordinates | None = N
     for cell in cells:
         if experiment is not None and "parameters" in cell.get("metadata", {}).get("tags", []):
             cell.source = parameters_source(experiment)
+        elif form and "parameters" in cell.get("metadata", {}).get("tags", []):
+            for name, line in form.items():
+                if not _SWEEP_FORM[name].search(_text(cell.source)):
+                    raise NotebookTemplateError(f"{path}: its parameters cell has no `{name} = ...` line to stamp")
+                cell.source = _SWEEP_FORM[name].sub(lambda _: line, _text(cell.source))
     cells[0].source = stamp_header(_text(cells[0].source), coordinates.badge(path))
     bootstrap = nbformat.v4.new_code_cell(bootstrap_source(coordinates))  # the template owns all of it
     cells.insert(1, bootstrap)
@@ -322,9 +350,9 @@ def install_section(coordinates: Coordinates) -> str:
         "|---|---|---|---|",
         f"| CPU | CPU (older menus: None) | TensorFlow | colabkit; `tensorflow=={TENSORFLOW_VERSION}` if the image "
         "has no TensorFlow |",
-        f"| GPU | T4 GPU (free tier), L4 GPU or A100 GPU | TensorFlow | colabkit; `tensorflow=={TENSORFLOW_VERSION}` "
+        f"| GPU | T4 GPU (free tier), L4, A100, H100 or G4 GPU | TensorFlow | colabkit; `tensorflow=={TENSORFLOW_VERSION}` "
         "if the image has no TensorFlow |",
-        "| TPU | v2-8 TPU, v5e-1 TPU or v6e-1 TPU (TPU VM runtimes) | JAX | colabkit only: the image has `jax[tpu]` |",
+        "| TPU | v5e-1 TPU or v6e-1 TPU (TPU VM runtimes; v2-8 retired) | JAX | colabkit only: the image has `jax[tpu]` |",
         f"| TPU, `backend = \"tensorflow\"` | as above | TensorFlow | colabkit; then, when the run starts, "
         f"`tensorflow=={TPU_TENSORFLOW_VERSION}` and `tensorflow-tpu=={TPU_TENSORFLOW_VERSION}`, with a warning |",
         "",
@@ -396,7 +424,8 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
             notebook = nbformat.reads(original, as_version=4)
         except Exception as exc:  # noqa: BLE001 - nbformat raises several unrelated types for bad JSON
             raise NotebookTemplateError(f"{relative}: not a readable notebook ({exc})") from exc
-        stamped = stamp_notebook(notebook, relative, coordinates, hints.get(path.stem))
+        form = sweep_form(root) if path.stem == SWEEP_NOTEBOOK else None
+        stamped = stamp_notebook(notebook, relative, coordinates, hints.get(path.stem), form)
         result.notebooks.append(NotebookInfo(path.stem, relative, header_title(stamped.cells[0], relative),
                                              AcceleratorHint.of(stamped.metadata)))
         text = notebook_text(stamped)

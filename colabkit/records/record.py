@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from colabkit.colab.runtime import accelerator_asked, accelerator_found, accelerator_mismatch, colab_runtime_version
 from colabkit.device.host_state import HostMonitor
 from colabkit.errors import MeasurementError, RecordError
 from colabkit.io import json_value, write_json_atomic
@@ -91,6 +93,15 @@ FIELD_DOCS: dict[str, str] = {
     "host_state": "what else the host did from `start_run` to the record (colabkit.device.host_state): load "
                   "averages, other processes' CPU time and share, steal share, CPU clock range, NVIDIA GPUs' SM "
                   "clocks, throttle reasons and other processes; the reasons and thresholds of `host_quiet`",
+    "accelerator_found": "the accelerator the runtime really has: the GPU's name from the driver, the TPU's "
+                         "`device_kind` (or accelerator type), `none` on a machine without one (colabkit.colab.runtime)",
+    "accelerator_asked": "the runtime type the run was asked for (`T4`, `H100`, `G4`, `v5e-1`...): the "
+                         "COLABKIT_ACCELERATOR_ASKED environment variable (set by colab_sweep.ipynb and a Colab "
+                         "CLI executor), null where nobody said",
+    "accelerator_mismatch": "null, or a sentence when `accelerator_found` is not what `accelerator_asked` names "
+                            "(Colab may grant another GPU); the record describes what ran",
+    "colab_runtime_version": "Colab's runtime version, its COLAB_RELEASE_TAG (the image's dated release); null "
+                             "outside Colab",
     "inference": "runs in inference mode (`params.mode` `inference`, docs/inference.md): the single-stream latencies "
                  "at batch 1 with their percentiles and order-statistic intervals, the offline throughput per batch "
                  "size with its interval over runs, and how the largest batch was found",
@@ -139,6 +150,12 @@ def make_record(
         "finished_at": finished_at or utc_now(),
         "git_commit": git_commit(),
     }
+    found, asked = accelerator_found(device), accelerator_asked()
+    mismatch = accelerator_mismatch(asked, found)
+    record.update(accelerator_found=found, accelerator_asked=asked, accelerator_mismatch=mismatch,
+                  colab_runtime_version=colab_runtime_version())
+    if mismatch and status == RecordStatus.OK:
+        print(f"colabkit: WARNING: {mismatch}", file=sys.stderr)
     if error:
         record["error"] = dict(error)
     record.update(extra)

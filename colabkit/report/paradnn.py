@@ -46,7 +46,9 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
     ok = data.ok(NOTEBOOK)
     table = pd.DataFrame({
         "device": ok["device_label"], "family": column(ok, "params.family"), "model": column(ok, "metrics.model"),
-        "batch": column(ok, "metrics.global_batch_size").fillna(column(ok, "params.batch_size")),
+        "batch": pd.Series([asked if pd.isna(ran) else ran for ran, asked in  # no fillna: pandas 2.2 warns on object
+                            zip(column(ok, "metrics.global_batch_size"), column(ok, "params.batch_size"))],
+                           index=ok.index, dtype=object),
         "precision": column(ok, "params.mixed_precision"), "params": column(ok, "metrics.params"),
         "step_ms": column(ok, "metrics.step_time_steady_ms"),
         "step_std_ms": column(ok, "timings.step_s_steady.std").astype(float) * 1e3,

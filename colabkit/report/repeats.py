@@ -86,7 +86,7 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
         runs = rows[counted.loc[rows.index] & (rows["status"] == "ok")]
         values = finite(runs.get(f"metrics.{metric}", pd.Series(dtype=float)))
         interval = median_ci(values)
-        within = within_run_cv(runs, metric).median() if len(runs) else np.nan
+        within = within_run_cv(runs, metric).dropna().median()  # NaN, silently, where no run has one (pandas 2.2 warned)
         figures = {"headline.metric": metric, "headline.n": interval.n, "headline.median": interval.estimate,
                    "headline.ci_low": interval.low, "headline.ci_high": interval.high,
                    "headline.level": interval.confidence if interval.resolved else None, "headline.note": interval.note,
