@@ -96,6 +96,9 @@ def test_device_labels_name_kind_replicas_and_model():
     two_workers = {**fx.CPU, "requested": "multiworker:2", "replicas": 2, "workers": 2,
                    "strategy": "MultiWorkerMirroredStrategy"}
     assert report.device_label({"device": two_workers}) == "CPU x2 over 2 workers: AMD EPYC"
+    # the tests' CPU standing in for a T4 (COLABKIT_TEST_STAND_IN) is never labelled as a T4 alone
+    stand_in = {"kind": "gpu", "replicas": 1, "name": "Tesla T4", "stand_in": "cpu"}
+    assert report.device_label({"device": stand_in}) == "GPU: Tesla T4 (a CPU standing in)"
 
 
 def test_a_missing_folder_is_said_loudly_and_the_command_refuses_it(tmp_path, capsys):

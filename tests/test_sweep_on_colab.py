@@ -120,6 +120,7 @@ def test_two_accelerators_run_side_by_side_come_back_and_are_stopped(fake: dict[
     assert report.returncode == 0, report.stderr[-2000:]
     overview = (tmp_path / "report" / "tables" / "records_overview.md").read_text()
     assert "Tesla T4" in overview and "v5 lite" in overview
+    assert overview.count("(a CPU standing in)") >= 2  # the report never takes the fake's CPU runs for a T4 or a TPU
 
 
 @pytest.mark.slow  # about 2 minutes: a sweep killed mid-run, then run again

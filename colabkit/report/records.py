@@ -97,7 +97,10 @@ def record_device(record: dict[str, Any]) -> DeviceLabel:
     replicas = _count(device.get("replicas")) or _count(request.get("count")) or 1
     workers = _count(device.get("workers")) or 1  # MultiWorkerMirroredStrategy: replicas over several machines
     model = device.get("name") or device.get("model")
-    label = DeviceLabel(record_device_kind(record), replicas, workers, _model_name(str(model)) if model else None)
+    model = _model_name(str(model)) if model else None
+    if model and device.get("stand_in"):  # the tests' CPU standing in for an accelerator: never taken for one
+        model = f"{model} (a {device['stand_in'].upper()} standing in)"
+    label = DeviceLabel(record_device_kind(record), replicas, workers, model)
     _LABELS.setdefault(label.text, label)
     return label
 
