@@ -125,3 +125,26 @@ def test_the_command_names_a_set_aside_file_as_the_user_named_its_folder(tmp_pat
     printed = capsys.readouterr()
     assert printed.out.startswith("found 1 record(s) below outputs/: 1 ok, 0 failed, 0 skipped\n")
     assert printed.err.startswith("rejected outputs/matmul_tflops/cpu/x.json: a record is a JSON object, got list\n")
+
+
+def test_a_figures_error_bars_state_the_level_their_runs_reach_in_the_figure_itself():
+    import matplotlib
+    import pandas as pd
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from colabkit.report.figures import grouped_bars, plot_lines
+
+    table = pd.DataFrame({"series": ["a", "a"], "device": ["CPU: x", "CPU: x"], "n": [256, 512], "v": [1.0, 2.0],
+                          "v_low": [0.9, 1.8], "v_high": [1.1, 2.2], "v_level": ["75 %, n = 3", "75 %, n = 3"]})
+    figure, (lines, bars) = plt.subplots(1, 2)
+    plot_lines(lines, table, "n", "v", low="v_low", high="v_high")
+    plot_lines(lines, table, "n", "v", low="v_low", high="v_high")  # a second series: the level once
+    grouped_bars(bars, table.assign(v_level=["96.9 %, n = 6"] * 2), "n", "v", low="v_low", high="v_high")
+    assert [text.get_text() for text in lines.texts] == ["error bars: 75 %, n = 3"]
+    assert [text.get_text() for text in bars.texts] == ["error bars: 96.9 %, n = 6"]
+    plain = plt.figure().add_subplot()
+    plot_lines(plain, table.drop(columns="v_level"), "n", "v", low="v_low", high="v_high")
+    assert len(plain.texts) == 0  # no level known: nothing claimed
+    plt.close("all")

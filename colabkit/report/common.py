@@ -16,7 +16,7 @@ import pandas as pd
 from colabkit.experiments import all_experiments, find
 from colabkit.records import identity
 from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
-from colabkit.report.figures import grouped_bars, label_colors, mark_substitute_data, new_figure
+from colabkit.report.figures import grouped_bars, label_colors, levels, mark_substitute_data, new_figure
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -149,13 +149,6 @@ def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
                          f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
                          f"{prefix}_runs": [i.n for i in intervals],
                          f"{prefix}_level": [i.label for i in intervals]}, index=samples.index)
-
-
-def levels(values: Any) -> str:
-    """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
-    verdicts ('faster (90 %, n = 3)'): '75 %, n = 3; 96.8 %, n = 6'; 'no interval' without any."""
-    found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(r"(\d[\d.]* %, n = \d+)")[0]
-    return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,

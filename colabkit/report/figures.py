@@ -105,6 +105,28 @@ def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: 
     return None
 
 
+def levels(values: Any) -> str:
+    """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
+    verdicts ('faster (90 %, n = 3)'): '75 %, n = 3; 96.8 %, n = 6'; 'no interval' without any."""
+    found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(r"(\d[\d.]* %, n = \d+)")[0]
+    return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
+
+
+def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
+    """Write in the axes' corner the levels of the error bars drawn from `<prefix>_low` (from the table's
+    `<prefix>_level` or `<prefix>_verdict`), once per axes: a figure says what its bars cover, as its
+    caption does."""
+    prefix = low[: -len("_low")] if low and low.endswith("_low") else None
+    column = next((name for name in (f"{prefix}_level", f"{prefix}_verdict") if prefix and name in rows), None)
+    text = levels(rows[column]) if column else "no interval"
+    stated = ax.__dict__.setdefault("_colabkit_levels", [])
+    if text == "no interval" or text in stated:
+        return
+    stated.append(text)
+    ax.text(0.99, 0.01 + 0.06 * (len(stated) - 1), f"error bars: {text}", transform=ax.transAxes, ha="right",
+            va="bottom", fontsize=7, color="#555555")
+
+
 def _infinite(values: pd.Series) -> pd.Series:
     """Which values are infinite: they have no place on an axis (the tables still print them); NaN
     is missing, and a line breaks there."""
@@ -137,6 +159,7 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
         yerr = _errors(rows, y, err, low, high)
         if yerr is not None:
             ax.errorbar(rows[x], rows[y], yerr=yerr, fmt="none", ecolor=color, capsize=3, linewidth=1)
+            _state_levels(ax, rows, low)
 
 
 def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, series: str = "series",
@@ -159,6 +182,8 @@ def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, ser
         ax.bar(positions, rows[value], width=width * 0.95, label=name, color=color,
                alpha=0.45 if name in hatched else 1.0, hatch=PUBLISHED_HATCH if name in hatched else None,
                edgecolor="#333333" if name in hatched else color, yerr=yerr, capsize=3 if yerr is not None else 0)
+        if yerr is not None:
+            _state_levels(ax, rows, low)
     ax.set_xticks(range(len(categories)), [textwrap.fill(format_number(c), 10) for c in categories])
     return categories
 
