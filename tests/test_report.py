@@ -721,3 +721,23 @@ def test_the_methods_paragraph_names_hardware_software_runs_intervals_and_data(d
     assert "Hardware: host CPU" in text and str(runs["host.cpu_model"].dropna().iloc[0]) in text
     assert "75 % at 3" in text and "Hodges-Lehmann" in text and "first epoch" in text
     assert "stand-in, not the real data" in text  # the fixtures' offline MNIST and synthetic HAR are named
+
+
+def test_the_methods_paragraph_says_fresh_processes_only_when_every_run_had_one(data):
+    runs = data.runs()
+    modes = set(runs["kernel.mode"].dropna()) if "kernel.mode" in runs else set()
+    text = report.methods_section(data).text[0]
+    if modes <= {"fresh"}:
+        assert "each run a fresh process" in text and "warm kernel" not in text
+    else:  # warm kernels ran some: never called fresh processes
+        assert "each run a fresh process" not in text and "warm kernel cleared between runs" in text
+
+
+
+def test_runs_in_warm_kernels_are_not_called_fresh_processes_in_the_methods(tmp_path):
+    for repeat, mode in enumerate(["reuse", "reuse", "fresh"], start=1):
+        record = fx.cnn("cpu", 256)
+        record["kernel"] = {"mode": mode, "runs_before": 0}
+        fx.write(tmp_path, record, f"cpu-256-repeat-{repeat}")
+    text = report.methods_section(report.load_report_data([tmp_path])).text[0]
+    assert "each run a fresh process" not in text and "warm kernel cleared between runs" in text

@@ -90,8 +90,12 @@ def _runs(data: ReportData, ok: pd.DataFrame) -> str:
     per = counted.groupby("combination_id").size() if len(counted) else pd.Series(dtype=int)
     spread = (format_number(per.min()) if per.min() == per.max() else
               f"{format_number(per.min())} to {format_number(per.max())}") if len(per) else "0"
-    return (f"Each combination (one experiment's parameters on one device) ran {spread} times, each run a fresh "
-            f"process (its own notebook kernel): {len(counted)} successful runs of {len(per)} combinations of "
+    # warm kernels (`kernels: reuse`, as the smoke presets ask) are not fresh processes: say which ran
+    fresh = set(_distinct(ok, "kernel.mode")) <= {"fresh"}
+    kernels = ("a fresh process (its own notebook kernel)" if fresh else "a notebook run of its own, in a fresh "
+               "process or in a warm kernel cleared between runs (never two runs of one combination in one kernel)")
+    return (f"Each combination (one experiment's parameters on one device) ran {spread} times, each run {kernels}: "
+            f"{len(counted)} successful runs of {len(per)} combinations of "
             f"{ok['notebook'].nunique()} experiments ({', '.join(map(title_of, dict.fromkeys(ok['notebook'])))}). "
             "The run, not the epoch, is the unit of evidence: epochs of one run share its process and host.")
 
