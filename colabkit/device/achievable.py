@@ -48,6 +48,17 @@ class AchievablePeak:
         return self.per_precision.get(precision)
 
 
+def _timed_calls(call: Any) -> list[float]:
+    """The seconds of REPEATS calls, each finished on the device, after one untimed call (compilation, warm-up)."""
+    call()
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def _jax_timer(kind: str) -> tuple[Any, str]:
     import jax
     import jax.numpy as jnp
@@ -59,13 +70,7 @@ def _jax_timer(kind: str) -> tuple[Any, str]:
         keys = jax.random.split(jax.random.PRNGKey(0))
         a = jax.device_put(jax.random.normal(keys[0], (m, k), dtype=precision), device)
         b = jax.device_put(jax.random.normal(keys[1], (k, n), dtype=precision), device)
-        product(a, b).block_until_ready()  # compile and warm up
-        times = []
-        for _ in range(REPEATS):
-            start = time.perf_counter()
-            product(a, b).block_until_ready()
-            times.append(time.perf_counter() - start)
-        return times
+        return _timed_calls(lambda: product(a, b).block_until_ready())
 
     return time_one, f"{device.platform}:{device.device_kind}"
 
@@ -87,13 +92,7 @@ def _tensorflow_timer(kind: str) -> tuple[Any, str]:
         with tf.device(name):
             a = tf.random.normal((m, k), dtype=precision, seed=0)
             b = tf.random.normal((k, n), dtype=precision, seed=1)
-            product(a, b).numpy()  # trace and warm up
-            times = []
-            for _ in range(REPEATS):
-                start = time.perf_counter()
-                product(a, b).numpy()
-                times.append(time.perf_counter() - start)
-        return times
+            return _timed_calls(lambda: product(a, b).numpy())
 
     return time_one, name
 
