@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from colabkit.device.bandwidth import HOST_FACTS_ENV, host_identity
+from colabkit.device.bandwidth import HOST_FACTS_ENV, host_facts, update_host_facts
 from colabkit.errors import MeasurementError
-from colabkit.io import write_json_atomic
 
 # (M, N, K) per device kind: squares, and a wide and a deep product (mamf-finder scans all three axes).
 SHAPES: dict[str, tuple[tuple[int, int, int], ...]] = {
@@ -131,12 +128,9 @@ _SCANNED: dict[str, AchievablePeak] = {}  # by key: once per process
 
 def _handed(path: str, key: str) -> AchievablePeak | None:
     try:
-        facts = json.loads(Path(path).read_text(encoding="utf-8"))
-        if facts["host"] != host_identity():
-            return None
-        fields = dict(facts["achievable_peak"][key], measured_by="an earlier run of the sweep on this host")
+        fields = dict(host_facts(path)["achievable_peak"][key], measured_by="an earlier run of the sweep on this host")
         return AchievablePeak(**fields)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
 
 
@@ -164,12 +158,9 @@ def _achievable_peak(kind: str, backend: str, key: str) -> AchievablePeak:
     measured = _SCANNED[key]
     if path:
         try:
-            facts = json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).exists() else {}
-            if facts.get("host") not in (None, host_identity()):
-                return measured  # another host's file (a Dask worker elsewhere): this run's figure alone
-            peaks = {**facts.get("achievable_peak", {}), key: dataclasses.asdict(measured)}
-            write_json_atomic(path, {**facts, "host": host_identity(), "achievable_peak": peaks})
-        except (OSError, ValueError):
+            peaks = {**host_facts(path).get("achievable_peak", {}), key: dataclasses.asdict(measured)}
+            update_host_facts(path, achievable_peak=peaks)
+        except OSError:  # a folder of another host (a Dask worker elsewhere): this run's figure alone
             return measured
         return dataclasses.replace(measured, measured_by="this run, for the sweep's runs on this host")
     return measured

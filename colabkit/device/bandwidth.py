@@ -125,16 +125,27 @@ def host_identity() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "cpu_model": model, "cache_bytes": last_level_cache_bytes()[0]}
 
 
-def write_host_facts(path: str | Path, measured: BandwidthMeasurement | None = None) -> BandwidthMeasurement:
-    """Write this host's bandwidth (`measured`, else measured now), with the host's identity, to `path`
-    (JSON, atomically): what the other runs of a sweep on this host read (COLABKIT_HOST_FACTS)."""
-    measured = measured or triad_bandwidth()  # this sweep's own figure, not one an earlier sweep in this process took
-    try:  # the other facts of this host in the file (the achievable peak: colabkit.device.achievable) are kept
+def host_facts(path: str | Path) -> dict[str, Any]:
+    """The facts in a sweep's host-facts file (COLABKIT_HOST_FACTS) when they were written on this host; {}
+    when the file is missing, unreadable, or from another host (a Dask worker elsewhere)."""
+    try:
         facts = json.loads(Path(path).read_text(encoding="utf-8"))
-        facts = facts if facts.get("host") == host_identity() else {}
-    except (OSError, ValueError, AttributeError):
-        facts = {}
-    write_json_atomic(path, {**facts, "host": host_identity(), "cpu_bandwidth": dataclasses.asdict(measured)})
+    except (OSError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) and facts.get("host") == host_identity() else {}
+
+
+def update_host_facts(path: str | Path, **entries: Any) -> None:
+    """Add `entries` to this host's facts in `path` (JSON, atomically), keeping the others. OSError where the
+    file cannot be written."""
+    write_json_atomic(path, {**host_facts(path), **entries, "host": host_identity()})
+
+
+def write_host_facts(path: str | Path, measured: BandwidthMeasurement | None = None) -> BandwidthMeasurement:
+    """Write this host's bandwidth (`measured`, else measured now) to `path`: what the other runs of a sweep
+    on this host read (COLABKIT_HOST_FACTS)."""
+    measured = measured or triad_bandwidth()  # this sweep's own figure, not one an earlier sweep in this process took
+    update_host_facts(path, cpu_bandwidth=dataclasses.asdict(measured))
     return measured
 
 
@@ -142,14 +153,11 @@ def handed_bandwidth(path: str | Path) -> BandwidthMeasurement | None:
     """The bandwidth written to `path` by `write_host_facts` when it was measured on this host; None
     when the file is missing, unreadable, or from another host (a Dask worker elsewhere)."""
     try:
-        facts = json.loads(Path(path).read_text(encoding="utf-8"))
-        if facts["host"] != host_identity():
-            return None
-        fields = dict(facts["cpu_bandwidth"])
+        fields = dict(host_facts(path)["cpu_bandwidth"])
         fields["samples_gb_s"] = tuple(fields.get("samples_gb_s") or ())
         fields["measured_by"] = "an earlier run of the sweep on this host"
         return BandwidthMeasurement(**fields)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
 
 
