@@ -152,8 +152,9 @@ def test_a_matmul_above_its_peak_fails_the_check(fake_gpu_machine, monkeypatch):
     assert run_check(out, fast=True) == 1
     rows = rows_of(out)
     assert list(rows) == ["device", "peaks", "bandwidth", "clock tensorflow", "matmul float32", "matmul tf32",
-                          "matmul bfloat16", "matmul float16"]
+                          "matmul bfloat16", "matmul float16", "clock jax", "clock torch"]  # no notebook row
     assert rows["matmul tf32"]["verdict"] == "FAIL" and "wrong clock" in rows["matmul tf32"]["reason"]
+    assert rows["clock jax"]["verdict"] == "PASS" and rows["clock torch"]["verdict"] == "SKIP"
 
 
 def test_a_worker_that_dies_fails_its_stages_rows_and_the_table_still_comes_out(fake_gpu_machine, monkeypatch):
@@ -204,9 +205,26 @@ def test_no_tensorflow_skips_every_tensorflow_row(fake_gpu_machine, monkeypatch)
     out = fake_gpu_machine / "gpu-check"
     assert run_check(out) == 0
     rows = rows_of(out)
-    assert rows["device"]["verdict"] == "SKIP" and "TensorFlow is not installed" in rows["device"]["reason"]
+    assert rows["device"]["verdict"] == "SKIP" and "no TensorFlow in this image" in rows["device"]["reason"]
     assert rows["peaks"]["verdict"] == "PASS"  # nvidia-smi named the GPU and its capability
     assert all(row["verdict"] == "SKIP" for name, row in rows.items() if name not in ("device", "peaks"))
+
+
+def test_the_fast_check_without_tensorflow_measures_on_jax_and_torch_and_skips_every_tensorflow_row(
+        fake_gpu_machine, monkeypatch, capsys):
+    """The lent GPU machines' image: JAX and PyTorch, no TensorFlow (docs/device.md)."""
+    monkeypatch.setattr(stages, "installed", lambda package: package in ("jax", "torch"))
+    out = fake_gpu_machine / "gpu-check"
+    assert run_check(out, fast=True) == 0  # a SKIP is not a failure
+    rows = rows_of(out)
+    assert FakeWorker.started == ["jax", "torch"]  # no TensorFlow worker was started
+    assert rows["clock jax"]["verdict"] == rows["clock torch"]["verdict"] == rows["peaks"]["verdict"] == "PASS"
+    tensorflow_rows = ["device", "bandwidth", "clock tensorflow", "matmul float32", "matmul tf32", "matmul bfloat16",
+                       "matmul float16"]
+    assert {rows[name]["verdict"] for name in tensorflow_rows} == {"SKIP"}
+    assert {rows[name]["reason"] for name in tensorflow_rows if name != "bandwidth"} == {stages.NO_TENSORFLOW}
+    assert rows["bandwidth"]["reason"].endswith(stages.NO_TENSORFLOW)
+    assert "gpu-check: 3 PASS, 0 FAIL, 7 SKIP: passed" in capsys.readouterr().out
 
 
 def test_no_gpu_prints_one_line_and_exits_0(monkeypatch, capsys, tmp_path):

@@ -208,7 +208,24 @@ def setup_jax(requested: str, kind: str, count: int | None):
             description["logical_devices"] = wanted
     elif kind == "tpu":
         description.update(jax_tpu_description(used))
+    elif kind == "gpu":
+        description.update(jax_gpu_description(used[0], jax.config))
     return DeviceSetup(requested, kind, strategy, wanted, description, backend="jax", devices=used)
+
+
+def jax_gpu_description(device: Any, config: Any) -> dict[str, Any]:
+    """A JAX GPU's compute capability and whether float32 products run on TF32 there: XLA's DEFAULT
+    matmul precision (JAX's default, `jax_default_matmul_precision` unset) computes them in TF32 on
+    GPUs of compute capability 8.0 on, so the float32 peak they are held to is TF32's."""
+    capability_text = str(getattr(device, "compute_capability", "") or "")
+    try:
+        capability: tuple[int, ...] | None = tuple(int(part) for part in capability_text.split("."))
+    except ValueError:
+        capability = None
+    default = getattr(config, "jax_default_matmul_precision", None) in (None, "default", "tensorfloat32")
+    return {"compute_capability": capability_text or "unknown", "matmul_precision": "default" if default else
+            str(config.jax_default_matmul_precision),
+            "tf32_active": bool(default and capability and capability >= (8, 0))}
 
 
 # --- PyTorch ---------------------------------------------------------------------------------

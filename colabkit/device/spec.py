@@ -117,11 +117,12 @@ class DeviceSetup:
     def name(self) -> str:
         return str(self.description.get("name", self.kind))
 
-    def peak(self, dtype: str) -> PeakFlops | None:
-        """Peak matrix throughput of the devices in use for `dtype`, or None when unknown."""
+    def peak(self, dtype: str, tf32: bool | None = None) -> PeakFlops | None:
+        """Peak matrix throughput of the devices in use for `dtype`, or None when unknown. On a GPU,
+        float32 is TF32's peak where TF32 runs: as the set-up found it (`tf32` None), else where it was
+        switched on for this work and the GPU has it (`tf32` False: true float32)."""
         if self.kind == "gpu":
-            precision = "tf32" if dtype == "float32" and self.description.get("tf32_active") else dtype
-            return gpu_peak(self.name, precision, self.replicas)
+            return gpu_peak(self.name, self.gpu_precision(dtype, tf32), self.replicas)
         if self.kind == "tpu":
             if dtype == "float16":
                 return None
@@ -134,6 +135,11 @@ class DeviceSetup:
         cpu = self.description
         return cpu_peak(cpu.get("physical_cores"), cpu.get("clock_mhz"), set(cpu.get("flags", [])),
                         cpu.get("clock_source", ""), logical_cpus=cpu.get("logical_cpus", cpu.get("cores")))
+
+    def gpu_precision(self, dtype: str, tf32: bool | None = None) -> str:
+        """The arithmetic a GPU computes `dtype` products in: "tf32" for float32 where TF32 runs (see peak)."""
+        runs_tf32 = bool(self.description.get("tf32_active")) and tf32 is not False
+        return "tf32" if dtype == "float32" and self.kind == "gpu" and runs_tf32 else dtype
 
     def peak_bandwidth(self) -> PeakBandwidth | None:
         """Peak memory bandwidth of the devices in use (GB/s), or None when unknown. On a CPU it is

@@ -26,6 +26,13 @@ def _jax_always_compiles(values: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _tf32_needs_a_gpu(values: Mapping[str, Any]) -> str | None:
+    kind = str(values["device"]).partition(":")[0]
+    if values["tf32"] is True and kind in ("cpu", "tpu"):
+        return f"tf32 = True: TF32 tensor cores exist on GPUs only (compute capability 8.0 on), not on {kind}"
+    return None
+
+
 def _run_flops(values: Mapping[str, Any]) -> float:
     """FLOPs of one run: count chained n x n products (2 n^3 each) per call, per replica, for the cold
     call, the discarded warm-up calls and the timed ones (the CPU's BLAS baseline not counted)."""
@@ -45,6 +52,11 @@ EXPERIMENT = Experiment(
         Parameter("n", int, 1024, "matrix size (n x n): this notebook's batch-size axis", minimum=1),
         Parameter("count", int, 10, "products chained inside one compiled call (Sarkar 2018 used 100)", minimum=1),
         Parameter("dtype", str, "float32", "element type of the matrices", choices=DTYPES),
+        Parameter("tf32", (str, bool), "auto",
+                  'float32 products on TF32 tensor cores (GPUs of compute capability 8.0 on): "auto" (the framework\'s '
+                  'default: on in TensorFlow and in JAX\'s default precision), True, False (true float32: TF32 off, '
+                  'JAX precision "highest")',
+                  choices=("auto", True, False)),
         Parameter("jit_compile", (str, bool), "auto",
                   'XLA on TensorFlow: "auto" (on for GPU and TPU, off on CPU where oneDNN graphs are faster), True, '
                   "False; JAX always compiles",
@@ -55,9 +67,9 @@ EXPERIMENT = Experiment(
         Parameter("blas_baseline", bool, True, "on CPU, also time NumPy's BLAS on the same n in the same run"),
         results_path_parameter("matmul_tflops"),
     ),
-    metrics=("tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "replicas", "xla"),
+    metrics=("tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "replicas", "xla", "precision"),
     headline=Headline("tflops_warm", "warm matmul TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
-    constraints=(_jax_always_compiles,),
+    constraints=(_jax_always_compiles, _tf32_needs_a_gpu),
     work_flops=_run_flops,
 )

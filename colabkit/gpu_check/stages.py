@@ -42,6 +42,9 @@ REQUEST_TIMEOUT_S = 300.0
 NOTEBOOK_TIMEOUT_S = 600.0
 SWEEP_JOBS = 2  # a CPU run beside the GPU run (CPU runs need no GPU slot): the sweep row judges ok records, not timings
 BACKEND_DTYPES = {True: ["float32", "bfloat16"], False: ["float32", "float16"]}  # by TF32/bf16 capability
+# Why every TensorFlow row is skipped where this Python has no TensorFlow (the lent GPU machines' image has
+# JAX and PyTorch only: docs/device.md); a SKIP, not a failure.
+NO_TENSORFLOW = "no TensorFlow in this image (this Python has none: pip install 'colabkit[tensorflow]' to check its rows)"
 INSTALL_HINTS = {"jax": "pip install 'jax[cuda12]'", "torch": "pip install torch (a CUDA build)"}
 
 
@@ -93,7 +96,7 @@ def device_stage(ctx: Context) -> list[Row]:
     """nvidia-smi's GPUs against TensorFlow's, the peaks table, and NVML's idle power (read now,
     before any work warms the board)."""
     if not installed("tensorflow"):
-        ctx.tf_reason = Unavailable("TensorFlow is not installed: pip install 'colabkit[tensorflow]'")
+        ctx.tf_reason = Unavailable(NO_TENSORFLOW)
     else:
         ctx.tf_worker = Worker("tensorflow", ctx.out / "logs" / "worker-tensorflow.log")
         found = ctx.request("facts", FACTS_TIMEOUT_S)
@@ -192,17 +195,20 @@ def multi_gpu_stage(ctx: Context) -> list[Row]:
                                     timeout_s=NOTEBOOK_TIMEOUT_S))]
 
 
-def backend_stage(ctx: Context, backend: str) -> list[Row]:
-    """colabkit's clock on `backend` (JAX, PyTorch), and the CNN notebook on it, on the GPU."""
+def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row]:
+    """colabkit's clock on `backend` (JAX, PyTorch), and (`notebook`) the CNN notebook on it, on the GPU."""
+    with_notebook = [backend_row] if notebook else []
     if not installed(backend):
         missing = Unavailable(f"{backend} is not installed ({INSTALL_HINTS[backend]})")
-        return [clock_row(backend, missing), backend_row(backend, missing)]
+        return [row(backend, missing) for row in (clock_row, *with_notebook)]
     with Worker(backend, ctx.out / "logs" / f"worker-{backend}.log") as worker:
         found = worker.request("clock", REQUEST_TIMEOUT_S, backend=backend, n=MATMUL_N, tf32_capable=ctx.tf32_capable,
                                dtypes=BACKEND_DTYPES[ctx.tf32_capable], rounds=ctx.rounds)
     if "unavailable" in found:
         missing = Unavailable(found["unavailable"])
-        return [clock_row(backend, missing), backend_row(backend, missing)]
+        return [row(backend, missing) for row in (clock_row, *with_notebook)]
+    if not notebook:
+        return [clock_row(backend, found["comparisons"])]
     cnn = next(grid for grid in grid_files() if grid.stem == "cnn_mnist")
     notebook, params = smoke_parameters(cnn)
     grid = write_grid(ctx.out / "grids" / "backends", f"{notebook}-{backend}", notebook, ["gpu"],
