@@ -104,6 +104,12 @@ class GpuCheckFailed(ColabkitError):
     Colab sweep notebook stops before its sweep on this)."""
 
 
+class DevicePackError(ColabkitError):
+    """The device pack (`./run.sh device-pack`, colabkit.ondevice) cannot be built, installed or imported as
+    asked: a malformed list, a requirement neither the image nor the pack meets, a pack over its size, a zip
+    that is not a device run's. The message names the file or package and what to change."""
+
+
 class FolderNotFoundError(ColabkitError, FileNotFoundError):
     """A folder colabkit was asked to read (outputs to archive, results to report) does not exist."""
 

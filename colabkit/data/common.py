@@ -180,10 +180,30 @@ def resolve_source(data_source: Any, load_real: Callable[[], Loaded],
     return loaded
 
 
+# A folder of data files taken out of packages' wheels, `<package>-<version>/<path in the package>`, read where
+# the package itself is not installed: the device pack carries pvlib's two weather files, not its 19 MB wheel
+# (docs/device.md). The files are the wheel's own bytes (the pack's manifest holds their sha256).
+PACKAGE_FILES_ENV = "COLABKIT_PACKAGE_FILES"
+
+
+def _carried_package_file(package: str, relative: str) -> tuple[Path, str] | None:
+    folder = os.environ.get(PACKAGE_FILES_ENV, "").strip()
+    if not folder:
+        return None
+    for carried in sorted(Path(folder).glob(f"{package}-*")):
+        if (carried / relative).is_file():
+            return carried / relative, carried.name[len(package) + 1:]
+    return None
+
+
 def package_file(package: str, relative: str) -> tuple[Path, str]:
-    """A data file inside an installed package (found without importing it) and the package version."""
+    """A data file inside an installed package (found without importing it) and the package version;
+    where the package is not installed, the file carried in $COLABKIT_PACKAGE_FILES, if there."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
+        carried = _carried_package_file(package, relative)
+        if carried is not None:
+            return carried
         raise DataUnavailableError(
             f"the offline substitute needs the PyPI package {package} "
             f"(pip install {package}=={OFFLINE_PACKAGES[package]})")
