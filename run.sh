@@ -5,6 +5,9 @@
 #   ./run.sh bench   every benchmark under benchmarks/, each printing its ratio to a same-run baseline
 #   ./run.sh paper   the paper-size sweep (hours on a CPU; meant for GPU/TPU runtimes)
 #   ./run.sh gpu-check  on a GPU machine, one table saying whether its GPU path measures right (minutes)
+#   ./run.sh device-pack       the wheels a lent GPU machine lacks, into .device/ (docs/device.md)
+#   ./run.sh on-device         on that machine, as one call: the pack installed, the device run, one zip
+#   ./run.sh device-rehearsal  the device run rehearsed here on the CPU, in a venv of the machine's packages
 # COLABKIT_STACK=colab before any verb runs it under the Colab set instead (requirements-colab.txt: Colab's
 # versions on Python 3.13, in .venv-colab; docs/colab.md); ./run.sh colab-check shows that installing colabkit
 # as the Colab set-up cell does changes none of them, then runs the matmul, CNN and ParaDnn smoke and the report.
@@ -96,6 +99,57 @@ COMPARE
     (cd "$out" && "$OLDPWD/$PY" -m colabkit sweep "$OLDPWD"/parameters/{matmul_tflops,cnn_mnist,paradnn}.yaml \
        --preset smoke --out "$out/smoke" "$@" && "$OLDPWD/$PY" -m colabkit report "$out/smoke" --out "$out/smoke/report")
     echo "colab-check: the smoke and its report are in $out/smoke" ;;
+  device-pack)
+    # Here, with a package registry: the wheels the lent GPU machines' image lacks (device/pack.txt, checked
+    # against device/image.txt), colabkit's own wheel and a manifest, into .device/ (docs/device.md).
+    setup
+    exec "$PY" -m colabkit.ondevice pack --out .device "$@" ;;
+  on-device)
+    # On a lent GPU machine, as one device call (docs/device.md): no venv and no registry. The image's own
+    # python3 (3.12) gets the pack with pip --no-index into a folder of its own, a kernel is registered there,
+    # then the timed run: gpu-check, every device preset, the report, one zip (into $OUT there) and a summary.
+    started=$(date +%s.%N)
+    device_python=${DEVICE_PYTHON:-python3}
+    "$device_python" -c "import sys; sys.exit(sys.version_info[:2] != (3, 12))" 2>/dev/null ||
+      { echo "run.sh on-device: $device_python is not Python 3.12 (the device image's; set DEVICE_PYTHON)" >&2; exit 2; }
+    [ -f .device/manifest.json ] ||
+      { echo "run.sh on-device: no device pack in .device/: run ./run.sh device-pack here first, then carry .device" >&2; exit 2; }
+    site=$(mktemp -d "${TMPDIR:-/tmp}/colabkit-site.XXXXXX")
+    "$device_python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile \
+      --no-cache-dir --target "$site" .device/wheels/*.whl || { echo "run.sh on-device: the pack did not install" >&2; exit 1; }
+    # PYTHONSAFEPATH: every process imports colabkit as the pack installed it, not from the working folder
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" JUPYTER_PATH="$site/share/jupyter" PATH="$site/bin:$PATH" \
+      PYTHONSAFEPATH=1
+    "$device_python" -m ipykernel install --prefix "$site" --name python3 >/dev/null  # the kernel papermill starts
+    echo "stage install: ok, $(awk "BEGIN { printf \"%.0f\", $(date +%s.%N) - $started }") s ($site)"
+    out="${COLABKIT_DEVICE_OUT:-outputs/on-device}/$(date -u +%Y%m%dT%H%M%SZ)"
+    exec "$device_python" -m colabkit.ondevice run --pack .device --out "$out" --zip-to "${OUT:-$out}" \
+      --started "$started" "$@" ;;
+  device-rehearsal)
+    # The device run rehearsed here, on the CPU (docs/device.md): a Python 3.12 venv holding only the image's
+    # packages (device/image.txt's rehearsal column; no PyTorch: its CUDA build is gigabytes), cached by that
+    # file's hash; the pack built and installed with no registry; then `on-device` itself.
+    setup
+    started=$SECONDS
+    "$PY" -m colabkit.ondevice pack --out .device >/dev/null
+    home=${COLABKIT_REHEARSAL_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/colabkit/device-rehearsal}
+    venv="$home/venv-$(sha256sum device/image.txt | cut -c1-12)"
+    if [ ! -x "$venv/bin/python" ]; then
+      PYTHONS="python3.12 $HOME/.pyenv/versions/3.12.1/bin/python $HOME/.pyenv/versions/3.12.3/bin/python" MINOR=12
+      rm -rf "$venv.part" && "$(find_python)" -m venv "$venv.part"
+      "$PY" -c "from colabkit.ondevice.lists import *; print(*rehearsal_requirements(read_image(IMAGE_LIST)), sep='\n')" \
+        > "$venv.part/image-requirements.txt"
+      "$venv.part/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$venv.part/image-requirements.txt"
+      "$venv.part/bin/python" -m pip check  # the image's packages alone hold together
+      mv "$venv.part" "$venv"  # the venv's scripts name $venv.part: only its python is called by path
+    fi
+    echo "device-rehearsal: venv $venv and the pack ready after $((SECONDS - started)) s"
+    status=0
+    env PATH="$venv/bin:$PATH" DEVICE_PYTHON="$venv/bin/python" PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 \
+      PIP_INDEX_URL=http://127.0.0.1:9/unreachable COLABKIT_DEVICE_OUT=outputs/device-rehearsal OUT= \
+      ./run.sh on-device "$@" || status=$?
+    echo "device-rehearsal: $((SECONDS - started)) s in all (exit $status)"
+    exit $status ;;
   gpu-check)
     # CUDA's wheels (gigabytes) only where there is a GPU to use them; elsewhere the check says so
     if command -v nvidia-smi >/dev/null 2>&1; then setup cuda; else setup; fi

@@ -14,13 +14,24 @@ from helpers import FakeTensorFlow, visible_gpus
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "device_rehearsal: ./run.sh device-rehearsal end to end (minutes); runs "
+                                       "only where selected, `-m device_rehearsal` (.ci/run's own step)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests marked `gpu` when no GPU is visible, saying why."""
+    """Skip the tests marked `gpu` when no GPU is visible, and those marked `device_rehearsal` unless
+    `-m` names that marker, saying why."""
     marked = [item for item in items if item.get_closest_marker("gpu") is not None]
     if marked and not visible_gpus():
         skip = pytest.mark.skip(reason="needs a real GPU: nvidia-smi -L lists none here")
         for item in marked:
             item.add_marker(skip)
+    if "device_rehearsal" not in (config.getoption("markexpr", "") or ""):
+        skip = pytest.mark.skip(reason="the device rehearsal runs in its own step: pytest -m device_rehearsal")
+        for item in items:
+            if item.get_closest_marker("device_rehearsal") is not None:
+                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -203,6 +203,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sweep",),
     ("compare",),
     ("gpu_check",),
+    ("ondevice",),  # the device pack and the prepared run on a lent GPU: gpu-check, sweeps, report, zip
     ("maintenance",),
     ("cli_arguments", "cli", "__main__"),
     ("colabkit",),

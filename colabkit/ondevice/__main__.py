@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     run = verbs.add_parser("run", help="the prepared run (on the device; on a CPU, its rehearsal)")
     run.add_argument("--pack", default=".device", help="the installed pack's folder (default: .device)")
     run.add_argument("--out", required=True, help="folder for everything the run writes (the zip goes into it)")
+    run.add_argument("--zip-to", default=None, help="folder the zip goes into (default: --out; on a device, $OUT)")
     run.add_argument("--started", type=float, default=None,
                      help="the run's start (seconds since the epoch) that its deadline counts from (default: now)")
     run.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             from colabkit.ondevice.stages import DEADLINE_S, run_on_device
 
             started = args.started if args.started is not None else time.time()
-            return run_on_device(Path(args.pack), Path(args.out), started, args.deadline or DEADLINE_S)
+            return run_on_device(Path(args.pack), Path(args.out), started, args.deadline or DEADLINE_S,
+                                 zip_to=Path(args.zip_to) if args.zip_to else None)
         from colabkit.ondevice.results import import_zip
 
         folder = import_zip(Path(args.zip), Path(args.results))

@@ -107,11 +107,12 @@ def check_closure(roots: list[str], wheels: dict[str, Path], versions: dict[str,
 
     why: dict[str, str] = {}
     problems: list[str] = []
-    pending = [(requirement, "colabkit") for requirement in roots]
+    expanded: set[tuple[str, str]] = set()  # (package, extra) whose requirements are queued
+    pending = [(requirement, "colabkit", "") for requirement in roots]
     while pending:
-        text, needed_by = pending.pop(0)
+        text, needed_by, extra = pending.pop(0)
         requirement = Requirement(text)
-        if requirement.marker is not None and not requirement.marker.evaluate(MARKER_ENVIRONMENT):
+        if requirement.marker is not None and not requirement.marker.evaluate({**MARKER_ENVIRONMENT, "extra": extra}):
             continue
         name = normalized(requirement.name)
         in_image = image.get(name)
@@ -125,7 +126,11 @@ def check_closure(roots: list[str], wheels: dict[str, Path], versions: dict[str,
             problems.append(f"{needed_by} needs {text}, and {where} has {requirement.name} {version}")
         if name in versions and name not in why:
             why[name] = "colabkit" if needed_by == "colabkit" else f"needed by {needed_by}"
-            pending += [(child, name) for child in requirements_of(wheels[name])]
+        for wanted in ("", *sorted(requirement.extras)) if name in versions else ():
+            if (name, wanted) not in expanded:  # an extra (bleach[css]) brings the requirements marked with it
+                expanded.add((name, wanted))
+                pending += [(child, f"{name}[{wanted}]" if wanted else name, wanted)
+                            for child in requirements_of(wheels[name])]
     unused = sorted(set(versions) - set(why))
     if unused:
         problems.append(f"in {PACK_LIST} but needed by nothing: {', '.join(unused)}")

@@ -1,0 +1,148 @@
+"""The run's closing: one zip of what it found (records, report, figures, tables, logs; no notebooks) under
+16 MiB, named `colabkit-device-<gpu>-<date>.zip` in letters, digits, '.', '_' and '-' alone (what a device
+call brings back), and the summary printed last: at most ten lines (the device and driver, each experiment's
+best headline with its interval, the gpu-check's verdicts, the stages' times, the data, the zip).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colabkit.experiments import all_experiments
+from colabkit.gpu_check.rows import NO_GPU_LINE
+from colabkit.io import write_atomic
+from colabkit.ondevice.stages import StageResult
+
+ZIP_LIMIT_BYTES = 16 * 2**20  # one file a device call brings back
+META = "device.json"
+SUMMARY = "summary.txt"
+SUMMARY_LINES = 10
+# What goes into the zip, by folder of the run: records and their logs, the report without its PDF and SVG
+# copies of each figure (the PNG and the CSV behind it are kept), the gpu-check's table, the stages' logs.
+KEPT_SUFFIXES = {"results": (".json", ".log"), "report": (".html", ".png", ".csv", ".md", ".txt"),
+                 "gpu-check": (".txt", ".md", ".json", ".log"), "logs": (".log",)}
+
+
+@dataclass
+class Bundle:
+    """What the run hands the closing: its folder, where the zip goes, the GPUs, the pack and the stages."""
+
+    out: Path
+    zip_to: Path
+    gpus: list[dict[str, str]]
+    pack: Path
+    results: list[StageResult]
+    started: float
+    on_gpu: bool
+    summary: list[str] = field(default_factory=list)
+    zip_path: Path | None = None
+    within_limit: bool = True
+
+
+def slug(text: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3': a name a device call brings back."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def device_name(bundle: Bundle) -> str:
+    return bundle.gpus[0]["name"] if bundle.on_gpu else "cpu-rehearsal"
+
+
+def _best_headlines(records_csv: Path) -> list[str]:
+    """Per experiment, its best combination's headline over the runs: median [interval] (level, runs)."""
+    if not records_csv.is_file():
+        return ["headlines: no report (see the report stage's log)"]
+    with open(records_csv, encoding="utf-8", newline="") as stream:
+        rows = [row for row in csv.DictReader(stream) if row.get("status") == "ok" and row.get("headline.median")
+                and row.get("params.mode", "train") in ("", "train")]  # inference runs: the report's own section
+    lines = []
+    for experiment in all_experiments():
+        headline = experiment.headline
+        mine = [row for row in rows if row.get("notebook") == experiment.name]
+        if not mine:
+            lines.append(f"{experiment.name}: no ok run")
+            continue
+        best = (max if headline.higher_is_better else min)(mine, key=lambda row: float(row["headline.median"]))
+        runs, level = best.get("headline.n") or "?", best.get("headline.level") or ""
+        interval = (f" [{float(best['headline.ci_low']):.4g}, {float(best['headline.ci_high']):.4g}] "
+                    f"({float(level):.0%}, {runs} runs)" if best.get("headline.ci_low") and level
+                    else f" (no interval: {runs} run(s))")
+        lines.append(f"{experiment.name}: {headline.label} {float(best['headline.median']):.4g} {headline.unit}"
+                     f"{interval}, {best.get('combination', '?')} on {best.get('device_label') or best.get('device_kind')}")
+    return lines
+
+
+def _gpu_check_line(out: Path) -> str:
+    tables = sorted((out / "gpu-check").glob("*/table.json"))
+    if not tables:
+        log = out / "logs" / "gpu-check.log"
+        said = log.read_text(encoding="utf-8").strip().splitlines() if log.is_file() else []
+        return NO_GPU_LINE if NO_GPU_LINE in said else "gpu-check: no table (the stage did not finish: see its log)"
+    payload = json.loads(tables[-1].read_text(encoding="utf-8"))
+    verdicts: dict[str, list[str]] = {}
+    for row in payload["rows"]:
+        verdicts.setdefault(row["verdict"], []).append(row["name"])
+    return "gpu-check: " + "; ".join(f"{verdict} {', '.join(names)}" for verdict, names in verdicts.items())
+
+
+def _datasets_line(pack: Path) -> str:
+    manifest = pack / "manifest.json"
+    carried = json.loads(manifest.read_text(encoding="utf-8")).get("datasets", []) if manifest.is_file() else []
+    return ("data: real " + ", ".join(carried) + " from the pack; the rest offline substitutes (records say which)"
+            if carried else "data: the offline substitutes (no real dataset in the pack; every record says so)")
+
+
+def _write_zip(target: Path, root: Path, files: list[Path]) -> int:
+    partial = target.with_name(f".{target.name}.part")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, str(path.relative_to(root)))
+    return partial.replace(target).stat().st_size
+
+
+def _zip(bundle: Bundle, name: str) -> tuple[Path, list[str]]:
+    """The zip, built beside its place and renamed in; the figures left out where it would pass its limit."""
+    target = bundle.zip_to / name
+    files = [path for folder, suffixes in KEPT_SUFFIXES.items() if (bundle.out / folder).is_dir()
+             for path in sorted((bundle.out / folder).rglob("*")) if path.is_file() and path.suffix in suffixes
+             and not path.name.endswith("-with-code.html")]  # report.html alone: the same report, its code folded
+    files += [bundle.out / META, bundle.out / SUMMARY]
+    bundle.zip_to.mkdir(parents=True, exist_ok=True)
+    if _write_zip(target, bundle.out, files) <= ZIP_LIMIT_BYTES:
+        return target, []
+    figures = [path for path in files if path.suffix == ".png"]  # the CSV behind each figure stays
+    _write_zip(target, bundle.out, [path for path in files if path.suffix != ".png"])
+    return target, [str(path.relative_to(bundle.out)) for path in figures]
+
+
+def write_bundle(bundle: Bundle) -> Bundle:
+    """Write device.json, summary.txt and the zip; fill in the bundle's summary, zip and whether it fits."""
+    now = dt.datetime.now(dt.timezone.utc)
+    name = f"colabkit-device-{slug(device_name(bundle))}-{now:%Y%m%d}.zip"
+    gpu = bundle.gpus[0] if bundle.gpus else {}
+    device = (f"device: {gpu['name']} x{len(bundle.gpus)}, {float(gpu['memory.total']) / 1024:.0f} GiB, driver "
+              f"{gpu['driver_version']}" if bundle.on_gpu else "device: no GPU (the CPU rehearsal of the device run)")
+    elapsed = now.timestamp() - bundle.started
+    stages = "stages: " + ", ".join(f"{result.name} {result.status} {result.seconds:.0f}s" for result in bundle.results)
+    summary = [device, *_best_headlines(bundle.out / "report" / "records.csv"), _gpu_check_line(bundle.out),
+               f"{stages}; {elapsed:.0f} s in all", _datasets_line(bundle.pack)]
+    meta: dict[str, Any] = {"device": device_name(bundle), "slug": slug(device_name(bundle)), "on_gpu": bundle.on_gpu,
+                            "gpus": bundle.gpus, "date": now.date().isoformat(), "finished": now.isoformat(),
+                            "seconds": elapsed, "stages": [vars(result) for result in bundle.results]}
+    write_atomic(bundle.out / META, json.dumps(meta, indent=2) + "\n")
+    write_atomic(bundle.out / SUMMARY, "\n".join(summary) + "\n")
+    bundle.zip_path, left_out = _zip(bundle, name)
+    size = bundle.zip_path.stat().st_size
+    bundle.within_limit = size <= ZIP_LIMIT_BYTES
+    fits = "under" if bundle.within_limit else "OVER"
+    summary.append(f"zip: {bundle.zip_path} ({size / 2**20:.2f} MiB, {fits} the {ZIP_LIMIT_BYTES / 2**20:.0f} MiB "
+                   "limit" + (f"; {len(left_out)} figure(s) left out to fit)" if left_out else ")"))
+    bundle.summary = summary[:SUMMARY_LINES - 1] + summary[-1:] if len(summary) > SUMMARY_LINES else summary
+    return bundle

@@ -1,0 +1,78 @@
+"""`python -m colabkit.ondevice import ZIP`: a returned device run's records and the report's tables into
+`results/<gpu>-<date>/`, which `python -m colabkit report` reads like any results folder.
+
+Kept: the records (`records/`, the sweep's layout below it), the report's tables and records.csv
+(`tables/`), the gpu-check's table (`gpu-check/`, text and Markdown), and a README.md holding the run's
+summary. Not kept: executed notebooks (none are zipped), figures (the report draws them again), logs (the
+zip keeps them). The only JSON files are records, so the report reads no other file as one. A folder that
+exists already is refused (nothing overwritten); a zip of a CPU rehearsal is refused (results/ holds real
+GPU runs only).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from colabkit.errors import DevicePackError
+from colabkit.io import write_atomic
+from colabkit.ondevice.bundle import META, SUMMARY
+
+
+def _kept(name: str) -> str | None:
+    """Where a member of the zip goes in the results folder, or None."""
+    path = PurePosixPath(name)
+    if ".." in path.parts or path.is_absolute():
+        return None
+    top, rest = path.parts[0], PurePosixPath(*path.parts[1:]) if len(path.parts) > 1 else None
+    if top == "results" and rest is not None and path.suffix == ".json" and not path.name.startswith("."):
+        return str(PurePosixPath("records") / rest)
+    if top == "report" and rest is not None and path.suffix in (".csv", ".md") and (
+            rest.parts[0] == "tables" or str(rest) == "records.csv"):
+        return str(PurePosixPath("tables") / rest.name)
+    if top == "gpu-check" and path.name in ("table.txt", "table.md"):
+        return str(PurePosixPath("gpu-check") / path.name)
+    return None
+
+
+def import_zip(archive: Path, results: Path) -> Path:
+    """Unpack `archive` (a device run's zip) into results/<gpu>-<date>/; that folder."""
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            names = opened.namelist()
+            if META not in names:
+                raise DevicePackError(f"{archive} is not a device run's zip: it has no {META}")
+            meta = json.loads(opened.read(META).decode("utf-8"))
+            if not meta.get("on_gpu"):
+                raise DevicePackError(f"{archive} is a CPU rehearsal ({meta.get('device')}): results/ keeps runs "
+                                      "on a real GPU only")
+            folder = results / f"{meta['slug']}-{meta['date']}"
+            if folder.exists():
+                raise DevicePackError(f"{folder} exists already: nothing was overwritten (move it away to import again)")
+            staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=results if results.is_dir() else None))
+            try:
+                for name in names:
+                    place = _kept(name)
+                    if place is not None:
+                        (staging / place).parent.mkdir(parents=True, exist_ok=True)
+                        (staging / place).write_bytes(opened.read(name))
+                summary = opened.read(SUMMARY).decode("utf-8") if SUMMARY in names else "(no summary in the zip)\n"
+                write_atomic(staging / "README.md", _readme(meta, summary, archive.name))
+                results.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(staging), folder)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except (zipfile.BadZipFile, OSError, KeyError, ValueError) as error:
+        raise DevicePackError(f"cannot import {archive}: {error}") from error
+    return folder
+
+
+def _readme(meta: dict, summary: str, zip_name: str) -> str:
+    return (f"# {meta['device']}, {meta['date']}\n\n"
+            f"Records of one `./run.sh on-device` run on a lent {meta['device']} (docs/device.md), imported from "
+            f"`{zip_name}` by `python -m colabkit.ondevice import`. `records/` holds the JSON records, `tables/` the "
+            "report's tables, `gpu-check/` the GPU check's table. `python -m colabkit report` on this folder "
+            "draws the report again.\n\nThe run's summary, as it printed it:\n\n```\n" + summary + "```\n")

@@ -1,0 +1,51 @@
+"""`./run.sh device-rehearsal` end to end (docs/device.md): a Python 3.12 venv of the device image's packages
+only, the pack installed with no registry, the same run as on a lent GPU on the CPU; a zip under 16 MiB with
+records of every experiment (Keras on JAX, no TensorFlow anywhere) and a report; the summary printed last.
+Minutes: it runs in .ci/run's own step (pytest -m device_rehearsal), which prints its time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import zipfile
+
+import pytest
+from helpers import REPO
+
+from colabkit.ondevice.bundle import SUMMARY_LINES, ZIP_LIMIT_BYTES
+
+REHEARSAL_LIMIT_S = 9 * 60  # the issue's: within 9 minutes on 2 cores
+
+
+@pytest.mark.device_rehearsal
+def test_the_device_run_rehearses_on_the_cpu_with_the_images_packages_and_no_registry(tmp_path):
+    started = time.monotonic()
+    done = subprocess.run(["./run.sh", "device-rehearsal"], cwd=REPO, capture_output=True, text=True,
+                          timeout=REHEARSAL_LIMIT_S, env={**os.environ, "COLABKIT_DEVICE_OUT": str(tmp_path)})
+    seconds = time.monotonic() - started
+    print(f"device-rehearsal took {seconds:.0f} s")
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert any(line.startswith("stage install: ok") for line in lines)
+    assert "on-device: no NVIDIA GPU here (nvidia-smi lists none): the CPU rehearsal" in done.stdout
+    summary_start = next(index for index, line in enumerate(lines) if line.startswith("device: "))
+    summary = lines[summary_start:lines.index(next(line for line in lines if line.startswith("zip: "))) + 1]
+    assert len(summary) <= SUMMARY_LINES and "gpu-check: no NVIDIA GPU here" in "\n".join(summary)
+    [archive] = tmp_path.glob("*/colabkit-device-cpu-rehearsal-*.zip")
+    assert archive.stat().st_size < ZIP_LIMIT_BYTES
+    with zipfile.ZipFile(archive) as opened:
+        names = opened.namelist()
+        records = [json.loads(opened.read(name)) for name in names if name.startswith("results/")
+                   and name.endswith(".json") and "/." not in name]
+    assert "report/report.html" in names and "report/records.csv" in names and "summary.txt" in names
+    ok = [record for record in records if record.get("status") == "ok"]
+    assert {record["notebook"] for record in ok} == {"matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn",
+                                                    "paradnn"}
+    assert {record["device"]["backend"] for record in ok} == {"jax"}
+    assert {record["device"]["tensorflow_in_kernel"] for record in ok} == {"kept out"}
+    assert not [record for record in records if record.get("status") == "failed"]
+    skipped = [record for record in records if record.get("status") == "skipped"]
+    assert skipped and all("backend 'torch' is not installed" in record["error"]["message"] for record in skipped)
+    assert seconds < REHEARSAL_LIMIT_S

