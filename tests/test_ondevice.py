@@ -352,3 +352,14 @@ def test_every_grid_has_a_device_preset_on_the_gpu_without_tensorflow_and_its_cp
         assert {c.params["backend"] for c in on_gpu} <= {"jax", "torch"} and {c.device for c in on_gpu} == {"gpu"}
         assert {c.params["backend"] for c in rehearsal} <= {"jax", "torch"} and {c.device for c in rehearsal} == {"cpu"}
         assert {c.settings.repeats for c in on_gpu} == {3}, grid  # an interval over 3 runs: 75 %, said so
+
+
+def test_the_readmes_hardware_table_lists_exactly_the_folders_in_results():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Measured on real hardware", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| device |")]
+    folders = sorted(path.name for path in (REPO / "results").iterdir() if path.is_dir())
+    if not folders:
+        assert len(rows) == 1 and rows[0].startswith("| none yet |") and "no record here comes from a real GPU" in rows[0]
+    else:
+        assert sorted(row.split("](results/", 1)[1].split(")", 1)[0].strip("/") for row in rows) == folders
