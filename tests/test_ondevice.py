@@ -310,14 +310,20 @@ def test_a_rehearsal_zip_or_another_zip_is_refused(tmp_path):
 
 @pytest.mark.parametrize("capability, precision, tf32", [("9.0", None, True), ("9.0", "highest", False),
                                                          ("7.5", None, False), ("", None, False)])
-def test_a_jax_gpu_says_whether_float32_products_run_on_tf32(capability, precision, tf32):
+def test_a_jax_gpu_says_whether_float32_products_run_on_tf32(capability, precision, tf32, monkeypatch):
     from types import SimpleNamespace
 
+    import colabkit.device.backends as backends
     from colabkit.device.backends import jax_gpu_description
+
+    monkeypatch.setattr(backends, "nvidia_smi_query", lambda fields: [])  # no GPU here to ask
 
     described = jax_gpu_description(SimpleNamespace(compute_capability=capability),
                                     SimpleNamespace(jax_default_matmul_precision=precision))
     assert described["tf32_active"] is tf32 and described["compute_capability"] == (capability or "unknown")
+    monkeypatch.setattr(backends, "nvidia_smi_query", lambda fields: [{"compute_cap": "9.0"}])
+    asked = jax_gpu_description(SimpleNamespace(), SimpleNamespace(jax_default_matmul_precision=None))
+    assert asked["compute_capability"] == "9.0" and asked["tf32_active"]  # a device that does not say: nvidia-smi
 
 
 def test_true_float32_is_held_to_the_float32_peak_and_tf32_to_tf32s():

@@ -17,7 +17,13 @@ import os
 import sys
 from typing import Any
 
-from colabkit.device.probes import cpu_info, jax_tpu_description, tensorflow_tpu_installed, tpu_runtime_hint
+from colabkit.device.probes import (
+    cpu_info,
+    jax_tpu_description,
+    nvidia_smi_query,
+    tensorflow_tpu_installed,
+    tpu_runtime_hint,
+)
 from colabkit.device.spec import DeviceSetup, parse_device
 from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
 
@@ -218,6 +224,8 @@ def jax_gpu_description(device: Any, config: Any) -> dict[str, Any]:
     matmul precision (JAX's default, `jax_default_matmul_precision` unset) computes them in TF32 on
     GPUs of compute capability 8.0 on, so the float32 peak they are held to is TF32's."""
     capability_text = str(getattr(device, "compute_capability", "") or "")
+    if not capability_text:  # a jaxlib whose devices do not say: nvidia-smi does (the first GPU: JAX's order)
+        capability_text = (nvidia_smi_query(("compute_cap",)) or [{}])[0].get("compute_cap", "")
     try:
         capability: tuple[int, ...] | None = tuple(int(part) for part in capability_text.split("."))
     except ValueError:
