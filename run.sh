@@ -146,7 +146,7 @@ COMPARE
     echo "device-rehearsal: venv $venv and the pack ready after $((SECONDS - started)) s"
     status=0
     env PATH="$venv/bin:$PATH" DEVICE_PYTHON="$venv/bin/python" PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 \
-      PIP_INDEX_URL=http://127.0.0.1:9/unreachable COLABKIT_DEVICE_OUT=outputs/device-rehearsal OUT= \
+      PIP_INDEX_URL=http://127.0.0.1:9/unreachable COLABKIT_DEVICE_OUT="${COLABKIT_DEVICE_OUT:-outputs/device-rehearsal}" OUT= \
       ./run.sh on-device "$@" || status=$?
     echo "device-rehearsal: $((SECONDS - started)) s in all (exit $status)"
     exit $status ;;
