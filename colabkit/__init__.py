@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         load_weather,
     )
     from colabkit.device.backends import BACKENDS, select_backend
-    from colabkit.device.peaks import PeakFlops
+    from colabkit.device.peaks import PeakFlops, at_least
     from colabkit.device.probes import available_devices, machine_details
     from colabkit.device.spec import DeviceSetup, parse_device
     from colabkit.records.loading import load_results
@@ -68,6 +68,7 @@ _LAZY = {
     "BACKENDS": "colabkit.device.backends",
     "select_backend": "colabkit.device.backends",
     "PeakFlops": "colabkit.device.peaks",
+    "at_least": "colabkit.device.peaks",
     "available_devices": "colabkit.device.probes",
     "machine_details": "colabkit.device.probes",
     "setup_device": "colabkit.colab.install",  # installs what Colab lacks, then colabkit.device.setup's

@@ -39,7 +39,8 @@ from colabkit.experiments.inference import headline_for
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
 from colabkit.records.merging import RunGroup
-from colabkit.statistics import TOLERANCE, Comparison, Interval, Verdict, compare, finite, percent, verdict_text
+from colabkit.statistics import (RATIO_METHOD, TOLERANCE, Comparison, Interval, Verdict, compare, finite, percent,
+                                 verdict_text)
 from colabkit.sweep.console import text_table
 
 HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "baseline median", "baseline interval",
@@ -198,6 +199,10 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
     return lines
 
 
+INTERVALS = (f"Intervals: a median's between two of its runs' order statistics; a ratio's from {RATIO_METHOD}, "
+             "at the lower of the two sides' levels whatever their spreads (docs/statistics.md).")
+
+
 def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float = TOLERANCE,
                 notes: Sequence[str] = ()) -> str:
     """A Markdown page: what was compared (with the `tolerance` the verdicts used), the table, then
@@ -207,7 +212,7 @@ def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float
             "Per combination, on its experiment's headline: each side's runs, median and interval with the level it "
             "reaches (75 % at 3 runs, 95 % or more from 6; docs/statistics.md), "
             "the ratio candidate / baseline with its interval, and the verdict (faster or slower only where the "
-            f"interval lies beyond +/- {100 * tolerance:g} %).", "",
+            f"interval lies beyond +/- {100 * tolerance:g} %).", "", INTERVALS, "",
             "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
     text += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in cells[1:]]
     text += ["", "Notes:", "", *(f"- {line}" for line in notes)] if notes else []
@@ -275,6 +280,7 @@ def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown:
     rows = compare_sides(before, after, by, tolerance)
     print("\n".join(text_table(table_rows(rows))))
     print(summary_line(rows))
+    print(INTERVALS)
     said = notes(before, after, rows)
     for line in said:
         print(line)

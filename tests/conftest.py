@@ -3,8 +3,11 @@ marker (a test that needs a real GPU is skipped where `nvidia-smi -L` lists none
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from typing import Any
 
 import pytest
@@ -12,6 +15,12 @@ from helpers import FakeTensorFlow, visible_gpus
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# ... and these: the achievable peak's scan kept in a cache of the test session's own, never the user's
+# (~/.cache/colabkit), and each of its shapes timed for 0.05 s instead of 1 s (colabkit.device.achievable)
+_HOST_CACHE = tempfile.mkdtemp(prefix="colabkit-test-host-cache-")
+os.environ["COLABKIT_HOST_CACHE"] = os.path.join(_HOST_CACHE, "host-facts.json")
+os.environ["COLABKIT_SCAN_SECONDS"] = "0.05"
+atexit.register(shutil.rmtree, _HOST_CACHE, True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

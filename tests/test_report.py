@@ -719,7 +719,7 @@ def test_the_methods_paragraph_names_hardware_software_runs_intervals_and_data(d
         assert f"JAX {runs['software.jax'].dropna().iloc[0]}" in text
     assert f"{len(runs)} successful runs of {runs['combination_id'].nunique()} combinations" in text
     assert "Hardware: host CPU" in text and str(runs["host.cpu_model"].dropna().iloc[0]) in text
-    assert "75 % at 3" in text and "Hodges-Lehmann" in text and "first epoch" in text
+    assert "75 % at 3" in text and "Zou & Donner 2008" in text and "first epoch" in text
     assert "stand-in, not the real data" in text  # the fixtures' offline MNIST and synthetic HAR are named
 
 

@@ -1,17 +1,12 @@
 """The Transformer's model FLOPs by PaLM's formula (Chowdhery et al. 2022, appendix B) against a hand count, the
-HLO dot counter the compiler's cross-check reads, and the achievable peak's fields and once-per-host hand-over
-(colabkit.device.achievable) with a fake scan."""
+HLO dot counter the compiler's cross-check reads, and the roofline's achievable ceiling (the achievable peak
+itself: tests/test_achievable_peak.py)."""
 
 from __future__ import annotations
-
-import dataclasses
-import json
 
 import keras
 import pytest
 
-from colabkit.device import achievable
-from colabkit.device.bandwidth import HOST_FACTS_ENV
 from colabkit.errors import FlopCountError
 from colabkit.training.compiler_flops import hlo_dot_flops
 from colabkit.training.flops import FLOP_CONVENTION, PALM_CONVENTION, model_flops
@@ -81,50 +76,6 @@ def test_hlo_dot_flops_reads_both_printings():
         hlo_dot_flops("ROOT d.1 = f32[2,2]{1,0} dot(x.1, y.1), lhs_contracting_dims={1}")
 
 
-FAKE = achievable.AchievablePeak(
-    per_precision={"float32": {"tflops": 0.5, "shape": [1024, 1024, 1024]}},
-    scanned=[{"shape": [512, 512, 512], "precision": "float32", "tflops": 0.4},
-             {"shape": [1024, 1024, 1024], "precision": "float32", "tflops": 0.5}],
-    backend="jax", device="cpu:cpu", method="fake scan", measured_at="2026-11-26T00:00:00+00:00", seconds=0.1)
-
-
-def test_the_achievable_peak_is_scanned_once_per_host_and_given_against_both_peaks(monkeypatch, tmp_path):
-    calls = []
-    monkeypatch.setattr(achievable, "scan", lambda kind, backend: calls.append((kind, backend)) or FAKE)
-    monkeypatch.setattr(achievable, "_SCANNED", {})
-    facts = tmp_path / "host.json"
-    monkeypatch.setenv(HOST_FACTS_ENV, str(facts))
-    fields = achievable.achievable_fields("cpu", "jax", 2, "float32", model_tflops=0.1, datasheet_tflops=0.4)
-    assert fields["achievable_tflops"] == 0.5 and fields["achievable_shape"] == [1024, 1024, 1024]  # CPU: the host's
-    assert fields["mfu_achievable"] == pytest.approx(0.2) and fields["achievable_over_datasheet"] == pytest.approx(1.25)
-    assert "estimate" in fields["achievable_note"]  # above the datasheet: the record says why
-    assert "this run, for the sweep" in fields["achievable_source"]
-    assert achievable.achievable_record("cpu", "jax")["measured_by"] == "this run, for the sweep's runs on this host"
-    monkeypatch.setattr(achievable, "_LAST", {})
-    monkeypatch.setattr(achievable, "_SCANNED", {})  # a later run of the sweep, in another process: handed over
-    again = achievable.achievable_record("cpu", "jax")
-    assert len(calls) == 1 and again["measured_by"] == "an earlier run of the sweep on this host"
-    assert dataclasses.replace(FAKE, measured_by=again["measured_by"]) == achievable.AchievablePeak(**again)
-    assert json.loads(facts.read_text())["achievable_peak"]["jax:cpu"]["per_precision"] == FAKE.per_precision
-    below = achievable.achievable_fields("gpu", "jax", 2, "float32", 0.1, 10.0)  # another key: scanned, per GPU x 2
-    assert below["achievable_tflops"] == 1.0 and below["achievable_note"] is None and len(calls) == 2
-    missing = achievable.achievable_fields("cpu", "jax", 1, "bfloat16", 0.1, None)
-    assert missing["achievable_tflops"] is None and "not bfloat16" in missing["achievable_note"]
-    torch = achievable.achievable_fields("cpu", "torch", 1, "float32", 0.1, 0.4)
-    assert torch["mfu_achievable"] is None and "torch" in torch["achievable_note"]
-
-
-def test_the_bandwidth_probe_keeps_the_achievable_peak_in_the_host_facts(monkeypatch, tmp_path):
-    from colabkit.device import bandwidth
-
-    facts = tmp_path / "host.json"
-    facts.write_text(json.dumps({"host": bandwidth.host_identity(), "achievable_peak": {"jax:cpu": {}}}))
-    measured = bandwidth.BandwidthMeasurement(10.0, 9.0, 1, 1, 1, "fake")
-    bandwidth.write_host_facts(facts, measured)
-    written = json.loads(facts.read_text())
-    assert written["achievable_peak"] == {"jax:cpu": {}} and written["cpu_bandwidth"]["gb_per_s"] == 10.0
-
-
 def test_the_roofline_draws_the_achievable_ceiling_under_the_datasheet_one():
     import matplotlib
 
@@ -141,23 +92,3 @@ def test_the_roofline_draws_the_achievable_ceiling_under_the_datasheet_one():
     assert max(y) == pytest.approx(0.15) and y[0] == pytest.approx(x[0] * 20.0 / 1e3)  # same bandwidth slope below
     assert max(lines["roofline"].get_data()[1]) == pytest.approx(0.27)
     plt.close(figure)
-
-
-def test_a_shape_that_fails_is_named_and_skipped_and_a_scan_where_none_ran_is_refused(monkeypatch):
-    from colabkit.errors import MeasurementError
-
-    def timer(kind):
-        def time_one(m, n, k, precision):
-            if m > 512:
-                raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
-            return [2.0 * m * n * k / 1e11]  # 0.1 TFLOPS
-        return time_one, "fake:0"
-
-    monkeypatch.setattr(achievable, "_jax_timer", timer)
-    peak = achievable.scan("cpu", "jax")
-    assert peak.best("float32") == {"tflops": pytest.approx(0.1), "shape": [512, 512, 512]}
-    failed = [row for row in peak.scanned if row["tflops"] is None]
-    assert [row["shape"] for row in failed] == [[1024, 1024, 1024]] and "out of memory" in failed[0]["error"]
-    monkeypatch.setattr(achievable, "SHAPES", {"cpu": ((1024, 1024, 1024),)})
-    with pytest.raises(MeasurementError, match="no product of the scan ran"):
-        achievable.scan("cpu", "jax")

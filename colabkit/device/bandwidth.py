@@ -1,9 +1,15 @@
-"""A CPU's memory bandwidth, measured in the run: a STREAM-triad-style NumPy measurement.
+"""A CPU's memory bandwidth, measured in the run: a STREAM-triad-style NumPy measurement; and the one
+reader and writer of the files of facts measured once per host (`host_facts`, `update_host_facts`).
 
 The triad a = b + q*c is credited 24 bytes per element as in McCalpin's STREAM; NumPy moves 40 (it
 cannot fuse), so the figure is a LOWER BOUND on STREAM's (by up to 5/3). The probe takes 1-5 s, so a
 sweep measures it once per host (COLABKIT_HOST_FACTS, `write_host_facts`; others read it through
 `cpu_bandwidth`); by hand, once per process. Every figure keeps its passes and when it was taken.
+
+Two files of host facts: the sweep's (COLABKIT_HOST_FACTS, removed when the sweep ends: the bandwidth,
+and the achievable peak for the sweep's runs) and the host's cache (`host_cache_path`: COLABKIT_HOST_CACHE,
+else ~/.cache/colabkit/host-facts.json), which keeps the achievable peak for later sweeps and runs on
+the same host (colabkit.device.achievable). Either is read only where `host_identity` matches.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from colabkit.errors import MeasurementError
 from colabkit.io import write_json_atomic
 
 HOST_FACTS_ENV = "COLABKIT_HOST_FACTS"  # the file of facts a sweep measured once for its host
+HOST_CACHE_ENV = "COLABKIT_HOST_CACHE"  # the host's own file, kept between sweeps; "off" keeps none
 
 _BYTES_PER_ELEMENT = 24  # STREAM's credit for the triad: two 8-byte reads and one 8-byte write
 _FALLBACK_CACHE_BYTES = 32 * 2**20  # when the machine does not say: a large server L3
@@ -115,14 +122,26 @@ def measure_cpu_bandwidth(repeats: int = 5) -> BandwidthMeasurement:
 
 
 def host_identity() -> dict[str, Any]:
-    """What tells this host from another for a handed-over figure: its name, CPU model and cache."""
+    """What tells this host from another for a handed-over figure: its name, CPU model, cache and the
+    logical CPUs this process may use (a run confined to fewer cores is another machine for a peak)."""
     model = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
             model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
     except OSError:
         pass  # not Linux: the host name and cache still tell
-    return {"hostname": socket.gethostname(), "cpu_model": model, "cache_bytes": last_level_cache_bytes()[0]}
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"hostname": socket.gethostname(), "cpu_model": model, "cache_bytes": last_level_cache_bytes()[0],
+            "logical_cpus": usable}
+
+
+def host_cache_path() -> Path | None:
+    """The host's file of facts kept between sweeps: COLABKIT_HOST_CACHE, else
+    $XDG_CACHE_HOME/colabkit/host-facts.json (~/.cache/...); None when COLABKIT_HOST_CACHE is "off"."""
+    named = os.environ.get(HOST_CACHE_ENV)
+    if named is not None:
+        return None if named.strip().lower() in ("", "off") else Path(named)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "colabkit" / "host-facts.json"
 
 
 def host_facts(path: str | Path) -> dict[str, Any]:
@@ -136,8 +155,9 @@ def host_facts(path: str | Path) -> dict[str, Any]:
 
 
 def update_host_facts(path: str | Path, **entries: Any) -> None:
-    """Add `entries` to this host's facts in `path` (JSON, atomically), keeping the others. OSError where the
-    file cannot be written."""
+    """Add `entries` to this host's facts in `path` (JSON, atomically; its folder made where missing),
+    keeping the others. OSError where the file cannot be written."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {**host_facts(path), **entries, "host": host_identity()})
 
 

@@ -4,11 +4,14 @@ of a CPU's peak FLOPS (its bandwidth is measured in the run: colabkit.device.ban
 Figures are dense (no structured-sparsity doubling), in TFLOPS, per device as TensorFlow sees
 it: one GPU (a K80 board is two GPUs), one TPU core (TensorFlow shows one device per core).
 Each entry names its source, so a fraction-of-peak in a report can be traced. A device or
-dtype that is not in the table gives None: a missing peak is better than a guessed one.
+dtype that is not in the table gives None: a missing peak is better than a guessed one. A CPU's
+peak is an estimate: its cores x the FLOPs per cycle its microarchitecture executes (`cpu_core`)
+x a clock whose kind it says (`clock_basis`), never below a rate measured on the host (`at_least`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -23,6 +26,8 @@ class PeakFlops:
     devices: int
     precision: str  # the arithmetic the peak refers to: "float32", "tf32", "bfloat16", ...
     source: str
+    basis: str = "datasheet"  # a CPU's: "estimate at the <clock> clock" (clock_basis), or raised (at_least)
+    clock_mhz: float | None = None  # a CPU's: the clock the estimate multiplies by
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,8 +83,85 @@ _TPU_PEAKS: dict[str, tuple[float, int]] = {
 }
 _TPU_SOURCE = "Google Cloud TPU system architecture docs: {tflops:g} bf16 TFLOPS per {gen} chip, {cores} core(s) per chip"
 
-# FP32 FLOPs per cycle per core: 2 FMA units x vector lanes x 2 (multiply + add).
+# A CPU's FP32 FLOPs per cycle per core AS ITS CORE EXECUTES THEM: FMA units x the lanes of their datapath
+# x 2 (multiply + add), from the vendor's optimisation guides or a measurement, named in each row.
+# (vendor_id, cpu family, models (inclusive ranges), needs the flag, core, FLOPs/cycle, source); first match.
+_AMD_GUIDE = "AMD Software Optimization Guide for"
+_CPU_CORES: list[tuple[str, int, tuple[tuple[int, int], ...], str | None, str, int, str]] = [
+    ("AuthenticAMD", 0x17, ((0x00, 0x2F),), None, "Zen / Zen+", 16,
+     f"{_AMD_GUIDE} AMD Family 17h Processors (2017): 2 FMA pipes of 128 bits"),
+    ("AuthenticAMD", 0x17, ((0x30, 0xFF),), None, "Zen 2", 32,
+     f"{_AMD_GUIDE} AMD Family 17h Models 30h and Greater Processors (2020): 2 FMA pipes of 256 bits"),
+    ("AuthenticAMD", 0x19, ((0x00, 0xFF),), "avx512f", "Zen 4", 32,
+     f"{_AMD_GUIDE} the AMD Zen4 Microarchitecture (2023): AVX-512 on 2 FMA pipes of 256 bits, a 512-bit "
+     "instruction in two halves; measured: Yee 2022, Zen4's AVX512 teardown (numberworld.org)"),
+    ("AuthenticAMD", 0x19, ((0x00, 0xFF),), None, "Zen 3", 32,
+     f"{_AMD_GUIDE} AMD Family 19h Processors (2020): 2 FMA pipes of 256 bits"),
+    ("AuthenticAMD", 0x1A, ((0x00, 0x1F), (0x40, 0x4F)), None, "Zen 5 (EPYC 9005, Ryzen 9000)", 64,
+     f"{_AMD_GUIDE} the AMD Zen5 Microarchitecture (2024): 2 FMA pipes of 512 bits in the EPYC 9005 and Ryzen "
+     "9000 parts (family 1Ah models 00h-1Fh, 40h-4Fh); measured: Yee 2024, Zen5's AVX512 teardown (numberworld.org)"),
+    ("AuthenticAMD", 0x1A, ((0x20, 0x2F), (0x60, 0x6F)), None, "Zen 5 (mobile: Strix Point, Krackan Point)", 32,
+     "measured: Yee 2024, Zen5's AVX512 teardown, and Chips and Cheese 2024, AMD's Strix Point: mobile Zen 5 "
+     "executes 512-bit instructions on 256-bit datapaths"),
+    ("GenuineIntel", 6, ((42, 42), (45, 45), (58, 58), (62, 62)), None, "Sandy Bridge / Ivy Bridge", 16,
+     "Intel 64 and IA-32 Architectures Optimization Reference Manual: a 256-bit multiply and a 256-bit add "
+     "per cycle, no FMA"),
+    ("GenuineIntel", 6, ((60, 60), (63, 63), (69, 71), (61, 61), (79, 79), (86, 86), (78, 78), (94, 94),
+                         (142, 142), (158, 158), (165, 166)), None, "Haswell / Broadwell / Skylake client", 32,
+     "Intel 64 and IA-32 Architectures Optimization Reference Manual: 2 FMA units of 256 bits"),
+    ("GenuineIntel", 6, ((85, 85), (106, 106), (108, 108), (143, 143), (207, 207), (173, 174)), "avx512f",
+     "Skylake-SP / Cascade Lake / Ice Lake-SP / Sapphire Rapids and later Xeon", 64,
+     "Intel 64 and IA-32 Architectures Optimization Reference Manual: 2 FMA units of 512 bits on most Xeon "
+     "Scalable SKUs (Skylake-SP and Cascade Lake Bronze, Silver and most Gold 5xxx have one: 32)"),
+    ("GenuineIntel", 6, ((125, 126), (140, 141), (167, 167)), None, "Ice Lake / Tiger Lake / Rocket Lake client", 32,
+     "Intel 64 and IA-32 Architectures Optimization Reference Manual: one 512-bit FMA (ports 0 and 1 fused) "
+     "or 2 of 256 bits"),
+    ("GenuineIntel", 6, ((151, 151), (154, 154), (183, 183), (186, 186), (191, 191), (170, 170), (172, 172),
+                         (197, 198)), None, "Alder Lake and later hybrid client (P-core figure)", 32,
+     "Intel 64 and IA-32 Architectures Optimization Reference Manual: a P-core has 2 FMA units of 256 bits (an "
+     "upper bound for the E-cores beside it)"),
+]
+_ONE_FMA_XEON = re.compile(r"Xeon.*\b(Bronze|Silver|Gold 5(?!122)\d{3})")  # one 512-bit FMA unit (Skylake-SP, Cascade Lake)
+# Where the microarchitecture is not in the table: 2 FMA units of the widest vector width the flags show (an assumption).
 _CPU_FLOPS_PER_CYCLE = [("avx512f", 64, "AVX-512"), ("avx2", 32, "AVX2"), ("avx", 16, "AVX"), ("sse2", 8, "SSE2")]
+
+
+def clock_basis(clock_source: str, flags: set[str]) -> str:
+    """Which clock a CPU estimate multiplies by, from where colabkit.device.probes.cpu_info read it:
+    "maximum boost" (cpufreq's cpuinfo_max_freq: the highest one core may run, so the all-core rate is
+    lower), "nominal" (/proc/cpuinfo in a VM: the TSC rate the hypervisor reports, which a boosting core
+    passes), "current" (/proc/cpuinfo on bare metal: one core's clock when probed)."""
+    if clock_source == "cpufreq max":
+        return "maximum boost"
+    return "nominal" if "hypervisor" in flags else "current"
+
+
+@dataclass(frozen=True)
+class CpuCore:
+    """What one CPU core executes per cycle, and where that figure comes from."""
+
+    name: str  # the microarchitecture, or "unknown microarchitecture"
+    fp32_flops_per_cycle: int
+    source: str
+
+
+def cpu_core(vendor: str | None, family: int | None, model: int | None, flags: set[str],
+             model_name: str = "") -> CpuCore | None:
+    """The microarchitecture of a CPU from /proc/cpuinfo's vendor_id, cpu family and model (and flags and
+    model name where the table needs them), with its FP32 FLOPs per cycle per core as the core executes
+    them; else the widest vector unit its flags show, said to be an assumption; None without either."""
+    for vendor_id, row_family, models, flag, name, flops, source in _CPU_CORES:
+        if (vendor, family) == (vendor_id, row_family) and model is not None and (flag is None or flag in flags) \
+                and any(low <= model <= high for low, high in models):
+            if flops == 64 and vendor_id == "GenuineIntel" and model == 85 and _ONE_FMA_XEON.search(model_name):
+                return CpuCore(f"{name}, one FMA unit", 32, f"{source}; this SKU ({model_name}) has one")
+            return CpuCore(name, flops, source)
+    for flag, flops, isa in _CPU_FLOPS_PER_CYCLE:
+        if flag in flags:
+            return CpuCore("unknown microarchitecture", flops,
+                           f"assumed from the ISA flags: 2 FMA units of {isa} width (the microarchitecture, "
+                           f"{vendor or '?'} family {family} model {model}, is not in colabkit's table)")
+    return None
 
 
 def tpu_generation(accelerator_type: str | None) -> str | None:
@@ -128,25 +210,44 @@ def tpu_peak(accelerator_type: str | None, devices: int) -> PeakFlops | None:
 
 
 def cpu_peak(cores: int | None, clock_mhz: float | None, flags: set[str], clock_source: str,
-             logical_cpus: int | None = None) -> PeakFlops | None:
-    """Estimated FP32 peak of `cores` PHYSICAL CPU cores: cores x clock x FLOPs per cycle.
+             logical_cpus: int | None = None, vendor: str | None = None, family: int | None = None,
+             model: int | None = None, model_name: str = "") -> PeakFlops | None:
+    """Estimated FP32 peak of `cores` PHYSICAL CPU cores: cores x clock x FLOPs per cycle per core as the
+    microarchitecture executes them (`cpu_core`: from vendor, family and model; Zen 4 runs AVX-512 at 32,
+    not 64).
 
     Hyperthread siblings share one core's FMA units, so logical CPUs (`logical_cpus`, recorded in
-    the source text) must not be multiplied in: Colab's 2 vCPUs are one core. The clock is what
-    the machine reports (often the nominal clock inside a VM); a core that turbo-boosts above it
-    can exceed the estimate, so treat fraction-of-peak on CPU as indicative. None when the
-    physical cores or the clock are unknown: no peak is better than a guessed one.
+    the source text) must not be multiplied in: Colab's 2 vCPUs are one core. Which clock is said in
+    `basis` and the source (CLOCK_BASES): a maximum boost clock is one core's best, a VM's reported clock
+    its nominal one, which a boosting core passes. None when the physical cores, the clock or the
+    FLOPs per cycle are unknown: no peak is better than a guessed one.
     """
-    if not clock_mhz or not cores or cores <= 0:
+    core = cpu_core(vendor, family, model, flags, model_name)
+    if not clock_mhz or not cores or cores <= 0 or core is None:
         return None
     logical = f", {logical_cpus} logical CPU(s)" if logical_cpus else ""
-    for flag, flops_per_cycle, isa in _CPU_FLOPS_PER_CYCLE:
-        if flag in flags:
-            per_core = clock_mhz * 1e6 * flops_per_cycle / 1e12
-            source = (f"estimate: {cores} physical core(s){logical} x {clock_mhz:.0f} MHz ({clock_source}) x "
-                      f"{flops_per_cycle} FP32 FLOPs/cycle ({isa}, 2 FMA units assumed)")
-            return PeakFlops(per_core * cores, per_core, cores, "float32", source)
-    return None
+    clock = clock_basis(clock_source, flags)
+    per_core = clock_mhz * 1e6 * core.fp32_flops_per_cycle / 1e12
+    source = (f"estimate: {cores} physical core(s){logical} x {clock_mhz:.0f} MHz ({clock} clock: {clock_source}) x "
+              f"{core.fp32_flops_per_cycle} FP32 FLOPs/cycle ({core.name}: {core.source})")
+    return PeakFlops(per_core * cores, per_core, cores, "float32", source, f"estimate at the {clock} clock", clock_mhz)
+
+
+def at_least(peak: PeakFlops | None, measured_tflops: float | None, what: str) -> PeakFlops | None:
+    """A CPU estimate never below a measured rate: where `measured_tflops` (`what` measured it: "a matmul
+    scan on this host") passes it, the clock was wrong (a core boosting above a nominal clock), so the
+    peak is raised to the clock the measurement implies at the same FLOPs per cycle, and says so. A
+    datasheet peak (a GPU's, a TPU's) is returned as it is: there the record flags the excess instead
+    (TF32 or a boost clock, colabkit.device.achievable)."""
+    if peak is None or not measured_tflops or measured_tflops <= peak.tflops or not peak.clock_mhz \
+            or not peak.basis.startswith("estimate"):
+        return peak
+    clock = peak.clock_mhz * measured_tflops / peak.tflops
+    return dataclasses.replace(
+        peak, tflops=measured_tflops, tflops_per_device=measured_tflops / peak.devices, clock_mhz=clock,
+        basis=f"estimate at the clock {what} implies",
+        source=f"{peak.source}; raised: {what} reached {measured_tflops:.3g} TFLOPS, above this estimate "
+               f"({peak.tflops:.3g}), so the cores ran at {clock:.0f} MHz or more")
 
 
 BandwidthQuality = Literal["vendor", "secondary", "measured"]

@@ -87,13 +87,16 @@ def physical_cores(logical: int, usable: set[int] | None, cpuinfo_text: str | No
 
 
 def cpu_info() -> dict[str, Any]:
-    """The host CPU: model name, logical CPUs usable by this process and the physical cores behind
-    them (how counted), clock (and where it was read), relevant ISA flags.
+    """The host CPU: model name, vendor, family and model number (/proc/cpuinfo: what tells its
+    microarchitecture, colabkit.device.peaks.cpu_core), logical CPUs usable by this process and the
+    physical cores behind them (how counted), clock (and where it was read), relevant ISA flags
+    (`hypervisor` among them: a VM, whose reported clock is its nominal one).
 
     `cores` is the logical count (what the process may schedule on); `physical_cores` is what a
     peak estimate multiplies by.
     """
     model, clock_mhz, flags = platform.processor() or platform.machine(), None, set()
+    identity: dict[str, Any] = {"vendor": None, "family": None, "model_number": None}  # what peaks.cpu_core reads
     cpuinfo_text = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
@@ -109,6 +112,11 @@ def cpu_info() -> dict[str, Any]:
             clock_mhz = float(value)
         elif key == "flags" and not flags:
             flags = set(value.split())
+        elif key == "vendor_id" and identity["vendor"] is None:
+            identity["vendor"] = value
+        elif key in ("cpu family", "model") and value.isdigit():
+            name = "family" if key == "cpu family" else "model_number"
+            identity[name] = int(value) if identity[name] is None else identity[name]
     clock_source = "/proc/cpuinfo cpu MHz"
     max_freq = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
     if os.path.exists(max_freq):
@@ -117,9 +125,11 @@ def cpu_info() -> dict[str, Any]:
     usable = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     cores = len(usable) if usable is not None else (os.cpu_count() or 1)
     physical, physical_source = physical_cores(cores, usable, cpuinfo_text)
-    wanted = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "sse2")
+    wanted = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "sse2",
+              "hypervisor")
     return {
         "model": model,
+        **identity,
         "cores": cores,
         "logical_cpus": cores,
         "physical_cores": physical,

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from colabkit.device.achievable import kept_cpu_best
 from colabkit.device.bandwidth import cpu_bandwidth
-from colabkit.device.peaks import PeakBandwidth, PeakFlops, cpu_peak, gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
+from colabkit.device.peaks import (PeakBandwidth, PeakFlops, at_least, cpu_peak, gpu_bandwidth, gpu_peak,
+                                  tpu_bandwidth, tpu_peak)
 from colabkit.errors import UnknownDeviceError
 from colabkit.phases import phase
 
@@ -133,8 +135,12 @@ class DeviceSetup:
             return None
         # Logical CPU replicas share the same cores, so the peak is the host's, not per replica.
         cpu = self.description
-        return cpu_peak(cpu.get("physical_cores"), cpu.get("clock_mhz"), set(cpu.get("flags", [])),
-                        cpu.get("clock_source", ""), logical_cpus=cpu.get("logical_cpus", cpu.get("cores")))
+        estimate = cpu_peak(cpu.get("physical_cores"), cpu.get("clock_mhz"), set(cpu.get("flags", [])),
+                            cpu.get("clock_source", ""), logical_cpus=cpu.get("logical_cpus", cpu.get("cores")),
+                            vendor=cpu.get("vendor"), family=cpu.get("family"), model=cpu.get("model_number"),
+                            model_name=str(cpu.get("model") or cpu.get("name") or ""))
+        kept = kept_cpu_best()  # never below what a matmul scan reached on this host
+        return at_least(estimate, kept[0], f"a matmul scan on this host ({kept[1]})") if kept else estimate
 
     def gpu_precision(self, dtype: str, tf32: bool | None = None) -> str:
         """The arithmetic a GPU computes `dtype` products in: "tf32" for float32 where TF32 runs (see peak)."""

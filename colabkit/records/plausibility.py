@@ -60,7 +60,7 @@ METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
         "model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
         "arithmetic_intensity", "params", "peak_tflops", "peak_bandwidth_gb_s", "roofline_tflops",
         "fraction_of_roofline", "ridge_flops_per_byte", "achievable_tflops", "mfu_achievable",
-        "compiler_flops_ratio")},
+        "achievable_low_tflops", "mfu_achievable_low", "mfu_achievable_high", "compiler_flops_ratio")},
     # what bounds a run (colabkit.training.breakdown): rates that happened, shares of one step.
     **{name: (positive, POSITIVE) for name in ("input_samples_per_s", "device_samples_per_s")},
     **{name: (share, SHARE) for name in ("input_wait_share", "host_share", "device_share")},

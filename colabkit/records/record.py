@@ -81,8 +81,10 @@ FIELD_DOCS: dict[str, str] = {
     "flops": "training notebooks: the model FLOPs per sample the utilisation figures come from (colabkit.training."
              "flops): `forward_per_sample`, `train_per_sample`, the `convention`, and `by_layer`",
     "achievable_peak": "training notebooks: the matmul scan behind `metrics.achievable_tflops` (colabkit.device."
-                       "achievable, once per host): every shape and precision timed (`scanned`), the best per "
-                       "precision with its shape (`per_precision`), the backend and device, how and when",
+                       "achievable, kept per host): every pass, shape and precision timed (`scanned`: the best and "
+                       "median call, calls, seconds), the best per precision with its shape, every pass's best and "
+                       "their spread (`per_precision`), how many `passes` and whether the last two `agreed`, the "
+                       "backend and device, what it was measured on (`identity`), how, when and by which run",
     "op_breakdown": "training notebooks run with `profile_steps` > 0: the profiler, where its trace is (TensorBoard "
                     "opens it), the time per operation category (shares summing to 1, idle its own) and the top "
                     "operations, or why the trace was not summarised",

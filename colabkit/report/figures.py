@@ -107,8 +107,10 @@ def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: 
 
 def levels(values: Any) -> str:
     """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
-    verdicts ('faster (90 %, n = 3)'): '75 %, n = 3; 96.8 %, n = 6'; 'no interval' without any."""
-    found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(r"(\d[\d.]* %, n = \d+)")[0]
+    verdicts ('faster (75 %, n = 3 and 6)'): '75 %, n = 3; 96.8 %, n = 6; 75 %, n = 3 and 6'; 'no interval'
+    without any."""
+    found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(
+        r"(\d[\d.]* %, n = \d+(?: and \d+)?)")[0]
     return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 

@@ -57,6 +57,7 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
         "tflops_warm_max": column(ok, "metrics.tflops_warm_max"),
         "between_run_cv": column(ok, "headline.between_cv"), "within_run_cv": column(ok, "headline.within_cv"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_precision": column(ok, "metrics.peak_precision"),
+        "peak_basis": column(ok, "metrics.peak_basis"),
         "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
         "blas_tflops": column(ok, "metrics.blas_tflops"),
         "samples_warm": samples_column(ok, "tflops_warm"), "samples_cold": samples_column(ok, "tflops_cold"),
@@ -199,10 +200,13 @@ def peak_figure(table: pd.DataFrame) -> ReportFigure | None:
     ax.set_ylabel("warm TFLOPS, % of peak")
     ax.set_title("Fraction of peak")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    behind = rows[["series", "device", "n", "dtype", "tflops_warm", "peak_tflops", "peak_precision", "percent_of_peak"]]
+    behind = rows[["series", "device", "n", "dtype", "tflops_warm", "peak_tflops", "peak_precision", "peak_basis",
+                   "percent_of_peak"]]
     return ReportFigure("matmul_fraction_of_peak", figure, behind.copy(),
-                        "Peaks are datasheet figures (colabkit/peaks.py names each source); the CPU's is an estimate "
-                        "(cores x clock x FMA width) from the clock it reports, so a boosting CPU can pass 100 %.")
+                        "Peaks are datasheet figures (colabkit/device/peaks.py names each source); the CPU's is an "
+                        "estimate: its physical cores x the FP32 FLOPs per cycle its microarchitecture executes x a "
+                        "clock whose kind the data's peak basis says (the nominal clock a VM reports, a maximum boost "
+                        "clock, or the one a faster measurement on the host implies: never below what was measured).")
 
 
 def published_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -226,7 +230,8 @@ def _findings(table: pd.DataFrame) -> str:
     sentences = []
     for series, rows in table[table["tflops_warm"].notna()].groupby("series", sort=False):
         best = rows.loc[rows["tflops_warm"].idxmax()]
-        peak = (f" ({format_number(100 * best['fraction_of_peak'], 3)} % of its peak)"
+        basis = f", {best['peak_basis']}" if isinstance(best.get("peak_basis"), str) else ""
+        peak = (f" ({format_number(100 * best['fraction_of_peak'], 3)} % of its peak{basis})"
                 if pd.notna(best["fraction_of_peak"]) else "")
         cold = (f"; its cold first call reached {format_number(best['tflops_cold'], 3)} TFLOPS"
                 if pd.notna(best["tflops_cold"]) else "")
@@ -263,7 +268,8 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("tflops_cold", "TFLOPS cold"), ("tflops_warm", "TFLOPS warm"),
                            ("tflops_warm_low", "warm low"), ("tflops_warm_high", "warm high"), ("tflops_warm_level", "level"),
                            ("between_run_cv", "between-run CV"), ("within_run_cv", "within-run CV"),
-                           ("peak_tflops", "peak TFLOPS"), ("fraction_of_peak", "fraction of peak"),
+                           ("peak_tflops", "peak TFLOPS"), ("peak_basis", "peak basis"),
+                           ("fraction_of_peak", "fraction of peak"),
                            ("speedup_vs_cpu", "speedup over CPU"), ("speedup_vs_cpu_low", "speedup low"),
                            ("speedup_vs_cpu_high", "speedup high"), ("speedup_vs_cpu_verdict", "vs CPU"),
                            ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "framework / BLAS"),

@@ -56,8 +56,11 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
         "model_tflops": column(ok, "metrics.model_tflops"), "mfu": column(ok, "metrics.mfu"),
         "achievable_tflops": column(ok, "metrics.achievable_tflops"),
         "mfu_achievable": column(ok, "metrics.mfu_achievable"),
+        "mfu_achievable_high": column(ok, "metrics.mfu_achievable_high"),
+        "achievable_low_tflops": column(ok, "metrics.achievable_low_tflops"),
         "intensity": column(ok, "metrics.arithmetic_intensity"),
         "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
+        "peak_basis": column(ok, "metrics.peak_basis"),
         "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
         "bandwidth_slowest_gb_s": column(ok, "metrics.peak_bandwidth_min_gb_s"),
         "bandwidth_measured_at": column(ok, "metrics.peak_bandwidth_measured_at"),
@@ -105,7 +108,9 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
         measurements = group["bandwidth_measured_at"].dropna().nunique()
         rows.append({"device": device, "precision": name, "runs": len(group),
                      "peak_tflops": group["peak_tflops"].astype(float).median(),
+                     "peak_basis": group["peak_basis"].dropna().iloc[0] if group["peak_basis"].notna().any() else None,
                      "achievable_tflops": group["achievable_tflops"].astype(float).median(),
+                     "achievable_low_tflops": group["achievable_low_tflops"].astype(float).min(),
                      "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": slowest.min(),
                      "bandwidth_max_gb_s": bandwidth.max(), "measurements": measurements,
                      "peak_source": group["peak_source"].iloc[0],
@@ -264,17 +269,20 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("precision", "precision"), ("params", "parameters"), ("step_ms", "step (ms)"),
                            ("step_std_ms", "std (ms)"), ("samples_per_s", "samples/s"),
                            ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"),
-                           ("mfu_achievable", "MFU (achievable)"), ("intensity", "FLOPs/byte"),
+                           ("mfu_achievable", "MFU (achievable)"),
+                           ("mfu_achievable_high", "MFU (achievable): slowest scan pass"), ("intensity", "FLOPs/byte"),
                            ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
                            ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
     section.items = [ReportTable("paradnn_models", printed,
                                  "ParaDnn models per device: steady step time and throughput, achieved model TFLOPS, "
                                  "MFU against the datasheet peak and against the achievable peak (a matmul scan's "
-                                 "best on the device, docs/peaks.md), and position on the roofline.")]
+                                 "best on the device, docs/peaks.md; beside it, MFU against the slowest of the scan's "
+                                 "passes: the range the peak's own uncertainty gives), and position on the roofline.")]
     if table["intensity"].notna().any() and table["model_tflops"].notna().any():
         section.items.append(roofline_figure(table))
     roofs = device_roofs(table).rename(columns={
-        "peak_tflops": "peak TFLOPS", "achievable_tflops": "achievable TFLOPS (matmul scan)",
+        "peak_tflops": "peak TFLOPS", "peak_basis": "peak basis", "achievable_tflops": "achievable TFLOPS (matmul scan)",
+        "achievable_low_tflops": "achievable: slowest pass",
         "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
         "bandwidth_max_gb_s": "max", "measurements": "bandwidth measurements", "peak_source": "peak TFLOPS: source",
         "bandwidth_source": "bandwidth: source (first run)"})

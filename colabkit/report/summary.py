@@ -211,8 +211,8 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
                          "medians over runs, called faster or slower only where its interval lies beyond "
                          f"+/- {100 * TOLERANCE:g} % (docs/statistics.md), else no difference resolved, or too few "
                          "runs for a verdict below 3 runs a side. Each verdict states the level its interval reaches "
-                         "and the runs behind it (at 3 runs a side a ratio's interval reaches 90 %, a median's 75 %, "
-                         "not 95 %).")
+                         "and the runs behind it (with 3 runs on either side a ratio's interval reaches 75 %, as a "
+                         "median's does, not 95 %; its level does not assume that the two sides scatter alike).")
     for device, rows in table.groupby("device", sort=False):
         sentences.append(_device_sentence(device, rows))
     if counts.get("failed", 0):

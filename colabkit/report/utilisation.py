@@ -18,9 +18,11 @@ COLUMNS = {
     "model_tflops": ("achieved GFLOPS", 1e3),
     "peak_tflops": ("peak TFLOPS", 1.0),
     "peak_precision": ("peak precision", None),
+    "peak_basis": ("peak basis", None),
     "mfu": ("fraction of peak (MFU)", 1.0),
     "achievable_tflops": ("achievable TFLOPS (matmul scan)", 1.0),
     "mfu_achievable": ("fraction of achievable peak", 1.0),
+    "mfu_achievable_high": ("fraction of achievable peak: slowest scan pass", 1.0),
     "arithmetic_intensity": ("FLOPs/byte", 1.0),
     "energy_j_per_sample": ("J/sample", 1.0),
     "mean_power_w": ("mean power (W)", 1.0),
@@ -58,8 +60,10 @@ def fraction_of_peak_figure(table: pd.DataFrame, name: str) -> ReportFigure | No
     return ReportFigure(f"{name}_fraction_of_peak", figure, known,
                         "Achieved model TFLOPS (training FLOPs per sample x steady samples/s; one multiply-add = 2 "
                         "FLOPs, training = 3 x forward) over the device's peak at the run's compute precision, median "
-                        "over the runs of a device and global batch. A CPU's peak is an estimate from its physical "
-                        "cores and clock (docs/peaks.md); runs without a known peak are left out.")
+                        "over the runs of a device and global batch. A CPU's peak is an estimate: its physical cores x "
+                        "the FP32 FLOPs per cycle its microarchitecture executes x a clock the table's peak basis "
+                        "names (nominal, maximum boost, or the one a measurement on the host implies: never below "
+                        "a measured rate; docs/peaks.md); runs without a known peak are left out.")
 
 
 def utilisation_items(data: ReportData, notebook: str, name: str) -> list[ReportTable | ReportFigure]:
