@@ -106,6 +106,29 @@ def test_a_profile_without_the_bottleneck_passes_is_refused_before_anything_runs
         assert check_values(get(name), {"breakdown": False, "profile_steps": 0}) == []
 
 
+def test_a_profile_that_could_not_be_taken_is_refused_not_dropped():
+    """The profile is of steady training steps, taken with the bottleneck passes: one epoch, inference mode or
+    several machines have none, and a profile asked for there is refused (measure_breakdown would skip it)."""
+    cases = {"epochs = 1 (the profile is of steady steps, after the first epoch: give epochs >= 2)": {"epochs": 1},
+             "mode = 'inference' (the profile is of training steps)": {"mode": "inference"},
+             "device = 'multiworker:2' (the bottleneck passes and the profile are not taken across machines)":
+                 {"device": "multiworker:2"}}
+    for name in ("cnn_mnist", "dblstm_har", "timeseries_rnn"):
+        for why, values in cases.items():
+            assert check_values(get(name), {"profile_steps": 3, **values}) == [
+                f"profile_steps = 3: expected 0 with {why}"], (name, values)
+            assert check_values(get(name), {"profile_steps": 0, **values}) == [], (name, values)
+        assert check_values(get(name), {"profile_steps": 3, "epochs": 2}) == []
+    assert check_values(get("dblstm_har"), {"profile_steps": 3, "epochs": "auto"}) == []  # 3 or 30: never 1
+
+
+def test_rules_of_training_steps_do_not_bind_an_inference_run():
+    paradnn = get("paradnn")
+    assert check_values(paradnn, {"steps_per_execution": 3}) == [
+        "steps = 20: expected a multiple of steps_per_execution (3), so every epoch runs whole executions"]
+    assert check_values(paradnn, {"steps_per_execution": 3, "mode": "inference"}) == []  # it trains no steps
+
+
 @pytest.mark.parametrize("name, values, message", [
     ("cnn_mnist", {"batch_size": 0}, "batch_size = 0: expected an int >= 1"),
     ("cnn_mnist", {"epochs": -1}, "epochs = -1: expected an int >= 1"),
