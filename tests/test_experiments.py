@@ -122,6 +122,27 @@ def test_a_profile_that_could_not_be_taken_is_refused_not_dropped():
     assert check_values(get("dblstm_har"), {"profile_steps": 3, "epochs": "auto"}) == []  # 3 or 30: never 1
 
 
+def test_the_notebooks_own_check_refuses_what_the_plan_refuses_for_plain_papermill(tmp_path):
+    """start_run, the notebook's first checked cell, checks the same declared rules as the sweep's plan (one
+    function: rule_problems), so a notebook run by papermill alone is refused before its work, every problem
+    named."""
+    from colabkit.errors import ParameterError
+    from colabkit.experiments import rule_problems
+    from colabkit.records.record import start_run
+
+    paradnn = get("paradnn")
+    values = {**paradnn.defaults, "family": "transformer", "heads": 3, "profile_steps": 2, "breakdown": False,
+              "results_path": str(tmp_path / "r.json")}
+    with pytest.raises(ParameterError) as refused:
+        start_run("paradnn", values)
+    assert rule_problems(paradnn, values) == [
+        "width = 256: expected a multiple of heads (3), each head width / heads wide",
+        "profile_steps = 2: expected 0 with breakdown = False (the profile is taken with the bottleneck passes); set "
+        "breakdown = True or profile_steps = 0"]
+    assert all(problem in str(refused.value) for problem in rule_problems(paradnn, values))
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_rules_of_training_steps_do_not_bind_an_inference_run():
     paradnn = get("paradnn")
     assert check_values(paradnn, {"steps_per_execution": 3}) == [
