@@ -24,14 +24,28 @@ esac
 PY="$VENV/bin/python"
 
 find_python() {
-  for candidate in "${PYTHON:-}" $PYTHONS; do
-    if [ -n "$candidate" ] && command -v "$candidate" >/dev/null 2>&1 &&
+  # The Python 3.$MINOR to build the venv with: $PYTHON where set (one line and no venv where it is not such a
+  # Python: never passed over unsaid), else the first of $PYTHONS. Callers run "$(find_python)" -m venv, in a
+  # subshell an exit cannot end the script from: on failure it prints `false`, which fails the caller's command
+  # (exit 1 under set -e) after the line, rather than leaving "" to run as a command.
+  local candidate said why
+  if [ -n "${PYTHON:-}" ]; then
+    said=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>&1 | head -n 1) || true
+    if [ "$said" = "3.$MINOR" ]; then echo "$PYTHON"; return; fi
+    if ! command -v "$PYTHON" >/dev/null 2>&1; then why="no such command"
+    elif [[ "$said" =~ ^[0-9]+\.[0-9]+$ ]]; then why="it is Python $said"
+    else why="it does not run as Python (${said:-no output})"; fi
+    echo "run.sh: PYTHON=$PYTHON: $why; the ${COLABKIT_STACK:-today} set needs Python 3.$MINOR (or leave PYTHON unset)" >&2
+    echo false; return
+  fi
+  for candidate in $PYTHONS; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
        "$candidate" -c "import sys; sys.exit(sys.version_info[:2] != (3, $MINOR))" 2>/dev/null; then
       echo "$candidate"; return
     fi
   done
   echo "run.sh: no Python 3.$MINOR found for the ${COLABKIT_STACK:-today} set (set PYTHON=/path/to/python3.$MINOR)" >&2
-  exit 1
+  echo false
 }
 
 setup() {

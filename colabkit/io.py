@@ -2,7 +2,8 @@
 
 Records, report pages, downloaded data and stamped notebooks go through `write_atomic`: a hidden
 temporary in the same folder, then `os.replace`; a process killed mid-write leaves at most a hidden
-`.<name>.<random><suffix>`, never a truncated file under the real name.
+`.<name>.<random><suffix>`, never a truncated file under the real name. What comes from outside (an
+archive's own name, its members' names) is kept inside its folder by `safe_name` and `inside`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["json_value", "read_json", "write_atomic", "write_json_atomic"]
+__all__ = ["inside", "json_value", "read_json", "safe_name", "write_atomic", "write_json_atomic"]
 
 
 def _umask() -> int:
@@ -115,3 +117,19 @@ def read_json(path: str | Path) -> Any:
     """The JSON value stored at `path` (UTF-8)."""
     with open(path, encoding="utf-8") as stream:
         return json.load(stream)
+
+
+def safe_name(text: str, fallback: str) -> str:
+    """`text` as one plain file name (an archive's name from a browser or a folder): every run of characters
+    other than letters, digits, '.', '_' and '-' becomes '_', dots and '_' at either end go (no '..', no
+    hidden name), at most 100 characters; `fallback` where nothing is left ('..', '', '/')."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[:100].rstrip("._")
+    return name or fallback
+
+
+def inside(parent: str | Path, relative: str | Path) -> Path | None:
+    """`parent / relative` resolved (links followed, '..' applied), or None where that lands outside `parent`
+    resolved: an absolute `relative`, a '../' in it, or a link already there that points out."""
+    base = Path(parent).resolve()
+    target = (base / relative).resolve()
+    return target if target.is_relative_to(base) else None

@@ -174,7 +174,11 @@ def test_skipped_on_request_every_metric_is_there_and_says_why():
     assert found.metrics == dict.fromkeys(BREAKDOWN_METRICS)
     assert found.record_fields() == {"breakdown": {"measured": False, "reason": "breakdown=False: skipped on request"}}
     one_epoch = measure_breakdown(None, None, {"samples_per_s": None}, CpuSetup())
-    assert "one epoch" in one_epoch.section["reason"]
+    assert one_epoch.section["reason"] == "the run has no steady throughput to break down (one epoch only)"
+    # a profile asked for where the passes are not taken is said not taken, never dropped unsaid
+    profiled = measure_breakdown(None, None, {"samples_per_s": None}, CpuSetup(), profile_steps=5)
+    assert profiled.section["reason"].endswith("(one epoch only); the profile of 5 steps asked for was not taken")
+    assert "op_breakdown" not in profiled.record_fields() and "not taken" in profiled.describe()
 
 
 def test_a_profile_without_a_trace_folder_or_a_pipeline_it_cannot_iterate_is_a_colabkit_error():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import textwrap
 import threading
 import time
@@ -171,7 +172,15 @@ def http_server():
     return server
 
 
-@pytest.mark.parametrize("kind", ["http.server", "a proxy answering 400", "a silent port"])
+def half_a_handshake(connection):
+    """A listener that sends what opens a Dask frame (its length, 1 frame of 84 bytes) and then nothing:
+    distributed's Client would wait for the rest with no time limit."""
+    with connection:
+        connection.sendall(struct.pack("<QQQ", 100, 1, 84))
+        time.sleep(30)
+
+
+@pytest.mark.parametrize("kind", ["http.server", "a proxy answering 400", "a silent port", "half a handshake"])
 def test_an_address_where_something_else_answers_is_a_one_line_error_within_seconds(kind, tmp_path, capsys):
     """Not a Dask scheduler: distributed's Client would read an HTTP reply as a frame length (and try to
     allocate exbibytes) or wait on a silent port for minutes; the probe says what answered instead."""
@@ -182,8 +191,8 @@ def test_an_address_where_something_else_answers_is_a_one_line_error_within_seco
             stack.callback(server.shutdown)
             port = server.server_address[1]
         else:
-            port = stack.enter_context(serving(answers_400 if kind == "a proxy answering 400"
-                                               else lambda connection: time.sleep(30)))
+            handlers = {"a proxy answering 400": answers_400, "half a handshake": half_a_handshake}
+            port = stack.enter_context(serving(handlers.get(kind, lambda connection: time.sleep(30))))
         start = time.perf_counter()
         status = main(["sweep", str(grid), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "out")])
         seconds = time.perf_counter() - start
@@ -192,7 +201,9 @@ def test_an_address_where_something_else_answers_is_a_one_line_error_within_seco
     assert err.startswith(f"error: --cluster tcp://127.0.0.1:{port}: no Dask scheduler answered (")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     # http.server waits for a request, as a silent port does; the probe sends none: it waits for a handshake
-    expected = {"a proxy answering 400": "an HTTP server did: HTTP/1.1 400 Bad Request"}.get(
+    expected = {"a proxy answering 400": "an HTTP server did: HTTP/1.1 400 Bad Request",
+                "half a handshake": "something sent the start of a Dask handshake (24 of its 108 bytes), then no more "
+                                    "within 4 s"}.get(
         kind, "something accepts connections there but sent no Dask handshake within 4 s")
     assert expected in err
     assert not (tmp_path / "out").exists()

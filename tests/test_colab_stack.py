@@ -164,3 +164,38 @@ def test_bad_sweep_zips_are_refused_with_the_reason(tmp_path):
     with pytest.raises(FolderNotFoundError, match="outside its folder"):
         unpack_sweep_zips(str(tmp_path / "evil.zip"), tmp_path / "in")
     assert not (tmp_path / "escape.json").exists()
+
+
+def files_below(folder):
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if not path.is_dir())
+
+
+def test_a_zip_named_dot_dot_writes_nothing_outside_its_merge_folder(tmp_path):
+    """The zip's own name makes its folder: `...zip` (stem `..`) from a folder or a browser upload, and names
+    with slashes or spaces, each get a plain folder inside the merge folder, named apart."""
+    source, merge = tmp_path / "drive", tmp_path / "report"
+    source.mkdir()
+    (source / "...zip").write_bytes(zip_of("outputs", {"matmul_tflops/cpu/n-256.json": "{}"}))
+    folders = unpack_sweep_zips(str(source / "...zip"), merge / "in")
+    assert folders == [(merge / "in" / "sweep").resolve()]
+    assert files_below(merge) == ["in/sweep/outputs/matmul_tflops/cpu/n-256.json"]
+    assert files_below(tmp_path) == ["drive/...zip", "report/in/sweep/outputs/matmul_tflops/cpu/n-256.json"]
+    uploads = {name: zip_of("outputs", {f"{index}.json": "{}"}) for index, name in enumerate(
+        ["...zip", "..", "../../up.zip", "/etc/x.zip", "a b.zip", "a_b.zip", ".hidden.zip"])}
+    folders = unpack_sweep_zips("upload", merge / "up", upload=lambda: uploads)
+    assert [folder.name for folder in folders] == ["sweep", "sweep-2", "up", "x", "a_b", "a_b-2", "hidden"]
+    assert all(folder.parent == (merge / "up").resolve() for folder in folders)
+    assert [name for name in files_below(tmp_path) if not name.startswith(("drive/", "report/in/"))] == sorted(
+        [f"report/up/{name}.zip" for name in ("sweep", "sweep-2", "up", "x", "a_b", "a_b-2", "hidden")]
+        + [f"report/up/{folder.name}/outputs/{index}.json" for index, folder in enumerate(folders)])
+
+
+def test_a_link_in_the_merge_folder_that_leads_out_is_refused(tmp_path):
+    elsewhere, merge = tmp_path / "elsewhere", tmp_path / "in"
+    elsewhere.mkdir()
+    merge.mkdir()
+    (merge / "smoke").symlink_to(elsewhere)  # left by someone: the zip's folder resolves outside the merge folder
+    (tmp_path / "smoke.zip").write_bytes(zip_of("outputs", {"a.json": "{}"}))
+    with pytest.raises(FolderNotFoundError, match="leads outside"):
+        unpack_sweep_zips(str(tmp_path / "smoke.zip"), merge)
+    assert files_below(elsewhere) == []

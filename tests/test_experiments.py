@@ -106,6 +106,50 @@ def test_a_profile_without_the_bottleneck_passes_is_refused_before_anything_runs
         assert check_values(get(name), {"breakdown": False, "profile_steps": 0}) == []
 
 
+def test_a_profile_that_could_not_be_taken_is_refused_not_dropped():
+    """The profile is of steady training steps, taken with the bottleneck passes: one epoch, inference mode or
+    several machines have none, and a profile asked for there is refused (measure_breakdown would skip it)."""
+    cases = {"epochs = 1 (the profile is of steady steps, after the first epoch: give epochs >= 2)": {"epochs": 1},
+             "mode = 'inference' (the profile is of training steps)": {"mode": "inference"},
+             "device = 'multiworker:2' (the bottleneck passes and the profile are not taken across machines)":
+                 {"device": "multiworker:2"}}
+    for name in ("cnn_mnist", "dblstm_har", "timeseries_rnn"):
+        for why, values in cases.items():
+            assert check_values(get(name), {"profile_steps": 3, **values}) == [
+                f"profile_steps = 3: expected 0 with {why}"], (name, values)
+            assert check_values(get(name), {"profile_steps": 0, **values}) == [], (name, values)
+        assert check_values(get(name), {"profile_steps": 3, "epochs": 2}) == []
+    assert check_values(get("dblstm_har"), {"profile_steps": 3, "epochs": "auto"}) == []  # 3 or 30: never 1
+
+
+def test_the_notebooks_own_check_refuses_what_the_plan_refuses_for_plain_papermill(tmp_path):
+    """start_run, the notebook's first checked cell, checks the same declared rules as the sweep's plan (one
+    function: rule_problems), so a notebook run by papermill alone is refused before its work, every problem
+    named."""
+    from colabkit.errors import ParameterError
+    from colabkit.experiments import rule_problems
+    from colabkit.records.record import start_run
+
+    paradnn = get("paradnn")
+    values = {**paradnn.defaults, "family": "transformer", "heads": 3, "profile_steps": 2, "breakdown": False,
+              "results_path": str(tmp_path / "r.json")}
+    with pytest.raises(ParameterError) as refused:
+        start_run("paradnn", values)
+    assert rule_problems(paradnn, values) == [
+        "width = 256: expected a multiple of heads (3), each head width / heads wide",
+        "profile_steps = 2: expected 0 with breakdown = False (the profile is taken with the bottleneck passes); set "
+        "breakdown = True or profile_steps = 0"]
+    assert all(problem in str(refused.value) for problem in rule_problems(paradnn, values))
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_rules_of_training_steps_do_not_bind_an_inference_run():
+    paradnn = get("paradnn")
+    assert check_values(paradnn, {"steps_per_execution": 3}) == [
+        "steps = 20: expected a multiple of steps_per_execution (3), so every epoch runs whole executions"]
+    assert check_values(paradnn, {"steps_per_execution": 3, "mode": "inference"}) == []  # it trains no steps
+
+
 @pytest.mark.parametrize("name, values, message", [
     ("cnn_mnist", {"batch_size": 0}, "batch_size = 0: expected an int >= 1"),
     ("cnn_mnist", {"epochs": -1}, "epochs = -1: expected an int >= 1"),

@@ -331,3 +331,16 @@ def test_each_combination_carries_its_typed_device_request(tmp_path, tiny):
         ("cpu", DeviceRequest("cpu")), ("gpu:2", DeviceRequest("gpu", 2)),
         ("multiworker:3", DeviceRequest("multiworker", 3))]
     assert [c.output_base(tmp_path).parent.name for c in combinations] == ["cpu", "gpu-2", "multiworker-3"]
+
+
+@pytest.mark.parametrize("item, expected", [
+    ("breakdown=false", "breakdown = 'false': expected a bool"),
+    ("breakdown=1", "breakdown = 1: expected a bool"),
+    ("breakdown=yes", "breakdown = 'yes': expected a bool"),
+])
+def test_a_bool_given_in_another_spelling_is_refused_with_the_spellings_it_takes(capsys, item, expected):
+    argv = ["sweep", str(REPO / "parameters" / "paradnn.yaml"), "--preset", "smoke", "--dry-run", "-p", item]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: -p breakdown (paradnn.ipynb): {expected} (-p takes a bool as True or False, spelt as Python writes "
+        "them, as papermill's -p does: not true, false, yes, no, 1 or 0)\n")

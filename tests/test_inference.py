@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import report_fixtures as fx
 
@@ -164,7 +165,7 @@ def test_the_cnn_declares_the_mode_and_training_knobs_leave_an_inference_run():
     assert not check_values(cnn, {"mode": "inference", "device": "cpu", "offline_batch_sizes": "1,8,max"})
 
 
-def inference_record(p90_ms: float, device: str = "cpu", seed: int = 0) -> dict:
+def inference_record(p90_ms: float, device: str = "cpu", seed: int = 0, queries: int = 400) -> dict:
     """A CNN inference record as the notebook writes one: latencies around p90_ms from measure_inference."""
     rng = np.random.default_rng(seed)
     latencies = iter(rng.lognormal(math.log(p90_ms / 1.9), 0.5, size=2000) / 1e3)
@@ -174,9 +175,9 @@ def inference_record(p90_ms: float, device: str = "cpu", seed: int = 0) -> dict:
         clock.now += next(latencies) if len(batch) == 1 else 1e-3 * len(batch) / 100
         return None
 
-    inference = measure_inference(fake_model(), np.zeros((16, 4)), CPU_SETUP, queries=400, batch_sizes=[1, 8],
+    inference = measure_inference(fake_model(), np.zeros((16, 4)), CPU_SETUP, queries=queries, batch_sizes=[1, 8],
                                   runs=3, warmup=2, call=call, clock=lambda: clock.now)
-    params = {"device": device, "backend": "tensorflow", "mode": "inference", "queries": 400,
+    params = {"device": device, "backend": "tensorflow", "mode": "inference", "queries": queries,
               "offline_batch_sizes": "1,8", "seed": 0, "test_samples": 512}
     return make_record("cnn_mnist", "ok", params, metrics=inference.metrics, device=fx.DEVICES[device],
                        data=fx.REAL_MNIST, **inference.record_fields)
@@ -225,6 +226,26 @@ def test_the_report_shows_inference_runs_in_their_own_section_and_keeps_them_out
     assert set(figure.data["percentile"]) == {50, 90, 99}
     assert list(section.table("inference_offline")["batch"]) == [1, 8]
     assert inference_section(load_report_data([fx.write(tmp_path / "none", fx.cnn("cpu", 256), "b").parent])).empty
+
+
+def test_a_percentile_its_queries_cannot_give_is_said_too_few_and_not_drawn(tmp_path):
+    """p99 of 5 queries is the slowest of 5, with no interval: neither tabled nor drawn as if measured."""
+    from colabkit.report import inference_section, load_report_data
+
+    fx.write(tmp_path, inference_record(2.0, queries=5), "mode-inference")
+    fx.write(tmp_path, inference_record(2.0, queries=40, seed=1), "mode-inference_queries-40")
+    section = inference_section(load_report_data([tmp_path]))
+    latency = section.table("inference_latency").set_index("queries")
+    assert latency.loc[5, ["p50_ms", "p90_ms", "p99_ms"]].isna().all()
+    assert latency.loc[5, "not_given"] == ("too few queries for p50 (5 of the 6 its 95 % interval takes); too few "
+                                           "queries for p90 (5 of the 36 its 95 % interval takes); too few queries "
+                                           "for p99 (5 of the 368 its 95 % interval takes)")
+    assert latency.loc[40, ["p50_ms", "p90_ms"]].notna().all() and pd.isna(latency.loc[40, "p99_ms"])
+    assert latency.loc[40, "not_given"] == "too few queries for p99 (40 of the 368 its 95 % interval takes)"
+    figure = section.figure("inference_latency_distribution")
+    assert sorted(figure.data["percentile"]) == [50, 90]  # the 40-query run's: no dot without its interval
+    assert "too few queries for p99 (its 95 % interval takes 368), not drawn for cnn_mnist" in figure.caption
+    assert "(5), cnn_mnist" in figure.caption and figure.caption.endswith("(40)")
 
 
 # --- the notebook, through papermill ------------------------------------------------------------------

@@ -73,3 +73,14 @@ def test_json_values_are_plain(tmp_path):
     assert type(plain["status"]) is str and type(plain["n"]) is int
     path = write_json_atomic(tmp_path / "r.json", payload)
     assert read_json(path) == plain == json.loads(path.read_text())
+
+
+def test_safe_name_and_inside_keep_what_comes_from_outside_in_its_folder(tmp_path):
+    from colabkit.io import inside, safe_name
+
+    assert [safe_name(text, "x") for text in ("..", "", "/", ".hidden", "a b/c", "smoke-gpu-1", "v1.2_")] == [
+        "x", "x", "x", "hidden", "a_b_c", "smoke-gpu-1", "v1.2"]
+    assert inside(tmp_path, "a/b.json") == tmp_path.resolve() / "a" / "b.json"
+    assert inside(tmp_path, "../b.json") is None and inside(tmp_path, "/etc/passwd") is None
+    (tmp_path / "out").symlink_to(tmp_path.parent)
+    assert inside(tmp_path, "out/b.json") is None  # a link that leads out is followed, then refused

@@ -176,3 +176,18 @@ def test_transformer_smoke_on_jax(tmp_path):
 
     _, path = execute_notebook("paradnn", tmp_path, **SMOKE, **TRANSFORMER, backend="jax")
     check_transformer(read_record(path), "jax")
+
+
+def test_fc_on_two_cpu_replicas_with_the_default_settings_gives_its_breakdown(tmp_path):
+    """The bottleneck passes on two replicas: the device pass runs its steps as one execution, where Keras 3's
+    own multi-step loop fails on a MirroredStrategy (colabkit.training.fit's replica_train_function instead)."""
+    from helpers import execute_notebook
+
+    _, path = execute_notebook("paradnn", tmp_path, device="cpu:2", steps=4, epochs=3, breakdown=True, **FC)
+    record = read_record(path)
+    assert record["status"] == "ok", record.get("error")
+    assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
+    assert record["metrics"]["global_batch_size"] == 2 * 64  # the declaration's default batch per replica
+    breakdown = record["breakdown"]
+    assert breakdown["measured"] and breakdown["device"]["steps_per_epoch"] >= 10
+    assert record["metrics"]["device_samples_per_s"] > 0 and record["metrics"]["bound_by"] is not None

@@ -148,3 +148,43 @@ def test_a_figures_error_bars_state_the_level_their_runs_reach_in_the_figure_its
     plot_lines(plain, table.drop(columns="v_level"), "n", "v", low="v_low", high="v_high")
     assert len(plain.texts) == 0  # no level known: nothing claimed
     plt.close("all")
+
+
+def test_exclude_busy_over_runs_that_were_all_busy_is_refused_and_touches_no_earlier_report(tmp_path, capsys):
+    """Every ok run made on a busy host: --exclude-busy would leave a report with no figure. One line, exit 2
+    (nothing to report, as for a folder with no record); an earlier report in --out is left as it was."""
+    results = tmp_path / "busy"
+    for repeat, n in enumerate([256, 256, 512]):
+        record = fx.matmul("cpu", n, 0.2)
+        record["host_quiet"] = False
+        fx.write(results, record, f"n-{n}" + (f"_repeat-{repeat + 1}" if repeat == 1 else ""))
+    failed = fx.matmul("cpu", 1024, status="failed")
+    fx.write(results, failed, "n-1024")
+    earlier = tmp_path / "report" / "figures" / "earlier.png"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"png")
+    assert main(["report", str(results), "--out", str(tmp_path / "report"), "--exclude-busy"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --exclude-busy leaves nothing to report: all 3 ok run(s) below {results} were made on a busy host "
+        "(host_quiet false); report without --exclude-busy (the report marks them), or rerun with --wait-quiet "
+        "SECONDS\n")
+    assert sorted(path.name for path in (tmp_path / "report").rglob("*")) == ["earlier.png", "figures"]
+    data = report.load_report_data([results], exclude_busy=True)
+    assert report.build.every_ok_run_busy(data) == 3
+    assert report.build.every_ok_run_busy(report.load_report_data([results])) == 0  # counted without the flag
+
+
+def test_the_report_notebooks_summary_says_when_exclude_busy_left_nothing_to_draw(tmp_path):
+    from colabkit.report.summary import summary_section
+
+    record = fx.matmul("cpu", 256, 0.2)
+    record["host_quiet"] = False
+    fx.write(tmp_path, record, "n-256")
+    (warning,) = [text for text in summary_section(report.load_report_data([tmp_path], exclude_busy=True)).warnings
+                  if "busy host" in text]
+    assert warning.endswith("they are left out of the figures and intervals (exclude_busy_runs); that is every ok "
+                            "run, so nothing is left to draw: build the report without exclude_busy_runs (or rerun "
+                            "the sweep with --wait-quiet).")
+    (kept,) = [text for text in summary_section(report.load_report_data([tmp_path])).warnings if "busy host" in text]
+    assert kept.endswith("1 of them count in the figures and intervals; build the report with exclude_busy_runs "
+                         "(colabkit report --exclude-busy) to leave them out.")

@@ -110,3 +110,58 @@ def test_fit_hands_keras_one_endless_iterator_with_the_steps_of_a_pass():
     fit(model, tf.data.Dataset.range(10).batch(4), epochs=1, device=None)
     assert int(model.data.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
     assert model.kwargs["steps_per_epoch"] == 3
+
+
+TWO_REPLICAS_IN_EXECUTIONS = """
+import numpy as np
+import colabkit
+dev = colabkit.setup_device("cpu:2", backend="tensorflow")
+import keras, tensorflow as tf
+from colabkit.errors import ExperimentError
+from colabkit.training.fit import fit
+from colabkit.training.setup import repeated_batch
+from colabkit.training.timer import TrainingTimer
+
+def build(spe):
+    keras.utils.set_random_seed(0)
+    with dev.strategy.scope():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(4)])
+        model.compile(optimizer="rmsprop", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      steps_per_execution=spe)
+    return model
+
+rng = np.random.default_rng(0)
+x, y = rng.normal(size=(96, 8)).astype("float32"), rng.integers(0, 4, 96).astype("int32")
+steps = {}
+for spe in (1, 3):  # Keras's own one-step loop, and three steps per execution (colabkit's on two replicas)
+    model, timer = build(spe), TrainingTimer(global_batch_size=96)
+    fit(model, repeated_batch(x, y), epochs=2, steps_per_epoch=6, device=dev, callbacks=[timer], verbose=0)
+    steps[spe] = (int(model.optimizer.iterations.value.numpy()), [epoch.steps for epoch in timer.epochs],
+                  model.get_weights())
+assert steps[1][:2] == steps[3][:2] == (12, [6, 6]), (steps[1][:2], steps[3][:2])
+assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(steps[1][2], steps[3][2]))  # the same 12 steps
+passes = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)  # 3 batches a pass: 3 divides it, 2 does not
+model = build(3)
+fit(model, passes, epochs=2, device=dev, verbose=0)
+assert int(model.optimizer.iterations.value.numpy()) == 6
+try:
+    fit(build(2), passes, epochs=2, device=dev, verbose=0)
+except ExperimentError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_two_replicas_train_several_steps_per_execution_as_one_step_each_would():
+    """Keras 3's own multi-step loop fails on a MirroredStrategy (keras-team/keras#19246): colabkit's fit runs
+    the same steps (the same weights as Keras's one-step loop), and refuses in one line an input whose passes
+    the executions would straddle."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    completed = subprocess.run([sys.executable, "-c", TWO_REPLICAS_IN_EXECUTIONS], capture_output=True, text=True,
+                               timeout=300, cwd=REPO)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert ("refused: steps_per_execution = 2 on 2 replicas needs epochs of whole executions, but one pass of the "
+            "input is 3 batches, which 2 does not divide") in completed.stdout

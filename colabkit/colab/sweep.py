@@ -18,6 +18,7 @@ from pathlib import Path
 
 from colabkit.colab.runtime import in_colab
 from colabkit.errors import FolderNotFoundError, SuiteNotFoundError
+from colabkit.io import inside, safe_name
 from colabkit.suite import SUITE_FOLDERS, suite_root
 
 DRIVE_MOUNT = Path("/content/drive")  # where Colab mounts Google Drive; MyDrive is inside
@@ -88,9 +89,20 @@ def unpack_sweep_zips(source: str, into: str | Path = "outputs/sweep-zips", *,
 
     `source` is "upload" (in Colab, the browser's file picker: google.colab.files.upload, or `upload`), a
     zip, or a folder holding zips; a path under MyDrive/ (or /content/drive) mounts Google Drive first.
-    FolderNotFoundError when the path holds no zip, or a zip is unreadable or would write outside its folder.
+    Each zip's folder is named after the zip, made a plain name first (colabkit.io.safe_name: a zip called
+    `...zip` unpacks into `into/sweep`, never into `into/..`), '-2', '-3' added where two zips of one call
+    come to the same name, and checked inside `into` once resolved (a link there pointing out is refused);
+    an upload is kept as `into/<that name>.zip`. FolderNotFoundError when the path holds no zip, or a zip
+    is unreadable or would write outside its folder (nothing of that zip is unpacked).
     """
     into = Path(into)
+    names: dict[str, int] = {}
+
+    def folder_for(name: str) -> str:  # a plain name, unique among this call's zips
+        base = safe_name(name.removesuffix(".zip"), "sweep")
+        names[base] = names.get(base, 0) + 1
+        return base if names[base] == 1 else f"{base}-{names[base]}"
+
     if source == "upload":
         if upload is None:
             from google.colab import files  # only in Colab: nowhere else is there a browser to upload from
@@ -99,8 +111,11 @@ def unpack_sweep_zips(source: str, into: str | Path = "outputs/sweep-zips", *,
         into.mkdir(parents=True, exist_ok=True)
         zips = []
         for name, content in upload().items():
-            (into / Path(name).name).write_bytes(content)
-            zips.append(into / Path(name).name)
+            kept = inside(into, f"{folder_for(Path(name).name)}.zip")
+            if kept is None:
+                raise FolderNotFoundError(f"upload {name!r}: {into} holds a link that leads outside it; not kept")
+            kept.write_bytes(content)
+            zips.append((kept, kept.stem))  # its folder: the name it is kept under
     else:
         path = Path(source)
         if in_colab() and (source.startswith("MyDrive") or path.is_relative_to(DRIVE_MOUNT)):
@@ -108,20 +123,24 @@ def unpack_sweep_zips(source: str, into: str | Path = "outputs/sweep-zips", *,
 
             drive.mount(str(DRIVE_MOUNT))
             path = path if path.is_absolute() else DRIVE_MOUNT / path
-        zips = sorted(path.glob("*.zip")) if path.is_dir() else [path] if path.is_file() else []
+        found = sorted(path.glob("*.zip")) if path.is_dir() else [path] if path.is_file() else []
+        zips = [(archive, folder_for(archive.name)) for archive in found]
     if not zips:
         raise FolderNotFoundError(f"no sweep zip in {source!r}: give 'upload', a .zip, or a folder holding them")
-    folders = []
-    for archive in zips:
-        folder = into / archive.stem
-        try:
-            with zipfile.ZipFile(archive) as opened:
-                outside = [name for name in opened.namelist()
-                           if not (folder / name).resolve().is_relative_to(folder.resolve())]
-                if outside:
-                    raise FolderNotFoundError(f"{archive}: would write outside its folder ({outside[0]}); not unpacked")
-                opened.extractall(folder)
-        except zipfile.BadZipFile as exc:
-            raise FolderNotFoundError(f"{archive}: not a readable zip ({exc})") from exc
-        folders.append(folder)
-    return folders
+    return [_unpack(archive, into, name) for archive, name in zips]
+
+
+def _unpack(archive: Path, into: Path, name: str) -> Path:
+    """`archive` unpacked into `into/name` (a plain name), every member checked inside it before any is written."""
+    folder = inside(into, name)
+    if folder is None or folder.parent != into.resolve():
+        raise FolderNotFoundError(f"{archive}: its folder {into / name} leads outside {into}; not unpacked")
+    try:
+        with zipfile.ZipFile(archive) as opened:
+            outside = [member for member in opened.namelist() if inside(folder, member) is None]
+            if outside:
+                raise FolderNotFoundError(f"{archive}: would write outside its folder ({outside[0]}); not unpacked")
+            opened.extractall(folder)
+    except zipfile.BadZipFile as exc:
+        raise FolderNotFoundError(f"{archive}: not a readable zip ({exc})") from exc
+    return folder

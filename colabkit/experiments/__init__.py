@@ -16,6 +16,7 @@ from colabkit.experiments.declaration import (
     check_values,
     device_parameter,
     results_path_parameter,
+    rule_problems,
 )
 from colabkit.experiments.registry import (
     ENVIRONMENT_VARIABLE,
@@ -27,4 +28,5 @@ from colabkit.experiments.registry import (
 from colabkit.experiments.table import markdown_table
 
 __all__ = ["ENVIRONMENT_VARIABLE", "Experiment", "Headline", "Parameter", "Reference", "all_experiments",
-           "backend_parameter", "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter"]
+           "backend_parameter", "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter",
+           "rule_problems"]

@@ -3,6 +3,7 @@
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
+    PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
     Headline,
@@ -11,7 +12,6 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
-    profile_needs_breakdown,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
@@ -70,5 +70,5 @@ EXPERIMENT = Experiment(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
     ),
-    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown, inference_on_one_device),
+    constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_on_one_device),
 )

@@ -7,6 +7,7 @@ stamps its parameters cell from this).
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
+    PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
     Headline,
@@ -15,7 +16,6 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
-    profile_needs_breakdown,
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
@@ -75,5 +75,5 @@ EXPERIMENT = Experiment(
         Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
-    constraints=(torch_runs_one_step_per_call, profile_needs_breakdown, inference_on_one_device),
+    constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_on_one_device),
 )

@@ -189,7 +189,7 @@ def torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
 def breakdown_parameters() -> tuple[Parameter, Parameter]:
     """`breakdown` and `profile_steps`, which every training experiment has (colabkit.training.breakdown):
     short extra passes that say what bounds the run, and a profile of a few steps on request. A training
-    experiment lists `profile_needs_breakdown` among its constraints."""
+    experiment lists PROFILE_RULES among its constraints."""
     return (Parameter("breakdown", bool, True, "after training, measure what bounds the run: input pipeline, host "
                       "or device (seconds; docs/bottlenecks.md)"),
             Parameter("profile_steps", int, 0, "profile this many steady steps with the framework's profiler, the "
@@ -202,6 +202,29 @@ def profile_needs_breakdown(values: Mapping[str, Any]) -> str | None:
         return (f"profile_steps = {values['profile_steps']}: expected 0 with breakdown = False (the profile is taken "
                 "with the bottleneck passes); set breakdown = True or profile_steps = 0")
     return None
+
+
+def profile_needs_steady_training(values: Mapping[str, Any]) -> str | None:
+    """The profile is of steady training steps, taken after the run with the bottleneck passes: a run that has
+    none (inference mode, one epoch, several machines) would drop a requested profile; it is refused instead,
+    before anything runs, since the profile is the reason it was asked for."""
+    steps = values["profile_steps"]
+    if steps <= 0:
+        return None
+    epochs = values.get("epochs")
+    if values.get("mode") == "inference":
+        why = "mode = 'inference' (the profile is of training steps)"
+    elif type(epochs) is int and epochs < 2:
+        why = f"epochs = {epochs} (the profile is of steady steps, after the first epoch: give epochs >= 2)"
+    elif str(values.get("device", "")).startswith("multiworker"):
+        why = f"device = {values['device']!r} (the bottleneck passes and the profile are not taken across machines)"
+    else:
+        return None
+    return f"profile_steps = {steps}: expected 0 with {why}"
+
+
+# What every training experiment lists among its constraints: a requested profile must be able to happen.
+PROFILE_RULES = (profile_needs_breakdown, profile_needs_steady_training)
 
 
 def results_path_parameter(notebook: str) -> Parameter:
@@ -341,6 +364,13 @@ def check_values(experiment: Experiment, values: Mapping[str, Any], *, complete:
         problems += [f"{name}: not set (the notebook's parameters cell must assign it)"
                      for name in declared if name not in values]
     if not problems:  # the rules between parameters only make sense once each value fits its own
-        merged = {**experiment.defaults, **values}
-        problems += [problem for rule in experiment.constraints if (problem := rule(merged))]
+        problems += rule_problems(experiment, values)
     return problems
+
+
+def rule_problems(experiment: Experiment, values: Mapping[str, Any]) -> list[str]:
+    """What `values` (each already fitting its own parameter; the missing ones take their defaults) break
+    among `experiment`'s rules between parameters (its `constraints`), one line each. The one check of
+    those rules: the notebook's (`start_run`, through check_values) and the sweep's plan, per combination."""
+    merged = {**experiment.defaults, **values}
+    return [problem for rule in experiment.constraints if (problem := rule(merged))]

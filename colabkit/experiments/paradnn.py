@@ -12,6 +12,7 @@ from typing import Any
 
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
+    PROFILE_RULES,
     Experiment,
     Headline,
     Parameter,
@@ -19,7 +20,6 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
-    profile_needs_breakdown,
     replicas_of,
     results_path_parameter,
     torch_runs_one_step_per_call,
@@ -62,7 +62,7 @@ def _heads_divide_width(values: Mapping[str, Any]) -> str | None:
 
 
 def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
-    if values["steps"] % values["steps_per_execution"]:
+    if values["mode"] == "train" and values["steps"] % values["steps_per_execution"]:  # inference runs no steps
         return (f"steps = {values['steps']}: expected a multiple of steps_per_execution "
                 f"({values['steps_per_execution']}), so every epoch runs whole executions")
     return None
@@ -115,7 +115,7 @@ EXPERIMENT = Experiment(
              "compiler_flops_ratio", *BREAKDOWN_METRICS),
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
-    constraints=(_steps_fill_executions, _heads_divide_width, torch_runs_one_step_per_call, profile_needs_breakdown,
+    constraints=(_steps_fill_executions, _heads_divide_width, torch_runs_one_step_per_call, *PROFILE_RULES,
                  inference_on_one_device),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
     work_flops=_run_flops,

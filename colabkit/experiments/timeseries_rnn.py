@@ -3,6 +3,7 @@
 from colabkit.data.common import DATA_SOURCES
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
+    PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
     Headline,
@@ -11,7 +12,6 @@ from colabkit.experiments.declaration import (
     backend_parameter,
     breakdown_parameters,
     device_parameter,
-    profile_needs_breakdown,
     results_path_parameter,
 )
 from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
@@ -61,7 +61,7 @@ EXPERIMENT = Experiment(
         *breakdown_parameters(),
         results_path_parameter("timeseries_rnn"),
     ),
-    constraints=(profile_needs_breakdown, inference_on_one_device),
+    constraints=(*PROFILE_RULES, inference_on_one_device),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
              "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),

@@ -176,12 +176,22 @@ def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str,
     return notebook
 
 
+def every_ok_run_busy(data: ReportData) -> int:
+    """How many ok runs `data` holds where `exclude_busy` leaves out every one of them (all made on a busy host):
+    a report of them would have no figure. 0 where some ok run counts, or there is none, or busy runs count."""
+    ok = data.frame[data.frame["status"] == "ok"] if len(data.frame) else data.frame
+    if not data.exclude_busy or not len(ok) or ok["used"].any():
+        return 0
+    return len(ok)
+
+
 def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False) -> ReportOutputs:
     """Build the report of the records under `results_dirs` in this process and write everything under
     `out` (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed).
 
-    Raises ReportError when a results folder or the report notebook does not exist; NoRecordsError,
-    before anything is written, when no readable record is below the folders. The outputs' `records`
+    Raises ReportError when a results folder or the report notebook does not exist, or (before anything is
+    written) when `exclude_busy` leaves out every ok run; NoRecordsError, before anything is written, when no
+    readable record is below the folders. The outputs' `records`
     are what was read (LoadedRecords.summary).
     """
     import nbformat
@@ -197,12 +207,17 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
     if not REPORT_NOTEBOOK.is_file():
         raise ReportError(f"the report notebook {REPORT_NOTEBOOK} is missing: reinstall colabkit from its repository "
                           "(pip install git+https://github.com/OWNER/NAME@REF) or run from a checkout")
-    folder = prepare_output(out)
     outputs: dict[str, list[Any]] = {}
     written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         data = load_report_data(dirs, exclude_busy=exclude_busy)
+        left_out = every_ok_run_busy(data)
+        if left_out:  # before the folder is touched: an earlier report there stays as it was
+            raise ReportError(f"--exclude-busy leaves nothing to report: all {left_out} ok run(s) below "
+                              f"{', '.join(map(str, dirs))} were made on a busy host (host_quiet false); report "
+                              "without --exclude-busy (the report marks them), or rerun with --wait-quiet SECONDS")
+        folder = prepare_output(out)
         report_style()
         for code, build in PARTS.items():
             built = build(data)

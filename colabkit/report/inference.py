@@ -13,6 +13,7 @@ import pandas as pd
 
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.timing.percentiles import CONFIDENCE, PERCENTILES, min_queries
 
 PERCENTILE_COLORS = {50: "#1f77b4", 90: "#ff7f0e", 99: "#d62728"}
 
@@ -35,12 +36,26 @@ def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
         single = section["single_stream"]
         entry: dict[str, Any] = {"notebook": row["notebook"], "device": row["device_label"],
                                  "combination": row["combination"], "run": data_path(row), "queries": single["queries"]}
+        too_few = []
         for point in single["percentiles"]:
             name = f"p{point['percentile']:g}"
-            entry.update({f"{name}_ms": point["estimate_ms"], f"{name}_low_ms": point["low_ms"],
+            given = measured(point)
+            entry.update({f"{name}_ms": point["estimate_ms"] if given else None, f"{name}_low_ms": point["low_ms"],
                           f"{name}_high_ms": point["high_ms"], f"{name}_coverage": point["coverage"]})
+            if not given:
+                too_few.append(f"too few queries for {name} ({single['queries']} of the "
+                               f"{min_queries(point['percentile'])} its {100 * CONFIDENCE:g} % interval takes)")
+        entry["not_given"] = "; ".join(too_few)
         rows.append(entry)
     return pd.DataFrame(rows)
+
+
+def measured(point: dict[str, Any]) -> bool:
+    """Whether a run's latency percentile (its record's `inference.single_stream.percentiles` entry) stands as a
+    measurement: only where its queries give its order-statistic interval (colabkit.timing.percentiles). Below, its
+    estimate is little more than the largest (or smallest) latency (p99 of 5 queries is the slowest of 5), and the
+    report gives it neither in the table nor in the figure, and says so."""
+    return point.get("low_ms") is not None and point.get("high_ms") is not None
 
 
 def data_path(row: pd.Series) -> str:
@@ -59,17 +74,20 @@ def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
 def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportFigure:
     """Each run's latencies as an empirical CDF (log time axis), its percentiles marked with their intervals."""
     figure, ax = plt.subplots(figsize=(7.4, 4.2))
-    points = []
+    points: list[dict[str, Any]] = []
+    missing: dict[float, list[str]] = {}  # percentile -> the runs with too few queries for it
     for label, section, _ in runs:
         latencies = np.sort(np.asarray(section["single_stream"]["latencies_ms"], dtype=float))
         share = np.arange(1, len(latencies) + 1) / len(latencies)
         ax.step(latencies, share, where="post", label=f"{label} ({len(latencies)} queries)")
         for point in section["single_stream"]["percentiles"]:
             level, color = point["percentile"], PERCENTILE_COLORS.get(int(point["percentile"]), "black")
+            if not measured(point):
+                missing.setdefault(level, []).append(f"{label} ({len(latencies)})")
+                continue
             low, high = point["low_ms"], point["high_ms"]
-            xerr = None if low is None else [[point["estimate_ms"] - low], [high - point["estimate_ms"]]]
-            ax.errorbar(point["estimate_ms"], level / 100, xerr=xerr, fmt="o", color=color, capsize=3,
-                        markersize=4)
+            xerr = [[point["estimate_ms"] - low], [high - point["estimate_ms"]]]
+            ax.errorbar(point["estimate_ms"], level / 100, xerr=xerr, fmt="o", color=color, capsize=3, markersize=4)
             points.append({"run": label, "percentile": level, "estimate_ms": point["estimate_ms"], "low_ms": low,
                            "high_ms": high})
     for level, color in PERCENTILE_COLORS.items():
@@ -78,8 +96,9 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
            title="Single-stream latency distribution", ylim=(0, 1.02))
     ax.legend(fontsize=7, loc="lower right")
     caption = ("Empirical CDF of every single-stream query's latency (batch 1, answer on the host), per inference "
-               "run; the dots are p50, p90 and p99, their bars the distribution-free order-statistic intervals (none "
-               "where too few queries)")
+               "run; the dots are p50, p90 and p99, their bars the distribution-free order-statistic intervals")
+    caption += "".join(f"; too few queries for p{level:g} (its {100 * CONFIDENCE:g} % interval takes "
+                       f"{min_queries(level)}), not drawn for {', '.join(labels)}" for level, labels in missing.items())
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
@@ -113,8 +132,11 @@ def inference_section(data: ReportData) -> Section:
         "Runs in inference mode train nothing: single-stream queries at batch 1, one after another, each answer on "
         "the host before the clock stops (compilation and warm-up apart); p50, p90 and p99 by linear interpolation, "
         "each with the interval between two order statistics that covers the true percentile with the coverage "
-        "given (at least 95 %, whatever the latencies' distribution), none below the queries it takes (368 for "
-        "p99). Offline: samples/s per batch size, the median over runs and its interval. docs/inference.md.")
+        "given (at least 95 %, whatever the latencies' distribution). A percentile is given only from the queries its "
+        "interval takes (" + ", ".join(f"{min_queries(level)} for p{level}" for level in PERCENTILES) + "): below, "
+        "its estimate is little more than the slowest (or fastest) query, so the table says too few queries and the "
+        "figure draws no dot for it. Offline: samples/s per batch size, the median over runs and its interval. "
+        "docs/inference.md.")
     latency = latency_table(runs)
     section.items.append(ReportTable("inference_latency", latency, "Single-stream latency percentiles per run (ms), "
                                      "their order-statistic intervals and the coverage those reach"))

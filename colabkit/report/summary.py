@@ -290,7 +290,10 @@ def summary_section(data: ReportData) -> Section:
             "throttled clock took part of the machine); " + (
                 f"{counted} of them count in the figures and intervals; build the report with exclude_busy_runs "
                 "(colabkit report --exclude-busy) to leave them out." if counted else
-                "they are left out of the figures and intervals (exclude_busy_runs)."))
+                "they are left out of the figures and intervals (exclude_busy_runs)" + (
+                    "; that is every ok run, so nothing is left to draw: build the report without exclude_busy_runs "
+                    "(or rerun the sweep with --wait-quiet)." if not len(data.runs()) and not len(
+                        data.runs(inference=True)) else ".")))
         section.items.append(ReportTable("runs_on_a_busy_host", busy, "Runs made on a busy host, and why "
                                          "(record's host_state.busy_reasons; thresholds in docs/statistics.md)."))
     missed = short_of_target(data)

@@ -138,8 +138,9 @@ def not_a_scheduler(address: str, timeout_s: float) -> str | None:
     """Why no Dask scheduler answers at a tcp:// address, from one plain TCP connection (where
     distributed's Client would retry for its whole timeout, or read an HTTP reply as a frame length and
     try to allocate exbibytes): nothing accepts it (a closed port refuses at once, an unreachable host
-    within `timeout_s`), or what does sends no Dask handshake within `timeout_s` (a scheduler sends one,
-    a small frame, as soon as it accepts; an HTTP server waits for a request, a proxy may answer 400).
+    within `timeout_s`), or what does sends no whole Dask handshake within `timeout_s` (a scheduler sends
+    one, a small frame, as soon as it accepts; an HTTP server waits for a request, a proxy may answer 400,
+    a listener may send a frame's start and stop).
     None when a handshake comes, or the address is not plain TCP (distributed then says what it makes
     of it). A scheduler logs the probe at INFO level ("... closed before handshake completed")."""
     from distributed.comm.addressing import parse_address, parse_host_port
@@ -154,10 +155,12 @@ def not_a_scheduler(address: str, timeout_s: float) -> str | None:
     head, deadline = b"", time.monotonic() + timeout_s
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s) as connection:
-            while len(head) < 128 and not _dask_frame(head) and b"\r\n" not in head:  # a frame, or a line
+            # the whole handshake once its frame's length is known (distributed's Client reads it with no
+            # time limit: a listener that stops midway would hold a sweep for ever), else 128 bytes or a line
+            while len(head) < (_frame_end(head) or 128) and (_dask_frame(head) or b"\r\n" not in head):
                 connection.settimeout(max(0.01, deadline - time.monotonic()))
                 try:
-                    chunk = connection.recv(128 - len(head))
+                    chunk = connection.recv(min(1 << 16, (_frame_end(head) or 128) - len(head)))
                 except TimeoutError:
                     break  # what came so far (if anything) says who answered
                 if not chunk:
@@ -165,14 +168,23 @@ def not_a_scheduler(address: str, timeout_s: float) -> str | None:
                 head += chunk
     except OSError as exc:  # refused, unreachable (timed out), no such host
         return exc.strerror or str(exc) or type(exc).__name__
-    if _dask_frame(head):
+    if _dask_frame(head) and len(head) >= _frame_end(head):
         return None
+    if _dask_frame(head):
+        return (f"something sent the start of a Dask handshake ({len(head)} of its {_frame_end(head)} bytes), then no "
+                f"more within {timeout_s:g} s")
     if head.startswith(b"HTTP/"):
         status = head.split(b"\r\n")[0].decode("ascii", "replace")
         return f"an HTTP server did: {status}"
     if not head:
         return f"something accepts connections there but sent no Dask handshake within {timeout_s:g} s"
     return f"what answered does not speak Dask's protocol; its first bytes: {head[:16]!r}"
+
+
+def _frame_end(head: bytes) -> int:
+    """The bytes of the whole message `head` opens where it opens one as distributed frames it (`_dask_frame`):
+    its 8-byte length and what that counts; 0 where it does not."""
+    return 8 + struct.unpack("<Q", head[:8])[0] if _dask_frame(head) else 0
 
 
 def _dask_frame(head: bytes) -> bool:

@@ -15,6 +15,11 @@ from colabkit.errors import GridError
 from colabkit.sweep.gridfile import SET_BY_THE_SWEEP, GridSpec, value_problem
 
 
+# What a bool parameter's refusal adds: -p reads only Python's spellings, as papermill's -p does.
+BOOL_SPELLINGS = (" (-p takes a bool as True or False, spelt as Python writes them, as papermill's -p does: "
+                  "not true, false, yes, no, 1 or 0)")
+
+
 def typed_value(text: str) -> Any:
     """A command-line value typed as papermill's `-p` types it: True/False/None, int, float, else str."""
     if text in ("True", "False", "None"):
@@ -62,6 +67,8 @@ def check_overrides(specs: list[GridSpec], overrides: dict[str, Any]) -> list[st
             problems.append(f"-p {key}: no notebook of this sweep declares a parameter `{key}` ({names})")
         for spec in owners or ([None] if key == "device" else []):
             declared = spec.parameters[key].problem(value) if spec else None  # the parameter's own rule
+            if declared and not isinstance(value, bool) and bool in spec.parameters[key].types:
+                declared += BOOL_SPELLINGS
             problem = declared or value_problem(None, key, value)  # else whether it names a device
             if problem and problem not in seen:
                 problems.append(f"-p {key} ({spec.notebook.name}): {problem}" if declared else f"-p {key}: {problem}")

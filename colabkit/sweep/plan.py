@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import GridError, InsufficientMemoryError, RecordError
+from colabkit.experiments import rule_problems
 from colabkit.records.record import read_record
 from colabkit.records.run_error import RunError
 from colabkit.sweep.combination import Combination
@@ -74,14 +75,35 @@ def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | 
     if problems:
         raise GridError(problems)
     command_line = Layer("--", repeats=repeats, kernels=kernels, html=html)
-    combinations = [combination for spec in specs
-                    for combination in expand(spec, preset, wanted, overrides, command_line)]
-    problems = duplicate_problems(combinations, Path(out)) + unused_overrides(specs, combinations, overrides or {})
+    combinations, broken = [], []
+    for spec in specs:
+        expanded = expand(spec, preset, wanted, overrides, command_line)
+        combinations += expanded
+        broken += rules_broken(spec, expanded)
+    problems = (duplicate_problems(combinations, Path(out)) + unused_overrides(specs, combinations, overrides or {})
+                + broken)
     if problems:
         raise GridError(problems)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
     return SweepPlan(interleave(combinations), Path(out))
+
+
+def rules_broken(spec: GridSpec, combinations: list[Combination]) -> list[str]:
+    """What `combinations` of `spec` break among its experiment's rules between parameters (its declaration's
+    `constraints`: ParaDnn's width a multiple of heads, a profile only with the bottleneck passes, inference on
+    one device ...), each checked with the values its notebook will be given, as the notebook's own check
+    (`start_run`) would refuse them after a kernel started. One line per problem: a problem several
+    combinations share is named once, at the first, with how many more share it."""
+    if spec.experiment is None:
+        return []
+    found: dict[str, list[Combination]] = {}
+    for combination in combinations:
+        for problem in rule_problems(spec.experiment, combination.params):  # each value fits its own: checked above
+            found.setdefault(problem, []).append(combination)
+    more = {1: " (and 1 more combination alike)", 0: ""}
+    return [f"{alike[0].label}: {problem}" + more.get(len(alike) - 1, f" (and {len(alike) - 1} more combinations alike)")
+            for problem, alike in found.items()]
 
 
 def interleave(combinations: list[Combination]) -> list[Combination]:

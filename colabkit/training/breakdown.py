@@ -220,13 +220,16 @@ def measure_breakdown(model: Any, train_data: Any, metrics: dict[str, Any], devi
     the roofline's arithmetic_intensity and peak_tflops where known); `device` the notebook's DeviceSetup.
     Returns every metric of BREAKDOWN_METRICS (None, with the reason, when not measured: `enabled`
     False, no steady throughput, a multi-worker run)."""
+    # A profile is taken with the passes: where they are not, a profile asked for is said not taken (the
+    # declarations' PROFILE_RULES refuse such runs before they start; a notebook without one gets here).
+    dropped = f"; the profile of {profile_steps} steps asked for was not taken" if profile_steps > 0 else ""
     if not enabled:
-        return _not_measured("breakdown=False: skipped on request")
+        return _not_measured("breakdown=False: skipped on request" + dropped)
     if not metrics.get("samples_per_s"):
-        return _not_measured("the run has no steady throughput to break down (one epoch only)")
+        return _not_measured("the run has no steady throughput to break down (one epoch only)" + dropped)
     description = getattr(device, "description", None) or {}
     if description.get("multi_worker"):
-        return _not_measured("not measured across several machines (the passes would need every worker)")
+        return _not_measured("not measured across several machines (the passes would need every worker)" + dropped)
     if profile_steps > 0 and trace_dir is None:  # refused before the passes, not after them
         raise ExperimentError("profile_steps > 0 needs a trace_dir (e.g. run.artifact('.profile'))")
     backend = keras.backend.backend()

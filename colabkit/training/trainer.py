@@ -187,9 +187,11 @@ class Trainer:
         sample, for offline tokens/s (a decoder's prefill). Prints the figures; returns an Inference."""
         from colabkit.training.inference import OFFLINE_RUNS, measure_inference, parse_batch_sizes
 
+        # The declarations' inference_on_one_device refuses a count (cpu:2) before anything runs; what only the
+        # machine tells ('gpu' is every GPU there is, a TPU's cores) is refused here.
         if self.device.replicas > 1 or self.device.kind == "multiworker":
             raise ParameterError(f"mode = 'inference' runs on one device; {self.device.name} has "
-                                 f"{self.device.replicas} replicas: give device 'cpu', 'gpu' or 'tpu' without a count")
+                                 f"{self.device.replicas} replicas: give device 'cpu' or 'gpu:1'")
         inference = measure_inference(model, samples, self.device, queries=queries, runs=runs or OFFLINE_RUNS,
                                       batch_sizes=parse_batch_sizes(batch_sizes), tokens_per_sample=tokens_per_sample)
         inference.metrics.update(dtype_policy=self.policy, replicas=1, params=model.count_params())

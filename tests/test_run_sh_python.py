@@ -1,0 +1,54 @@
+"""run.sh's find_python: a PYTHON that is not the set's Python is refused in one line, never passed over unsaid,
+and no Python found ends the script after its line (never with `: command not found`). Only refusals run
+run.sh itself: a Python that fits would set up a venv."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+MINOR = sys.version_info[1]
+FIND_PYTHON = 'source <(sed -n "/^find_python() {/,/^}/p" run.sh); find_python'
+
+
+def find_python(tmp_path, **environment: str) -> subprocess.CompletedProcess:
+    """run.sh's own find_python, called alone (no venv set up) with `environment`."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    return subprocess.run(["bash", "-c", FIND_PYTHON], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**env, "MINOR": str(MINOR), **environment})
+
+
+@pytest.mark.parametrize("python, why", [
+    ("/no/such/python", "no such command"),
+    ("/bin/false", "it does not run as Python (no output)"),
+    (sys.executable, f"it is Python 3.{MINOR}"),  # asked of a set that needs another minor version
+])
+def test_a_python_that_is_not_the_sets_is_refused_in_one_line(tmp_path, python, why):
+    needed = MINOR + 1  # even /no/such and /bin/false are refused for a set this interpreter does not fit
+    result = find_python(tmp_path, PYTHON=python, MINOR=str(needed), PYTHONS=sys.executable)
+    assert result.stdout == "false\n"  # the caller's "$(find_python)" -m venv then fails, after the line
+    assert result.stderr == f"run.sh: PYTHON={python}: {why}; the today set needs Python 3.{needed} (or leave PYTHON unset)\n"
+
+
+def test_the_right_python_is_taken_and_none_found_is_said(tmp_path):
+    assert find_python(tmp_path, PYTHON=sys.executable).stdout == f"{sys.executable}\n"
+    assert find_python(tmp_path, PYTHONS=f"/no/such {sys.executable}").stdout == f"{sys.executable}\n"
+    none = find_python(tmp_path, PYTHONS="/no/such", COLABKIT_STACK="colab")
+    assert none.stdout == "false\n"
+    assert none.stderr == (f"run.sh: no Python 3.{MINOR} found for the colab set (set "
+                           f"PYTHON=/path/to/python3.{MINOR})\n")
+
+
+def test_run_sh_under_the_colab_set_with_a_bad_python_stops_after_one_line(tmp_path):
+    env = {**os.environ, "COLABKIT_STACK": "colab", "PYTHON": "/no/such/python3.13",
+           "COLABKIT_VENV": str(tmp_path / "venv")}
+    result = subprocess.run([str(REPO / "run.sh"), "test"], capture_output=True, text=True, cwd=REPO, env=env,
+                            timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == ("run.sh: PYTHON=/no/such/python3.13: no such command; the colab set "
+                                              "needs Python 3.13 (or leave PYTHON unset)")
+    assert "command not found" not in result.stderr and not (tmp_path / "venv").exists()
