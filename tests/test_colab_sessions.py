@@ -80,12 +80,13 @@ def test_a_session_lost_to_its_expired_token_is_not_called_stopped_and_a_rerun_t
     assert failed and all(endpoint in r["error"]["message"] and "may still be running" in r["error"]["message"]
                           for r in failed)
     assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]  # saved right after `new`
-    again = sweep(fake, out, "--colab", "T4", grid_args=FRESH_RUNS)  # tokens that last: the rest runs
-    assert again.returncode == 1, again.stdout[-3000:]  # every run ok, but a runtime may still bill: a look
-    assert any(endpoint in text and "may still be running" in text for text in again.stdout.splitlines())
+    # the rerun tries the saved endpoint first (then its own session, at once out of time, is stopped)
+    again = sweep(fake, out, "--colab", "T4", "--colab-timeout", "0.1", grid_args=FRESH_RUNS)
+    assert again.returncode == 1, again.stdout[-3000:]
+    tried = [text for text in again.stdout.splitlines() if text.startswith("[T4] runtime")]
+    assert tried and all(endpoint in text and "token expired" in text for text in tried)
     assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]  # still named, still unproved
-    assert list(assignments(fake)) == [endpoint]  # the rerun's own session was stopped
-    assert [r["status"] for r in records(out / "colab-T4")] == ["ok"] * 3
+    assert list(assignments(fake)) == [endpoint] and len(verbs(fake, "new")) == 2  # the rerun's session: stopped
 
 
 # --- 4. stop's words -------------------------------------------------------------------------------------
@@ -97,7 +98,8 @@ def test_a_stop_that_did_not_say_terminated_is_checked_and_a_rerun_stops_it(fake
     [endpoint] = assignments(fake)
     session = verbs(fake, "new")[0].split()[2]
     line, again_in_summary = [text for text in first.stdout.splitlines() if text.startswith("[T4] runtime")]
-    assert line == again_in_summary and endpoint in line and "Service Unavailable" in line and f"session {session} stopped" not in first.stdout
+    assert line == again_in_summary and endpoint in line and "Service Unavailable" in line
+    assert f"session {session} stopped" not in first.stdout
     [record] = records(out / "colab-T4")
     assert "--colab-timeout 0.1 s" in record["error"]["message"] and endpoint in record["error"]["message"]
     assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]
@@ -222,3 +224,16 @@ def test_a_session_runs_exactly_the_runs_it_is_given(tmp_path: Path):
     listing.write_text("matmul_tflops/gpu/n-1_dtype-float32\n")
     with pytest.raises(ColabkitError, match="1 run\\(s\\) not in this sweep's plan"):
         runs_from(runs, listing)
+
+
+# --- 6. what the page promises ------------------------------------------------------------------------------
+
+def test_the_colab_page_gives_the_clients_python_its_pinned_install_and_no_keep_alive_promise():
+    from colabkit.sweep.colab_client import INSTALL
+
+    page = (ROOT / "docs" / "colab.md").read_text(encoding="utf-8")
+    section = page[page.index("## Every accelerator from one command: `--colab`"):]
+    assert "Python 3.12 or later" in section and "3.13+" not in section
+    assert INSTALL in section and "2026-11-27" in section and "not been run against\nreal Colab" in section
+    assert "keeps a session from idling out" not in section  # the client's keep-alive ends with its record
+    assert "ends as soon as the client drops the session's record" in section

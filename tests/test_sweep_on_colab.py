@@ -138,7 +138,8 @@ def test_a_killed_sweep_rerun_stops_the_orphan_and_runs_only_what_is_left(fake: 
 @pytest.mark.slow  # about a minute
 def test_a_lost_session_fails_what_did_not_come_back_and_a_rerun_resumes(fake: dict[str, str], tmp_path: Path):
     out = tmp_path / "out"
-    lost = sweep({**fake, "FAKE_COLAB_LOSE": "T4:4"}, out, "--colab", "T4")  # probe, set-up, start: its first poll finds it lost
+    # its 4th `exec` (after the probe, the set-up and the start: its first poll) finds it lost
+    lost = sweep({**fake, "FAKE_COLAB_LOSE": "T4:4"}, out, "--colab", "T4")
     assert lost.returncode == 1
     [record] = records(out / "colab-T4")
     assert record["error"]["kind"] == "colab" and "was lost" in record["error"]["message"]

@@ -24,10 +24,9 @@ from __future__ import annotations
 import json
 import tarfile
 import tempfile
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +34,10 @@ from colabkit.device.spec import DeviceRequest
 from colabkit.errors import ColabClientBroken, ColabClientError, HostileArchiveError
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.colab_client import ACCELERATORS, CLIENT, ColabClient
+from colabkit.sweep.colab_client import ACCELERATORS, CLIENT
 from colabkit.sweep.colab_scripts import (ALIVE, DRAINED, INSTALLED, POLLED, STARTED, drain_script, poll_script,
                                           probe_script, setup_script, start_script)
-from colabkit.sweep.colab_session import (REMOTE, RUNS_FILE, Ending, HeldSession, LiveSession, came_back, fitting,
+from colabkit.sweep.colab_session import (REMOTE, RUNS_FILE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession, LiveSession, came_back, fitting,
                                           forget, held_sessions, left_running, pack_kept, record_seconds,
                                           record_status, remember, run_name, stamp, tail, unpack_results)
 from colabkit.sweep.combination import Combination
@@ -49,27 +48,8 @@ from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import Decision
 
-SESSION_LIMIT_S = 3000.0  # --colab-session-limit's default: drained at 50 min, stopped well inside 55
-TOKEN_LIFE_S = 3600.0  # the client's runtime token (issue #106): a session older than this is lost to it
 DRAIN_WAIT_S = 120.0  # how long a drained session's sweep may take to stop
 POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
-
-
-@dataclass
-class ColabJob:
-    """What every session of a sweep gets, and how the sweep talks to them."""
-
-    wheel: Path
-    grids: list[Path]
-    client: ColabClient = field(default_factory=ColabClient)
-    stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: every executor stops
-    echo: Callable[[str], None] = print
-    timeout_s: float | None = None  # --colab-timeout: each accelerator's sessions in all
-    session_limit_s: float = SESSION_LIMIT_S  # --colab-session-limit
-    poll_s: float = 30.0
-    trial: threading.Lock = field(default_factory=threading.Lock)  # held while a first session proves the client
-    proven: bool = False  # a session ran code: the client works
-    broken: str = ""  # why the client cannot work: every executor stops
 
 
 @dataclass(frozen=True)
@@ -155,9 +135,9 @@ class ColabExecutor(Executor):
                 name = run_name(RunFiles.of(chunk[0].combination, self.out).base, self.out)
                 if name in self.drained_first:
                     remaining.remove(chunk[0])
-                    yield self._failed(chunk[0], f"it did not finish within a fresh session of "
-                                       f"--colab-session-limit {self.job.session_limit_s:g} s, twice: raise the "
-                                       f"limit (to at most {TOKEN_LIFE_S - 300:g} s with {CLIENT}) or make the run smaller")
+                    yield self._failed(chunk[0], f"it did not finish within a fresh session of --colab-session-limit "
+                                       f"{self.job.session_limit_s:g} s, twice: raise the limit (to at most "
+                                       f"{TOKEN_LIFE_S - 300:g} s with {CLIENT}) or make the run smaller")
                 self.drained_first.add(name)
 
     def _out_of_time(self) -> str:
@@ -175,6 +155,8 @@ class ColabExecutor(Executor):
         with self.job.trial:
             if self.job.broken:
                 raise ColabClientBroken(self.job.broken)
+            if self.job.stop.is_set():  # Ctrl-C while another session was being proved: no new one
+                raise KeyboardInterrupt
             if not self.job.proven:
                 return self._start_session()
         return self._start_session()
@@ -292,7 +274,8 @@ class ColabExecutor(Executor):
             except ColabClientError as exc:
                 failures += 1
                 if failures >= 3 or "lost" in str(exc) or "not found" in str(exc):
-                    return Ending.FAILED, f"the Colab session {live.name} was lost: {exc} (run the sweep again to resume)"
+                    return Ending.FAILED, (f"the Colab session {live.name} was lost: {exc} (run the sweep again "
+                                           "to resume)")
                 self.say(f"poll failed ({exc}); trying again")
                 continue
             back = [record_status(d, self.out) for d in chunk if came_back(d, self.out, stamps)]
@@ -302,8 +285,8 @@ class ColabExecutor(Executor):
                          f"{state['last'][:80]}")
                 last = (counts, state["done"])
             if state["done"]:
-                return Ending.DONE, (f"its record did not come back from session {live.name} (its sweep ended with exit "
-                                     f"status {state['exit']}: {state['last'][:200]})")
+                return Ending.DONE, (f"its record did not come back from session {live.name} (its sweep ended with "
+                                     f"exit status {state['exit']}: {state['last'][:200]})")
             if live.elapsed() >= self.job.session_limit_s:
                 self.say(f"session {live.name} reached --colab-session-limit {self.job.session_limit_s:g} s: stopping "
                          "its sweep, bringing back what finished; a fresh session runs the rest")
@@ -404,8 +387,8 @@ class ColabExecutor(Executor):
             except ColabClientError:
                 known = None
             if known:
-                self.say(f"session {held.session} of an earlier sweep (process {held.pid}) is still held: bringing back "
-                         "what it finished, then stopping it")
+                self.say(f"session {held.session} of an earlier sweep (process {held.pid}) is still held: bringing "
+                         "back what it finished, then stopping it")
                 self.live = LiveSession(held.session, known)
                 if not self._bring_back():
                     self.say(f"brought back what session {held.session} finished")

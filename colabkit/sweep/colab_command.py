@@ -19,9 +19,10 @@ from typing import Any
 from colabkit.colab.runtime import accelerator_mismatch
 from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
-from colabkit.sweep.colab import POLL_ENV, SESSION_LIMIT_S, TOKEN_LIFE_S, ColabExecutor, ColabJob
+from colabkit.sweep.colab import POLL_ENV, ColabExecutor
 from colabkit.sweep.colab_client import ACCELERATORS, CLIENT, accelerators
-from colabkit.sweep.colab_session import build_wheel, held_sessions, inner_args, session_count
+from colabkit.sweep.colab_session import (SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel, held_sessions,
+                                          inner_args, session_count)
 from colabkit.sweep.execution import Outcome
 from colabkit.sweep.options import SweepOptions
 
@@ -98,7 +99,8 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _side_by_side(names: list[str], run: Callable[[str], list[Outcome]], results: dict[str, Any], job: ColabJob) -> None:
+def _side_by_side(names: list[str], run: Callable[[str], list[Outcome]], results: dict[str, Any],
+                  job: ColabJob) -> None:
     """Each accelerator's sweep in a thread; Ctrl-C (here, in the main thread) stops them all, each
     bringing back what finished and stopping its session, however often Ctrl-C is pressed meanwhile.
     The threads are waited for through events: on Python 3.11, a Ctrl-C inside Thread.join(timeout)
@@ -141,7 +143,8 @@ def _summary(names: list[str], results: dict[str, Any], summary_table: Callable[
             status = max(status, 1)
         result = results.get(name)
         print(f"\n== Colab {name}")
-        outcomes = result if isinstance(result, list) else result.outcomes if isinstance(result, SweepInterrupted) else []
+        outcomes = (result if isinstance(result, list) else
+                    result.outcomes if isinstance(result, SweepInterrupted) else [])
         if outcomes:
             print(summary_table(outcomes))
         for outcome in outcomes:

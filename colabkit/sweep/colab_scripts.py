@@ -21,7 +21,8 @@ print({ALIVE!r}, sys.version.split()[0])
 SETUP = """def _colabkit_setup():
     import os, subprocess, sys, tarfile
     os.chdir("colabkit")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", {wheel!r}], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", {wheel!r}], capture_output=True,
+                          text=True)
     if done.returncode != 0:
         print("COLABKIT-INSTALL-FAILED", ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1])
         return

@@ -22,8 +22,9 @@ import socket
 import subprocess
 import sys
 import tarfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -34,12 +35,15 @@ from colabkit.errors import ColabkitError, HostileArchiveError
 from colabkit.io import write_json_atomic
 from colabkit.records.provenance import git_commit
 from colabkit.suite import checkout_root
+from colabkit.sweep.colab_client import ColabClient
 from colabkit.sweep.execution import RunFiles
 from colabkit.sweep.plan import Decision, SweepPlan
 
 STATE_FILE = ".colab-session.json"  # in each accelerator's results folder while it may hold a session
 REMOTE = "content/colabkit"  # the client's file paths start at the VM's file root; `colab exec` runs in /content
 RUNS_FILE = "runs.txt"  # the runs of the session's current sweep, one per line (`--runs-from`)
+SESSION_LIMIT_S = 3000.0  # --colab-session-limit's default: drained at 50 min, stopped well inside 55
+TOKEN_LIFE_S = 3600.0  # the client's runtime token (issue #106): a session older than this is lost to it
 
 # --- the sessions a results folder holds ----------------------------------------------------------------
 
@@ -133,7 +137,8 @@ def build_wheel(folder: Path) -> Path:
                             "-w", str(folder), str(source)], capture_output=True, text=True)
     wheels = sorted(folder.glob("colabkit-*.whl"))
     if built.returncode != 0 or not wheels:
-        raise ColabkitError(f"could not build colabkit's wheel: {(built.stderr.strip().splitlines() or ['no output'])[-1]}")
+        said = (built.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ColabkitError(f"could not build colabkit's wheel: {said}")
     return wheels[0]
 
 
@@ -181,7 +186,8 @@ def runs_from(runs: SweepPlan, listing: str | Path) -> SweepPlan:
     names = {run_name(run.output_base(runs.out), runs.out): run for run in runs}
     unknown = [name for name in wanted if name not in names]
     if unknown:
-        raise ColabkitError(f"--runs-from {listing}: {len(unknown)} run(s) not in this sweep's plan, e.g. {unknown[0]!r}")
+        raise ColabkitError(f"--runs-from {listing}: {len(unknown)} run(s) not in this sweep's plan, "
+                            f"e.g. {unknown[0]!r}")
     chosen = set(wanted)
     return SweepPlan([run for name, run in names.items() if name in chosen], runs.out)
 
@@ -231,7 +237,8 @@ def record_status(decision: Decision, out: Path) -> str:
 def record_seconds(record: dict[str, Any]) -> float:
     """A record's wall time (finished_at - started_at), 0 where it does not say."""
     try:
-        return (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"])).total_seconds()
+        finished, started = (datetime.fromisoformat(record[key]) for key in ("finished_at", "started_at"))
+        return (finished - started).total_seconds()
     except (KeyError, TypeError, ValueError):
         return 0.0
 
@@ -281,6 +288,23 @@ class Ending(Enum):
     FAILED = "failed"  # the session was lost, sent back a hostile archive, or its sweep did not start
     OUT_OF_TIME = "out of time"  # --colab-timeout: what is left fails
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM here
+
+
+@dataclass
+class ColabJob:
+    """What every session of a sweep gets, and how the sweep talks to them."""
+
+    wheel: Path
+    grids: list[Path]
+    client: ColabClient = field(default_factory=ColabClient)
+    stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: every executor stops
+    echo: Callable[[str], None] = print
+    timeout_s: float | None = None  # --colab-timeout: each accelerator's sessions in all
+    session_limit_s: float = SESSION_LIMIT_S  # --colab-session-limit
+    poll_s: float = 30.0
+    trial: threading.Lock = field(default_factory=threading.Lock)  # held while a first session proves the client
+    proven: bool = False  # a session ran code: the client works
+    broken: str = ""  # why the client cannot work: every executor stops
 
 
 @dataclass
