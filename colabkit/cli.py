@@ -30,7 +30,8 @@ EXIT_CODES = """exit status:
        skipped, nothing unfinished or unreadable (status); no row failed, or no GPU to check
        (gpu-check)
   1    done, but something needs a look: a combination failed, was set aside, or was refused as
-       too large for its device's memory (sweep); some files could not be read as records
+       too large for its device's memory, or a Colab runtime may still be running (sweep); some
+       files could not be read as records
        (report); a failed, unfinished or unreadable record,
        or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
        a resolved regression beyond --fail-above (compare)
