@@ -207,7 +207,8 @@ def test_colab_options_are_refused_in_one_line_before_anything(fake, tmp_path: P
 
 def test_runs_are_cut_by_their_estimates_to_fit_a_session():
     assert fitting([6.6, 2.4, 2.4, 2.4], 10) == 2
-    assert fitting([30.0, 1.0], 10) == 1  # one run always goes, however long its estimate
+    assert fitting([30.0, 1.0], 10) == 1  # one run always goes to a fresh session, however long its estimate
+    assert fitting([30.0, 1.0], 10, at_least_one=False) == 0  # a session that ran some hands it to a fresh one
     assert session_count([6.6, 2.4, 2.4, 2.4, 2.4, 2.4], 18) == 2
     assert session_count([], 18) == 0
 

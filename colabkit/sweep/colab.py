@@ -108,7 +108,14 @@ class ColabExecutor(Executor):
                 why = f"{self._out_of_time()}{self._end_session()}"
                 yield from (self._failed(decision, why) for decision in remaining)
                 return
-            chunk = remaining[:self._fitting(remaining)]
+            count = self._fitting(remaining)
+            if not count:  # too little of this session is left for the next run: a fresh session takes it
+                left = self._end_session()
+                if left:
+                    yield from (self._failed(decision, left.removeprefix("; ")) for decision in remaining)
+                    return
+                continue
+            chunk = remaining[:count]
             stamps = {run_name(RunFiles.of(d.combination, self.out).base, self.out): stamp(d, self.out) for d in chunk}
             ending, why = self._sweep(chunk, stamps)
             if ending in (Ending.DRAINED, Ending.OUT_OF_TIME):
@@ -229,13 +236,15 @@ class ColabExecutor(Executor):
                                        timeout_s + 120, self.job.stop if cancel else None)
 
     def _fitting(self, remaining: Sequence[Decision]) -> int:
-        """How many of `remaining` the session held can run by the dry-run estimate, in the time it has left."""
+        """How many of `remaining` the session held can run by the dry-run estimate in the time it has left:
+        at least one in a fresh session, maybe none in one that ran some already."""
         live = self.live
         assert live is not None
         left = self.job.session_limit_s - live.elapsed()
         if self.job.timeout_s is not None:
             left = min(left, self.job.timeout_s - self.spent_s - live.elapsed())
-        return fitting(estimate_plan([d.combination for d in remaining], self.rates).run_seconds, left)
+        seconds = estimate_plan([d.combination for d in remaining], self.rates).run_seconds
+        return fitting(seconds, left, at_least_one=not live.sweeps)
 
     def _sweep(self, chunk: Sequence[Decision], stamps: dict[str, Any]) -> tuple[Ending, str]:
         """Start the session's sweep over `chunk` and follow it until it ends, the session's time runs out,

@@ -194,11 +194,12 @@ def runs_from(runs: SweepPlan, listing: str | Path) -> SweepPlan:
 
 # --- the runs of a session -------------------------------------------------------------------------------
 
-def fitting(run_seconds: Sequence[float], budget_s: float) -> int:
-    """How many of the first runs (their estimated seconds) fit in `budget_s`: at least one."""
+def fitting(run_seconds: Sequence[float], budget_s: float, at_least_one: bool = True) -> int:
+    """How many of the first runs (their estimated seconds) fit in `budget_s`: at least one, unless
+    `at_least_one` is False (a session that has run some already need not take a run it has no time for)."""
     total, count = 0.0, 0
     for seconds in run_seconds:
-        if count and total + seconds > budget_s:
+        if (count or not at_least_one) and total + seconds > budget_s:
             break
         total, count = total + seconds, count + 1
     return count
