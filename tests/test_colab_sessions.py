@@ -52,13 +52,14 @@ def test_a_broken_kernel_client_gives_one_line_naming_the_fix_after_one_session_
 
 def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(fake, tmp_path: Path):
     out = tmp_path / "out"
-    # six runs in warm kernels, about 30 s of work here (19 s by the estimate), in sessions of at most 20 s;
-    # the tokens expire 30 s after each `colab new`, past which an `exec` would find its session "lost"
+    # four runs in fresh kernels, about 7 s each here (8.2 s by the estimate): one session would take over 30 s,
+    # and the tokens expire 30 s after each `colab new` (an `exec` after that finds its session "lost"). In
+    # sessions of at most 20 s the estimate cuts them 2 + 2 (and a session that overran is drained at 20 s).
     completed = sweep({**fake, "FAKE_COLAB_TOKEN_S": "30"}, out, "--colab", "T4", "--colab-session-limit", "20",
-                      grid_args=("--preset", "smoke", "--repeats", "3"))
+                      grid_args=(*FRESH_RUNS, "--repeats", "4"))
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-2000:]
-    assert [r["status"] for r in records(out / "colab-T4")] == ["ok"] * 6
-    assert len(verbs(fake, "new")) >= 2  # cut by the estimate (5 + 1), or drained at 20 s: several sessions
+    assert [r["status"] for r in records(out / "colab-T4")] == ["ok"] * 4
+    assert len(verbs(fake, "new")) >= 2 and "2 run(s) started" in completed.stdout  # cut by the estimate
     assert "appears to be lost" not in completed.stdout + completed.stderr
     assert assignments(fake) == {} and held(out / "colab-T4") == []  # every session stopped, proved so
     assert {line.split()[2] for line in verbs(fake, "stop")} == {line.split()[2] for line in verbs(fake, "new")}

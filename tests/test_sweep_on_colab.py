@@ -204,7 +204,7 @@ def test_ctrl_c_stops_every_session_and_keeps_what_came_back(fake: dict[str, str
     while len([line for line in calls(fake) if "poll.py" in line]) < 2:
         assert time.monotonic() < deadline and running.poll() is None
         time.sleep(0.2)
-    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C reaches the sweep and the `colab` commands it runs
+    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C at the terminal: the `colab` commands, in sessions of their own, miss it
     output, _ = running.communicate(timeout=300)
     assert running.returncode == 130, output[-3000:]
     made = {line.split()[2] for line in calls(fake) if line.startswith("new ")}
