@@ -196,6 +196,7 @@ def test_results_are_unpacked_only_inside_their_folder(tmp_path: Path, name: str
     (["--colab", "T4", "--colab-session-limit", "0"], "--colab-session-limit: '0': must be more than 0 seconds"),
     (["--colab-timeout", "60"], "--colab-timeout goes with --colab"),
     (["--colab-session-limit", "60", "--colab-timeout", "9"], "--colab-timeout and --colab-session-limit go with"),
+    (["--colab", "T4", "--runs-from", "runs.txt"], "--runs-from is what --colab gives each of its sessions"),
 ])
 def test_colab_options_are_refused_in_one_line_before_anything(fake, tmp_path: Path, args: list[str], words: str):
     completed = sweep(fake, tmp_path / "out", *args)
@@ -226,6 +227,10 @@ def test_a_session_runs_exactly_the_runs_it_is_given(tmp_path: Path):
     listing.write_text("matmul_tflops/gpu/n-1_dtype-float32\n")
     with pytest.raises(ColabkitError, match="1 run\\(s\\) not in this sweep's plan"):
         runs_from(runs, listing)
+    listing.write_text("matmul_tflops/cpu/n-512_dtype-float32_repeat-2\n")  # what a session's sweep is given
+    dry = sweep(os.environ.copy(), tmp_path / "out", "--device", "cpu", "--runs-from", str(listing), "--dry-run",
+                grid_args=("--preset", "smoke", "--repeats", "2"))
+    assert dry.returncode == 0 and "would run 1 " in dry.stdout and "n-512_dtype-float32_repeat-2" in dry.stdout
 
 
 # --- 6. what the page promises ------------------------------------------------------------------------------
