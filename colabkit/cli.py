@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from colabkit.cli_arguments import positive_int, seconds, share, timeout_seconds, tolerance
+from colabkit.cli_arguments import positive_int, positive_seconds, seconds, share, timeout_seconds, tolerance
 from colabkit.errors import ColabkitError, SweepInterrupted
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ EXIT_CODES = """exit status:
        skipped, nothing unfinished or unreadable (status); no row failed, or no GPU to check
        (gpu-check)
   1    done, but something needs a look: a combination failed, was set aside, or was refused as
-       too large for its device's memory (sweep); some files could not be read as records
+       too large for its device's memory, or a Colab runtime may still be running (sweep); some
+       files could not be read as records
        (report); a failed, unfinished or unreadable record,
        or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
        a resolved regression beyond --fail-above (compare)
@@ -53,12 +54,21 @@ def _sweep(args: argparse.Namespace) -> int:
     # run and the real run alike.
     options = SweepOptions(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SweepOptions)
                               if hasattr(args, field.name)})
-    if args.colab:  # each accelerator's combinations in a Colab session of its own (colabkit.sweep.colab)
-        from colabkit.sweep.colab import colab_sweep
+    if args.colab is not None:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.colab)
+        from colabkit.sweep.colab_command import colab_sweep
 
         return colab_sweep(args, out, options)
+    given = [flag for flag, value in (("--colab-timeout", args.colab_timeout),
+                                      ("--colab-session-limit", args.colab_session_limit)) if value is not None]
+    if given:
+        raise ColabkitError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with --colab (the Colab "
+                            "sessions' limits); this sweep runs here")
     runs = plan(args.grids, args.preset, args.device, parse_overrides(args.param), out, args.repeats,
                 kernels=args.kernels, html=args.html)
+    if args.runs_from:
+        from colabkit.sweep.colab_session import runs_from
+
+        runs = runs_from(runs, args.runs_from)
     if args.dry_run:
         from colabkit.sweep.estimate import estimate_plan
         from colabkit.sweep.plan import SweepAction
@@ -328,8 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--colab", metavar="ACCELERATORS",
                        help="run each accelerator's combinations in a Colab session of its own, side by side, "
                             "through the Colab CLI (T4,L4,A100,H100,G4,v5e1,v6e1; docs/colab.md); results in OUT/colab-X")
-    sweep.add_argument("--colab-timeout", type=seconds, metavar="SECONDS",
-                       help="with --colab: stop a session after this long; its unfinished combinations fail")
+    sweep.add_argument("--colab-timeout", type=positive_seconds, metavar="SECONDS",
+                       help="with --colab: the most time each accelerator's sessions may take in all; then the "
+                            "session is stopped and the combinations not finished fail")
+    sweep.add_argument("--colab-session-limit", type=positive_seconds, metavar="SECONDS",
+                       help="with --colab: the longest one session runs (default 3000); its work is cut to fit, and "
+                            "a fresh session continues the rest (the Colab CLI loses a session after 3600 s)")
+    sweep.add_argument("--runs-from", metavar="FILE",
+                       help="run only the runs FILE lists, one per line as their path under --out without an "
+                            "extension (what --colab gives each session)")
     sweep.add_argument("--repeats", type=positive_int, metavar="R",
                        help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
                             "the grid's `repeats:`, else 1); see docs/statistics.md")

@@ -42,6 +42,12 @@ def seconds(text: str) -> float:
                    "must be 0 or more seconds")
 
 
+def positive_seconds(text: str) -> float:
+    """--colab-timeout, --colab-session-limit: seconds > 0 (0 would start a session that can do nothing)."""
+    return _number(text, float, "a number of seconds", lambda value: math.isfinite(value) and value > 0,
+                   "must be more than 0 seconds")
+
+
 def share(text: str, allow_zero: bool = False) -> float:
     """--target-ci, --fail-above: '3%' or 0.03 -> 0.03, a share between 0 and 1 (and 0, however written,
     with `allow_zero`)."""

@@ -68,6 +68,21 @@ class SweepInterrupted(ColabkitError):
         super().__init__(message)
 
 
+class ColabClientError(ColabkitError):
+    """The Colab command-line client (`colab`) failed: a session refused or lost, a command that exited
+    non-zero or took too long (one line, the client's own last words)."""
+
+
+class ColabClientBroken(ColabClientError):
+    """The Colab client cannot run code at all (its kernel library does not match it): every session
+    would fail the same way, so the whole `sweep --colab` stops, naming the fix."""
+
+
+class HostileArchiveError(ColabkitError):
+    """An archive to unpack holds a member that would land outside its folder, or a link or device:
+    nothing of it is unpacked."""
+
+
 class MultiWorkerError(ColabkitError):
     """A multi-worker run cannot be set up or run as asked (worker count, cluster spec, loop options)."""
 

@@ -1,46 +1,106 @@
-"""A fake `colab` (google-colab-cli v0.6.0) for the tests of `sweep --colab`: the commands colabkit
-uses, with the client's output lines and exit statuses (its src/colab_cli/commands/*.py), and a "VM"
-per session: a folder under $FAKE_COLAB_HOME/vms/NAME whose content/ is /content. `exec -f FILE`
-runs FILE there with this Python, on this machine's CPU, with COLABKIT_TEST_STAND_IN (test only,
-colabkit.device.probes) naming the accelerator asked, so the records say the device the fake reports;
-pip only pretends to install (PIP_DRY_RUN): the code that runs is this checkout's.
+"""A stand-in `colab` (google-colab-cli v0.6.0) for the tests of `sweep --colab`, written from the
+client's source at tag v0.6.0 (src/colab_cli/commands/session.py, execution.py, files.py,
+utility.py; state.py, runtime.py, client.py), read 2026-11-27: the commands colabkit uses, with the
+client's words, streams and exit statuses, and what the client does that its docs do not say:
 
-Failures, set by environment variables: FAKE_COLAB_LOGGED_OUT (whoami fails), FAKE_COLAB_REFUSE=A,B
-(`new` refuses those accelerators as the client does on a 400), FAKE_COLAB_LOSE=A:N (the Nth `exec`
-in a session of accelerator A finds the session lost), FAKE_COLAB_DOWNLOAD_DELAY=S (every download
-takes S seconds), FAKE_COLAB_DOWNLOAD_FAILS=N (the first N downloads exit 1). Every call is appended
-to $FAKE_COLAB_HOME/calls.log.
+- Colab's backend holds *assignments* (server.json: endpoint -> accelerator), the client its own
+  record of the sessions it named (sessions.json, its ~/.config/colab-cli/sessions.json). `colab
+  sessions` lists every assignment ("[NAME] ENDPOINT | Hardware: T4 | Variant: GPU", NAME "?" where
+  the client has none); `status` and `sessions` first drop the client's records whose endpoint the
+  backend no longer lists ("[colab] Pruned N stale local session(s).").
+- `new` prints "[colab] Creating session 'N'...", asks for the assignment, and saves the name only
+  after the keep-alive pre-flight and the keep-alive daemon's start: FAKE_COLAB_ASSIGN_GAP_S seconds
+  (the client: a network round trip and a process start) in which an interrupted `new` leaves an
+  assignment with no name. A refused accelerator: "Backend rejected accelerator 'T4'. ..." on stderr, exit 1.
+- One persistent interpreter per session (the client keeps one IPython kernel): variables, the
+  working directory (each `exec` first goes to /content, the VM's content/ here) and background
+  processes survive between calls; `__file__` is not defined; a Python error is printed on stderr
+  and `exec` still exits 0. `--timeout` (default 30 s) only stops the waiting: `exec` then prints
+  "TimeoutError: Timeout waiting for output" and exits 1 while the code runs on.
+- The runtime's proxy token expires FAKE_COLAB_TOKEN_S seconds after `new` (3600 at Colab; the
+  client never renews it, its issue #106): the next `exec` prints "[colab] Session 'N' appears to be
+  lost (404/401). Cleaning up." and drops the client's record (exit 1) while the VM runs on, still
+  listed by `colab sessions` as "?"; `upload`/`download` fail with 404 ("File or directory not
+  found"). `stop` of a name the client has no record of prints "[colab] Session 'N' not found."
+  and exits 0; a stop that worked prints "[colab] Session terminated.".
+- FAKE_COLAB_KERNEL_CLIENT=1.0.2: the client installed with jupyter-kernel-client 1.x, which has no
+  `KernelClient` (the client's issue #94): every `exec` dies with its traceback, exit 1; `new`,
+  `status`, `upload`, `download` and `stop` work (they never build a kernel client).
+
+The "VM" of an assignment is the folder $FAKE_COLAB_HOME/vms/ENDPOINT, whose content/ is /content:
+its interpreter runs on this machine's CPU with COLABKIT_TEST_STAND_IN naming the accelerator
+granted (the records say the device the fake reports), and pip there really installs (into the VM's
+site folder, no dependencies, no index): the colabkit that runs there is the uploaded wheel's.
+
+Other settings: FAKE_COLAB_LOGGED_OUT (whoami fails), FAKE_COLAB_REFUSE=A,B, FAKE_COLAB_GRANT=T4:L4
+(an L4 granted for a T4), FAKE_COLAB_LOSE=A:N (at the Nth `exec` in a session of A the backend has
+dropped the VM), FAKE_COLAB_DOWNLOAD_DELAY=S, FAKE_COLAB_DOWNLOAD_FAILS=N (the first N downloads fail),
+FAKE_COLAB_RESULTS=PATH (every download of a results.tar gets that file instead: a hostile session),
+FAKE_COLAB_UNASSIGN_FAILS (`stop`'s unassign request fails: a traceback, exit 1, the record kept).
+Every call is appended to $FAKE_COLAB_HOME/calls.log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import traceback
+import uuid
 from pathlib import Path
+from typing import Any
 
-HOME = Path(os.environ["FAKE_COLAB_HOME"])
-SESSIONS = HOME / "sessions.json"
+# What the backend grants for each accelerator the client asks for, and what the driver (GPU) or JAX
+# (TPU) then calls it.
 DEVICES = {"T4": ("gpu", "Tesla T4"), "L4": ("gpu", "NVIDIA L4"), "A100": ("gpu", "NVIDIA A100-SXM4-40GB"),
-           "H100": ("gpu", "NVIDIA H100 80GB HBM3"), "G4": ("gpu", "NVIDIA RTX PRO 6000"),
-           "v5e1": ("tpu", "TPU v5 lite"), "v6e1": ("tpu", "TPU v6 lite")}
+           "H100": ("gpu", "NVIDIA H100 80GB HBM3"), "G4": ("gpu", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+           "V5E1": ("tpu", "TPU v5 lite"), "V6E1": ("tpu", "TPU v6 lite")}
+GPU_FLAGS = {"a100": "A100", "h100": "H100", "l4": "L4", "t4": "T4", "g4": "G4"}  # commands/session.py `new`
+KERNEL_CLIENT_TRACEBACK = """Traceback (most recent call last):
+  File "/home/user/.local/share/uv/tools/google-colab-cli/lib/python3.13/site-packages/colab_cli/runtime.py", line 106, in kernel_client
+    self._kernel_client = jupyter_kernel_client.KernelClient(
+                          ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+AttributeError: module 'jupyter_kernel_client' has no attribute 'KernelClient'
+"""
+TIMEOUT_TRACEBACK = """Traceback (most recent call last):
+  File "/home/user/.local/share/uv/tools/google-colab-cli/lib/python3.13/site-packages/jupyter_kernel_client/wsclient.py", line 1097, in execute_interactive
+    raise TimeoutError("Timeout waiting for output")
+TimeoutError: Timeout waiting for output
+"""
+UNASSIGN_TRACEBACK = """Traceback (most recent call last):
+  File "/home/user/.local/share/uv/tools/google-colab-cli/lib/python3.13/site-packages/colab_cli/client.py", line 233, in unassign
+colab_cli.client.ColabRequestError: Failed to issue request POST https://colab.research.google.com/tun/m/unassign/{endpoint}: Service Unavailable
+"""
 
 
-def sessions() -> dict:
-    return json.loads(SESSIONS.read_text()) if SESSIONS.exists() else {}
+def home() -> Path:
+    return Path(os.environ["FAKE_COLAB_HOME"])
 
 
-def save(state: dict) -> None:
-    SESSIONS.write_text(json.dumps(state))
+def load(name: str) -> dict[str, Any]:
+    path = home() / name
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
-def option(args: list[str], name: str) -> str | None:
-    return args[args.index(name) + 1] if name in args else None
+def save(name: str, state: dict[str, Any]) -> None:
+    path = home() / name
+    path.with_suffix(".tmp").write_text(json.dumps(state))
+    path.with_suffix(".tmp").replace(path)
+
+
+def option(args: list[str], *names: str) -> str | None:
+    for name in names:
+        if name in args:
+            return args[args.index(name) + 1]
+    return None
 
 
 def positional(args: list[str]) -> list[str]:
@@ -48,104 +108,298 @@ def positional(args: list[str]) -> list[str]:
     for arg in args:
         if skip:
             skip = False
-        elif arg in ("-s", "--session", "-f", "--file", "--timeout", "--gpu", "--tpu"):
+        elif arg in ("-s", "--session", "-f", "--file", "--timeout", "--gpu", "--tpu", "--output-image"):
             skip = True
         else:
             rest.append(arg)
     return rest
 
 
-def kill_vm(name: str) -> None:
-    """What stopping a VM does to what runs on it: every process whose folder is in the VM ends."""
-    vm = str((HOME / "vms" / name).resolve())
+def vm_folder(endpoint: str) -> Path:
+    return home() / "vms" / endpoint
+
+
+def kill_vm(vm: Path) -> None:
+    """What ending a VM does to what runs on it: every process whose working folder is in it ends."""
+    root = str(vm.resolve())
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(vm):
+            if os.readlink(f"/proc/{pid}/cwd").startswith(root) and int(pid) != os.getpid():
                 os.kill(int(pid), signal.SIGKILL)
         except OSError:
             continue
+    (vm / "kernel.port").unlink(missing_ok=True)
+
+
+def end_every_vm(fake_home: Path) -> None:
+    """The tests' clean-up: every process of every VM the fake made ends (assigned or not)."""
+    for vm in sorted((fake_home / "vms").glob("*")) if (fake_home / "vms").is_dir() else []:
+        kill_vm(vm)
+
+
+def line(name: str, endpoint: str, assignment: dict[str, Any], status: str | None = None) -> str:
+    """commands/session.py `_format_session_line`."""
+    parts = [f"[{name}] {endpoint}", f"Hardware: {assignment['accelerator']}", f"Variant: {assignment['variant']}"]
+    return " | ".join(parts + ([f"Status: {status}"] if status else []))
+
+
+def sync() -> tuple[dict[str, Any], dict[str, Any]]:
+    """common.py `State.sync_sessions`: the client's records, less those the backend no longer lists."""
+    local, server = load("sessions.json"), load("server.json")
+    stale = [name for name, session in local.items() if session["endpoint"] not in server]
+    for name in stale:
+        del local[name]
+    if stale:
+        save("sessions.json", local)
+        print(f"[colab] Pruned {len(stale)} stale local session(s).")
+    return local, server
+
+
+def token_expired(session: dict[str, Any]) -> bool:
+    return time.time() - session["token_at"] > float(os.environ.get("FAKE_COLAB_TOKEN_S", 3600))
 
 
 def main(argv: list[str]) -> int:
-    HOME.mkdir(parents=True, exist_ok=True)
-    with open(HOME / "lock", "w") as lock:  # the client's state store is locked too (its StateStore)
+    if argv[:1] == ["--kernel"]:
+        return kernel(Path(argv[1]))
+    home().mkdir(parents=True, exist_ok=True)
+    with open(home() / "lock", "w") as lock:  # the client's state store is locked too (its filelock)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return command(argv, lock)
+        with open(home() / "calls.log", "a") as log:
+            log.write(" ".join(argv) + "\n")
+        return command(argv[0], argv[1:], lock)
 
 
-def command(argv: list[str], lock: object) -> int:
-    with open(HOME / "calls.log", "a") as log:
-        log.write(" ".join(argv) + "\n")
-    verb, args = argv[0], argv[1:]
+def command(verb: str, args: list[str], lock: Any) -> int:
     if verb == "whoami":
         if os.environ.get("FAKE_COLAB_LOGGED_OUT"):
             print("[colab] whoami: failed to refresh credentials: EOF when reading a line", file=sys.stderr)
             return 1
-        print("Auth provider: oauth2\nEmail:         tester@example.com")
+        print("Auth provider: oauth2\nEmail:         tester@example.com\nAudience:      fake\nExpires in:    59m")
         return 0
-    name, state = option(args, "-s"), sessions()
+    if verb == "sessions":
+        local, server = sync()
+        if not server:
+            print("[colab] No active sessions found on server.")
+        names = {session["endpoint"]: name for name, session in local.items()}
+        for endpoint, assignment in server.items():
+            print(line(names.get(endpoint, "?"), endpoint, assignment))
+        return 0
+    name = option(args, "-s", "--session")
     if verb == "new":
-        accelerator = option(args, "--gpu") or option(args, "--tpu")
-        print(f"[colab] Creating session '{name}'...")
-        if accelerator in os.environ.get("FAKE_COLAB_REFUSE", "").split(","):
-            print(f"[colab] Backend rejected accelerator '{accelerator.upper()}'. You may not have quota or "
-                  "entitlement for this accelerator on your account.", file=sys.stderr)
-            return 1
-        (HOME / "vms" / name / "content").mkdir(parents=True)
-        state[name] = {"accelerator": accelerator, "execs": 0}
-        save(state)
-        print("[colab] Session READY.")
+        return new(name or uuid.uuid4().hex[:6], args, lock)
+    if verb == "status":
+        local, server = sync()
+        if name not in local:
+            print(f"[colab] Session '{name}' not found.")
+            return 0
+        print(line(name, local[name]["endpoint"], server[local[name]["endpoint"]], "IDLE"))
         return 0
-    if name not in state:
+    local = load("sessions.json")
+    if name not in local:
         print(f"[colab] Session '{name}' not found.")
         return 0 if verb == "stop" else 1
-    vm = HOME / "vms" / name
+    session = local[name]
     if verb == "stop":
-        print(f"[colab] Stopping session '{name}'...")
-        kill_vm(name)
-        del state[name]
-        save(state)
-        print("[colab] Session terminated.")
-        return 0
-    if verb == "upload":
-        local, remote = positional(args)
-        if not (vm / remote).parent.is_dir():  # Jupyter's contents API makes no folders
-            print(f"[colab] Upload failed: 404 Client Error: Not Found (No such directory: {Path(remote).parent})")
-            return 1
-        shutil.copy(local, vm / remote)
-        print(f"[colab] Uploaded '{local}' to '{remote}'")
-        return 0
-    if verb == "download":
-        remote, local = positional(args)
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        time.sleep(float(os.environ.get("FAKE_COLAB_DOWNLOAD_DELAY", 0)))
-        downloads = sum(line.startswith("download ") for line in (HOME / "calls.log").read_text().splitlines())
-        if downloads <= int(os.environ.get("FAKE_COLAB_DOWNLOAD_FAILS", 0)) or not (vm / remote).exists():
-            print("[colab] Download failed: 500 Server Error: Internal Server Error")
-            return 1
-        shutil.copy(vm / remote, local)
-        print(f"[colab] Downloaded '{remote}' to '{local}'")
-        return 0
+        return stop(name, session)
+    vm = vm_folder(session["endpoint"])
+    if verb in ("upload", "download"):
+        return files(verb, positional(args), session, vm, lock)
     if verb == "exec":
-        accelerator = state[name]["accelerator"]
-        state[name]["execs"] += 1
-        save(state)
-        lose, _, nth = os.environ.get("FAKE_COLAB_LOSE", "").partition(":")
-        if lose == accelerator and state[name]["execs"] >= int(nth):
-            kill_vm(name)
-            del state[name]
-            save(state)
-            print(f"[colab] Session '{name}' appears to be lost (404/401). Cleaning up.")
-            return 1
-        kind, device = DEVICES[accelerator]
-        env = dict(os.environ, COLABKIT_TEST_STAND_IN=f"{kind}={device}", PIP_DRY_RUN="1", PIP_NO_DEPS="1",
-                   PIP_NO_INDEX="1")
-        fcntl.flock(lock, fcntl.LOCK_UN)  # other sessions' commands go on while this one runs
-        completed = subprocess.run([sys.executable, os.path.abspath(option(args, "-f"))], cwd=vm / "content",
-                                   env=env, timeout=float(option(args, "--timeout") or 30))
-        return 0 if completed.returncode in (0, 1) else 1  # the client prints a cell's error and exits 0
+        return execute(name, args, session, vm, lock)
     print(f"fake colab: {verb} is not faked", file=sys.stderr)
     return 2
+
+
+def new(name: str, args: list[str], lock: Any) -> int:
+    tpu, gpu = option(args, "--tpu"), option(args, "--gpu")
+    if tpu:
+        accelerator, variant = ("V5E1" if tpu.lower() == "v5e1" else "V6E1"), "TPU"
+    elif gpu:
+        accelerator, variant = GPU_FLAGS.get(gpu.lower(), "A100"), "GPU"
+    else:
+        accelerator, variant = "NONE", "DEFAULT"
+    print(f"[colab] Creating session '{name}'...", flush=True)
+    refused = {part.strip().upper() for part in os.environ.get("FAKE_COLAB_REFUSE", "").split(",") if part.strip()}
+    if accelerator in refused:
+        print(f"[colab] Backend rejected accelerator '{accelerator}'. You may not have quota or entitlement for this "
+              "accelerator on your account. Try a different one (e.g. --gpu T4) or omit --gpu/--tpu for a CPU runtime.",
+              file=sys.stderr)
+        return 1
+    grants = dict(pair.upper().split(":") for pair in os.environ.get("FAKE_COLAB_GRANT", "").split(",") if ":" in pair)
+    granted = grants.get(accelerator, accelerator)
+    endpoint = f"{variant.lower()}-{granted.lower()}-s-{uuid.uuid4().hex[:12]}"
+    server = load("server.json")
+    server[endpoint] = {"accelerator": granted, "variant": variant}
+    (vm_folder(endpoint) / "content").mkdir(parents=True)
+    save("server.json", server)
+    assigned_at = time.time()
+    fcntl.flock(lock, fcntl.LOCK_UN)  # the keep-alive pre-flight and the daemon's start: the VM has no name yet
+    time.sleep(float(os.environ.get("FAKE_COLAB_ASSIGN_GAP_S", 0)))
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    local = load("sessions.json")
+    local[name] = {"endpoint": endpoint, "accelerator": granted, "variant": variant, "token_at": assigned_at}
+    save("sessions.json", local)
+    print("[colab] Session READY.")
+    return 0
+
+
+def stop(name: str, session: dict[str, Any]) -> int:
+    print(f"[colab] Stopping session '{name}'...", flush=True)
+    if os.environ.get("FAKE_COLAB_UNASSIGN_FAILS"):
+        print(UNASSIGN_TRACEBACK.format(endpoint=session["endpoint"]), file=sys.stderr, end="")
+        return 1
+    server = load("server.json")
+    server.pop(session["endpoint"], None)
+    save("server.json", server)
+    kill_vm(vm_folder(session["endpoint"]))
+    local = load("sessions.json")
+    local.pop(name, None)
+    save("sessions.json", local)
+    print("[colab] Session terminated.")
+    return 0
+
+
+def files(verb: str, paths: list[str], session: dict[str, Any], vm: Path, lock: Any) -> int:
+    """commands/files.py through contents.py: a 404 from the proxy is "File or directory not found"."""
+    if verb == "upload":
+        local_path, remote = paths
+        if not os.path.isfile(local_path):
+            print(f"[colab] Local file '{local_path}' not found.")
+            return 1
+        if token_expired(session) or session["endpoint"] not in load("server.json") \
+                or not (vm / remote).parent.is_dir():  # Jupyter's contents API makes no folders
+            print(f"[colab] Upload failed: File or directory not found: {remote}")
+            return 1
+        shutil.copy(local_path, vm / remote)
+        print(f"[colab] Uploaded '{local_path}' to '{remote}'")
+        return 0
+    remote, local_path = paths
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    time.sleep(float(os.environ.get("FAKE_COLAB_DOWNLOAD_DELAY", 0)))
+    downloads = sum(entry.startswith("download ") for entry in (home() / "calls.log").read_text().splitlines())
+    if downloads <= int(os.environ.get("FAKE_COLAB_DOWNLOAD_FAILS", 0)):
+        print("[colab] Download failed: 500 Server Error: Internal Server Error for url: "
+              f"https://fake/api/contents/{remote}")
+        return 1
+    if token_expired(session) or session["endpoint"] not in load("server.json") or not (vm / remote).is_file():
+        print(f"[colab] Download failed: File or directory not found: {remote}")
+        return 1
+    substitute = os.environ.get("FAKE_COLAB_RESULTS")
+    shutil.copy(substitute if substitute and remote.endswith("results.tar") else vm / remote, local_path)
+    print(f"[colab] Downloaded '{remote}' to '{local_path}'")
+    return 0
+
+
+def execute(name: str, args: list[str], session: dict[str, Any], vm: Path, lock: Any) -> int:
+    """commands/execution.py `exec_command` on runtime.py's kernel client."""
+    file = option(args, "-f", "--file")
+    code = Path(file).read_text() if file else sys.stdin.read()
+    if not code.strip():
+        return 0
+    if os.environ.get("FAKE_COLAB_KERNEL_CLIENT", "0.15.0").split(".")[0] not in ("0", ""):
+        print(KERNEL_CLIENT_TRACEBACK, file=sys.stderr, end="")
+        return 1
+    server = load("server.json")
+    lose, _, nth = os.environ.get("FAKE_COLAB_LOSE", "").partition(":")
+    session["execs"] = session.get("execs", 0) + 1
+    local = load("sessions.json")
+    local[name] = session
+    save("sessions.json", local)
+    if lose.upper() == session["accelerator"] and session["execs"] >= int(nth):  # the backend dropped the VM
+        server.pop(session["endpoint"], None)
+        save("server.json", server)
+        kill_vm(vm)
+    if token_expired(session) or session["endpoint"] not in server:
+        print(f"[colab] Session '{name}' appears to be lost (404/401). Cleaning up.")
+        local.pop(name, None)  # common.py `prune_session`: the client forgets the VM, which runs on
+        save("sessions.json", local)
+        return 1
+    kind, device = DEVICES[session["accelerator"]]
+    fcntl.flock(lock, fcntl.LOCK_UN)  # other sessions' commands go on while this one runs
+    port = kernel_port(vm, f"{kind}={device}")
+    timeout = float(option(args, "--timeout") or 30)
+    with socket.create_connection(("127.0.0.1", port)) as connection:
+        connection.sendall((json.dumps({"code": code}) + "\n").encode())
+        connection.settimeout(timeout)
+        deadline = time.monotonic() + timeout
+        reader = connection.makefile("r", encoding="utf-8")
+        try:
+            for frame in map(json.loads, reader):
+                if "done" in frame:
+                    return 0  # errors in the code included: the client prints them and exits 0
+                print(frame["text"], end="", file=sys.stderr if frame["stream"] == "stderr" else sys.stdout, flush=True)
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+        except TimeoutError:
+            pass
+    print(TIMEOUT_TRACEBACK, file=sys.stderr, end="")  # the code runs on in the kernel
+    return 1
+
+
+def kernel_port(vm: Path, stand_in: str) -> int:
+    """The port of the VM's interpreter, started at its first `exec`."""
+    port_file = vm / "kernel.port"
+    if not port_file.exists():
+        site = vm / "site"
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("FAKE_COLAB_", "PYTHONPATH"))}
+        env.update(PYTHONPATH=str(site), PIP_TARGET=str(site), PIP_NO_DEPS="1", PIP_NO_INDEX="1",
+                   PIP_DISABLE_PIP_VERSION_CHECK="1", COLABKIT_TEST_STAND_IN=stand_in, FAKE_COLAB_HOME=str(home()))
+        subprocess.Popen([sys.executable, os.path.abspath(__file__), "--kernel", str(vm)], cwd=vm / "content", env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(vm / "kernel.log", "a"),
+                         start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("fake colab: the VM's interpreter did not start (see kernel.log)")
+            time.sleep(0.05)
+    return int(port_file.read_text())
+
+
+class Stream(io.TextIOBase):
+    """A kernel's stdout or stderr: each write goes to the `exec` waiting on it (if it still waits)."""
+
+    def __init__(self, name: str) -> None:
+        self.stream_name = name
+        self.connection: socket.socket | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.connection is not None and text:
+            try:
+                self.connection.sendall((json.dumps({"stream": self.stream_name, "text": text}) + "\n").encode())
+            except OSError:
+                self.connection = None  # the `exec` gave up waiting (its --timeout): the code runs on
+        return len(text)
+
+
+def kernel(vm: Path) -> int:
+    """The session's one interpreter: runs each `exec`'s code in the same namespace, one at a time."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port_file = vm / "kernel.port"
+    port_file.with_suffix(".tmp").write_text(str(server.getsockname()[1]))
+    port_file.with_suffix(".tmp").replace(port_file)
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    out, err = Stream("stdout"), Stream("stderr")
+    sys.stdout, sys.stderr = out, err
+    while True:
+        connection, _ = server.accept()
+        with connection:
+            request = json.loads(connection.makefile("r", encoding="utf-8").readline())
+            out.connection = err.connection = connection
+            os.chdir(vm / "content")  # the client's first statement in every exec: os.chdir('/content')
+            try:
+                exec(compile(request["code"], "<cell>", "exec"), namespace)
+            except SystemExit as stopped:  # IPython shows it and the kernel goes on
+                err.write(f"An exception has occurred, use %tb to see the full traceback.\n\nSystemExit: {stopped}\n")
+            except BaseException:  # a cell's error: shown, and the kernel goes on
+                err.write(traceback.format_exc())
+            finally:
+                with contextlib.suppress(OSError):
+                    if out.connection is not None:
+                        connection.sendall(b'{"done": true}\n')
+                out.connection = err.connection = None
 
 
 if __name__ == "__main__":

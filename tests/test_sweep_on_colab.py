@@ -1,6 +1,7 @@
-"""`sweep --colab`: one Colab session per accelerator, driven through a fake `colab` client
-(tests/fake_colab.py) that behaves as google-colab-cli v0.6.0 documents, its "VM" running the work
-on this CPU while reporting the accelerator asked."""
+"""`sweep --colab`: Colab sessions per accelerator, driven through a fake `colab` client
+(tests/fake_colab.py) that behaves as google-colab-cli v0.6.0's source says, its "VM" running the work
+on this CPU while reporting the accelerator granted. What the client does beyond its docs (expiring
+tokens, stop's words, the kernel-client break, Ctrl-C) is tested in test_colab_sessions.py."""
 
 from __future__ import annotations
 
@@ -10,42 +11,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from colab_helpers import GRID, ONE_RUN, ROOT, assignments, calls, fake_colab_for, records, sweep, verbs
 
 from colabkit.errors import ColabkitError
 from colabkit.sweep.colab_client import accelerators
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = str(ROOT / "parameters" / "matmul_tflops.yaml")
-ONE_RUN = ["--preset", "smoke", "--repeats", "1", "-p", "n=256"]  # one run per accelerator
-
 
 @pytest.fixture
-def fake(tmp_path: Path) -> dict[str, str]:
-    """The environment of a sweep with the fake `colab` first on PATH (and a fast poll)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    colab = bin_dir / "colab"
-    colab.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests" / "fake_colab.py"}" "$@"\n')
-    colab.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_COLAB_HOME": str(tmp_path / "home"),
-            "COLABKIT_COLAB_POLL_S": "0.5"}
-
-
-def sweep(env: dict[str, str], out: Path, *args: str, **popen: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colabkit", "sweep", GRID, *ONE_RUN, "--out", str(out), *args],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, **popen)
-
-
-def calls(env: dict[str, str]) -> list[str]:
-    log = Path(env["FAKE_COLAB_HOME"]) / "calls.log"
-    return log.read_text().splitlines() if log.exists() else []
-
-
-def records(folder: Path) -> list[dict]:
-    return [json.loads(path.read_text()) for path in sorted(folder.rglob("*.json")) if not path.name.startswith(".")]
+def fake(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A fake `colab` first on PATH (colab_helpers)."""
+    yield from fake_colab_for(tmp_path)
 
 
 def test_accelerators_are_checked_in_the_clients_spelling():
@@ -54,13 +33,16 @@ def test_accelerators_are_checked_in_the_clients_spelling():
         accelerators("T4,K80")
     with pytest.raises(ColabkitError, match="twice"):
         accelerators("T4,t4")
+    with pytest.raises(ColabkitError, match="names no accelerator"):
+        accelerators(" , ")
 
 
 def test_without_the_client_one_line_names_its_install_and_nothing_is_created(tmp_path: Path):
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # python, and no colab
     completed = sweep(env, tmp_path / "out", "--colab", "T4")
     assert completed.returncode == 2, completed.stderr
-    assert completed.stderr.strip().count("\n") == 0 and "uv tool install google-colab-cli" in completed.stderr
+    assert completed.stderr.strip().count("\n") == 0 and "uv tool install google-colab-cli==0.6.0" in completed.stderr
+    assert "jupyter-kernel-client==0.15.0" in completed.stderr  # the pin that keeps its `exec` working
     assert not (tmp_path / "out").exists()
 
 
@@ -74,8 +56,8 @@ def test_not_logged_in_one_line_names_the_login_step_and_no_session_is_asked_for
 def test_a_dry_run_lists_the_sessions_and_an_estimate_and_calls_no_colab(fake: dict[str, str], tmp_path: Path):
     completed = sweep(fake, tmp_path / "out", "--colab", "T4,v5e1", "--dry-run")
     assert completed.returncode == 0, completed.stderr
-    assert "Colab session colabkit-t4-" in completed.stdout and ": T4 (gpu), 1 run(s)" in completed.stdout
-    assert ": v5e1 (tpu), 1 run(s)" in completed.stdout and "estimated wall time" in completed.stdout
+    assert "Colab T4 (gpu): 1 run(s), in about 1 session(s) of at most 3000 s" in completed.stdout
+    assert "Colab v5e1 (tpu): 1 run(s)" in completed.stdout and "estimated wall time" in completed.stdout
     assert "compute units" in completed.stdout
     assert calls(fake) == []
 
@@ -87,6 +69,8 @@ def test_a_refused_accelerator_fails_its_combinations_with_the_reason_and_nothin
     assert record["status"] == "failed" and record["error"]["kind"] == "colab"
     assert "Backend rejected accelerator 'V5E1'" in record["error"]["message"]
     assert not (tmp_path / "out" / "colab-v5e1" / ".colab-session.json").exists()
+    # a session that never existed is never reported stopped, nor asked to stop
+    assert "stopped" not in completed.stdout and verbs(fake, "stop") == [] and assignments(fake) == {}
 
 
 def test_unknown_accelerators_and_clashing_options_are_refused_before_anything(fake: dict[str, str], tmp_path):
@@ -108,13 +92,14 @@ def test_two_accelerators_run_side_by_side_come_back_and_are_stopped(fake: dict[
         == [True, True]
     sessions = {line.split()[2] for line in made}
     assert {line.split()[2] for line in calls(fake) if line.startswith("stop ")} == sessions
-    assert json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text()) == {}
+    assert assignments(fake) == {}
+    assert "asked for" not in completed.stdout  # Tesla T4 is a T4, TPU v5 lite a v5e-1: no warning
     gpu, tpu = records(out / "colab-T4"), records(out / "colab-v5e1")
     assert [r["status"] for r in gpu + tpu] == ["ok", "ok"]
     assert gpu[0]["device"]["kind"] == "gpu" and gpu[0]["device"]["name"] == "Tesla T4"
     assert tpu[0]["device"]["kind"] == "tpu" and tpu[0]["device"]["name"] == "TPU v5 lite"
     assert all(r["device"]["stand_in"] == "cpu" for r in gpu + tpu)  # the fake's runs say they ran on the CPU
-    assert (out / "colab-T4" / "colab-sweep.log").exists()
+    assert list((out / "colab-T4").glob("colab-sweep-colabkit-t4-*.log"))
     report = subprocess.run([sys.executable, "-m", "colabkit", "report", str(out), "--out", str(tmp_path / "report")],
                             cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert report.returncode == 0, report.stderr[-2000:]
@@ -137,22 +122,24 @@ def test_a_killed_sweep_rerun_stops_the_orphan_and_runs_only_what_is_left(fake: 
     os.killpg(first.pid, signal.SIGKILL)  # a crash: no clean-up ran
     first.wait()
     [orphan] = [line.split()[2] for line in calls(fake) if line.startswith("new ")]
-    assert orphan in json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text())
+    assert orphan in {line.split()[2] for line in verbs(fake, "new")} and len(assignments(fake)) == 1
     again = subprocess.run(command, env=fake, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert f"stop -s {orphan}" in calls(fake)
-    assert json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text()) == {}
+    assert assignments(fake) == {}
     after = records(out / "colab-T4")
     assert [r["status"] for r in after] == ["ok", "ok"]
     assert finished[0]["started_at"] in {r["started_at"] for r in after}  # what had finished did not run again
     if len([line for line in calls(fake) if line.startswith("new ")]) == 2:  # something was left: a new session ran it
-        assert "1 finished earlier (kept)" in (out / "colab-T4" / "colab-sweep.log").read_text()
+        logs = "".join(path.read_text() for path in (out / "colab-T4").glob("colab-sweep-*.log"))
+        assert "1 runs: 1 to run" in logs  # the new session got only the run that had not finished
 
 
 @pytest.mark.slow  # about a minute
 def test_a_lost_session_fails_what_did_not_come_back_and_a_rerun_resumes(fake: dict[str, str], tmp_path: Path):
     out = tmp_path / "out"
-    lost = sweep({**fake, "FAKE_COLAB_LOSE": "T4:3"}, out, "--colab", "T4")  # its first poll finds it lost
+    # its 4th `exec` (after the probe, the set-up and the start: its first poll) finds it lost
+    lost = sweep({**fake, "FAKE_COLAB_LOSE": "T4:4"}, out, "--colab", "T4")
     assert lost.returncode == 1
     [record] = records(out / "colab-T4")
     assert record["error"]["kind"] == "colab" and "was lost" in record["error"]["message"]
@@ -167,32 +154,44 @@ def test_a_session_past_its_time_limit_is_stopped_and_its_runs_fail_saying_so(fa
     assert completed.returncode == 1, completed.stdout[-2000:]
     [record] = records(out / "colab-T4")
     assert record["error"]["kind"] == "colab" and "--colab-timeout 0.1 s" in record["error"]["message"]
-    assert json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text()) == {}
+    assert assignments(fake) == {}
 
 
 def test_the_wheel_is_this_checkout_with_its_commit_and_suite(tmp_path: Path):
     import zipfile
 
     from colabkit.records.provenance import git_commit
-    from colabkit.sweep.colab import build_wheel
+    from colabkit.sweep.colab_session import build_wheel
 
     with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
         names = set(wheel.namelist())
         assert wheel.read("colabkit/source_commit.txt").decode().strip() == git_commit()
-    assert {"colabkit/sweep/colab.py", "colabkit/bundled/parameters/matmul_tflops.yaml",
+    assert {"colabkit/sweep/colab.py", "colabkit/sweep/colab_session.py", "colabkit/bundled/parameters/matmul_tflops.yaml",
             "colabkit/bundled/notebooks/matmul_tflops.ipynb"} <= names
 
 
-def test_the_console_names_an_accelerator_other_than_the_one_asked(tmp_path: Path, capsys):
-    from colabkit.sweep.colab import _summary
+def test_the_granted_accelerator_is_compared_by_kind_and_model_and_a_real_difference_said_once(tmp_path, capsys):
+    from colabkit.sweep.colab_command import _summary
     from colabkit.sweep.execution import Outcome
     from colabkit.sweep.plan import plan
 
-    [combination] = list(plan([GRID], "smoke", "gpu", {"n": 256}, tmp_path, 1))
-    path = tmp_path / "record.json"
-    path.write_text(json.dumps({"status": "ok", "accelerator_found": "L4"}))
-    assert _summary(["T4"], {"T4": [Outcome(combination, "ok", 1.0, path)]}, lambda outcomes: "", tmp_path) == 0
-    assert "[T4] asked for T4; the runtime reported L4" in capsys.readouterr().out
+    runs = list(plan([GRID], "smoke", "gpu", {"n": 256}, tmp_path, 3))
+    tpu = list(plan([GRID], "smoke", "tpu", {"n": 256}, tmp_path, 1))
+
+    def outcomes(found: str, combinations: list) -> list:
+        made = []
+        for index, combination in enumerate(combinations):
+            path = tmp_path / f"{found}-{index}.json"
+            path.write_text(json.dumps({"status": "ok", "accelerator_found": found}))
+            made.append(Outcome(combination, "ok", 1.0, path))
+        return made
+
+    assert _summary(["T4", "v5e1"], {"T4": outcomes("Tesla T4", runs), "v5e1": outcomes("TPU v5 lite", tpu)},
+                    lambda outcomes: "", tmp_path) == 0
+    assert "asked for" not in capsys.readouterr().out  # the driver's name of a T4 is a T4
+    assert _summary(["T4"], {"T4": outcomes("NVIDIA L4", runs)}, lambda outcomes: "", tmp_path) == 0
+    said = capsys.readouterr().out
+    assert said.count("[T4] asked for T4; Colab granted NVIDIA L4") == 1  # three records, one line
 
 
 @pytest.mark.slow  # about a minute
@@ -205,10 +204,10 @@ def test_ctrl_c_stops_every_session_and_keeps_what_came_back(fake: dict[str, str
     while len([line for line in calls(fake) if "poll.py" in line]) < 2:
         assert time.monotonic() < deadline and running.poll() is None
         time.sleep(0.2)
-    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C reaches the sweep and the `colab` commands it runs
+    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C at the terminal: the `colab` commands, in sessions of their own, miss it
     output, _ = running.communicate(timeout=300)
     assert running.returncode == 130, output[-3000:]
     made = {line.split()[2] for line in calls(fake) if line.startswith("new ")}
     assert len(made) == 2 and {line.split()[2] for line in calls(fake) if line.startswith("stop ")} == made
-    assert json.loads((Path(fake["FAKE_COLAB_HOME"]) / "sessions.json").read_text()) == {}
+    assert assignments(fake) == {}
     assert not list(out.rglob(".colab-session.json"))

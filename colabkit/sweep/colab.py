@@ -1,98 +1,55 @@
 """Sweeps on Colab runtimes: `python -m colabkit sweep GRID... --colab T4,v5e1` (docs/colab.md).
 
 Per accelerator A asked, the sweep of A's device kind (gpu or tpu) is an ordinary sweep into
-OUT/colab-A/ (its lock, its decisions, its resumption), run by a ColabExecutor: one Colab session
-(`colab new --gpu A`), the wheel of this checkout built here (with its commit), the grid files and
-the records finished earlier uploaded, and `python -m colabkit sweep` started there in the
-background over A's combinations, with COLABKIT_ACCELERATOR_ASKED=A. The executor then polls it
-(a short `colab exec`), bringing the records, notebooks and logs so far back into OUT/colab-A/ each
-time, so a lost session loses only what had not come back; the runtimes run side by side, one
-thread each. Every session is stopped when its work ends, fails or is interrupted; a crash of this
-process leaves OUT/colab-A/.colab-session.json, and the next run of the sweep brings back what that
-session finished and stops it. A session Colab refuses fails that accelerator's combinations only.
+OUT/colab-A/ (its lock, its decisions, its resumption), run by a ColabExecutor in Colab sessions one
+after another (`colab new --gpu A`; colabkit.sweep.colab_session says what each gets and runs). The
+client's runtime token expires after an hour and is never renewed (google-colab-cli issue #106), so no
+session outlives `--colab-session-limit` (default 3000 s): each session's runs are cut by the dry-run
+estimate to fit what is left of it, and a session that reaches its limit all the same is drained (its
+sweep stopped as Ctrl-C would, what finished brought back), stopped, and a fresh session runs the rest.
+While a session's sweep runs, a poll (a short `colab exec`) brings the records, notebooks and logs so far
+back into OUT/colab-A/, so a lost session loses only what had not come back.
+
+A session counts as stopped only when `colab stop` said "Session terminated." or `colab sessions` no
+longer lists its endpoint; otherwise the console and the failed records say that the runtime may still be
+running, and how to end it, and its entry stays in OUT/colab-A/.colab-session.json for the next run of
+the sweep to try again. Ctrl-C and SIGTERM are this process's alone (every `colab` command runs in a
+process session of its own): a `colab new` under way finishes, what finished is brought back, then every
+session is stopped. The first session proves the client can run code before anything is uploaded and
+before any other session starts: a client that cannot (jupyter-kernel-client 1.x) costs one session start.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import tarfile
 import tempfile
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from colabkit.device.spec import DeviceRequest
-from colabkit.errors import ColabkitError, SweepInterrupted
-from colabkit.records.provenance import git_commit
+from colabkit.errors import ColabClientBroken, ColabClientError, HostileArchiveError
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.colab_client import (ACCELERATORS, ColabClient, ColabClientError, accelerators, build_wheel, forget,
-                                         inner_args, orphan, pack_kept, remember)
+from colabkit.sweep.colab_client import ACCELERATORS, CLIENT
+from colabkit.sweep.colab_scripts import (ALIVE, DRAINED, INSTALLED, POLLED, STARTED, drain_script, poll_script,
+                                          probe_script, setup_script, start_script)
+from colabkit.sweep.colab_session import (REMOTE, RUNS_FILE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession, LiveSession, came_back, fitting,
+                                          forget, held_sessions, left_running, pack_kept, record_seconds,
+                                          record_status, remember, run_name, stamp, tail, unpack_results)
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import Inventory
+from colabkit.sweep.estimate import accelerator_rate, estimate_plan
 from colabkit.sweep.execution import Outcome, RunFiles, fail_without_crashing
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import Decision
 
-REMOTE = "content/colabkit"  # the client's paths start at the VM's file root; `colab exec` runs in /content
-POLL_MARK = "COLABKIT-POLL "
-# Started in the session by `colab exec`: installs the wheel, restores the records finished earlier and
-# starts the sweep in the background (a `colab exec` is bounded by its --timeout; the sweep is not).
-START = """import os, subprocess, sys, tarfile
-os.chdir("colabkit")
-subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", {wheel!r}], check=True)
-if os.path.exists("kept.tar"):
-    with tarfile.open("kept.tar") as kept:
-        kept.extractall("out", filter="data")
-env = dict(os.environ, COLABKIT_ACCELERATOR_ASKED={accelerator!r})
-command = [sys.executable, "-m", "colabkit", "sweep", *{args!r}, "--out", "../out", "--no-progress"]
-with open("sweep.log", "w") as log:
-    subprocess.Popen(["sh", "-c", '"$@"; echo $? > ../sweep.exit', "sweep", *command], cwd="suite", env=env,
-                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-print("COLABKIT-STARTED")
-"""
-# Each poll: the records' statuses so far, whether the sweep ended, and everything under out/ in results.tar.
-POLL = """import json, os, tarfile
-os.chdir("colabkit")
-counts = {}
-for folder, _, names in os.walk("out"):
-    for name in names:
-        if name.endswith(".json") and not name.startswith("."):
-            try:
-                status = json.load(open(os.path.join(folder, name))).get("status", "?")
-            except ValueError:
-                status = "unreadable"
-            counts[status] = counts.get(status, 0) + 1
-with tarfile.open("results.tar", "w") as results:
-    if os.path.isdir("out"):
-        results.add("out", arcname="out", filter=lambda info: None if os.path.basename(info.name).startswith(".") else info)
-    if os.path.exists("sweep.log"):
-        results.add("sweep.log", arcname="out/colab-sweep.log")
-done = os.path.exists("sweep.exit")
-lines = open("sweep.log").read().splitlines() if os.path.exists("sweep.log") else []
-print(""" + repr(POLL_MARK) + """ + json.dumps({"done": done, "exit": open("sweep.exit").read().strip() if done else None,
-                                            "counts": counts, "last": lines[-1] if lines else ""}))
-"""
-
-
-@dataclass
-class ColabJob:
-    """What every session of a sweep gets, and how the sweep talks to them."""
-
-    wheel: Path
-    grids: list[Path]
-    client: ColabClient = field(default_factory=ColabClient)
-    stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: every executor stops
-    echo: Callable[[str], None] = print
-    timeout_s: float | None = None  # --colab-timeout: a session's wall-clock limit
-    poll_s: float = 30.0
+DRAIN_WAIT_S = 120.0  # how long a drained session's sweep may take to stop
+POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
 
 
 @dataclass(frozen=True)
@@ -109,288 +66,373 @@ class ColabInventory(Inventory):
 
 
 class ColabExecutor(Executor):
-    """Runs one accelerator's decisions in one Colab session (module docstring)."""
+    """Runs one accelerator's decisions in Colab sessions, one after another (module docstring)."""
 
     def __init__(self, out: Path, options: SweepOptions, accelerator: str, job: ColabJob) -> None:
         super().__init__(out, options)
         self.accelerator, self.job = accelerator, job
-        self.args: list[str] = []  # the session's `sweep` arguments (inner_args)
-        self.session = f"colabkit-{accelerator.lower()}-{uuid.uuid4().hex[:6]}"
+        kind, model = ACCELERATORS[accelerator]
+        self.rates = {kind: accelerator_rate(kind, "float32", model)}
+        self.arguments: Callable[[int], list[str]] = lambda repeats: []  # the sessions' `sweep` arguments
+        self.live: LiveSession | None = None
+        self.spent_s = 0.0  # the sessions ended so far, in all (--colab-timeout)
+        self.drained_first: set[str] = set()  # runs drained once before anything of their session's share finished
+        self.session_name: str | None = None  # the latest session's (what a failed record names)
+        self.left_running: list[str] = []  # a line per session not proved stopped (the summary repeats them)
 
     def find_devices(self) -> Inventory:
         return ColabInventory({ACCELERATORS[self.accelerator][0]: 1}, accelerator=self.accelerator)
 
     @property
     def where(self) -> str:
-        return f" on Colab {self.accelerator} (session {self.session})"
+        return f" on Colab {self.accelerator} (sessions of at most {self.job.session_limit_s:g} s)"
 
     def say(self, line: str) -> None:
         self.job.echo(f"[{self.accelerator}] {line}")
 
-    def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
-        if not decisions:
-            return
-        reason, asked = "", False
-        try:
-            remember(self.out, self.session, self.accelerator)
-            asked = True
-            try:
-                self.job.client.new(self.session, self.accelerator)
-            except ColabClientError as exc:
-                reason = f"Colab gave no {self.accelerator} session: {exc}"
-            if not reason:
-                self.say(f"session {self.session} ready: uploading {self.job.wheel.name} and the grid files")
-                reason = self._start(decisions) or self._follow(len(decisions))
-        except ColabClientError as exc:
-            reason = f"the Colab session {self.session} failed: {exc}"
-        finally:
-            if asked:
-                self._end()
-        yield from (self._outcome(decision, reason) for decision in decisions)
+    def close(self) -> None:
+        """Whatever happened: the session held now is stopped."""
+        self._end_session()
 
-    def _start(self, decisions: Sequence[Decision]) -> str:
-        client, session = self.job.client, self.session
-        with tempfile.TemporaryDirectory() as scratch:  # Jupyter's contents API makes no folders: make them first
-            folders = Path(scratch) / "folders.py"
-            folders.write_text('import os\nos.makedirs("colabkit/suite/parameters", exist_ok=True)\n', encoding="utf-8")
-            client.run(["exec", "-f", str(folders), "--timeout", "120"], session, timeout=300)
-        client.run(["upload", str(self.job.wheel), f"{REMOTE}/{self.job.wheel.name}"], session, timeout=1800)
+    def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
+        remaining = list(decisions)
+        while remaining:
+            if self.live is None:
+                why = self._open()
+                if why:
+                    yield from (self._failed(decision, why) for decision in remaining)
+                    return
+            if self.job.stop.is_set():
+                raise KeyboardInterrupt  # close() stops the session
+            if self._out_of_time():
+                why = f"{self._out_of_time()}{self._end_session()}"
+                yield from (self._failed(decision, why) for decision in remaining)
+                return
+            count = self._fitting(remaining)
+            if not count:  # too little of this session is left for the next run: a fresh session takes it
+                left = self._end_session()
+                if left:
+                    yield from (self._failed(decision, left.removeprefix("; ")) for decision in remaining)
+                    return
+                continue
+            chunk = remaining[:count]
+            stamps = {run_name(RunFiles.of(d.combination, self.out).base, self.out): stamp(d, self.out) for d in chunk}
+            ending, why = self._sweep(chunk, stamps)
+            if ending in (Ending.DRAINED, Ending.OUT_OF_TIME):
+                hostile, left = self._drain()
+                if hostile or left:  # a session maybe left running: this accelerator goes no further
+                    ending, why = Ending.FAILED, (hostile or why or "the session was drained") + left
+            elif ending is Ending.FAILED:
+                why += self._end_session()
+            back = [d for d in chunk if came_back(d, self.out, stamps)]
+            for decision in back:
+                remaining.remove(decision)
+                yield self._outcome(decision)
+            rest = [d for d in chunk if d not in back]
+            if ending is Ending.INTERRUPTED:
+                raise KeyboardInterrupt  # close() stops the session
+            if ending in (Ending.FAILED, Ending.OUT_OF_TIME):
+                yield from (self._failed(decision, why) for decision in remaining)
+                return
+            if ending is Ending.DONE:
+                for decision in rest:
+                    remaining.remove(decision)
+                    yield self._failed(decision, why)
+            elif rest and rest[0] is chunk[0]:  # drained before the first of its runs finished
+                name = run_name(RunFiles.of(chunk[0].combination, self.out).base, self.out)
+                if name in self.drained_first:
+                    remaining.remove(chunk[0])
+                    yield self._failed(chunk[0], f"it did not finish within a fresh session of --colab-session-limit "
+                                       f"{self.job.session_limit_s:g} s, twice: raise the limit (to at most "
+                                       f"{TOKEN_LIFE_S - 300:g} s with {CLIENT}) or make the run smaller")
+                self.drained_first.add(name)
+
+    def _out_of_time(self) -> str:
+        """Why the sessions may run no more (--colab-timeout spent), or ''."""
+        timeout, live = self.job.timeout_s, self.live
+        if timeout is None or self.spent_s + (live.elapsed() if live else 0.0) < timeout:
+            return ""
+        return f"the Colab sessions' time limit (--colab-timeout {timeout:g} s) ran out"
+
+    # --- a session's life ----------------------------------------------------------------------------
+
+    def _open(self) -> str:
+        """A fresh session, proven and set up, in self.live: '' or why there is none. Until a session has
+        proved that the client runs code, sessions start one at a time (a broken client costs one)."""
+        with self.job.trial:
+            if self.job.broken:
+                raise ColabClientBroken(self.job.broken)
+            if self.job.stop.is_set():  # Ctrl-C while another session was being proved: no new one
+                raise KeyboardInterrupt
+            if not self.job.proven:
+                return self._start_session()
+        return self._start_session()
+
+    def _start_session(self) -> str:
+        client, name = self.job.client, f"colabkit-{self.accelerator.lower()}-{uuid.uuid4().hex[:6]}"
+        remember(self.out, HeldSession(name, self.accelerator))  # before `colab new`: a crash leaves its name
+        self.session_name = name
+        live = LiveSession(name, None)
+        try:
+            client.new(name, self.accelerator)
+        except ColabClientError as exc:
+            return self._refused(live, exc)
+        self.live = live
+        try:
+            live.endpoint = client.endpoint(name)
+            remember(self.out, HeldSession(name, self.accelerator, live.endpoint))
+            if self.job.stop.is_set():  # Ctrl-C while `colab new` ran: it finished; close() stops the session
+                raise KeyboardInterrupt
+            self.say(f"session {name} ready (runtime {live.endpoint}): trying it, then uploading {self.job.wheel.name} "
+                     "and the grid files")
+            output = self._exec(probe_script(), 300, "probe.py", cancel=False)
+            if ALIVE not in output:
+                raise ColabClientError(f"it ran no Python: {tail(output)}")
+            self.job.proven = True
+            self._set_up()
+        except ColabClientBroken as broken:
+            self.job.broken = str(broken)
+            self._end_session()
+            raise
+        except ColabClientError as exc:
+            return f"the Colab session {name} could not be set up: {exc}{self._end_session()}"
+        live.setup_s = live.elapsed()
+        self.say(f"session {name}: colabkit installed {live.setup_s:.0f} s after `colab new`")
+        return ""
+
+    def _refused(self, live: LiveSession, exc: ColabClientError) -> str:
+        """After a `colab new` that failed: a session the client named anyway is stopped; none was made otherwise."""
+        try:
+            live.endpoint = self.job.client.endpoint(live.name)
+        except ColabClientError:
+            live.endpoint = None
+        if live.endpoint is None:
+            forget(self.out, live.name)
+            return f"Colab gave no {self.accelerator} session: {exc}"
+        self.live = live
+        return f"Colab gave no working {self.accelerator} session: {exc}{self._end_session()}"
+
+    def _set_up(self) -> None:
+        client, name, cancel = self.job.client, self.live.name if self.live else "", self.job.stop
+        client.run(["upload", str(self.job.wheel), f"{REMOTE}/{self.job.wheel.name}"], name, 1800, cancel)
         for grid in self.job.grids:
-            client.run(["upload", str(grid), f"{REMOTE}/suite/parameters/{grid.name}"], session, timeout=600)
+            client.run(["upload", str(grid), f"{REMOTE}/suite/parameters/{grid.name}"], name, 600, cancel)
         with tempfile.TemporaryDirectory() as scratch:
             kept = Path(scratch) / "kept.tar"
             if pack_kept(self.out, kept):
-                client.run(["upload", str(kept), f"{REMOTE}/kept.tar"], session, timeout=1800)
-            script = Path(scratch) / "start.py"
-            script.write_text(START.format(wheel=self.job.wheel.name, accelerator=self.accelerator,
-                                           args=self.args), encoding="utf-8")
-            output = client.run(["exec", "-f", str(script), "--timeout", "1800"], session, timeout=1900)
-        if "COLABKIT-STARTED" not in output:
-            return f"the sweep did not start in session {self.session}: {_tail(output)}"
-        self.say(f"started {len(decisions)} run(s)")
-        return ""
+                client.run(["upload", str(kept), f"{REMOTE}/kept.tar"], name, 1800, cancel)
+        output = self._exec(setup_script(self.job.wheel.name), 1800, "setup.py")
+        if INSTALLED not in output:
+            raise ColabClientError(f"pip could not install colabkit's wheel there: {tail(output)}")
 
-    def _follow(self, total: int) -> str:
-        """Poll until the session's sweep ends ('' then), its time runs out, it is lost, or Ctrl-C."""
-        start, failures, last = time.monotonic(), 0, None
+    def _exec(self, script: str, timeout_s: float, label: str, cancel: bool = True) -> str:
+        """`colab exec` of `script` (a file named `label`) in the session held; its output. With `cancel`,
+        Ctrl-C cuts it short (KeyboardInterrupt)."""
+        name = self.live.name if self.live else ""
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / label
+            path.write_text(script, encoding="utf-8")
+            return self.job.client.run(["exec", "-f", str(path), "--timeout", f"{timeout_s:g}"], name,
+                                       timeout_s + 120, self.job.stop if cancel else None)
+
+    def _fitting(self, remaining: Sequence[Decision]) -> int:
+        """How many of `remaining` the session held can run by the dry-run estimate in the time it has left:
+        at least one in a fresh session, maybe none in one that ran some already."""
+        live = self.live
+        assert live is not None
+        left = self.job.session_limit_s - live.elapsed()
+        if self.job.timeout_s is not None:
+            left = min(left, self.job.timeout_s - self.spent_s - live.elapsed())
+        seconds = estimate_plan([d.combination for d in remaining], self.rates).run_seconds
+        return fitting(seconds, left, at_least_one=not live.sweeps)
+
+    def _sweep(self, chunk: Sequence[Decision], stamps: dict[str, Any]) -> tuple[Ending, str]:
+        """Start the session's sweep over `chunk` and follow it until it ends, the session's time runs out,
+        it is lost, or Ctrl-C."""
+        live = self.live
+        assert live is not None
+        with tempfile.TemporaryDirectory() as scratch:
+            runs = Path(scratch) / RUNS_FILE
+            runs.write_text("".join(f"{name}\n" for name in stamps), encoding="utf-8")
+            try:
+                self.job.client.run(["upload", str(runs), f"{REMOTE}/{RUNS_FILE}"], live.name, 600, self.job.stop)
+                arguments = self.arguments(max(d.combination.repeat for d in chunk))
+                output = self._exec(start_script(self.accelerator, arguments), 300, "start.py")
+            except ColabClientError as exc:
+                return Ending.FAILED, f"the sweep could not be started in session {live.name}: {exc}"
+        if STARTED not in output:
+            return Ending.FAILED, f"the sweep did not start in session {live.name}: {tail(output)}"
+        live.sweeps += 1
+        self.say(f"session {live.name}: {len(chunk)} run(s) started, {self.job.session_limit_s - live.elapsed():.0f} s "
+                 "left of the session")
+        return self._follow(chunk, stamps)
+
+    def _follow(self, chunk: Sequence[Decision], stamps: dict[str, Any]) -> tuple[Ending, str]:
+        live = self.live
+        assert live is not None
+        failures, last = 0, None
         while True:
             if self.job.stop.wait(self.job.poll_s):
-                raise KeyboardInterrupt
+                self._bring_back()
+                return Ending.INTERRUPTED, ""
             try:
-                state = self._poll()
+                state = self._poll(live.name)
                 failures = 0
+            except HostileArchiveError as exc:
+                return Ending.FAILED, self._hostile(exc)
             except ColabClientError as exc:
                 failures += 1
                 if failures >= 3 or "lost" in str(exc) or "not found" in str(exc):
-                    return f"the Colab session {self.session} was lost: {exc} (run the sweep again to resume)"
+                    return Ending.FAILED, (f"the Colab session {live.name} was lost: {exc} (run the sweep again "
+                                           "to resume)")
                 self.say(f"poll failed ({exc}); trying again")
                 continue
-            counts = ", ".join(f"{n} {status}" for status, n in sorted(state["counts"].items())) or "no records yet"
+            back = [record_status(d, self.out) for d in chunk if came_back(d, self.out, stamps)]
+            counts = ", ".join(f"{back.count(status)} {status}" for status in sorted(set(back))) or "none yet"
             if (counts, state["done"]) != last:
-                self.say(f"{counts} of {total} ({time.monotonic() - start:.0f} s) {state['last'][:80]}")
+                self.say(f"{len(back)} of {len(chunk)} back ({counts}), session at {live.elapsed():.0f} s: "
+                         f"{state['last'][:80]}")
                 last = (counts, state["done"])
             if state["done"]:
-                return ""
-            if self.job.timeout_s is not None and time.monotonic() - start > self.job.timeout_s:
-                return f"the Colab session's time limit (--colab-timeout {self.job.timeout_s:g} s) ran out"
+                return Ending.DONE, (f"its record did not come back from session {live.name} (its sweep ended with "
+                                     f"exit status {state['exit']}: {state['last'][:200]})")
+            if live.elapsed() >= self.job.session_limit_s:
+                self.say(f"session {live.name} reached --colab-session-limit {self.job.session_limit_s:g} s: stopping "
+                         "its sweep, bringing back what finished; a fresh session runs the rest")
+                return Ending.DRAINED, ""
+            if self._out_of_time():
+                return Ending.OUT_OF_TIME, self._out_of_time()
 
-    def _poll(self, session: str | None = None) -> dict[str, Any]:
-        """One poll of `session` (this executor's): its state, its results brought back into out."""
-        session = session or self.session
+    def _poll(self, session: str) -> dict[str, Any]:
+        """One poll of `session`: its state, its results brought back into out (HostileArchiveError: none)."""
+        client = self.job.client
         with tempfile.TemporaryDirectory() as scratch:
             script = Path(scratch) / "poll.py"
-            script.write_text(POLL, encoding="utf-8")
-            output = self.job.client.run(["exec", "-f", str(script), "--timeout", "600"], session, timeout=700)
-            lines = [line for line in output.splitlines() if line.startswith(POLL_MARK)]
+            script.write_text(poll_script(session), encoding="utf-8")
+            output = client.run(["exec", "-f", str(script), "--timeout", "600"], session, 720)
+            lines = [line for line in output.splitlines() if line.startswith(POLLED)]
             if not lines:
-                raise ColabClientError(f"no answer from the poll: {_tail(output)}")
-            state = json.loads(lines[-1][len(POLL_MARK):])
+                raise ColabClientError(f"no answer from the poll: {tail(output)}")
+            state = json.loads(lines[-1][len(POLLED):])
             results = Path(scratch) / "results.tar"
             try:
-                self.job.client.run(["download", f"{REMOTE}/results.tar", str(results)], session, timeout=1800)
-            except ColabClientError as exc:
+                client.run(["download", f"{REMOTE}/results.tar", str(results)], session, 1800)
+                unpack_results(results, self.out)
+            except (ColabClientError, tarfile.TarError) as exc:
                 if state["done"]:
-                    raise
+                    raise ColabClientError(f"its results did not come back: {exc}") from None
                 self.say(f"results not brought back this time ({exc}); the next poll tries again")
-                return state
-            with tarfile.open(results) as archive:  # out/... (running marks left out): into OUT/colab-A/
-                for member in archive.getmembers():
-                    member.name = member.name.removeprefix("out").lstrip("/")
-                archive.extractall(self.out, [m for m in archive.getmembers() if m.name], filter="data")
         return state
 
-    def _end(self) -> None:
-        """Stop the session (whatever happened); its state file goes once Colab says it stopped."""
-        try:
-            self.job.client.stop(self.session)
-            forget(self.out)
-            self.say(f"session {self.session} stopped")
-        except ColabClientError as exc:
-            self.say(f"could not stop session {self.session} ({exc}): stop it with `colab stop -s {self.session}`; "
-                     "the next run of this sweep tries again")
+    def _hostile(self, exc: HostileArchiveError) -> str:
+        line = (f"session {self.live.name if self.live else '?'} sent back a results archive colabkit refused: {exc}; "
+                "nothing of it was unpacked")
+        self.say(line)
+        return line
 
-    def _outcome(self, decision: Decision, reason: str) -> Outcome:
+    def _bring_back(self) -> str:
+        """A last poll of the session held (Ctrl-C, a drain): '' or why its archive was refused."""
+        try:
+            self._poll(self.live.name if self.live else "")
+        except HostileArchiveError as exc:
+            return self._hostile(exc)
+        except ColabClientError as exc:
+            self.say(f"could not bring back the last results ({exc})")
+        return ""
+
+    def _drain(self) -> tuple[str, str]:
+        """The session's sweep stopped, what finished brought back, the session stopped: (why its archive was
+        refused, or ''; what _end_session said)."""
+        try:
+            output = self._exec(drain_script(DRAIN_WAIT_S), DRAIN_WAIT_S + 60, "drain.py", cancel=False)
+            if DRAINED not in output:
+                self.say(f"the session's sweep did not answer the stop ({tail(output)}): stopping the session")
+        except ColabClientError as exc:
+            self.say(f"could not stop the session's sweep ({exc}): stopping the session")
+        hostile = self._bring_back()
+        return hostile, self._end_session()
+
+    def _end_session(self) -> str:
+        """Stop the session held (if any): '' once it is proved stopped; else '; ' and the line saying that
+        its runtime may still be running (also on the console), its entry kept in the state file."""
+        live, self.live = self.live, None
+        if live is None:
+            return ""
+        self.spent_s += live.elapsed()
+        stopped, said = self._stop(live.name, live.endpoint)
+        if stopped:
+            forget(self.out, live.name)
+            self.say(f"session {live.name} stopped")
+            return ""
+        line = left_running(live.name, live.endpoint, said)
+        self.say(line)
+        self.left_running.append(line)
+        return f"; {line}"
+
+    def _stop(self, session: str, endpoint: str | None) -> tuple[bool, str]:
+        """(whether `session` is proved stopped, what was said instead): "Session terminated.", or its
+        endpoint gone from `colab sessions`."""
+        client = self.job.client
+        try:
+            if client.stop(session):
+                return True, ""
+            said = "`colab stop` did not say \"Session terminated.\": the client no longer knows the session"
+        except ColabClientError as exc:
+            said = str(exc)
+        if endpoint is None:
+            return False, said
+        try:
+            return endpoint not in client.listed(), said
+        except ColabClientError as exc:
+            return False, f"{said}; {exc}"
+
+    def salvage(self) -> None:
+        """The sessions an earlier sweep of this folder left: what each finished brought back, then each
+        stopped; a runtime the client forgot is named again (it can only be ended in Colab)."""
+        client = self.job.client
+        for held in held_sessions(self.out):
+            try:
+                known = client.endpoint(held.session)
+            except ColabClientError:
+                known = None
+            if known:
+                self.say(f"session {held.session} of an earlier sweep (process {held.pid}) is still held: bringing "
+                         "back what it finished, then stopping it")
+                self.live = LiveSession(held.session, known)
+                if not self._bring_back():
+                    self.say(f"brought back what session {held.session} finished")
+                self._end_session()
+                continue
+            try:
+                listed = client.listed() if held.endpoint else {}
+            except ColabClientError as exc:
+                self.left_running.append(left_running(held.session, held.endpoint, str(exc)))
+                self.say(self.left_running[-1])
+                continue
+            if held.endpoint in listed:
+                self.left_running.append(left_running(held.session, held.endpoint, "the client no longer knows it: its "
+                                                      "runtime token expired (google-colab-cli issue #106)"))
+                self.say(self.left_running[-1])
+                continue
+            forget(self.out, held.session)
+            self.say(f"runtime {held.endpoint} of an earlier sweep has ended" if held.endpoint else
+                     f"session {held.session} of an earlier sweep was being created when that sweep stopped, and the "
+                     "client has no session by that name: if Colab's Runtime > Manage sessions lists a runtime you "
+                     "did not start, end it there")
+
+    # --- outcomes -------------------------------------------------------------------------------------
+
+    def _outcome(self, decision: Decision) -> Outcome:
+        """The outcome of a run whose record came back from the session."""
         combination = decision.combination
         files = RunFiles.of(combination, self.out)
-        try:
-            record = json.loads(files.record.read_text(encoding="utf-8"))
-            error = record.get("error") or {}
-            seconds = (datetime.fromisoformat(record["finished_at"]) - datetime.fromisoformat(record["started_at"]))
-            return Outcome(combination, record["status"], seconds.total_seconds(), files.record,
-                           str(error.get("message", "")) if isinstance(error, dict) else "")
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        why = reason or f"its record did not come back from Colab session {self.session}"
-        return fail_without_crashing(combination, files, decision.fingerprint,
-                                     RunError("ColabSession", ErrorKind.COLAB, why),
-                                     sweep_section={"colab": self.accelerator, "session": self.session})
+        record = json.loads(files.record.read_text(encoding="utf-8"))
+        error = record.get("error") or {}
+        seconds = record_seconds(record)
+        return Outcome(combination, record["status"], seconds, files.record,
+                       str(error.get("message", "")) if isinstance(error, dict) else "")
 
-    def salvage(self, session: str) -> None:
-        """What an orphaned `session` finished, brought back (if it answers); then it is stopped."""
-        try:
-            state = self._poll(session)
-            self.say(f"brought back {sum(state['counts'].values())} record(s) from session {session}")
-        except ColabClientError as exc:
-            self.say(f"nothing came back from session {session} ({exc})")
-        self.session = session
-        self._end()
-
-
-def _tail(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.strip()]
-    return lines[-1][:200] if lines else "no output"
-
-
-# --- the sweep: every accelerator side by side ---------------------------------------------------------
-
-
-
-POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
-
-
-def colab_sweep(args: argparse.Namespace, out: Path, options: SweepOptions) -> int:
-    """`sweep ... --colab A,B`: every accelerator's sweep in its session, side by side; the exit status."""
-    import os
-    import signal
-
-    from colabkit.sweep.console import dry_run_table, summary_table
-    from colabkit.sweep.estimate import accelerator_rate, estimate_plan
-    from colabkit.sweep.overrides import parse_overrides
-    from colabkit.sweep.plan import SweepAction, plan
-    from colabkit.sweep.runner import prepare, run_sweep
-
-    names = accelerators(args.colab)
-    if args.device or options.cluster or options.jobs != 1:
-        raise ColabkitError("--colab runs each accelerator's combinations in its own session, one at a time: "
-                            "drop --device, --cluster and --jobs")
-    plans = {name: plan(args.grids, args.preset, ACCELERATORS[name][0], parse_overrides(args.param),
-                        out / f"colab-{name}", args.repeats, kernels=args.kernels, html=args.html) for name in names}
-    lock = threading.Lock()
-
-    def echo(line: str) -> None:
-        with lock:
-            print(line, flush=True)
-
-    job = ColabJob(Path(), [Path(grid) for grid in args.grids], echo=echo, timeout_s=args.colab_timeout,
-                   poll_s=float(os.environ.get(POLL_ENV, 30)))
-    executors = {name: ColabExecutor(plans[name].out, options, name, job) for name in names}
-    if args.dry_run:
-        for name, executor in executors.items():
-            decisions = prepare(plans[name], options, executor=executor)
-            to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-            kind, model = ACCELERATORS[name]
-            lines = [f"Colab session {executor.session}: {name} ({kind}), {len(to_run)} run(s)",
-                     *estimate_plan(to_run, {kind: accelerator_rate(kind, "float32", model)}).lines(),
-                     "  plus the session's start, the install of colabkit's wheel and its dependencies, and the "
-                     "downloads (minutes per session, not in the estimate); Colab bills compute units for every "
-                     "hour a session is held, at its accelerator's rate (docs/colab.md)"]
-            print(dry_run_table(decisions, plans[name].out, lines))
-        return 0
-    job.client.check()
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    results: dict[str, Any] = {}
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            job.wheel = build_wheel(Path(scratch))
-            echo(f"colabkit's wheel {job.wheel.name} built from commit {git_commit() or 'unknown'}")
-            for name, executor in executors.items():
-                left = orphan(executor.out)
-                if left:
-                    new_name = executor.session
-                    executor.say(f"session {left['session']} of an earlier sweep (process {left['pid']}) is still "
-                                 "held: bringing back what it finished, then stopping it")
-                    executor.salvage(left["session"])
-                    executor.session = new_name
-            _side_by_side(plans, executors, inner=lambda name: inner_args(args, ACCELERATORS[name][0]),
-                          run=lambda name: run_sweep(plans[name], options, executor=executors[name],
-                                                     echo=executors[name].say), results=results, job=job)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return _summary(names, results, summary_table, out)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _side_by_side(plans: dict[str, Any], executors: dict[str, ColabExecutor], inner: Callable[[str], list[str]],
-                  run: Callable[[str], list[Outcome]], results: dict[str, Any], job: ColabJob) -> None:
-    """Each accelerator's sweep in a thread; Ctrl-C (here, in the main thread) stops them all."""
-
-    def one(name: str) -> None:
-        executors[name].args = inner(name)
-        try:
-            results[name] = run(name)
-        except (SweepInterrupted, ColabkitError) as stopped:
-            results[name] = stopped
-
-    threads = [threading.Thread(target=one, args=(name,), daemon=True) for name in plans]
-    for thread in threads:
-        thread.start()
-    try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.5)
-    except KeyboardInterrupt:
-        job.stop.set()
-        job.echo("interrupted: stopping every Colab session (finished combinations are kept)")
-        for thread in threads:
-            thread.join()
-
-
-def _summary(names: list[str], results: dict[str, Any], summary_table: Callable[[list[Outcome]], str],
-             out: Path) -> int:
-    """Each accelerator's table, what its runtimes really had where a record says, and the exit status."""
-    status = 0
-    for name in names:
-        result = results.get(name)
-        print(f"\n== Colab {name}")
-        if isinstance(result, list):
-            print(summary_table(result))
-            for outcome in result:
-                if outcome.status == "failed":
-                    print(f"failed: {outcome.combination.label}: {outcome.message}")
-            found = _found(result)
-            if found - {name}:
-                print(f"[{name}] asked for {name}; the runtime reported {', '.join(sorted(found))} "
-                      "(each record's accelerator_found)")
-            status = max(status, 1 if any(outcome.status == "failed" for outcome in result) else 0)
-        else:
-            print(f"[{name}] {result}")
-            status = 130 if isinstance(result, SweepInterrupted) else max(status, 1)
-    print(f"\noutputs: {out}")
-    return status
-
-
-def _found(outcomes: list[Outcome]) -> set[str]:
-    """The accelerators the records say their runtimes had (`accelerator_found`, where present)."""
-    found = set()
-    for outcome in outcomes:
-        try:
-            record = json.loads(outcome.record_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        value = record.get("accelerator_found") or (record.get("device") or {}).get("accelerator_found")
-        if value:
-            found.add(str(value))
-    return found
+    def _failed(self, decision: Decision, why: str) -> Outcome:
+        return fail_without_crashing(decision.combination, RunFiles.of(decision.combination, self.out),
+                                     decision.fingerprint, RunError("ColabSession", ErrorKind.COLAB, why),
+                                     sweep_section={"colab": self.accelerator, "session": self.session_name})

@@ -74,6 +74,9 @@ class PlanEstimate:
     unknown_rate: int = 0  # runs whose device's rate is not known here
     kernels: int = 0  # reuse: new kernels started
     rates: dict[str, str] = field(default_factory=dict)  # device kind -> what its rate is
+    # each run's own part of `seconds`, in order (a warm kernel's start counted with its first run): what
+    # `sweep --colab` cuts its sessions by
+    run_seconds: list[float] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -117,8 +120,11 @@ def estimate_plan(combinations: Iterable[Combination],
         estimate.runs += 1
         mode = combination.settings.kernels
         estimate.fixed_s += FIXED_COST_S[mode]
+        estimate.run_seconds.append(FIXED_COST_S[mode])
         if mode == "reuse":
-            keys.add((combination.device, combination.params.get("backend"), combination.params.get("mixed_precision")))
+            key = (combination.device, combination.params.get("backend"), combination.params.get("mixed_precision"))
+            estimate.run_seconds[-1] += NEW_KERNEL_S if key not in keys else 0.0
+            keys.add(key)
         experiment = find(combination.name)
         if experiment is None or experiment.work_flops is None:
             estimate.without_work += 1
@@ -132,7 +138,9 @@ def estimate_plan(combinations: Iterable[Combination],
             estimate.unknown_rate += 1
             continue
         estimate.rates[kind] = rate[1]
-        estimate.work_s += experiment.work_flops({**experiment.defaults, **combination.params}) / rate[0]
+        work_s = experiment.work_flops({**experiment.defaults, **combination.params}) / rate[0]
+        estimate.work_s += work_s
+        estimate.run_seconds[-1] += work_s
     estimate.kernels = len(keys)
     estimate.fixed_s += NEW_KERNEL_S * len(keys)
     return estimate

@@ -1,0 +1,188 @@
+"""`python -m colabkit sweep GRID... --colab T4,v5e1`: the options checked, the dry run (each
+accelerator's runs, their estimate and the sessions it takes), every accelerator's sessions side by
+side (one thread each: colabkit.sweep.colab), and the summary, which names an accelerator granted
+other than the one asked (once per accelerator, by kind and model: "Tesla T4" is a T4)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import signal
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from colabkit.colab.runtime import accelerator_mismatch
+from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
+from colabkit.records.provenance import git_commit
+from colabkit.sweep.colab import POLL_ENV, ColabExecutor
+from colabkit.sweep.colab_client import ACCELERATORS, CLIENT, accelerators
+from colabkit.sweep.colab_session import (SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel, held_sessions,
+                                          inner_args, session_count)
+from colabkit.sweep.execution import Outcome
+from colabkit.sweep.options import SweepOptions
+
+
+def colab_sweep(args: argparse.Namespace, out: Path, options: SweepOptions) -> int:
+    """`sweep ... --colab A,B`: every accelerator's sweep in its sessions, side by side; the exit status."""
+    from colabkit.sweep.console import dry_run_table, summary_table
+    from colabkit.sweep.estimate import estimate_plan
+    from colabkit.sweep.overrides import parse_overrides
+    from colabkit.sweep.plan import SweepAction, plan
+    from colabkit.sweep.runner import prepare, run_sweep
+
+    names = accelerators(args.colab)
+    if args.device or options.cluster or options.jobs != 1:
+        raise ColabkitError("--colab runs each accelerator's combinations in its own sessions, one at a time: "
+                            "drop --device, --cluster and --jobs")
+    if args.runs_from:
+        raise ColabkitError("--runs-from is what --colab gives each of its sessions: drop it")
+    limit = SESSION_LIMIT_S if args.colab_session_limit is None else args.colab_session_limit
+    plans = {name: plan(args.grids, args.preset, ACCELERATORS[name][0], parse_overrides(args.param),
+                        out / f"colab-{name}", args.repeats, kernels=args.kernels, html=args.html) for name in names}
+    lock = threading.Lock()
+
+    def echo(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    job = ColabJob(Path(), [Path(grid) for grid in args.grids], echo=echo, timeout_s=args.colab_timeout,
+                   session_limit_s=limit, poll_s=float(os.environ.get(POLL_ENV, 30)))
+    executors = {name: ColabExecutor(plans[name].out, options, name, job) for name in names}
+    for name, executor in executors.items():
+        executor.arguments = functools.partial(inner_args, args, ACCELERATORS[name][0])
+    if args.dry_run:
+        for name, executor in executors.items():
+            decisions = prepare(plans[name], options, executor=executor)
+            to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
+            estimate = estimate_plan(to_run, executor.rates)
+            lines = [f"Colab {name} ({ACCELERATORS[name][0]}): {len(to_run)} run(s), in about "
+                     f"{session_count(estimate.run_seconds, limit)} session(s) of at most {limit:g} s each "
+                     "(--colab-session-limit; cut by this estimate, then by measured time)",
+                     *estimate.lines(),
+                     "  plus each session's start, the install of colabkit's wheel and its dependencies, and the "
+                     "downloads (minutes per session, not in the estimate); Colab bills compute units for every "
+                     "hour a session is held, at its accelerator's rate (docs/colab.md)"]
+            print(dry_run_table(decisions, plans[name].out, lines))
+        return 0
+    for executor in executors.values():
+        held_sessions(executor.out)  # another sweep still running here holds them: one line, before anything
+    if limit > TOKEN_LIFE_S - 300:
+        echo(f"warning: --colab-session-limit {limit:g} s: {CLIENT} loses a session {TOKEN_LIFE_S:g} s after it "
+             "starts (its runtime token is never renewed: google-colab-cli issue #106); keep it under 3300 s")
+    job.client.check()
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    results: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            job.wheel = build_wheel(Path(scratch))
+            echo(f"colabkit's wheel {job.wheel.name} built from commit {git_commit() or 'unknown'}")
+
+            def one(name: str) -> list[Outcome]:
+                executors[name].salvage()
+                return run_sweep(plans[name], options, executor=executors[name], echo=executors[name].say)
+
+            _side_by_side(names, one, results, job)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if job.broken:
+        raise ColabClientBroken(job.broken)
+    left = {name: executor.left_running for name, executor in executors.items()}
+    return _summary(names, results, summary_table, out, left)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _side_by_side(names: list[str], run: Callable[[str], list[Outcome]], results: dict[str, Any],
+                  job: ColabJob) -> None:
+    """Each accelerator's sweep in a thread; Ctrl-C (here, in the main thread) stops them all, each
+    bringing back what finished and stopping its session, however often Ctrl-C is pressed meanwhile.
+    The threads are waited for through events: on Python 3.11, a Ctrl-C inside Thread.join(timeout)
+    leaves is_alive() False for a thread that still runs."""
+    finished = {name: threading.Event() for name in names}
+
+    def one(name: str) -> None:
+        try:
+            results[name] = run(name)
+        except (SweepInterrupted, ColabkitError) as stopped:
+            results[name] = stopped
+        finally:
+            finished[name].set()
+
+    for name in names:
+        threading.Thread(target=one, args=(name,), daemon=True).start()
+    try:
+        for done in finished.values():
+            while not done.wait(0.5):
+                pass
+    except KeyboardInterrupt:
+        job.stop.set()
+        job.echo("interrupted: bringing back what finished, then stopping every Colab session (wait: a runtime left "
+                 "running keeps billing)")
+        for done in finished.values():
+            while not done.is_set():
+                try:
+                    done.wait(0.5)
+                except KeyboardInterrupt:
+                    job.echo("still stopping the Colab sessions: wait")
+
+
+def _summary(names: list[str], results: dict[str, Any], summary_table: Callable[[list[Outcome]], str],
+             out: Path, left_running: dict[str, list[str]] | None = None) -> int:
+    """Each accelerator's table, an accelerator granted other than the one asked, the runtimes that may
+    still be running (exit status 1 at least: they bill), and the exit status."""
+    status = 0
+    for name in names:
+        if (left_running or {}).get(name):
+            status = max(status, 1)
+        result = results.get(name)
+        print(f"\n== Colab {name}")
+        outcomes = (result if isinstance(result, list) else
+                    result.outcomes if isinstance(result, SweepInterrupted) else [])
+        if outcomes:
+            print(summary_table(outcomes))
+        for outcome in outcomes:
+            if outcome.status == "failed":
+                print(f"failed: {outcome.combination.label}: {outcome.message}")
+        granted = sorted(found for found in _found(outcomes) if accelerator_mismatch(name, found))
+        if granted:
+            print(f"[{name}] asked for {name}; Colab granted {', '.join(granted)}: each record names what ran "
+                  "(accelerator_found)")
+        if isinstance(result, list):
+            status = max(status, 1 if any(outcome.status == "failed" for outcome in result) else 0)
+        elif isinstance(result, SweepInterrupted):
+            print(f"[{name}] {result}: finished runs are kept; run the same command again to resume")
+            status = 130
+        elif result is None:
+            print(f"[{name}] stopped by an error inside colabkit (its traceback is above): please report it")
+            status = max(status, 1)
+        else:
+            print(f"[{name}] {result}")
+            status = max(status, 1)
+        for line in (left_running or {}).get(name, []):
+            print(f"[{name}] {line}")
+    print(f"\noutputs: {out}")
+    return status
+
+
+def _found(outcomes: list[Outcome]) -> set[str]:
+    """The accelerators the ok records say their runtimes had (`accelerator_found`): a failed record may be
+    this machine's (a session that never ran the combination), which has none."""
+    found = set()
+    for outcome in outcomes:
+        if outcome.status != "ok":
+            continue
+        try:
+            record = json.loads(outcome.record_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        value = record.get("accelerator_found") or (record.get("device") or {}).get("accelerator_found")
+        if value:
+            found.add(str(value))
+    return found

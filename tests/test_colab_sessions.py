@@ -1,0 +1,246 @@
+"""`sweep --colab` against the Colab client as google-colab-cli v0.6.0's source has it behave (the fake:
+tests/fake_colab.py): its kernel-client break, runtime tokens that expire, `stop`'s words, Ctrl-C that is
+colabkit's alone, and what a hostile session may send back; and the options that go with --colab."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab_for, records, remote_records,
+                           sweep, sweep_command, verbs)
+
+from colabkit.errors import ColabkitError, HostileArchiveError
+from colabkit.sweep.colab_session import STATE_FILE, fitting, runs_from, session_count, unpack_results
+
+FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # about 7 s a run here
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A fake `colab` first on PATH (colab_helpers)."""
+    yield from fake_colab_for(tmp_path)
+
+
+def held(out: Path) -> list[dict]:
+    path = out / STATE_FILE
+    return json.loads(path.read_text())["sessions"] if path.exists() else []
+
+
+# --- 1. the kernel-client break ------------------------------------------------------------------------
+
+def test_a_broken_kernel_client_gives_one_line_naming_the_fix_after_one_session_start(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    completed = sweep({**fake, "FAKE_COLAB_KERNEL_CLIENT": "1.0.2"}, out, "--colab", "T4,v5e1")
+    assert completed.returncode == 2, completed.stdout[-2000:] + completed.stderr[-2000:]
+    [line] = completed.stderr.strip().splitlines()
+    assert "jupyter-kernel-client==0.15.0" in line and "issue #94" in line and "Traceback" not in completed.stdout
+    assert len(verbs(fake, "new")) == 1  # the first session proved it; the other accelerator asked for none
+    assert verbs(fake, "upload") == [] and assignments(fake) == {}  # nothing sent, the one session stopped
+    assert records(out) == [] and not list(out.rglob(STATE_FILE))  # nothing ran: a rerun after the fix runs all
+
+
+# --- 2. tokens that expire: sessions cut to end before, stopped means stopped ---------------------------
+
+def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    # four runs in fresh kernels, about 7 s each here (8.2 s by the estimate): one session would take over 30 s,
+    # and the tokens expire 30 s after each `colab new` (an `exec` after that finds its session "lost"). In
+    # sessions of at most 20 s the estimate cuts them 2 + 2 (and a session that overran is drained at 20 s).
+    completed = sweep({**fake, "FAKE_COLAB_TOKEN_S": "30"}, out, "--colab", "T4", "--colab-session-limit", "20",
+                      grid_args=(*FRESH_RUNS, "--repeats", "4"))
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-2000:]
+    assert [r["status"] for r in records(out / "colab-T4")] == ["ok"] * 4
+    assert len(verbs(fake, "new")) >= 2 and "2 run(s) started" in completed.stdout  # cut by the estimate
+    assert "appears to be lost" not in completed.stdout + completed.stderr
+    assert assignments(fake) == {} and held(out / "colab-T4") == []  # every session stopped, proved so
+    assert {line.split()[2] for line in verbs(fake, "stop")} == {line.split()[2] for line in verbs(fake, "new")}
+
+
+def test_a_session_lost_to_its_expired_token_is_not_called_stopped_and_a_rerun_tries_it_again(fake, tmp_path):
+    out = tmp_path / "out"
+    # the old behaviour: sessions as long as the work; the token expires after 12 s, mid-sweep
+    first = sweep({**fake, "FAKE_COLAB_TOKEN_S": "12"}, out, "--colab", "T4", "--colab-session-limit", "3000",
+                  grid_args=FRESH_RUNS)
+    assert first.returncode == 1, first.stdout[-3000:]
+    [endpoint] = assignments(fake)  # the VM runs on (and bills), the client has forgotten it
+    assert client_sessions(fake) == {}
+    session = verbs(fake, "new")[0].split()[2]
+    assert f"session {session} stopped" not in first.stdout
+    line, again_in_summary = [text for text in first.stdout.splitlines() if text.startswith("[T4] runtime")]
+    assert line == again_in_summary and endpoint in line and "may still be running" in line and "Manage sessions" in line
+    failed = [r for r in records(out / "colab-T4") if r["status"] == "failed"]
+    assert failed and all(endpoint in r["error"]["message"] and "may still be running" in r["error"]["message"]
+                          for r in failed)
+    assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]  # saved right after `new`
+    # the rerun tries the saved endpoint first (then its own session, at once out of time, is stopped)
+    again = sweep(fake, out, "--colab", "T4", "--colab-timeout", "0.1", grid_args=FRESH_RUNS)
+    assert again.returncode == 1, again.stdout[-3000:]
+    tried = [text for text in again.stdout.splitlines() if text.startswith("[T4] runtime")]
+    assert tried and all(endpoint in text and "token expired" in text for text in tried)
+    assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]  # still named, still unproved
+    assert list(assignments(fake)) == [endpoint] and len(verbs(fake, "new")) == 2  # the rerun's session: stopped
+
+
+# --- 4. stop's words -------------------------------------------------------------------------------------
+
+def test_a_stop_that_did_not_say_terminated_is_checked_and_a_rerun_stops_it(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    first = sweep({**fake, "FAKE_COLAB_UNASSIGN_FAILS": "1"}, out, "--colab", "T4", "--colab-timeout", "0.1")
+    assert first.returncode == 1
+    [endpoint] = assignments(fake)
+    session = verbs(fake, "new")[0].split()[2]
+    line, again_in_summary = [text for text in first.stdout.splitlines() if text.startswith("[T4] runtime")]
+    assert line == again_in_summary and endpoint in line and "Service Unavailable" in line
+    assert f"session {session} stopped" not in first.stdout
+    [record] = records(out / "colab-T4")
+    assert "--colab-timeout 0.1 s" in record["error"]["message"] and endpoint in record["error"]["message"]
+    assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]
+    again = sweep(fake, out, "--colab", "T4", "--colab-timeout", "0.1")  # the client still knows it: stopped now
+    assert f"session {session} stopped" in again.stdout
+    assert assignments(fake) == {} and held(out / "colab-T4") == []
+
+
+# --- 3 and 6. Ctrl-C is colabkit's --------------------------------------------------------------------------
+
+def test_ctrl_c_during_colab_new_leaves_no_assigned_runtime(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    env = {**fake, "FAKE_COLAB_ASSIGN_GAP_S": "4"}  # assigned, not yet named: the client's window
+    running = subprocess.Popen(sweep_command(out, "--colab", "T4"), env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not assignments(fake):
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.05)
+    assert client_sessions(fake) == {}  # inside the gap
+    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C at the terminal: the sweep's whole process group
+    output, _ = running.communicate(timeout=120)
+    assert running.returncode == 130, output[-3000:]
+    assert assignments(fake) == {} and client_sessions(fake) == {}
+    assert verbs(fake, "upload") == [] and not list(out.rglob(STATE_FILE))
+
+
+def test_sigint_mid_sweep_brings_back_every_finished_record_then_stops_every_session(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    env = {**fake, "COLABKIT_COLAB_POLL_S": "600"}  # no poll before the interrupt: only the last one brings records
+    running = subprocess.Popen(sweep_command(out, "--colab", "T4", grid_args=FRESH_RUNS), env=env, cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not [r for r in remote_records(fake) if r.get("status") == "ok"]:
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.2)
+    os.killpg(running.pid, signal.SIGINT)
+    output, _ = running.communicate(timeout=300)
+    assert running.returncode == 130, output[-3000:]
+    finished = {r["started_at"] for r in remote_records(fake) if r.get("status") == "ok"}
+    assert finished and finished <= {r["started_at"] for r in records(out / "colab-T4") if r["status"] == "ok"}
+    assert assignments(fake) == {} and not list(out.rglob(STATE_FILE))
+    assert verbs(fake, "download") and calls(fake)[-1].startswith("stop ")  # brought back, then stopped
+
+
+# --- issue 43: a hostile session, options that go with --colab ----------------------------------------------
+
+def hostile_tar(path: Path, name: str) -> Path:
+    with tarfile.open(path, "w") as tar:
+        data = b"not yours\n"
+        member = tarfile.TarInfo(name)
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    return path
+
+
+def test_a_hostile_tarball_from_a_session_gives_one_line_and_a_failed_record_naming_the_member(fake, tmp_path):
+    out = tmp_path / "sweeps" / "out"
+    archive = hostile_tar(tmp_path / "hostile.tar", "out/../../escaped.txt")
+    completed = sweep({**fake, "FAKE_COLAB_RESULTS": str(archive)}, out, "--colab", "T4")
+    assert completed.returncode == 1, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert "Traceback" not in completed.stderr + completed.stdout and "None" not in completed.stdout
+    [line] = [line for line in completed.stdout.splitlines() if line.startswith("[T4] session") and "refused" in line]
+    assert "'out/../../escaped.txt'" in line and "nothing of it was unpacked" in line  # then the run's failure
+    [record] = records(out / "colab-T4")
+    assert record["status"] == "failed" and "out/../../escaped.txt" in record["error"]["message"]
+    assert not list(tmp_path.rglob("escaped.txt")) and assignments(fake) == {}
+
+
+@pytest.mark.parametrize("name, words", [("out/../escaped.txt", "not under out/"), ("../escaped.txt", "not under out/"),
+                                         ("/tmp/escaped.txt", "not under out/"), ("outside/escaped.txt", "not under out/")])
+def test_results_are_unpacked_only_inside_their_folder(tmp_path: Path, name: str, words: str):
+    archive = hostile_tar(tmp_path / "results.tar", name)
+    with pytest.raises(HostileArchiveError, match=words):
+        unpack_results(archive, tmp_path / "out")
+    assert not list(tmp_path.rglob("escaped.txt"))
+    linked = tmp_path / "linked.tar"
+    with tarfile.open(linked, "w") as tar:
+        link = tarfile.TarInfo("out/notebook.ipynb")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(HostileArchiveError, match="link"):
+        unpack_results(linked, tmp_path / "out")
+    fine = hostile_tar(tmp_path / "fine.tar", "out/matmul_tflops/gpu/run.json")
+    assert unpack_results(fine, tmp_path / "out") == 1
+    assert (tmp_path / "out" / "matmul_tflops" / "gpu" / "run.json").read_text() == "not yours\n"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--colab="], "--colab '' names no accelerator"),
+    (["--colab", " , "], "names no accelerator"),
+    (["--colab", "T4", "--colab-timeout", "0"], "--colab-timeout: '0': must be more than 0 seconds"),
+    (["--colab", "T4", "--colab-session-limit", "0"], "--colab-session-limit: '0': must be more than 0 seconds"),
+    (["--colab-timeout", "60"], "--colab-timeout goes with --colab"),
+    (["--colab-session-limit", "60", "--colab-timeout", "9"], "--colab-timeout and --colab-session-limit go with"),
+    (["--colab", "T4", "--runs-from", "runs.txt"], "--runs-from is what --colab gives each of its sessions"),
+])
+def test_colab_options_are_refused_in_one_line_before_anything(fake, tmp_path: Path, args: list[str], words: str):
+    completed = sweep(fake, tmp_path / "out", *args)
+    assert completed.returncode == 2 and words in completed.stderr, completed.stderr
+    assert completed.stderr.strip().count("\n") == 0
+    assert calls(fake) == [] and not (tmp_path / "out").exists()
+
+
+# --- how a session's runs are cut ---------------------------------------------------------------------------
+
+def test_runs_are_cut_by_their_estimates_to_fit_a_session():
+    assert fitting([6.6, 2.4, 2.4, 2.4], 10) == 2
+    assert fitting([30.0, 1.0], 10) == 1  # one run always goes to a fresh session, however long its estimate
+    assert fitting([30.0, 1.0], 10, at_least_one=False) == 0  # a session that ran some hands it to a fresh one
+    assert session_count([6.6, 2.4, 2.4, 2.4, 2.4, 2.4], 18) == 2
+    assert session_count([], 18) == 0
+
+
+def test_a_session_runs_exactly_the_runs_it_is_given(tmp_path: Path):
+    from colabkit.sweep.colab_session import run_name
+    from colabkit.sweep.plan import plan
+
+    runs = plan([str(ROOT / "parameters" / "matmul_tflops.yaml")], "smoke", "gpu", {}, tmp_path / "out", 2)
+    names = [run_name(run.output_base(runs.out), runs.out) for run in runs]
+    listing = tmp_path / "runs.txt"
+    listing.write_text(f"{names[3]}\n{names[0]}\n")
+    assert [run_name(run.output_base(runs.out), runs.out) for run in runs_from(runs, listing)] == [names[0], names[3]]
+    listing.write_text("matmul_tflops/gpu/n-1_dtype-float32\n")
+    with pytest.raises(ColabkitError, match="1 run\\(s\\) not in this sweep's plan"):
+        runs_from(runs, listing)
+    listing.write_text("matmul_tflops/cpu/n-512_dtype-float32_repeat-2\n")  # what a session's sweep is given
+    dry = sweep(os.environ.copy(), tmp_path / "out", "--device", "cpu", "--runs-from", str(listing), "--dry-run",
+                grid_args=("--preset", "smoke", "--repeats", "2"))
+    assert dry.returncode == 0 and "would run 1 " in dry.stdout and "n-512_dtype-float32_repeat-2" in dry.stdout
+
+
+# --- 6. what the page promises ------------------------------------------------------------------------------
+
+def test_the_colab_page_gives_the_clients_python_its_pinned_install_and_no_keep_alive_promise():
+    from colabkit.sweep.colab_client import INSTALL
+
+    page = (ROOT / "docs" / "colab.md").read_text(encoding="utf-8")
+    section = page[page.index("## Every accelerator from one command: `--colab`"):]
+    assert "Python 3.12 or later" in section and "3.13+" not in section
+    assert INSTALL in section and "2026-11-27" in section and "not been run against\nreal Colab" in section
+    assert "keeps a session from idling out" not in section  # the client's keep-alive ends with its record
+    assert "ends as soon as the client drops the session's record" in section
