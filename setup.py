@@ -13,7 +13,7 @@ BUNDLED = {"colabkit.bundled.notebooks": "notebooks", "colabkit.bundled.paramete
 setup(
     packages=find_packages(include=["colabkit", "colabkit.*"]) + list(BUNDLED),
     package_dir=BUNDLED,
-    # source_commit.txt: the commit of a wheel built by `sweep --colab` (colabkit.sweep.colab.build_wheel)
+    # source_commit.txt: the commit of a wheel built by `sweep --colab` (colabkit.sweep.remote_colab.sessions.build_wheel)
     package_data={"colabkit.bundled.notebooks": ["*.ipynb"], "colabkit.bundled.parameters": ["*.yaml"],
                   "colabkit": ["source_commit.txt"]},
 )

@@ -49,26 +49,25 @@ def _sweep(args: argparse.Namespace) -> int:
     from colabkit.sweep.plan import plan
     from colabkit.sweep.runner import prepare, run_sweep
 
+    from colabkit.sweep.remote_colab.client import accelerators
+
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
-    # The options (each named as its SweepOptions field) are checked together here, once, for the dry
-    # run and the real run alike.
-    options = SweepOptions(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SweepOptions)
-                              if hasattr(args, field.name)})
-    if args.colab is not None:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.colab)
-        from colabkit.sweep.colab_command import colab_sweep
+    # The arguments become typed options here, once (each argument named as its SweepOptions field), checked
+    # together for the dry run and the real run alike; nothing below the command line sees `args`.
+    given = {field.name: getattr(args, field.name) for field in dataclasses.fields(SweepOptions)
+             if hasattr(args, field.name)}
+    options = SweepOptions(**{**given, "grids": tuple(args.grids), "overrides": tuple(args.overrides or ()),
+                              "colab": tuple(accelerators(args.colab)) if args.colab is not None else ()})
+    if options.colab:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.remote_colab)
+        from colabkit.sweep.remote_colab.command import colab_sweep
 
-        return colab_sweep(args, out, options)
-    given = [flag for flag, value in (("--colab-timeout", args.colab_timeout),
-                                      ("--colab-session-limit", args.colab_session_limit)) if value is not None]
-    if given:
-        raise ColabkitError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with --colab (the Colab "
-                            "sessions' limits); this sweep runs here")
-    runs = plan(args.grids, args.preset, args.device, parse_overrides(args.param), out, args.repeats,
-                kernels=args.kernels, html=args.html)
-    if args.runs_from:
-        from colabkit.sweep.colab_session import runs_from
+        return colab_sweep(options, out, dry_run=args.dry_run)
+    runs = plan(options.grids, options.preset, options.device, parse_overrides(options.overrides), out,
+                options.repeats, kernels=options.kernels, html=options.html)
+    if options.runs_from:
+        from colabkit.sweep.remote_colab.sessions import runs_from
 
-        runs = runs_from(runs, args.runs_from)
+        runs = runs_from(runs, options.runs_from)
     if args.dry_run:
         from colabkit.sweep.estimate import estimate_plan
         from colabkit.sweep.plan import SweepAction
@@ -302,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--preset", help="a preset named in the grid files, e.g. smoke or paper")
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
     sweep.add_argument("--out", help="output folder (default: outputs/<preset>)")
-    sweep.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+    sweep.add_argument("-p", "--param", dest="overrides", action="append", metavar="KEY=VALUE",
                        help="set a parameter for every combination (typed like papermill's -p); repeatable")
     sweep.add_argument("--force", action="store_true", help="rerun combinations that finished earlier")
     sweep.add_argument("--rerun", dest="rerun_unreadable", action="store_true",
@@ -338,10 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--colab", metavar="ACCELERATORS",
                        help="run each accelerator's combinations in a Colab session of its own, side by side, "
                             "through the Colab CLI (T4,L4,A100,H100,G4,v5e1,v6e1; docs/colab.md); results in OUT/colab-X")
-    sweep.add_argument("--colab-timeout", type=positive_seconds, metavar="SECONDS",
+    sweep.add_argument("--colab-timeout", dest="colab_timeout_s", type=positive_seconds, metavar="SECONDS",
                        help="with --colab: the most time each accelerator's sessions may take in all; then the "
                             "session is stopped and the combinations not finished fail")
-    sweep.add_argument("--colab-session-limit", type=positive_seconds, metavar="SECONDS",
+    sweep.add_argument("--colab-session-limit", dest="colab_session_limit_s", type=positive_seconds, metavar="SECONDS",
                        help="with --colab: the longest one session runs (default 3000); its work is cut to fit, and "
                             "a fresh session continues the rest (the Colab CLI loses a session after 3600 s)")
     sweep.add_argument("--runs-from", metavar="FILE",

@@ -19,7 +19,7 @@ from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab
                            sweep, sweep_command, verbs)
 
 from colabkit.errors import ColabkitError, HostileArchiveError
-from colabkit.sweep.colab_session import STATE_FILE, fitting, runs_from, session_count, unpack_results
+from colabkit.sweep.remote_colab.sessions import STATE_FILE, fitting, runs_from, session_count, unpack_results
 
 FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # about 7 s a run here
 
@@ -189,6 +189,16 @@ def test_results_are_unpacked_only_inside_their_folder(tmp_path: Path, name: str
     assert (tmp_path / "out" / "matmul_tflops" / "gpu" / "run.json").read_text() == "not yours\n"
 
 
+def test_results_never_follow_a_link_already_in_their_folder_out_of_it(tmp_path: Path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "gpu").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    archive = hostile_tar(tmp_path / "results.tar", "out/gpu/escaped.txt")
+    with pytest.raises(HostileArchiveError, match="'out/gpu/escaped.txt' would land outside"):
+        unpack_results(archive, tmp_path / "out")
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
 @pytest.mark.parametrize("args, words", [
     (["--colab="], "--colab '' names no accelerator"),
     (["--colab", " , "], "names no accelerator"),
@@ -216,7 +226,7 @@ def test_runs_are_cut_by_their_estimates_to_fit_a_session():
 
 
 def test_a_session_runs_exactly_the_runs_it_is_given(tmp_path: Path):
-    from colabkit.sweep.colab_session import run_name
+    from colabkit.sweep.remote_colab.sessions import run_name
     from colabkit.sweep.plan import plan
 
     runs = plan([str(ROOT / "parameters" / "matmul_tflops.yaml")], "smoke", "gpu", {}, tmp_path / "out", 2)
@@ -236,7 +246,7 @@ def test_a_session_runs_exactly_the_runs_it_is_given(tmp_path: Path):
 # --- 6. what the page promises ------------------------------------------------------------------------------
 
 def test_the_colab_page_gives_the_clients_python_its_pinned_install_and_no_keep_alive_promise():
-    from colabkit.sweep.colab_client import INSTALL
+    from colabkit.sweep.remote_colab.client import INSTALL
 
     page = (ROOT / "docs" / "colab.md").read_text(encoding="utf-8")
     section = page[page.index("## Every accelerator from one command: `--colab`"):]

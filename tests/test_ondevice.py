@@ -131,10 +131,10 @@ def fake_colabkit_wheel(folder: Path) -> Path:
 
 def test_a_pack_builds_from_the_cache_with_its_manifest_and_taken_out_files(pack_root, tmp_path, monkeypatch,
                                                                            no_keras_root):
-    import colabkit.sweep.colab_client as colab_client
+    import colabkit.sweep.remote_colab.sessions as sessions
 
     root, cache = pack_root
-    monkeypatch.setattr(colab_client, "build_wheel", fake_colabkit_wheel)
+    monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "no-data"))
     manifest = build_pack(root, tmp_path / ".device", cache, echo=lambda line: None)
     kinds = {(entry["kind"], entry["name"]) for entry in manifest["entries"]}
@@ -149,10 +149,10 @@ def test_a_pack_builds_from_the_cache_with_its_manifest_and_taken_out_files(pack
 
 def test_a_pack_over_its_limit_or_carrying_an_image_package_is_refused_and_the_old_pack_stays(
         pack_root, tmp_path, monkeypatch, no_keras_root):
-    import colabkit.sweep.colab_client as colab_client
+    import colabkit.sweep.remote_colab.sessions as sessions
 
     root, cache = pack_root
-    monkeypatch.setattr(colab_client, "build_wheel", fake_colabkit_wheel)
+    monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "no-data"))
     old = tmp_path / ".device"
     old.mkdir()

@@ -200,7 +200,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("records",),  # a run's record: writing, reading, merging
     ("notebook_runner",),
     ("report",),
-    ("sweep",),
+    ("sweep",),  # grids to runs, their executors (Dask: cluster; Colab sessions: remote_colab/), the console
     ("compare",),
     ("gpu_check",),
     ("ondevice",),  # the device pack and the prepared run on a lent GPU: gpu-check, sweeps, report, zip
@@ -274,7 +274,7 @@ def test_no_experiment_notebook_imports_the_report():
 
 # --- the measurable shape of the sweep (issue: "a house the next person can live in") -----------
 
-SWEEP = sorted((PACKAGE / "sweep").glob("*.py"))
+SWEEP = sorted((PACKAGE / "sweep").rglob("*.py"))
 
 
 def calls_to(path: Path, name: str) -> list[int]:

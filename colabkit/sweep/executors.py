@@ -9,7 +9,7 @@ the process's warm kernels, colabkit.sweep.kernels; every failure a failed recor
 * PoolExecutor: `--jobs N` side by side, each in a worker process of its own, GPUs and the TPU
   handed out as slots (colabkit.sweep.devices.DeviceSlots);
 * colabkit.sweep.cluster.DaskExecutor: one task per combination on a Dask cluster (`--cluster`);
-* colabkit.sweep.colab.ColabExecutor: one accelerator's combinations in Colab sessions (`--colab`).
+* colabkit.sweep.remote_colab.executor.ColabExecutor: one accelerator's combinations in Colab sessions (`--colab`).
 
 A run whose process dies (a pool worker killed, out of host memory) gets its failed record from
 execution.record_lost_run, the one writer of that record for every executor.

@@ -1,6 +1,7 @@
-"""How a sweep runs: the options of the command line beyond what picks the combinations, checked
-together once (for the dry run and the real run alike), and the vocabularies of the settings each
-combination carries (its HTML export, its kernel, its bottleneck passes: colabkit.sweep.plan).
+"""What a sweep was asked: the options of `python -m colabkit sweep` (what runs, how, and where: here,
+on a Dask cluster or in Colab sessions), typed once by the command line and checked together once (for
+the dry run and the real run alike), and the vocabularies of the settings each combination carries (its
+HTML export, its kernel, its bottleneck passes: colabkit.sweep.plan).
 
 Each option's own type and range is the command line's to check (colabkit.cli_arguments); what is
 checked here is only how options go together.
@@ -31,9 +32,23 @@ DEFAULT_MAX_REPEATS = 10  # --target-ci without --max-repeats
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """How a sweep runs its combinations; raises ColabkitError (one line) on creation when two options
-    do not go together, so a dry run refuses exactly what the real run refuses."""
+    """What a sweep runs and how; raises ColabkitError (one line) on creation when two options do not go
+    together, so a dry run refuses exactly what the real run refuses."""
 
+    # What runs (colabkit.sweep.plan turns it into runs):
+    grids: tuple[str, ...] = ()  # the grid files
+    preset: str | None = None
+    device: str | None = None  # only this device's combinations ('cpu', 'cpu:2', 'cpu,gpu')
+    overrides: tuple[str, ...] = ()  # -p KEY=VALUE, as given (colabkit.sweep.overrides parses them)
+    repeats: int | None = None  # None, as for kernels and html: what the grid file or its preset says
+    kernels: KernelMode | None = None
+    html: HtmlMode | None = None
+    runs_from: str | None = None  # only the runs this file lists (what --colab gives each session)
+    # Each accelerator's combinations in Colab sessions of its own (colabkit.sweep.remote_colab):
+    colab: tuple[str, ...] = ()  # the accelerators, in the Colab client's spelling
+    colab_timeout_s: float | None = None  # each accelerator's sessions, in all
+    colab_session_limit_s: float | None = None  # one session at most (None: its default)
+    # How the combinations run:
     jobs: int = 1  # combinations side by side, each in its own worker process (written into each record)
     timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
     kernel_name: str | None = None  # None: the notebook's own kernelspec
@@ -60,6 +75,16 @@ class SweepOptions:
                                 "keep it busy: use --jobs 1")
         if self.max_repeats is not None and self.target_ci is None:
             raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
+        if self.colab and (self.device or self.cluster or self.jobs != 1):
+            raise ColabkitError("--colab runs each accelerator's combinations in its own sessions, one at a time: "
+                                "drop --device, --cluster and --jobs")
+        if self.colab and self.runs_from:
+            raise ColabkitError("--runs-from is what --colab gives each of its sessions: drop it")
+        given = [flag for flag, value in (("--colab-timeout", self.colab_timeout_s),
+                                          ("--colab-session-limit", self.colab_session_limit_s)) if value is not None]
+        if given and not self.colab:
+            raise ColabkitError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with --colab (the Colab "
+                                "sessions' limits); this sweep runs here")
         if self.target_ci is not None and self.max_repeats is None:
             object.__setattr__(self, "max_repeats", DEFAULT_MAX_REPEATS)  # frozen: set once, here
 

@@ -9,6 +9,7 @@ files is colabkit.sweep.layers' (Resolved.pin).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from colabkit.errors import GridError
@@ -32,7 +33,7 @@ def typed_value(text: str) -> Any:
     return text
 
 
-def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+def parse_overrides(items: Iterable[str] | None) -> dict[str, Any]:
     """{'n': 512} from ['n=512']. Raises GridError naming every item not written KEY=VALUE and every
     key given more than once."""
     overrides: dict[str, Any] = {}

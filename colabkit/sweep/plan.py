@@ -51,7 +51,7 @@ class SweepPlan(Sequence[Combination]):
         return len(self.runs)
 
 
-def plan(grid_paths: list[str | Path], preset: str | None = None, device: str | None = None,
+def plan(grid_paths: Sequence[str | Path], preset: str | None = None, device: str | None = None,
          overrides: dict[str, Any] | None = None, out: str | Path = "outputs", repeats: int | None = None, *,
          kernels: KernelMode | None = None, html: HtmlMode | None = None) -> SweepPlan:
     """All runs of the grid files' combinations under `preset` and `overrides`, narrowed to `device`.

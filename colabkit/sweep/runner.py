@@ -46,7 +46,7 @@ def _executor(plan: SweepPlan, options: SweepOptions, available: Mapping[str, in
     """The plan's output folder checked, and the executor it runs with: a Dask cluster's (connected
     now) with `options.cluster`, else this machine's, serial or with `options.jobs` worker processes
     (its devices `available`, else detected when some run asks for more than a CPU); or the one `given`
-    (a Colab session's: colabkit.sweep.colab)."""
+    (a Colab session's: colabkit.sweep.remote_colab.executor)."""
     check_output_folder(plan.out)
     if given is not None:
         executor = given

@@ -5,15 +5,14 @@
   runtime it may still hold named, and the next run can bring back what it finished and stop it.
 - What a session gets: this checkout's wheel (with its commit), the records finished earlier, the
   sweep's arguments and the list of the runs it is to make (`--runs-from`: each session runs the
-  runs cut for it, colabkit.sweep.colab).
-- What a session is given to run (colabkit.sweep.colab_scripts) and the runs it makes.
+  runs cut for it, colabkit.sweep.remote_colab.executor).
+- What a session is given to run (colabkit.sweep.remote_colab.scripts) and the runs it makes.
 - The results tar brought back, unpacked only when every member stays inside the accelerator's
   folder (a member outside it, a link or a device refuses the whole archive, naming the member).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import posixpath
@@ -32,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import ColabkitError, HostileArchiveError
-from colabkit.io import write_json_atomic
+from colabkit.io import inside, write_json_atomic
 from colabkit.records.provenance import git_commit
 from colabkit.suite import checkout_root
-from colabkit.sweep.colab_client import ColabClient
 from colabkit.sweep.execution import RunFiles
+from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import Decision, SweepPlan
+from colabkit.sweep.remote_colab.client import ColabClient
 
 STATE_FILE = ".colab-session.json"  # in each accelerator's results folder while it may hold a session
 REMOTE = "content/colabkit"  # the client's file paths start at the VM's file root; `colab exec` runs in /content
@@ -158,17 +158,17 @@ def pack_kept(out: Path, archive: Path) -> bool:
     return bool(kept)
 
 
-def inner_args(args: argparse.Namespace, kind: str, repeats: int) -> list[str]:
+def inner_args(options: SweepOptions, kind: str, repeats: int) -> list[str]:
     """A session's `sweep` arguments: the grid files as uploaded, this sweep's options, `--device kind`,
     and the runs listed in runs.txt (`repeats`: the highest run number among them). `--target-ci` stays
     here: this process adds the rounds, each a sweep of its own in the session."""
-    command = [f"parameters/{Path(grid).name}" for grid in args.grids] + ["--device", kind]
-    flags = {"--preset": args.preset, "--repeats": repeats, "--kernels": args.kernels, "--html": args.html,
-             "--timeout": args.timeout_s}
+    command = [f"parameters/{Path(grid).name}" for grid in options.grids] + ["--device", kind]
+    flags = {"--preset": options.preset, "--repeats": repeats, "--kernels": options.kernels, "--html": options.html,
+             "--timeout": options.timeout_s}
     command += [text for flag, value in flags.items() if value is not None for text in (flag, str(value))]
-    command += [text for value in args.param or () for text in ("-p", value)]
+    command += [text for value in options.overrides for text in ("-p", value)]
     command += ["--runs-from", f"../{RUNS_FILE}"]
-    return command + [flag for flag, on in (("--force", args.force), ("--rerun", args.rerun_unreadable)) if on]
+    return command + [flag for flag, on in (("--force", options.force), ("--rerun", options.rerun_unreadable)) if on]
 
 
 def run_name(base: Path, out: Path) -> str:
@@ -260,9 +260,9 @@ def tail(output: str) -> str:
 
 def unpack_results(archive: Path, out: Path) -> int:
     """The session's results tar (members under out/) unpacked into `out`; how many files. Every member is
-    checked first: one whose path leaves out/ (or `out`, once resolved here), or that is not a plain file
-    or folder, refuses the whole archive (HostileArchiveError naming it); tarfile.TarError when it is no tar."""
-    root = out.resolve()
+    checked first: one whose path leaves out/, or `out` once resolved here (colabkit.io.inside: a link
+    already in `out` that points out), or that is not a plain file or folder, refuses the whole archive
+    (HostileArchiveError naming it); tarfile.TarError when it is no tar."""
     with tarfile.open(archive) as tar:
         members = tar.getmembers()
         for member in members:
@@ -271,7 +271,7 @@ def unpack_results(archive: Path, out: Path) -> int:
                 raise HostileArchiveError(f"member {member.name!r} is a link or a device, not a file or folder")
             if not (inner == "out" or inner.startswith("out/")):
                 raise HostileArchiveError(f"member {member.name!r} is not under out/: it would land outside {out}")
-            if not (root / inner[4:]).resolve().is_relative_to(root):
+            if inside(out, inner[4:]) is None:
                 raise HostileArchiveError(f"member {member.name!r} would land outside {out}")
         for member in members:
             member.name = posixpath.normpath(member.name)[4:]

@@ -1,11 +1,10 @@
 """`python -m colabkit sweep GRID... --colab T4,v5e1`: the options checked, the dry run (each
 accelerator's runs, their estimate and the sessions it takes), every accelerator's sessions side by
-side (one thread each: colabkit.sweep.colab), and the summary, which names an accelerator granted
+side (one thread each: colabkit.sweep.remote_colab.executor), and the summary, which names an accelerator granted
 other than the one asked (once per accelerator, by kind and model: "Tesla T4" is a T4)."""
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -19,43 +18,40 @@ from typing import Any
 from colabkit.colab.runtime import accelerator_mismatch
 from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
-from colabkit.sweep.colab import POLL_ENV, ColabExecutor
-from colabkit.sweep.colab_client import ACCELERATORS, CLIENT, accelerators
-from colabkit.sweep.colab_session import (SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel, held_sessions,
-                                          inner_args, session_count)
 from colabkit.sweep.execution import Outcome
 from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.remote_colab.client import ACCELERATORS, CLIENT
+from colabkit.sweep.remote_colab.executor import POLL_ENV, ColabExecutor
+from colabkit.sweep.remote_colab.sessions import (SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel,
+                                                  held_sessions, inner_args, session_count)
 
 
-def colab_sweep(args: argparse.Namespace, out: Path, options: SweepOptions) -> int:
-    """`sweep ... --colab A,B`: every accelerator's sweep in its sessions, side by side; the exit status."""
+def colab_sweep(options: SweepOptions, out: Path, *, dry_run: bool = False) -> int:
+    """`sweep ... --colab A,B` (`options.colab`): every accelerator's sweep in its sessions, side by side (with
+    `dry_run`, what each would run, and the sessions it takes); the exit status."""
     from colabkit.sweep.console import dry_run_table, summary_table
     from colabkit.sweep.estimate import estimate_plan
     from colabkit.sweep.overrides import parse_overrides
     from colabkit.sweep.plan import SweepAction, plan
     from colabkit.sweep.runner import prepare, run_sweep
 
-    names = accelerators(args.colab)
-    if args.device or options.cluster or options.jobs != 1:
-        raise ColabkitError("--colab runs each accelerator's combinations in its own sessions, one at a time: "
-                            "drop --device, --cluster and --jobs")
-    if args.runs_from:
-        raise ColabkitError("--runs-from is what --colab gives each of its sessions: drop it")
-    limit = SESSION_LIMIT_S if args.colab_session_limit is None else args.colab_session_limit
-    plans = {name: plan(args.grids, args.preset, ACCELERATORS[name][0], parse_overrides(args.param),
-                        out / f"colab-{name}", args.repeats, kernels=args.kernels, html=args.html) for name in names}
+    names = list(options.colab)
+    limit = SESSION_LIMIT_S if options.colab_session_limit_s is None else options.colab_session_limit_s
+    plans = {name: plan(options.grids, options.preset, ACCELERATORS[name][0], parse_overrides(options.overrides),
+                        out / f"colab-{name}", options.repeats, kernels=options.kernels, html=options.html)
+             for name in names}
     lock = threading.Lock()
 
     def echo(line: str) -> None:
         with lock:
             print(line, flush=True)
 
-    job = ColabJob(Path(), [Path(grid) for grid in args.grids], echo=echo, timeout_s=args.colab_timeout,
+    job = ColabJob(Path(), [Path(grid) for grid in options.grids], echo=echo, timeout_s=options.colab_timeout_s,
                    session_limit_s=limit, poll_s=float(os.environ.get(POLL_ENV, 30)))
     executors = {name: ColabExecutor(plans[name].out, options, name, job) for name in names}
     for name, executor in executors.items():
-        executor.arguments = functools.partial(inner_args, args, ACCELERATORS[name][0])
-    if args.dry_run:
+        executor.arguments = functools.partial(inner_args, options, ACCELERATORS[name][0])
+    if dry_run:
         for name, executor in executors.items():
             decisions = prepare(plans[name], options, executor=executor)
             to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]

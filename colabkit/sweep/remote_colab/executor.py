@@ -2,7 +2,7 @@
 
 Per accelerator A asked, the sweep of A's device kind (gpu or tpu) is an ordinary sweep into
 OUT/colab-A/ (its lock, its decisions, its resumption), run by a ColabExecutor in Colab sessions one
-after another (`colab new --gpu A`; colabkit.sweep.colab_session says what each gets and runs). The
+after another (`colab new --gpu A`; remote_colab.sessions says what each gets and runs). The
 client's runtime token expires after an hour and is never renewed (google-colab-cli issue #106), so no
 session outlives `--colab-session-limit` (default 3000 s): each session's runs are cut by the dry-run
 estimate to fit what is left of it, and a session that reaches its limit all the same is drained (its
@@ -34,12 +34,6 @@ from colabkit.device.spec import DeviceRequest
 from colabkit.errors import ColabClientBroken, ColabClientError, HostileArchiveError
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.colab_client import ACCELERATORS, CLIENT
-from colabkit.sweep.colab_scripts import (ALIVE, DRAINED, INSTALLED, POLLED, STARTED, drain_script, poll_script,
-                                          probe_script, setup_script, start_script)
-from colabkit.sweep.colab_session import (REMOTE, RUNS_FILE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession, LiveSession, came_back, fitting,
-                                          forget, held_sessions, left_running, pack_kept, record_seconds,
-                                          record_status, remember, run_name, stamp, tail, unpack_results)
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import Inventory
 from colabkit.sweep.estimate import accelerator_rate, estimate_plan
@@ -47,6 +41,13 @@ from colabkit.sweep.execution import Outcome, RunFiles, fail_without_crashing
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.options import SweepOptions
 from colabkit.sweep.plan import Decision
+from colabkit.sweep.remote_colab.client import ACCELERATORS, CLIENT
+from colabkit.sweep.remote_colab.scripts import (ALIVE, DRAINED, INSTALLED, POLLED, STARTED, drain_script,
+                                                 poll_script, probe_script, setup_script, start_script)
+from colabkit.sweep.remote_colab.sessions import (REMOTE, RUNS_FILE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession,
+                                                  LiveSession, came_back, fitting, forget, held_sessions, left_running,
+                                                  pack_kept, record_seconds, record_status, remember, run_name, stamp,
+                                                  tail, unpack_results)
 
 DRAIN_WAIT_S = 120.0  # how long a drained session's sweep may take to stop
 POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
