@@ -1,14 +1,18 @@
-"""Was the host quiet? /proc read right, the verdict's thresholds, NVML through a stand-in, waiting for
+"""Was the host quiet? The host read right (through psutil), the verdict's thresholds, NVML through a stand-in, waiting for
 quiet, and a sweep run beside two busy loops: its record says host_quiet false and why, and the report
 marks it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from dataclasses import astuple
+from pathlib import Path
 import textwrap
 from types import SimpleNamespace
 
+import psutil
 import pytest
 from notebook_factory import write_tiny_notebook
 
@@ -20,9 +24,9 @@ from colabkit.device.host_state import (
     HostMonitor,
     Snapshot,
     cpu_clocks_mhz,
+    cpu_times,
     cpu_window,
     load_average,
-    parse_proc_stat,
     process_cpu_s,
     quiet_verdict,
     wait_for_quiet,
@@ -39,17 +43,26 @@ intr 12345
 """
 
 
-def test_proc_stat_load_and_clocks_are_read_as_linux_writes_them(tmp_path):
-    times = parse_proc_stat(PROC_STAT, ticks_per_s=100)
-    assert times == CpuTimes(busy_s=13.31, steal_s=0.7, total_s=64.41, cpus=2)
-    (tmp_path / "loadavg").write_text("1.50 0.75 0.25 2/123 4567\n")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="psutil reads a /proc elsewhere only on Linux")
+def test_cpu_times_and_clocks_are_read_as_linux_writes_them(tmp_path, monkeypatch):
+    (tmp_path / "stat").write_text(PROC_STAT)
     (tmp_path / "cpuinfo").write_text("processor\t: 0\ncpu MHz\t\t: 2600.000\n\nprocessor\t: 1\ncpu MHz\t\t: 1800.5\n")
-    (tmp_path / "42").mkdir()
-    (tmp_path / "42" / "stat").write_text("42 (a (strange) name) S 1 42 42 0 -1 0 0 0 0 0 250 50 7 3 20 0 1\n")
-    assert load_average(tmp_path) == [1.5, 0.75, 0.25]
-    assert cpu_clocks_mhz(tmp_path) == [2600.0, 1800.5]
-    assert process_cpu_s(42, tmp_path) == pytest.approx(3.0)  # utime 250 + stime 50 ticks, at 100 ticks/s
-    assert load_average(tmp_path / "absent") is None and process_cpu_s(7, tmp_path) is None
+    monkeypatch.setattr(psutil, "PROCFS_PATH", str(tmp_path))
+    ticks = os.sysconf("SC_CLK_TCK")
+    # busy: user + nice + system + irq + softirq; total adds idle, iowait and steal (1331 + 5000 + 40 + 70 ticks)
+    assert astuple(cpu_times()) == pytest.approx((1331 / ticks, 70 / ticks, 6441 / ticks, 2))  # busy, steal, total, cpus
+    if not Path("/sys/devices/system/cpu/cpu0/cpufreq").exists():  # else psutil may read cpufreq's clocks
+        assert cpu_clocks_mhz() == [2600.0, 1800.5]
+    monkeypatch.setattr(psutil, "PROCFS_PATH", str(tmp_path / "absent"))
+    assert cpu_times() is None and cpu_clocks_mhz() == []
+
+
+def test_a_process_cpu_time_and_the_load_are_this_hosts():
+    mine = os.times()
+    assert process_cpu_s(os.getpid()) == pytest.approx(mine.user + mine.system, abs=0.05)
+    assert process_cpu_s(2**31 - 1) is None  # no such process
+    load = load_average()
+    assert load is not None and len(load) == 3 and all(value >= 0 for value in load)
 
 
 def snapshot(at: float, busy: float, steal: float, total: float, own: float, parent: float = 0.0) -> Snapshot:

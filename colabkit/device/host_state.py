@@ -2,25 +2,24 @@
 
 A run on a shared host measures the other work as much as its own (six matmul runs: CV 28 % beside
 another job, 4 % without). So every record says what else the host did: the load average before and
-after, other processes' CPU time and the steal share (/proc/stat), the CPU clock's range
-(/proc/cpuinfo, sampled every SAMPLE_INTERVAL_S) and, on NVIDIA GPUs, the SM clock's range, throttle
-reasons and other processes (colabkit.device.gpu_state). `quiet_verdict` turns that into
+after, other processes' CPU time and the steal share, the CPU clock's range (sampled every
+SAMPLE_INTERVAL_S), all read by psutil (on Linux from /proc), and, on NVIDIA GPUs, the SM clock's range,
+throttle reasons and other processes (colabkit.device.gpu_state). `quiet_verdict` turns that into
 `host_quiet` (None where nothing could be read: no guess) and its reasons, by the thresholds below.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+import psutil
 
 from colabkit.device.gpu_state import GpuSampler
 
-PROC = Path("/proc")
 SAMPLE_INTERVAL_S = 1.0  # how often the clocks are read while a run goes on
 # The thresholds of `host_quiet` (docs/statistics.md, "A busy host"):
 OTHER_CPU_SHARE_MAX = 0.10  # other processes' CPU time over (wall time x logical CPUs)
@@ -31,66 +30,40 @@ WAIT_WINDOW_S = 1.0  # `wait_for_quiet` looks at the host over windows this long
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """All CPUs' time since boot, from /proc/stat's `cpu` line, in seconds."""
+    """All CPUs' time since boot, in seconds (psutil.cpu_times: on Linux, /proc/stat's `cpu` line)."""
 
     busy_s: float  # user + nice + system + irq + softirq (guest time is inside user and nice)
     steal_s: float
     total_s: float  # busy + idle + iowait + steal
-    cpus: int  # the logical CPUs /proc/stat lists
+    cpus: int  # the logical CPUs it lists (on Linux, /proc/stat's cpuN lines)
 
 
-def parse_proc_stat(text: str, ticks_per_s: float = 100.0) -> CpuTimes | None:
-    """CpuTimes from /proc/stat's text (None when it has no `cpu` line)."""
-    total_line = next((line for line in text.splitlines() if line.startswith("cpu ")), None)
-    if total_line is None:
-        return None
-    values = [float(field) / ticks_per_s for field in total_line.split()[1:]]
-    values += [0.0] * (8 - len(values))
-    user, nice, system, idle, iowait, irq, softirq, steal = values[:8]
-    cpus = sum(1 for line in text.splitlines() if re.match(r"cpu\d+ ", line))
-    busy = user + nice + system + irq + softirq
-    return CpuTimes(busy, steal, busy + idle + iowait + steal, max(1, cpus))
-
-
-def _ticks_per_s() -> float:
+def cpu_times() -> CpuTimes | None:
+    """All CPUs' times now (None where they cannot be read). A field the platform lacks counts 0."""
     try:
-        return float(os.sysconf("SC_CLK_TCK"))
-    except (ValueError, OSError, AttributeError):
-        return 100.0
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        times, cpus = psutil.cpu_times()._asdict(), len(psutil.cpu_times(percpu=True))
     except OSError:
         return None
+    busy = sum(times.get(name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+    steal = times.get("steal", 0.0)
+    return CpuTimes(busy, steal, busy + times["idle"] + times.get("iowait", 0.0) + steal, max(1, cpus))
 
 
-def cpu_times(proc: Path = PROC) -> CpuTimes | None:
-    """All CPUs' times now (None where /proc/stat cannot be read)."""
-    text = _read(proc / "stat")
-    return parse_proc_stat(text, _ticks_per_s()) if text else None
-
-
-def load_average(proc: Path = PROC) -> list[float] | None:
-    """The 1, 5 and 15 minute load averages (None where /proc/loadavg cannot be read)."""
-    text = _read(proc / "loadavg")
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
     try:
-        return [float(value) for value in text.split()[:3]] if text else None
-    except ValueError:
+        return list(psutil.getloadavg())
+    except (OSError, AttributeError):
         return None
 
 
-def process_cpu_s(pid: int, proc: Path = PROC) -> float | None:
-    """User + system CPU seconds of process `pid` so far (/proc/PID/stat), None if it cannot be read."""
-    text = _read(proc / str(pid) / "stat")
-    if not text or ")" not in text:
-        return None
-    fields = text.rsplit(")", 1)[1].split()  # the command name may hold spaces: fields start after it
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far, None if it cannot be read (gone, not ours to read)."""
     try:
-        return (float(fields[11]) + float(fields[12])) / _ticks_per_s()  # utime, stime (fields 14, 15)
-    except (IndexError, ValueError):
+        times = psutil.Process(pid).cpu_times()
+    except (psutil.Error, OSError):
         return None
+    return times.user + times.system
 
 
 def own_cpu_s() -> tuple[float, float]:
@@ -101,10 +74,12 @@ def own_cpu_s() -> tuple[float, float]:
     return times.user + times.system + children, children
 
 
-def cpu_clocks_mhz(proc: Path = PROC) -> list[float]:
-    """Every logical CPU's current clock (MHz) as /proc/cpuinfo says; [] where it does not."""
-    text = _read(proc / "cpuinfo") or ""
-    return [float(value) for value in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", text, re.MULTILINE)]
+def cpu_clocks_mhz() -> list[float]:
+    """Every logical CPU's current clock (MHz: on Linux /proc/cpuinfo's, else cpufreq's); [] where none is read."""
+    try:
+        return [clock.current for clock in psutil.cpu_freq(percpu=True) or []]
+    except (OSError, AttributeError, NotImplementedError):  # AttributeError: a platform psutil reads no clock on
+        return []
 
 
 @dataclass(frozen=True)
@@ -119,15 +94,14 @@ class Snapshot:
     load: list[float] | None
 
     @classmethod
-    def take(cls, proc: Path = PROC) -> Snapshot:
+    def take(cls) -> Snapshot:
         own, children = own_cpu_s()
-        return cls(time.monotonic(), cpu_times(proc), own, children, process_cpu_s(os.getppid(), proc),
-                   load_average(proc))
+        return cls(time.monotonic(), cpu_times(), own, children, process_cpu_s(os.getppid()), load_average())
 
 
 def cpu_window(start: Snapshot, end: Snapshot) -> dict[str, Any]:
     """What the CPUs did between two snapshots: wall time, this process's CPU time, other processes'
-    (and their share of every CPU's time), the steal share; None for what /proc could not tell."""
+    (and their share of every CPU's time), the steal share; None for what could not be read."""
     wall = max(end.at - start.at, 1e-9)
     own = end.own_s - start.own_s
     parent = end.parent_s - start.parent_s if end.parent_s is not None and start.parent_s is not None else 0.0
@@ -145,7 +119,7 @@ def cpu_window(start: Snapshot, end: Snapshot) -> dict[str, Any]:
 
 def quiet_verdict(state: dict[str, Any]) -> tuple[bool | None, list[str]]:
     """(host_quiet, reasons it was not): False naming each threshold passed; None when neither the
-    CPU's nor a GPU's state could be read (no /proc, no NVML); True otherwise."""
+    CPU's nor a GPU's state could be read (no CPU times, no NVML); True otherwise."""
     reasons = []
     other, steal = state.get("other_cpu_share"), state.get("steal_share")
     if other is not None and other > OTHER_CPU_SHARE_MAX:
@@ -175,8 +149,8 @@ class HostMonitor:
     returns holds the window (cpu_window), the load before and after, the clock ranges, the GPU state
     and `quiet`/`busy_reasons` (quiet_verdict), with the thresholds used."""
 
-    def __init__(self, interval_s: float = SAMPLE_INTERVAL_S, gpus: bool = True, proc: Path = PROC) -> None:
-        self.interval_s, self.proc = interval_s, proc
+    def __init__(self, interval_s: float = SAMPLE_INTERVAL_S, gpus: bool = True) -> None:
+        self.interval_s = interval_s
         self.gpu = GpuSampler() if gpus else None
         self.clocks: list[float] = []
         self._start: Snapshot | None = None
@@ -185,7 +159,7 @@ class HostMonitor:
         self.result: dict[str, Any] | None = None
 
     def _sample(self) -> None:
-        self.clocks += cpu_clocks_mhz(self.proc)
+        self.clocks += cpu_clocks_mhz()
         if self.gpu is not None:
             self.gpu.sample()
 
@@ -199,7 +173,7 @@ class HostMonitor:
         if self.gpu is not None:
             self.gpu.start()
         self._sample()
-        self._start = Snapshot.take(self.proc)
+        self._start = Snapshot.take()
         self._thread = threading.Thread(target=self._loop, name="colabkit-host-monitor", daemon=True)
         self._thread.start()
         return self
@@ -214,7 +188,7 @@ class HostMonitor:
             return self.result
         if self._start is None:
             self.start()
-        end = Snapshot.take(self.proc)
+        end = Snapshot.take()
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -236,24 +210,24 @@ def thresholds() -> dict[str, float]:
             "cpu_clock_spread_max": CPU_CLOCK_SPREAD_MAX}
 
 
-def host_busy_now(window_s: float = WAIT_WINDOW_S, proc: Path = PROC) -> list[str]:
+def host_busy_now(window_s: float = WAIT_WINDOW_S) -> list[str]:
     """Why the host is busy now, watched for `window_s` seconds while this process waits: every CPU's
     busy time (other than this process's) and the steal share against the thresholds; [] when quiet or
-    when /proc cannot tell."""
-    start = Snapshot.take(proc)
+    when the CPU times cannot tell."""
+    start = Snapshot.take()
     time.sleep(window_s)
-    window = cpu_window(start, Snapshot.take(proc))
+    window = cpu_window(start, Snapshot.take())
     window["other_cpu_s"] = window["other_cpu_s"] or 0.0
     return quiet_verdict(window)[1]
 
 
-def wait_for_quiet(max_wait_s: float, window_s: float = WAIT_WINDOW_S, proc: Path = PROC) -> dict[str, Any]:
+def wait_for_quiet(max_wait_s: float, window_s: float = WAIT_WINDOW_S) -> dict[str, Any]:
     """Wait until the host is quiet (`host_busy_now` finds nothing), at most `max_wait_s` seconds.
     Returns what a record's `sweep` section keeps: {"waited_s", "quiet", "busy_reasons"} (the last
     window's reasons when it never got quiet)."""
     started = time.monotonic()
     while True:
-        reasons = host_busy_now(window_s, proc)
+        reasons = host_busy_now(window_s)
         waited = time.monotonic() - started
         if not reasons or waited + window_s > max_wait_s:
             return {"waited_s": round(waited, 1), "quiet": not reasons, "busy_reasons": reasons}
