@@ -19,7 +19,8 @@ from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab
                            sweep, sweep_command, verbs)
 
 from colabkit.errors import ColabkitError, HostileArchiveError
-from colabkit.sweep.remote_colab.sessions import STATE_FILE, fitting, runs_from, session_count, unpack_results
+from colabkit.sweep.remote_colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember, runs_from,
+                                                  session_count, unpack_results)
 
 FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # about 7 s a run here
 
@@ -188,6 +189,16 @@ def test_results_are_unpacked_only_inside_their_folder(tmp_path: Path, name: str
     assert unpack_results(fine, tmp_path / "out") == 1
     assert (tmp_path / "out" / "matmul_tflops" / "gpu" / "run.json").read_text() == "not yours\n"
 
+
+
+def test_sessions_a_live_sweep_here_holds_are_refused_and_a_dead_ones_are_taken_over(tmp_path: Path):
+    remember(tmp_path, HeldSession("colabkit-a", "T4", pid=os.getppid()))  # the process that started pytest: alive
+    with pytest.raises(ColabkitError, match=f"another sweep \\(process {os.getppid()}\\) holds Colab session 'colabkit-a'"):
+        held_sessions(tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    remember(tmp_path, HeldSession("colabkit-a", "T4", pid=gone.pid))  # its process has ended: its sessions are ours
+    assert [entry.session for entry in held_sessions(tmp_path)] == ["colabkit-a"]
 
 def test_results_never_follow_a_link_already_in_their_folder_out_of_it(tmp_path: Path):
     (tmp_path / "elsewhere").mkdir()

@@ -30,6 +30,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from colabkit.errors import ColabkitError, HostileArchiveError
 from colabkit.io import inside, write_json_atomic
 from colabkit.records.provenance import git_commit
@@ -71,7 +73,7 @@ def held_sessions(folder: Path) -> list[HeldSession]:
                             "of this sweep with `colab stop -s NAME` (or in Colab's Runtime > Manage sessions), "
                             "then delete the file") from None
     for entry in held:
-        if entry.host == socket.gethostname() and entry.pid != os.getpid() and _alive(entry.pid):
+        if entry.host == socket.gethostname() and entry.pid != os.getpid() and psutil.pid_exists(entry.pid):
             raise ColabkitError(f"{folder}: another sweep (process {entry.pid}) holds Colab session {entry.session!r}")
     return held
 
@@ -103,18 +105,6 @@ def _entries(folder: Path) -> list[HeldSession]:
         return _read_entries(folder / STATE_FILE)
     except (OSError, ValueError, KeyError, TypeError):
         return []
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --- what a session gets ------------------------------------------------------------------------------
