@@ -272,6 +272,43 @@ def test_no_experiment_notebook_imports_the_report():
     assert set(reaching) <= set(REPORT_NOTEBOOKS) and "report.ipynb" in reaching
 
 
+
+# --- names that say what a module does ----------------------------------------------------------------
+
+# Module (and package) names that more than one place in colabkit uses: each the one subject seen from
+# the layers named, which the package before it tells apart (`device.memory`: what a device has;
+# `training.memory`: what a training run needs of it). A name shared for two different jobs reads as one
+# thing where it is two (the old `colab.sweep` beside `sweep.colab`): rename one rather than add it here.
+SHARED_NAMES: dict[str, tuple[str, str]] = {
+    "__main__": ("colabkit ondevice", "`python -m` of the package"),
+    **{experiment: ("experiments report", "an experiment: its declaration and its report section")
+       for experiment in ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_rnn")},
+    "inference": ("experiments report training", "the inference mode: declared, reported, measured"),
+    "backends": ("device report", "Keras backends: chosen and set up; TensorFlow against JAX in the report"),
+    "common": ("data report", "what the package's modules share: the datasets', the report sections'"),
+    "energy": ("device training", "GPU board power: sampled; per steady epoch of a fit"),
+    "estimate": ("sweep training", "time ahead: of a sweep's plan; of a fit from its first steps"),
+    "memory": ("device training", "memory: what a device has; what a training run needs of it"),
+    "multiworker": ("device training", "training across machines: the strategy; the custom loop"),
+    "provenance": ("records report", "where numbers came from: a record's; the report's section on it"),
+    "records": ("colabkit report", "the records: the package; the report's view of them (labels, the one used)"),
+    "setup": ("device training", "set-up: a device's strategy; a training run's dtype, batches and input"),
+    "stages": ("gpu_check ondevice", "a GPU run's stages: the GPU check's; the prepared device run's"),
+    "sweep": ("colabkit colab", "a sweep: the package; the colab_sweep notebook's helpers inside a runtime"),
+    "training": ("colabkit gpu_check", "training: the package; the GPU check's training rows"),
+}
+
+
+def test_a_name_two_modules_share_is_one_subject_written_down():
+    sharing: dict[str, set[str]] = {}
+    for name in MODULES:
+        parent, _, last = name.rpartition(".")
+        sharing.setdefault(last, set()).add(parent.rpartition(".")[2] or parent)
+    shared = {last: parents for last, parents in sharing.items() if len(parents) > 1}
+    assert shared["sweep"] == {"colabkit", "colab"}  # the scan sees packages and modules alike
+    written = {last: set(parents.split()) for last, (parents, _) in SHARED_NAMES.items()}
+    assert shared == written, "a name shared anew: rename the module, or write down in SHARED_NAMES why it is one subject"
+
 # --- the measurable shape of the sweep (issue: "a house the next person can live in") -----------
 
 SWEEP = sorted((PACKAGE / "sweep").rglob("*.py"))

@@ -3,7 +3,7 @@
 Rows (rows.py) are typed values with a PASS/FAIL/SKIP verdict, their figure, rule and reason; the
 verdict rules and their thresholds (rules.py) are pure functions of measurements; the stages
 (stages.py, training.py) measure in worker processes (worker.py, tasks.py) and through the sweep
-(notebooks.py); check.py runs them, writes the outputs and the table. docs/benchmarks.md describes
+(notebook_runs.py); check.py runs them, writes the outputs and the table. docs/benchmarks.md describes
 every row and its time budget.
 """
 

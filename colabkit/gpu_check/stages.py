@@ -16,7 +16,7 @@ from typing import Any
 
 from colabkit.device.peaks import gpu_peak
 from colabkit.errors import GpuCheckError
-from colabkit.gpu_check.notebooks import grid_files, report_device_kinds, run_grids, smoke_parameters, write_grid
+from colabkit.gpu_check.notebook_runs import grid_files, report_device_kinds, run_grids, smoke_parameters, write_grid
 from colabkit.gpu_check.rows import Row
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,

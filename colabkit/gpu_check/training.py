@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from colabkit.gpu_check.notebooks import run_grids, write_grid
+from colabkit.gpu_check.notebook_runs import run_grids, write_grid
 from colabkit.gpu_check.rows import Row
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,

@@ -13,7 +13,7 @@ combination uses; reading and merging records is colabkit.records' job), section
 publish, what a section shows), writers (PNG/PDF/SVG, CSV/LaTeX/Markdown), figures (style and plot
 helpers), one module per experiment's section, named after it (matmul_tflops, cnn_mnist,
 dblstm_har, timeseries_rnn, paradnn), sections (SECTIONS: each experiment's section function),
-repeats (a combination's runs together: medians, per-run values, the headline's interval), summary
+runs (a combination's runs together: medians, per-run values, the headline's interval), summary
 (speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
 comparisons (differences along one parameter), backends (TensorFlow against JAX), provenance,
 build (the report in one process, the notebook it keeps and the HTML export).

@@ -133,7 +133,7 @@ def cpu_baseline(labels: Any) -> str | None:
 
 
 def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Each row's per-run values of `metric` (`samples.<metric>`, colabkit.report.repeats), else its
+    """Each row's per-run values of `metric` (`samples.<metric>`, colabkit.report.runs), else its
     one value as a single run, else []."""
     one = column(frame, f"metrics.{metric}").map(lambda value: finite([value]))
     runs = column(frame, f"samples.{metric}", None)

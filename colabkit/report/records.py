@@ -6,7 +6,7 @@ colabkit.records.merging: every ok record of a combination is one of its runs an
 repeats; a run made on a busy host too, unless the report leaves those out); a combination with no ok
 record is shown by one failed (else skipped) record; every grouping in `ReportData.merges`.
 `ReportData.ok()` gives the sections one row per combination, medians over its runs with each run's
-values beside them (colabkit.report.repeats).
+values beside them (colabkit.report.runs).
 
 A device label ('CPU x2: AMD EPYC', 'GPU (requested)') is made from a record's typed fields: the
 kind and replicas the run found (else its `device.request`), the workers of a multi-worker run
@@ -26,7 +26,7 @@ import pandas as pd
 
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.merging import RunGroup
-from colabkit.report.repeats import collapse, headline_columns
+from colabkit.report.runs import collapse, headline_columns
 
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
 # A dataset loader's provenance says `source: real | offline | synthetic`. Only records that name a
@@ -154,7 +154,7 @@ class ReportData:
     (whether the record counts: every ok run of a combination, or the one record of a combination
     without any), named (the record a combination is named by), data_used ('real', 'OFFLINE',
     'SYNTHETIC' or '' when the run used no dataset) and its combination's headline figures (`headline.*`,
-    colabkit.report.repeats); `loaded` is what the loader read (its `summary()` is what `colabkit
+    colabkit.report.runs); `loaded` is what the loader read (its `summary()` is what `colabkit
     report` prints). With `exclude_busy`, ok runs made on a busy host (`host_quiet` false) do not count.
     """
 
@@ -197,7 +197,7 @@ class ReportData:
 
     def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
         """One row per combination with ok runs (of `notebook`; `inference`: runs()'s): numeric metrics the median
-        over its runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.repeats.
+        over its runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.runs.
         collapse)."""
         if (notebook, inference) not in self._collapsed:
             self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
