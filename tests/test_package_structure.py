@@ -309,6 +309,26 @@ def test_a_name_two_modules_share_is_one_subject_written_down():
     written = {last: set(parents.split()) for last, (parents, _) in SHARED_NAMES.items()}
     assert shared == written, "a name shared anew: rename the module, or write down in SHARED_NAMES why it is one subject"
 
+
+# The modules that are command lines (each parses its own arguments in its `main`): argparse stays in them.
+COMMAND_LINES = {"colabkit.cli", "colabkit.cli_arguments", "colabkit.ondevice.__main__",
+                 "colabkit.maintenance.colab_stack", "colabkit.maintenance.schema_doc"}
+
+
+def test_argparse_stays_in_the_command_lines():
+    """The command line turns its arguments into typed values once (sweep: SweepOptions); nothing below it
+    takes an argparse.Namespace."""
+    using = {name for name, path in MODULES.items() if "argparse" in every_import_name(path)}
+    assert "colabkit.cli" in using  # the scan is real
+    assert using <= COMMAND_LINES, f"argparse below the command line: {sorted(using - COMMAND_LINES)}"
+
+
+def every_import_name(path: Path) -> set[str]:
+    """Every module name `path` imports, at any depth, colabkit's or not."""
+    nodes = list(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+    return ({alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+            | {node.module for node in nodes if isinstance(node, ast.ImportFrom) and node.module})
+
 # --- the measurable shape of the sweep (issue: "a house the next person can live in") -----------
 
 SWEEP = sorted((PACKAGE / "sweep").rglob("*.py"))
