@@ -47,9 +47,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from colabkit.sweep.options import SweepOptions
     from colabkit.sweep.overrides import parse_overrides
     from colabkit.sweep.plan import plan
-    from colabkit.sweep.runner import prepare, run_sweep
-
     from colabkit.sweep.remote_colab.client import accelerators
+    from colabkit.sweep.runner import prepare, run_sweep
 
     out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
     # The arguments become typed options here, once (each argument named as its SweepOptions field), checked
