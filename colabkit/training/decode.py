@@ -214,15 +214,17 @@ def _argmax(logits: Any) -> Any:
 @dataclass(frozen=True)
 class Generation:
     """What one greedy generation gave and took: `tokens` [batch, new_tokens] (int32) in order; `prefill_s` from the
-    prompt handed over (host array) to the first tokens on the host (the prefill and its argmax; the time to first
-    token); `step_s[i]` from the call of step i to its tokens, token i + 1, on the host; `logits` [batch,
-    new_tokens, vocab] (float32) when kept, fetched after each clock stopped; `step_keys[i]` the positions step i's
-    tokens attended to (prompt_length + i + 1: its FLOPs and must-read bytes), `step_windows[i]` the cache positions
-    its attention read (the fixed-size cache's length, or the doubling window's)."""
+    prompt handed over (host array) to the first tokens on the host (the prefill and its argmax: the time to first
+    token); `step_s[i]` from the call of step i to its tokens, token i + 1, on the host; `total_s` from the prompt
+    handed over to the last tokens on the host (the Python between the steps included, and the logits' fetch when
+    kept: time with keep_logits=False); `logits` [batch, new_tokens, vocab] (float32) when kept, fetched after each
+    clock stopped; `step_keys[i]` the positions step i's tokens attended to (prompt_length + i + 1: its FLOPs and
+    must-read bytes); `step_windows[i]` the cache positions its attention read (the whole cache's, or a window's)."""
 
     tokens: np.ndarray
     prefill_s: float
     step_s: tuple[float, ...]
+    total_s: float
     logits: np.ndarray | None
     step_keys: tuple[int, ...]
     step_windows: tuple[int, ...]
@@ -304,8 +306,8 @@ class GreedyDecoder:
         import tensorflow as tf
 
         decoder = self.decoder
-        cache = [tf.Variable(tf.zeros(shape, decoder.cache_dtype), trainable=False)
-                 for _ in range(2 * len(decoder.blocks))]
+        cache = self._cache = [tf.Variable(tf.zeros(shape, decoder.cache_dtype), trainable=False)
+                               for _ in range(2 * len(decoder.blocks))]
 
         def assigning(run: Callable[..., Any], *static: Any) -> Callable[..., Any]:
             def body(*args: Any) -> tuple[Any, Any, Any]:
@@ -328,6 +330,10 @@ class GreedyDecoder:
         steps = {window: assigning(_step, window) for window in self.windows}
         return (lambda tokens: prefill(tf.convert_to_tensor(tokens, tf.int32)),
                 lambda tokens, position, window: steps[window](tokens, position))
+
+    def allocated_cache_bytes(self) -> int:
+        """The bytes the cache's arrays hold on the device (what the estimate's cache_bytes counts)."""
+        return sum(math.prod(c.shape) * dtype_bytes(keras.backend.standardize_dtype(c.dtype)) for c in self._cache)
 
     def _window(self, keys: int) -> int:
         return next(window for window in self.windows if window >= keys)
@@ -357,20 +363,20 @@ class GreedyDecoder:
                                  f"{self.prompt_length}) and 1 .. {room} new tokens")
         if prompt.min() < 0 or prompt.max() >= self.decoder.vocab:
             raise ParameterError(f"prompt token ids must lie in 0 .. {self.decoder.vocab - 1}")
-        start = clock()
-        tokens, logits, position = self._prefill_call(prompt)
-        found, times, kept = [np.asarray(tokens)], [], []
-        prefill_s = clock() - start
-        kept += [np.asarray(logits)] if keep_logits else []
         keys = [self.prompt_length + index for index in range(1, new_tokens)]  # the prompt and the tokens so far
         windows = [self._window(count) for count in keys]
+        began = clock()
+        tokens, logits, position = self._prefill_call(prompt)
+        found, times, kept = [np.asarray(tokens)], [], []
+        prefill_s = (stop := clock()) - began
+        kept += [np.asarray(logits)] if keep_logits else []
         for window in windows:
             start = clock()
             tokens, logits, position = self._step_call(tokens, position, window)
             found.append(np.asarray(tokens))
-            times.append(clock() - start)
+            times.append((stop := clock()) - start)
             kept += [np.asarray(logits)] if keep_logits else []
-        return Generation(np.stack(found, axis=1), prefill_s, tuple(times),
+        return Generation(np.stack(found, axis=1), prefill_s, tuple(times), stop - began,
                           np.stack(kept, axis=1) if keep_logits else None, tuple(keys), tuple(windows))
 
     # --- the work each call does, as colabkit.training.memory counts it (DECODE_FLOP_CONVENTION and
