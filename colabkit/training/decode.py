@@ -167,17 +167,13 @@ def _blocks(decoder: DecoderLayers, x: Any, attend: Callable[[int, Any, Any], An
     return decoder.head(decoder.final_norm(x[:, -1:, :]))[:, 0, :]
 
 
-def _projections(attention: Any, h: Any) -> tuple[Any, Any, Any]:
-    return attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
-
-
 def _prefill(decoder: DecoderLayers, cache: list[Any], tokens: Any) -> tuple[Any, Any, list[Any], Any]:
     """The prompt `tokens` [B, T] through the model, causal attention over the prompt as the model's layer runs
     it; its keys and values written at positions 0 .. T - 1. (first tokens [B], logits, cache, position T)."""
     new = list(cache)
 
     def attend(index: int, attention: Any, h: Any) -> Any:
-        query, key, value = _projections(attention, h)
+        query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
         new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, 0, 0, 0), key)
         new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, 0, 0, 0), value)
         context = keras.ops.dot_product_attention(query, key, value, scale=1 / math.sqrt(attention.key_dim),
@@ -196,7 +192,7 @@ def _step(decoder: DecoderLayers, cache: list[Any], tokens: Any, position: Any,
     keep = keras.ops.reshape(keras.ops.arange(window) <= position, (1, 1, 1, window))
 
     def attend(index: int, attention: Any, h: Any) -> Any:
-        query, key, value = _projections(attention, h)
+        query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
         keys = new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, position, 0, 0), key)
         values = new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, position, 0, 0), value)
         context = keras.ops.dot_product_attention(query, keys[:, :window], values[:, :window], mask=keep,
@@ -242,8 +238,8 @@ class GreedyDecoder:
     def __init__(self, model: Any, *, batch: int, prompt_length: int, max_length: int, attention: Attention = "full",
                  memory: DeviceMemory | None = None) -> None:
         self.model, self.batch, self.prompt_length, self.max_length = model, batch, prompt_length, max_length
-        self.decoder = read_decoder(model)
-        limit = self.decoder.max_positions
+        d = self.decoder = read_decoder(model)
+        limit = d.max_positions
         if batch < 1 or prompt_length < 1 or max_length <= prompt_length or (limit and max_length > limit):
             raise ParameterError(f"decode batch {batch}, prompt {prompt_length}, max_length {max_length}: expected "
                                  "batch >= 1 and 1 <= prompt < max_length" + (f" <= the model's {limit} positions"
@@ -254,7 +250,6 @@ class GreedyDecoder:
         if self.backend not in DECODE_BACKENDS:
             raise BackendUnsupportedError(f"decode on Keras's {self.backend} backend: not built (its slice_update "
                                           "copies the whole cache every step); use jax or tensorflow")
-        d = self.decoder
         mlp_ratio = int(d.blocks[0].mlp_in.units) // d.width
         self.estimate: DecodeMemoryEstimate = decode_memory(
             model.name, len(d.blocks), d.width, d.vocab, mlp_ratio, limit or 0, batch=batch, max_length=max_length,
@@ -294,13 +289,17 @@ class GreedyDecoder:
         prefill = jax.jit(stateless(_prefill), donate_argnums=(1,))
         step = jax.jit(stateless(_step), donate_argnums=(1,), static_argnums=(4,))
         self._cache = [jax.numpy.zeros(shape, self.decoder.cache_dtype) for _ in range(2 * len(decoder.blocks))]
+        values: list[Any] = []  # the weights as the prefill found them (the model's current ones), for its steps
 
         def run(call: Callable[..., Any], *args: Any) -> tuple[Any, Any, Any]:
-            tokens, logits, self._cache, position = call([v.value for v in variables], self._cache, *args)
+            tokens, logits, self._cache, position = call(values, self._cache, *args)
             return tokens, logits, position
 
-        return (lambda tokens: run(prefill, jax.numpy.asarray(tokens)),
-                lambda tokens, position, window: run(step, tokens, position, window))
+        def start(tokens: Any) -> tuple[Any, Any, Any]:
+            values[:] = [v.value for v in variables]
+            return run(prefill, jax.numpy.asarray(tokens))
+
+        return start, lambda tokens, position, window: run(step, tokens, position, window)
 
     def _compile_tensorflow(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
         import tensorflow as tf
