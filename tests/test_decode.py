@@ -30,6 +30,7 @@ from colabkit.training.memory import (
     largest_decode_batch,
     output_weights,
     palm_forward_flops,
+    paradnn_decode_memory,
     prefill_bytes,
     prefill_flops,
     transformer_weights,
@@ -240,6 +241,11 @@ def test_the_decode_memory_estimate_and_the_largest_batch_it_allows():
     assert estimate.total_bytes == 4 * (non_embedding + embedding) + cache + working
     half = decode_memory("tiny", 2, 64, 97, 4, 48, batch=8, max_length=48, prompt_length=20, compute_dtype="bfloat16")
     assert half.cache_bytes * 2 == cache and half.weights_bytes == estimate.weights_bytes
+    values = {"layers": 2, "width": 64, "heads": 4, "length": 48, "vocab": 97, "mlp_ratio": 4,
+              "mixed_precision": "mixed_bfloat16"}  # the notebook's parameters
+    named = paradnn_decode_memory(values, batch=8, max_length=48, prompt_length=20)
+    assert named.total_bytes == half.total_bytes and named.model == (
+        "paradnn transformer layers=2 width=64 heads=4 length=48 vocab=97 mlp_ratio=4, decoding batch 8 x 48 positions")
     assert decode_memory_problem(estimate, int(estimate.total_bytes / FIT_FRACTION) + 1) is None
     assert "decoding needs about" in decode_memory_problem(estimate, int(estimate.total_bytes / FIT_FRACTION) - 1024)
 
