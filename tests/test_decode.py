@@ -61,17 +61,15 @@ def checked(model, decoder, prompt, new_tokens, **kwargs):
     return generation, {"difference": check.max_abs_difference, "tolerance": check.tolerance, "passed": check.passed,
                         "agree": check.tokens_agree, "ties": check.ties, "positions": check.positions,
                         "tokens": generation.tokens.tolist(), "keys": generation.step_keys,
-                        "windows": generation.step_windows, "steps": len(generation.step_s)}
+                        "steps": len(generation.step_s)}
 
-for attention in ("full", "doubling"):
-    decoder = GreedyDecoder(model, batch=3, prompt_length=20, max_length=48, attention=attention)
-    decoder.compile()
-    _, found = checked(model, decoder, prompt, 28)
-    decoder.generate(other, 28)  # another prompt through the same programs and cache, then the first again
-    found["again"] = decoder.generate(prompt, 28).tokens.tolist()
-    found.update(compiled=list(decoder.windows), cache=decoder.allocated_cache_bytes(),
-                 estimate=decoder.estimate.cache_bytes)
-    result[attention] = found
+decoder = GreedyDecoder(model, batch=3, prompt_length=20, max_length=48)
+decoder.compile()
+_, found = checked(model, decoder, prompt, 28)
+decoder.generate(other, 28)  # another prompt through the same programs and cache, then the first again
+found.update(again=decoder.generate(prompt, 28).tokens.tolist(), cache=decoder.allocated_cache_bytes(),
+             estimate=decoder.estimate.cache_bytes)
+result["float32"] = found
 
 # a fault the check must catch: every position read one row further down the position table
 original = decode._embed
@@ -104,23 +102,14 @@ def against_the_full_pass(request) -> dict:
 
 
 def test_cached_logits_equal_the_full_pass_and_the_tokens_are_its_argmax(against_the_full_pass):
-    for attention in ("full", "doubling"):
-        found = against_the_full_pass[attention]
-        assert found["positions"] == 28 and found["steps"] == 27  # the prefill's token, then 27 steps
-        assert found["difference"] <= found["tolerance"] < 1e-4, found  # float32: 256 unit roundoffs x logit scale
-        assert found["agree"] and found["ties"] == 0  # each token the full pass's argmax, none a rounding tie
-        assert found["passed"]
-        assert found["again"] == found["tokens"]  # a used cache leaves no trace in the next generation
-        assert found["cache"] == found["estimate"] == 2 * 2 * 3 * 48 * 64 * 4  # the estimate counts what is allocated
-    assert against_the_full_pass["full"]["tokens"] == against_the_full_pass["doubling"]["tokens"]
-
-
-def test_the_doubling_windows_hold_every_position_a_step_attends_to(against_the_full_pass):
-    full, doubling = against_the_full_pass["full"], against_the_full_pass["doubling"]
-    assert full["compiled"] == [48] and set(full["windows"]) == {48}
-    assert doubling["compiled"] == [32, 48]  # 2^k from the prompt and its first token (21 positions), then the cache
-    assert doubling["keys"] == list(range(21, 48))  # step i attends to the prompt and i + 1 tokens
-    assert doubling["windows"] == [32 if keys <= 32 else 48 for keys in doubling["keys"]]
+    found = against_the_full_pass["float32"]
+    assert found["positions"] == 28 and found["steps"] == 27  # the prefill's token, then 27 steps
+    assert found["keys"] == list(range(21, 48))  # step i attends to the prompt and i + 1 tokens
+    assert found["difference"] <= found["tolerance"] < 1e-4, found  # float32: 256 unit roundoffs x logit scale
+    assert found["agree"] and found["ties"] == 0  # each token the full pass's argmax, none a rounding tie
+    assert found["passed"]
+    assert found["again"] == found["tokens"]  # a used cache leaves no trace in the next generation
+    assert found["cache"] == found["estimate"] == 2 * 2 * 3 * 48 * 64 * 4  # the estimate counts what is allocated
 
 
 def test_the_check_catches_a_position_off_by_one(against_the_full_pass):
@@ -160,13 +149,13 @@ def test_the_decoder_reads_the_notebooks_layers_and_counts_their_weights_as_trai
 
 
 def test_a_greedy_generation_times_the_prefill_and_each_step_apart():
-    decoder = GreedyDecoder(tiny_model(), batch=2, prompt_length=5, max_length=12, attention="doubling")
+    decoder = GreedyDecoder(tiny_model(), batch=2, prompt_length=5, max_length=12)
     ticks = iter(range(1000))
     generation = decoder.generate(np.ones((2, 5), np.int32), 6, clock=lambda: float(next(ticks)))
     assert generation.tokens.shape == (2, 6) and generation.tokens.dtype == np.int32
     assert generation.prefill_s == 1.0 and generation.step_s == (1.0,) * 5  # one start and one stop per token
     assert generation.total_s == 11.0  # the first start to the last stop: 6 tokens, 5 gaps between the clocks
-    assert generation.step_keys == (6, 7, 8, 9, 10) and generation.step_windows == (8, 8, 8, 12, 12)
+    assert generation.step_keys == (6, 7, 8, 9, 10)
     assert generation.logits is None
 
 

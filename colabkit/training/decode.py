@@ -12,10 +12,9 @@ refused: Keras's slice_update on torch copies the whole cache every step.
 
 Shapes never change per token: per layer a [batch, max_length, heads, head_size] cache of keys and one of values
 (Keras's [B, T, N, H] layout: no transpose per step), the position an int32 scalar kept on the device, the
-attention masked beyond it. attention="full" attends over the whole cache (one compiled step); "doubling" over the
-smallest window 2^k (or max_length) that holds the positions so far, one compiled step per window, so that a
-step's time follows the cache's length as a serving engine's does. Every timed call ends with its tokens on the
-host (np.asarray): the device has finished the step, cache update included, before the clock stops.
+attention over the whole cache masked beyond it: one compiled step, whose work does not grow as the cache fills
+(docs/decode.md says why not a window that grows). Every timed call ends with its tokens on the host
+(np.asarray): the device has finished the step, cache update included, before the clock stops.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     from colabkit.device.memory import DeviceMemory
 
 DECODE_BACKENDS = ("jax", "tensorflow")
-Attention = Literal["full", "doubling"]
 # A block's layers in model.layers' order, as build_transformer applies them.
 _BLOCK = ("LayerNormalization", "MultiHeadAttention", "Add", "LayerNormalization", "Dense", "Dense", "Add")
 # The cached logits against the full pass's: |difference| <= RELATIVE_TOLERANCE[arithmetic] x (1 + max |logit|),
@@ -184,18 +182,17 @@ def _prefill(decoder: DecoderLayers, cache: list[Any], tokens: Any) -> tuple[Any
     return _argmax(logits), logits, new, keras.ops.convert_to_tensor(tokens.shape[1], "int32")
 
 
-def _step(decoder: DecoderLayers, cache: list[Any], tokens: Any, position: Any,
-          window: int) -> tuple[Any, Any, list[Any], Any]:
-    """`tokens` [B] at `position`: their keys and values written there, attention over the cache's first `window`
-    positions, those beyond `position` masked. (next tokens [B], logits, cache, position + 1)."""
-    new = list(cache)
-    keep = keras.ops.reshape(keras.ops.arange(window) <= position, (1, 1, 1, window))
+def _step(decoder: DecoderLayers, cache: list[Any], tokens: Any, position: Any) -> tuple[Any, Any, list[Any], Any]:
+    """`tokens` [B] at `position`: their keys and values written there, attention over the whole cache, the
+    positions beyond `position` masked. (next tokens [B], logits, cache, position + 1)."""
+    new, length = list(cache), cache[0].shape[1]
+    keep = keras.ops.reshape(keras.ops.arange(length) <= position, (1, 1, 1, length))
 
     def attend(index: int, attention: Any, h: Any) -> Any:
         query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
         keys = new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, position, 0, 0), key)
         values = new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, position, 0, 0), value)
-        context = keras.ops.dot_product_attention(query, keys[:, :window], values[:, :window], mask=keep,
+        context = keras.ops.dot_product_attention(query, keys, values, mask=keep,
                                                   scale=1 / math.sqrt(attention.key_dim))
         return attention.output_dense(context)
 
@@ -215,7 +212,7 @@ class Generation:
     handed over to the last tokens on the host (the Python between the steps included, and the logits' fetch when
     kept: time with keep_logits=False); `logits` [batch, new_tokens, vocab] (float32) when kept, fetched after each
     clock stopped; `step_keys[i]` the positions step i's tokens attended to (prompt_length + i + 1: its FLOPs and
-    must-read bytes); `step_windows[i]` the cache positions its attention read (the whole cache's, or a window's)."""
+    must-read bytes; the step's attention reads the whole cache, max_length positions, all the same)."""
 
     tokens: np.ndarray
     prefill_s: float
@@ -223,7 +220,6 @@ class Generation:
     total_s: float
     logits: np.ndarray | None
     step_keys: tuple[int, ...]
-    step_windows: tuple[int, ...]
 
 
 class GreedyDecoder:
@@ -235,7 +231,7 @@ class GreedyDecoder:
     (BackendUnsupportedError), a cache and weights that clearly do not fit `memory` (InsufficientMemoryError,
     colabkit.training.memory.decode_memory's estimate, kept as `estimate`)."""
 
-    def __init__(self, model: Any, *, batch: int, prompt_length: int, max_length: int, attention: Attention = "full",
+    def __init__(self, model: Any, *, batch: int, prompt_length: int, max_length: int,
                  memory: DeviceMemory | None = None) -> None:
         self.model, self.batch, self.prompt_length, self.max_length = model, batch, prompt_length, max_length
         d = self.decoder = read_decoder(model)
@@ -244,8 +240,6 @@ class GreedyDecoder:
             raise ParameterError(f"decode batch {batch}, prompt {prompt_length}, max_length {max_length}: expected "
                                  "batch >= 1 and 1 <= prompt < max_length" + (f" <= the model's {limit} positions"
                                                                                if limit else ""))
-        if attention not in ("full", "doubling"):
-            raise ParameterError(f"attention = {attention!r}: expected 'full' or 'doubling'")
         self.backend = keras.backend.backend()
         if self.backend not in DECODE_BACKENDS:
             raise BackendUnsupportedError(f"decode on Keras's {self.backend} backend: not built (its slice_update "
@@ -261,19 +255,10 @@ class GreedyDecoder:
         self.attention_width = len(d.blocks) * d.heads * d.head_size  # L x H x Q
         self.weight_bytes = dtype_bytes(str(model.dtype_policy.variable_dtype))
         self.cache_bytes = dtype_bytes(d.cache_dtype)
-        self.windows = self._windows(attention)
         self._variables = list(model.variables)
         shape = (batch, max_length, d.heads, d.head_size)
         self._prefill_call, self._step_call = (self._compile_jax(shape) if self.backend == "jax"
                                                else self._compile_tensorflow(shape))
-
-    def _windows(self, attention: Attention) -> tuple[int, ...]:
-        """The attention windows the steps use, ascending: max_length alone, or 2^k from the first that holds the
-        prompt and the first token, then max_length."""
-        windows, size = [], 2 ** math.ceil(math.log2(self.prompt_length + 1))
-        while attention == "doubling" and size < self.max_length:
-            windows, size = [*windows, size], 2 * size
-        return (*windows, self.max_length)
 
     def _compile_jax(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
         import jax
@@ -287,7 +272,7 @@ class GreedyDecoder:
             return call
 
         prefill = jax.jit(stateless(_prefill), donate_argnums=(1,))
-        step = jax.jit(stateless(_step), donate_argnums=(1,), static_argnums=(4,))
+        step = jax.jit(stateless(_step), donate_argnums=(1,))
         self._cache = [jax.numpy.zeros(shape, self.decoder.cache_dtype) for _ in range(2 * len(decoder.blocks))]
         values: list[Any] = []  # the weights as the prefill found them (the model's current ones), for its steps
 
@@ -299,7 +284,7 @@ class GreedyDecoder:
             values[:] = [v.value for v in variables]
             return run(prefill, jax.numpy.asarray(tokens))
 
-        return start, lambda tokens, position, window: run(step, tokens, position, window)
+        return start, lambda tokens, position: run(step, tokens, position)
 
     def _compile_tensorflow(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
         import tensorflow as tf
@@ -308,11 +293,11 @@ class GreedyDecoder:
         cache = self._cache = [tf.Variable(tf.zeros(shape, decoder.cache_dtype), trainable=False)
                                for _ in range(2 * len(decoder.blocks))]
 
-        def assigning(run: Callable[..., Any], *static: Any) -> Callable[..., Any]:
+        def assigning(run: Callable[..., Any]) -> Callable[..., Any]:
             def body(*args: Any) -> tuple[Any, Any, Any]:
-                tokens, logits, new, position = run(decoder, [v.read_value() for v in cache], *args, *static)
+                tokens, logits, new, position = run(decoder, [v.read_value() for v in cache], *args)
                 for variable, value in zip(cache, new):
-                    variable.assign(value)  # in place under XLA: a step's time does not follow the cache's size
+                    variable.assign(value)  # in place under XLA: no copy of the cache per step (docs/decode.md)
                 return tokens, logits, position
 
             function, traced = tf.function(body, jit_compile=True, autograph=False), []
@@ -326,30 +311,22 @@ class GreedyDecoder:
             return call
 
         prefill = assigning(_prefill)
-        steps = {window: assigning(_step, window) for window in self.windows}
-        return (lambda tokens: prefill(tf.convert_to_tensor(tokens, tf.int32)),
-                lambda tokens, position, window: steps[window](tokens, position))
+        return lambda tokens: prefill(tf.convert_to_tensor(tokens, tf.int32)), assigning(_step)
 
     def allocated_cache_bytes(self) -> int:
         """The bytes the cache's arrays hold on the device (what the estimate's cache_bytes counts)."""
         return sum(math.prod(c.shape) * dtype_bytes(keras.backend.standardize_dtype(c.dtype)) for c in self._cache)
 
-    def _window(self, keys: int) -> int:
-        return next(window for window in self.windows if window >= keys)
-
-    def compile(self, clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-        """Compile the prefill and every step window on a prompt of zeros, each first call timed (seconds, tokens on
-        the host): {'prefill_first_call_s', 'step_first_call_s': {window: s}}. Later calls reuse the programs."""
+    def compile(self, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+        """Compile the prefill and the step on a prompt of zeros, each first call timed (seconds, tokens on the host):
+        {'prefill_first_call_s', 'step_first_call_s'}. Later calls reuse the programs."""
         prompt = np.zeros((self.batch, self.prompt_length), np.int32)
         start = clock()
         tokens, _, position = self._prefill_call(prompt)
         np.asarray(tokens)
-        found: dict[str, Any] = {"prefill_first_call_s": clock() - start, "step_first_call_s": {}}
-        for window in self.windows:
-            start = clock()
-            np.asarray(self._step_call(tokens, position, window)[0])
-            found["step_first_call_s"][window] = clock() - start
-        return found
+        prefill_s, start = clock() - start, clock()
+        np.asarray(self._step_call(tokens, position)[0])
+        return {"prefill_first_call_s": prefill_s, "step_first_call_s": clock() - start}
 
     def generate(self, prompt: Any, new_tokens: int, *, keep_logits: bool = False,
                  clock: Callable[[], float] = time.perf_counter) -> Generation:
@@ -363,20 +340,19 @@ class GreedyDecoder:
         if prompt.min() < 0 or prompt.max() >= self.decoder.vocab:
             raise ParameterError(f"prompt token ids must lie in 0 .. {self.decoder.vocab - 1}")
         keys = [self.prompt_length + index for index in range(1, new_tokens)]  # the prompt and the tokens so far
-        windows = [self._window(count) for count in keys]
         began = clock()
         tokens, logits, position = self._prefill_call(prompt)
         found, times, kept = [np.asarray(tokens)], [], []
         prefill_s = (stop := clock()) - began
         kept += [np.asarray(logits)] if keep_logits else []
-        for window in windows:
+        for _ in keys:
             start = clock()
-            tokens, logits, position = self._step_call(tokens, position, window)
+            tokens, logits, position = self._step_call(tokens, position)
             found.append(np.asarray(tokens))
             times.append((stop := clock()) - start)
             kept += [np.asarray(logits)] if keep_logits else []
         return Generation(np.stack(found, axis=1), prefill_s, tuple(times), stop - began,
-                          np.stack(kept, axis=1) if keep_logits else None, tuple(keys), tuple(windows))
+                          np.stack(kept, axis=1) if keep_logits else None, tuple(keys))
 
     # --- the work each call does, as colabkit.training.memory counts it (DECODE_FLOP_CONVENTION and
     # DECODE_BYTES_CONVENTION); `keys`: the positions a step's tokens attend to (Generation.step_keys), or
