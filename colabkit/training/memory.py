@@ -6,7 +6,8 @@ Per replica: float32 weights, gradients and optimizer slots (Adam 2, RMSprop 1-2
 batch of layer outputs at the compute dtype. It is a lower bound (workspaces, RNN gates, the input
 pipeline and the framework are not counted), so a run is refused only when even this is above
 FIT_FRACTION of the device's memory. Keras-free: the sweep calls `memory_problem` while planning,
-the notebook `check_fits` (through `Run.check_memory`) after its device set-up.
+the notebook `check_fits` (through `Run.check_memory`) after its device set-up. The last section does the
+same for greedy decoding with a key-value cache (colabkit.training.decode), with its FLOPs and bytes per step.
 """
 
 from __future__ import annotations
