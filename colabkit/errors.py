@@ -232,9 +232,14 @@ class UnknownExperimentError(ColabkitError, KeyError):
 
 
 class InsufficientMemoryError(ColabkitError):
-    """A model whose training clearly cannot fit the device's memory (its estimate, colabkit.training.
-    memory, above 90 % of what the device has), refused before it is built. The name ends in
+    """A model whose training (or decoding: its key-value cache) clearly cannot fit the device's memory (its
+    estimate, colabkit.training.memory, above 90 % of what the device has), refused before it is built. The name ends in
     MemoryError on purpose: a sweep files the run's failure as `oom`, as it would the real one."""
+
+
+class DecodeModelError(ColabkitError, ValueError):
+    """A model the key-value-cache decode (colabkit.training.decode) cannot read: not ParaDnn's decoder-only
+    Transformer as notebooks/paradnn.ipynb builds it (the message names the layer out of place)."""
 
 
 class FlopCountError(ColabkitError):

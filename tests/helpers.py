@@ -26,6 +26,22 @@ def visible_gpus() -> int:
     return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
 
 
+def notebook_builders() -> dict:
+    """The model-building functions (and classes) of notebooks/paradnn.ipynb, as the notebook defines them:
+    build_fc, build_cnn, build_rnn, build_transformer, PositionEmbedding."""
+    import ast
+    import json
+
+    import keras
+
+    cells = json.loads((NOTEBOOKS / "paradnn.ipynb").read_text())["cells"]
+    source = next("".join(cell["source"]) for cell in cells if "def build_fc(" in "".join(cell["source"]))
+    functions = [node for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    namespace = {"keras": keras}
+    exec(compile(ast.Module(body=functions, type_ignores=[]), "paradnn.ipynb", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
 def execute_notebook(name: str, output_dir: Path, **parameters: Any):
     """Run notebooks/<name>.ipynb through papermill (the production path) with `parameters`.
 

@@ -4,12 +4,11 @@ runs right after setting up its device and the one a sweep can run while plannin
 
 from __future__ import annotations
 
-import ast
 import json
 import types
 
 import pytest
-from helpers import NOTEBOOKS, execute_notebook
+from helpers import NOTEBOOKS, execute_notebook, notebook_builders
 
 from colabkit.device import memory as device_memory_module
 from colabkit.device.memory import DeviceMemory, container_limit_bytes, device_memory, setup_memory
@@ -23,18 +22,6 @@ PARADNN = get("paradnn")
 paradnn_memory = PARADNN.memory_estimate  # the declaration's estimate: training.memory's, named by FAMILY_KNOBS
 HUGE_FC = {"family": "fc", "layers": 64, "nodes": 65536}
 GIB = 2**30
-
-
-def notebook_builders() -> dict:
-    """The model-building functions of notebooks/paradnn.ipynb, as the notebook defines them."""
-    import keras
-
-    cells = json.loads((NOTEBOOKS / "paradnn.ipynb").read_text())["cells"]
-    source = next("".join(cell["source"]) for cell in cells if "def build_fc(" in "".join(cell["source"]))
-    functions = [node for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
-    namespace = {"keras": keras}
-    exec(compile(ast.Module(body=functions, type_ignores=[]), "paradnn.ipynb", "exec"), namespace)  # noqa: S102
-    return namespace
 
 
 @pytest.mark.parametrize("knobs", [

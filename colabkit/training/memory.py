@@ -6,7 +6,8 @@ Per replica: float32 weights, gradients and optimizer slots (Adam 2, RMSprop 1-2
 batch of layer outputs at the compute dtype. It is a lower bound (workspaces, RNN gates, the input
 pipeline and the framework are not counted), so a run is refused only when even this is above
 FIT_FRACTION of the device's memory. Keras-free: the sweep calls `memory_problem` while planning,
-the notebook `check_fits` (through `Run.check_memory`) after its device set-up.
+the notebook `check_fits` (through `Run.check_memory`) after its device set-up. The last section does the
+same for greedy decoding with a key-value cache (colabkit.training.decode), with its FLOPs and bytes per step.
 """
 
 from __future__ import annotations
@@ -157,11 +158,17 @@ def transformer_weights(layers: int, width: int, vocab: int, mlp_ratio: int, len
     return layers * block + 2 * d + d * vocab + vocab, vocab * d + length * d
 
 
+def palm_token_flops(non_embedding: int, attention_width: int, keys: int) -> int:
+    """Forward model FLOPs of one token that attends to `keys` positions by PaLM's formula (Chowdhery et al.
+    2022, appendix B): 2N + 4 x (sum over layers of H x Q) x keys (scores and weighted values, 2 each)."""
+    return 2 * non_embedding + 4 * attention_width * keys
+
+
 def palm_forward_flops(non_embedding: int, attention_width: int, length: int) -> int:
     """Forward model FLOPs of one sequence by PaLM's formula (Chowdhery et al. 2022, appendix B), a third of
     its training figure 6N + 12LHQT per token: T x (2N + 4 x sum over layers of H x Q x T); the attention
     term not halved for the causal mask (docs/paradnn.md)."""
-    return length * (2 * non_embedding + 4 * attention_width * length)
+    return length * palm_token_flops(non_embedding, attention_width, length)
 
 
 def _transformer(values: Mapping[str, Any]) -> tuple[int, int, int, int]:
@@ -231,5 +238,152 @@ def check_fits(experiment: Estimated, params: Mapping[str, Any], memory: DeviceM
     if memory is None:
         return
     problem = memory_problem(experiment, params, memory.bytes, where=memory.where, copies=memory.copies)
+    if problem:
+        raise InsufficientMemoryError(problem)
+
+
+# --- greedy decoding with a key-value cache (colabkit.training.decode): its FLOPs, bytes and memory -------
+
+DECODE_FLOP_CONVENTION = (
+    "model FLOPs by PaLM's formula (PALM_CONVENTION's forward, Chowdhery et al. 2022, appendix B): a decoded token "
+    "2N + 4 x L x H x Q x K, K the positions it attends to (the prompt, the tokens before it and itself), a step of "
+    "batch B B times that; the prefill of a T-token prompt PaLM's forward over T tokens (attention not halved for the "
+    "causal mask) but with the output (final layer norm and head, N_out weights) at the last position only: "
+    "T x (2(N - N_out) + 4 x L x H x Q x T) + 2 N_out per sequence; the positions a fixed-size cache masks out "
+    "are not counted, nor the argmax"
+)
+DECODE_BYTES_CONVENTION = (
+    "bytes a step must move at least: every non-embedding weight read once per step whatever the batch (at its "
+    "stored dtype: float32 under mixed precision too), the B token-embedding rows and the position's row; the key-"
+    "value cache read over the K positions attended (2 x L x B x K x H x Q values at the cache's dtype, the "
+    "attention's compute dtype) and the step's new entry written (K = 1 more position); prefill: the weights and "
+    "the prompt's T embedding and position rows read once, the cache's T positions written. Not counted: "
+    "activations, the logits, the positions beyond K a fixed-size cache's masked attention also reads (pass the "
+    "cache's length as K for those), the tokens' trip to the host"
+)
+
+
+def output_weights(width: int, vocab: int) -> int:
+    """N_out: the weights of the Transformer's output, its final layer norm (2d) and untied head d -> vocab (bias
+    included)."""
+    return 2 * width + width * vocab + vocab
+
+
+def decode_step_flops(non_embedding: int, attention_width: int, batch: int, keys: int) -> int:
+    """Model FLOPs of one decode step of `batch` sequences whose new token attends to `keys` positions
+    (DECODE_FLOP_CONVENTION); `attention_width` is L x H x Q, summed over the attention layers."""
+    return batch * palm_token_flops(non_embedding, attention_width, keys)
+
+
+def prefill_flops(non_embedding: int, output: int, attention_width: int, batch: int, prompt_length: int) -> int:
+    """Model FLOPs of the prefill of `batch` prompts of `prompt_length` tokens, the output (`output` weights: the
+    final norm and head) at the last position only (DECODE_FLOP_CONVENTION)."""
+    body = palm_forward_flops(non_embedding - output, attention_width, prompt_length)
+    return batch * (body + 2 * output)
+
+
+def kv_cache_bytes(layers: int, kv_width: int, batch: int, positions: int, value_bytes: int) -> int:
+    """Bytes of the keys and values of `layers` attention layers for `batch` sequences over `positions`
+    positions, `kv_width` (H x Q) values each: 2 x layers x batch x positions x kv_width x value_bytes."""
+    return 2 * layers * batch * positions * kv_width * value_bytes
+
+
+def decode_step_bytes(non_embedding: int, layers: int, width: int, batch: int, keys: int, weight_bytes: int,
+                      cache_bytes: int) -> int:
+    """Bytes one decode step of `batch` sequences must move, its tokens attending to `keys` positions
+    (DECODE_BYTES_CONVENTION); `width` the model's (ParaDnn's H x Q too: its heads divide it), weights at
+    `weight_bytes` a value, the cache at `cache_bytes`."""
+    weights = (non_embedding + batch * width + width) * weight_bytes  # N, B token rows, one position row
+    return weights + kv_cache_bytes(layers, width, batch, keys + 1, cache_bytes)  # K read, 1 written
+
+
+def prefill_bytes(non_embedding: int, layers: int, width: int, batch: int, prompt_length: int, weight_bytes: int,
+                  cache_bytes: int) -> int:
+    """Bytes the prefill of `batch` prompts of `prompt_length` tokens must move (DECODE_BYTES_CONVENTION)."""
+    weights = (non_embedding + (batch + 1) * prompt_length * width) * weight_bytes  # N, B x T token rows, T positions
+    return weights + kv_cache_bytes(layers, width, batch, prompt_length, cache_bytes)
+
+
+@dataclass(frozen=True)
+class DecodeMemoryEstimate:
+    """The memory greedy decoding with a key-value cache needs on one device, a lower bound: the weights as
+    stored, the cache for batch x max_length positions, and the prefill's working set (the residual stream and
+    the MLP's hidden values of the batch's prompts, the last position's float32 logits). Framework workspace,
+    the attention scores (a fused kernel may never hold them) and fragmentation are not counted."""
+
+    model: str  # for a message: 'paradnn transformer layers=12 width=768 ... decoding batch 64 x 2176 positions'
+    weights: int  # every weight, the embeddings included
+    weight_bytes: int  # per weight, as stored (float32 under mixed precision)
+    cache_bytes: int
+    working_bytes: int
+    batch: int
+    max_length: int
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.weights * self.weight_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.cache_bytes + self.working_bytes
+
+    def parts(self) -> str:
+        """'weights 340 MiB, key-value cache 9.56 GiB (batch 64 x 2176 positions), prefill working set 1.2 GiB'."""
+        return (f"weights {human_bytes(self.weights_bytes)}, key-value cache {human_bytes(self.cache_bytes)} (batch "
+                f"{self.batch} x {self.max_length} positions), prefill working set {human_bytes(self.working_bytes)}")
+
+
+def decode_memory(name: str, layers: int, width: int, vocab: int, mlp_ratio: int, positions: int, *, batch: int,
+                  max_length: int, prompt_length: int, compute_dtype: str = "float32") -> DecodeMemoryEstimate:
+    """The memory of decoding `batch` sequences of up to `max_length` tokens (prompts of `prompt_length`) with
+    ParaDnn's Transformer (`positions`: its position table's length); the cache and the working set at the
+    `compute_dtype`'s bytes, the weights at VARIABLE_BYTES (DecodeMemoryEstimate says what is counted)."""
+    non_embedding, embedding = transformer_weights(layers, width, vocab, mlp_ratio, positions)
+    value_bytes = dtype_bytes(compute_dtype)
+    working = batch * prompt_length * (1 + mlp_ratio) * width * value_bytes + batch * vocab * 4
+    return DecodeMemoryEstimate(f"{name}, decoding batch {batch} x {max_length} positions",
+                                non_embedding + embedding, VARIABLE_BYTES,
+                                kv_cache_bytes(layers, width, batch, max_length, value_bytes), working, batch,
+                                max_length)
+
+
+def paradnn_decode_memory(values: Mapping[str, Any], *, batch: int, max_length: int,
+                          prompt_length: int) -> DecodeMemoryEstimate:
+    """decode_memory for the ParaDnn Transformer the notebook's `values` (defaults filled in) describe."""
+    named = " ".join(f"{knob}={values[knob]}" for knob in ("layers", "width", "heads", "length", "vocab", "mlp_ratio"))
+    return decode_memory(f"paradnn transformer {named}", values["layers"], values["width"], values["vocab"],
+                         values["mlp_ratio"], values["length"], batch=batch, max_length=max_length,
+                         prompt_length=prompt_length,
+                         compute_dtype=COMPUTE_DTYPES.get(values.get("mixed_precision", "none"), "float32"))
+
+
+def largest_decode_batch(estimate_at: Callable[[int], DecodeMemoryEstimate], memory_bytes: int, fraction: float,
+                         cap: int) -> int:
+    """The largest power-of-two batch, at most `cap`, whose estimate (`estimate_at(batch)`) stays within `fraction`
+    of `memory_bytes`; 0 when not even batch 1 does."""
+    batch = 1
+    if estimate_at(1).total_bytes > fraction * memory_bytes:
+        return 0
+    while 2 * batch <= cap and estimate_at(2 * batch).total_bytes <= fraction * memory_bytes:
+        batch *= 2
+    return batch
+
+
+def decode_memory_problem(estimate: DecodeMemoryEstimate, device_memory_bytes: int, *,
+                          where: str = "the device") -> str | None:
+    """Why `estimate` cannot decode in `device_memory_bytes`, in one line; None when it may fit, or when the memory is
+    unknown."""
+    if device_memory_bytes <= 0 or estimate.total_bytes <= FIT_FRACTION * device_memory_bytes:
+        return None
+    return (f"{estimate.model}: decoding needs about {human_bytes(estimate.total_bytes)} ({estimate.parts()}) but "
+            f"{where} has {human_bytes(device_memory_bytes)}; refused before building it (the estimate is a lower "
+            "bound): use a smaller batch, a shorter prompt or output, or a device with more memory")
+
+
+def check_decode_fits(estimate: DecodeMemoryEstimate, memory: DeviceMemory | None) -> None:
+    """Raise InsufficientMemoryError (decode_memory_problem's line) when decoding clearly cannot fit `memory`;
+    nothing when it may, or when the device's memory is unknown."""
+    problem = None if memory is None else decode_memory_problem(estimate, memory.bytes // max(memory.copies, 1),
+                                                                where=memory.where)
     if problem:
         raise InsufficientMemoryError(problem)

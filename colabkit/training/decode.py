@@ -1,0 +1,423 @@
+"""Greedy generation with a key-value cache for ParaDnn's decoder-only Transformer (notebooks/paradnn.ipynb's
+`build_transformer`), on the weights of the Keras model the notebook built, trained or not (docs/decode.md).
+
+`read_decoder` finds the model's layers and `GreedyDecoder` runs them: a prefill passes the prompt once, filling
+each layer's cache of keys and values, its last position's logits giving the first token; then each step feeds the
+newest token at the next position. Every layer is the model's own Keras layer (the attention's projections are its
+MultiHeadAttention's EinsumDense sublayers); only the attention over the cache is written here, with
+keras.ops.dot_product_attention as the model's layer calls it. One implementation, compiled per backend: jax.jit
+(the weights passed in through keras.StatelessScope, not baked in as constants; the cache donated, updated in
+place) or tf.function(jit_compile=True) (the cache in tf.Variables, assigned in place under XLA). PyTorch is
+refused: Keras's slice_update on torch copies the whole cache every step.
+
+Shapes never change per token: per layer a [batch, max_length, heads, head_size] cache of keys and one of values
+(Keras's [B, T, N, H] layout: no transpose per step), the position an int32 scalar kept on the device, the
+attention over the whole cache masked beyond it: one compiled step, whose work does not grow as the cache fills
+(docs/decode.md says why not a window that grows). Every timed call ends with its tokens on the host
+(np.asarray): the device has finished the step, cache update included, before the clock stops.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+
+from colabkit.errors import BackendUnsupportedError, DecodeModelError, ParameterError
+from colabkit.training.memory import (
+    DecodeMemoryEstimate,
+    check_decode_fits,
+    decode_memory,
+    decode_step_bytes,
+    decode_step_flops,
+    output_weights,
+    prefill_bytes,
+    prefill_flops,
+)
+from colabkit.training.roofline import dtype_bytes
+
+if TYPE_CHECKING:
+    from colabkit.device.memory import DeviceMemory
+
+DECODE_BACKENDS = ("jax", "tensorflow")
+# A block's layers in model.layers' order, as build_transformer applies them.
+_BLOCK = ("LayerNormalization", "MultiHeadAttention", "Add", "LayerNormalization", "Dense", "Dense", "Add")
+# The cached logits against the full pass's: |difference| <= RELATIVE_TOLERANCE[arithmetic] x (1 + max |logit|),
+# in units of the arithmetic's unit roundoff u: 256 u in float32, 16 u in half precision and TF32 (the evidence:
+# docs/decode.md). A real fault (a position off by one, another layer's keys, no mask) moves logits by 1e-2 or more.
+RELATIVE_TOLERANCE = {"float32": 256 * 2.0**-24, "tensorfloat32": 16 * 2.0**-11, "float16": 16 * 2.0**-11,
+                      "bfloat16": 16 * 2.0**-8}
+
+
+@dataclass(frozen=True)
+class DecoderBlock:
+    """One pre-norm block's layers: x + attention(norm(x)), then x + mlp_out(mlp_in(norm(x)))."""
+
+    attention_norm: Any
+    attention: Any  # keras.layers.MultiHeadAttention
+    mlp_norm: Any
+    mlp_in: Any  # Dense(mlp_ratio x width, gelu)
+    mlp_out: Any  # Dense(width)
+
+
+@dataclass(frozen=True)
+class DecoderLayers:
+    """ParaDnn's Transformer as the decode reads it: its layers, in the order the model applies them."""
+
+    embedding: Any
+    positions: Any | None  # the learned position table, a (positions, width) variable; None: the model has none
+    blocks: tuple[DecoderBlock, ...]
+    final_norm: Any
+    head: Any
+
+    @property
+    def width(self) -> int:
+        return int(self.embedding.output_dim)
+
+    @property
+    def heads(self) -> int:
+        return int(self.blocks[0].attention.num_heads)
+
+    @property
+    def head_size(self) -> int:
+        return int(self.blocks[0].attention.key_dim)
+
+    @property
+    def vocab(self) -> int:
+        return int(self.head.units)
+
+    @property
+    def max_positions(self) -> int | None:
+        return None if self.positions is None else int(self.positions.shape[0])
+
+    @property
+    def cache_dtype(self) -> str:
+        """The attention's compute dtype (float16 or bfloat16 under mixed precision): what its keys are."""
+        return str(self.blocks[0].attention.key_dense.compute_dtype)
+
+
+def read_decoder(model: Any) -> DecoderLayers:
+    """The layers of `model`, a built ParaDnn Transformer; DecodeModelError (one line naming what is out of place)
+    for any other model: an attention layer with dropout, a gate, a sliding window, other attention axes or an
+    output shape of its own, key and value sizes that differ, blocks of different attention shapes."""
+    layers = [layer for layer in getattr(model, "layers", []) if type(layer).__name__ != "InputLayer"]
+    names = [type(layer).__name__ for layer in layers]
+
+    def refuse(why: str) -> DecodeModelError:
+        return DecodeModelError(f"model {getattr(model, 'name', model)!r} is not ParaDnn's decoder-only Transformer "
+                                f"as notebooks/paradnn.ipynb builds it: {why}")
+
+    if not names or names[0] != "Embedding":
+        raise refuse(f"its first layer is {names[0] if names else 'missing'}, expected an Embedding")
+    width, index, positions = int(layers[0].output_dim), 1, None
+    if index < len(layers) and names[index] != "LayerNormalization":  # the learned position table
+        weights = layers[index].weights
+        if len(weights) != 1 or len(weights[0].shape) != 2 or int(weights[0].shape[1]) != width:
+            raise refuse(f"layer {layers[index].name!r} ({names[index]}) after the embedding is not a position table "
+                         f"(one (positions, {width}) weight)")
+        positions, index = weights[0], index + 1
+    blocks = []
+    while names[index:index + len(_BLOCK)] == list(_BLOCK):
+        norm, attention, _, mlp_norm, mlp_in, mlp_out, _ = layers[index:index + len(_BLOCK)]
+        config = attention.get_config()
+        odd = {key: config.get(key) for key in ("dropout", "use_gate", "sliding_window", "output_shape")
+               if config.get(key) not in (None, 0, 0.0, False)}
+        if config.get("attention_axes") not in (None, (1,), [1]):  # built: (1,), the sequence axis
+            odd["attention_axes"] = config["attention_axes"]
+        if config.get("value_dim") not in (None, config["key_dim"]):
+            odd["value_dim"] = config["value_dim"]
+        if blocks and (config["num_heads"], config["key_dim"]) != (blocks[0].attention.num_heads,
+                                                                   blocks[0].attention.key_dim):
+            odd["num_heads, key_dim"] = (config["num_heads"], config["key_dim"])
+        if odd:
+            raise refuse(f"attention layer {attention.name!r} has {odd}")
+        blocks.append(DecoderBlock(norm, attention, mlp_norm, mlp_in, mlp_out))
+        index += len(_BLOCK)
+    if not blocks or names[index:] != ["LayerNormalization", "Dense"]:
+        raise refuse(f"after {len(blocks)} blocks found {names[index:index + 4]}, expected LayerNormalization, Dense "
+                     f"(or a block: {', '.join(_BLOCK)})")
+    return DecoderLayers(layers[0], positions, tuple(blocks), layers[index], layers[index + 1])
+
+
+def _embed(decoder: DecoderLayers, tokens: Any, start: Any) -> Any:
+    """Token embeddings of `tokens` [B, T] plus the position table's rows start .. start + T - 1, cast as the
+    notebook's PositionEmbedding casts them."""
+    x = decoder.embedding(tokens)
+    if decoder.positions is None:
+        return x
+    # A gather, not a slice: TensorFlow's XLA bridge takes a slice's start as a compile-time constant (a program per
+    # position); a gather's indices are data.
+    rows = keras.ops.take(decoder.positions.value, keras.ops.arange(tokens.shape[1]) + start, axis=0)
+    return keras.ops.add(x, keras.ops.cast(rows, x.dtype))
+
+
+def _blocks(decoder: DecoderLayers, x: Any, attend: Callable[[int, Any, Any], Any]) -> Any:
+    """The residual stream after every block, `attend(index, attention layer, normed input)` giving each block's
+    attention output; then the final norm and the head on the last position: float32 logits [B, vocab]."""
+    for index, block in enumerate(decoder.blocks):
+        x = keras.ops.add(x, attend(index, block.attention, block.attention_norm(x)))
+        x = keras.ops.add(x, block.mlp_out(block.mlp_in(block.mlp_norm(x))))
+    return decoder.head(decoder.final_norm(x[:, -1:, :]))[:, 0, :]
+
+
+def _prefill(decoder: DecoderLayers, cache: list[Any], tokens: Any) -> tuple[Any, Any, list[Any], Any]:
+    """The prompt `tokens` [B, T] through the model, causal attention over the prompt as the model's layer runs
+    it; its keys and values written at positions 0 .. T - 1. (first tokens [B], logits, cache, position T)."""
+    new = list(cache)
+
+    def attend(index: int, attention: Any, h: Any) -> Any:
+        query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
+        new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, 0, 0, 0), key)
+        new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, 0, 0, 0), value)
+        context = keras.ops.dot_product_attention(query, key, value, scale=1 / math.sqrt(attention.key_dim),
+                                                  is_causal=True)
+        return attention.output_dense(context)
+
+    logits = _blocks(decoder, _embed(decoder, tokens, 0), attend)
+    return _argmax(logits), logits, new, keras.ops.convert_to_tensor(tokens.shape[1], "int32")
+
+
+def _step(decoder: DecoderLayers, cache: list[Any], tokens: Any, position: Any) -> tuple[Any, Any, list[Any], Any]:
+    """`tokens` [B] at `position`: their keys and values written there, attention over the whole cache, the
+    positions beyond `position` masked. (next tokens [B], logits, cache, position + 1)."""
+    new, length = list(cache), cache[0].shape[1]
+    keep = keras.ops.reshape(keras.ops.arange(length) <= position, (1, 1, 1, length))
+
+    def attend(index: int, attention: Any, h: Any) -> Any:
+        query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
+        keys = new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, position, 0, 0), key)
+        values = new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, position, 0, 0), value)
+        context = keras.ops.dot_product_attention(query, keys, values, mask=keep,
+                                                  scale=1 / math.sqrt(attention.key_dim))
+        return attention.output_dense(context)
+
+    logits = _blocks(decoder, _embed(decoder, keras.ops.expand_dims(tokens, 1), position), attend)
+    return _argmax(logits), logits, new, position + 1
+
+
+def _argmax(logits: Any) -> Any:
+    return keras.ops.cast(keras.ops.argmax(logits, axis=-1), "int32")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one greedy generation gave and took: `tokens` [batch, new_tokens] (int32) in order; `prefill_s` from the
+    prompt handed over (host array) to the first tokens on the host (the prefill and its argmax: the time to first
+    token); `step_s[i]` from the call of step i to its tokens, token i + 1, on the host; `total_s` from the prompt
+    handed over to the last tokens on the host (the Python between the steps included, and the logits' fetch when
+    kept: time with keep_logits=False); `logits` [batch, new_tokens, vocab] (float32) when kept, fetched after each
+    clock stopped; `step_keys[i]` the positions step i's tokens attended to (prompt_length + i + 1: its FLOPs and
+    must-read bytes; the step's attention reads the whole cache, max_length positions, all the same)."""
+
+    tokens: np.ndarray
+    prefill_s: float
+    step_s: tuple[float, ...]
+    total_s: float
+    logits: np.ndarray | None
+    step_keys: tuple[int, ...]
+
+
+class GreedyDecoder:
+    """Greedy generation from a built ParaDnn Transformer (module docstring): `batch` prompts of `prompt_length`
+    tokens, up to `max_length` tokens in all (prompt and output), on the current Keras backend.
+
+    Refused before the cache is built, one line each: lengths that do not fit the model's position table
+    (ParameterError), a model that is not the notebook's Transformer (DecodeModelError), PyTorch
+    (BackendUnsupportedError), a cache and weights that clearly do not fit `memory` (InsufficientMemoryError,
+    colabkit.training.memory.decode_memory's estimate, kept as `estimate`)."""
+
+    def __init__(self, model: Any, *, batch: int, prompt_length: int, max_length: int,
+                 memory: DeviceMemory | None = None) -> None:
+        self.model, self.batch, self.prompt_length, self.max_length = model, batch, prompt_length, max_length
+        d = self.decoder = read_decoder(model)
+        limit = d.max_positions
+        if batch < 1 or prompt_length < 1 or max_length <= prompt_length or (limit and max_length > limit):
+            raise ParameterError(f"decode batch {batch}, prompt {prompt_length}, max_length {max_length}: expected "
+                                 "batch >= 1 and 1 <= prompt < max_length" + (f" <= the model's {limit} positions"
+                                                                               if limit else ""))
+        self.backend = keras.backend.backend()
+        if self.backend not in DECODE_BACKENDS:
+            raise BackendUnsupportedError(f"decode on Keras's {self.backend} backend: not built (its slice_update "
+                                          "copies the whole cache every step); use jax or tensorflow")
+        mlp_ratio = int(d.blocks[0].mlp_in.units) // d.width
+        self.estimate: DecodeMemoryEstimate = decode_memory(
+            model.name, len(d.blocks), d.width, d.vocab, mlp_ratio, limit or 0, batch=batch, max_length=max_length,
+            prompt_length=prompt_length, compute_dtype=d.cache_dtype)
+        check_decode_fits(self.estimate, memory)
+        tables = {id(d.embedding.embeddings), id(d.positions)}  # lookups: no FLOPs, outside N
+        self.non_embedding = int(sum(math.prod(w.shape) for w in model.trainable_weights if id(w) not in tables))
+        self.output_weights = output_weights(d.width, d.vocab)  # the final norm and the head: N_out
+        self.attention_width = len(d.blocks) * d.heads * d.head_size  # L x H x Q
+        self.weight_bytes = dtype_bytes(str(model.dtype_policy.variable_dtype))
+        self.cache_bytes = dtype_bytes(d.cache_dtype)
+        self._variables = list(model.variables)
+        shape = (batch, max_length, d.heads, d.head_size)
+        self._prefill_call, self._step_call = (self._compile_jax(shape) if self.backend == "jax"
+                                               else self._compile_tensorflow(shape))
+
+    def _compile_jax(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        import jax
+
+        variables, decoder = self._variables, self.decoder
+
+        def stateless(run: Callable[..., Any]) -> Callable[..., Any]:
+            def call(values: list[Any], cache: list[Any], *args: Any) -> Any:
+                with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                    return run(decoder, cache, *args)
+            return call
+
+        prefill = jax.jit(stateless(_prefill), donate_argnums=(1,))
+        step = jax.jit(stateless(_step), donate_argnums=(1,))
+        self._cache = [jax.numpy.zeros(shape, self.decoder.cache_dtype) for _ in range(2 * len(decoder.blocks))]
+        values: list[Any] = []  # the weights as the prefill found them (the model's current ones), for its steps
+
+        def run(call: Callable[..., Any], *args: Any) -> tuple[Any, Any, Any]:
+            tokens, logits, self._cache, position = call(values, self._cache, *args)
+            return tokens, logits, position
+
+        def start(tokens: Any) -> tuple[Any, Any, Any]:
+            values[:] = [v.value for v in variables]
+            return run(prefill, jax.numpy.asarray(tokens))
+
+        return start, lambda tokens, position: run(step, tokens, position)
+
+    def _compile_tensorflow(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        import tensorflow as tf
+
+        decoder = self.decoder
+        cache = self._cache = [tf.Variable(tf.zeros(shape, decoder.cache_dtype), trainable=False)
+                               for _ in range(2 * len(decoder.blocks))]
+
+        def assigning(run: Callable[..., Any]) -> Callable[..., Any]:
+            def body(*args: Any) -> tuple[Any, Any, Any]:
+                tokens, logits, new, position = run(decoder, [v.read_value() for v in cache], *args)
+                for variable, value in zip(cache, new):
+                    variable.assign(value)  # in place under XLA: no copy of the cache per step (docs/decode.md)
+                return tokens, logits, position
+
+            function, traced = tf.function(body, jit_compile=True, autograph=False), []
+
+            def call(*args: Any) -> Any:
+                # Traced once, on the first call, as a concrete function: tf.function's own call would count the
+                # traces of every decoder's `body` (one code object) and warn of retracing after five.
+                if not traced:
+                    traced.append(function.get_concrete_function(*args))
+                return traced[0](*args)
+            return call
+
+        prefill = assigning(_prefill)
+        return lambda tokens: prefill(tf.convert_to_tensor(tokens, tf.int32)), assigning(_step)
+
+    def allocated_cache_bytes(self) -> int:
+        """The bytes the cache's arrays hold on the device (what the estimate's cache_bytes counts)."""
+        return sum(math.prod(c.shape) * dtype_bytes(keras.backend.standardize_dtype(c.dtype)) for c in self._cache)
+
+    def compile(self, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+        """Compile the prefill and the step on a prompt of zeros, each first call timed (seconds, tokens on the host):
+        {'prefill_first_call_s', 'step_first_call_s'}. Later calls reuse the programs."""
+        prompt = np.zeros((self.batch, self.prompt_length), np.int32)
+        start = clock()
+        tokens, _, position = self._prefill_call(prompt)
+        np.asarray(tokens)
+        prefill_s, start = clock() - start, clock()
+        np.asarray(self._step_call(tokens, position)[0])
+        return {"prefill_first_call_s": prefill_s, "step_first_call_s": clock() - start}
+
+    def generate(self, prompt: Any, new_tokens: int, *, keep_logits: bool = False,
+                 clock: Callable[[], float] = time.perf_counter) -> Generation:
+        """`new_tokens` greedy tokens after each of the batch's prompts ([batch, prompt_length] token ids), timed per
+        token (Generation). The first call of each program compiles it: call `compile` first to keep that apart."""
+        prompt = np.asarray(prompt, np.int32)
+        room = self.max_length - self.prompt_length
+        if prompt.shape != (self.batch, self.prompt_length) or not 1 <= new_tokens <= room:
+            raise ParameterError(f"prompt of shape {prompt.shape} and {new_tokens} new tokens: expected ({self.batch}, "
+                                 f"{self.prompt_length}) and 1 .. {room} new tokens")
+        if prompt.min() < 0 or prompt.max() >= self.decoder.vocab:
+            raise ParameterError(f"prompt token ids must lie in 0 .. {self.decoder.vocab - 1}")
+        keys = [self.prompt_length + index for index in range(1, new_tokens)]  # the prompt and the tokens so far
+        began = clock()
+        tokens, logits, position = self._prefill_call(prompt)
+        found, times, kept = [np.asarray(tokens)], [], []
+        prefill_s = (stop := clock()) - began
+        kept += [np.asarray(logits)] if keep_logits else []
+        for _ in keys:
+            start = clock()
+            tokens, logits, position = self._step_call(tokens, position)
+            found.append(np.asarray(tokens))
+            times.append((stop := clock()) - start)
+            kept += [np.asarray(logits)] if keep_logits else []
+        return Generation(np.stack(found, axis=1), prefill_s, tuple(times), stop - began,
+                          np.stack(kept, axis=1) if keep_logits else None, tuple(keys))
+
+    # --- the work each call does, as colabkit.training.memory counts it (DECODE_FLOP_CONVENTION and
+    # DECODE_BYTES_CONVENTION); `keys`: the positions a step's tokens attend to (Generation.step_keys), or
+    # max_length for what a step over the whole fixed-size cache reads
+
+    def step_flops(self, keys: int) -> int:
+        """Model FLOPs of one step of the batch, its tokens attending to `keys` positions."""
+        return decode_step_flops(self.non_embedding, self.attention_width, self.batch, keys)
+
+    def prefill_flops(self) -> int:
+        """Model FLOPs of the batch's prefill, the output at the last position only."""
+        return prefill_flops(self.non_embedding, self.output_weights, self.attention_width, self.batch,
+                             self.prompt_length)
+
+    def step_bytes(self, keys: int) -> int:
+        """Bytes one step of the batch must move, its tokens attending to `keys` positions."""
+        return decode_step_bytes(self.non_embedding, len(self.decoder.blocks), self.decoder.width, self.batch, keys,
+                                 self.weight_bytes, self.cache_bytes)
+
+    def prefill_bytes(self) -> int:
+        """Bytes the batch's prefill must move."""
+        return prefill_bytes(self.non_embedding, len(self.decoder.blocks), self.decoder.width, self.batch,
+                             self.prompt_length, self.weight_bytes, self.cache_bytes)
+
+
+@dataclass(frozen=True)
+class DecodeCheck:
+    """Cached decode against the model's full forward pass over the same tokens: the largest |logit difference| over
+    the generated positions, the tolerance it is held to (RELATIVE_TOLERANCE[arithmetic] x (1 + max |logit|)), and
+    whether every greedy token is the full pass's argmax, or within twice the tolerance of its top logit (a tie to
+    rounding: `ties` counts those)."""
+
+    max_abs_difference: float
+    tolerance: float
+    arithmetic: str
+    tokens_agree: bool
+    ties: int
+    positions: int
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_difference <= self.tolerance and self.tokens_agree
+
+
+def check_against_full_pass(model: Any, prompt: Any, generation: Generation,
+                            arithmetic: str | None = None) -> DecodeCheck:
+    """Run `model` (its own call, training=False) once over each prompt followed by the generated tokens but the
+    last (padded with zeros to the model's input length: causal, so the padding changes no earlier position) and
+    compare its logits at the positions that chose the generated tokens with the decode's (kept logits needed).
+    `arithmetic` (a RELATIVE_TOLERANCE key) defaults to the model's compute dtype; name the narrower one a device's
+    products use ('tensorfloat32' on a recent GPU, 'bfloat16' for float32 on a TPU)."""
+    arithmetic = arithmetic or str(model.dtype_policy.compute_dtype)
+    if generation.logits is None or arithmetic not in RELATIVE_TOLERANCE:
+        raise ParameterError(f"check_against_full_pass needs a generation made with keep_logits=True and an arithmetic "
+                             f"among {', '.join(RELATIVE_TOLERANCE)} (got {arithmetic!r})")
+    prompt = np.asarray(prompt, np.int32)
+    fed = np.concatenate([prompt, generation.tokens[:, :-1]], axis=1)
+    length = model.inputs[0].shape[1] or fed.shape[1]
+    padded = np.zeros((fed.shape[0], length), np.int32)
+    padded[:, :fed.shape[1]] = fed
+    full = np.asarray(keras.ops.convert_to_numpy(model(padded, training=False)), np.float64)
+    chosen = full[:, prompt.shape[1] - 1:fed.shape[1]]
+    tolerance = RELATIVE_TOLERANCE[arithmetic] * (1.0 + float(np.max(np.abs(chosen))))
+    picked = np.take_along_axis(chosen, generation.tokens[..., None].astype(np.int64), axis=-1)[..., 0]
+    exact = chosen.argmax(-1) == generation.tokens
+    close = chosen.max(-1) - picked <= 2 * tolerance
+    return DecodeCheck(float(np.max(np.abs(chosen - generation.logits))), tolerance, arithmetic,
+                       bool(np.all(exact | close)), int(np.sum(~exact & close)), int(chosen.shape[1]))
