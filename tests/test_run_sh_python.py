@@ -17,7 +17,8 @@ FIND_PYTHON = 'source <(sed -n "/^find_python() {/,/^}/p" run.sh); find_python'
 
 def find_python(tmp_path, **environment: str) -> subprocess.CompletedProcess:
     """run.sh's own find_python, called alone (no venv set up) with `environment`."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    # PYTHON and COLABKIT_STACK of the calling shell stay out: .ci/run runs this file under the Colab set too.
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHON", "COLABKIT_STACK")}
     return subprocess.run(["bash", "-c", FIND_PYTHON], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={**env, "MINOR": str(MINOR), **environment})
 
