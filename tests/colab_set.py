@@ -36,6 +36,7 @@ COLAB_SET: dict[str, str] = {
     # the sweep's kernels (jupyter_client, ipykernel, nbclient)
     "test_sweep_kernels.py": "warm kernels cleared, reused and replaced through jupyter_client",
     "test_sweep.py": "a cell error, a dead kernel, a timeout and kernel start retries as nbclient reports them",
+    "test_host_state.py": "the host monitor beside every run, in a Colab runtime too (psutil: 5.9.5 on Colab)",
     # models and training in this process
     "test_training_fit.py": "colabkit's fit over Keras (Keras 3.13 fetches batches differently: docs/colab.md)",
     "test_training_timer.py": "the Keras timing callback",
@@ -74,7 +75,6 @@ NOT_COLAB_SET: dict[str, str] = {
     "test_sweep_interrupt.py": "resume after kill -9 and Ctrl-C: colabkit's signals and files",
     "test_sweep_repeats.py": "rounds, repeats and --target-ci: colabkit's planning",
     "test_robustness.py": "bad input and broken folders through the command line: colabkit's refusals",
-    "test_host_state.py": "/proc and the quiet verdict; the busy-host sweep's record",
     "test_adding_an_experiment.py": "a new experiment needs no change to colabkit (the paths it runs are tested above)",
     "test_sweep_estimate.py": "the dry run's arithmetic",
     "test_experiments.py": "declarations against the notebooks' parameters cells",
