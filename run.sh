@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for the suite. Each verb sets up .venv first (only when requirements change).
 #   ./run.sh smoke   the main job: a quick sweep of every notebook on this machine's device, then the report
-#   ./run.sh test    the test suite (slow paper-size runs are skipped; ./run.sh test -m slow runs them)
+#   ./run.sh test    the test suite (slow paper-size runs are skipped; ./run.sh test -m slow runs them; -n 2 runs
+#                    it on two workers as CI does: docs/testing.md)
 #   ./run.sh bench   every benchmark under benchmarks/, each printing its ratio to a same-run baseline
 #   ./run.sh paper   the paper-size sweep (hours on a CPU; meant for GPU/TPU runtimes)
 #   ./run.sh gpu-check  on a GPU machine, one table saying whether its GPU path measures right (minutes)

@@ -1,5 +1,6 @@
-"""Shared test fixtures and hooks: quiet TensorFlow, a fake machine for device logic, and the `gpu`
-marker (a test that needs a real GPU is skipped where `nvidia-smi -L` lists none)."""
+"""Shared test fixtures and hooks: quiet TensorFlow, a fake machine for device logic, the `gpu` marker (a test
+that needs a real GPU is skipped where `nvidia-smi -L` lists none) and the `colab_set` marker on the files
+tests/colab_set.py lists (the tests Colab's versions can change: .ci/run runs those under Colab's set)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tempfile
 from typing import Any
 
 import pytest
+from colab_set import COLAB_SET
 from helpers import FakeTensorFlow, visible_gpus
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
@@ -28,9 +30,13 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "only where selected, `-m device_rehearsal` (.ci/run's own step)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it must see the `colab_set` marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests marked `gpu` when no GPU is visible, and those marked `device_rehearsal` unless
-    `-m` names that marker, saying why."""
+    """Mark `colab_set` the tests of the files in tests/colab_set.py's COLAB_SET; skip the tests marked `gpu`
+    when no GPU is visible, and those marked `device_rehearsal` unless `-m` names that marker, saying why."""
+    for item in items:
+        if item.path.name in COLAB_SET:
+            item.add_marker(pytest.mark.colab_set)
     marked = [item for item in items if item.get_closest_marker("gpu") is not None]
     if marked and not visible_gpus():
         skip = pytest.mark.skip(reason="needs a real GPU: nvidia-smi -L lists none here")

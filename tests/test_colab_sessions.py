@@ -51,6 +51,7 @@ def test_a_broken_kernel_client_gives_one_line_naming_the_fix_after_one_session_
 
 # --- 2. tokens that expire: sessions cut to end before, stopped means stopped ---------------------------
 
+@pytest.mark.serial  # runs of about 7 s fitting 20 s sessions: beside a second pytest worker they take twice that
 def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(fake, tmp_path: Path):
     out = tmp_path / "out"
     # four runs in fresh kernels, about 7 s each here (8.2 s by the estimate): one session would take over 30 s,

@@ -22,9 +22,9 @@ from colabkit.records.provenance import checkout_commit
 from colabkit.sweep.fingerprint import code_digest, fingerprint, stale_reason
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-# What a checkout holds that is no part of the source: never copied into the build.
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "outputs", "build", "dist", "*.egg-info", "__pycache__",
-                                    ".pytest_cache", ".ipynb_checkpoints")
+# What a checkout holds that is no part of the source: never copied into the build (.venv-colab is 3 GB).
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".venv-*", ".device", ".device-*", "outputs", "build", "dist",
+                                    "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 300) -> str:
