@@ -19,7 +19,8 @@ from colabkit.experiments import check_values, get
 from colabkit.experiments.inference import INFERENCE_HEADLINE
 from colabkit.records.identity import run_work, work_key
 from colabkit.records.record import make_record
-from colabkit.timing.percentiles import min_queries, order_ranks, percentile_interval
+from colabkit.statistics import order_ranks
+from colabkit.timing.percentiles import min_queries, percentile_interval
 from colabkit.training.inference import largest_batch, measure_inference, parse_batch_sizes
 
 # --- the intervals ------------------------------------------------------------------------------------
@@ -35,13 +36,13 @@ def test_the_fewest_queries_for_an_interval_are_where_q_to_the_n_falls_under_the
     q = percentile / 100
     assert min_queries(percentile) == needed
     assert max(q, 1 - q) ** needed <= 0.025 < max(q, 1 - q) ** (needed - 1)
-    assert order_ranks(needed, percentile) is not None and order_ranks(needed - 1, percentile) is None
+    assert order_ranks(needed, q) is not None and order_ranks(needed - 1, q) is None
 
 
 @pytest.mark.parametrize("n, percentile", [(6, 50), (40, 90), (200, 50), (400, 99), (1000, 90), (1000, 99)])
 def test_the_ranks_are_equal_tailed_and_their_stated_coverage_is_the_exact_binomial_one(n, percentile):
     q = percentile / 100
-    low, high, coverage = order_ranks(n, percentile)
+    low, high, coverage = order_ranks(n, q)
     assert 1 <= low < high <= n
     assert coverage == pytest.approx(exact_coverage(n, q, low, high), abs=1e-9) and coverage >= 0.95
     below, above = exact_coverage(n, q, 0, low), exact_coverage(n, q, high, n + 1)
