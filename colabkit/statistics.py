@@ -48,6 +48,7 @@ EXACT_95_RUNS = 6  # from this many runs on, a median's interval reaches 95 % (t
 TOLERANCE = 0.02  # a ratio whose interval stays within [1/1.02, 1.02] is no difference worth a word
 EXACT_UP_TO = 1000  # samples up to which binomial_cdf computes with exact integers
 MEDIAN_METHOD = "order statistics of the runs (binomial level)"
+ORDER_METHOD = "order statistics of the samples, equal-tailed (binomial coverage)"
 RATIO_METHOD = "each side's median interval, combined on the log scale (MOVER, Zou & Donner 2008)"
 
 
@@ -195,6 +196,28 @@ def order_ranks(n: int, quantile: float = 0.5, confidence: float = CONFIDENCE, *
     if lows and highs:
         return lows[-1], highs[0], cdf[highs[0] - 1] - cdf[lows[-1] - 1]
     return (1, n, cdf[n - 1] - cdf[0]) if or_widest else None
+
+
+def min_samples(quantile: float, confidence: float = CONFIDENCE) -> int:
+    """The fewest samples from which the `quantile`'s equal-tailed interval at `confidence` exists: the extreme
+    sample must lie beyond the quantile with probability 1 - tail, max(q, 1 - q)^n <= tail (368 for p99 at 95 %)."""
+    _check_confidence(confidence)
+    return max(math.ceil(math.log((1 - confidence) / 2) / math.log(max(quantile, 1 - quantile))), 1)
+
+
+def quantile_ci(samples: Iterable[float], quantile: float, confidence: float = CONFIDENCE) -> Interval:
+    """The `quantile` of `samples` (NumPy's linear interpolation) and its distribution-free interval (`order_ranks`,
+    the coverage its ranks reach in `confidence`); below `min_samples` the estimate alone, with a note. ValueError
+    on no sample or one that is not finite (a latency percentile: docs/inference.md)."""
+    values = np.sort(np.asarray(list(samples), dtype=float))
+    if not len(values) or not np.isfinite(values).all():
+        raise ValueError("a quantile's interval needs at least one sample, every one finite")
+    estimate, ranks = float(np.quantile(values, quantile)), order_ranks(len(values), quantile, confidence)
+    if ranks is None:
+        return Interval(estimate, None, None, len(values), confidence, f"{len(values)} samples give no "
+                        f"{percent(confidence)} interval (it takes {min_samples(quantile, confidence)})", method=ORDER_METHOD)
+    return Interval(estimate, float(values[ranks[0] - 1]), float(values[ranks[1] - 1]), len(values), ranks[2],
+                    method=ORDER_METHOD)
 
 
 def level_note(n: int, level: float, confidence: float = CONFIDENCE) -> str:

@@ -119,6 +119,11 @@ class DeviceSetup:
     def name(self) -> str:
         return str(self.description.get("name", self.kind))
 
+    @property
+    def multi_worker(self) -> dict[str, Any] | None:
+        """A multi-worker set-up's cluster (workers, this task, whether it is the chief); None on one machine."""
+        return self.description.get("multi_worker")
+
     def peak(self, dtype: str, tf32: bool | None = None) -> PeakFlops | None:
         """Peak matrix throughput of the devices in use for `dtype`, or None when unknown. On a GPU,
         float32 is TF32's peak where TF32 runs: as the set-up found it (`tf32` None), else where it was
