@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.device.backends import BACKENDS, select_backend
     from colabkit.device.peaks import PeakFlops, at_least, peak_metrics
     from colabkit.device.probes import available_devices, machine_details
-    from colabkit.device.replicas import on_every_replica
     from colabkit.device.spec import DeviceSetup, parse_device
     from colabkit.inference import InferenceSettings, measure_inference
     from colabkit.records.loading import load_results
@@ -58,7 +57,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.statistics import summarize
     from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
     from colabkit.timing.repeats import RepeatResult, run_repeats
-    from colabkit.training.setup import subsample
+    from colabkit.training.fit import weights_digest
+    from colabkit.training.setup import repeated_batch, subsample
     from colabkit.training.trainer import Trainer
 
 # Where each lazily loaded name lives, module by module as the imports above (the ones of training/ import Keras:
@@ -70,7 +70,6 @@ _LAZY = {name: module for module, names in {
     "colabkit.device.backends": ("BACKENDS", "select_backend"),
     "colabkit.device.peaks": ("PeakFlops", "at_least", "peak_metrics"),
     "colabkit.device.probes": ("available_devices", "machine_details"),
-    "colabkit.device.replicas": ("on_every_replica",),
     "colabkit.device.spec": ("DeviceSetup", "parse_device"),
     "colabkit.inference": ("InferenceSettings", "measure_inference"),
     "colabkit.records.loading": ("load_results",),
@@ -79,7 +78,8 @@ _LAZY = {name: module for module, names in {
     "colabkit.statistics": ("summarize",),
     "colabkit.timing.clock": ("Measurement", "block_until_ready", "measure", "timed"),
     "colabkit.timing.repeats": ("RepeatResult", "run_repeats"),
-    "colabkit.training.setup": ("subsample",),
+    "colabkit.training.fit": ("weights_digest",),
+    "colabkit.training.setup": ("repeated_batch", "subsample"),
     "colabkit.training.trainer": ("Trainer",),
 }.items() for name in names}
 

@@ -260,9 +260,8 @@ class Run:
             check_fits(self.experiment, self.params, setup_memory(device))
 
     def auto_sizes(self, device: Any, table: Mapping[str, Mapping[str, Any]], **values: Any) -> tuple[Any, ...]:
-        """`values` in order, each "auto" one replaced by `table[device kind][name]`: sizes that run a notebook by hand
-        in minutes on the device it landed on (grids give every size; "auto" is for Run all). Printed, and kept
-        for the record's `sizes` (what was asked, what was used, which were "auto")."""
+        """`values` in order, each "auto" one replaced by `table[device kind][name]` (sizes that run a notebook by hand
+        in minutes on the device it landed on); printed, and kept for the record's `sizes` (asked, used, which auto)."""
         kind, sizes = device.kind, table.get(device.kind, {})
         auto = [name for name, value in values.items() if isinstance(value, str) and value == "auto"]
         for name in (name for name in auto if name not in sizes):
@@ -276,8 +275,8 @@ class Run:
         return tuple(used.values())
 
     def end_here(self) -> None:
-        """End the run in this cell, its record written (an inference run ends before the training sections):
-        SystemExit(0), which papermill takes for a clean end and Colab's Run all for the last cell run."""
+        """End the run in this cell (an inference run, before the training sections): SystemExit(0), which papermill
+        takes for a clean end and Colab's Run all for the last cell to run."""
         import warnings
 
         print(f"{f'record written to {self.path}' if self.written else 'no record written'}; this run ends here "

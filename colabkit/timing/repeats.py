@@ -34,9 +34,8 @@ class RepeatResult:
 
     scores: host-side test scores by name (e.g. test_accuracy, f1_macro), each a float.
     timing: TrainingTimer.metrics() of the repeat's fit; timings: TrainingTimer.timings().
-    history: Keras's History.history (per-epoch logs); evaluation: a colabkit.scores
-    classification_report of the test predictions; training: the fit's colabkit.training Training, where
-    it has one (`of`). `repeat` and `seed` are set by run_repeats.
+    history: Keras's History.history (per-epoch logs); evaluation: a colabkit.scores classification_report
+    of the test predictions; training: the fit's Training (`of`). `repeat` and `seed` are set by run_repeats.
     """
 
     scores: dict[str, float]
@@ -134,11 +133,11 @@ class RepeatedTraining:
         }
 
     def record_fields(self) -> dict[str, Any]:
-        """The record's fields beside `metrics`: timings, the per-epoch mean history and every repeat's, the first
-        fit's estimate (it covers every repeat), the pooled evaluation and every repeat's."""
+        """The record's fields beside `metrics`: timings, the mean history and every repeat's, the first fit's estimate
+        (it covers every repeat), the pooled evaluation and every repeat's."""
         first = self.results[0].training
         return {"timings": self.timings(), "history": self.mean_history(),
-                "estimate": first.record_fields.get("estimate") if first is not None else None,
+                "estimate": first and first.record_fields.get("estimate"),
                 "history_is": "per-epoch mean over the repeats; histories: every repeat's", "histories": self.histories,
                 "evaluation": self.pooled_evaluation(), "evaluations": [result.evaluation for result in self.results]}
 

@@ -1,14 +1,12 @@
-"""Around Keras's own fit: one input iterator for all epochs, several steps per execution on several replicas,
-fit for the bottleneck passes (Keras's, or the multi-worker loop), predictions on the host, a digest of the weights.
+"""Around Keras's own fit: one input iterator for all epochs, several steps per execution on several replicas, the
+bottleneck passes' fit, predictions on the host, a digest of the weights.
 
-On several replicas (MirroredStrategy) with steps_per_execution > 1, Keras 3's own multi-step train
-function on TensorFlow fails: its `tf.cond` around each step meets the optimizer's cross-replica
-`merge_call` and TensorFlow raises "You must feed a value for placeholder tensor '...while/cond/Placeholder'"
-(keras-team/keras#19246; Keras 3.13 and 3.15 with TensorFlow 2.20 and 2.21). Where every execution runs its
-steps in full (steps_per_execution divides an epoch's steps), Keras's `tf.cond` has nothing to decide, and the
-ReplicaSteps callback puts `replica_train_function` in its place when fit begins (fit calls
-`model.train_function` afresh at every step): the same steps in one `tf.function`, no `tf.cond`. An epoch
-that steps_per_execution does not divide is refused in one line.
+On several replicas (MirroredStrategy) with steps_per_execution > 1, Keras 3's own multi-step train function on
+TensorFlow fails: its `tf.cond` around each step meets the optimizer's cross-replica `merge_call` ("You must feed a
+value for placeholder tensor '...while/cond/Placeholder'", keras-team/keras#19246; Keras 3.13 and 3.15, TensorFlow
+2.20 and 2.21). Where steps_per_execution divides an epoch's steps, that `tf.cond` has nothing to decide: the
+ReplicaSteps callback puts `replica_train_function` in its place when fit begins (fit calls `model.train_function`
+afresh at every step), the same steps in one `tf.function`; any other epoch is refused in one line.
 """
 
 from __future__ import annotations
@@ -82,14 +80,11 @@ class ReplicaSteps(keras.callbacks.Callback):
 
 
 def replica_train_function(model: Any, steps_per_epoch: int | None) -> Any:
-    """A train function for Keras's fit that runs `model.steps_per_execution` steps per call in one
-    `tf.function`, each step `strategy.run(model.train_step)` on the iterator's next batch, and returns the
-    last step's logs averaged over the replicas (what Keras's own returns under a MirroredStrategy).
-
-    It has no `tf.cond` to stop early (the cause of Keras's failure on several replicas; see the module's
-    docstring), so every execution must run whole: ExperimentError unless steps_per_execution divides
-    `steps_per_epoch` (fit's `params['steps']`). The one built for a model's steps_per_execution is reused
-    while that stays the same, so that fit traces it once."""
+    """A train function for Keras's fit that runs `model.steps_per_execution` steps per call in one `tf.function`,
+    each step `strategy.run(model.train_step)` on the iterator's next batch, and returns the last step's logs averaged
+    over the replicas (what Keras's own returns under a MirroredStrategy). It has no `tf.cond` to stop early, so every
+    execution must run whole: ExperimentError unless steps_per_execution divides `steps_per_epoch` (fit's
+    `params['steps']`). The one built for a model's steps_per_execution is reused, so that fit traces it once."""
     tf = sys.modules["tensorflow"]
     spe, strategy = int(model.steps_per_execution), model.distribute_strategy
     if not steps_per_epoch or steps_per_epoch % spe:

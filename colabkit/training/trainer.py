@@ -2,20 +2,11 @@
 
 `Trainer` sets a run up for its device (dtype policy and seed, per-replica and global batch, learning-rate scaling,
 input pipelines) and hands `model.fit` the suite's measurements as callbacks: TrainingTimer (epochs and steps, the
-first epoch apart, samples counted exactly), FitEstimate (the time left), EnergyMeter (board power on NVIDIA GPUs)
-and ReplicaSteps (several steps per execution on several TensorFlow replicas, keras-team/keras#19246). After fit,
-`measured` reads them, then accounts (model FLOPs, MFU, the achievable peak: training.flops.account) and measures
-what bounds the run (training.breakdown), every figure printed:
-
-    trainer = colabkit.Trainer(run, dev, batch_size, mixed_precision=mixed_precision, seed=seed)
-    train_ds, steps_per_epoch = trainer.training_batches(model, x_train, y_train)
-    history = model.fit(train_ds, epochs=epochs, steps_per_epoch=steps_per_epoch, shuffle=False,
-                        callbacks=trainer.callbacks(len(x_train)), verbose=2)
-    training = trainer.measured(history, train_ds)
-    run.record(device=dev, metrics={**training.metrics, ...}, data=..., **training.record_fields)
-
-Repeats of fresh models (timing.repeats.run_repeats) read each fit with `timed` and account once with
-`measured_repeats`; inference is colabkit.inference's, "auto" sizes the run's (Run.auto_sizes).
+first epoch apart, samples counted exactly), FitEstimate (the time left), EnergyMeter (board power on NVIDIA GPUs),
+ReplicaSteps (several steps per execution on several TensorFlow replicas, keras-team/keras#19246). `measured` reads
+them after fit, then accounts (model FLOPs, MFU: training.flops.account) and measures what bounds the run
+(training.breakdown), printing every figure. Repeated fits of fresh models (timing.repeats.run_repeats) are read
+each with `timed`, accounted once with `measured_repeats`. Inference is colabkit.inference's, "auto" sizes the Run's.
 """
 
 from __future__ import annotations
@@ -29,27 +20,22 @@ from colabkit.errors import ExperimentError
 from colabkit.training.breakdown import measure_breakdown
 from colabkit.training.energy import EnergyMeter
 from colabkit.training.estimate import FitEstimate
-from colabkit.training.fit import ReplicaSteps, one_pass_per_epoch, predict_all, weights_digest
+from colabkit.training.fit import ReplicaSteps, one_pass_per_epoch, predict_all
 from colabkit.training.flops import account, describe_utilisation
-from colabkit.training.setup import batch_sizes, make_dataset, repeated_batch, scaled_learning_rate, set_precision
+from colabkit.training.setup import batch_sizes, make_dataset, scaled_learning_rate, set_precision
 from colabkit.training.timer import TrainingTimer, describe_timing
 
 
 @dataclass
 class Training:
     """What one fit or repeated fits measured: the model and data trained on, Keras's history, the record's `metrics`
-    and other fields (timings, history, estimate, flops, breakdown); for repeats, every repeat (RepeatedTraining)."""
+    and other fields (timings, history, estimate, flops, breakdown)."""
 
     model: Any
     data: Any
     history: dict[str, list[float]]
     metrics: dict[str, Any]
     record_fields: dict[str, Any] = field(default_factory=dict)
-    repeats: Any = None
-
-    def weights_digest(self) -> str:
-        """A short sha256 of the trained weights (equal on every worker of a multi-worker run)."""
-        return weights_digest(self.model)
 
 
 class Trainer:
@@ -92,10 +78,6 @@ class Trainer:
         `model`'s steps per execution do not divide it)."""
         return one_pass_per_epoch(self.dataset(x, y, shuffle=True, seed=seed), None,
                                   int(getattr(model, "steps_per_execution", 1) or 1))
-
-    def repeated_batch(self, x: Any, y: Any) -> Any:
-        """One batch, the same every step, without end (an epoch needs `steps_per_epoch`): no input cost."""
-        return repeated_batch(x, y)
 
     def predict(self, model: Any, x: Any) -> Any:
         """The model's outputs for every sample of `x`, in order, as NumPy (a padded last batch's padding dropped)."""
@@ -143,8 +125,7 @@ class Trainer:
         """Fits of fresh models (timing.repeats.run_repeats, each repeat's Training `timed`): their figures over the
         repeats, then the accounting once, on the last repeat's model and data, at the median throughput."""
         last = repeated.results[-1].training
-        training = Training(last.model, last.data, repeated.mean_history(), repeated.metrics(), repeated.record_fields(),
-                            repeated)
+        training = Training(last.model, last.data, repeated.mean_history(), repeated.metrics(), repeated.record_fields())
         return self._account(training, sequence_length, roofline)
 
     def _account(self, training: Training, sequence_length: int | None, roofline: bool) -> Training:
