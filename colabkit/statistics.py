@@ -31,12 +31,12 @@ checks every stated level by simulation (docs/statistics.md gives the figures).
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics as _pystats
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -46,9 +46,7 @@ CONFIDENCE = 0.95
 MIN_RUNS = 3  # fewer runs than this: no interval
 EXACT_95_RUNS = 6  # from this many runs on, a median's interval reaches 95 % (the range of n runs: 1 - 2^(1-n))
 TOLERANCE = 0.02  # a ratio whose interval stays within [1/1.02, 1.02] is no difference worth a word
-EXACT_UP_TO = 1000  # samples up to which binomial_cdf computes with exact integers
 MEDIAN_METHOD = "order statistics of the runs (binomial level)"
-ORDER_METHOD = "order statistics of the samples, equal-tailed (binomial coverage)"
 RATIO_METHOD = "each side's median interval, combined on the log scale (MOVER, Zou & Donner 2008)"
 
 
@@ -159,19 +157,11 @@ def _check_confidence(confidence: float) -> None:
 
 @lru_cache(maxsize=256)
 def binomial_cdf(n: int, quantile: float) -> tuple[float, ...]:
-    """P(B <= k) for k = 0 .. n, B ~ Binomial(n, quantile): the count of n independent samples that fall below the
-    true `quantile`. Up to EXACT_UP_TO samples from exact integers (the quantile read as the fraction it is, to six
-    digits), each probability correctly rounded, so that a median's levels are exact (75 % at n = 3); beyond, in log
-    space (exact enough for millions of samples)."""
-    if n <= EXACT_UP_TO:
-        fraction = Fraction(quantile).limit_denominator(10**6)
-        above, below, total = fraction.numerator, fraction.denominator - fraction.numerator, fraction.denominator ** n
-        term, running, cumulative = below ** n, 0, []  # term k: C(n, k) above^k below^(n - k)
-        for k in range(n + 1):
-            running += term
-            cumulative.append(min(running / total, 1.0))
-            term = term * (n - k) * above // ((k + 1) * below)
-        return tuple(cumulative)
+    """P(B <= k) for k = 0 .. n, B ~ Binomial(n, quantile): the count of n independent samples below the true
+    `quantile`. A median's of up to 1,000 samples from exact integers, each probability correctly rounded (its
+    levels exact: 75 % at n = 3); any other in log space (exact enough for millions of samples)."""
+    if quantile == 0.5 and n <= 1000:
+        return tuple(count / 2**n for count in itertools.accumulate(math.comb(n, k) for k in range(n + 1)))
     k = np.arange(n + 1)
     log_pmf = (math.lgamma(n + 1) - np.array([math.lgamma(i + 1) + math.lgamma(n - i + 1) for i in k])
                + k * math.log(quantile) + (n - k) * math.log1p(-quantile))
@@ -180,11 +170,10 @@ def binomial_cdf(n: int, quantile: float) -> tuple[float, ...]:
 
 def order_ranks(n: int, quantile: float = 0.5, confidence: float = CONFIDENCE, *,
                 or_widest: bool = False) -> tuple[int, int, float] | None:
-    """The one order-statistic interval of the suite, for a median over runs as for a latency percentile: the
-    1-based ranks (l, u) of n sorted independent samples that bound the true `quantile` with each tail at most
-    (1 - confidence) / 2 (P(B <= l - 1) and P(B >= u), B ~ Binomial(n, quantile)), the tightest such, and the
-    coverage P(l <= B < u) they reach, at least `confidence` (Hahn & Meeker 1991, ch. 5). None when n is too
-    few for any: then, with `or_widest`, the extremes (1, n) and the lower coverage that they do reach."""
+    """The suite's one order-statistic interval, for a median over runs as for a latency percentile: the 1-based ranks
+    (l, u) of n sorted independent samples that bound the true `quantile`, each tail at most (1 - confidence) / 2
+    (P(B <= l - 1), P(B >= u); B ~ Binomial(n, quantile)), the tightest such, and the coverage P(l <= B < u) they
+    reach (Hahn & Meeker 1991, ch. 5). None for too few samples; with `or_widest`, (1, n) and its lower coverage."""
     _check_confidence(confidence)
     if not 0 < quantile < 1:
         raise ValueError(f"a quantile lies between 0 and 1 (exclusive), got {quantile}")
@@ -199,25 +188,22 @@ def order_ranks(n: int, quantile: float = 0.5, confidence: float = CONFIDENCE, *
 
 
 def min_samples(quantile: float, confidence: float = CONFIDENCE) -> int:
-    """The fewest samples from which the `quantile`'s equal-tailed interval at `confidence` exists: the extreme
-    sample must lie beyond the quantile with probability 1 - tail, max(q, 1 - q)^n <= tail (368 for p99 at 95 %)."""
+    """The fewest samples giving the `quantile` an equal-tailed interval: max(q, 1 - q)^n <= the tail (368 for p99)."""
     _check_confidence(confidence)
     return max(math.ceil(math.log((1 - confidence) / 2) / math.log(max(quantile, 1 - quantile))), 1)
 
 
 def quantile_ci(samples: Iterable[float], quantile: float, confidence: float = CONFIDENCE) -> Interval:
-    """The `quantile` of `samples` (NumPy's linear interpolation) and its distribution-free interval (`order_ranks`,
-    the coverage its ranks reach in `confidence`); below `min_samples` the estimate alone, with a note. ValueError
-    on no sample or one that is not finite (a latency percentile: docs/inference.md)."""
+    """The `quantile` of `samples` (NumPy's linear interpolation) and its interval (`order_ranks`, the coverage reached
+    in `confidence`); below `min_samples` the estimate alone, with a note. ValueError on no or a non-finite sample."""
     values = np.sort(np.asarray(list(samples), dtype=float))
     if not len(values) or not np.isfinite(values).all():
         raise ValueError("a quantile's interval needs at least one sample, every one finite")
     estimate, ranks = float(np.quantile(values, quantile)), order_ranks(len(values), quantile, confidence)
     if ranks is None:
-        return Interval(estimate, None, None, len(values), confidence, f"{len(values)} samples give no "
-                        f"{percent(confidence)} interval (it takes {min_samples(quantile, confidence)})", method=ORDER_METHOD)
-    return Interval(estimate, float(values[ranks[0] - 1]), float(values[ranks[1] - 1]), len(values), ranks[2],
-                    method=ORDER_METHOD)
+        return Interval(estimate, None, None, len(values), confidence, note=f"{len(values)} "
+                        f"samples give no {percent(confidence)} interval (it takes {min_samples(quantile, confidence)})")
+    return Interval(estimate, float(values[ranks[0] - 1]), float(values[ranks[1] - 1]), len(values), ranks[2])
 
 
 def level_note(n: int, level: float, confidence: float = CONFIDENCE) -> str:

@@ -108,7 +108,7 @@ def fake_model(output_values: int = 1000) -> SimpleNamespace:
     return SimpleNamespace(layers=[layer], weights=[SimpleNamespace(shape=(100, 10))], dtype_policy="float32")
 
 
-CPU_SETUP = SimpleNamespace(kind="cpu", replicas=1, description={})
+CPU_SETUP = SimpleNamespace(kind="cpu", replicas=1, description={}, multi_worker=None)  # a DeviceSetup
 
 
 def test_measure_inference_times_each_query_apart_from_compilation_and_orders_its_percentiles():
@@ -117,9 +117,10 @@ def test_measure_inference_times_each_query_apart_from_compilation_and_orders_it
     inference = measure_inference(fake_model(), np.zeros((64, 8), np.float32), CPU_SETUP, settings, call=server,
                                   clock=server.clock)
     metrics, section = inference.metrics, inference.record_fields["inference"]
-    assert len(inference.latencies_s) == metrics["latency_queries"] == 500
+    latencies_s = [ms / 1e3 for ms in section["single_stream"]["latencies_ms"]]
+    assert len(latencies_s) == metrics["latency_queries"] == 500
     assert metrics["latency_first_call_ms"] == pytest.approx(100)  # compilation, kept out of the percentiles
-    assert max(inference.latencies_s) == pytest.approx(6.01e-3) and min(inference.latencies_s) == pytest.approx(1.01e-3)
+    assert max(latencies_s) == pytest.approx(6.01e-3) and min(latencies_s) == pytest.approx(1.01e-3)
     assert metrics["latency_p50_ms"] <= metrics["latency_p90_ms"] <= metrics["latency_p99_ms"]
     assert metrics["latency_p50_ms"] == pytest.approx(1.01) and metrics["latency_p99_ms"] == pytest.approx(6.01)
     for name in ("p50", "p90", "p99"):  # 500 queries: every percentile has its interval
@@ -177,7 +178,7 @@ def test_a_scenario_stopped_at_max_duration_short_of_its_queries_is_not_a_measur
 
 def test_max_is_the_largest_power_of_two_the_memory_estimate_allows_and_the_cap_bounds_it():
     model = fake_model(output_values=1_000_000)  # 4 MB a sample at float32
-    setup = SimpleNamespace(kind="gpu", replicas=1, description={"name": "Tesla T4", "memory_gib": 16.0})
+    setup = SimpleNamespace(kind="gpu", replicas=1, description={"name": "Tesla T4", "memory_gib": 16.0}, multi_worker=None)
     found = largest_batch(model, setup, np.zeros((1, 8), np.float32), cap=1 << 20)
     per_sample, weights = 4_000_000 + 32, 4000
     assert found["per_sample_bytes"] == per_sample and found["weights_bytes"] == weights

@@ -5,15 +5,13 @@ and nowhere else: the Open-in-Colab badges, the bootstrap's `pip install
 git+https://github.com/OWNER/NAME@REF` and the docs are all stamped from them (`python -m colabkit
 notebooks`), and `python -m colabkit badges --repo OWNER/NAME --ref REF` rewrites them, then restamps.
 
-The set-up cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, which is its whole
-point, so it holds only the first step: in Colab, install colabkit when it is missing. Everything
-after that is `bootstrap()` below (the cell's one call, `colabkit.bootstrap()`), for the runtime's default backend (colabkit.device.backends:
-JAX on a TPU, TensorFlow elsewhere): on a CPU or GPU runtime TensorFlow if the image lacks it, on a
-TPU runtime nothing (its image has jax[tpu]). The TensorFlow TPU build is installed only when a run
-asks for TensorFlow on a TPU (`install_for_backend`, called by `setup_device` below: the notebooks'
-`colabkit.setup_device`, before colabkit.device.setup sets the device up), with a warning: after
-it, JAX in that runtime falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU in
-one process (googlecolab/colabtools #4567). Outside Colab neither does anything.
+The set-up cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, so it holds only that install; the
+rest is its one call, `colabkit.bootstrap()`, for the runtime's default backend (JAX on a TPU, TensorFlow
+elsewhere: colabkit.device.backends): TensorFlow on a CPU or GPU runtime whose image lacks it, nothing on a TPU
+runtime (its image has jax[tpu]). TensorFlow's TPU build comes only when a run asks for TensorFlow on a TPU
+(`install_for_backend`, from the notebooks' `colabkit.setup_device` below), with a warning: after it, JAX there
+falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU (googlecolab/colabtools #4567).
+Outside Colab nothing is installed.
 """
 
 from __future__ import annotations
@@ -114,15 +112,13 @@ def bootstrap(backend: str = "auto") -> None:
 def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] | None = None,
                     installed: Callable[[str], bool] | None = None, coordinates: Coordinates | None = None,
                     echo: Callable[[str], None] = print, quiet: bool = False) -> list[Install]:
-    """In Colab, install what this runtime lacks for `backend` (see install_plan); return what was installed.
+    """In Colab, install what this runtime lacks for `backend` (install_plan) and return it; elsewhere nothing, [].
 
-    `bootstrap` calls it with the runtime's default backend ("auto"): on a TPU runtime that is
-    JAX, so nothing TPU-specific is installed and it says how to ask for TensorFlow instead (`quiet`: nothing
-    said when nothing is installed). Outside Colab it does nothing and returns []. `pip` runs one
-    `pip install -q ARGS` (default: run_pip); `installed` says whether a requirement is present (default:
-    is_installed). Run it before TensorFlow is imported: installing a module does not replace the one
-    already imported, so in that case it asks for a restart.
-    """
+    `bootstrap` asks for the runtime's default backend ("auto"): on a TPU runtime JAX, so nothing TPU-specific
+    is installed and it says how to ask for TensorFlow (`quiet`: nothing said unless something is installed).
+    `pip` runs one `pip install -q ARGS` (run_pip); `installed` says whether a requirement is present
+    (is_installed). Run it before TensorFlow is imported (a module installed later is not the one imported: it
+    then asks for a restart)."""
     if not in_colab():
         return []
     accelerator, evidence = runtime_accelerator()

@@ -34,8 +34,7 @@ class PeakFlops:
 
 
 def peak_metrics(peak: PeakFlops | None, reason: str) -> dict[str, Any]:
-    """A record's peak metrics: `peak_tflops`, `peak_precision`, `peak_tflops_source` (`reason` where there is no
-    peak) and `peak_basis` (datasheet, or a CPU's estimate at which clock)."""
+    """A record's peak metrics, `peak_tflops_source` the `reason` where there is no peak (peak_basis: datasheet or how)."""
     return {"peak_tflops": peak.tflops if peak else None, "peak_precision": peak.precision if peak else None,
             "peak_tflops_source": peak.source if peak else reason, "peak_basis": peak.basis if peak else None}
 

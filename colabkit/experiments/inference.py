@@ -2,9 +2,9 @@
 parameters only an inference run has, the training parameters it does without, and the headline its
 runs are compared on (MLPerf scores SingleStream by the 90th percentile's latency).
 
-A declaration adds `*inference_parameters("1,32,256,max")`, `*INFERENCE_RULES` to its constraints, and wraps
-its training-only parameters in `training_only(...)`: their values then leave an inference run's name, fingerprint and record (two
-inference runs that differ only in epochs are one run), and `mode` separates inference runs from
+A declaration adds `*inference_parameters("1,32,256,max")`, `inference_rules` to its constraints, and wraps its
+training-only parameters in `training_only(...)`: their values then leave an inference run's name, fingerprint and
+record (two inference runs that differ only in epochs are one run), and `mode` separates inference runs from
 training runs in every identity (colabkit.records.identity).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from colabkit.errors import ParameterError
 from colabkit.experiments.declaration import Headline, Parameter, replicas_of
-from colabkit.inference.settings import parse_batch_sizes
+from colabkit.inference.scenarios import parse_batch_sizes
 
 MODES = ("train", "inference")
 TRAIN, INFERENCE = MODES
@@ -67,20 +67,13 @@ def headline_for(experiment: Any, params: Mapping[str, Any] | None) -> Headline:
     return INFERENCE_HEADLINE if is_inference(params) else experiment.headline
 
 
-def inference_on_one_device(values: Mapping[str, Any]) -> str | None:
-    """Batch 1 does not split over replicas: inference mode takes one device."""
+def inference_rules(values: Mapping[str, Any]) -> str | None:
+    """Inference takes one device (a batch of 1 does not split over replicas), and a minimum duration a scenario can
+    reach before it is stopped (min_duration_s <= max_duration_s)."""
     if is_inference(values) and (replicas_of(values) > 1 or str(values.get("device", "")).startswith("multiworker")):
         return (f"device = {values['device']!r} with mode = 'inference': expected one device ('cpu', 'gpu'); "
                 "a batch of 1 does not split over replicas")
-    return None
-
-
-def inference_durations_in_order(values: Mapping[str, Any]) -> str | None:
-    """A scenario stops at max_duration_s: a minimum duration beyond it could never be met."""
     if is_inference(values) and values.get("min_duration_s", 0) > values.get("max_duration_s", float("inf")):
         return (f"min_duration_s = {values['min_duration_s']} with max_duration_s = {values['max_duration_s']}: "
                 "expected min_duration_s <= max_duration_s")
     return None
-
-
-INFERENCE_RULES = (inference_on_one_device, inference_durations_in_order)

@@ -1,6 +1,5 @@
-"""An inference run (docs/inference.md): the model's forward pass, trained or not, on one device, in MLPerf
-Inference's single-stream and offline scenarios (colabkit.inference.scenarios) under the run's settings
-(colabkit.inference.settings); its metrics and record fields, and the figures in words."""
+"""An inference run (docs/inference.md): the model's forward pass on one device in MLPerf Inference's single-stream
+and offline scenarios under the run's settings (inference.scenarios); its metrics and record fields."""
 
 from __future__ import annotations
 
@@ -12,21 +11,18 @@ from typing import Any
 import numpy as np
 
 from colabkit.errors import ParameterError
-from colabkit.inference.scenarios import largest_batch, offline, single_stream
-from colabkit.inference.settings import InferenceSettings
+from colabkit.inference.scenarios import InferenceSettings, largest_batch, offline, single_stream
 from colabkit.statistics import CONFIDENCE, min_samples, quantile_ci, summarize
 
 PERCENTILES = (50, 90, 99)  # MLPerf scores SingleStream by p90, MultiStream and Server by p99
 
-LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer on the host before the clock stops "
-                  "(time.perf_counter); the first call and the warm-up queries apart; queries issued until both "
-                  "minimums (queries, duration) are met; percentiles by linear interpolation, their intervals from "
-                  "order statistics (Binomial(n, q)), equal-tailed")
+LATENCY_METHOD = ("one predict_on_batch per query at batch 1, its NumPy answer on the host when the clock stops; the "
+                  "first call and the warm-up apart; queries until both minimums (queries, duration) are met; "
+                  "percentiles by linear interpolation, equal-tailed order-statistic intervals (Binomial(n, q))")
 OFFLINE_METHOD = ("per batch size: one call compiles, three warm up (the quickest sizes the runs), then runs of "
-                  "back-to-back predict_on_batch calls on one batch built before the clock starts (host-to-device "
-                  "copy of the batch included, as an offline server's), until both minimums (runs, duration) are "
-                  "met; samples/s per run, the median and its order-statistic interval over runs "
-                  "(colabkit.statistics.median_ci, its level stated)")
+                  "back-to-back predict_on_batch calls on one batch built before the clock starts (its copy to the "
+                  "device timed), until both minimums (runs, duration) are met; samples/s per run, their median and "
+                  "its interval")
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -35,41 +31,36 @@ def _ms(seconds: float | None) -> float | None:
 
 @dataclass
 class Inference:
-    """What `measure_inference` measured: the record's `metrics` and other fields, and the latencies in seconds."""
+    """What `measure_inference` measured: the record's `metrics` and other fields."""
 
     metrics: dict[str, Any]
     record_fields: dict[str, Any] = field(default_factory=dict)
-    latencies_s: list[float] = field(default_factory=list)
 
     def describe(self) -> str:
         """The figures in a few lines, each scenario's with the minimum that bound it (or NOT VALID)."""
-        def settled(entry: dict[str, Any]) -> str:
-            return f"{entry['binding']} binding" if entry["valid"] else "NOT VALID: cut off short of a minimum"
-
         single = self.record_fields["inference"]["single_stream"]
         lines = [f"single-stream, {single['queries']} queries at batch 1 in {single['duration_s']:.3g} s "
-                 f"({settled(single)}; first call {single['first_call_s']:.3g} s apart):"]
+                 f"(binding: {single['binding'] or 'none, NOT VALID'}; first call {single['first_call_s']:.3g} s):"]
         for entry in single["percentiles"]:
             interval = (f"[{entry['low_ms']:.4g}, {entry['high_ms']:.4g}] ({100 * entry['coverage']:.1f} %)"
                         if entry["low_ms"] is not None else f"no interval: {entry['note']}")
             lines.append(f"  p{entry['percentile']:g} {entry['estimate_ms']:.4g} ms {interval}")
         for row in self.record_fields["inference"]["offline"]:
             interval = f" [{row['low']:.4g}, {row['high']:.4g}]" if row["low"] is not None else f" ({row['note']})"
-            lines.append(f"offline batch {row['batch']}: {row['samples_per_s']:.4g} samples/s{interval}, "
-                         f"{row['runs']} runs in {row['duration_s']:.3g} s ({settled(row)})")
+            lines.append(f"offline batch {row['batch']}: {row['samples_per_s']:.4g} samples/s{interval}, {row['runs']} runs "
+                         f"in {row['duration_s']:.3g} s (binding: {row['binding'] or 'none, NOT VALID'})")
         return "\n".join(lines)
 
 
 def measure_inference(model: Any, samples: Any, device: Any, settings: InferenceSettings, *,
                       tokens_per_sample: int | None = None, call: Callable[[Any], Any] | None = None,
                       clock: Callable[[], float] = time.perf_counter) -> Inference:
-    """Single-stream latencies and offline throughput of `model` on `samples` (an array, one sample a row) on
-    `device` (one device: a batch of 1 does not split over replicas), printed and returned. `tokens_per_sample`
-    (a sequence model's tokens in one sample): each offline row also gives `tokens_per_s`, samples/s x tokens, and
-    the metrics `offline_tokens_per_s` (a decoder's prefill tokens/s). `call` replaces model.predict_on_batch,
-    `clock` time.perf_counter (a test's fakes). A scenario that did not reach both its minimums makes the metric
-    `inference_valid` false: the record is then written as failed (colabkit.records.plausibility)."""
-    # The declarations' inference_on_one_device refuses a count (cpu:2) before anything runs; what only the
+    """Single-stream latencies and offline throughput of `model` on `samples` (one sample a row) on `device` (one: a
+    batch of 1 does not split over replicas), printed and returned. `tokens_per_sample` (a sequence model's): each
+    offline row also gives `tokens_per_s`, and the metrics `offline_tokens_per_s` (a decoder's prefill). `call` and
+    `clock` replace model.predict_on_batch and time.perf_counter (a test's fakes). A scenario short of a minimum
+    makes `inference_valid` false: the record is then written as failed (colabkit.records.plausibility)."""
+    # The declarations' inference_rules refuse a count (cpu:2) before anything runs; what only the
     # machine tells ('gpu' is every GPU there is, a TPU's cores) is refused here.
     if device.replicas > 1 or device.kind == "multiworker":
         raise ParameterError(f"mode = 'inference' runs on one device; {getattr(device, 'name', device.kind)} has "
@@ -114,6 +105,6 @@ def measure_inference(model: Any, samples: Any, device: Any, settings: Inference
     fields = {"inference": inference, "timings": {"single_stream_latency_s": summarize(latencies),
                                                   "offline_samples_per_s": {str(row["batch"]): row["samples_per_s_runs"]
                                                                             for row in rows}}}
-    measured = Inference(metrics, fields, latencies)
+    measured = Inference(metrics, fields)
     print(measured.describe())
     return measured

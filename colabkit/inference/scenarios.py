@@ -1,11 +1,14 @@
-"""MLPerf Inference's two single-device scenarios on a system under test (`call`: a model's predict_on_batch, whose
-NumPy answer is on the host when it returns), each issuing its queries under the settings (inference.settings).
+"""MLPerf Inference's two single-device scenarios and the settings they run under, kept apart as LoadGen keeps them.
 
-- Single-stream: one query after another at batch 1, each the next sample; the first call (tracing, compilation)
-  and the warm-up queries timed apart; each latency is one call.
+- Settings (InferenceSettings, LoadGen's TestSettings): a scenario's measurement issues queries until it has issued
+  its minimum count (`min_query_count`) AND run its minimum duration (`min_duration`), and stops at `max_duration`
+  whatever it has (`issue_until_met`); it is valid only when both minimums are met, the one met last binding.
+- Single-stream, on a system under test (`call`: a model's predict_on_batch, its NumPy answer on the host when it
+  returns): one query after another at batch 1, each the next sample; the first call (tracing, compilation) and
+  the warm-up queries timed apart; each latency is one call.
 - Offline: at one batch size, the batch built from the samples before the clock starts; one call compiles, three
-  warm up (the quickest sizes the runs), then runs of back-to-back calls lasting MIN_RUN_S: samples/s per run,
-  the median and its order-statistic interval over runs (colabkit.statistics.median_ci).
+  warm up (the quickest sizes the runs), then runs of back-to-back calls lasting MIN_RUN_S (EXACT_95_RUNS at least,
+  the fewest whose median interval reaches 95 %): samples/s per run, their median and its order-statistic interval.
 - "max": the largest power of two whose inference memory (the weights, plus every layer's output per sample at
   the compute dtype, all counted live at once) stays within MAX_BATCH_FRACTION of the device's memory
   (colabkit.device.memory), capped; found from that estimate, never by running out of memory.
@@ -15,20 +18,77 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
 from colabkit.device.memory import setup_memory
 from colabkit.errors import ParameterError
-from colabkit.inference.settings import MAX_BATCH_CAP, InferenceSettings, issue_until_met
-from colabkit.statistics import median_ci
+from colabkit.statistics import EXACT_95_RUNS, median_ci
 
+Scenario = Literal["single_stream", "offline"]  # LoadGen's SingleStream and Offline
+WARMUP_CALLS, MIN_RUN_S = 3, 0.2
+MAX_BATCH_CAP = 8192  # "max" never times more than this per call unless asked (minutes on a CPU otherwise)
 MAX_BATCH_FRACTION = 0.5  # the estimate leaves out framework workspace: half the memory, not all of it
-WARMUP_CALLS = 3
-MIN_RUN_S = 0.2
 Clock = Callable[[], float]
+
+
+def parse_batch_sizes(text: str | Sequence[int | str]) -> list[int | str]:
+    """'1, 32, 256, max' -> [1, 32, 256, 'max']: whole numbers >= 1 and 'max', in the order given, no repeats.
+    ParameterError (one line) for anything else."""
+    sizes: list[int | str] = []
+    for part in (str(piece).strip() for piece in (text.split(",") if isinstance(text, str) else text)):
+        value: int | str = part if part == "max" else int(part) if part.isdigit() and int(part) >= 1 else ""
+        if value == "":
+            raise ParameterError(f"offline_batch_sizes = {text!r}: expected whole numbers >= 1 and 'max', "
+                                 "separated by commas (e.g. '1,32,256,max')")
+        if value not in sizes:
+            sizes.append(value)
+    return sizes
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """LoadGen's TestSettings for both scenarios: single-stream issues `min_query_count` queries or more, each offline
+    batch size `offline_runs` runs or more, each for `min_duration_s` or more, stopped at `max_duration_s`.
+    `offline_batch_sizes`: '1,32,256,max' (max: the largest the memory estimate allows, capped at `max_batch_cap`)."""
+
+    min_query_count: int
+    min_duration_s: float
+    max_duration_s: float
+    offline_batch_sizes: Sequence[int | str] | str = "1"
+    warmup_queries: int = 20
+    offline_runs: int = EXACT_95_RUNS  # the fewest runs whose median interval reaches 95 %
+    max_batch_cap: int = MAX_BATCH_CAP
+    batches: list[int | str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batches", parse_batch_sizes(self.offline_batch_sizes))
+        if self.min_query_count < 1 or not 0 <= self.min_duration_s <= self.max_duration_s or self.max_duration_s <= 0:
+            raise ParameterError(f"inference settings: need queries >= 1 and 0 <= min_duration_s <= max_duration_s "
+                                 f"> 0, got {self.min_query_count}, {self.min_duration_s} and {self.max_duration_s}")
+
+
+def issue_until_met(query: Callable[[int], Any], settings: InferenceSettings, scenario: Scenario,
+                    clock: Clock = time.perf_counter) -> tuple[list[Any], dict[str, Any]]:
+    """(every query's result, the record's account of them): `query(i)` called for i = 0, 1, ... until `scenario`'s
+    minimum count is issued and its minimum duration has passed, or until `max_duration_s`. The account: the
+    `settings` to reach, the `duration_s` from the first issue to the last answer (as LoadGen's), whether both
+    minimums were met (`valid`) and the one met last (`binding`: 'min_query_count' or 'min_duration'; None if not)."""
+    minimum = settings.min_query_count if scenario == "single_stream" else settings.offline_runs
+    results: list[Any] = []
+    start, elapsed, elapsed_at_count = clock(), 0.0, 0.0
+    while elapsed < settings.max_duration_s and (len(results) < minimum or elapsed < settings.min_duration_s):
+        results.append(query(len(results)))
+        elapsed = clock() - start
+        elapsed_at_count = elapsed if len(results) == minimum else elapsed_at_count
+    valid = len(results) >= minimum and elapsed >= settings.min_duration_s
+    binding = None if not valid else "min_duration" if elapsed_at_count < settings.min_duration_s else "min_query_count"
+    limits = {"min_query_count": minimum, "min_duration_s": settings.min_duration_s,
+              "max_duration_s": settings.max_duration_s}
+    return results, {"settings": limits, "duration_s": elapsed, "valid": valid, "binding": binding}
 
 
 def _timed(call: Callable[[Any], Any], batch: Any, clock: Clock) -> float:

@@ -182,9 +182,9 @@ INFERENCE_KEYS: dict[str, str] = {
     "single_stream": "`queries` timed at batch 1 after `warmup_queries` and the first call (`first_call_s`), every "
                      "latency (`latencies_ms`, in order), the `method`, and `percentiles`: per percentile (50, 90, 99) "
                      "its `estimate_ms`, the interval `low_ms`-`high_ms` from order statistics (null below "
-                     "`min_queries`, with a `note`) and the `coverage` those ranks reach; since the minimums: the "
-                     "`settings` it had to reach (`min_query_count`, `min_duration_s`, `max_duration_s`), the "
-                     "`duration_s` it ran, whether it met both (`valid`) and the one met last (`binding`)",
+                     "`min_queries`, with a `note`) and the `coverage` those ranks reach; the `settings` it had to reach "
+                     "(`min_query_count`, `min_duration_s`, `max_duration_s`), the `duration_s` it ran, whether it met "
+                     "both (`valid`) and the one met last (`binding`)",
     "offline": "per batch size: `samples_per_s` (the median over `runs`) with its interval `low`-`high` and `note`, "
                "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation); for a sequence model "
                "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill); "

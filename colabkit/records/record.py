@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -267,20 +268,17 @@ class Run:
         for name in (name for name in auto if name not in sizes):
             raise ParameterError(f"{name}='auto' has no size for a {kind} device: give {name} a value")
         used = {name: sizes[name] if name in auto else value for name, value in values.items()}
-        sized_for = SIZED_FOR.get(kind, kind)
-        self.sizes = {"device_kind": kind, "sized_for": sized_for, "auto": auto, "asked": dict(values), "used": used}
-        chosen = ", ".join(f"{name}={used[name]}" for name in auto)
-        print(f'sizes chosen for {sized_for} (parameters left at "auto"): {chosen}; give values explicitly (or use a '
-              "grid's `paper` preset) for other sizes" if auto else 'sizes: as given (no parameter was "auto")')
+        self.sizes = {"device_kind": kind, "sized_for": SIZED_FOR.get(kind, kind), "auto": auto, "asked": dict(values),
+                      "used": used}
+        print(f'sizes chosen for {self.sizes["sized_for"]} (parameters left at "auto"): '
+              f'{", ".join(f"{name}={used[name]}" for name in auto)}; give values explicitly (or use a grid\'s `paper` '
+              "preset) for other sizes" if auto else 'sizes: as given (no parameter was "auto")')
         return tuple(used.values())
 
     def end_here(self) -> None:
-        """End the run in this cell (an inference run, before the training sections): SystemExit(0), which papermill
-        takes for a clean end and Colab's Run all for the last cell to run."""
-        import warnings
-
-        print(f"{f'record written to {self.path}' if self.written else 'no record written'}; this run ends here "
-              f"(mode = {self.params.get('mode')!r})")
+        """End the run in this cell (an inference run, before the training sections): SystemExit(0), papermill's
+        clean end and the last cell Colab's Run all runs."""
+        print(f"this run ends here (mode = {self.params.get('mode')!r}); record: {self.written and self.path}")
         warnings.filterwarnings("ignore", "To exit: use 'exit'", UserWarning)  # IPython's note on SystemExit
         raise SystemExit(0)
 

@@ -31,8 +31,8 @@ def _runs(data: ReportData) -> list[tuple[str, dict[str, Any], pd.Series]]:
 
 
 def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """One row per run: queries, their duration and which minimum bound them (records before the minimums existed:
-    none), and each percentile's estimate, interval and the coverage its ranks reach."""
+    """One row per run: queries, their duration and binding minimum (none before the minimums), each percentile's
+    estimate, interval and the coverage its ranks reach."""
     rows = []
     for label, section, row in runs:
         single = section["single_stream"]

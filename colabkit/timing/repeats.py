@@ -135,9 +135,8 @@ class RepeatedTraining:
     def record_fields(self) -> dict[str, Any]:
         """The record's fields beside `metrics`: timings, the mean history and every repeat's, the first fit's estimate
         (it covers every repeat), the pooled evaluation and every repeat's."""
-        first = self.results[0].training
         return {"timings": self.timings(), "history": self.mean_history(),
-                "estimate": first and first.record_fields.get("estimate"),
+                "estimate": getattr(self.results[0].training, "record_fields", {}).get("estimate"),
                 "history_is": "per-epoch mean over the repeats; histories: every repeat's", "histories": self.histories,
                 "evaluation": self.pooled_evaluation(), "evaluations": [result.evaluation for result in self.results]}
 
@@ -166,9 +165,8 @@ def run_repeats(evaluate: Callable[[int, int], RepeatResult], repeats: int, seed
     """Call `evaluate(repeat, seed + repeat)` for repeat = 0 .. repeats-1, timing all of it.
 
     Each call must build its own fresh model (the seed is for that). Each repeat is announced ('model 1 of 3
-    (seed 0)'); when `score` names one of the scores, its value is echoed after each repeat as the paper's code
-    did ('>#1: 91.234', in percent), and after the last its summary line and the time of all ('Accuracy:
-    91.234% (+/-1.234)', 'Elapsed 12.345 seconds.').
+    (seed 0)'); with `score`, its value is echoed after each repeat ('>#1: 91.234', in percent), then the summary
+    line and the time of all ('Accuracy: 91.234% (+/-1.234)', 'Elapsed 12.345 seconds.'), as the paper's code did.
     """
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ExperimentError(f"repeats must be a whole number >= 1, got {repeats!r}")

@@ -11,10 +11,12 @@ afresh at every step), the same steps in one `tf.function`; any other epoch is r
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from typing import Any
 
 import keras
+import numpy as np
 
 from colabkit.errors import ExperimentError
 from colabkit.training.batches import ArrayBatches
@@ -61,8 +63,7 @@ def fit(model: Any, train_data: Any, *, epochs: int, callbacks: list[Any] | tupl
 
 
 def steps_on_several_replicas(model: Any) -> bool:
-    """Whether Keras's own multi-step train function would fail for `model` (the module's docstring): Keras
-    on TensorFlow, a graph (not run eagerly), several replicas in sync on one machine and steps_per_execution > 1."""
+    """Whether Keras's own multi-step train function fails for `model` (module docstring): on TensorFlow, in a graph."""
     spe, strategy = int(getattr(model, "steps_per_execution", 1) or 1), getattr(model, "distribute_strategy", None)
     if keras.backend.backend() != "tensorflow" or spe < 2 or getattr(model, "run_eagerly", False):
         return False
@@ -71,8 +72,7 @@ def steps_on_several_replicas(model: Any) -> bool:
 
 
 class ReplicaSteps(keras.callbacks.Callback):
-    """Where Keras's own multi-step train function fails (`steps_on_several_replicas`), puts
-    `replica_train_function` in its place when fit begins; a no-op everywhere else."""
+    """Puts `replica_train_function` in place of Keras's own when fit begins, where that fails; else a no-op."""
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         if steps_on_several_replicas(self.model):
@@ -123,10 +123,6 @@ def replica_train_function(model: Any, steps_per_epoch: int | None) -> Any:
 def weights_digest(model: Any) -> str:
     """A short sha256 of every weight's bytes, in order: equal digests mean identical weights
     (e.g. on every worker of a synchronous multi-worker run)."""
-    import hashlib
-
-    import numpy as np
-
     digest = hashlib.sha256()
     for weight in model.weights:
         digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(weight)).tobytes())

@@ -382,18 +382,17 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
 
 def account(model: Any, device: Any, samples_per_s: float | None, batch_size_per_replica: int, *,
             sequence_length: int | None = None, roofline: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A trained model's accounting, (metrics, record fields): `utilisation`'s metrics, with the compiler's own count
-    beside PaLM's formula for a Transformer; the record's `flops` (per sample, by layer) and `achievable_peak`."""
+    """(metrics, record fields) of a trained model: `utilisation` (a Transformer's with the compiler's own count beside
+    PaLM's formula), the record's `flops` (per sample, by layer) and `achievable_peak`."""
     flops = model_flops(model, sequence_length)
     metrics = utilisation(model, device, samples_per_s, batch_size_per_replica, sequence_length=sequence_length,
                           flops=flops, roofline=roofline)
-    if flops.convention == PALM_CONVENTION:  # a Transformer: the compiler's own count beside PaLM's formula
+    if flops.convention == PALM_CONVENTION:
         metrics.update(compiler_count(model, batch_size_per_replica, flops.train_per_sample))
     layers = [{"layer": name, "class": kind, "forward_per_sample": value} for name, kind, value in flops.by_layer]
-    fields = {"flops": {"forward_per_sample": flops.forward_per_sample, "train_per_sample": flops.train_per_sample,
-                        "convention": flops.convention, "by_layer": layers},
-              "achievable_peak": achievable_record(device.kind, getattr(device, "backend", None))}
-    return metrics, fields
+    per_sample = {"forward_per_sample": flops.forward_per_sample, "train_per_sample": flops.train_per_sample}
+    return metrics, {"flops": {**per_sample, "convention": flops.convention, "by_layer": layers},
+                     "achievable_peak": achievable_record(device.kind, getattr(device, "backend", None))}
 
 
 def describe_utilisation(metrics: dict[str, Any]) -> str:

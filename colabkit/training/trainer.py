@@ -28,8 +28,7 @@ from colabkit.training.timer import TrainingTimer, describe_timing
 
 @dataclass
 class Training:
-    """What one fit or repeated fits measured: the model and data trained on, Keras's history, the record's `metrics`
-    and other fields (timings, history, estimate, flops, breakdown)."""
+    """What a fit (or repeated fits) measured: the model and data trained on, Keras's history, the record's fields."""
 
     model: Any
     data: Any
@@ -45,8 +44,7 @@ class Trainer:
 
     def __init__(self, run: Any, device: Any, batch_size: int, *, batch_size_is: str = "per_replica",
                  mixed_precision: str = "none", seed: int = 0, breakdown: bool = True, profile_steps: int = 0) -> None:
-        self.run, self.device, self.seed = run, device, seed
-        self.breakdown, self.profile_steps = breakdown, profile_steps
+        self.run, self.device, self.seed, self.breakdown, self.profile_steps = run, device, seed, breakdown, profile_steps
         self.policy = set_precision(mixed_precision)
         keras.utils.set_random_seed(seed)
         self.per_replica_batch, self.global_batch = batch_sizes(batch_size, device.replicas, batch_size_is)
@@ -73,9 +71,9 @@ class Trainer:
                             seed=self.seed if seed is None else seed, static_shapes=self.static_shapes)
 
     def training_batches(self, model: Any, x: Any, y: Any, *, seed: int | None = None) -> tuple[Any, int | None]:
-        """(batches, steps_per_epoch) for `model.fit`: (x, y) reshuffled every pass, the passes repeated, one an epoch, so
-        that fit keeps one input iterator (training.fit.one_pass_per_epoch; the pass as it is, steps None, where
-        `model`'s steps per execution do not divide it)."""
+        """(batches, steps_per_epoch) for `model.fit`: (x, y) reshuffled every pass, one pass an epoch on one input
+        iterator (training.fit.one_pass_per_epoch: the pass as it is where `model`'s steps per execution do not
+        divide it)."""
         return one_pass_per_epoch(self.dataset(x, y, shuffle=True, seed=seed), None,
                                   int(getattr(model, "steps_per_execution", 1) or 1))
 
@@ -85,10 +83,9 @@ class Trainer:
 
     def callbacks(self, samples_per_epoch: int | None = None, *, target_accuracy: float | None = None,
                   monitor: str = "val_accuracy", fits: int = 1) -> list[Any]:
-        """Fresh measuring callbacks for one `model.fit`, to come before any of the notebook's own (a checkpoint's saving
-        is then in no figure). `samples_per_epoch`: one pass's samples, an epoch one pass (None: a stream of full
-        batches); `target_accuracy`, `monitor`: TrainingTimer's; `fits`: this fit and those of its size still to come
-        (the estimate of the time left covers them)."""
+        """Fresh measuring callbacks for one `model.fit`, listed before the notebook's own (a checkpoint's saving is then
+        in no figure). `samples_per_epoch`: one pass's, an epoch one pass (None: a stream of full batches);
+        `target_accuracy`, `monitor`: TrainingTimer's; `fits`: this fit and those still to come (the time left)."""
         timer = TrainingTimer(self.global_batch, target_accuracy, monitor, self.device.replicas, samples_per_epoch,
                               self.static_shapes)
         energy = EnergyMeter(self.device.kind, self.device.replicas, self.global_batch, dataset_size=samples_per_epoch,
@@ -121,12 +118,13 @@ class Trainer:
         takes any; `roofline`: the bandwidth and roofline point too) and the bottleneck passes."""
         return self._account(self.timed(history, data), sequence_length, roofline)
 
-    def measured_repeats(self, repeated: Any, *, sequence_length: int | None = None, roofline: bool = False) -> Training:
+    def measured_repeats(self, repeated: Any, *, sequence_length: int | None = None,
+                         roofline: bool = False) -> Training:
         """Fits of fresh models (timing.repeats.run_repeats, each repeat's Training `timed`): their figures over the
         repeats, then the accounting once, on the last repeat's model and data, at the median throughput."""
         last = repeated.results[-1].training
-        training = Training(last.model, last.data, repeated.mean_history(), repeated.metrics(), repeated.record_fields())
-        return self._account(training, sequence_length, roofline)
+        return self._account(Training(last.model, last.data, repeated.mean_history(), repeated.metrics(),
+                                      repeated.record_fields()), sequence_length, roofline)
 
     def _account(self, training: Training, sequence_length: int | None, roofline: bool) -> Training:
         model, metrics = training.model, training.metrics
