@@ -32,10 +32,10 @@ CELL_KINDS = (
     ("start_run(", "imports"),  # the set-up cell: imports, start_run, setup_device (its phase taken out)
     ("run.record(", "record"),
     ("colabkit.measure(", "training"),  # matmul: the cold call, the warm calls
-    ("trainer.fit(", "training"),  # colabkit.Trainer: training, then the bottleneck passes (taken out below)
+    ("model.fit(", "training"),  # Keras's fit with the trainer's callbacks, then the bottleneck passes (taken out below)
     ("model.compile(", "model build"),
     ("def build_tensorflow_matmul", "model build"),  # matmul: the chained product and its inputs
-    ("trainer.classify(", "evaluation"),
+    ("classification_report(", "evaluation"),
     ("forecast.evaluate(", "evaluation"),
     ("numpy_matmul_baseline", "evaluation"),  # matmul: the same-run BLAS baseline
     ("load_mnist(", "data"),

@@ -58,7 +58,7 @@ _CHILD = textwrap.dedent("""
     make = tf_dataset if pipeline == "tf.data" else array_batches
     data = make(x, y, batch_size=batch, shuffle=True, seed=0)
     timer = TrainingTimer(global_batch_size=batch, dataset_size=len(x))
-    fit(model, data, epochs=epochs, callbacks=[timer], device=dev, verbose=0)
+    fit(model, data, epochs=epochs, callbacks=[timer], verbose=0)
     steady = timer.steady_epochs
     stall = max(epoch.step_s[0] / statistics.median(epoch.step_s) for epoch in steady)
     print(json.dumps({{"samples_per_s": timer.metrics()["samples_per_s"], "first_step_ratio": stall,

@@ -35,7 +35,7 @@ from colabkit.errors import (
 from colabkit.version import __version__
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
-    from colabkit.colab.install import setup_device
+    from colabkit.colab.install import bootstrap, setup_device
     from colabkit.data import (
         HarData,
         MnistData,
@@ -47,44 +47,41 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
         load_weather,
     )
     from colabkit.device.backends import BACKENDS, select_backend
-    from colabkit.device.peaks import PeakFlops, at_least
+    from colabkit.device.peaks import PeakFlops, at_least, peak_metrics
     from colabkit.device.probes import available_devices, machine_details
     from colabkit.device.spec import DeviceSetup, parse_device
+    from colabkit.inference import InferenceSettings, measure_inference
     from colabkit.records.loading import load_results
     from colabkit.records.record import Run, read_record, start_run
+    from colabkit.scores import classification_report
     from colabkit.statistics import summarize
     from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
+    from colabkit.timing.repeats import RepeatResult, run_repeats
+    from colabkit.training.fit import weights_digest
+    from colabkit.training.setup import repeated_batch, subsample
     from colabkit.training.trainer import Trainer
 
-_LAZY = {
-    "HarData": "colabkit.data",
-    "MnistData": "colabkit.data",
-    "WeatherData": "colabkit.data",
-    "data_banner": "colabkit.data",
-    "load_jena_climate": "colabkit.data",
-    "load_mnist": "colabkit.data",
-    "load_uci_har": "colabkit.data",
-    "load_weather": "colabkit.data",
-    "BACKENDS": "colabkit.device.backends",
-    "select_backend": "colabkit.device.backends",
-    "PeakFlops": "colabkit.device.peaks",
-    "at_least": "colabkit.device.peaks",
-    "available_devices": "colabkit.device.probes",
-    "machine_details": "colabkit.device.probes",
-    "setup_device": "colabkit.colab.install",  # installs what Colab lacks, then colabkit.device.setup's
-    "DeviceSetup": "colabkit.device.spec",
-    "parse_device": "colabkit.device.spec",
-    "load_results": "colabkit.records.loading",
-    "Run": "colabkit.records.record",
-    "read_record": "colabkit.records.record",
-    "start_run": "colabkit.records.record",
-    "Measurement": "colabkit.timing.clock",
-    "block_until_ready": "colabkit.timing.clock",
-    "measure": "colabkit.timing.clock",
-    "summarize": "colabkit.statistics",
-    "timed": "colabkit.timing.clock",
-    "Trainer": "colabkit.training.trainer",  # imports Keras: use it after setup_device
-}
+# Where each lazily loaded name lives, module by module as the imports above (the ones of training/ import Keras:
+# use them after setup_device; colab.install's installs what Colab lacks, then colabkit.device.setup's).
+_LAZY = {name: module for module, names in {
+    "colabkit.colab.install": ("bootstrap", "setup_device"),
+    "colabkit.data": ("HarData", "MnistData", "WeatherData", "data_banner", "load_jena_climate", "load_mnist",
+                      "load_uci_har", "load_weather"),
+    "colabkit.device.backends": ("BACKENDS", "select_backend"),
+    "colabkit.device.peaks": ("PeakFlops", "at_least", "peak_metrics"),
+    "colabkit.device.probes": ("available_devices", "machine_details"),
+    "colabkit.device.spec": ("DeviceSetup", "parse_device"),
+    "colabkit.inference": ("InferenceSettings", "measure_inference"),
+    "colabkit.records.loading": ("load_results",),
+    "colabkit.records.record": ("Run", "read_record", "start_run"),
+    "colabkit.scores": ("classification_report",),
+    "colabkit.statistics": ("summarize",),
+    "colabkit.timing.clock": ("Measurement", "block_until_ready", "measure", "timed"),
+    "colabkit.timing.repeats": ("RepeatResult", "run_repeats"),
+    "colabkit.training.fit": ("weights_digest",),
+    "colabkit.training.setup": ("repeated_batch", "subsample"),
+    "colabkit.training.trainer": ("Trainer",),
+}.items() for name in names}
 
 # The exceptions imported above, the version and every lazily loaded name: one list, kept by the table.
 __all__ = sorted({"__version__", *_LAZY, *(name for name, value in list(globals().items())

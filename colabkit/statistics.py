@@ -31,12 +31,13 @@ checks every stated level by simulation (docs/statistics.md gives the figures).
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics as _pystats
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -154,23 +155,55 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must lie between 0 and 1, got {confidence}")
 
 
-def _median_counts(n: int) -> list[int]:
-    """How many of the 2^n sign patterns put exactly j runs below the true median, for j = 0..n (binomial)."""
-    return [math.comb(n, j) for j in range(n + 1)]
+@lru_cache(maxsize=256)
+def binomial_cdf(n: int, quantile: float) -> tuple[float, ...]:
+    """P(B <= k) for k = 0 .. n, B ~ Binomial(n, quantile): the count of n independent samples below the true
+    `quantile`. A median's of up to 1,000 samples from exact integers, each probability correctly rounded (its
+    levels exact: 75 % at n = 3); any other in log space (exact enough for millions of samples)."""
+    if quantile == 0.5 and n <= 1000:
+        return tuple(count / 2**n for count in itertools.accumulate(math.comb(n, k) for k in range(n + 1)))
+    k = np.arange(n + 1)
+    log_pmf = (math.lgamma(n + 1) - np.array([math.lgamma(i + 1) + math.lgamma(n - i + 1) for i in k])
+               + k * math.log(quantile) + (n - k) * math.log1p(-quantile))
+    return tuple(np.minimum(np.cumsum(np.exp(log_pmf)), 1.0).tolist())
 
 
-def _depth(tail_counts: Iterable[float], total: float, confidence: float) -> tuple[int, float]:
-    """The deepest k (>= 1) whose interval from the k-th smallest to the k-th largest order statistic
-    keeps at least `confidence`, and its exact level 1 - 2 P(statistic <= k - 1); k = 1 (the extremes)
-    with its own, lower, level when even that does not reach `confidence`."""
-    tail, best = 0.0, (1, 0.0)
-    for k, count in enumerate(tail_counts, start=1):
-        tail += count
-        level = 1 - 2 * tail / total
-        if level < confidence and k > 1:
-            break
-        best = (k, level)
-    return best
+def order_ranks(n: int, quantile: float = 0.5, confidence: float = CONFIDENCE, *,
+                or_widest: bool = False) -> tuple[int, int, float] | None:
+    """The suite's one order-statistic interval, for a median over runs as for a latency percentile: the 1-based ranks
+    (l, u) of n sorted independent samples that bound the true `quantile`, each tail at most (1 - confidence) / 2
+    (P(B <= l - 1), P(B >= u); B ~ Binomial(n, quantile)), the tightest such, and the coverage P(l <= B < u) they
+    reach (Hahn & Meeker 1991, ch. 5). None for too few samples; with `or_widest`, (1, n) and its lower coverage."""
+    _check_confidence(confidence)
+    if not 0 < quantile < 1:
+        raise ValueError(f"a quantile lies between 0 and 1 (exclusive), got {quantile}")
+    if n < 1:
+        return None
+    cdf, tail = binomial_cdf(n, quantile), (1 - confidence) / 2
+    lows = [k + 1 for k in range(n) if cdf[k] <= tail]
+    highs = [k + 1 for k in range(n) if 1 - cdf[k] <= tail]
+    if lows and highs:
+        return lows[-1], highs[0], cdf[highs[0] - 1] - cdf[lows[-1] - 1]
+    return (1, n, cdf[n - 1] - cdf[0]) if or_widest else None
+
+
+def min_samples(quantile: float, confidence: float = CONFIDENCE) -> int:
+    """The fewest samples giving the `quantile` an equal-tailed interval: max(q, 1 - q)^n <= the tail (368 for p99)."""
+    _check_confidence(confidence)
+    return max(math.ceil(math.log((1 - confidence) / 2) / math.log(max(quantile, 1 - quantile))), 1)
+
+
+def quantile_ci(samples: Iterable[float], quantile: float, confidence: float = CONFIDENCE) -> Interval:
+    """The `quantile` of `samples` (NumPy's linear interpolation) and its interval (`order_ranks`, the coverage reached
+    in `confidence`); below `min_samples` the estimate alone, with a note. ValueError on no or a non-finite sample."""
+    values = np.sort(np.asarray(list(samples), dtype=float))
+    if not len(values) or not np.isfinite(values).all():
+        raise ValueError("a quantile's interval needs at least one sample, every one finite")
+    estimate, ranks = float(np.quantile(values, quantile)), order_ranks(len(values), quantile, confidence)
+    if ranks is None:
+        return Interval(estimate, None, None, len(values), confidence, note=f"{len(values)} "
+                        f"samples give no {percent(confidence)} interval (it takes {min_samples(quantile, confidence)})")
+    return Interval(estimate, float(values[ranks[0] - 1]), float(values[ranks[1] - 1]), len(values), ranks[2])
 
 
 def level_note(n: int, level: float, confidence: float = CONFIDENCE) -> str:
@@ -183,10 +216,10 @@ def level_note(n: int, level: float, confidence: float = CONFIDENCE) -> str:
 
 
 def median_ci(samples: Iterable[Any], confidence: float = CONFIDENCE) -> Interval:
-    """The median of the finite `samples` (one per run) and its distribution-free interval: from the
-    k-th smallest to the k-th largest run, k the deepest whose exact level 1 - 2 P(B <= k - 1), B ~
-    Binomial(n, 1/2), reaches `confidence`; with too few runs for that, the runs' range at the level
-    it does reach (75 % at n = 3), stated in `confidence` and `note`. No interval below MIN_RUNS."""
+    """The median of the finite `samples` (one per run) and its distribution-free interval (`order_ranks` at
+    quantile 1/2: from the k-th smallest to the k-th largest run, its exact level 1 - 2 P(B <= k - 1), B ~
+    Binomial(n, 1/2)); with too few runs to reach `confidence`, the runs' range at the level it does reach (75 %
+    at n = 3), stated in `confidence` and `note`. No interval below MIN_RUNS."""
     _check_confidence(confidence)
     values = np.sort(np.asarray(finite(samples), dtype=float))
     n = len(values)
@@ -195,9 +228,9 @@ def median_ci(samples: Iterable[Any], confidence: float = CONFIDENCE) -> Interva
     median = float(np.median(values))
     if n < MIN_RUNS:
         return Interval(median, None, None, n, confidence, level_note(n, 0.0, confidence))
-    k, level = _depth(_median_counts(n), 2.0 ** n, confidence)
-    return Interval(median, float(values[k - 1]), float(values[n - k]), n, level, level_note(n, level, confidence),
-                    method=MEDIAN_METHOD)
+    low, high, level = order_ranks(n, 0.5, confidence, or_widest=True)  # type: ignore[misc]
+    return Interval(median, float(values[low - 1]), float(values[high - 1]), n, level,
+                    level_note(n, level, confidence), method=MEDIAN_METHOD)
 
 
 @lru_cache(maxsize=1024)
@@ -210,8 +243,8 @@ def ratio_depths(n: int, m: int, confidence: float = CONFIDENCE) -> tuple[int, i
     _check_confidence(confidence)
     if min(n, m) < MIN_RUNS:
         raise ValueError(f"a ratio's interval needs {MIN_RUNS} or more runs a side, got {n} and {m}")
-    level = min(_depth(_median_counts(runs), 2.0 ** runs, confidence)[1] for runs in (n, m))
-    (i, _), (j, _) = (_depth(_median_counts(runs), 2.0 ** runs, level - 1e-12) for runs in (n, m))
+    level = min(order_ranks(runs, 0.5, confidence, or_widest=True)[2] for runs in (n, m))  # type: ignore[index]
+    i, j = (order_ranks(runs, 0.5, level - 1e-12)[0] for runs in (n, m))  # type: ignore[index]
     return i, j, level
 
 

@@ -113,7 +113,7 @@ def _fit_and_break_down(data, *, steps_per_execution: int = 1, samples: int, bat
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
     model.compile("adam", "mse", steps_per_execution=steps_per_execution)
     timer = TrainingTimer(global_batch_size=batch, dataset_size=samples)
-    fit(model, data, epochs=3, callbacks=[timer], device=CpuSetup(), verbose=0)
+    fit(model, data, epochs=3, callbacks=[timer], verbose=0)
     before = [weight.copy() for weight in model.get_weights()]
     found = measure_breakdown(model, data, timer.metrics(), CpuSetup(), target_s=0.25, **options)
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))  # the passes left it as it was
@@ -214,7 +214,7 @@ def _cnn_run():
         keras.layers.Dropout(0.5), keras.layers.Dense(10, activation="softmax")])
     model.compile(keras.optimizers.Adam(0.001), "categorical_crossentropy")
     timer = TrainingTimer(global_batch_size=128, dataset_size=512)
-    fit(model, data, epochs=2, callbacks=[timer], device=CpuSetup(), verbose=0)
+    fit(model, data, epochs=2, callbacks=[timer], verbose=0)
     return model, data, timer.metrics()
 
 
@@ -245,7 +245,7 @@ def test_without_the_converter_the_trace_is_kept_and_the_record_says_why(tmp_pat
 
     monkeypatch.setattr(profile_module, "converter_version", lambda: None)
     model, data, _ = _cnn_run()
-    profile = profile_module.capture_profile(model, data, 2, tmp_path / "p", CpuSetup())
+    profile = profile_module.capture_profile(model, data, 2, tmp_path / "p")
     assert "categories" not in profile
     assert "xprof package is not installed" in profile["reason"] and profile["trace_files"]
     assert (tmp_path / "p" / profile["trace_files"][0]).stat().st_size > 0

@@ -15,14 +15,13 @@ import pytest
 from helpers import REPO
 
 import colabkit
-import colabkit.colab as colab
 import colabkit.colab.install as install
 import colabkit.device.probes as probes
 from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.install import (
-    bootstrap,
     bootstrap_source,
     install_commands,
+    install_missing,
     install_plan,
     run_pip,
 )
@@ -123,7 +122,7 @@ def test_outside_colab_the_bootstrap_does_nothing_even_on_a_tpu_host(runtime, mo
     pip = runtime("tpu", colab=False)
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
     assert not in_colab()
-    assert bootstrap(pip=pip, installed=has()) == []
+    assert install_missing(pip=pip, installed=has()) == []
     assert pip.calls == []
 
 
@@ -156,16 +155,16 @@ def test_tpu_environment_variable_marks_a_tpu_runtime(runtime, monkeypatch):
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
 def test_cpu_and_gpu_runtimes_install_tensorflow_only_when_missing(runtime, kind, capsys):
     pip = runtime(kind)
-    assert bootstrap(pip=pip, installed=has("colabkit", "tensorflow")) == []
+    assert install_missing(pip=pip, installed=has("colabkit", "tensorflow")) == []
     assert pip.calls == []
     assert f"Colab {kind.upper()} runtime" in capsys.readouterr().out
-    bootstrap(pip=pip, installed=has("colabkit"))
+    install_missing(pip=pip, installed=has("colabkit"))
     assert pip.calls == [["tensorflow==2.21.0"]]
 
 
 def test_tpu_runtime_runs_jax_and_installs_nothing_tpu_specific(runtime, capsys):
     pip = runtime("tpu")
-    plan = bootstrap(pip=pip, installed=has("colabkit"))  # a fresh TPU image: JAX, no TensorFlow at all
+    plan = install_missing(pip=pip, installed=has("colabkit"))  # a fresh TPU image: JAX, no TensorFlow at all
     assert plan == [] and pip.calls == []
     assert install_plan("tpu", has("colabkit"), backend="jax") == []
     out = capsys.readouterr().out
@@ -175,7 +174,7 @@ def test_tpu_runtime_runs_jax_and_installs_nothing_tpu_specific(runtime, capsys)
 
 def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_about_jax(runtime, capsys):
     pip = runtime("tpu")
-    plan = bootstrap(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow"))  # plain TF: not enough
+    plan = install_missing(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow"))  # plain TF: not enough
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
     assert [step.command() for step in plan] == [
         "python -m pip install -q tensorflow==2.20.0",
@@ -229,17 +228,17 @@ def test_install_for_backend_does_nothing_outside_colab_even_on_a_tpu_host(runti
 
 def test_tpu_runtime_with_the_tpu_build_installs_nothing_for_tensorflow(runtime):
     pip = runtime("tpu")
-    assert bootstrap(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
+    assert install_missing(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
     assert pip.calls == []
 
 
 def test_missing_colabkit_comes_first_from_the_configured_repository(runtime):
     pip = runtime("tpu")
-    bootstrap(backend="tensorflow", pip=pip, installed=has())
+    install_missing(backend="tensorflow", pip=pip, installed=has())
     assert pip.calls[0] == [COLABKIT_FROM_GITHUB]
     assert [call[0] for call in pip.calls[1:]] == ["tensorflow==2.20.0", "tensorflow-tpu==2.20.0"]
     pip = FakePip()
-    bootstrap(pip=pip, installed=has(), coordinates=Coordinates("me/fork", "v2"))  # JAX: colabkit alone
+    install_missing(pip=pip, installed=has(), coordinates=Coordinates("me/fork", "v2"))  # JAX: colabkit alone
     assert pip.calls == [["git+https://github.com/me/fork@v2"]]
 
 
@@ -296,33 +295,34 @@ def run_cell(monkeypatch, colabkit_missing: bool = False, pip_fails: str = "") -
     return commands
 
 
-def test_cell_outside_colab_runs_nothing_and_calls_no_bootstrap(runtime, monkeypatch):
+def test_cell_outside_colab_runs_no_pip_and_leaves_the_rest_to_bootstrap(runtime, monkeypatch):
     runtime("tpu", colab=False)
-    monkeypatch.setattr(colab, "bootstrap", lambda **kwargs: pytest.fail("bootstrap called outside Colab"))
-    assert run_cell(monkeypatch, colabkit_missing=True) == []
+    called = []
+    monkeypatch.setattr(colabkit, "bootstrap", lambda **kwargs: called.append(kwargs), raising=False)
+    assert run_cell(monkeypatch, colabkit_missing=True) == []  # no pip: colabkit.bootstrap() decides the rest
+    assert called == [{}]
 
 
 def test_cell_in_a_fresh_colab_installs_colabkit_then_calls_bootstrap(runtime, monkeypatch):
     runtime("gpu")
     called = []
-    monkeypatch.setattr(colab, "bootstrap", lambda **kwargs: called.append(kwargs))
+    monkeypatch.setattr(colabkit, "bootstrap", lambda **kwargs: called.append(kwargs), raising=False)
     commands = run_cell(monkeypatch, colabkit_missing=True)
     assert commands == [[sys.executable, "-m", "pip", "install", "-q", COLABKIT_FROM_GITHUB]]
     assert called == [{}]
 
 
-@pytest.mark.parametrize("pip_said, unreachable", [
-    ("  fatal: repository 'https://github.com/colabkit/colabkit/' not found\nerror: subprocess-exited-with-error", True),
-    ("error: pathspec 'v0.1.0' did not match any file(s) known to git", True),
-    ("ERROR: Could not find a version that satisfies the requirement numpy>=9", False)])
-def test_cell_whose_pip_fails_prints_pips_words_in_one_block_and_names_the_fix(runtime, monkeypatch, capsys,
-                                                                               pip_said, unreachable):
+@pytest.mark.parametrize("pip_said", [
+    "  fatal: repository 'https://github.com/colabkit/colabkit/' not found\nerror: subprocess-exited-with-error",
+    "error: pathspec 'v0.1.0' did not match any file(s) known to git",
+    "ERROR: Could not find a version that satisfies the requirement numpy>=9"])
+def test_cell_whose_pip_fails_stops_with_pips_words_in_one_block_and_names_the_fixes(runtime, monkeypatch, pip_said):
     runtime("gpu")
-    with pytest.raises(RuntimeError, match="pip's message is printed above"):
+    with pytest.raises(SystemExit) as stopped:
         run_cell(monkeypatch, colabkit_missing=True, pip_fails=pip_said)
-    err = capsys.readouterr().err
-    assert err.startswith("colabkit could not be installed from colabkit/colabkit@v") and pip_said.strip() in err
-    assert ("python -m colabkit badges --repo OWNER/NAME" in err and "wheel" in err) is unreachable
+    message = str(stopped.value)
+    assert message.startswith("colabkit could not be installed from colabkit/colabkit@v") and pip_said in message
+    assert "python -m colabkit badges --repo OWNER/NAME" in message and "wheel" in message
 
 
 def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap_and_installs_no_tensorflow(runtime, monkeypatch, capsys):

@@ -49,7 +49,7 @@ def test_chief_is_worker_zero_unless_the_cluster_names_a_chief():
 
 
 def test_a_non_chief_worker_writes_no_record(tmp_path):
-    worker = types.SimpleNamespace(description={"multi_worker": {"is_chief": False}},
+    worker = types.SimpleNamespace(multi_worker={"is_chief": False},  # a DeviceSetup of a non-chief worker
                                    as_record=lambda: {"kind": "cpu"})
     run = start_run("cnn_mnist", params={"device": "multiworker:2"}, results_path=tmp_path / "r.json")
     assert run.record(device=worker, metrics={}) is None

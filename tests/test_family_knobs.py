@@ -20,12 +20,14 @@ from colabkit.sweep.fingerprint import fingerprint
 from colabkit.sweep.plan import plan
 
 PARADNN = get("paradnn")
+INFERENCE_ONLY = {parameter.name for parameter in PARADNN.parameters if ("mode", ("inference",)) in parameter.used_when}
 SHARED = {"family", "batch_size", "steps", "epochs", "steps_per_execution", "mixed_precision", "device", "backend",
           "seed"}
 
 
 def test_each_family_keeps_its_own_knobs_and_the_shared_parameters():
-    # every family has them; the mode's own (docs/inference.md) count in one mode, `queries` in inference runs only
+    # every family has them; the mode's own (docs/inference.md) count in one mode, `queries` and the other
+    # inference settings in inference runs only
     unconditional = {parameter.name for parameter in PARADNN.parameters
                      if not any(name == "family" for name, _ in parameter.used_when)}
     every_knob = {knob for knobs in FAMILY_KNOBS.values() for knob in knobs}
@@ -33,7 +35,7 @@ def test_each_family_keeps_its_own_knobs_and_the_shared_parameters():
     for family, knobs in FAMILY_KNOBS.items():
         values = {**PARADNN.defaults, "family": family}
         kept = set(PARADNN.relevant(values))
-        assert kept == unconditional - {"queries", "offline_batch_sizes"} | set(knobs), family
+        assert kept == unconditional - INFERENCE_ONLY | set(knobs), family
         assert set(PARADNN.unused(values)) == set(PARADNN.parameter_names) - kept
     # a value's own family decides, whatever else the values hold
     assert PARADNN.relevant({"family": "fc", "cell": "gru", "nodes": 8}) == {"family": "fc", "nodes": 8}

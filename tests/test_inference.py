@@ -19,8 +19,10 @@ from colabkit.experiments import check_values, get
 from colabkit.experiments.inference import INFERENCE_HEADLINE
 from colabkit.records.identity import run_work, work_key
 from colabkit.records.record import make_record
-from colabkit.timing.percentiles import min_queries, order_ranks, percentile_interval
-from colabkit.training.inference import largest_batch, measure_inference, parse_batch_sizes
+from colabkit.statistics import min_samples, order_ranks, quantile_ci
+from colabkit.inference import InferenceSettings, measure_inference, parse_batch_sizes
+from colabkit.inference.scenarios import largest_batch
+from colabkit.records.plausibility import measurement_problems
 
 # --- the intervals ------------------------------------------------------------------------------------
 
@@ -33,15 +35,15 @@ def exact_coverage(n: int, q: float, low: int, high: int) -> float:
 @pytest.mark.parametrize("percentile, needed", [(50, 6), (90, 36), (99, 368)])
 def test_the_fewest_queries_for_an_interval_are_where_q_to_the_n_falls_under_the_tail(percentile, needed):
     q = percentile / 100
-    assert min_queries(percentile) == needed
+    assert min_samples(q) == needed
     assert max(q, 1 - q) ** needed <= 0.025 < max(q, 1 - q) ** (needed - 1)
-    assert order_ranks(needed, percentile) is not None and order_ranks(needed - 1, percentile) is None
+    assert order_ranks(needed, q) is not None and order_ranks(needed - 1, q) is None
 
 
 @pytest.mark.parametrize("n, percentile", [(6, 50), (40, 90), (200, 50), (400, 99), (1000, 90), (1000, 99)])
 def test_the_ranks_are_equal_tailed_and_their_stated_coverage_is_the_exact_binomial_one(n, percentile):
     q = percentile / 100
-    low, high, coverage = order_ranks(n, percentile)
+    low, high, coverage = order_ranks(n, q)
     assert 1 <= low < high <= n
     assert coverage == pytest.approx(exact_coverage(n, q, low, high), abs=1e-9) and coverage >= 0.95
     below, above = exact_coverage(n, q, 0, low), exact_coverage(n, q, high, n + 1)
@@ -56,20 +58,20 @@ def test_the_interval_covers_the_true_p90_and_p99_at_least_95_percent_of_the_tim
     trials, hits90, hits99 = 1500, 0, 0
     for _ in range(trials):
         latencies = rng.lognormal(0.0, 0.5, size=400)
-        p90, p99 = percentile_interval(latencies, 90), percentile_interval(latencies, 99)
+        p90, p99 = quantile_ci(latencies, 0.90), quantile_ci(latencies, 0.99)
         hits90 += p90.low <= math.exp(0.5 * 1.2815516) <= p90.high
         hits99 += p99.low <= math.exp(0.5 * 2.3263479) <= p99.high
     assert hits90 / trials >= 0.935 and hits99 / trials >= 0.935  # 95 % less three standard errors of 1500
 
 
 def test_too_few_queries_give_the_estimate_without_an_interval_and_say_how_many_it_takes():
-    point = percentile_interval(np.linspace(1, 2, 100), 99)
+    point = quantile_ci(np.linspace(1, 2, 100), 0.99)
     assert point.estimate == pytest.approx(np.percentile(np.linspace(1, 2, 100), 99))
     assert point.low is None and point.high is None and "368" in point.note
     with pytest.raises(ValueError):
-        percentile_interval([], 50)
+        quantile_ci([], 0.5)
     with pytest.raises(ValueError):
-        percentile_interval([1.0, float("nan")], 50)
+        quantile_ci([1.0, float("nan")], 0.5)
 
 
 def test_batch_sizes_read_numbers_and_max_and_refuse_anything_else():
@@ -106,17 +108,19 @@ def fake_model(output_values: int = 1000) -> SimpleNamespace:
     return SimpleNamespace(layers=[layer], weights=[SimpleNamespace(shape=(100, 10))], dtype_policy="float32")
 
 
-CPU_SETUP = SimpleNamespace(kind="cpu", replicas=1, description={})
+CPU_SETUP = SimpleNamespace(kind="cpu", replicas=1, description={}, multi_worker=None)  # a DeviceSetup
 
 
 def test_measure_inference_times_each_query_apart_from_compilation_and_orders_its_percentiles():
     server = FakeServer()
-    inference = measure_inference(fake_model(), np.zeros((64, 8), np.float32), CPU_SETUP, queries=500,
-                                  batch_sizes=[1, 32], runs=3, call=server, clock=server.clock)
+    settings = InferenceSettings(500, 0.0, 600.0, [1, 32], offline_runs=3)
+    inference = measure_inference(fake_model(), np.zeros((64, 8), np.float32), CPU_SETUP, settings, call=server,
+                                  clock=server.clock)
     metrics, section = inference.metrics, inference.record_fields["inference"]
-    assert len(inference.latencies_s) == metrics["latency_queries"] == 500
+    latencies_s = [ms / 1e3 for ms in section["single_stream"]["latencies_ms"]]
+    assert len(latencies_s) == metrics["latency_queries"] == 500
     assert metrics["latency_first_call_ms"] == pytest.approx(100)  # compilation, kept out of the percentiles
-    assert max(inference.latencies_s) == pytest.approx(6.01e-3) and min(inference.latencies_s) == pytest.approx(1.01e-3)
+    assert max(latencies_s) == pytest.approx(6.01e-3) and min(latencies_s) == pytest.approx(1.01e-3)
     assert metrics["latency_p50_ms"] <= metrics["latency_p90_ms"] <= metrics["latency_p99_ms"]
     assert metrics["latency_p50_ms"] == pytest.approx(1.01) and metrics["latency_p99_ms"] == pytest.approx(6.01)
     for name in ("p50", "p90", "p99"):  # 500 queries: every percentile has its interval
@@ -132,17 +136,49 @@ def test_measure_inference_times_each_query_apart_from_compilation_and_orders_it
 
 def test_a_sequence_model_gets_tokens_per_second_the_samples_rate_times_its_tokens():
     server = FakeServer()
-    inference = measure_inference(fake_model(), np.zeros((8, 4), np.float32), CPU_SETUP, queries=40, batch_sizes=[8],
-                                  runs=6, call=server, clock=server.clock, tokens_per_sample=128)
+    inference = measure_inference(fake_model(), np.zeros((8, 4), np.float32), CPU_SETUP, InferenceSettings(40, 0, 9, "8"),
+                                  call=server, clock=server.clock, tokens_per_sample=128)
     row = inference.record_fields["inference"]["offline"][0]
     assert row["tokens_per_s"] == pytest.approx(128 * row["samples_per_s"]) == inference.metrics["offline_tokens_per_s"]
     assert row["tokens_low"] == pytest.approx(128 * row["low"])
     assert row["tokens_high"] == pytest.approx(128 * row["high"])
 
 
+def test_queries_go_on_until_both_minimums_are_met_and_the_record_says_which_bound():
+    server = FakeServer()  # ~1 ms a query: 500 queries take ~0.55 s
+    by_count = measure_inference(fake_model(), np.zeros((8, 4), np.float32), CPU_SETUP,
+                                 InferenceSettings(500, 0.1, 60, "1"), call=server, clock=server.clock)
+    single = by_count.record_fields["inference"]["single_stream"]
+    assert single["queries"] == 500 and single["binding"] == "min_query_count" and single["valid"]
+    assert single["settings"] == {"min_query_count": 500, "min_duration_s": 0.1, "max_duration_s": 60}
+    by_time = measure_inference(fake_model(), np.zeros((8, 4), np.float32), CPU_SETUP,
+                                InferenceSettings(50, 2.0, 60, "1"), call=server, clock=server.clock)
+    metrics, offline = by_time.metrics, by_time.record_fields["inference"]["offline"][0]
+    assert metrics["latency_binding"] == "min_duration" and metrics["latency_duration_s"] >= 2.0
+    assert 1800 < metrics["latency_queries"] < 2100 and metrics["inference_valid"] is True
+    assert offline["duration_s"] >= 2.0 and offline["runs"] > 6 and offline["binding"] == "min_duration"
+    assert measurement_problems(metrics) == []
+
+
+def test_a_scenario_stopped_at_max_duration_short_of_its_queries_is_not_a_measurement():
+    server = FakeServer()
+    cut = measure_inference(fake_model(), np.zeros((8, 4), np.float32), CPU_SETUP, InferenceSettings(5000, 0, 1.0, "1"),
+                            call=server, clock=server.clock)
+    single = cut.record_fields["inference"]["single_stream"]
+    assert not single["valid"] and single["binding"] is None and single["queries"] < 5000
+    assert cut.metrics["inference_valid"] is False
+    assert "inference_valid = False (must be true" in measurement_problems(cut.metrics)[0]
+    for bad in ((0, 1, 2), (10, 5, 2), (10, 1, 0)):
+        with pytest.raises(ParameterError, match="inference settings"):
+            InferenceSettings(*bad)
+    with pytest.raises(ParameterError, match="one device"):
+        measure_inference(fake_model(), np.zeros((8, 4)), SimpleNamespace(kind="cpu", replicas=2, name="cpu:2"),
+                          InferenceSettings(5, 0, 1))
+
+
 def test_max_is_the_largest_power_of_two_the_memory_estimate_allows_and_the_cap_bounds_it():
     model = fake_model(output_values=1_000_000)  # 4 MB a sample at float32
-    setup = SimpleNamespace(kind="gpu", replicas=1, description={"name": "Tesla T4", "memory_gib": 16.0})
+    setup = SimpleNamespace(kind="gpu", replicas=1, description={"name": "Tesla T4", "memory_gib": 16.0}, multi_worker=None)
     found = largest_batch(model, setup, np.zeros((1, 8), np.float32), cap=1 << 20)
     per_sample, weights = 4_000_000 + 32, 4000
     assert found["per_sample_bytes"] == per_sample and found["weights_bytes"] == weights
@@ -175,8 +211,8 @@ def inference_record(p90_ms: float, device: str = "cpu", seed: int = 0, queries:
         clock.now += next(latencies) if len(batch) == 1 else 1e-3 * len(batch) / 100
         return None
 
-    inference = measure_inference(fake_model(), np.zeros((16, 4)), CPU_SETUP, queries=queries, batch_sizes=[1, 8],
-                                  runs=3, warmup=2, call=call, clock=lambda: clock.now)
+    settings = InferenceSettings(queries, 0.0, 600.0, "1,8", warmup_queries=2, offline_runs=3)
+    inference = measure_inference(fake_model(), np.zeros((16, 4)), CPU_SETUP, settings, call=call, clock=lambda: clock.now)
     params = {"device": device, "backend": "tensorflow", "mode": "inference", "queries": queries,
               "offline_batch_sizes": "1,8", "seed": 0, "test_samples": 512}
     return make_record("cnn_mnist", "ok", params, metrics=inference.metrics, device=fx.DEVICES[device],
@@ -228,6 +264,24 @@ def test_the_report_shows_inference_runs_in_their_own_section_and_keeps_them_out
     assert inference_section(load_report_data([fx.write(tmp_path / "none", fx.cnn("cpu", 256), "b").parent])).empty
 
 
+def test_the_report_reads_inference_records_written_before_the_minimums_existed(tmp_path):
+    from colabkit.report import inference_section, load_report_data
+
+    old = inference_record(2.0)
+    for entry in [old["inference"]["single_stream"], *old["inference"]["offline"]]:
+        for key in ("settings", "duration_s", "valid", "binding"):
+            entry.pop(key)
+    for key in ("latency_duration_s", "latency_binding", "inference_valid"):
+        old["metrics"].pop(key)
+    fx.write(tmp_path, old, "mode-inference")
+    fx.write(tmp_path, inference_record(2.0, seed=1), "mode-inference_seed-1")
+    section = inference_section(load_report_data([tmp_path]))
+    latency = section.table("inference_latency")
+    assert len(latency) == 2 and latency["p90_ms"].notna().all()
+    assert sorted(latency["binding"].fillna("(none)")) == ["(none)", "min_query_count"]
+    assert len(section.table("inference_offline")) == 4
+
+
 def test_a_percentile_its_queries_cannot_give_is_said_too_few_and_not_drawn(tmp_path):
     """p99 of 5 queries is the slowest of 5, with no interval: neither tabled nor drawn as if measured."""
     from colabkit.report import inference_section, load_report_data
@@ -257,7 +311,7 @@ def test_the_cnn_notebook_in_inference_mode_writes_ordered_percentiles_with_inte
 
     from colabkit.records.record import read_record
 
-    _, record_path = execute_notebook("cnn_mnist", tmp_path, device="cpu", mode="inference", queries=400,
+    _, record_path = execute_notebook("cnn_mnist", tmp_path, device="cpu", mode="inference", queries=400, min_duration_s=0.0,
                                       offline_batch_sizes="1,16,max", test_samples=64, data_source="offline")
     record = read_record(Path(record_path))
     assert record["status"] == "ok" and record["params"]["mode"] == "inference"
@@ -270,7 +324,8 @@ def test_the_cnn_notebook_in_inference_mode_writes_ordered_percentiles_with_inte
     offline = record["inference"]["offline"]
     maximum = record["inference"]["max_batch"]
     assert [row["batch"] for row in offline] == sorted({1, 16, maximum["batch"]})
-    assert all(row["samples_per_s"] > 0 and row["runs"] == 6 for row in offline)
+    assert all(row["samples_per_s"] > 0 and row["runs"] == 6 and row["valid"] for row in offline)
+    assert record["inference"]["single_stream"]["binding"] == "min_query_count" and metrics["inference_valid"]
     assert maximum["batch"] >= 16 and maximum["how"]
 
 
@@ -294,7 +349,7 @@ def test_every_other_family_runs_in_inference_mode_and_trains_nothing(tmp_path, 
     from colabkit.records.record import read_record
 
     name = case.split()[0]
-    _, record_path = execute_notebook(name, tmp_path, device="cpu", mode="inference", queries=60,
+    _, record_path = execute_notebook(name, tmp_path, device="cpu", mode="inference", queries=60, min_duration_s=0.0,
                                       **TINY_INFERENCE[case])
     record = read_record(Path(record_path))
     assert record["status"] == "ok" and "epochs" not in record["params"] and "history" not in record

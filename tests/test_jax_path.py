@@ -125,7 +125,7 @@ x = np.arange(10, dtype="float32")[:, None]
 model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2, activation="softmax")])
 model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
 timer = TrainingTimer(global_batch_size=4, dataset_size=10)
-fit(model, Recorded((x, (x[:, 0] > 4).astype("int64")), batch_size=4, shuffle=True), epochs=3, device=dev,
+fit(model, Recorded((x, (x[:, 0] > 4).astype("int64")), batch_size=4, shuffle=True), epochs=3,
     callbacks=[timer], verbose=0)
 try:
     import tensorflow

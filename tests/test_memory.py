@@ -112,7 +112,7 @@ def test_the_device_memory_per_model_copy(tmp_path, monkeypatch):
 def test_the_notebook_side_check_refuses_before_anything_is_built(tmp_path, monkeypatch):
     monkeypatch.setattr(device_memory_module, "physical_memory_bytes", lambda: 24 * GIB)
     monkeypatch.setattr(device_memory_module, "container_limit_bytes", lambda: None)
-    cpu = types.SimpleNamespace(kind="cpu", replicas=1, description={"name": "AMD EPYC"})
+    cpu = types.SimpleNamespace(kind="cpu", replicas=1, description={"name": "AMD EPYC"}, multi_worker=None)
     huge = start_run("paradnn", params={**PARADNN.defaults, **HUGE_FC, "device": "cpu"},
                      results_path=tmp_path / "r.json")
     with pytest.raises(InsufficientMemoryError, match=r"training needs about 3\.94 TiB .* but the CPU host has 24 GiB"):
@@ -120,7 +120,8 @@ def test_the_notebook_side_check_refuses_before_anything_is_built(tmp_path, monk
     assert not (tmp_path / "r.json").exists()
     small = start_run("paradnn", params={**PARADNN.defaults, "device": "cpu"}, results_path=tmp_path / "s.json")
     small.check_memory(cpu)  # the default model: 12 MiB, nothing said
-    two_gpus = types.SimpleNamespace(kind="gpu", replicas=2, description={"name": "T4", "memory_gib": 16.0})
+    two_gpus = types.SimpleNamespace(kind="gpu", replicas=2, description={"name": "T4", "memory_gib": 16.0},
+                                     multi_worker=None)
     assert setup_memory(two_gpus).copies == 1  # each GPU holds its own copy
 
 

@@ -195,6 +195,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("data",),
     ("timing",),  # clocks, repeats, baselines, agreement
     ("training",),  # what a training run measures: timer, fit, FLOPs, memory, bottleneck passes
+    ("inference",),  # what an inference run measures: LoadGen's settings, its scenarios, latency percentiles
     ("plots",),
     ("experiments",),  # the declarations (their parameters, estimates and published figures)
     ("records",),  # a run's record: writing, reading, merging

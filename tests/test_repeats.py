@@ -45,7 +45,11 @@ def test_every_repeat_gets_seed_plus_repeat_and_the_clock_spans_them_all():
     assert calls == [(0, 7), (1, 8), (2, 9)]
     assert [(result.repeat, result.seed) for result in experiment.results] == [(0, 7), (1, 8), (2, 9)]
     assert experiment.experiment_time_s >= 0.15  # the perf_counter wraps every repeat
-    assert echoed == [">#1: 80.000", ">#2: 80.000", ">#3: 80.000"]  # the paper's per-repeat line, in percent
+    # each repeat announced, the paper's per-repeat line in percent, then its summary line and the elapsed time
+    assert echoed[:6] == ["model 1 of 3 (seed 7)", ">#1: 80.000", "model 2 of 3 (seed 8)", ">#2: 80.000",
+                          "model 3 of 3 (seed 9)", ">#3: 80.000"]
+    assert echoed[6] == experiment.score_line("test_accuracy", "Accuracy") == "Accuracy: 80.000% (+/-0.000)"
+    assert echoed[7] == f"Elapsed {experiment.experiment_time_s:.3f} seconds." and len(echoed) == 8
 
 
 def test_scores_are_mean_and_population_std_over_repeats_with_every_value_kept():

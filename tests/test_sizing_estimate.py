@@ -1,4 +1,4 @@
-"""Sizes for runs by hand ("auto" resolved from the device, colabkit.Trainer.auto_sizes) and the estimate from
+"""Sizes for runs by hand ("auto" resolved from the device, colabkit's Run.auto_sizes) and the estimate from
 the first steps."""
 
 from __future__ import annotations
@@ -13,30 +13,36 @@ from colabkit.errors import ParameterError
 SIZES = {"cpu": {"units": 32, "epochs": 5}, "gpu": {"units": 128, "epochs": 10}}
 
 
-def trainer_on(kind: str, printed: list[str]):
+def run_on(kind: str, tmp_path):
     from colabkit.device.spec import DeviceSetup
-    from colabkit.training.trainer import Trainer
+    from colabkit.records.record import start_run
 
-    return Trainer(None, DeviceSetup(kind, kind, None, 1), 8, echo=printed.append)
+    return start_run("timeseries_rnn", params={"device": kind}, results_path=tmp_path / f"{kind}.json"), \
+        DeviceSetup(kind, kind, None, 1)
 
 
-def test_auto_takes_the_device_size_and_explicit_values_stay():
-    printed: list[str] = []
-    cpu = trainer_on("cpu", printed)
-    assert cpu.auto_sizes(SIZES, units="auto", epochs=3) == (32, 3)
-    assert cpu.sizes["used"] == {"units": 32, "epochs": 3} and cpu.sizes["auto"] == ["units"]
-    gpu = trainer_on("gpu", printed)
-    assert gpu.auto_sizes(SIZES, units="auto", epochs="auto") == (128, 10)
-    assert gpu.sizes["asked"] == {"units": "auto", "epochs": "auto"} and gpu.sizes["used"] == {"units": 128, "epochs": 10}
-    assert gpu.sizes["sized_for"] == "a free Colab T4 GPU" and gpu.sizes["auto"] == ["units", "epochs"]
+def test_auto_takes_the_device_size_and_explicit_values_stay_and_the_record_keeps_them(tmp_path, capsys):
+    run, cpu = run_on("cpu", tmp_path)
+    assert run.auto_sizes(cpu, SIZES, units="auto", epochs=3) == (32, 3)
+    assert run.sizes["used"] == {"units": 32, "epochs": 3} and run.sizes["auto"] == ["units"]
+    gpu_run, gpu = run_on("gpu", tmp_path)
+    assert gpu_run.auto_sizes(gpu, SIZES, units="auto", epochs="auto") == (128, 10)
+    assert gpu_run.sizes["asked"] == {"units": "auto", "epochs": "auto"}
+    assert gpu_run.sizes["used"] == {"units": 128, "epochs": 10}
+    assert gpu_run.sizes["sized_for"] == "a free Colab T4 GPU" and gpu_run.sizes["auto"] == ["units", "epochs"]
+    printed = capsys.readouterr().out.splitlines()
     assert "units=128" in printed[-1] and "a free Colab T4 GPU" in printed[-1]
-    cpu.auto_sizes(SIZES, units=8)
-    assert "no parameter was" in printed[-1] and cpu.sizes["auto"] == []
+    assert gpu_run.record(metrics={}, device=gpu) and gpu_run.written["sizes"] == gpu_run.sizes  # in the record
+    run.auto_sizes(cpu, SIZES, units=8)
+    assert "no parameter was" in capsys.readouterr().out and run.sizes["auto"] == []
 
 
-def test_auto_without_a_size_for_the_device_is_an_error_not_a_guess():
+def test_auto_without_a_size_for_the_device_is_an_error_not_a_guess(tmp_path):
+    run, _ = run_on("tpu", tmp_path)
+    from colabkit.device.spec import DeviceSetup
+
     with pytest.raises(ParameterError, match="units='auto' has no size for a tpu device"):
-        trainer_on("tpu", []).auto_sizes(SIZES, units="auto")
+        run.auto_sizes(DeviceSetup("tpu", "tpu", None, 8), SIZES, units="auto")
 
 
 def test_format_duration_reads_like_an_estimate():

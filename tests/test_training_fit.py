@@ -68,7 +68,7 @@ def test_fit_with_executions_that_do_not_divide_a_pass_still_trains_one_pass_per
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2, activation="softmax")])
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", steps_per_execution=2)
     timer = TrainingTimer(global_batch_size=4, dataset_size=10)
-    fit(model, ids_dataset(10, 4, seen), epochs=3, device=None, callbacks=[timer], verbose=0)
+    fit(model, ids_dataset(10, 4, seen), epochs=3, callbacks=[timer], verbose=0)
     assert [len(batch) for batch in seen[:9]] == [4, 4, 2] * 3
     assert [(epoch.steps, epoch.samples) for epoch in timer.epochs] == [(3, 10)] * 3
 
@@ -84,7 +84,7 @@ def test_fit_trains_each_epoch_on_one_pass_and_the_timer_counts_it():
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2, activation="softmax")])
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     timer = TrainingTimer(global_batch_size=4, dataset_size=10)
-    history = fit(model, ids_dataset(10, 4, seen), epochs=epochs, device=None, callbacks=[timer], verbose=0)
+    history = fit(model, ids_dataset(10, 4, seen), epochs=epochs, callbacks=[timer], verbose=0)
 
     assert len(history["loss"]) == epochs
     trained, read_ahead = seen[:3 * epochs], seen[3 * epochs:]
@@ -107,7 +107,7 @@ def test_fit_hands_keras_one_endless_iterator_with_the_steps_of_a_pass():
             return type("History", (), {"history": {"loss": [0.0]}})()
 
     model = RecordingModel()
-    fit(model, tf.data.Dataset.range(10).batch(4), epochs=1, device=None)
+    fit(model, tf.data.Dataset.range(10).batch(4), epochs=1)
     assert int(model.data.cardinality()) == int(tf.data.INFINITE_CARDINALITY)
     assert model.kwargs["steps_per_epoch"] == 3
 
@@ -135,19 +135,31 @@ x, y = rng.normal(size=(96, 8)).astype("float32"), rng.integers(0, 4, 96).astype
 steps = {}
 for spe in (1, 3):  # Keras's own one-step loop, and three steps per execution (colabkit's on two replicas)
     model, timer = build(spe), TrainingTimer(global_batch_size=96)
-    fit(model, repeated_batch(x, y), epochs=2, steps_per_epoch=6, device=dev, callbacks=[timer], verbose=0)
+    fit(model, repeated_batch(x, y), epochs=2, steps_per_epoch=6, callbacks=[timer], verbose=0)
     steps[spe] = (int(model.optimizer.iterations.value.numpy()), [epoch.steps for epoch in timer.epochs],
                   model.get_weights())
 assert steps[1][:2] == steps[3][:2] == (12, [6, 6]), (steps[1][:2], steps[3][:2])
 assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(steps[1][2], steps[3][2]))  # the same 12 steps
 passes = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)  # 3 batches a pass: 3 divides it, 2 does not
 model = build(3)
-fit(model, passes, epochs=2, device=dev, verbose=0)
+fit(model, passes, epochs=2, verbose=0)
 assert int(model.optimizer.iterations.value.numpy()) == 6
 try:
-    fit(build(2), passes, epochs=2, device=dev, verbose=0)
+    fit(build(2), passes, epochs=2, verbose=0)
 except ExperimentError as exc:
     print("refused:", exc)
+# What a notebook does: Keras's own fit, handed the trainer's callbacks (ReplicaSteps among them)
+from colabkit.training.trainer import Trainer
+trainer, model = Trainer(None, dev, 12), build(2)
+train_ds, steps_per_epoch = trainer.training_batches(model, x, y)  # 96 samples, global batch 24: 4 steps a pass
+history = model.fit(train_ds, epochs=2, steps_per_epoch=steps_per_epoch, callbacks=trainer.callbacks(len(x)), verbose=0)
+timed = trainer.timed(history, train_ds)
+print(f"Keras's own fit with the trainer's callbacks: {timed.metrics['epochs_run']} epochs of "
+      f"{timed.record_fields['timings']['epochs'][0]['steps']} steps, {int(model.optimizer.iterations.value.numpy())} steps")
+try:
+    trainer.timed(build(1).fit(train_ds, epochs=1, steps_per_epoch=4, verbose=0), train_ds)
+except ExperimentError as exc:
+    print("unmeasured:", exc)
 """
 
 
@@ -163,5 +175,7 @@ def test_two_replicas_train_several_steps_per_execution_as_one_step_each_would()
     completed = subprocess.run([sys.executable, "-c", TWO_REPLICAS_IN_EXECUTIONS], capture_output=True, text=True,
                                timeout=300, cwd=REPO)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert ("refused: steps_per_execution = 2 on 2 replicas needs epochs of whole executions, but one pass of the "
-            "input is 3 batches, which 2 does not divide") in completed.stdout
+    assert ("refused: steps_per_execution = 2 on 2 replicas needs epochs of whole executions, but an epoch is 3 "
+            "steps, which 2 does not divide") in completed.stdout
+    assert "Keras's own fit with the trainer's callbacks: 2 epochs of 4 steps, 8 steps" in completed.stdout
+    assert "unmeasured: model.fit ran without this trainer's measurements" in completed.stdout

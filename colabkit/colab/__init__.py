@@ -1,7 +1,7 @@
 """Google Colab: runtime detection (runtime), the repository coordinates (coordinates), the bootstrap
 that installs what a runtime lacks (install), and the sweep-in-Colab helpers (sweep).
 
-Every notebook's stamped set-up cell runs `from colabkit.colab import bootstrap; bootstrap()`.
+Every notebook's stamped set-up cell runs `colabkit.bootstrap()` (install.bootstrap).
 """
 
 from colabkit.colab.install import bootstrap

@@ -5,15 +5,13 @@ and nowhere else: the Open-in-Colab badges, the bootstrap's `pip install
 git+https://github.com/OWNER/NAME@REF` and the docs are all stamped from them (`python -m colabkit
 notebooks`), and `python -m colabkit badges --repo OWNER/NAME --ref REF` rewrites them, then restamps.
 
-The bootstrap cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, which is its whole
-point, so it holds only the first step: in Colab, install colabkit when it is missing. Everything
-after that is `bootstrap()` below, for the runtime's default backend (colabkit.device.backends:
-JAX on a TPU, TensorFlow elsewhere): on a CPU or GPU runtime TensorFlow if the image lacks it, on a
-TPU runtime nothing (its image has jax[tpu]). The TensorFlow TPU build is installed only when a run
-asks for TensorFlow on a TPU (`install_for_backend`, called by `setup_device` below: the notebooks'
-`colabkit.setup_device`, before colabkit.device.setup sets the device up), with a warning: after
-it, JAX in that runtime falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU in
-one process (googlecolab/colabtools #4567). Outside Colab neither does anything.
+The set-up cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, so it holds only that install; the
+rest is its one call, `colabkit.bootstrap()`, for the runtime's default backend (JAX on a TPU, TensorFlow
+elsewhere: colabkit.device.backends): TensorFlow on a CPU or GPU runtime whose image lacks it, nothing on a TPU
+runtime (its image has jax[tpu]). TensorFlow's TPU build comes only when a run asks for TensorFlow on a TPU
+(`install_for_backend`, from the notebooks' `colabkit.setup_device` below), with a warning: after it, JAX there
+falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU (googlecolab/colabtools #4567).
+Outside Colab nothing is installed.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab, runtime_accelerator
@@ -104,48 +103,53 @@ def run_pip(args: list[str]) -> None:
         raise BootstrapError(f"pip install {' '.join(args)} failed (exit {completed.returncode}):\n{output}")
 
 
-def bootstrap(*, backend: str = "auto", pip: Callable[[list[str]], None] | None = None,
-              installed: Callable[[str], bool] | None = None, coordinates: Coordinates | None = None,
-              echo: Callable[[str], None] = print) -> list[Install]:
-    """In Colab, install what this runtime lacks for `backend` (see install_plan); return what was installed.
+def bootstrap(backend: str = "auto") -> None:
+    """The set-up cell's one call, `colabkit.bootstrap()`: in Colab, what the runtime lacks installed
+    (`install_missing`); anywhere else nothing."""
+    install_missing(backend=backend)
 
-    The set-up cell calls it with the runtime's default backend ("auto"): on a TPU runtime that is
-    JAX, so nothing TPU-specific is installed and it says how to ask for TensorFlow instead.
-    Outside Colab it does nothing and returns []. `pip` runs one `pip install -q ARGS` (default:
-    run_pip); `installed` says whether a requirement is present (default: is_installed). Run it
-    before TensorFlow is imported: installing a module does not replace the one already imported,
-    so in that case it asks for a restart.
-    """
+
+def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] | None = None,
+                    installed: Callable[[str], bool] | None = None, coordinates: Coordinates | None = None,
+                    echo: Callable[[str], None] = print, quiet: bool = False) -> list[Install]:
+    """In Colab, install what this runtime lacks for `backend` (install_plan) and return it; elsewhere nothing, [].
+
+    `bootstrap` asks for the runtime's default backend ("auto"): on a TPU runtime JAX, so nothing TPU-specific
+    is installed and it says how to ask for TensorFlow (`quiet`: nothing said unless something is installed).
+    `pip` runs one `pip install -q ARGS` (run_pip); `installed` says whether a requirement is present
+    (is_installed). Run it before TensorFlow is imported (a module installed later is not the one imported: it
+    then asks for a restart)."""
     if not in_colab():
         return []
     accelerator, evidence = runtime_accelerator()
     where = f"colabkit: Colab {accelerator.upper()} runtime ({evidence})"
     resolved = resolve_backend(backend, accelerator)
-    if accelerator == "tpu" and resolved != "tensorflow":
+    if accelerator == "tpu" and resolved != "tensorflow" and not quiet:
         name = {"jax": "JAX", "torch": "PyTorch"}.get(resolved, resolved)
         echo(f"{where}: notebooks run on {name} here, which the image has; for TensorFlow on this TPU set "
              "backend = \"tensorflow\" (its TPU build is then installed, and JAX in this runtime falls back "
              "to the CPU)")
     plan = install_plan(accelerator, installed or is_installed, coordinates, backend)
     if not plan:
-        echo(f"{where}; nothing to install")
+        if not quiet:
+            echo(f"{where}; nothing to install")
         return []
-    return _install(plan, where, pip or run_pip, echo)
+    for step in plan:
+        echo(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
+        (pip or run_pip)(list(step.args))
+    importlib.invalidate_caches()
+    if any(step.args[0].startswith("tensorflow-tpu") for step in plan):
+        echo(TPU_TENSORFLOW_WARNING)
+    if "tensorflow" in sys.modules and any(step.args[0].startswith("tensorflow") for step in plan):
+        echo("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
+    return plan
 
 
-def install_for_backend(backend: str, *, pip: Callable[[list[str]], None] | None = None,
-                        installed: Callable[[str], bool] | None = None,
-                        echo: Callable[[str], None] = print) -> list[Install]:
-    """In Colab, install what a run on `backend` needs beyond the set-up cell's installs (TensorFlow's
-    TPU build for backend "tensorflow" on a TPU runtime, with TPU_TENSORFLOW_WARNING); silent when
-    nothing is missing, and a no-op outside Colab. `setup_device` calls it before importing TensorFlow."""
-    if not in_colab():
-        return []
-    accelerator, evidence = runtime_accelerator()
-    plan = install_plan(accelerator, installed or is_installed, backend=backend)
-    if not plan:
-        return []
-    return _install(plan, f"colabkit: Colab {accelerator.upper()} runtime ({evidence})", pip or run_pip, echo)
+def install_for_backend(backend: str, **options: Any) -> list[Install]:
+    """In Colab, install what a run on `backend` needs beyond the set-up cell's installs (TensorFlow's TPU build for
+    backend "tensorflow" on a TPU runtime, with TPU_TENSORFLOW_WARNING): `install_missing`, silent when nothing is
+    missing; a no-op outside Colab. `setup_device` calls it before importing TensorFlow."""
+    return install_missing(backend=backend, quiet=True, **options)
 
 
 def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetup:
@@ -163,56 +167,31 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
     return set_up_device(device, backend)
 
 
-def _install(plan: list[Install], where: str, pip: Callable[[list[str]], None],
-             echo: Callable[[str], None]) -> list[Install]:
-    for step in plan:
-        echo(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
-        pip(list(step.args))
-    importlib.invalidate_caches()
-    if any(step.args[0].startswith("tensorflow-tpu") for step in plan):
-        echo(TPU_TENSORFLOW_WARNING)
-    if "tensorflow" in sys.modules and any(step.args[0].startswith("tensorflow") for step in plan):
-        echo("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
-    return plan
-
-
-# What pip (through git) prints when the repository or its ref cannot be had: no such repository or a private
-# one (git asks for a user name), no such tag or commit, no network.
-UNREACHABLE_SIGNS = ("not found", "Username", "did not match any", "resolve host", "unable to access")
 BOOTSTRAP_CELL_ID = "colab-bootstrap"
-BOOTSTRAP_MARKER = "# Colab set-up"
+BOOTSTRAP_MARKER = "# Set-up"
+# The set-up cell: the install of colabkit itself, which no package can do for itself, then `colabkit.bootstrap()`.
+# pip's own words on a failure, in one block, with the fixes (a repository out of reach: not published, private
+# or misspelt); SystemExit so that Colab shows the message alone.
 BOOTSTRAP_TEMPLATE = '''\
-# Colab set-up, the same in every notebook (stamped by `python -m colabkit notebooks`).
-# In Colab it quietly installs what the runtime lacks: colabkit from {repository}@{ref}, and TensorFlow on a
-# CPU or GPU runtime (a TPU runtime runs JAX, which it has). Anywhere else it does nothing.
-import os, sys
-
-if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ:
-    import importlib.util, subprocess
-
-    if importlib.util.find_spec("colabkit") is None:
-        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{requirement}"],
-                             capture_output=True, text=True)
-        if pip.returncode != 0:  # pip's own words in one block, and the fix when the repository is out of reach
-            said = ((pip.stderr or "") + (pip.stdout or "")).strip()
-            unreachable = any(sign in said for sign in {unreachable_signs})
-            print("colabkit could not be installed from {repository}@{ref}; pip said:\\n" + said[-3000:]
-                  + ("\\n\\nThe repository or its ref cannot be reached (not published, private, or misspelt). "
-                     "Point the notebooks at a published repository (`python -m colabkit badges --repo OWNER/NAME` "
-                     "in a checkout, then push), or upload a colabkit wheel and `pip install` it here first."
-                     if unreachable else ""), file=sys.stderr)
-            raise RuntimeError("colabkit could not be installed: pip's message is printed above")
-        importlib.invalidate_caches()
-    from colabkit.colab import bootstrap
-
-    bootstrap()'''
+# Set-up, stamped by `python -m colabkit notebooks`. In Colab: colabkit from {repository}@{ref} where it is missing,
+# then colabkit.bootstrap() adds what the runtime lacks (TensorFlow on CPU and GPU runtimes). Elsewhere: nothing.
+import importlib.util, subprocess, sys
+if "google.colab" in sys.modules and not importlib.util.find_spec("colabkit"):
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                          "{requirement}"], capture_output=True, text=True)
+    if pip.returncode:  # pip's own words, and the fixes (the repository or its ref out of reach, or a wheel)
+        raise SystemExit(f"colabkit could not be installed from {repository}@{ref}; pip said:\\n{{pip.stderr[-3000:]}}"
+                         "\\nFixes: `python -m colabkit badges --repo OWNER/NAME` in a checkout (then push), or pip "
+                         "install a colabkit wheel here first.")
+import colabkit
+colabkit.bootstrap()'''
 
 
 def bootstrap_source(coordinates: Coordinates | None = None) -> str:
     """The bootstrap cell's source for these coordinates (default: the configured ones)."""
     coordinates = coordinates or configured()
     return BOOTSTRAP_TEMPLATE.format(repository=coordinates.repository, ref=coordinates.ref,
-                                     requirement=coordinates.pip_requirement, unreachable_signs=UNREACHABLE_SIGNS)
+                                     requirement=coordinates.pip_requirement)
 
 
 def install_commands(coordinates: Coordinates | None = None) -> dict[str, list[str]]:

@@ -116,6 +116,6 @@ def device_memory(kind: str, count: int | None = None,
 def setup_memory(setup: Any) -> DeviceMemory | None:
     """The memory of the device a notebook's `setup_device` found (a DeviceSetup), per model copy.
     A worker of a multi-worker run holds its local replicas only."""
-    multi = setup.description.get("multi_worker") or {}
+    multi = setup.multi_worker or {}
     replicas = multi.get("local_replicas") or setup.replicas
     return device_memory(setup.kind, replicas, setup.description)

@@ -87,7 +87,7 @@ def setup_multi_worker(requested: str, workers: int | None, collective_timeout_s
 
 def is_chief_setup(device: Any) -> bool:
     """False only for a non-chief worker of a multi-worker set-up (it must write nothing)."""
-    multi = (getattr(device, "description", None) or {}).get("multi_worker") if device is not None else None
+    multi = getattr(device, "multi_worker", None)
     return True if not multi else bool(multi["is_chief"])
 
 
@@ -95,7 +95,7 @@ def worker_path(path: str | Path, device: Any) -> Path:
     """`path` on the chief; on any other worker a private scratch path beside it, so that files
     every worker writes (checkpoints) never collide or overwrite the chief's."""
     path = Path(path)
-    multi = (getattr(device, "description", None) or {}).get("multi_worker")
+    multi = getattr(device, "multi_worker", None)
     if not multi or multi["is_chief"]:
         return path
     return path.with_name(f".worker-{multi['task_index']}.{path.name}")

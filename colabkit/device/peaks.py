@@ -33,6 +33,12 @@ class PeakFlops:
         return asdict(self)
 
 
+def peak_metrics(peak: PeakFlops | None, reason: str) -> dict[str, Any]:
+    """A record's peak metrics, `peak_tflops_source` the `reason` where there is no peak (peak_basis: datasheet or how)."""
+    return {"peak_tflops": peak.tflops if peak else None, "peak_precision": peak.precision if peak else None,
+            "peak_tflops_source": peak.source if peak else reason, "peak_basis": peak.basis if peak else None}
+
+
 # (pattern on the device name, key, {precision: TFLOPS per device}, source)
 _GPU_PEAKS: list[tuple[str, str, dict[str, float], str]] = [
     (r"K80", "K80", {"float32": 4.37},

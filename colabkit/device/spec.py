@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import numpy as np
 
 from colabkit.device.achievable import kept_cpu_best
 from colabkit.device.bandwidth import cpu_bandwidth
@@ -118,6 +121,33 @@ class DeviceSetup:
     @property
     def name(self) -> str:
         return str(self.description.get("name", self.kind))
+
+    @property
+    def multi_worker(self) -> dict[str, Any] | None:
+        """A multi-worker set-up's cluster (workers, this task, whether it is the chief); None on one machine."""
+        return self.description.get("multi_worker")
+
+    def on_every_replica(self, work: Callable[[Any, Any], Any], inputs: Callable[[Any], tuple[Any, Any]],
+                         jit_compile: bool = False) -> tuple[Callable[[], Any], Callable[[Any], list[float]]]:
+        """(call, replica_values): `call()` runs `work(x, y)` (a scalar) on every replica, on its own `inputs(replica)`
+        drawn where it is used; `replica_values(result)` one float per replica. TensorFlow: `strategy.run` in a
+        `tf.function` (`jit_compile`: XLA); JAX: one `jax.jit` over a mesh of the devices (`shard_map`)."""
+        if self.backend == "jax":
+            import jax
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            mesh, per_replica = Mesh(np.array(self.devices), ("replica",)), PartitionSpec("replica")
+            x, y = jax.jit(jax.vmap(inputs), out_shardings=NamedSharding(mesh, per_replica))(np.arange(self.replicas))
+            blocks = jax.jit(jax.shard_map(lambda x, y: work(x[0], y[0])[None], mesh=mesh,  # each its (1, ...) blocks
+                                           in_specs=(per_replica,) * 2, out_specs=per_replica))
+            return (lambda: blocks(x, y)), (lambda result: list(map(float, np.asarray(result))))
+        import tensorflow as tf
+
+        strategy, replica_work = self.strategy, tf.function(work, jit_compile=jit_compile)
+        x, y = (strategy.experimental_distribute_values_from_function(
+            lambda context, part=part: inputs(context.replica_id_in_sync_group)[part]) for part in (0, 1))
+        run_all = tf.function(lambda x, y: strategy.run(replica_work, args=(x, y)))
+        return (lambda: run_all(x, y)), (lambda result: [float(v) for v in strategy.experimental_local_results(result)])
 
     def peak(self, dtype: str, tf32: bool | None = None) -> PeakFlops | None:
         """Peak matrix throughput of the devices in use for `dtype`, or None when unknown. On a GPU,

@@ -16,8 +16,8 @@ from colabkit.experiments.declaration import (
     torch_runs_one_step_per_call,
 )
 from colabkit.experiments.inference import (
-    inference_on_one_device,
     inference_parameters,
+    inference_rules,
     training_only,
 )
 from colabkit.experiments.published import (
@@ -70,5 +70,5 @@ EXPERIMENT = Experiment(
         Reference("Alyafeai 2018, GPUvsTPU notebook", ALYAFEAI_2018_SOURCE, ALYAFEAI_2018_MNIST_CNN),
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
     ),
-    constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_on_one_device),
+    constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_rules),
 )

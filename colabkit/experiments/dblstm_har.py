@@ -19,7 +19,7 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
-from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
+from colabkit.experiments.inference import inference_parameters, inference_rules, training_only
 from colabkit.experiments.published import (
     HAR_LSTM_TUTORIAL,
     HAR_LSTM_TUTORIAL_SOURCE,
@@ -75,5 +75,5 @@ EXPERIMENT = Experiment(
         Reference("Kimm, Paik & Kimm 2021", KIMM_2021_SOURCE, KIMM_2021_CLAIMS),
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
-    constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_on_one_device),
+    constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_rules),
 )

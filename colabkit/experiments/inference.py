@@ -2,9 +2,9 @@
 parameters only an inference run has, the training parameters it does without, and the headline its
 runs are compared on (MLPerf scores SingleStream by the 90th percentile's latency).
 
-A declaration adds `*inference_parameters("1,32,256,max")` and wraps its training-only parameters in
-`training_only(...)`: their values then leave an inference run's name, fingerprint and record (two
-inference runs that differ only in epochs are one run), and `mode` separates inference runs from
+A declaration adds `*inference_parameters("1,32,256,max")`, `inference_rules` to its constraints, and wraps its
+training-only parameters in `training_only(...)`: their values then leave an inference run's name, fingerprint and
+record (two inference runs that differ only in epochs are one run), and `mode` separates inference runs from
 training runs in every identity (colabkit.records.identity).
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 
 from colabkit.errors import ParameterError
 from colabkit.experiments.declaration import Headline, Parameter, replicas_of
-from colabkit.training.inference import parse_batch_sizes
+from colabkit.inference.scenarios import parse_batch_sizes
 
 MODES = ("train", "inference")
 TRAIN, INFERENCE = MODES
 INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms", "lower")
-# An inference record's main metrics (colabkit.training.inference; docs/records.md lists them all).
+# An inference record's main metrics (colabkit.inference; docs/records.md lists them all).
 INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
 
@@ -34,14 +34,22 @@ def _batch_sizes_syntax(value: Any) -> str | None:
     return None
 
 
-def inference_parameters(batch_sizes: str) -> tuple[Parameter, Parameter, Parameter]:
-    """`mode`, and `queries` and `offline_batch_sizes` (default `batch_sizes`), which count in inference runs only."""
+def inference_parameters(batch_sizes: str) -> tuple[Parameter, ...]:
+    """`mode`, and the settings that count in inference runs only (colabkit.inference.InferenceSettings): `queries`,
+    `min_duration_s`, `max_duration_s` and `offline_batch_sizes` (default `batch_sizes`)."""
+    def inference_only(name: str, kind: type, default: Any, text: str, **bounds: Any) -> Parameter:
+        return Parameter(name, kind, default, f"inference: {text}", used_when=_IN_INFERENCE, **bounds)
+
     return (Parameter("mode", str, TRAIN, "train; or inference: single-stream latency and offline throughput of the "
                       "model as built, no training (docs/inference.md)", choices=MODES),
-            Parameter("queries", int, 1000, "inference: single-stream queries at batch 1 (p99's 95 % interval "
-                      "takes 368 or more)", minimum=1, used_when=_IN_INFERENCE),
-            Parameter("offline_batch_sizes", str, batch_sizes, "inference: offline batch sizes, commas; max: the "
-                      "largest that fits by the memory estimate", check=_batch_sizes_syntax, used_when=_IN_INFERENCE))
+            inference_only("queries", int, 1000, "the fewest single-stream queries at batch 1, LoadGen's min_query_count "
+                           "(p99's 95 % interval takes 368 or more)", minimum=1),
+            inference_only("min_duration_s", float, 10.0, "each scenario's measurement also lasts this long at least "
+                           "(LoadGen's min_duration)", minimum=0),
+            inference_only("max_duration_s", float, 600.0, "and stops here, valid only if both minimums were met",
+                           minimum=0, minimum_exclusive=True),
+            inference_only("offline_batch_sizes", str, batch_sizes, "offline batch sizes, commas; max: the largest "
+                           "that fits by the memory estimate", check=_batch_sizes_syntax))
 
 
 def training_only(*parameters: Parameter) -> tuple[Parameter, ...]:
@@ -59,9 +67,13 @@ def headline_for(experiment: Any, params: Mapping[str, Any] | None) -> Headline:
     return INFERENCE_HEADLINE if is_inference(params) else experiment.headline
 
 
-def inference_on_one_device(values: Mapping[str, Any]) -> str | None:
-    """Batch 1 does not split over replicas: inference mode takes one device."""
+def inference_rules(values: Mapping[str, Any]) -> str | None:
+    """Inference takes one device (a batch of 1 does not split over replicas), and a minimum duration a scenario can
+    reach before it is stopped (min_duration_s <= max_duration_s)."""
     if is_inference(values) and (replicas_of(values) > 1 or str(values.get("device", "")).startswith("multiworker")):
         return (f"device = {values['device']!r} with mode = 'inference': expected one device ('cpu', 'gpu'); "
                 "a batch of 1 does not split over replicas")
+    if is_inference(values) and values.get("min_duration_s", 0) > values.get("max_duration_s", float("inf")):
+        return (f"min_duration_s = {values['min_duration_s']} with max_duration_s = {values['max_duration_s']}: "
+                "expected min_duration_s <= max_duration_s")
     return None

@@ -24,7 +24,7 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
-from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
+from colabkit.experiments.inference import inference_parameters, inference_rules, training_only
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
 from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
@@ -116,7 +116,7 @@ EXPERIMENT = Experiment(
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
     constraints=(_steps_fill_executions, _heads_divide_width, torch_runs_one_step_per_call, *PROFILE_RULES,
-                 inference_on_one_device),
+                 inference_rules),
     memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
     work_flops=_run_flops,
 )

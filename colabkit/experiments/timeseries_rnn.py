@@ -14,7 +14,7 @@ from colabkit.experiments.declaration import (
     device_parameter,
     results_path_parameter,
 )
-from colabkit.experiments.inference import inference_on_one_device, inference_parameters, training_only
+from colabkit.experiments.inference import inference_parameters, inference_rules, training_only
 from colabkit.experiments.published import (
     HVASS_SOURCE,
     HVASS_WEATHER,
@@ -61,7 +61,7 @@ EXPERIMENT = Experiment(
         *breakdown_parameters(),
         results_path_parameter("timeseries_rnn"),
     ),
-    constraints=(*PROFILE_RULES, inference_on_one_device),
+    constraints=(*PROFILE_RULES, inference_rules),
     metrics=("epoch_time_first_s", "epoch_time_steady_s", "step_time_steady_ms", "global_batch_size", "val_loss",
              "best_epoch", "test_loss", "persistence_test_loss", *UTILISATION_METRICS, *BREAKDOWN_METRICS),
     headline=Headline("epoch_time_steady_s", "steady epoch time", "s", "lower"),

@@ -182,10 +182,13 @@ INFERENCE_KEYS: dict[str, str] = {
     "single_stream": "`queries` timed at batch 1 after `warmup_queries` and the first call (`first_call_s`), every "
                      "latency (`latencies_ms`, in order), the `method`, and `percentiles`: per percentile (50, 90, 99) "
                      "its `estimate_ms`, the interval `low_ms`-`high_ms` from order statistics (null below "
-                     "`min_queries`, with a `note`) and the `coverage` those ranks reach",
+                     "`min_queries`, with a `note`) and the `coverage` those ranks reach; the `settings` it had to reach "
+                     "(`min_query_count`, `min_duration_s`, `max_duration_s`), the `duration_s` it ran, whether it met "
+                     "both (`valid`) and the one met last (`binding`)",
     "offline": "per batch size: `samples_per_s` (the median over `runs`) with its interval `low`-`high` and `note`, "
                "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation); for a sequence model "
-               "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill)",
+               "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill); "
+               "`settings`, `duration_s`, `valid` and `binding` as single-stream's (its queries: runs)",
     "offline_method": "how the offline figures were measured, in words",
     "max_batch": "where `max` was asked: the largest power-of-two `batch` the memory estimate allows (`estimate`, "
                  "`cap`, `per_sample_bytes`, `weights_bytes`, `device_memory_bytes`, `fraction`) and `how`; else null",
@@ -195,6 +198,9 @@ INFERENCE_METRIC_DOCS: dict[str, str] = {
     "latency_pNN_low_ms, latency_pNN_high_ms": "their order-statistic interval (null with too few queries)",
     "latency_queries": "the latencies behind them; `latency_min_queries_p99` the fewest that give p99 an interval",
     "latency_mean_ms, latency_first_call_ms": "the mean latency; the first call's (tracing, compilation)",
+    "latency_duration_s, latency_binding": "how long the single-stream queries ran; the minimum that bound them "
+                                           "(`min_query_count` or `min_duration`)",
+    "inference_valid": "every scenario met both its minimums (false: the record is failed, not a measurement)",
     "offline_samples_per_s, offline_batch": "the highest offline throughput and the batch that reached it",
     "offline_samples_per_s_bN": "the offline throughput at batch N",
     "offline_tokens_per_s": "a sequence model's: `offline_samples_per_s` x its tokens per sample",

@@ -64,6 +64,9 @@ METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
     # what bounds a run (colabkit.training.breakdown): rates that happened, shares of one step.
     **{name: (positive, POSITIVE) for name in ("input_samples_per_s", "device_samples_per_s")},
     **{name: (share, SHARE) for name in ("input_wait_share", "host_share", "device_share")},
+    # inference (colabkit.inference.scenarios): every scenario met both its minimums, queries and duration.
+    "inference_valid": (lambda value: value in (None, True), "must be true: a scenario stopped at max_duration_s "
+                        "short of its minimum queries or duration is no valid measurement"),
 }
 
 

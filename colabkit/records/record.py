@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from colabkit.colab.runtime import accelerator_asked, accelerator_found, accelerator_mismatch, colab_runtime_version
 from colabkit.device.host_state import HostMonitor
-from colabkit.errors import MeasurementError, RecordError
+from colabkit.errors import MeasurementError, ParameterError, RecordError
 from colabkit.io import json_value, write_json_atomic
 from colabkit.records.plausibility import measurement_problems
 from colabkit.records.provenance import git_commit, host_info, software_versions
@@ -27,6 +28,7 @@ from colabkit.records.schema import ErrorKind, RecordStatus
 from colabkit.phases import noted_phases, start_phases
 
 SCHEMA_VERSION = 1
+SIZED_FOR = {"cpu": "a CPU runtime", "gpu": "a free Colab T4 GPU", "tpu": "a Colab TPU"}  # what "auto" sizes fit
 STATUSES = tuple(status.value for status in RecordStatus)  # "ok", "failed", "skipped"
 REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
@@ -241,6 +243,7 @@ class Run:
         self.path = Path(results_path) if results_path else default_results_path(
             notebook, str(self.params.get("device", "auto")))
         self.written: dict[str, Any] | None = None
+        self.sizes: dict[str, Any] | None = None  # the record's `sizes`, once auto_sizes chose them
         # The host's state from here to the record: other processes' CPU time, steal, clocks, GPUs.
         self.host_monitor = HostMonitor().start()
         weakref.finalize(self, self.host_monitor.close)
@@ -257,6 +260,28 @@ class Run:
         if self.experiment is not None:
             check_fits(self.experiment, self.params, setup_memory(device))
 
+    def auto_sizes(self, device: Any, table: Mapping[str, Mapping[str, Any]], **values: Any) -> tuple[Any, ...]:
+        """`values` in order, each "auto" one replaced by `table[device kind][name]` (sizes that run a notebook by hand
+        in minutes on the device it landed on); printed, and kept for the record's `sizes` (asked, used, which auto)."""
+        kind, sizes = device.kind, table.get(device.kind, {})
+        auto = [name for name, value in values.items() if isinstance(value, str) and value == "auto"]
+        for name in (name for name in auto if name not in sizes):
+            raise ParameterError(f"{name}='auto' has no size for a {kind} device: give {name} a value")
+        used = {name: sizes[name] if name in auto else value for name, value in values.items()}
+        self.sizes = {"device_kind": kind, "sized_for": SIZED_FOR.get(kind, kind), "auto": auto, "asked": dict(values),
+                      "used": used}
+        print(f'sizes chosen for {self.sizes["sized_for"]} (parameters left at "auto"): '
+              f'{", ".join(f"{name}={used[name]}" for name in auto)}; give values explicitly (or use a grid\'s `paper` '
+              "preset) for other sizes" if auto else 'sizes: as given (no parameter was "auto")')
+        return tuple(used.values())
+
+    def end_here(self) -> None:
+        """End the run in this cell (an inference run, before the training sections): SystemExit(0), papermill's
+        clean end and the last cell Colab's Run all runs."""
+        print(f"this run ends here (mode = {self.params.get('mode')!r}); record: {self.written and self.path}")
+        warnings.filterwarnings("ignore", "To exit: use 'exit'", UserWarning)  # IPython's note on SystemExit
+        raise SystemExit(0)
+
     @property
     def experiment(self) -> Any:
         """The run's experiment declaration (colabkit.experiments.Experiment; None without one): its
@@ -265,14 +290,19 @@ class Run:
 
         return find(self.notebook)
 
-    def artifact(self, suffix: str, device: Any = None) -> Path:
+    def artifact(self, suffix: str, device: Any = None, *, fresh: bool = False) -> Path:
         """Where another product of this run goes (e.g. '.weights.h5'): beside the record and named
         after it, by its final name also while a sweep keeps the record under a temporary one. With the
         run's `device`, a non-chief worker of a multi-worker run gets a private scratch path beside it
-        (colabkit.device.multiworker.worker_path: files every worker writes never collide)."""
+        (colabkit.device.multiworker.worker_path: files every worker writes never collide). `fresh`: its
+        folder made, and an earlier run's file there removed (it must never pass for this run's)."""
         from colabkit.device.multiworker import worker_path
 
-        return worker_path(final_base(self.path).with_name(final_base(self.path).name + suffix), device)
+        path = worker_path(final_base(self.path).with_name(final_base(self.path).name + suffix), device)
+        if fresh:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)
+        return path
 
     def record(
         self,
@@ -297,7 +327,8 @@ class Run:
             return None
         device_section = device.as_record() if hasattr(device, "as_record") else dict(device or {})
         host_state = self.host_monitor.stop()
-        extra = {"host_state": host_state, "host_quiet": host_state["quiet"], **extra}
+        extra = {"host_state": host_state, "host_quiet": host_state["quiet"],
+                 **({"sizes": self.sizes} if self.sizes else {}), **extra}
         problems = measurement_problems(metrics, timings) if status == "ok" else []
         if problems:  # recorded as failed, with the reason, and the notebook stops here
             status = "failed"

@@ -13,7 +13,8 @@ import pandas as pd
 
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
-from colabkit.timing.percentiles import CONFIDENCE, PERCENTILES, min_queries
+from colabkit.inference.measure import PERCENTILES
+from colabkit.statistics import CONFIDENCE, min_samples
 
 PERCENTILE_COLORS = {50: "#1f77b4", 90: "#ff7f0e", 99: "#d62728"}
 
@@ -30,12 +31,14 @@ def _runs(data: ReportData) -> list[tuple[str, dict[str, Any], pd.Series]]:
 
 
 def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """One row per run: queries, and each percentile's estimate, interval and the coverage its ranks reach."""
+    """One row per run: queries, their duration and binding minimum (none before the minimums), each percentile's
+    estimate, interval and the coverage its ranks reach."""
     rows = []
     for label, section, row in runs:
         single = section["single_stream"]
         entry: dict[str, Any] = {"notebook": row["notebook"], "device": row["device_label"],
-                                 "combination": row["combination"], "run": data_path(row), "queries": single["queries"]}
+                                 "combination": row["combination"], "run": data_path(row), "queries": single["queries"],
+                                 "duration_s": single.get("duration_s"), "binding": single.get("binding")}
         too_few = []
         for point in single["percentiles"]:
             name = f"p{point['percentile']:g}"
@@ -44,7 +47,7 @@ def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
                           f"{name}_high_ms": point["high_ms"], f"{name}_coverage": point["coverage"]})
             if not given:
                 too_few.append(f"too few queries for {name} ({single['queries']} of the "
-                               f"{min_queries(point['percentile'])} its {100 * CONFIDENCE:g} % interval takes)")
+                               f"{min_samples(point['percentile'] / 100)} its {100 * CONFIDENCE:g} % interval takes)")
         entry["not_given"] = "; ".join(too_few)
         rows.append(entry)
     return pd.DataFrame(rows)
@@ -52,7 +55,7 @@ def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
 
 def measured(point: dict[str, Any]) -> bool:
     """Whether a run's latency percentile (its record's `inference.single_stream.percentiles` entry) stands as a
-    measurement: only where its queries give its order-statistic interval (colabkit.timing.percentiles). Below, its
+    measurement: only where its queries give its order-statistic interval (colabkit.statistics.quantile_ci). Below, its
     estimate is little more than the largest (or smallest) latency (p99 of 5 queries is the slowest of 5), and the
     report gives it neither in the table nor in the figure, and says so."""
     return point.get("low_ms") is not None and point.get("high_ms") is not None
@@ -66,7 +69,7 @@ def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
     """One row per run and batch size: samples/s (median over runs) with its interval."""
     rows = [{"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
              "run": data_path(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
-             "low": entry["low"], "high": entry["high"], "runs": entry["runs"]}
+             "low": entry["low"], "high": entry["high"], "runs": entry["runs"], "binding": entry.get("binding")}
             for _, section, row in runs for entry in section.get("offline") or []]
     return pd.DataFrame(rows)
 
@@ -98,7 +101,7 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
     caption = ("Empirical CDF of every single-stream query's latency (batch 1, answer on the host), per inference "
                "run; the dots are p50, p90 and p99, their bars the distribution-free order-statistic intervals")
     caption += "".join(f"; too few queries for p{level:g} (its {100 * CONFIDENCE:g} % interval takes "
-                       f"{min_queries(level)}), not drawn for {', '.join(labels)}" for level, labels in missing.items())
+                       f"{min_samples(level / 100)}), not drawn for {', '.join(labels)}" for level, labels in missing.items())
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
@@ -133,7 +136,7 @@ def inference_section(data: ReportData) -> Section:
         "the host before the clock stops (compilation and warm-up apart); p50, p90 and p99 by linear interpolation, "
         "each with the interval between two order statistics that covers the true percentile with the coverage "
         "given (at least 95 %, whatever the latencies' distribution). A percentile is given only from the queries its "
-        "interval takes (" + ", ".join(f"{min_queries(level)} for p{level}" for level in PERCENTILES) + "): below, "
+        "interval takes (" + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES) + "): below, "
         "its estimate is little more than the slowest (or fastest) query, so the table says too few queries and the "
         "figure draws no dot for it. Offline: samples/s per batch size, the median over runs and its interval. "
         "docs/inference.md.")

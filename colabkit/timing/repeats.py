@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from colabkit.errors import ExperimentError
-from colabkit.scores import scores_from_confusion
+from colabkit.scores import headline_scores, scores_from_confusion
 from colabkit.statistics import mean_std, summarize
 
 SCORE_STD_IS = "population standard deviation over repeats (ddof=0, numpy.std, as Kimm, Paik & Kimm 2021 printed it)"
@@ -34,8 +34,8 @@ class RepeatResult:
 
     scores: host-side test scores by name (e.g. test_accuracy, f1_macro), each a float.
     timing: TrainingTimer.metrics() of the repeat's fit; timings: TrainingTimer.timings().
-    history: Keras's History.history (per-epoch logs); evaluation: a colabkit.metrics
-    classification_report of the test predictions. `repeat` and `seed` are set by run_repeats.
+    history: Keras's History.history (per-epoch logs); evaluation: a colabkit.scores classification_report
+    of the test predictions; training: the fit's Training (`of`). `repeat` and `seed` are set by run_repeats.
     """
 
     scores: dict[str, float]
@@ -45,6 +45,13 @@ class RepeatResult:
     evaluation: dict[str, Any] = field(default_factory=dict)
     repeat: int = 0
     seed: int = 0
+    training: Any = None
+
+    @classmethod
+    def of(cls, training: Any, evaluation: dict[str, Any]) -> RepeatResult:
+        """One repeat from its fit's Training (colabkit.training.Trainer.timed) and its classification report."""
+        return cls(headline_scores(evaluation), training.metrics, training.record_fields["timings"], training.history,
+                   evaluation, training=training)
 
 
 def _median_or_none(values: list[Any]) -> Any:
@@ -125,6 +132,14 @@ class RepeatedTraining:
             "epoch_s_steady_all_repeats": summarize(steady),
         }
 
+    def record_fields(self) -> dict[str, Any]:
+        """The record's fields beside `metrics`: timings, the mean history and every repeat's, the first fit's estimate
+        (it covers every repeat), the pooled evaluation and every repeat's."""
+        return {"timings": self.timings(), "history": self.mean_history(),
+                "estimate": getattr(self.results[0].training, "record_fields", {}).get("estimate"),
+                "history_is": "per-epoch mean over the repeats; histories: every repeat's", "histories": self.histories,
+                "evaluation": self.pooled_evaluation(), "evaluations": [result.evaluation for result in self.results]}
+
     @property
     def histories(self) -> list[dict[str, list[float]]]:
         return [result.history for result in self.results]
@@ -149,21 +164,26 @@ def run_repeats(evaluate: Callable[[int, int], RepeatResult], repeats: int, seed
                 *, score: str | None = None, echo: Callable[[str], None] | None = print) -> RepeatedTraining:
     """Call `evaluate(repeat, seed + repeat)` for repeat = 0 .. repeats-1, timing all of it.
 
-    Each call must build its own fresh model (the seed is for that). When `score` names one of the
-    scores, its value is echoed after each repeat as the paper's code did ('>#1: 91.234', in percent).
+    Each call must build its own fresh model (the seed is for that). Each repeat is announced ('model 1 of 3
+    (seed 0)'); with `score`, its value is echoed after each repeat ('>#1: 91.234', in percent), then the summary
+    line and the time of all ('Accuracy: 91.234% (+/-1.234)', 'Elapsed 12.345 seconds.'), as the paper's code did.
     """
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ExperimentError(f"repeats must be a whole number >= 1, got {repeats!r}")
     results = []
+    say = echo or (lambda line: None)
     start = time.perf_counter()
     for repeat in range(repeats):
+        say(f"model {repeat + 1} of {repeats} (seed {seed + repeat})")
         result = evaluate(repeat, seed + repeat)
         if not isinstance(result, RepeatResult):
             raise ExperimentError(f"evaluate() must return a RepeatResult, got {type(result).__name__}")
         result.repeat, result.seed = repeat, seed + repeat
         results.append(result)
-        if score is not None and echo is not None:
-            echo(f">#{repeat + 1}: {100.0 * float(result.scores[score]):.3f}")
-    elapsed = time.perf_counter() - start
-    return RepeatedTraining(results, elapsed, seed)
-
+        if score is not None:
+            say(f">#{repeat + 1}: {100.0 * float(result.scores[score]):.3f}")
+    experiment = RepeatedTraining(results, time.perf_counter() - start, seed)
+    if score is not None:
+        say(experiment.score_line(score, score.removeprefix("test_").capitalize()))
+        say(f"Elapsed {experiment.experiment_time_s:.3f} seconds.")
+    return experiment

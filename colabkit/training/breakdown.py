@@ -130,17 +130,17 @@ def input_rate(data: Any, target_s: float = TARGET_S, max_batches: int = MAX_STE
             "warmup_batches": warmup, "batches_per_pass": per_pass}, first
 
 
-def _timed_fit(model: Any, data: Any, steps: int, rows: int, device: Any, epochs: int = EPOCHS) -> dict[str, Any]:
+def _timed_fit(model: Any, data: Any, steps: int, rows: int, epochs: int = EPOCHS) -> dict[str, Any]:
     """Steady samples/s of fit over `steps` steps per epoch for `epochs` epochs (the first left out),
     clocked by a TrainingTimer."""
     timer = TrainingTimer(global_batch_size=rows)
-    fit(model, data, epochs=epochs, steps_per_epoch=steps, callbacks=[timer], device=device, verbose=0)
+    fit(model, data, epochs=epochs, steps_per_epoch=steps, callbacks=[timer], verbose=0)
     figures = timer.metrics()
     return {"samples_per_s": figures["samples_per_s"], "steps_per_epoch": steps, "epochs": epochs,
             "first_epoch_s": figures["epoch_time_first_s"], "step_ms": figures["step_time_steady_ms"]}
 
 
-def device_rate(model: Any, batch: tuple[Any, ...], steps: int, device: Any) -> tuple[dict[str, Any], str]:
+def device_rate(model: Any, batch: tuple[Any, ...], steps: int) -> tuple[dict[str, Any], str]:
     """The same training step on one batch with no input and no per-step host round trip: (figures,
     the method's key in METHOD["device"])."""
     backend = keras.backend.backend()
@@ -148,7 +148,7 @@ def device_rate(model: Any, batch: tuple[Any, ...], steps: int, device: Any) -> 
     model.steps_per_execution = 1 if backend == "torch" else steps
     model.train_function = None  # rebuilt for the new steps_per_execution; the run's is put back after
     try:
-        return _timed_fit(model, repeated_batch(*batch), steps, batch_rows(batch), device), backend
+        return _timed_fit(model, repeated_batch(*batch), steps, batch_rows(batch)), backend
     finally:
         model.steps_per_execution, model.train_function = saved
 
@@ -227,8 +227,7 @@ def measure_breakdown(model: Any, train_data: Any, metrics: dict[str, Any], devi
         return _not_measured("breakdown=False: skipped on request" + dropped)
     if not metrics.get("samples_per_s"):
         return _not_measured("the run has no steady throughput to break down (one epoch only)" + dropped)
-    description = getattr(device, "description", None) or {}
-    if description.get("multi_worker"):
+    if getattr(device, "multi_worker", None):
         return _not_measured("not measured across several machines (the passes would need every worker)" + dropped)
     if profile_steps > 0 and trace_dir is None:  # refused before the passes, not after them
         raise ExperimentError("profile_steps > 0 needs a trace_dir (e.g. run.artifact('.profile'))")
@@ -244,17 +243,17 @@ def measure_breakdown(model: Any, train_data: Any, metrics: dict[str, Any], devi
         seconds["input"] = time.perf_counter() - clock
         clock = time.perf_counter()
         memory_steps, memory_epochs = run_epochs(metrics, spe, target_s) or (steps, EPOCHS)
-        memory = _timed_fit(model, repeated_batch(*batch), memory_steps, batch_rows(batch), device, memory_epochs)
+        memory = _timed_fit(model, repeated_batch(*batch), memory_steps, batch_rows(batch), memory_epochs)
         seconds["memory"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        alone, method = device_rate(model, batch, max(steps, 10 * spe), device)
+        alone, method = device_rate(model, batch, max(steps, 10 * spe))
         seconds["device"] = time.perf_counter() - clock
         profile = None
         if profile_steps > 0 and trace_dir is not None:  # (checked above: trace_dir is given)
             from colabkit.training.profile import capture_profile
 
             clock = time.perf_counter()
-            profile = capture_profile(model, train_data, profile_steps, trace_dir, device)
+            profile = capture_profile(model, train_data, profile_steps, trace_dir)
             seconds["profile"] = time.perf_counter() - clock
     shares = step_shares(metrics["samples_per_s"], memory["samples_per_s"], alone["samples_per_s"])
     clock = time.perf_counter()

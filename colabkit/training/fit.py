@@ -1,20 +1,22 @@
-"""fit (Keras's, or the multi-worker loop), predictions on the host, a digest of the weights.
+"""Around Keras's own fit: one input iterator for all epochs, several steps per execution on several replicas, the
+bottleneck passes' fit, predictions on the host, a digest of the weights.
 
-On several replicas (MirroredStrategy) with steps_per_execution > 1, Keras 3's own multi-step train
-function on TensorFlow fails: its `tf.cond` around each step meets the optimizer's cross-replica
-`merge_call` and TensorFlow raises "You must feed a value for placeholder tensor '...while/cond/Placeholder'"
-(keras-team/keras#19246; Keras 3.13 and 3.15 with TensorFlow 2.20 and 2.21). Over an endless input
-(a repeated batch, or a finite pass repeated by `one_pass_per_epoch`), where every execution runs its
-steps in full and Keras's `tf.cond` has nothing to decide, `fit` puts `replica_train_function` in its
-place: the same steps in one `tf.function`, no `tf.cond`; any other input is refused in one line.
+On several replicas (MirroredStrategy) with steps_per_execution > 1, Keras 3's own multi-step train function on
+TensorFlow fails: its `tf.cond` around each step meets the optimizer's cross-replica `merge_call` ("You must feed a
+value for placeholder tensor '...while/cond/Placeholder'", keras-team/keras#19246; Keras 3.13 and 3.15, TensorFlow
+2.20 and 2.21). Where steps_per_execution divides an epoch's steps, that `tf.cond` has nothing to decide: the
+ReplicaSteps callback puts `replica_train_function` in its place when fit begins (fit calls `model.train_function`
+afresh at every step), the same steps in one `tf.function`; any other epoch is refused in one line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from typing import Any
 
 import keras
+import numpy as np
 
 from colabkit.errors import ExperimentError
 from colabkit.training.batches import ArrayBatches
@@ -48,60 +50,49 @@ def one_pass_per_epoch(train_data: Any, steps_per_epoch: int | None,
     return repeated(), batches
 
 
-def fit(model: Any, train_data: Any, *, epochs: int, device: Any, validation_data: Any = None,
-        callbacks: list[Any] | tuple = (), verbose: int = 2, steps_per_epoch: int | None = None,
-        validation_steps: int | None = None) -> dict[str, list[float]]:
-    """Train like `model.fit` and return the history dict, on any of the suite's devices.
-
-    Under MultiWorkerMirroredStrategy, where Keras 3's fit does not run, the same training goes
-    through `colabkit.distribute.fit_multi_worker` (TensorFlow's strategy.run), with the same
-    callbacks. Elsewhere this is model.fit (the data pipeline shuffles, so fit's shuffle is off), over
-    a finite dataset's passes repeated, one pass per epoch (`one_pass_per_epoch`).
-    """
-    if (getattr(device, "description", None) or {}).get("multi_worker"):
-        from colabkit.training.multiworker import fit_multi_worker
-
-        return fit_multi_worker(model, train_data, epochs=epochs, strategy=device.strategy,
-                                validation_data=validation_data, callbacks=callbacks, verbose=verbose,
-                                steps_per_epoch=steps_per_epoch, validation_steps=validation_steps)
+def fit(model: Any, train_data: Any, *, epochs: int, callbacks: list[Any] | tuple = (),
+        verbose: int = 2, steps_per_epoch: int | None = None) -> dict[str, list[float]]:
+    """Train as a notebook's `model.fit` trains (the bottleneck passes', the profile's and the benchmarks' fits, on
+    one machine) and return the history dict: model.fit with ReplicaSteps (the data pipeline shuffles, so fit's
+    shuffle is off), over a finite dataset's passes repeated, one pass an epoch (`one_pass_per_epoch`)."""
     train_data, steps_per_epoch = one_pass_per_epoch(train_data, steps_per_epoch,
                                                      int(getattr(model, "steps_per_execution", 1) or 1))
-    if steps_on_several_replicas(model):
-        model.train_function = replica_train_function(model, train_data)
-    history = model.fit(train_data, epochs=epochs, validation_data=validation_data, callbacks=list(callbacks),
-                        verbose=verbose, shuffle=False, steps_per_epoch=steps_per_epoch,
-                        validation_steps=validation_steps)
+    history = model.fit(train_data, epochs=epochs, callbacks=[*callbacks, ReplicaSteps()], verbose=verbose,
+                        shuffle=False, steps_per_epoch=steps_per_epoch)
     return history.history
 
 
 def steps_on_several_replicas(model: Any) -> bool:
-    """Whether Keras's own multi-step train function would fail for `model` (the module's docstring): Keras
-    on TensorFlow, a graph (not run eagerly), several replicas in sync and steps_per_execution > 1."""
-    spe = int(getattr(model, "steps_per_execution", 1) or 1)
-    strategy = getattr(model, "distribute_strategy", None)
-    return (keras.backend.backend() == "tensorflow" and spe > 1 and not getattr(model, "run_eagerly", False)
-            and getattr(strategy, "num_replicas_in_sync", 1) > 1)
+    """Whether Keras's own multi-step train function fails for `model` (module docstring): on TensorFlow, in a graph."""
+    spe, strategy = int(getattr(model, "steps_per_execution", 1) or 1), getattr(model, "distribute_strategy", None)
+    if keras.backend.backend() != "tensorflow" or spe < 2 or getattr(model, "run_eagerly", False):
+        return False
+    multi_worker = isinstance(strategy, sys.modules["tensorflow"].distribute.MultiWorkerMirroredStrategy)
+    return getattr(strategy, "num_replicas_in_sync", 1) > 1 and not multi_worker  # across machines: our own loop
 
 
-def replica_train_function(model: Any, train_data: Any) -> Any:
-    """A train function for Keras's fit that runs `model.steps_per_execution` steps per call in one
-    `tf.function`, each step `strategy.run(model.train_step)` on the iterator's next batch, and returns the
-    last step's logs averaged over the replicas (what Keras's own returns under a MirroredStrategy).
+class ReplicaSteps(keras.callbacks.Callback):
+    """Puts `replica_train_function` in place of Keras's own when fit begins, where that fails; else a no-op."""
 
-    For an endless tf.data `train_data` only: it has no `tf.cond` to stop early (the cause of Keras's
-    failure on several replicas; see the module's docstring); any other input raises ExperimentError,
-    since Keras's own function would fail on it. The one built for a model's steps_per_execution is
-    reused while that stays the same, so that fit traces it once."""
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if steps_on_several_replicas(self.model):
+            self.model.train_function = replica_train_function(self.model, (self.params or {}).get("steps"))
+
+
+def replica_train_function(model: Any, steps_per_epoch: int | None) -> Any:
+    """A train function for Keras's fit that runs `model.steps_per_execution` steps per call in one `tf.function`,
+    each step `strategy.run(model.train_step)` on the iterator's next batch, and returns the last step's logs averaged
+    over the replicas (what Keras's own returns under a MirroredStrategy). It has no `tf.cond` to stop early, so every
+    execution must run whole: ExperimentError unless steps_per_execution divides `steps_per_epoch` (fit's
+    `params['steps']`). The one built for a model's steps_per_execution is reused, so that fit traces it once."""
     tf = sys.modules["tensorflow"]
     spe, strategy = int(model.steps_per_execution), model.distribute_strategy
-    batches = int(train_data.cardinality()) if isinstance(train_data, tf.data.Dataset) else None
-    if batches != int(tf.data.INFINITE_CARDINALITY):
-        per_pass = f"one pass of the input is {batches} batches, which {spe} does not divide" if batches and \
-            batches > 0 else "the input's passes have no known length"
+    if not steps_per_epoch or steps_per_epoch % spe:
         raise ExperimentError(
             f"steps_per_execution = {spe} on {strategy.num_replicas_in_sync} replicas needs epochs of whole "
-            f"executions, but {per_pass} (Keras 3's own multi-step loop fails on several replicas, "
-            "keras-team/keras#19246): use steps_per_execution = 1 or a divisor of the batches per pass")
+            f"executions, but an epoch is {steps_per_epoch or 'an unknown number of'} steps, which {spe} does not "
+            "divide (Keras 3's own multi-step loop fails on several replicas, keras-team/keras#19246): use "
+            "steps_per_execution = 1 or a divisor of the steps per epoch")
     current = getattr(model, "train_function", None)
     if getattr(current, "replica_steps", None) == spe:
         return current
@@ -132,10 +123,6 @@ def replica_train_function(model: Any, train_data: Any) -> Any:
 def weights_digest(model: Any) -> str:
     """A short sha256 of every weight's bytes, in order: equal digests mean identical weights
     (e.g. on every worker of a synchronous multi-worker run)."""
-    import hashlib
-
-    import numpy as np
-
     digest = hashlib.sha256()
     for weight in model.weights:
         digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(weight)).tobytes())

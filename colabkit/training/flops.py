@@ -20,10 +20,11 @@ from typing import Any
 
 import keras
 
-from colabkit.device.achievable import achievable_fields
-from colabkit.device.peaks import at_least
+from colabkit.device.achievable import achievable_fields, achievable_record
+from colabkit.device.peaks import at_least, peak_metrics
 from colabkit.errors import FlopCountError
 from colabkit.phases import phase
+from colabkit.training.compiler_flops import compiler_count
 from colabkit.training.roofline import dtype_bytes, roofline_point
 
 FLOP_CONVENTION = (
@@ -345,7 +346,7 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
     compute_dtype = str(getattr(getattr(model, "dtype_policy", None), "compute_dtype", None) or "float32")
     flops = flops or model_flops(model, sequence_length)
     peak = device.peak(compute_dtype)
-    reason = None if peak else f"no published peak for {device.name} at {compute_dtype}"
+    reason = f"no published peak for {device.name} at {compute_dtype}"
     achieved = utilisation_metrics(flops, samples_per_s, None)["model_tflops"]
     achievable = achievable_fields(device.kind, getattr(device, "backend", None), device.replicas, compute_dtype,
                                    achieved, peak.tflops if peak else None)
@@ -358,10 +359,7 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
     intensity = arithmetic_intensity(model, flops, batch_size_per_replica, dtype_bytes(compute_dtype), sequence_length)
     fields.update({
         "compute_dtype": compute_dtype,
-        "peak_tflops": peak.tflops if peak else None,
-        "peak_precision": peak.precision if peak else None,
-        "peak_tflops_source": peak.source if peak else reason,
-        "peak_basis": peak.basis if peak else None,
+        **peak_metrics(peak, reason),
         "arithmetic_intensity": intensity.intensity,
         "flops_per_step_per_replica": intensity.flops_per_step,
         "bytes_per_step_per_replica": intensity.bytes_per_step,
@@ -380,6 +378,21 @@ def utilisation(model: Any, device: Any, samples_per_s: float | None, batch_size
                              bandwidth.gb_per_s if bandwidth else None),
         })
     return fields
+
+
+def account(model: Any, device: Any, samples_per_s: float | None, batch_size_per_replica: int, *,
+            sequence_length: int | None = None, roofline: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics, record fields) of a trained model: `utilisation` (a Transformer's with the compiler's own count beside
+    PaLM's formula), the record's `flops` (per sample, by layer) and `achievable_peak`."""
+    flops = model_flops(model, sequence_length)
+    metrics = utilisation(model, device, samples_per_s, batch_size_per_replica, sequence_length=sequence_length,
+                          flops=flops, roofline=roofline)
+    if flops.convention == PALM_CONVENTION:
+        metrics.update(compiler_count(model, batch_size_per_replica, flops.train_per_sample))
+    layers = [{"layer": name, "class": kind, "forward_per_sample": value} for name, kind, value in flops.by_layer]
+    per_sample = {"forward_per_sample": flops.forward_per_sample, "train_per_sample": flops.train_per_sample}
+    return metrics, {"flops": {**per_sample, "convention": flops.convention, "by_layer": layers},
+                     "achievable_peak": achievable_record(device.kind, getattr(device, "backend", None))}
 
 
 def describe_utilisation(metrics: dict[str, Any]) -> str:

@@ -54,8 +54,8 @@ def _step_sums(model: Any, loss: Any, x: Any, y: Any, weights: Any, training: bo
 
 def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any, validation_data: Any = None,
                      callbacks: list[Any] | tuple = (), verbose: int = 2, steps_per_epoch: int | None = None,
-                     validation_steps: int | None = None) -> dict[str, list[float]]:
-    """Train `model` (built and compiled in `strategy`'s scope) like model.fit; return the history.
+                     validation_steps: int | None = None) -> Any:
+    """Train `model` (built and compiled in `strategy`'s scope) like model.fit; return Keras's History.
 
     Supports what the suite's notebooks compile: one loss (a Keras loss name or function) and the
     `accuracy` metric; validation data with optional sample weights (padded batches).
@@ -136,4 +136,4 @@ def fit_multi_worker(model: Any, train_data: Any, *, epochs: int, strategy: Any,
         if model.stop_training:
             break
     callback_list.on_train_end(logs)
-    return model.history.history
+    return model.history

@@ -146,7 +146,7 @@ def _torch_rows(profiler: Any, wall_s: float) -> tuple[list[dict[str, Any]], str
     return rows, "device" if on_device else "host"
 
 
-def capture_profile(model: Any, train_data: Any, steps: int, trace_dir: str | Path, device: Any) -> dict[str, Any]:
+def capture_profile(model: Any, train_data: Any, steps: int, trace_dir: str | Path) -> dict[str, Any]:
     """Profile `steps` steady training steps of `model` on the run's own `train_data`, write the trace
     under `trace_dir`, and return the record's `op_breakdown`: the profiler, the trace's files, the
     window's wall time, and (where it can be summarised) the shares per operation category, which sum
@@ -161,7 +161,7 @@ def capture_profile(model: Any, train_data: Any, steps: int, trace_dir: str | Pa
     window = ProfileWindow(start, stop)
     began = time.perf_counter()
     try:
-        fit(model, data, epochs=2, steps_per_epoch=steps, callbacks=[window], device=device, verbose=0)
+        fit(model, data, epochs=2, steps_per_epoch=steps, callbacks=[window], verbose=0)
     finally:
         window.close()
     files = trace_files(trace_dir)
