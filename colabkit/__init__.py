@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.device.probes import available_devices, machine_details
     from colabkit.device.spec import DeviceSetup, parse_device
     from colabkit.inference import InferenceSettings, measure_inference
+    from colabkit.inference.generation import measure_decode
     from colabkit.records.loading import load_results
     from colabkit.records.record import Run, read_record, start_run
     from colabkit.scores import classification_report
@@ -72,6 +73,7 @@ _LAZY = {name: module for module, names in {
     "colabkit.device.probes": ("available_devices", "machine_details"),
     "colabkit.device.spec": ("DeviceSetup", "parse_device"),
     "colabkit.inference": ("InferenceSettings", "measure_inference"),
+    "colabkit.inference.generation": ("measure_decode",),
     "colabkit.records.loading": ("load_results",),
     "colabkit.records.record": ("Run", "read_record", "start_run"),
     "colabkit.scores": ("classification_report",),

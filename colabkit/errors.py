@@ -238,7 +238,7 @@ class InsufficientMemoryError(ColabkitError):
 
 
 class DecodeModelError(ColabkitError, ValueError):
-    """A model the key-value-cache decode (colabkit.training.decode) cannot read: not ParaDnn's decoder-only
+    """A model the key-value-cache decode (colabkit.inference.decode) cannot read: not ParaDnn's decoder-only
     Transformer as notebooks/paradnn.ipynb builds it (the message names the layer out of place)."""
 
 

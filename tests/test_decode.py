@@ -1,4 +1,4 @@
-"""Greedy decode with a key-value cache (colabkit.training.decode) on the Transformer notebooks/paradnn.ipynb builds:
+"""Greedy decode with a key-value cache (colabkit.inference.decode) on the Transformer notebooks/paradnn.ipynb builds:
 its logits equal the model's own full forward pass over the same tokens on JAX and on TensorFlow (each in a process
 of its own), its tokens are that pass's argmax; what it refuses before building; the FLOPs, bytes and memory it is
 accounted with (colabkit.training.memory)."""
@@ -17,8 +17,8 @@ from helpers import REPO, notebook_builders
 
 from colabkit.device.memory import DeviceMemory
 from colabkit.errors import BackendUnsupportedError, DecodeModelError, InsufficientMemoryError, ParameterError
-from colabkit.training import decode
-from colabkit.training.decode import GreedyDecoder, read_decoder
+from colabkit.inference import decode
+from colabkit.inference.decode import GreedyDecoder, read_decoder
 from colabkit.training.flops import model_flops
 from colabkit.training.memory import (
     FIT_FRACTION,
@@ -45,8 +45,8 @@ AGAINST_THE_FULL_PASS = """
 import json, sys
 import keras, numpy as np
 from helpers import notebook_builders
-from colabkit.training import decode
-from colabkit.training.decode import GreedyDecoder, check_against_full_pass
+from colabkit.inference import decode
+from colabkit.inference.decode import GreedyDecoder, check_against_full_pass
 
 build = notebook_builders()["build_transformer"]
 keras.utils.set_random_seed(7)

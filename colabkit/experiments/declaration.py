@@ -212,8 +212,8 @@ def profile_needs_steady_training(values: Mapping[str, Any]) -> str | None:
     if steps <= 0:
         return None
     epochs = values.get("epochs")
-    if values.get("mode") == "inference":
-        why = "mode = 'inference' (the profile is of training steps)"
+    if values.get("mode") in ("inference", "decode"):
+        why = f"mode = {values['mode']!r} (the profile is of training steps)"
     elif type(epochs) is int and epochs < 2:
         why = f"epochs = {epochs} (the profile is of steady steps, after the first epoch: give epochs >= 2)"
     elif str(values.get("device", "")).startswith("multiworker"):

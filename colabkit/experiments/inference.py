@@ -18,15 +18,18 @@ from colabkit.errors import ParameterError
 from colabkit.experiments.declaration import Headline, Parameter, replicas_of
 from colabkit.inference.scenarios import parse_batch_sizes
 
-MODES = ("train", "inference")
-TRAIN, INFERENCE = MODES
+MODES = ("train", "inference", "decode")
+TRAIN, INFERENCE, DECODE = MODES
 INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms", "lower")
+# A decode run's (docs/decode.md): the median step at its smallest batch and longest prompt (colabkit.inference.
+# generation), as MLPerf's LLM benchmarks bound time per output token.
+DECODE_HEADLINE = Headline("decode_tpot_p50_ms", "median time per output token", "ms", "lower")
 # An inference record's main metrics (colabkit.inference; docs/records.md lists them all).
 INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
 
 
-def _batch_sizes_syntax(value: Any) -> str | None:
+def batch_sizes_syntax(value: Any) -> str | None:
     try:
         parse_batch_sizes(value)
     except ParameterError:
@@ -40,8 +43,9 @@ def inference_parameters(batch_sizes: str) -> tuple[Parameter, ...]:
     def inference_only(name: str, kind: type, default: Any, text: str, **bounds: Any) -> Parameter:
         return Parameter(name, kind, default, f"inference: {text}", used_when=_IN_INFERENCE, **bounds)
 
-    return (Parameter("mode", str, TRAIN, "train; or inference: single-stream latency and offline throughput of the "
-                      "model as built, no training (docs/inference.md)", choices=MODES),
+    return (Parameter("mode", str, TRAIN, "train; inference: single-stream latency and offline throughput of the "
+                      "model as built, no training (docs/inference.md); decode: a decoder's generation (docs/decode.md)",
+                      choices=MODES),
             inference_only("queries", int, 1000, "the fewest single-stream queries at batch 1, LoadGen's min_query_count "
                            "(p99's 95 % interval takes 368 or more)", minimum=1),
             inference_only("min_duration_s", float, 10.0, "each scenario's measurement also lasts this long at least "
@@ -49,7 +53,7 @@ def inference_parameters(batch_sizes: str) -> tuple[Parameter, ...]:
             inference_only("max_duration_s", float, 600.0, "and stops here, valid only if both minimums were met",
                            minimum=0, minimum_exclusive=True),
             inference_only("offline_batch_sizes", str, batch_sizes, "offline batch sizes, commas; max: the largest "
-                           "that fits by the memory estimate", check=_batch_sizes_syntax))
+                           "that fits by the memory estimate", check=batch_sizes_syntax))
 
 
 def training_only(*parameters: Parameter) -> tuple[Parameter, ...]:
@@ -63,15 +67,17 @@ def is_inference(params: Mapping[str, Any] | None) -> bool:
 
 
 def headline_for(experiment: Any, params: Mapping[str, Any] | None) -> Headline:
-    """The figure a run with `params` is compared on: INFERENCE_HEADLINE in inference mode, else the experiment's."""
-    return INFERENCE_HEADLINE if is_inference(params) else experiment.headline
+    """The figure a run with `params` is compared on: INFERENCE_HEADLINE in inference mode, DECODE_HEADLINE in decode
+    mode, else the experiment's."""
+    mode = (params or {}).get("mode")
+    return INFERENCE_HEADLINE if mode == INFERENCE else DECODE_HEADLINE if mode == DECODE else experiment.headline
 
 
 def inference_rules(values: Mapping[str, Any]) -> str | None:
     """Inference takes one device (a batch of 1 does not split over replicas), and a minimum duration a scenario can
     reach before it is stopped (min_duration_s <= max_duration_s)."""
-    if is_inference(values) and (replicas_of(values) > 1 or str(values.get("device", "")).startswith("multiworker")):
-        return (f"device = {values['device']!r} with mode = 'inference': expected one device ('cpu', 'gpu'); "
+    if values.get("mode") in (INFERENCE, DECODE) and (replicas_of(values) > 1 or str(values.get("device", "")).startswith("multiworker")):
+        return (f"device = {values['device']!r} with mode = {values['mode']!r}: expected one device ('cpu', 'gpu'); "
                 "a batch of 1 does not split over replicas")
     if is_inference(values) and values.get("min_duration_s", 0) > values.get("max_duration_s", float("inf")):
         return (f"min_duration_s = {values['min_duration_s']} with max_duration_s = {values['max_duration_s']}: "

@@ -6,10 +6,10 @@ estimate and, through each parameter's `used_when`, the sweep and the records): 
 fingerprint and record carry no `cell`, and two FC runs that differ only in `cell` are one run.
 """
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
+from colabkit.errors import ParameterError
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
     PROFILE_RULES,
@@ -24,10 +24,17 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
-from colabkit.experiments.inference import inference_parameters, inference_rules, training_only
+from colabkit.experiments.inference import DECODE, batch_sizes_syntax, inference_parameters, inference_rules, training_only
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
-from colabkit.training.memory import paradnn_forward_flops, paradnn_memory
+from colabkit.inference.scenarios import parse_lengths
+from colabkit.training.memory import (
+    palm_forward_flops,
+    paradnn_decode_memory,
+    paradnn_forward_flops,
+    paradnn_memory,
+    transformer_weights,
+)
 
 FAMILIES = ("fc", "cnn", "rnn", "transformer")
 BLOCKS = ("residual", "bottleneck")
@@ -50,7 +57,15 @@ def _knob(name: str, kind: type, default: Any, help: str, **rules: Any) -> Param
 
 def _run_flops(values: Mapping[str, Any]) -> float:
     """FLOPs of one run: training = 3 x forward per sample (colabkit.training.flops' convention), x the
-    global batch, x steps x epochs (the first epoch included)."""
+    global batch, x steps x epochs (the first epoch included); decode: three generations (warm-up, timed, checked)
+    of every batch size x prompt, each about a forward pass over prompt + output tokens, and the full pass."""
+    if values["mode"] == DECODE:
+        weights = transformer_weights(values["layers"], values["width"], values["vocab"], values["mlp_ratio"],
+                                      values["length"])[0]
+        batches = sum(int(size) for size in str(values["decode_batch_sizes"]).split(",") if size.strip().isdigit())
+        return 4.0 * batches * sum(palm_forward_flops(weights, values["layers"] * values["width"],
+                                                      prompt + values["output_tokens"])
+                                   for prompt in parse_lengths(values["prompt_lengths"]))
     return (3.0 * paradnn_forward_flops(values) * values["batch_size"] * replicas_of(values) * values["steps"]
             * values["epochs"])
 
@@ -66,6 +81,48 @@ def _steps_fill_executions(values: Mapping[str, Any]) -> str | None:
         return (f"steps = {values['steps']}: expected a multiple of steps_per_execution "
                 f"({values['steps_per_execution']}), so every epoch runs whole executions")
     return None
+
+
+_IN_DECODE = (("family", ("transformer",)), ("mode", (DECODE,)))
+
+
+def _decode_parameter(name: str, kind: type, default: Any, help: str, **rules: Any) -> Parameter:
+    return Parameter(name, kind, default, f"decode: {help}", used_when=_IN_DECODE, **rules)
+
+
+def _lengths_syntax(value: Any) -> str | None:
+    try:
+        parse_lengths(value)
+    except ParameterError:
+        return "whole numbers >= 1, separated by commas (e.g. '128,512,2048')"
+    return None
+
+
+def _decode_rules(values: Mapping[str, Any]) -> str | None:
+    """Decode is the decoder-only Transformer's (a key-value cache), and its longest prompt and output must fit the
+    model's position table (`length`)."""
+    if values["mode"] != DECODE:
+        return None
+    if values["family"] != "transformer":
+        return (f"mode = 'decode' with family = {values['family']!r}: expected family = 'transformer' (decode "
+                "generates tokens with a key-value cache, which only the decoder-only Transformer has)")
+    longest = max(parse_lengths(values["prompt_lengths"])) + values["output_tokens"]
+    if longest > values["length"]:
+        return (f"prompt_lengths = {values['prompt_lengths']!r} with output_tokens = {values['output_tokens']}: the "
+                f"longest prompt and its output ({longest} tokens) exceed the model's length ({values['length']} "
+                "positions); raise length or shorten them")
+    return None
+
+
+def _memory(values: Mapping[str, Any]) -> Any:
+    """Training's estimate; a decode run's (the cache included) at its smallest batch and longest prompt, the
+    combination every other one is at least as large as (each larger one is checked before it is built)."""
+    if values.get("mode") != DECODE:
+        return paradnn_memory(values, FAMILY_KNOBS)
+    longest = max(parse_lengths(values["prompt_lengths"]))
+    batches = [int(size) for size in str(values["decode_batch_sizes"]).split(",") if size.strip().isdigit()]
+    return paradnn_decode_memory(values, batch=min(batches, default=1), max_length=longest + values["output_tokens"],
+                                 prompt_length=longest)
 
 
 EXPERIMENT = Experiment(
@@ -105,6 +162,12 @@ EXPERIMENT = Experiment(
         device_parameter(),
         backend_parameter(),
         *inference_parameters("1,64"),
+        _decode_parameter("prompt_lengths", str, "128", "prompt lengths in tokens, commas (each a decoder of its own)",
+                          check=_lengths_syntax),
+        _decode_parameter("output_tokens", int, 32, "tokens generated after each prompt (TPOT: over all but the first)",
+                          minimum=2),
+        _decode_parameter("decode_batch_sizes", str, "1,8", "batch sizes, commas; max: the largest power of two the "
+                          "memory estimate allows at the longest prompt", check=batch_sizes_syntax),
         Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
         *breakdown_parameters(),
         results_path_parameter("paradnn"),
@@ -116,7 +179,7 @@ EXPERIMENT = Experiment(
     headline=Headline("model_tflops", "achieved model TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Wang, Wei & Brooks 2020, ParaDnn", PARADNN_SOURCE, PARADNN_CLAIMS),),
     constraints=(_steps_fill_executions, _heads_divide_width, torch_runs_one_step_per_call, *PROFILE_RULES,
-                 inference_rules),
-    memory_estimate=functools.partial(paradnn_memory, knobs=FAMILY_KNOBS),
+                 inference_rules, _decode_rules),
+    memory_estimate=_memory,
     work_flops=_run_flops,
 )

@@ -49,6 +49,15 @@ def parse_batch_sizes(text: str | Sequence[int | str]) -> list[int | str]:
     return sizes
 
 
+def parse_lengths(text: str | int) -> list[int]:
+    """'128,512,2048' -> [128, 512, 2048] (a decode run's prompt lengths): whole numbers >= 1 in the order given, no
+    repeats; ParameterError (one line) for anything else."""
+    if not all(part.strip().isdigit() and int(part) >= 1 for part in str(text).split(",")):
+        raise ParameterError(f"prompt_lengths = {text!r}: expected whole numbers >= 1 separated by commas (e.g. "
+                             "'128,512,2048')")
+    return list(dict.fromkeys(int(part) for part in str(text).split(",")))
+
+
 @dataclass(frozen=True)
 class InferenceSettings:
     """LoadGen's TestSettings for both scenarios: single-stream issues `min_query_count` queries or more, each offline

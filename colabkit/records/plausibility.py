@@ -67,6 +67,9 @@ METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
     # inference (colabkit.inference.scenarios): every scenario met both its minimums, queries and duration.
     "inference_valid": (lambda value: value in (None, True), "must be true: a scenario stopped at max_duration_s "
                         "short of its minimum queries or duration is no valid measurement"),
+    # decode (colabkit.inference.generation): the cached logits matched the model's full pass at every combination.
+    "decode_valid": (lambda value: value in (None, True), "must be true: a decode whose cached logits differ from the "
+                     "model's full pass beyond rounding generated other tokens than the model would"),
 }
 
 

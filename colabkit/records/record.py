@@ -109,6 +109,9 @@ FIELD_DOCS: dict[str, str] = {
     "inference": "runs in inference mode (`params.mode` `inference`, docs/inference.md): the single-stream latencies "
                  "at batch 1 with their percentiles and order-statistic intervals, the offline throughput per batch "
                  "size with its interval over runs, and how the largest batch was found",
+    "decode": "runs in decode mode (`params.mode` `decode`, docs/decode.md): per batch size and prompt length "
+              "(`rows`) time to first token, time per output token (p50, p90, MLPerf's mean), tokens/s, FLOPs and "
+              "bytes per step, achieved GB/s against the device's bandwidth, the full-pass check; and how",
     "host_quiet": "whether the host was quiet during the run: false when another process, the hypervisor, a clock "
                   "or a GPU disturbed it (`host_state.busy_reasons` names which); null where nothing could be read",
 }

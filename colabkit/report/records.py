@@ -187,13 +187,14 @@ class ReportData:
         rows = self.frame[self.frame["used"].astype(bool)]
         return rows if notebook is None else rows[rows["notebook"] == notebook]
 
-    def runs(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
+    def runs(self, notebook: str | None = None, inference: bool = False, mode: str | None = None) -> pd.DataFrame:
         """The ok runs that count (of `notebook`), one row per run: training runs, or with `inference` the runs
-        in inference mode (`params.mode`, docs/inference.md), which no training figure may take."""
+        in inference mode (`params.mode`, docs/inference.md), or those of another `mode` ('decode'): no training
+        figure may take them."""
         rows = self.used(notebook)
         rows = rows[rows["status"] == "ok"]
-        mode = rows["params.mode"] if "params.mode" in rows else pd.Series("train", index=rows.index, dtype=object)
-        return rows[mode.eq("inference") == inference]
+        modes = rows["params.mode"].fillna("train") if "params.mode" in rows else pd.Series("train", index=rows.index)
+        return rows[modes.eq(mode or ("inference" if inference else "train"))]
 
     def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
         """One row per combination with ok runs (of `notebook`; `inference`: runs()'s): numeric metrics the median

@@ -7,7 +7,7 @@ batch of layer outputs at the compute dtype. It is a lower bound (workspaces, RN
 pipeline and the framework are not counted), so a run is refused only when even this is above
 FIT_FRACTION of the device's memory. Keras-free: the sweep calls `memory_problem` while planning,
 the notebook `check_fits` (through `Run.check_memory`) after its device set-up. The last section does the
-same for greedy decoding with a key-value cache (colabkit.training.decode), with its FLOPs and bytes per step.
+same for greedy decoding with a key-value cache (colabkit.inference.decode), with its FLOPs and bytes per step.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def memory_problem(experiment: Estimated, params: Mapping[str, Any], device_memo
     if needed <= FIT_FRACTION * device_memory_bytes:
         return None
     shared = f", x {copies} replicas sharing it" if copies > 1 else ""
-    return (f"{estimate.model}: training needs about {human_bytes(needed)} ({estimate.parts()}{shared}) but "
+    return (f"{estimate.model}: {getattr(estimate, 'activity', 'training')} needs about {human_bytes(needed)} ({estimate.parts()}{shared}) but "
             f"{where} has {human_bytes(device_memory_bytes)}; refused before building it (the estimate is a lower "
             "bound): use a smaller model or batch, or a device with more memory")
 
@@ -242,7 +242,7 @@ def check_fits(experiment: Estimated, params: Mapping[str, Any], memory: DeviceM
         raise InsufficientMemoryError(problem)
 
 
-# --- greedy decoding with a key-value cache (colabkit.training.decode): its FLOPs, bytes and memory -------
+# --- greedy decoding with a key-value cache (colabkit.inference.decode): its FLOPs, bytes and memory -------
 
 DECODE_FLOP_CONVENTION = (
     "model FLOPs by PaLM's formula (PALM_CONVENTION's forward, Chowdhery et al. 2022, appendix B): a decoded token "
@@ -318,6 +318,7 @@ class DecodeMemoryEstimate:
     working_bytes: int
     batch: int
     max_length: int
+    activity = "decoding"  # what memory_problem's line says needs the memory
 
     @property
     def weights_bytes(self) -> int:

@@ -144,6 +144,15 @@ def read_decoder(model: Any) -> DecoderLayers:
     return DecoderLayers(layers[0], positions, tuple(blocks), layers[index], layers[index + 1])
 
 
+def decoder_memory(model: Any, *, batch: int, prompt_length: int, max_length: int) -> DecodeMemoryEstimate:
+    """The memory estimate (colabkit.training.memory.decode_memory) of decoding `batch` sequences of up to
+    `max_length` tokens with `model`, a built ParaDnn Transformer (read_decoder's refusals)."""
+    d = read_decoder(model)
+    return decode_memory(model.name, len(d.blocks), d.width, d.vocab, int(d.blocks[0].mlp_in.units) // d.width,
+                         d.max_positions or 0, batch=batch, max_length=max_length, prompt_length=prompt_length,
+                         compute_dtype=d.cache_dtype)
+
+
 def _embed(decoder: DecoderLayers, tokens: Any, start: Any) -> Any:
     """Token embeddings of `tokens` [B, T] plus the position table's rows start .. start + T - 1, cast as the
     notebook's PositionEmbedding casts them."""
@@ -244,10 +253,8 @@ class GreedyDecoder:
         if self.backend not in DECODE_BACKENDS:
             raise BackendUnsupportedError(f"decode on Keras's {self.backend} backend: not built (its slice_update "
                                           "copies the whole cache every step); use jax or tensorflow")
-        mlp_ratio = int(d.blocks[0].mlp_in.units) // d.width
-        self.estimate: DecodeMemoryEstimate = decode_memory(
-            model.name, len(d.blocks), d.width, d.vocab, mlp_ratio, limit or 0, batch=batch, max_length=max_length,
-            prompt_length=prompt_length, compute_dtype=d.cache_dtype)
+        self.estimate: DecodeMemoryEstimate = decoder_memory(model, batch=batch, prompt_length=prompt_length,
+                                                             max_length=max_length)
         check_decode_fits(self.estimate, memory)
         tables = {id(d.embedding.embeddings), id(d.positions)}  # lookups: no FLOPs, outside N
         self.non_embedding = int(sum(math.prod(w.shape) for w in model.trainable_weights if id(w) not in tables))
