@@ -29,6 +29,7 @@ from colabkit.records.loading import first_record
 from colabkit.report.backends import backends_section
 from colabkit.report.comparisons import comparisons_section
 from colabkit.report.figures import report_style
+from colabkit.report.decode import decode_section
 from colabkit.report.inference import inference_section
 from colabkit.report.methods import methods_section, write_references
 from colabkit.report.provenance import overview_section, provenance_section
@@ -50,7 +51,8 @@ EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
 # Results first (summary, comparisons, experiments), then Methods, then the bookkeeping as an appendix.
 PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
     **{_PUBLISH.format(build.__name__): build
-       for build in (summary_section, backends_section, comparisons_section, inference_section)},
+       for build in (summary_section, backends_section, comparisons_section, inference_section,
+                                                      decode_section)},
     EXPERIMENTS_CELL: experiment_sections,
     **{_PUBLISH.format(build.__name__): build for build in (methods_section, overview_section, provenance_section)},
 }

@@ -102,7 +102,7 @@ def provenance_section(data: ReportData) -> Section:
     """Devices, software, dates, commits and data of every run the report uses."""
     section = Section("provenance", "Provenance")
     # one row per run, of both modes: every "runs" column counts runs, never combinations
-    ok, used = pd.concat([data.runs(), data.runs(None, inference=True)]), data.used()
+    ok, used = pd.concat([data.runs(), data.runs(None, inference=True), data.runs(None, mode="decode")]), data.used()
     if not len(used):
         section.empty = "No records, so no provenance to show."
         return section
