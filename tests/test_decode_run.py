@@ -17,6 +17,7 @@ from helpers import REPO, execute_notebook
 from colabkit.experiments import find
 from colabkit.experiments.declaration import check_values
 from colabkit.experiments.inference import DECODE_HEADLINE, headline_for
+from colabkit.maintenance import schema_doc
 from colabkit.records.record import make_record, read_record
 from colabkit.training.memory import decode_step_bytes, palm_token_flops, transformer_weights
 
@@ -50,6 +51,9 @@ def test_the_notebook_decodes_and_records_ttft_tpot_tokens_per_s_and_bytes_per_s
         assert row["achieved_gb_s"] == pytest.approx(row["step_bytes"] / row["tpot_p50_ms"] * 1e3 / 1e9)
         # these steps read well under a megabyte: far below the host's memory bandwidth
         assert row["achieved_gb_s"] < bandwidth and row["within_bandwidth"] is True
+    described = {key for keys in schema_doc.DECODE_ROW_KEYS for key in keys.split(", ")}
+    assert set(rows[0]) <= described and set(record["decode"]) <= {key for keys in schema_doc.DECODE_KEYS
+                                                                   for key in keys.split(", ")}
     metrics = record["metrics"]
     assert metrics["decode_valid"] is True and metrics["decode_refused"] == 0
     assert (metrics["decode_batch"], metrics["decode_prompt_length"]) == (1, 32)

@@ -27,7 +27,7 @@ from colabkit.experiments.declaration import (
 from colabkit.experiments.inference import DECODE, batch_sizes_syntax, inference_parameters, inference_rules, training_only
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
-from colabkit.inference.scenarios import parse_lengths
+from colabkit.inference.scenarios import parse_batch_sizes, parse_lengths
 from colabkit.training.memory import (
     palm_forward_flops,
     paradnn_decode_memory,
@@ -62,7 +62,7 @@ def _run_flops(values: Mapping[str, Any]) -> float:
     if values["mode"] == DECODE:
         weights = transformer_weights(values["layers"], values["width"], values["vocab"], values["mlp_ratio"],
                                       values["length"])[0]
-        batches = sum(int(size) for size in str(values["decode_batch_sizes"]).split(",") if size.strip().isdigit())
+        batches = sum(int(size) for size in parse_batch_sizes(values["decode_batch_sizes"]) if size != "max")
         return 4.0 * batches * sum(palm_forward_flops(weights, values["layers"] * values["width"],
                                                       prompt + values["output_tokens"])
                                    for prompt in parse_lengths(values["prompt_lengths"]))
@@ -120,7 +120,7 @@ def _memory(values: Mapping[str, Any]) -> Any:
     if values.get("mode") != DECODE:
         return paradnn_memory(values, FAMILY_KNOBS)
     longest = max(parse_lengths(values["prompt_lengths"]))
-    batches = [int(size) for size in str(values["decode_batch_sizes"]).split(",") if size.strip().isdigit()]
+    batches = [int(size) for size in parse_batch_sizes(values["decode_batch_sizes"]) if size != "max"]
     return paradnn_decode_memory(values, batch=min(batches, default=1), max_length=longest + values["output_tokens"],
                                  prompt_length=longest)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from colabkit.device.memory import setup_memory
 from colabkit.errors import InsufficientMemoryError, ParameterError
 from colabkit.inference.decode import GreedyDecoder, check_against_full_pass, decoder_memory
 from colabkit.inference.scenarios import parse_batch_sizes, parse_lengths
@@ -114,8 +115,6 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
     at the longest prompt): DECODE_METHOD, printed and returned. A combination the estimate refuses against
     `memory` (colabkit.device.memory.DeviceMemory; default: the device's) is recorded as refused, unbuilt. A failed
     full-pass check makes `decode_valid` false: the record is then written as failed (records.plausibility)."""
-    from colabkit.device.memory import setup_memory
-
     if device.replicas > 1 or device.kind == "multiworker":
         raise ParameterError(f"mode = 'decode' runs on one device; {getattr(device, 'name', device.kind)} has "
                              f"{device.replicas} replicas: give device 'cpu' or 'gpu:1'")
@@ -129,7 +128,14 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
             return decoder_memory(model, batch=batch, prompt_length=max(prompts), max_length=max(prompts) + output_tokens)
         largest = largest_decode_batch(at, memory.bytes, FIT_FRACTION, MAX_BATCH_CAP) if memory else MAX_BATCH_CAP
     batches = sorted({int(largest if size == "max" else size) for size in asked if size != "max" or largest})
+    if not batches:
+        raise InsufficientMemoryError(f"decode_batch_sizes = {batch_sizes!r}: not even batch 1 fits {memory.where} at "
+                                      f"prompt {max(prompts)} + {output_tokens} tokens by the memory estimate")
     compute_dtype = str(model.dtype_policy.compute_dtype)
+    if arithmetic is None and compute_dtype == "float32" and device.kind in ("gpu", "tpu"):
+        # the products' own arithmetic: TF32 on a GPU that runs float32 in it, bfloat16 passes on a TPU
+        tf32 = device.kind == "gpu" and device.gpu_precision("float32") == "tf32"
+        arithmetic = "tensorfloat32" if tf32 else "bfloat16" if device.kind == "tpu" else None
     peak = device.peak(compute_dtype)
     bandwidth = device.peak_bandwidth()
     peak_tflops, bandwidth_gb_s = (peak.tflops if peak else None), (bandwidth.gb_per_s if bandwidth else None)

@@ -206,6 +206,41 @@ INFERENCE_METRIC_DOCS: dict[str, str] = {
     "offline_tokens_per_s": "a sequence model's: `offline_samples_per_s` x its tokens per sample",
 }
 
+DECODE_KEYS: dict[str, str] = {
+    "rows": "one per prompt length and batch size (DECODE_ROW_KEYS)",
+    "method, flop_convention, bytes_convention": "how the times were taken, the FLOPs and the bytes counted, in words",
+    "seed": "the random prompts' seed (`params.seed`)",
+    "max_batch": "where `max` was asked: the largest power-of-two batch the memory estimate allows; else null",
+    "peak_tflops_source, bandwidth_source": "where the device's peak FLOPS and bandwidth come from",
+}
+DECODE_ROW_KEYS: dict[str, str] = {
+    "batch, prompt_length, output_tokens, max_length": "the combination; max_length = prompt + output, the cache's "
+                                                       "positions",
+    "refused": "only where the memory estimate refused the combination before building it: its one line",
+    "prefill_first_call_s, step_first_call_s": "the programs' first calls (tracing, compilation), apart",
+    "ttft_ms": "time to first token: the prompt handed over to the first tokens on the host",
+    "tpot_ms": "time per output token, MLPerf's: (total - TTFT) / (output tokens - 1)",
+    "tpot_p50_ms, tpot_p90_ms, step_ms": "the per-step times' (inter-token latencies') median and p90, and each step",
+    "total_s, tokens_per_s": "the whole generation; batch x output tokens over it",
+    "flops_per_token, step_flops": "model FLOPs per decoded token and per step (DECODE_FLOP_CONVENTION), mean over "
+                                   "the steps",
+    "step_bytes, step_bytes_needed, cache_bytes": "bytes a step reads (weights and the whole fixed-size cache), "
+                                                  "those it must (the positions attended only), the cache allocated",
+    "achieved_gb_s, within_bandwidth": "step_bytes over the median step; whether that is within `bandwidth_gb_s`",
+    "decode_tflops, decode_intensity": "a step's model FLOPs over the median step, and over step_bytes",
+    "prefill_flops, prefill_bytes, prefill_tflops, prefill_intensity": "the prefill's, its FLOPs over TTFT",
+    "peak_tflops, bandwidth_gb_s": "the device's ceilings the roofline draws",
+    "check_passed, check_max_abs_difference, check_tolerance, check_arithmetic, check_ties, check_tokens, "
+    "tokens_agree": "the cached logits against the model's full pass over the first `check_tokens` tokens",
+}
+DECODE_METRIC_DOCS: dict[str, str] = {
+    "decode_tpot_p50_ms, decode_tpot_p90_ms, decode_tpot_ms, decode_ttft_ms, decode_achieved_gb_s": "at the "
+    "smallest batch and longest prompt (`decode_batch`, `decode_prompt_length`): the headline is decode_tpot_p50_ms",
+    "decode_tokens_per_s, decode_tokens_per_s_batch": "the highest output tokens/s and its batch",
+    "decode_valid": "every combination's full-pass check passed (false: the record is failed)",
+    "decode_refused": "combinations the memory estimate refused",
+}
+
 
 def _table(header: tuple[str, str], rows: dict[str, str]) -> list[str]:
     lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
@@ -293,6 +328,20 @@ def render() -> str:
         "and the record's `metrics` hold:",
         "",
         *_table(("metric", "what it holds"), INFERENCE_METRIC_DOCS),
+        "",
+        "## `decode` (decode runs)",
+        "",
+        "Runs with `params.mode` `decode` (docs/decode.md), the ParaDnn Transformer's, train nothing.",
+        "",
+        *_table(("key", "what it holds"), DECODE_KEYS),
+        "",
+        "Each of `rows`:",
+        "",
+        *_table(("key", "what it holds"), DECODE_ROW_KEYS),
+        "",
+        "and the record's `metrics` hold:",
+        "",
+        *_table(("metric", "what it holds"), DECODE_METRIC_DOCS),
         "",
         "## `op_breakdown` (training runs with `profile_steps` > 0)",
         "",
