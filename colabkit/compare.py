@@ -38,7 +38,7 @@ from typing import Any
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
 from colabkit.experiments.declaration import Headline
-from colabkit.experiments.inference import headline_for, inference_figures, is_inference
+from colabkit.experiments.inference import headline_for, inference_figures, is_inference, voided_by
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
 from colabkit.records.merging import RunGroup
@@ -115,7 +115,10 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
         metrics = [loaded.records[path]["metrics"] for path in counted]
         figures = (inference_figures(name for values in metrics for name in values) if is_inference(group.params)
                    else [headline_for(experiment, group.params)])
-        values = {figure: finite(values.get(figure.metric) for values in metrics) for figure in figures}
+        values = {figure: finite(values.get(figure.metric) for values in metrics
+                                 if values.get(voided_by(figure.metric) or figure.metric) is not None)
+                  for figure in figures}
+        values = {figure: runs_of for figure, runs_of in values.items() if runs_of}  # too few queries in every run
         key = work_key(group.work, ("device_model", *by))
         if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
             raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "

@@ -27,9 +27,9 @@ MODEL = SimpleNamespace(layers=[SimpleNamespace(output=SimpleNamespace(shape=(No
                         weights=[SimpleNamespace(shape=(10, 10))], dtype_policy="float32")
 
 
-def run_record(level: float, device: str = "cpu", backend: str = "tensorflow", seed: int = 0) -> dict:
+def run_record(level: float, device: str = "cpu", backend: str = "tensorflow", seed: int = 0, queries: int = 400) -> dict:
     """One inference run of the CNN whose every call takes `level` times its usual time: a query about 1 ms with a
-    2 % log-spread, a batch of b 0.1 ms x b. 400 queries, offline at batches 1 and 8."""
+    2 % log-spread, a batch of b 0.1 ms x b. `queries` queries, offline at batches 1 and 8."""
     rng = np.random.default_rng(seed)
     clock = SimpleNamespace(now=0.0)
 
@@ -37,18 +37,20 @@ def run_record(level: float, device: str = "cpu", backend: str = "tensorflow", s
         usual = 1e-3 if len(batch) == 1 else 1e-4 * len(batch)
         clock.now += level * usual * rng.lognormal(0.0, 0.02)
 
-    settings = InferenceSettings(400, 0.0, 600.0, "1,8", warmup_queries=2)
+    settings = InferenceSettings(queries, 0.0, 600.0, "1,8", warmup_queries=2)
     measured = measure_inference(MODEL, np.zeros((16, 4)), CPU_SETUP, settings, call=call, clock=lambda: clock.now)
-    params = {"device": device, "backend": backend, "mode": "inference", "queries": 400, "offline_batch_sizes": "1,8",
+    params = {"device": device, "backend": backend, "mode": "inference", "queries": queries, "offline_batch_sizes": "1,8",
               "seed": 0, "test_samples": 512}
     return make_record("cnn_mnist", "ok", params, metrics=measured.metrics, device=fx.DEVICES[device],
                        data=fx.REAL_MNIST, **measured.record_fields)
 
 
-def write_runs(root: Path, levels: list[float], device: str = "cpu", backend: str = "tensorflow", seed: int = 0) -> None:
+def write_runs(root: Path, levels: list[float], device: str = "cpu", backend: str = "tensorflow", seed: int = 0,
+               queries: int = 400) -> None:
     for repeat, level in enumerate(levels):
         suffix = "" if repeat == 0 else f"_repeat-{repeat + 1}"
-        fx.write(root, run_record(level, device, backend, seed + repeat), f"mode-inference_backend-{backend}{suffix}")
+        fx.write(root, run_record(level, device, backend, seed + repeat, queries),
+                 f"mode-inference_backend-{backend}{suffix}")
 
 
 def over_runs(section, device_or_backend: str) -> pd.DataFrame:
@@ -133,3 +135,15 @@ def test_fewer_than_three_runs_say_too_few_runs_and_invent_no_interval(tmp_path)
     assert table["within_one_run_low"].notna().all()  # one run's own interval is there, and judges nothing
     assert set(section.table("inference_verdicts")["verdict"]) == {"too few runs"}
     assert "none below 3 runs: too few runs" in section.text[0]
+
+
+def test_a_percentile_its_queries_give_no_interval_is_no_run_of_that_figure(tmp_path):
+    """p99 of 40 queries is the slowest of 40 (its interval takes 368): no run of it, in the report or compare."""
+    write_runs(tmp_path / "a", [1.0, 1.05, 0.97], queries=40)
+    write_runs(tmp_path / "b", [2.0, 2.1, 1.9], queries=40, seed=10)
+    table = inference_section(load_report_data([tmp_path / "a"])).table("inference_over_runs")
+    assert list(table["metric"]) == ["latency_p50_ms", "latency_p90_ms", *OFFLINE]
+    rows = compare_folders(tmp_path / "a", tmp_path / "b")
+    assert sorted(row.measure for row in rows) == sorted(figure.label for figure in inference_figures(
+        ["latency_p50_ms", "latency_p90_ms", *OFFLINE]))
+    assert {row.comparison.verdict.value for row in rows} == {"slower"}

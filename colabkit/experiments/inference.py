@@ -82,6 +82,13 @@ def inference_figures(metric_names: Iterable[str]) -> list[Headline]:
               for batch in batches)]
 
 
+def voided_by(metric: str) -> str | None:
+    """The metric whose absence voids a run's `metric`: a latency percentile's lower bound (`latency_p99_ms` counts
+    only where `latency_p99_low_ms` has a value: below the queries its interval takes, the estimate is little more
+    than the slowest query); None for a figure that always counts."""
+    return f"{metric[:-3]}_low_ms" if metric in (figure.metric for figure in LATENCY_FIGURES) else None
+
+
 def inference_rules(values: Mapping[str, Any]) -> str | None:
     """Inference takes one device (a batch of 1 does not split over replicas), and a minimum duration a scenario can
     reach before it is stopped (min_duration_s <= max_duration_s)."""

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments.declaration import Headline
-from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures
+from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, voided_by
 from colabkit.inference.measure import PERCENTILES
 from colabkit.report.common import comparison_fields, run_backend, samples_column, work_key
 from colabkit.report.records import ReportData, sort_labels
-from colabkit.report.runs import figures_over_runs
+from colabkit.report.runs import collapse, figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import CONFIDENCE, min_samples, verdict_word
 
@@ -136,13 +136,25 @@ def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tu
             for key, bounds in found.items()}
 
 
-def over_runs_table(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
+def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.Series]]) -> tuple[pd.DataFrame,
+                                                                                                 list[Headline]]:
+    """The inference combinations of `runs` as collapse gives them (one row each, `samples.<metric>` each run's), a
+    latency percentile counted only from the runs whose queries gave it an interval (voided_by), and their figures."""
+    rows = data.runs(None, inference=True)
+    rows = rows[rows["combination_id"].isin({row["combination_id"] for _, _, row in runs})].copy()
+    figures = inference_figures(name[len("metrics."):] for name in rows.columns if name.startswith("metrics."))
+    for figure in figures:
+        low = f"metrics.{voided_by(figure.metric)}"
+        if low in rows:
+            rows[f"metrics.{figure.metric}"] = rows[f"metrics.{figure.metric}"].where(rows[low].notna())
+    return collapse(rows), figures
+
+
+def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline],
+                    runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
     """The section's headline table: per inference combination and figure (docs/inference.md: p50, p90, p99, offline
     samples/s per batch), the median over its runs and the between-run interval with the level it reaches
     (figures_over_runs), then `within_one_run_low`/`_high` (within_one_run), for contrast only."""
-    ok = data.ok(None, inference=True)
-    ok = ok[ok["combination_id"].isin({row["combination_id"] for _, _, row in runs})]
-    figures = inference_figures(name[len("metrics."):] for name in ok.columns if name.startswith("metrics."))
     table = figures_over_runs(ok, figures)
     named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
     within = within_one_run(runs)
@@ -221,8 +233,9 @@ def inference_section(data: ReportData) -> Section:
         section.empty = ("No run in inference mode (a notebook's `mode = \"inference\"`, e.g. the CNN grid's "
                          "`inference_smoke` preset), so there are no latencies or inference throughputs to give.")
         return section
-    table = over_runs_table(data, runs)
-    levels = ", ".join(sorted(set(table["between_runs_level"]), key=lambda text: (text.startswith("no"), text)))
+    ok, figures = over_runs_frame(data, runs)
+    table = over_runs_table(ok, figures, runs)
+    levels = "; ".join(sorted(set(table["between_runs_level"]), key=lambda text: (text.startswith("no"), text)))
     section.text.append(
         "Runs in inference mode train nothing: single-stream queries at batch 1, one after another, each answer on "
         "the host before the clock stops (compilation and warm-up apart), p50, p90 and p99 by linear interpolation; "
@@ -237,10 +250,7 @@ def inference_section(data: ReportData) -> Section:
                                      "offline samples/s per batch, the median over runs with the between-run "
                                      "interval and the level it reaches (the headline); within_one_run_low/_high: "
                                      "one run's own interval (median over runs), for contrast, no verdict"))
-    ok = data.ok(None, inference=True)
-    verdicts = verdicts_across(ok[ok["combination_id"].isin({row["combination_id"] for _, _, row in runs})],
-                               inference_figures(name[len("metrics."):] for name in ok.columns
-                                                 if name.startswith("metrics.")))
+    verdicts = verdicts_across(ok, figures)
     if len(verdicts):
         counts = verdicts["verdict"].map(verdict_word).value_counts()
         section.text.append("Devices and backends compared on the runs: " + ", ".join(
