@@ -172,7 +172,8 @@ def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
     """What the table leaves out or cannot show, one line each: the device models where the two sides
     differ, the combinations found on one side only, the records of notebooks no experiment declares,
     the files set aside as not readable records."""
-    differ = Counter(row.models for row in rows if row.baseline_model != row.candidate_model)
+    differ = Counter(models for models, _, _ in {(row.models, row.notebook, row.description) for row in rows
+                                                 if row.baseline_model != row.candidate_model})  # an inference one: once
     lines = [f"measured on different device models (each ratio compares the models too): {models} "
              f"({count} combination(s))" for models, count in differ.items()]
     lines += [f"only in {side.folder}, compared with nothing: {group.notebook} {group.description}"
