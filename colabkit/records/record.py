@@ -108,7 +108,8 @@ FIELD_DOCS: dict[str, str] = {
                              "outside Colab",
     "inference": "runs in inference mode (`params.mode` `inference`, docs/inference.md): the single-stream latencies "
                  "at batch 1 with their percentiles and order-statistic intervals, the offline throughput per batch "
-                 "size with its interval over runs, and how the largest batch was found",
+                 "size with its interval over the run's timed passes (both within this run: the report's figures "
+                 "and verdicts are over runs), and how the largest batch was found",
     "host_quiet": "whether the host was quiet during the run: false when another process, the hypervisor, a clock "
                   "or a GPU disturbed it (`host_state.busy_reasons` names which); null where nothing could be read",
 }
