@@ -11,9 +11,11 @@ CPU run at a global batch of 256 pairs with 128 per replica on 2 replicas, never
 on 2. Per pair, on its experiment's declared headline: each side's number of runs, median and
 interval (with the level it reaches), the ratio candidate / baseline with its interval and the
 verdict, read in the headline's direction (colabkit.statistics: faster, slower, no difference
-resolved, too few runs). An inference run's headline is its single-stream p90 latency
-(colabkit.experiments.inference); `mode` keeps inference and training runs apart. Nothing is left out without a word: the files set aside as not readable
-records and the combinations found on one side only are named.
+resolved, too few runs). An inference combination is compared on each figure it has, each over its runs:
+its single-stream p50, p90 (its headline) and p99 latency and its offline samples/s per batch
+(colabkit.experiments.inference.inference_figures), one row each; a record's intervals from inside one run
+never enter. `mode` keeps inference and training runs apart. Nothing is left out without a word: the files set
+aside as not readable records and the combinations found on one side only are named.
 
 `exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as
 the report can. `fail_above` (`--fail-above 5%`) makes the comparison fail (exit status 1) when a combination's
@@ -35,7 +37,8 @@ from typing import Any
 
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
-from colabkit.experiments.inference import headline_for
+from colabkit.experiments.declaration import Headline
+from colabkit.experiments.inference import headline_for, inference_figures, is_inference, voided_by
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
 from colabkit.records.merging import RunGroup
@@ -51,10 +54,10 @@ HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "b
 @dataclass(frozen=True)
 class Side:
     """One folder's combinations with ok runs, by the key of the work they did (`by` left out): each
-    its records (RunGroup) and the headline of each run."""
+    its records (RunGroup) and, per figure it is compared on, that figure of each run."""
 
     folder: str
-    runs: dict[str, tuple[RunGroup, list[float]]]
+    runs: dict[str, tuple[RunGroup, dict[Headline, list[float]]]]
     skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
     busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): set aside, not readable records
@@ -96,7 +99,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
     if not path.exists():
         raise ColabkitError(f"compare: results folder {folder} does not exist")
     loaded: LoadedRecords = load_records(path)
-    runs: dict[str, tuple[RunGroup, list[float]]] = {}
+    runs: dict[str, tuple[RunGroup, dict[Headline, list[float]]]] = {}
     skipped = set()
     busy = 0
     for group in loaded.combinations():
@@ -109,8 +112,13 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
         if experiment is None:
             skipped.add(group.notebook)
             continue
-        metric = headline_for(experiment, group.params).metric
-        values = finite(loaded.records[path]["metrics"].get(metric) for path in counted)
+        metrics = [loaded.records[path]["metrics"] for path in counted]
+        figures = (inference_figures(name for values in metrics for name in values) if is_inference(group.params)
+                   else [headline_for(experiment, group.params)])
+        values = {figure: finite(values.get(figure.metric) for values in metrics
+                                 if values.get(voided_by(figure.metric) or figure.metric) is not None)
+                  for figure in figures}
+        values = {figure: runs_of for figure, runs_of in values.items() if runs_of}  # too few queries in every run
         key = work_key(group.work, ("device_model", *by))
         if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
             raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "
@@ -147,11 +155,12 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
         if key not in after.runs:
             continue
         theirs, other_values = after.runs[key]
-        headline = headline_for(find(ours.notebook), ours.params)  # read_side kept declared ones only
         across = _differs(ours.params, theirs.params, by)
-        rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
-                        headline.higher_is_better, compare(values, other_values, headline.higher_is_better, tolerance),
-                        *(str(group.work.get("device_model") or "unknown") for group in (ours, theirs))))
+        for headline in (figure for figure in values if figure in other_values):
+            rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
+                            headline.higher_is_better,
+                            compare(values[headline], other_values[headline], headline.higher_is_better, tolerance),
+                            *(str(group.work.get("device_model") or "unknown") for group in (ours, theirs))))
     if not rows:
         hint = "" if by else "; --by device (or another parameter) compares across that parameter"
         raise ColabkitError(f"compare: {baseline} ({len(before.runs)} combination(s)) and {candidate} "
@@ -163,7 +172,8 @@ def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
     """What the table leaves out or cannot show, one line each: the device models where the two sides
     differ, the combinations found on one side only, the records of notebooks no experiment declares,
     the files set aside as not readable records."""
-    differ = Counter(row.models for row in rows if row.baseline_model != row.candidate_model)
+    differ = Counter(models for models, _, _ in {(row.models, row.notebook, row.description) for row in rows
+                                                 if row.baseline_model != row.candidate_model})  # an inference one: once
     lines = [f"measured on different device models (each ratio compares the models too): {models} "
              f"({count} combination(s))" for models, count in differ.items()]
     lines += [f"only in {side.folder}, compared with nothing: {group.notebook} {group.description}"
@@ -200,7 +210,8 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
 
 
 INTERVALS = (f"Intervals: a median's between two of its runs' order statistics; a ratio's from {RATIO_METHOD}, "
-             "at the lower of the two sides' levels whatever their spreads (docs/statistics.md).")
+             "at the lower of the two sides' levels whatever their spreads (docs/statistics.md); an inference "
+             "figure's over runs too, never from inside one run (docs/inference.md).")
 
 
 def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float = TOLERANCE,
@@ -246,9 +257,13 @@ def regressions(rows: list[Row], fail_above: float) -> list[Row]:
 
 
 def summary_line(rows: list[Row]) -> str:
-    """'12 combinations: 2 faster, 1 slower, 9 no difference resolved'."""
+    """'12 combination(s) in common: 2 faster, 1 slower, 9 no difference resolved' (with inference combinations, which
+    give a row per figure: '2 combination(s) in common, 7 figures compared: ...')."""
     counts = Counter(row.comparison.verdict.value for row in rows)
-    return f"{len(rows)} combination(s) in common: " + ", ".join(f"{count} {name}" for name, count in counts.items())
+    combinations = len({(row.notebook, row.description) for row in rows})
+    figures = f", {len(rows)} figures compared" if len(rows) != combinations else ""
+    return f"{combinations} combination(s) in common{figures}: " + ", ".join(f"{count} {name}"
+                                                                            for name, count in counts.items())
 
 
 def _check_destination(path: str) -> None:

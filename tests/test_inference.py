@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import report_fixtures as fx
 
-from colabkit.compare import compare_folders
+from colabkit.compare import compare_folders, summary_line
 from colabkit.errors import ParameterError
 from colabkit.experiments import check_values, get
 from colabkit.experiments.inference import INFERENCE_HEADLINE
@@ -237,11 +237,14 @@ def test_compare_works_on_inference_runs_by_their_p90_latency(tmp_path):
         fx.write(tmp_path / "before", fx.cnn("cpu", 256), "batch_size-256" + slug[9:])
         fx.write(tmp_path / "after", fx.cnn("cpu", 256), "batch_size-256" + slug[9:])
     rows = compare_folders(tmp_path / "before", tmp_path / "after")
-    measures = sorted(row.measure for row in rows)
-    assert measures == sorted([INFERENCE_HEADLINE.label, get("cnn_mnist").headline.label])
+    measures = sorted(row.measure for row in rows)  # an inference combination: a row per figure, each over its runs
+    assert measures == sorted([get("cnn_mnist").headline.label, "single-stream p50 latency", INFERENCE_HEADLINE.label,
+                               "single-stream p99 latency", "offline samples/s at batch 1",
+                               "offline samples/s at batch 8"])
     latency = next(row for row in rows if row.measure == INFERENCE_HEADLINE.label)
     assert not latency.higher_is_better and latency.comparison.ratio.estimate == pytest.approx(1.5, rel=0.15)
-    assert latency.comparison.verdict == "slower"
+    assert latency.comparison.verdict == "slower" and latency.comparison.ratio.confidence == 0.75
+    assert summary_line(rows).startswith("2 combination(s) in common, 6 figures compared: ")
 
 
 def test_the_report_shows_inference_runs_in_their_own_section_and_keeps_them_out_of_training_figures(tmp_path):

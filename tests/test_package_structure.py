@@ -284,7 +284,7 @@ SHARED_NAMES: dict[str, tuple[str, str]] = {
     "__main__": ("colabkit ondevice", "`python -m` of the package"),
     **{experiment: ("experiments report", "an experiment: its declaration and its report section")
        for experiment in ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_rnn")},
-    "inference": ("colabkit experiments report", "the inference mode: declared, reported, measured"),
+    "inference": ("colabkit experiments report", "the inference mode: measured (colabkit/inference/), declared, reported"),
     "decode": ("inference report", "greedy decode with a key-value cache: measured, reported"),
     "backends": ("device report", "Keras backends: chosen and set up; TensorFlow against JAX in the report"),
     "common": ("data report", "what the package's modules share: the datasets', the report sections'"),

@@ -10,7 +10,7 @@ training runs in every identity (colabkit.records.identity).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,9 @@ INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms
 # A decode run's (docs/decode.md): the median step at its smallest batch and longest prompt (colabkit.inference.
 # generation), as MLPerf's LLM benchmarks bound time per output token.
 DECODE_HEADLINE = Headline("decode_tpot_p50_ms", "median time per output token", "ms", "lower")
+LATENCY_FIGURES = (Headline("latency_p50_ms", "single-stream p50 latency", "ms", "lower"), INFERENCE_HEADLINE,
+                   Headline("latency_p99_ms", "single-stream p99 latency", "ms", "lower"))
+OFFLINE_PREFIX = "offline_samples_per_s_b"  # one metric per offline batch size: offline_samples_per_s_b256
 # An inference record's main metrics (colabkit.inference; docs/records.md lists them all).
 INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
@@ -71,6 +74,25 @@ def headline_for(experiment: Any, params: Mapping[str, Any] | None) -> Headline:
     mode, else the experiment's."""
     mode = (params or {}).get("mode")
     return INFERENCE_HEADLINE if mode == INFERENCE else DECODE_HEADLINE if mode == DECODE else experiment.headline
+
+
+def inference_figures(metric_names: Iterable[str]) -> list[Headline]:
+    """What an inference combination is given and compared on, each the median over its runs (docs/inference.md):
+    the single-stream p50, p90 (its headline) and p99 latency, then the offline samples/s at every batch size among
+    `metric_names` (`offline_samples_per_s_b<batch>`), smallest batch first."""
+    names = set(metric_names)
+    batches = sorted(int(name[len(OFFLINE_PREFIX):]) for name in names
+                     if name.startswith(OFFLINE_PREFIX) and name[len(OFFLINE_PREFIX):].isdigit())
+    return [*(figure for figure in LATENCY_FIGURES if figure.metric in names),
+            *(Headline(f"{OFFLINE_PREFIX}{batch}", f"offline samples/s at batch {batch}", "samples/s", "higher")
+              for batch in batches)]
+
+
+def voided_by(metric: str) -> str | None:
+    """The metric whose absence voids a run's `metric`: a latency percentile's lower bound (`latency_p99_ms` counts
+    only where `latency_p99_low_ms` has a value: below the queries its interval takes, the estimate is little more
+    than the slowest query); None for a figure that always counts."""
+    return f"{metric[:-3]}_low_ms" if metric in (figure.metric for figure in LATENCY_FIGURES) else None
 
 
 def inference_rules(values: Mapping[str, Any]) -> str | None:

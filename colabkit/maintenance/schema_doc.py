@@ -185,7 +185,7 @@ INFERENCE_KEYS: dict[str, str] = {
                      "`min_queries`, with a `note`) and the `coverage` those ranks reach; the `settings` it had to reach "
                      "(`min_query_count`, `min_duration_s`, `max_duration_s`), the `duration_s` it ran, whether it met "
                      "both (`valid`) and the one met last (`binding`)",
-    "offline": "per batch size: `samples_per_s` (the median over `runs`) with its interval `low`-`high` and `note`, "
+    "offline": "per batch size: `samples_per_s` (the median over `runs`, this run's timed passes) with its interval `low`-`high` (within this run) and `note`, "
                "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation); for a sequence model "
                "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill); "
                "`settings`, `duration_s`, `valid` and `binding` as single-stream's (its queries: runs)",
@@ -195,7 +195,7 @@ INFERENCE_KEYS: dict[str, str] = {
 }
 INFERENCE_METRIC_DOCS: dict[str, str] = {
     "latency_p50_ms, latency_p90_ms, latency_p99_ms": "the single-stream percentiles (NumPy's linear interpolation)",
-    "latency_pNN_low_ms, latency_pNN_high_ms": "their order-statistic interval (null with too few queries)",
+    "latency_pNN_low_ms, latency_pNN_high_ms": "their order-statistic interval within this run, from its queries (null with too few queries)",
     "latency_queries": "the latencies behind them; `latency_min_queries_p99` the fewest that give p99 an interval",
     "latency_mean_ms, latency_first_call_ms": "the mean latency; the first call's (tracing, compilation)",
     "latency_duration_s, latency_binding": "how long the single-stream queries ran; the minimum that bound them "

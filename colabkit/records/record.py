@@ -108,7 +108,8 @@ FIELD_DOCS: dict[str, str] = {
                              "outside Colab",
     "inference": "runs in inference mode (`params.mode` `inference`, docs/inference.md): the single-stream latencies "
                  "at batch 1 with their percentiles and order-statistic intervals, the offline throughput per batch "
-                 "size with its interval over runs, and how the largest batch was found",
+                 "size with its interval over the run's timed passes (both within this run: the report's figures "
+                 "and verdicts are over runs), and how the largest batch was found",
     "decode": "runs in decode mode (`params.mode` `decode`, docs/decode.md): per batch size and prompt length "
               "(`rows`) time to first token, time per output token (p50, p90, MLPerf's mean), tokens/s, FLOPs and "
               "bytes per step, achieved GB/s against the device's bandwidth, the full-pass check; and how",

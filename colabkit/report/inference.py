@@ -1,20 +1,31 @@
-"""The report's inference section (docs/inference.md): every run in inference mode, of any experiment. Its
-single-stream latency percentiles with their order-statistic intervals, the latency distribution (each run's
-empirical CDF, its p50, p90 and p99 marked with their intervals), and its offline throughput per batch size
-with the interval over runs. Training sections never see these runs (ReportData.runs)."""
+"""The report's inference section (docs/inference.md): every run in inference mode, of any experiment.
+
+Its headline figures, per combination: the single-stream p50, p90 and p99 latency and the offline samples/s per
+batch size, each the median over the combination's independent runs with the between-run order-statistic interval
+at the level it reaches (colabkit.report.runs.figures_over_runs); beside it, labelled "within one run", the interval
+one run's own queries (or timed passes) give, the median over runs of each run's, which no verdict uses. Verdicts
+between devices and backends (`verdicts_across`) rest on the runs alone: the ratio of the medians and its interval
+(colabkit.statistics.ratio_ci). Then each run's percentiles with their within-run intervals, the latency
+distribution (each run's empirical CDF) and each run's offline throughput. Training sections never see these runs
+(ReportData.runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from colabkit.report.records import ReportData
-from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.experiments.declaration import Headline
+from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, voided_by
 from colabkit.inference.measure import PERCENTILES
-from colabkit.statistics import CONFIDENCE, min_samples
+from colabkit.report.common import comparison_fields, run_backend, samples_column, work_key
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.runs import collapse, figures_over_runs
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.statistics import CONFIDENCE, min_samples, verdict_word
 
 PERCENTILE_COLORS = {50: "#1f77b4", 90: "#ff7f0e", 99: "#d62728"}
 
@@ -66,10 +77,12 @@ def data_path(row: pd.Series) -> str:
 
 
 def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """One row per run and batch size: samples/s (median over runs) with its interval."""
+    """One row per run and batch size: samples/s, the median of the run's timed passes, with their interval (within
+    one run: `within_run_low`/`_high`) and how many passes."""
     rows = [{"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
              "run": data_path(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
-             "low": entry["low"], "high": entry["high"], "runs": entry["runs"], "binding": entry.get("binding")}
+             "within_run_low": entry["low"], "within_run_high": entry["high"], "timed_passes": entry["runs"],
+             "binding": entry.get("binding")}
             for _, section, row in runs for entry in section.get("offline") or []]
     return pd.DataFrame(rows)
 
@@ -99,28 +112,117 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
            title="Single-stream latency distribution", ylim=(0, 1.02))
     ax.legend(fontsize=7, loc="lower right")
     caption = ("Empirical CDF of every single-stream query's latency (batch 1, answer on the host), per inference "
-               "run; the dots are p50, p90 and p99, their bars the distribution-free order-statistic intervals")
+               "run; the dots are p50, p90 and p99, their bars the distribution-free order-statistic intervals within "
+               "that run (from its queries), not between runs: those are in inference_over_runs")
     caption += "".join(f"; too few queries for p{level:g} (its {100 * CONFIDENCE:g} % interval takes "
                        f"{min_samples(level / 100)}), not drawn for {', '.join(labels)}" for level, labels in missing.items())
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
+def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tuple[Any, str], tuple[float, float]]:
+    """(combination_id, metric) -> the interval one run's own measurements give, low and high each the median over
+    the combination's runs: a latency percentile's from that run's queries, an offline rate's from its timed passes.
+    It says how tight one run claims to be, not where the next run will fall: no verdict takes it."""
+    found: dict[tuple[Any, str], list[tuple[float, float]]] = {}
+    for _, section, row in runs:
+        points = [(f"latency_p{point['percentile']:g}_ms", point.get("low_ms"), point.get("high_ms"))
+                  for point in section["single_stream"]["percentiles"]]
+        points += [(f"{OFFLINE_PREFIX}{entry['batch']}", entry.get("low"), entry.get("high"))
+                   for entry in section.get("offline") or []]
+        for metric, low, high in points:
+            if low is not None and high is not None:
+                found.setdefault((row["combination_id"], metric), []).append((float(low), float(high)))
+    return {key: (float(np.median([low for low, _ in bounds])), float(np.median([high for _, high in bounds])))
+            for key, bounds in found.items()}
+
+
+def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.Series]]) -> tuple[pd.DataFrame,
+                                                                                                 list[Headline]]:
+    """The inference combinations of `runs` as collapse gives them (one row each, `samples.<metric>` each run's), a
+    latency percentile counted only from the runs whose queries gave it an interval (voided_by), and their figures."""
+    rows = data.runs(None, inference=True)
+    rows = rows[rows["combination_id"].isin({row["combination_id"] for _, _, row in runs})].copy()
+    figures = inference_figures(name[len("metrics."):] for name in rows.columns if name.startswith("metrics."))
+    for figure in figures:
+        low = f"metrics.{voided_by(figure.metric)}"
+        if low in rows:
+            rows[f"metrics.{figure.metric}"] = rows[f"metrics.{figure.metric}"].where(rows[low].notna())
+    return collapse(rows), figures
+
+
+def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline],
+                    runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
+    """The section's headline table: per inference combination and figure (docs/inference.md: p50, p90, p99, offline
+    samples/s per batch), the median over its runs and the between-run interval with the level it reaches
+    (figures_over_runs), then `within_one_run_low`/`_high` (within_one_run), for contrast only."""
+    table = figures_over_runs(ok, figures)
+    named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
+    within = within_one_run(runs)
+    bounds = [within.get((key, metric), (np.nan, np.nan)) for key, metric in zip(table["combination_id"], table["metric"])]
+    table = table.assign(within_one_run_low=[low for low, _ in bounds], within_one_run_high=[high for _, high in bounds])
+    for name, source in (("combination", "combination"), ("backend", "backend"), ("device", "device_label"),
+                         ("notebook", "notebook")):
+        table.insert(1, name, table["combination_id"].map(named[source]))
+    return table.drop(columns="combination_id")
+
+
+VERDICT_COLUMNS = ["notebook", "measure", "reference", "candidate", "configuration", "runs_reference",
+                   "runs_candidate", "ratio", "ratio_low", "ratio_high", "verdict"]
+
+
+def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend"),
+                    ) -> pd.DataFrame:
+    """Combinations of `ok` (collapse's rows) that did the same work but for `across`, each against the first of them
+    in report order (CPU, then GPU, then TPU; TensorFlow before the other backends), on every figure both have runs
+    of: the ratio of the medians over runs (candidate / reference), its interval from both sides' runs
+    (colabkit.statistics.ratio_ci) and the verdict in the figure's direction with that interval's level ('slower
+    (75 %, n = 3)'; 'too few runs' below 3 runs a side). Nothing from inside one run enters."""
+    rows: list[dict[str, Any]] = []
+    if not len(ok):
+        return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    order = {label: index for index, label in enumerate(sort_labels(ok["device_label"]))}
+    side = ok.assign(backend=run_backend(ok), key=work_key(ok, tuple(across)))
+    side = side.assign(_order=[(order[label], backend != "tensorflow", backend)
+                               for label, backend in zip(side["device_label"], side["backend"])]).sort_values(
+        "_order", kind="stable")
+    runs_of = {figure.metric: samples_column(side, figure.metric) for figure in figures}
+    for _, group in side.groupby("key", sort=False):
+        reference = group.iloc[0]
+        for index, candidate in group.iloc[1:].iterrows():
+            for figure in figures:
+                base, mine = runs_of[figure.metric][group.index[0]], runs_of[figure.metric][index]
+                if not base or not mine:
+                    continue
+                fields = comparison_fields(mine, base, figure.higher_is_better, "ratio", oriented=False)
+                rows.append({"notebook": candidate["notebook"], "measure": figure.label,
+                             "reference": f"{reference['device_label']}, {reference['backend']}",
+                             "candidate": f"{candidate['device_label']}, {candidate['backend']}",
+                             "configuration": candidate["combination"], "runs_reference": len(base),
+                             "runs_candidate": len(mine), **{name: fields[name] for name in
+                                                             ("ratio", "ratio_low", "ratio_high")},
+                             "verdict": fields["ratio_verdict"]})
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
 def offline_figure(table: pd.DataFrame) -> ReportFigure:
-    """Offline samples/s against batch size, per run, with the interval over runs."""
+    """Offline samples/s against batch size per combination: the median over runs, its between-run interval."""
     figure, ax = plt.subplots(figsize=(6.4, 4.0))
-    for (notebook, device, combination, run), rows in table.groupby(["notebook", "device", "combination", "run"],
-                                                                     sort=False):
-        rows = rows.sort_values("batch")
-        known = rows["low"].notna()
-        yerr = np.array([rows["samples_per_s"] - rows["low"].fillna(rows["samples_per_s"]),
-                         rows["high"].fillna(rows["samples_per_s"]) - rows["samples_per_s"]], dtype=float)
-        ax.errorbar(rows["batch"], rows["samples_per_s"], yerr=np.where(known.to_numpy(), yerr, 0), marker="o",
-                    capsize=3, label=f"{notebook}, {device}, {combination}")
+    rows = table[table["metric"].str.startswith(OFFLINE_PREFIX)]
+    rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int))
+    for (notebook, device, backend, combination), line in rows.groupby(["notebook", "device", "backend", "combination"],
+                                                                        sort=False):
+        line = line.sort_values("batch")
+        median = line["median"].astype(float)
+        yerr = np.array([median - line["between_runs_low"].fillna(median),
+                         line["between_runs_high"].fillna(median) - median], dtype=float)
+        ax.errorbar(line["batch"], median, yerr=yerr, marker="o", capsize=3,
+                    label=f"{notebook}, {device}, {combination} ({line['between_runs_level'].iloc[0]})")
     ax.set(xscale="log", yscale="log", xlabel="batch size (log)", ylabel="samples/s (log)",
            title="Offline throughput by batch size")
     ax.legend(fontsize=7)
-    return ReportFigure("inference_offline_throughput", figure, table,
-                        "Offline samples/s per batch size: the median over runs, the bars its interval")
+    return ReportFigure("inference_offline_throughput", figure, rows,
+                        "Offline samples/s per batch size: the median over independent runs, the bars the between-run "
+                        "interval (its level and runs in the legend; no bar below 3 runs)")
 
 
 def inference_section(data: ReportData) -> Section:
@@ -131,22 +233,46 @@ def inference_section(data: ReportData) -> Section:
         section.empty = ("No run in inference mode (a notebook's `mode = \"inference\"`, e.g. the CNN grid's "
                          "`inference_smoke` preset), so there are no latencies or inference throughputs to give.")
         return section
+    ok, figures = over_runs_frame(data, runs)
+    table = over_runs_table(ok, figures, runs)
+    levels = "; ".join(sorted(set(table["between_runs_level"]), key=lambda text: (text.startswith("no"), text)))
     section.text.append(
         "Runs in inference mode train nothing: single-stream queries at batch 1, one after another, each answer on "
-        "the host before the clock stops (compilation and warm-up apart); p50, p90 and p99 by linear interpolation, "
-        "each with the interval between two order statistics that covers the true percentile with the coverage "
-        "given (at least 95 %, whatever the latencies' distribution). A percentile is given only from the queries its "
-        "interval takes (" + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES) + "): below, "
-        "its estimate is little more than the slowest (or fastest) query, so the table says too few queries and the "
-        "figure draws no dot for it. Offline: samples/s per batch size, the median over runs and its interval. "
-        "docs/inference.md.")
+        "the host before the clock stops (compilation and warm-up apart), p50, p90 and p99 by linear interpolation; "
+        "offline, samples/s per batch size. Each figure of a combination is the median over its independent runs "
+        "(each run a fresh kernel, as for training), with the distribution-free interval between two of the runs' "
+        f"order statistics at the level it reaches ({levels}; none below 3 runs: too few runs); every verdict "
+        "between devices or backends rests on those runs alone. Beside it, labelled within one run, the interval "
+        "one run's own queries (offline: its timed passes) give, the median over runs: a run's latencies share its "
+        "process and its host's state, so the next run's percentile often falls outside it; it is shown for "
+        "contrast and judges nothing. docs/inference.md.")
+    section.items.append(ReportTable("inference_over_runs", table, "Per combination: p50, p90, p99 latency (ms) and "
+                                     "offline samples/s per batch, the median over runs with the between-run "
+                                     "interval and the level it reaches (the headline); within_one_run_low/_high: "
+                                     "one run's own interval (median over runs), for contrast, no verdict"))
+    verdicts = verdicts_across(ok, figures)
+    if len(verdicts):
+        counts = verdicts["verdict"].map(verdict_word).value_counts()
+        section.text.append("Devices and backends compared on the runs: " + ", ".join(
+            f"{verdict} {count}" for verdict, count in counts.items()) + " (figures of pairs of combinations that did "
+            "the same work on another device or backend, each against the first in report order).")
+        section.items.append(ReportTable("inference_verdicts", verdicts, "Device against device, backend against "
+                                         "backend: the ratio of the medians over runs, its interval and the verdict "
+                                         "with that interval's level and runs (between runs only)"))
+    section.text.append(
+        "Per run: each percentile with the interval its queries give (within one run; the coverage it reaches, at "
+        "least 95 %, whatever the latencies' distribution), given only from the queries that interval takes ("
+        + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES) + "): below, its estimate is "
+        "little more than the slowest (or fastest) query, so the table says too few queries and the figure draws no "
+        "dot for it.")
     latency = latency_table(runs)
-    section.items.append(ReportTable("inference_latency", latency, "Single-stream latency percentiles per run (ms), "
-                                     "their order-statistic intervals and the coverage those reach"))
+    section.items.append(ReportTable("inference_latency", latency, "Single-stream latency percentiles of each run "
+                                     "(ms), their intervals within one run (from its queries) and the coverage those "
+                                     "reach; the figures over runs are in inference_over_runs"))
     section.items.append(latency_figure(runs))
     offline = offline_table(runs)
     if len(offline):
-        section.items.append(ReportTable("inference_offline", offline, "Offline samples/s per run and batch size, the "
-                                         "median over runs and its interval"))
-        section.items.append(offline_figure(offline))
+        section.items.append(ReportTable("inference_offline", offline, "Offline samples/s of each run and batch size: "
+                                         "the median of its timed passes and their interval (within one run)"))
+        section.items.append(offline_figure(table))
     return section

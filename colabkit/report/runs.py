@@ -13,19 +13,24 @@ median over its runs, every other field its most recent run's (else the latest t
   `headline.between_cv` (spread between runs) and `headline.within_cv` (spread inside one run: of its
   steady epochs or timed calls, the median over runs).
 
-`headline_columns` gives every record (records.csv) its combination's headline figures.
+`headline_columns` gives every record (records.csv) its combination's headline figures (an inference
+run's: its p90 latency); `figures_over_runs` any declared figures of every combination, each the median
+over its runs with the between-run interval (the inference section's p50/p90/p99 and offline samples/s).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from colabkit.experiments import find
+from colabkit.experiments.declaration import Headline
+from colabkit.experiments.inference import headline_for
 from colabkit.statistics import cv, finite, median_ci
 
 HEADLINE_FIELDS = ("n", "median", "ci_low", "ci_high", "level", "note", "between_cv", "within_cv")
@@ -82,7 +87,8 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
         experiment = find(str(notebook))
         if experiment is None:
             continue
-        metric = experiment.headline.metric
+        mode = rows["params.mode"].iloc[-1] if "params.mode" in rows else None  # one combination: one mode
+        metric = headline_for(experiment, {"mode": mode}).metric
         runs = rows[counted.loc[rows.index] & (rows["status"] == "ok")]
         values = finite(runs.get(f"metrics.{metric}", pd.Series(dtype=float)))
         interval = median_ci(values)
@@ -94,6 +100,31 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
         for name, value in figures.items():
             out.loc[rows.index, name] = pd.Series([value] * len(rows), index=rows.index, dtype=object)
     return out
+
+
+OVER_RUNS_COLUMNS = ["combination_id", "metric", "measure", "unit", "runs", "median", "between_runs_low",
+                    "between_runs_high", "between_runs_level", "note"]
+
+
+def figures_over_runs(ok: pd.DataFrame, figures: Sequence[Headline]) -> pd.DataFrame:
+    """One row per combination of `ok` (collapse's rows) and figure of `figures` it has a run of: the median over its
+    independent runs (`samples.<metric>`) and their order-statistic interval (colabkit.statistics.median_ci),
+    `between_runs_low`/`_high` (NaN below MIN_RUNS runs), `between_runs_level` the level it reaches with its runs
+    ('75 %, n = 3'; 'no interval, n = 2'), `note` why there is none or what it falls short of; `runs` how many."""
+    rows = []
+    for _, combination in ok.iterrows():
+        for figure in figures:
+            values = combination.get(f"samples.{figure.metric}")
+            values = finite(values) if isinstance(values, list) else []
+            if not values:
+                continue
+            interval = median_ci(values)
+            rows.append({"combination_id": combination["combination_id"], "metric": figure.metric,
+                         "measure": figure.label, "unit": figure.unit, "runs": interval.n, "median": interval.estimate,
+                         "between_runs_low": np.nan if interval.low is None else interval.low,
+                         "between_runs_high": np.nan if interval.high is None else interval.high,
+                         "between_runs_level": interval.label, "note": interval.note})
+    return pd.DataFrame(rows, columns=OVER_RUNS_COLUMNS)
 
 
 def collapse(runs: pd.DataFrame) -> pd.DataFrame:
