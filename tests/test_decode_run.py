@@ -28,10 +28,12 @@ DECODE = dict(family="transformer", mode="decode", device="cpu", backend="jax", 
 
 
 @pytest.mark.notebook
-def test_the_notebook_decodes_and_records_ttft_tpot_tokens_per_s_and_bytes_per_step(tmp_path):
-    _, path = execute_notebook("paradnn", tmp_path, **DECODE)
+@pytest.mark.parametrize("backend", ["jax", pytest.param("tensorflow", marks=pytest.mark.slow)])
+def test_the_notebook_decodes_and_records_ttft_tpot_tokens_per_s_and_bytes_per_step(tmp_path, backend):
+    _, path = execute_notebook("paradnn", tmp_path, **{**DECODE, "backend": backend})
     record = read_record(path)
     assert record["status"] == "ok" and record["params"]["mode"] == "decode"
+    assert record["software"]["keras_backend"] == backend
     rows = record["decode"]["rows"]
     assert [(row["prompt_length"], row["batch"]) for row in rows] == [(8, 1), (8, 4), (32, 1), (32, 4)]
     non_embedding = transformer_weights(2, 64, 97, 4, 48)[0]
