@@ -41,6 +41,7 @@ def test_the_notebook_decodes_and_records_ttft_tpot_tokens_per_s_and_bytes_per_s
     assert bandwidth and bandwidth > 0  # the host's STREAM triad, measured in the run
     for row in rows:
         assert row["check_passed"] and row["check_max_abs_difference"] <= row["check_tolerance"]
+        assert (row["check_rows"], row["check_tokens"]) == (row["batch"], 8)  # all of it, at these sizes
         assert 0 < row["tpot_p50_ms"] <= row["tpot_p90_ms"] and row["ttft_ms"] > 0
         assert len(row["step_ms"]) == 7  # the output tokens after the first
         assert row["tokens_per_s"] == pytest.approx(row["batch"] * 8 / row["total_s"])

@@ -231,7 +231,8 @@ DECODE_ROW_KEYS: dict[str, str] = {
     "prefill_flops, prefill_bytes, prefill_tflops, prefill_intensity": "the prefill's, its FLOPs over TTFT",
     "peak_tflops, bandwidth_gb_s": "the device's ceilings the roofline draws",
     "check_passed, check_max_abs_difference, check_tolerance, check_arithmetic, check_ties, check_tokens, "
-    "tokens_agree": "the cached logits against the model's full pass over the first `check_tokens` tokens",
+    "check_rows, tokens_agree": "the cached logits against the model's full pass: the first `check_tokens` tokens "
+                                "of the batch's first `check_rows` sequences",
 }
 DECODE_METRIC_DOCS: dict[str, str] = {
     "decode_tpot_p50_ms, decode_tpot_p90_ms, decode_tpot_ms, decode_ttft_ms, decode_achieved_gb_s": "at the "
