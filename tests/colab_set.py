@@ -39,6 +39,7 @@ COLAB_SET: dict[str, str] = {
     "test_host_state.py": "the host monitor beside every run, in a Colab runtime too (psutil: 5.9.5 on Colab)",
     # models and training in this process
     "test_decode.py": "greedy decode on Keras layers under jax.jit and tf.function (Keras's and JAX's versions)",
+    "test_decode_run.py": "the ParaDnn notebook's decode mode in a kernel (JAX), its report section (pandas, matplotlib)",
     "test_training_fit.py": "colabkit's fit over Keras (Keras 3.13 fetches batches differently: docs/colab.md)",
     "test_training_timer.py": "the Keras timing callback",
     "test_breakdown.py": "the bottleneck passes on Keras models",

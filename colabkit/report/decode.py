@@ -73,15 +73,23 @@ def scaling_figure(table: pd.DataFrame) -> ReportFigure:
     """Left: TPOT against the prompt (the cache's length), a line per device, model and batch; right: output
     tokens/s against the batch, a line per device, model and prompt length; bars: the between-run intervals."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.2))
+    several = table.groupby("device")["model"].nunique().max() > 1  # then each line names its model too
+
+    def named(device: str, model: str) -> str:
+        return f"{device}, {model}" if several else device
+
     for (device, model, batch), rows in table.groupby(["device", "model", "batch"], sort=False):
-        _errorbar(left, rows, "prompt_length", "tpot_ms", f"{device}, batch {batch}")
+        _errorbar(left, rows, "prompt_length", "tpot_ms", f"{named(device, model)}, batch {batch}")
     for (device, model, prompt), rows in table.groupby(["device", "model", "prompt_length"], sort=False):
-        _errorbar(right, rows, "batch", "tokens_per_s", f"{device}, prompt {prompt}")
+        _errorbar(right, rows, "batch", "tokens_per_s", f"{named(device, model)}, prompt {prompt}")
     left.set(xscale="log", yscale="log", xlabel="prompt length (tokens, log)", ylabel="TPOT, median step (ms, log)",
              title="Time per output token by cache length")
     right.set(xscale="log", yscale="log", xlabel="batch size (log)", ylabel="output tokens/s (log)",
               title="Output tokens/s by batch")
-    for ax in (left, right):
+    for ax, column in ((left, "prompt_length"), (right, "batch")):
+        values = sorted(set(table[column]))
+        ax.set_xticks(values, [str(value) for value in values], minor=False)
+        ax.minorticks_off()
         ax.legend(fontsize=7)
     figure.tight_layout()
     caption = ("Decode per device: TPOT (the median step) against the prompt length, and output tokens/s (batch x "
