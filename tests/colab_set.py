@@ -29,6 +29,7 @@ COLAB_SET: dict[str, str] = {
     "test_jax_path.py": "every notebook on JAX 0.7.2 over two host devices",
     "test_backends.py": "one notebook on each installed Keras backend",
     "test_inference.py": "inference mode in the notebooks; percentiles from NumPy",
+    "test_inference_over_runs.py": "inference figures over runs in the report and compare (pandas)",
     "test_memory.py": "Keras's parameter counts against the estimate; the notebook's refusal",
     "test_notebook_template.py": "the stamped set-up cell run by papermill in a kernel",
     "test_colab_sweep.py": "the colab_sweep notebook, which runs inside a Colab runtime",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import report_fixtures as fx
@@ -146,3 +147,27 @@ def test_compare_judges_decode_runs_on_their_median_time_per_output_token(tmp_pa
     assert [row.measure for row in rows] == [DECODE_HEADLINE.label]
     assert not rows[0].higher_is_better and rows[0].comparison.ratio.estimate == pytest.approx(2.0)
     assert rows[0].comparison.verdict == "slower"
+
+
+def test_a_combination_the_estimate_refuses_is_recorded_unbuilt_and_the_others_run():
+    import keras
+    from helpers import notebook_builders
+
+    from colabkit.device.memory import DeviceMemory
+    from colabkit.errors import InsufficientMemoryError
+    from colabkit.inference.generation import measure_decode
+
+    keras.utils.set_random_seed(3)
+    model = notebook_builders()["build_transformer"](2, 64, 4, 48, 97, 4)
+    device = SimpleNamespace(kind="cpu", replicas=1, name="a CPU", peak=lambda dtype: None,
+                             peak_bandwidth=lambda: None)
+    small = DeviceMemory(2 * 2**20, "a small device")  # batch 1 x 40 positions about 0.5 MiB; batch 64 about 5 MiB
+    decode = measure_decode(model, device, prompt_lengths="32", output_tokens=8, batch_sizes="1,64,max", memory=small)
+    rows = decode.record_fields["decode"]["rows"]
+    largest = decode.record_fields["decode"]["max_batch"]
+    assert 1 < largest < 64 and [row["batch"] for row in rows] == [1, largest, 64]
+    assert "decoding needs about" in rows[2]["refused"] and "tpot_p50_ms" not in rows[2]
+    assert all(row["check_passed"] for row in rows[:2]) and decode.metrics["decode_refused"] == 1
+    assert rows[0]["within_bandwidth"] is None  # no bandwidth known: no check claimed
+    with pytest.raises(InsufficientMemoryError):
+        measure_decode(model, device, prompt_lengths="32", output_tokens=8, batch_sizes="64", memory=small)

@@ -98,7 +98,8 @@ def voided_by(metric: str) -> str | None:
 def inference_rules(values: Mapping[str, Any]) -> str | None:
     """Inference takes one device (a batch of 1 does not split over replicas), and a minimum duration a scenario can
     reach before it is stopped (min_duration_s <= max_duration_s)."""
-    if values.get("mode") in (INFERENCE, DECODE) and (replicas_of(values) > 1 or str(values.get("device", "")).startswith("multiworker")):
+    one_device = replicas_of(values) <= 1 and not str(values.get("device", "")).startswith("multiworker")
+    if values.get("mode") in (INFERENCE, DECODE) and not one_device:
         return (f"device = {values['device']!r} with mode = {values['mode']!r}: expected one device ('cpu', 'gpu'); "
                 "a batch of 1 does not split over replicas")
     if is_inference(values) and values.get("min_duration_s", 0) > values.get("max_duration_s", float("inf")):

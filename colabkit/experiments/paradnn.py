@@ -24,7 +24,13 @@ from colabkit.experiments.declaration import (
     results_path_parameter,
     torch_runs_one_step_per_call,
 )
-from colabkit.experiments.inference import DECODE, batch_sizes_syntax, inference_parameters, inference_rules, training_only
+from colabkit.experiments.inference import (
+    DECODE,
+    batch_sizes_syntax,
+    inference_parameters,
+    inference_rules,
+    training_only,
+)
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
 from colabkit.inference.scenarios import parse_batch_sizes, parse_lengths

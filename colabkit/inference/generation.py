@@ -52,10 +52,10 @@ class Decode:
                 continue
             bound = "" if row["within_bandwidth"] is None else (" within" if row["within_bandwidth"] else " ABOVE")
             lines.append(f"{head} TTFT {row['ttft_ms']:.4g} ms, TPOT p50 {row['tpot_p50_ms']:.4g} ms (p90 "
-                         f"{row['tpot_p90_ms']:.4g}), {row['tokens_per_s']:.4g} tokens/s, {row['step_bytes'] / 1e6:.4g} "
-                         f"MB a step at {row['achieved_gb_s']:.4g} GB/s{bound} the device's; full-pass check "
-                         f"{'passed' if row['check_passed'] else 'FAILED'} ({row['check_max_abs_difference']:.2g} <= "
-                         f"{row['check_tolerance']:.2g}?)")
+                         f"{row['tpot_p90_ms']:.4g}), {row['tokens_per_s']:.4g} tokens/s, "
+                         f"{row['step_bytes'] / 1e6:.4g} MB a step at {row['achieved_gb_s']:.4g} GB/s{bound} the "
+                         f"device's; full-pass check {'passed' if row['check_passed'] else 'FAILED'} (difference "
+                         f"{row['check_max_abs_difference']:.2g}, tolerance {row['check_tolerance']:.2g})")
         return "\n".join(lines)
 
 
@@ -131,7 +131,8 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
     largest = None
     if "max" in asked:
         def at(batch: int) -> Any:
-            return decoder_memory(model, batch=batch, prompt_length=max(prompts), max_length=max(prompts) + output_tokens)
+            longest = max(prompts)
+            return decoder_memory(model, batch=batch, prompt_length=longest, max_length=longest + output_tokens)
         largest = largest_decode_batch(at, memory.bytes, FIT_FRACTION, MAX_BATCH_CAP) if memory else MAX_BATCH_CAP
     batches = sorted({int(largest if size == "max" else size) for size in asked if size != "max" or largest})
     if not batches:
