@@ -10,7 +10,7 @@ training runs in every identity (colabkit.records.identity).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -32,12 +32,19 @@ INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "late
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
 
 
-def batch_sizes_syntax(value: Any) -> str | None:
-    try:
-        parse_batch_sizes(value)
-    except ParameterError:
-        return "whole numbers >= 1 and 'max', separated by commas (e.g. '1,32,256,max')"
-    return None
+def syntax_check(parse: Callable[[Any], Any], expected: str) -> Callable[[Any], str | None]:
+    """A Parameter's `check`: None where `parse` takes the value, else `expected` (what the value should look like)."""
+    def check(value: Any) -> str | None:
+        try:
+            parse(value)
+        except ParameterError:
+            return expected
+        return None
+    return check
+
+
+batch_sizes_syntax = syntax_check(parse_batch_sizes, "whole numbers >= 1 and 'max', separated by commas "
+                                                     "(e.g. '1,32,256,max')")
 
 
 def inference_parameters(batch_sizes: str) -> tuple[Parameter, ...]:

@@ -9,7 +9,6 @@ fingerprint and record carry no `cell`, and two FC runs that differ only in `cel
 from collections.abc import Mapping
 from typing import Any
 
-from colabkit.errors import ParameterError
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
     PROFILE_RULES,
@@ -29,6 +28,7 @@ from colabkit.experiments.inference import (
     batch_sizes_syntax,
     inference_parameters,
     inference_rules,
+    syntax_check,
     training_only,
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
@@ -96,12 +96,7 @@ def _decode_parameter(name: str, kind: type, default: Any, help: str, **rules: A
     return Parameter(name, kind, default, f"decode: {help}", used_when=_IN_DECODE, **rules)
 
 
-def _lengths_syntax(value: Any) -> str | None:
-    try:
-        parse_lengths(value)
-    except ParameterError:
-        return "whole numbers >= 1, separated by commas (e.g. '128,512,2048')"
-    return None
+_lengths_syntax = syntax_check(parse_lengths, "whole numbers >= 1, separated by commas (e.g. '128,512,2048')")
 
 
 def _decode_rules(values: Mapping[str, Any]) -> str | None:
