@@ -81,6 +81,20 @@ def test_the_plan_refuses_decode_on_a_family_without_a_cache_before_anything_run
     assert "expected family = 'transformer'" in done.stderr and not (tmp_path / "out" / "paradnn").exists()
 
 
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_the_plan_refuses_decode_on_pytorch_in_one_line_before_a_kernel_starts(tmp_path, dry_run):
+    assert any("backend = 'torch': expected backend = 'jax' or 'tensorflow'" in problem
+               for problem in check_values(find("paradnn"), {**DECODE, "backend": "torch"}))
+    done = subprocess.run([sys.executable, "-m", "colabkit", "sweep", "parameters/paradnn.yaml", "--preset",
+                           "decode_smoke", "-p", "mode=decode", "-p", "backend=torch", "--out", str(tmp_path / "out"),
+                           *(["--dry-run"] if dry_run else [])],
+                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()  # one problem: steps_per_execution is no rule of a decode run
+    assert "mode = 'decode' with backend = 'torch'" in line and not (tmp_path / "out" / "paradnn").exists()
+
+
 def test_the_decode_memory_estimate_is_the_plans_in_decode_mode():
     estimate = find("paradnn").memory_estimate({**find("paradnn").defaults, **DECODE})
     assert estimate.batch == 1 and estimate.max_length == 32 + 8  # the smallest batch at the longest prompt

@@ -19,6 +19,11 @@ from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
 from colabkit.training.shares import BREAKDOWN_METRICS as BREAKDOWN_METRIC_NAMES
 
+# What a run of an experiment does: train (every experiment but matmul), or, where declared, inference or decode
+# (experiments/inference.py: the parameters and rules those modes bring).
+MODES = ("train", "inference", "decode")
+TRAIN, INFERENCE, DECODE = MODES
+
 if TYPE_CHECKING:
     from colabkit.training.memory import MemoryEstimate
 
@@ -179,8 +184,9 @@ def backend_parameter(choices: tuple[str, ...] = BACKEND_CHOICES,
 
 
 def torch_runs_one_step_per_call(values: Mapping[str, Any]) -> str | None:
-    """A rule for experiments with `backend` and `steps_per_execution`: Keras runs one step per call on torch."""
-    if values["backend"] == "torch" and values["steps_per_execution"] != 1:
+    """A rule for experiments with `backend` and `steps_per_execution`: Keras runs one step per call on torch (in
+    training: an inference or decode run takes no training steps)."""
+    if values["backend"] == "torch" and values["steps_per_execution"] != 1 and values.get("mode", TRAIN) == TRAIN:
         return (f"steps_per_execution = {values['steps_per_execution']}: expected 1 on the torch backend "
                 "(Keras runs one step per call there)")
     return None

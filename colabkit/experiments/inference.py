@@ -15,11 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from colabkit.errors import ParameterError
-from colabkit.experiments.declaration import Headline, Parameter, replicas_of
+from colabkit.experiments.declaration import DECODE, INFERENCE, MODES, TRAIN, Headline, Parameter, replicas_of
 from colabkit.inference.scenarios import parse_batch_sizes
 
-MODES = ("train", "inference", "decode")
-TRAIN, INFERENCE, DECODE = MODES
 INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms", "lower")
 # A decode run's (docs/decode.md): the median step at its smallest batch and longest prompt (colabkit.inference.
 # generation), as MLPerf's LLM benchmarks bound time per output token.

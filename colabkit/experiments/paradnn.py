@@ -33,7 +33,7 @@ from colabkit.experiments.inference import (
 )
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.training.choices import MIXED_PRECISION_CHOICES
-from colabkit.inference.scenarios import parse_batch_sizes, parse_lengths
+from colabkit.inference.scenarios import DECODE_BACKENDS, parse_batch_sizes, parse_lengths
 from colabkit.training.memory import (
     palm_forward_flops,
     paradnn_decode_memory,
@@ -100,13 +100,17 @@ _lengths_syntax = syntax_check(parse_lengths, "whole numbers >= 1, separated by 
 
 
 def _decode_rules(values: Mapping[str, Any]) -> str | None:
-    """Decode is the decoder-only Transformer's (a key-value cache), and its longest prompt and output must fit the
-    model's position table (`length`)."""
+    """Decode is the decoder-only Transformer's (a key-value cache), built on JAX and TensorFlow only, and its
+    longest prompt and output must fit the model's position table (`length`)."""
     if values["mode"] != DECODE:
         return None
     if values["family"] != "transformer":
         return (f"mode = 'decode' with family = {values['family']!r}: expected family = 'transformer' (decode "
                 "generates tokens with a key-value cache, which only the decoder-only Transformer has)")
+    if values["backend"] not in DECODE_BACKENDS:
+        return (f"mode = 'decode' with backend = {values['backend']!r}: expected backend = "
+                f"{' or '.join(repr(name) for name in DECODE_BACKENDS)} (decode on Keras's PyTorch backend is not built: "
+                "its slice_update copies the whole cache every step)")
     longest = max(parse_lengths(values["prompt_lengths"])) + values["output_tokens"]
     if longest > values["length"]:
         return (f"prompt_lengths = {values['prompt_lengths']!r} with output_tokens = {values['output_tokens']}: the "

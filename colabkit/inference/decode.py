@@ -29,6 +29,7 @@ import keras
 import numpy as np
 
 from colabkit.errors import BackendUnsupportedError, DecodeModelError, ParameterError
+from colabkit.inference.scenarios import DECODE_BACKENDS
 from colabkit.training.memory import (
     DecodeMemoryEstimate,
     check_decode_fits,
@@ -44,7 +45,6 @@ from colabkit.training.roofline import dtype_bytes
 if TYPE_CHECKING:
     from colabkit.device.memory import DeviceMemory
 
-DECODE_BACKENDS = ("jax", "tensorflow")
 # A block's layers in model.layers' order, as build_transformer applies them.
 _BLOCK = ("LayerNormalization", "MultiHeadAttention", "Add", "LayerNormalization", "Dense", "Dense", "Add")
 # The cached logits against the full pass's: |difference| <= RELATIVE_TOLERANCE[arithmetic] x (1 + max |logit|),

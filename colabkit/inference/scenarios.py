@@ -30,6 +30,9 @@ from colabkit.statistics import EXACT_95_RUNS, median_ci
 
 Scenario = Literal["single_stream", "offline"]  # LoadGen's SingleStream and Offline
 WARMUP_CALLS, MIN_RUN_S = 3, 0.2
+# The Keras backends whose greedy decode is built (inference/decode.py); the plan refuses the others before a
+# kernel starts. Keras's PyTorch backend is not among them: its slice_update copies the whole cache every step.
+DECODE_BACKENDS = ("jax", "tensorflow")
 MAX_BATCH_CAP = 8192  # "max" never times more than this per call unless asked (minutes on a CPU otherwise)
 MAX_BATCH_FRACTION = 0.5  # the estimate leaves out framework workspace: half the memory, not all of it
 Clock = Callable[[], float]
