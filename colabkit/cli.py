@@ -280,7 +280,7 @@ def _export_html(args: argparse.Namespace) -> int:
 def _gpu_check(args: argparse.Namespace) -> int:
     from colabkit.gpu_check import run_check
 
-    return run_check(args.out, fast=args.fast, rounds=args.rounds)
+    return run_check(args.out, fast=args.fast, rounds=args.rounds, on_cpu=args.rehearse_on_cpu)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -422,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="only the rows that run no notebook: device, peaks, bandwidth, clock, matmul")
     gpu_check.add_argument("--rounds", type=positive_int, default=3, metavar="N",
                            help="interleaved rounds of the agreement rows (default 3; each side's median counts)")
+    gpu_check.add_argument("--rehearse-on-cpu", action="store_true",
+                           help="the device run's CPU rehearsal (docs/device.md): the JAX and PyTorch clock rows on "
+                                "the CPU at n = 1024, shown as RAN and not judged (their rules are a GPU's)")
     gpu_check.set_defaults(handler=_gpu_check)
     return parser
 

@@ -246,6 +246,26 @@ def test_the_command_without_a_gpu_in_a_subprocess(tmp_path):
     assert (completed.returncode, completed.stdout, completed.stderr) == (0, NO_GPU_LINE + "\n", "")
 
 
+def test_the_cpu_rehearsal_runs_the_jax_and_pytorch_clocks_on_the_cpu_shown_and_not_judged(monkeypatch, capsys,
+                                                                                           tmp_path):
+    """What the device run's rehearsal calls (`gpu-check --fast --rehearse-on-cpu`): real JAX and PyTorch workers
+    time their clocks on the CPU; each row RAN (a figure, no verdict: the 5 % rule is a GPU's), none "not installed"."""
+    monkeypatch.setattr(check, "nvidia_smi", lambda: pytest.fail("the rehearsal asks for no GPU"))
+    assert main(["gpu-check", "--fast", "--rehearse-on-cpu", "--rounds", "1", "--out", str(tmp_path / "out")]) == 0
+    [table] = (tmp_path / "out").glob("*/table.json")
+    payload = json.loads(table.read_text())
+    rows = {row["name"]: row for row in payload["rows"]}
+    assert sorted(rows) == ["clock jax", "clock torch"] and payload["meta"]["on_cpu"] is True
+    for name, row in rows.items():
+        assert row["verdict"] == "RAN" and "not applied" in row["reason"], row
+        [comparison] = row["values"]["comparisons"]
+        assert comparison["n"] == 1024 and comparison["dtype"] == "float32" and comparison["ratio"] > 0
+        assert row["figure"].startswith("float32 ") and "naive clock: 0 TFLOPS" not in row["figure"]
+    said = capsys.readouterr().out
+    assert "on the CPU (the device run's rehearsal: no GPU checked)" in said
+    assert "gpu-check: 0 PASS, 0 FAIL, 0 SKIP, 2 RAN (not judged): passed" in said
+
+
 def test_an_out_that_is_a_file_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(check, "nvidia_smi", lambda: pytest.fail("refused before looking for a GPU"))
     (tmp_path / "taken").write_text("")

@@ -78,7 +78,7 @@ def test_the_markdown_table_and_json_carry_rules_reasons_and_values():
     assert "| clock jax | PASS | float32 1.000 | a \\| rule |  |" in markdown
     assert "| sweep gpu:2 | SKIP | - | r | one GPU |" in markdown
     payload = table_payload(rows, {"gpus": [A100]}, {"jax": (30.0, 40.0)})
-    assert payload["exit_code"] == 0 and payload["counts"] == {"PASS": 1, "FAIL": 0, "SKIP": 1}
+    assert payload["exit_code"] == 0 and payload["counts"] == {"PASS": 1, "FAIL": 0, "SKIP": 1, "RAN": 0}
     assert payload["rows"][0]["values"] == {"ratio": 1.0} and payload["stages"]["jax"] == {"seconds": 30.0,
                                                                                             "budget_s": 40.0}
     json.dumps(payload)

@@ -1,6 +1,8 @@
 """`python -m colabkit gpu-check`: run every stage, write everything under one folder, print one table.
 
-Where nvidia-smi lists no GPU it prints NO_GPU_LINE and returns 0: there is nothing to check. Else
+Where nvidia-smi lists no GPU it prints NO_GPU_LINE and returns 0: there is nothing to check, unless asked to
+rehearse on the CPU (`on_cpu`, the device run's rehearsal: the JAX and PyTorch clocks on the CPU, each row RAN,
+shown and not judged). Else
 it writes, under OUT/<UTC time>/: the check's grid files, the notebooks' runs and records, the
 report, the workers' and the sweep's logs, and the table as table.txt, table.md and table.json. It
 returns 0 only if no row FAILED.
@@ -64,9 +66,14 @@ def plan(fast: bool = False, gpus: int = 1) -> list[Stage]:
     ]
     if not fast:
         return stages
-    clocks = [Stage(backend, BUDGET_S[backend], (f"clock {backend}",),
-                    lambda ctx, backend=backend: backend_stage(ctx, backend, notebook=False)) for backend in ("jax", "torch")]
-    return [stage for stage in stages if stage.name in FAST_STAGES] + clocks
+    return [stage for stage in stages if stage.name in FAST_STAGES] + clock_stages()
+
+
+def clock_stages() -> list[Stage]:
+    """The clock on JAX and on PyTorch, without their notebook: the fast check's last stages, and the whole of
+    the CPU rehearsal."""
+    return [Stage(backend, BUDGET_S[backend], (f"clock {backend}",),
+                  lambda ctx, backend=backend: backend_stage(ctx, backend, notebook=False)) for backend in ("jax", "torch")]
 
 
 def gpu_facts() -> GpuFacts | None:
@@ -107,11 +114,12 @@ def run_stage(stage: Stage, ctx: Context) -> list[Row]:
 
 
 def run_check(out: str | Path = DEFAULT_OUT, *, fast: bool = False, rounds: int = DEFAULT_ROUNDS,
-              echo: Callable[[str], None] = print) -> int:
-    """Check this machine's GPU path; return the exit status (0: no row failed, or no GPU here)."""
+              echo: Callable[[str], None] = print, on_cpu: bool = False) -> int:
+    """Check this machine's GPU path (`on_cpu`: rehearse the clocks on the CPU); return the exit status (0: no
+    row failed, or no GPU here)."""
     out = Path(out)
     check_out(out)
-    facts = gpu_facts()
+    facts = GpuFacts(smi_names=()) if on_cpu else gpu_facts()
     if facts is None:
         echo(NO_GPU_LINE)
         return 0
@@ -121,13 +129,16 @@ def run_check(out: str | Path = DEFAULT_OUT, *, fast: bool = False, rounds: int 
         (folder / "logs").mkdir(parents=True, exist_ok=False)
     except OSError as error:
         raise OutputFolderError(f"--out {out}: cannot create {folder} ({error})") from error
-    echo(f"gpu-check: {', '.join(facts.smi_names)}; outputs under {folder}")
+    where = "the CPU (the device run's rehearsal: no GPU checked)" if on_cpu else ", ".join(facts.smi_names)
+    echo(f"gpu-check: {where}; outputs under {folder}")
+    stages = clock_stages() if on_cpu else plan(fast, facts.count)
     with open(folder / "logs" / "sweep.log", "a", encoding="utf-8") as log:
-        rows, times = _run_stages(plan(fast, facts.count), Context(folder, facts, rounds, echo, _writer(log)), echo)
-    title = (f"gpu-check {started:%Y-%m-%d %H:%M} UTC on {facts.smi_names[0]} x{facts.count}"
-             + (" (fast)" if fast else ""))
+        rows, times = _run_stages(stages, Context(folder, facts, rounds, echo, _writer(log), on_cpu=on_cpu), echo)
+    title = (f"gpu-check {started:%Y-%m-%d %H:%M} UTC on " + (where if on_cpu else f"{facts.smi_names[0]} x{facts.count}")
+             + (" (fast)" if fast and not on_cpu else ""))
     meta = {"date": started.isoformat(), "gpus": list(facts.smi_names), "driver": facts.driver, "fast": fast,
-            "rounds": rounds, "host": platform.node(), "python": sys.version.split()[0], "folder": str(folder)}
+            "on_cpu": on_cpu, "rounds": rounds, "host": platform.node(), "python": sys.version.split()[0],
+            "folder": str(folder)}
     write_atomic(folder / "table.txt", text_table(rows, title, times) + "\n")
     write_atomic(folder / "table.md", markdown_table(rows, title, times))
     write_atomic(folder / "table.json", json.dumps(table_payload(rows, meta, times), indent=2, default=str) + "\n")

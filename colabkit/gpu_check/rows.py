@@ -1,8 +1,9 @@
 """The GPU check's rows, its one table (text, Markdown, JSON) and its exit status.
 
-A row is a typed value: what was checked (`name`), the verdict (PASS, FAIL or SKIP), the figure it
-rests on, the rule that turned the figure into the verdict, and for SKIP and FAIL the reason. The
-check exits 0 only when no row failed: a SKIP (the machine lacks what a row needs) is not a failure.
+A row is a typed value: what was checked (`name`), the verdict (PASS, FAIL, SKIP, or RAN on the CPU
+rehearsal), the figure it rests on, the rule that turned the figure into the verdict, and for any verdict
+but PASS the reason. The check exits 0 only when no row failed: a SKIP (the machine lacks what a row needs)
+is not a failure, nor a RAN (measured where the rule does not apply, so not judged).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Verdict(StrEnum):
     PASS = "PASS"
     FAIL = "FAIL"
     SKIP = "SKIP"  # the machine lacks what the row needs (a backend, a second GPU, a table entry): not a failure
+    RAN = "RAN"  # measured on the CPU rehearsal (`--rehearse-on-cpu`): its figure is shown, its GPU rule not applied
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,11 @@ def counts(rows: Sequence[Row]) -> dict[str, int]:
 
 
 def summary_line(rows: Sequence[Row]) -> str:
-    """'gpu-check: 18 PASS, 1 FAIL, 2 SKIP: FAILED' (or ': passed')."""
+    """'gpu-check: 18 PASS, 1 FAIL, 2 SKIP: FAILED' (or ': passed'; RAN rows counted where there are any)."""
     tally = counts(rows)
     outcome = "FAILED" if exit_code(rows) else "passed"
-    return f"gpu-check: {tally['PASS']} PASS, {tally['FAIL']} FAIL, {tally['SKIP']} SKIP: {outcome}"
+    ran = f", {tally['RAN']} RAN (not judged)" if tally["RAN"] else ""
+    return f"gpu-check: {tally['PASS']} PASS, {tally['FAIL']} FAIL, {tally['SKIP']} SKIP{ran}: {outcome}"
 
 
 def _stage_line(stages: Mapping[str, tuple[float, float]]) -> str:

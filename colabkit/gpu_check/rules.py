@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colabkit.device.peaks import PeakFlops, gpu_bandwidth, gpu_peak
-from colabkit.gpu_check.rows import Row, failed, judged, passed, skipped
+from colabkit.gpu_check.rows import Row, Verdict, failed, judged, passed, skipped
 from colabkit.timing.agreement import Agreement
 
 MATMUL_LOW, MATMUL_HIGH = 0.5, 1.05  # warm matmul TFLOPS / peak; above 1.05: a wrong clock or a wrong peak
@@ -159,7 +159,9 @@ def bandwidth_row(name: str, memory_gib: float | None, measured: Mapping[str, An
                   measured_gb_per_s=gb_s, fraction=fraction, source=table.source)
 
 
-def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailable) -> Row:
+def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailable, judge: bool = True) -> Row:
+    """The clock's row on `backend`; not `judge`d on the CPU rehearsal (RAN: the figure, no verdict), where a
+    single-product call's dispatch is no GPU's and the rule's 5 % says nothing."""
     name = f"clock {backend}"
     rule = (f"colabkit.measure's matmul TFLOPS / the pipelined TFLOPS (calls back to back, one wait), medians "
             f"of interleaved rounds, between {CLOCK_LOW:g} and {CLOCK_HIGH:g} at every precision")
@@ -169,7 +171,11 @@ def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailab
         return failed(name, "-", rule, "no measurement came back")
     ratios = {f"{c['dtype']}": float(c["ratio"]) for c in comparisons}
     figure = ", ".join(f"{dtype} {ratio:.3f}" for dtype, ratio in ratios.items())
-    figure += f" (naive clock: {max(float(c['unsynced_tflops']) for c in comparisons):,.0f} TFLOPS)"
+    naive = max(float(c["unsynced_tflops"]) for c in comparisons)
+    figure += f" (naive clock: {naive:,.0f} TFLOPS)" if naive >= 10 else f" (naive clock: {naive:.3g} TFLOPS)"
+    if not judge:
+        return Row(name, Verdict.RAN, figure, rule, "measured on the CPU (the device run's rehearsal): the rule is a "
+                   "GPU's, not applied", values={"comparisons": [dict(c) for c in comparisons]})
     problems = [problem for dtype, ratio in ratios.items() for problem in outside(
         ratio, CLOCK_LOW, CLOCK_HIGH, f"{dtype}: {ratio:.3f} (the clock stops before the device is done)",
         f"{dtype}: {ratio:.3f} (the clock adds more than {1 - CLOCK_LOW:.0%} to each call)")]

@@ -35,6 +35,7 @@ from colabkit.gpu_check.rules import (
 from colabkit.gpu_check.worker import Worker
 
 MATMUL_N = 8192
+CPU_CLOCK_N = 1024  # the CPU rehearsal's clocks: tens of milliseconds a product on a 2-core host, not seconds
 # Hard limits (a hung measurement must not hold the GPU for the rest of a Colab session): a worker
 # request or a notebook run past these is stopped and its row fails.
 FACTS_TIMEOUT_S = 180.0  # TensorFlow's import and CUDA's start, on a cold machine
@@ -67,6 +68,7 @@ class Context:
     tf_reason: Unavailable | None = None  # why TensorFlow cannot measure on the GPU, once known
     power: dict[str, Any] | Unavailable = field(default_factory=lambda: Unavailable("NVML was not asked"))
     matmul_tflops: dict[str, float] = field(default_factory=dict)
+    on_cpu: bool = False  # the device run's CPU rehearsal: the clocks on the CPU, shown and not judged
 
     @property
     def tf32_capable(self) -> bool:
@@ -202,13 +204,14 @@ def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row
         missing = Unavailable(f"{backend} is not installed ({INSTALL_HINTS[backend]})")
         return [row(backend, missing) for row in (clock_row, *with_notebook)]
     with Worker(backend, ctx.out / "logs" / f"worker-{backend}.log") as worker:
-        found = worker.request("clock", REQUEST_TIMEOUT_S, backend=backend, n=MATMUL_N, tf32_capable=ctx.tf32_capable,
-                               dtypes=BACKEND_DTYPES[ctx.tf32_capable], rounds=ctx.rounds)
+        found = worker.request("clock", REQUEST_TIMEOUT_S, backend=backend, n=CPU_CLOCK_N if ctx.on_cpu else MATMUL_N,
+                               tf32_capable=ctx.tf32_capable, rounds=ctx.rounds, device="cpu" if ctx.on_cpu else "gpu",
+                               dtypes=["float32"] if ctx.on_cpu else BACKEND_DTYPES[ctx.tf32_capable])
     if "unavailable" in found:
         missing = Unavailable(found["unavailable"])
         return [row(backend, missing) for row in (clock_row, *with_notebook)]
     if not notebook:
-        return [clock_row(backend, found["comparisons"])]
+        return [clock_row(backend, found["comparisons"], judge=not ctx.on_cpu)]
     cnn = next(grid for grid in grid_files() if grid.stem == "cnn_mnist")
     notebook, params = smoke_parameters(cnn)
     grid = write_grid(ctx.out / "grids" / "backends", f"{notebook}-{backend}", notebook, ["gpu"],

@@ -84,10 +84,10 @@ def bandwidth(elements: int = 2 ** 26, iterations: int = 20, repeats: int = 5) -
 
 
 def _comparison(backend: str, n: int, dtype: str, tf32_capable: bool, rounds: int, repeats: int,
-                chain: int) -> dict[str, Any]:
+                chain: int, on_gpu: bool = True) -> dict[str, Any]:
     from colabkit.timing.pipelined import calibrated_workload, compare_clock
 
-    workload = calibrated_workload(backend, n, dtype, on_gpu=True, tf32_capable=tf32_capable)
+    workload = calibrated_workload(backend, n, dtype, on_gpu=on_gpu, tf32_capable=tf32_capable)
     return compare_clock(workload, repeats=repeats, chain=chain, rounds=rounds).as_dict()
 
 
@@ -104,8 +104,12 @@ def matmul(n: int, dtype: str, tf32: bool, tf32_capable: bool, rounds: int = 3, 
 
 
 def clock(backend: str, n: int, dtypes: list[str], tf32_capable: bool, rounds: int = 3, repeats: int = 5,
-          chain: int = 5) -> dict[str, Any]:
-    """colabkit's clock on JAX or PyTorch at each dtype, where that backend sees a GPU."""
+          chain: int = 5, device: str = "gpu") -> dict[str, Any]:
+    """colabkit's clock on JAX or PyTorch at each dtype, where that backend sees a GPU (`device` "cpu": on the
+    CPU, the device run's rehearsal)."""
+    if device == "cpu":
+        return {"device": "CPU", "comparisons": [_comparison(backend, n, dtype, False, rounds, repeats, chain,
+                                                             on_gpu=False) for dtype in dtypes]}
     if backend == "jax":
         import jax
 
