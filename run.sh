@@ -120,15 +120,18 @@ COMPARE
     setup
     exec "$PY" -m colabkit.ondevice pack --out .device "$@" ;;
   on-device)
-    # On a lent GPU machine, as one device call (docs/device.md): no venv and no registry. The image's own
-    # python3 (3.12) gets the pack with pip --no-index into a folder of its own, a kernel is registered there,
-    # then the timed run: gpu-check, every device preset, the report, one zip (into $OUT there) and a summary.
+    # On a lent GPU machine, as one device call (docs/device.md): no venv and no registry. First the pre-flight
+    # (seconds, nothing installed or run when it refuses: $OUT writable, the pack's sha256s, the image's
+    # versions); then the image's own python3 (3.12) gets the pack with pip --no-index into a folder of its own,
+    # a kernel is registered there, then the timed run: gpu-check, every device preset, the report, one zip
+    # (into $OUT, or the run's folder when $OUT is unset) and a summary.
     started=$(date +%s.%N)
     device_python=${DEVICE_PYTHON:-python3}
     "$device_python" -c "import sys; sys.exit(sys.version_info[:2] != (3, 12))" 2>/dev/null ||
       { echo "run.sh on-device: $device_python is not Python 3.12 (the device image's; set DEVICE_PYTHON)" >&2; exit 2; }
-    [ -f .device/manifest.json ] ||
-      { echo "run.sh on-device: no device pack in .device/: run ./run.sh device-pack here first, then carry .device" >&2; exit 2; }
+    out="${COLABKIT_DEVICE_OUT:-outputs/on-device}/$(date -u +%Y%m%dT%H%M%SZ)"
+    # the checkout's colabkit (standard library only): the pack is not installed yet
+    "$device_python" -m colabkit.ondevice preflight --pack .device --out "$out" || exit $?
     site=$(mktemp -d "${TMPDIR:-/tmp}/colabkit-site.XXXXXX")
     "$device_python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile \
       --no-cache-dir --target "$site" .device/wheels/*.whl || { echo "run.sh on-device: the pack did not install" >&2; exit 1; }
@@ -137,7 +140,6 @@ COMPARE
       PYTHONSAFEPATH=1
     "$device_python" -m ipykernel install --prefix "$site" --name python3 >/dev/null  # the kernel papermill starts
     echo "stage install: ok, $(awk "BEGIN { printf \"%.0f\", $(date +%s.%N) - $started }") s ($site)"
-    out="${COLABKIT_DEVICE_OUT:-outputs/on-device}/$(date -u +%Y%m%dT%H%M%SZ)"
     exec "$device_python" -m colabkit.ondevice run --pack .device --out "$out" --zip-to "${OUT:-$out}" \
       --started "$started" "$@" ;;
   device-rehearsal)

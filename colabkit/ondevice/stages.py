@@ -1,5 +1,5 @@
-"""The prepared run (`python -m colabkit.ondevice run`, started by `./run.sh on-device` once the pack is
-installed): gpu-check, every experiment's device preset through the sweep, the report, the zip and the summary.
+"""The device run's stages (gpu-check, every experiment's device preset through the sweep, the report) and
+their time.
 
 Each stage runs as a child process (`python -m colabkit ...`) with its own time budget, under one deadline
 for the whole run (9 minutes from the start of `./run.sh on-device`, the install included: a device call
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colabkit.data.common import PACKAGE_FILES_ENV
-from colabkit.device.probes import nvidia_smi
 from colabkit.suite import suite_path
 
 DEADLINE_S = 540.0  # 9 minutes: a device call's command runs 10 at most
@@ -77,7 +76,8 @@ class StageResult:
 def plan(out: Path, on_gpu: bool) -> list[Stage]:
     """The stages before the report: gpu-check, then each experiment's device preset (CPU: device_smoke)."""
     preset, device = (GPU_PRESET, "gpu") if on_gpu else (CPU_PRESET, "cpu")
-    stages = [Stage("gpu-check", GPU_CHECK_BUDGET_S, colabkit_command("gpu-check", "--fast", "--out",
+    rehearsal = () if on_gpu else ("--rehearse-on-cpu",)  # the clocks' code on the CPU: JAX's and PyTorch's
+    stages = [Stage("gpu-check", GPU_CHECK_BUDGET_S, colabkit_command("gpu-check", "--fast", *rehearsal, "--out",
                                                                      str(out / "gpu-check")))]
     for name, grid, budget in SWEEPS:
         stages.append(Stage(name, budget, colabkit_command(
@@ -144,34 +144,3 @@ def run_stages(stages: list[Stage], out: Path, environment: dict[str, str], star
         echo(result.line())
         results.append(result)
     return results
-
-
-def run_on_device(pack: Path, out: Path, started: float, deadline_s: float = DEADLINE_S,
-                  echo: Callable[[str], None] = print, zip_to: Path | None = None) -> int:
-    """The whole run; 0 when no stage failed (a stage skipped or stopped for time is not a failure)."""
-    from colabkit.ondevice.bundle import Bundle, write_bundle
-
-    out.mkdir(parents=True, exist_ok=True)
-    gpus = nvidia_smi()
-    on_gpu = bool(gpus)
-    if on_gpu:
-        echo(f"on-device: {gpus[0]['name']} x{len(gpus)}, driver {gpus[0]['driver_version']}; the '{GPU_PRESET}' "
-             f"presets; {left_s(started, deadline_s):.0f} s left of {deadline_s:.0f} s")
-    else:
-        echo(f"on-device: no NVIDIA GPU here (nvidia-smi lists none): the CPU rehearsal, the '{CPU_PRESET}' presets "
-             f"on the CPU; {left_s(started, deadline_s):.0f} s left of {deadline_s:.0f} s")
-    environment = stage_environment(pack, out)
-    results = run_stages(plan(out, on_gpu), out, environment, started, deadline_s, echo)
-    report = Stage("report", REPORT_BUDGET_S, colabkit_command("report", str(out / "results"), "--out",
-                                                               str(out / "report")))
-    if not (out / "results").is_dir():
-        results.append(StageResult("report", "skipped", 0.0, REPORT_BUDGET_S, note="no results to report"))
-    else:
-        room = max(left_s(started, deadline_s) - 10.0, MIN_STAGE_S)  # the report runs even when late: it is the point
-        echo(f"stage report: started ({min(REPORT_BUDGET_S, room):.0f} s at most)")
-        results.append(run_stage(report, min(REPORT_BUDGET_S, room), out / "logs" / "report.log", environment))
-        echo(results[-1].line())
-    bundle = write_bundle(Bundle(out, zip_to or out, gpus, pack, results, started, on_gpu))
-    for line in bundle.summary:
-        echo(line)
-    return 1 if any(result.status == "failed" for result in results) or not bundle.within_limit else 0

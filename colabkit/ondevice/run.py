@@ -1,0 +1,71 @@
+"""The prepared run (`python -m colabkit.ondevice run`, started by `./run.sh on-device` once the pre-flight has
+passed and the pack is installed): the stages in their time (stages.py), then the closing (bundle.py): the
+zip and the summary, printed whatever happened before.
+
+Exit status: 0 when no stage failed and something was measured; 1 when a stage failed, nothing at all was
+measured (every stage skipped or stopped before its first run), or the zip could not be written or passed its
+limit. A stage skipped or stopped for time is not a failure by itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from colabkit.device.probes import nvidia_smi
+from colabkit.ondevice.bundle import Bundle, write_bundle
+from colabkit.ondevice.preflight import PREFLIGHT
+from colabkit.ondevice.stages import (
+    CPU_PRESET,
+    DEADLINE_S,
+    GPU_PRESET,
+    MIN_STAGE_S,
+    REPORT_BUDGET_S,
+    Stage,
+    StageResult,
+    colabkit_command,
+    left_s,
+    plan,
+    run_stage,
+    run_stages,
+    stage_environment,
+)
+
+
+def read_preflight(out: Path) -> dict:
+    """The pre-flight's findings in the run's folder (none where the run was started without it)."""
+    try:
+        return json.loads((out / PREFLIGHT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def run_on_device(pack: Path, out: Path, started: float, deadline_s: float = DEADLINE_S,
+                  echo: Callable[[str], None] = print, zip_to: Path | None = None) -> int:
+    """The whole run after the install; its exit status (above)."""
+    out.mkdir(parents=True, exist_ok=True)
+    gpus = nvidia_smi()
+    on_gpu = bool(gpus)
+    if on_gpu:
+        echo(f"on-device: {gpus[0]['name']} x{len(gpus)}, driver {gpus[0]['driver_version']}; the '{GPU_PRESET}' "
+             f"presets; {left_s(started, deadline_s):.0f} s left of {deadline_s:.0f} s")
+    else:
+        echo(f"on-device: no NVIDIA GPU here (nvidia-smi lists none): the CPU rehearsal, the '{CPU_PRESET}' presets "
+             f"on the CPU; {left_s(started, deadline_s):.0f} s left of {deadline_s:.0f} s")
+    environment = stage_environment(pack, out)
+    results = run_stages(plan(out, on_gpu), out, environment, started, deadline_s, echo)
+    report = Stage("report", REPORT_BUDGET_S, colabkit_command("report", str(out / "results"), "--out",
+                                                               str(out / "report")))
+    if not (out / "results").is_dir():
+        results.append(StageResult("report", "skipped", 0.0, REPORT_BUDGET_S, note="no results to report"))
+    else:
+        room = max(left_s(started, deadline_s) - 10.0, MIN_STAGE_S)  # the report runs even when late: it is the point
+        echo(f"stage report: started ({min(REPORT_BUDGET_S, room):.0f} s at most)")
+        results.append(run_stage(report, min(REPORT_BUDGET_S, room), out / "logs" / "report.log", environment))
+        echo(results[-1].line())
+    bundle = write_bundle(Bundle(out, zip_to or out, gpus, pack, results, started, on_gpu, read_preflight(out)))
+    for line in bundle.summary:
+        echo(line)
+    failed = any(result.status == "failed" for result in results)
+    return 1 if failed or not bundle.measured or not bundle.within_limit else 0
