@@ -20,14 +20,17 @@ from colabkit.device.peaks import gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_pe
 from colabkit.errors import ColabkitError, FolderNotFoundError
 from colabkit.maintenance import colab_stack
 from colabkit.maintenance.notebooks import sweep_form
+from colabkit.ondevice.lists import IMAGE_LIST, read_image
 from colabkit.sweep.gridfile import load_grid
 
 # Colab's CPU/GPU runtime as googlecolab/backend-info listed it on 2026-08-19 ("Upgrade to Python 3.13").
 COLAB_2026_08 = {"tensorflow": "2.20.0", "keras": "3.13.2", "jax": "0.7.2", "numpy": "2.1.3", "pandas": "2.2.3",
                  "scipy": "1.16.3", "matplotlib": "3.10.0", "seaborn": "0.13.2", "psutil": "5.9.5",
                  "ipykernel": "6.17.1", "nbclient": "0.10.4", "nbconvert": "7.17.1"}
-# In neither tested set (no test needs them): their floors are untried, and docs/colab.md says so.
-UNTESTED = {"torch", "nvidia-ml-py"}
+# In neither tested set (no test can exercise it without a GPU): its floor is untried, and docs/colab.md says so.
+UNTESTED = {"nvidia-ml-py"}
+# Tested outside the two sets: torch as the lent GPU image has it, in the device rehearsal's venv (device/image.txt).
+REHEARSED = {"torch"}
 
 
 def pins(path) -> dict[str, str]:
@@ -47,18 +50,20 @@ def test_pyproject_floors_are_the_oldest_tested_versions():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
     today, colab = pins(REPO / "requirements.txt"), pins(REPO / colab_stack.REQUIREMENTS)
+    rehearsed = {name: read_image(REPO / IMAGE_LIST)[name].rehearsal for name in REHEARSED}
     checked = set()
     for requirement in requirements:
         name, floor = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=(\S+)", requirement).groups()
         name = colab_stack._key(name)
-        tested = [tuple(map(int, re.findall(r"\d+", pinned[name])[:3])) for pinned in (today, colab) if name in pinned]
+        tested = [tuple(map(int, re.findall(r"\d+", pinned[name])[:3])) for pinned in (today, colab, rehearsed)
+                  if name in pinned]
         if name in UNTESTED:
             assert not tested, f"{name} is tested now: its floor should follow"
             continue
         assert tested, f"{requirement}: in neither tested set"
         assert tuple(map(int, floor.split("."))) == min(tested), f"{requirement}: the oldest tested is {min(tested)}"
         checked.add(name)
-    assert {"numpy", "pandas", "jax", "tensorflow", "keras"} <= checked
+    assert {"numpy", "pandas", "jax", "tensorflow", "keras", "torch"} <= checked
 
 
 FREEZE = "# a comment\nnumpy==9.9.9\ntensorflow==3.0.0\nfoo @ file:///x.whl\nKeras==4.0\n"
