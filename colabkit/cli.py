@@ -42,31 +42,39 @@ EXIT_CODES = """exit status:
 see docs/cli.md"""
 
 
+def _given(kind: type, args: argparse.Namespace, **values: Any) -> Any:
+    """`kind` (a dataclass of options) from the arguments named as its fields, and `values`."""
+    return kind(**{**{field.name: getattr(args, field.name) for field in dataclasses.fields(kind)
+                      if hasattr(args, field.name)}, **values})
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from colabkit.sweep.console import dry_run_table, summary_table
-    from colabkit.sweep.options import SweepOptions
-    from colabkit.sweep.overrides import parse_overrides
-    from colabkit.sweep.plan import plan
+    from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
+    from colabkit.sweep.plan import plan_requested, read_plan
     from colabkit.sweep.remote_colab.client import accelerators
     from colabkit.sweep.runner import prepare, run_sweep
 
-    out = Path(args.out) if args.out else Path("outputs") / (args.preset or "default")
-    # The arguments become typed options here, once (each argument named as its SweepOptions field), checked
-    # together for the dry run and the real run alike; nothing below the command line sees `args`.
-    given = {field.name: getattr(args, field.name) for field in dataclasses.fields(SweepOptions)
-             if hasattr(args, field.name)}
-    options = SweepOptions(**{**given, "grids": tuple(args.grids), "overrides": tuple(args.overrides or ()),
-                              "colab": tuple(accelerators(args.colab)) if args.colab is not None else ()})
+    # The arguments become typed options here, once, in three parts (what runs, how, when to stop repeating),
+    # checked together for the dry run and the real run alike; nothing below the command line sees `args`.
+    request = _given(PlanRequest, args, grids=tuple(args.grids), overrides=tuple(args.overrides or ()))
+    options = _given(RunOptions, args, colab=tuple(accelerators(args.colab)) if args.colab is not None else ())
+    repetition = Repetition.asked(args.target_ci, args.max_repeats)
+    if args.plan and request != PlanRequest():
+        raise ColabkitError(f"--plan {args.plan} holds what runs: drop the grid files and --preset, --device, -p, "
+                            "--repeats, --kernels and --html")
+    if not args.plan and not request.grids:
+        raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
+    out = Path(args.out) if args.out else None
     if options.colab:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.remote_colab)
         from colabkit.sweep.remote_colab.command import colab_sweep
 
-        return colab_sweep(options, out, dry_run=args.dry_run)
-    runs = plan(options.grids, options.preset, options.device, parse_overrides(options.overrides), out,
-                options.repeats, kernels=options.kernels, html=options.html)
-    if options.runs_from:
-        from colabkit.sweep.remote_colab.sessions import runs_from
-
-        runs = runs_from(runs, options.runs_from)
+        if args.plan:
+            raise ColabkitError("--colab plans each accelerator's runs from the grid files: drop --plan")
+        return colab_sweep(request, options, repetition, out or Path("outputs") / (request.preset or "default"),
+                           dry_run=args.dry_run)
+    runs = read_plan(args.plan, out) if args.plan else plan_requested(request, out)
+    out = runs.out
     if args.dry_run:
         from colabkit.sweep.estimate import estimate_plan
         from colabkit.sweep.plan import SweepAction
@@ -79,7 +87,7 @@ def _sweep(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
     try:
         # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.cluster).
-        outcomes = run_sweep(runs, options, progress=progress)
+        outcomes = run_sweep(runs, options, repetition, progress=progress)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
         # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
@@ -296,7 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True)
     sweep = verbs.add_parser("sweep", help="run notebooks once per grid combination through papermill",
                              epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sweep.add_argument("grids", nargs="+", help="grid files, e.g. parameters/matmul_tflops.yaml")
+    sweep.add_argument("grids", nargs="*", help="grid files, e.g. parameters/matmul_tflops.yaml")
+    sweep.add_argument("--plan", metavar="FILE",
+                       help="run the runs a plan holds (JSON, as a sweep planned them: what a Colab session and the "
+                            "device run's stages are given), planned nowhere else; instead of grid files")
     sweep.add_argument("--preset", help="a preset named in the grid files, e.g. smoke or paper")
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
     sweep.add_argument("--out", help="output folder (default: outputs/<preset>)")
@@ -342,9 +353,6 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--colab-session-limit", dest="colab_session_limit_s", type=positive_seconds, metavar="SECONDS",
                        help="with --colab: the longest one session runs (default 3000); its work is cut to fit, and "
                             "a fresh session continues the rest (the Colab CLI loses a session after 3600 s)")
-    sweep.add_argument("--runs-from", metavar="FILE",
-                       help="run only the runs FILE lists, one per line as their path under --out without an "
-                            "extension (what --colab gives each session)")
     sweep.add_argument("--repeats", type=positive_int, metavar="R",
                        help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
                             "the grid's `repeats:`, else 1); see docs/statistics.md")

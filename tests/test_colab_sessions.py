@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab
                            sweep, sweep_command, verbs)
 
 from colabkit.errors import ColabkitError, HostileArchiveError
-from colabkit.sweep.remote_colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember, runs_from,
+from colabkit.sweep.remote_colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember,
                                                   session_count, unpack_results)
 
 FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # about 7 s a run here
@@ -218,7 +219,8 @@ def test_results_never_follow_a_link_already_in_their_folder_out_of_it(tmp_path:
     (["--colab", "T4", "--colab-session-limit", "0"], "--colab-session-limit: '0': must be more than 0 seconds"),
     (["--colab-timeout", "60"], "--colab-timeout goes with --colab"),
     (["--colab-session-limit", "60", "--colab-timeout", "9"], "--colab-timeout and --colab-session-limit go with"),
-    (["--colab", "T4", "--runs-from", "runs.txt"], "--runs-from is what --colab gives each of its sessions"),
+    (["--colab", "T4", "--device", "gpu"], "--colab runs each accelerator's combinations on its own runtime: drop"),
+    (["--colab", "T4", "--jobs", "2"], "drop --cluster and --jobs"),
 ])
 def test_colab_options_are_refused_in_one_line_before_anything(fake, tmp_path: Path, args: list[str], words: str):
     completed = sweep(fake, tmp_path / "out", *args)
@@ -237,22 +239,20 @@ def test_runs_are_cut_by_their_estimates_to_fit_a_session():
     assert session_count([], 18) == 0
 
 
-def test_a_session_runs_exactly_the_runs_it_is_given(tmp_path: Path):
-    from colabkit.sweep.remote_colab.sessions import run_name
-    from colabkit.sweep.plan import plan
+def test_a_session_runs_exactly_the_runs_of_the_plan_it_is_given_planning_nothing(tmp_path: Path):
+    from colabkit.sweep.plan import SweepPlan, plan
 
-    runs = plan([str(ROOT / "parameters" / "matmul_tflops.yaml")], "smoke", "gpu", {}, tmp_path / "out", 2)
-    names = [run_name(run.output_base(runs.out), runs.out) for run in runs]
-    listing = tmp_path / "runs.txt"
-    listing.write_text(f"{names[3]}\n{names[0]}\n")
-    assert [run_name(run.output_base(runs.out), runs.out) for run in runs_from(runs, listing)] == [names[0], names[3]]
-    listing.write_text("matmul_tflops/gpu/n-1_dtype-float32\n")
-    with pytest.raises(ColabkitError, match="1 run\\(s\\) not in this sweep's plan"):
-        runs_from(runs, listing)
-    listing.write_text("matmul_tflops/cpu/n-512_dtype-float32_repeat-2\n")  # what a session's sweep is given
-    dry = sweep(os.environ.copy(), tmp_path / "out", "--device", "cpu", "--runs-from", str(listing), "--dry-run",
-                grid_args=("--preset", "smoke", "--repeats", "2"))
-    assert dry.returncode == 0 and "would run 1 " in dry.stdout and "n-512_dtype-float32_repeat-2" in dry.stdout
+    runs = plan([str(ROOT / "parameters" / "matmul_tflops.yaml")], "smoke", "cpu", {}, tmp_path / "out", 2)
+    share = tmp_path / "plan.json"  # what a session's sweep is given: its runs, as planned on the user's machine
+    share.write_text(SweepPlan([runs[3], runs[0]], runs.out).to_json())
+    command = [sys.executable, "-m", "colabkit", "sweep", "--plan", str(share), "--dry-run"]
+    dry = subprocess.run([*command, "--out", str(tmp_path / "elsewhere")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "would run 2 " in dry.stdout and runs[3].run_slug in dry.stdout and runs[0].run_slug in dry.stdout
+    assert str(tmp_path / "elsewhere") in dry.stdout  # --out: where the receiving side writes
+    refused = subprocess.run([*command, "--preset", "smoke"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "holds what runs: drop the grid files" in refused.stderr
 
 
 # --- 6. what the page promises ------------------------------------------------------------------------------

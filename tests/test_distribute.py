@@ -214,7 +214,7 @@ def test_the_workers_command_keeps_no_record_of_a_run_that_lost_a_worker(tmp_pat
 
 
 def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
-    from colabkit.sweep.options import SweepOptions
+    from colabkit.sweep.options import RunOptions
     from colabkit.sweep.plan import plan
     from colabkit.sweep.runner import run_sweep
 
@@ -226,7 +226,7 @@ def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
     """))
     start = time.monotonic()
     outcomes = run_sweep(plan([grid], out=tmp_path / "out", html="none"),
-                         SweepOptions(worker_grace_s=3), available={"cpu": 1}, echo=lambda line: None)
+                         RunOptions(worker_grace_s=3), available={"cpu": 1}, echo=lambda line: None)
     assert time.monotonic() - start < 120
     (outcome,) = outcomes
     assert outcome.status == "failed"

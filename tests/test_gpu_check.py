@@ -81,22 +81,21 @@ FAKE_ANSWERS = {
 }
 
 
-def fake_runs(grids, out, available, echo, *, timeout_s, jobs=1):
-    """run_grids without kernels: every combination of the grid files ok, with a plausible record."""
-    import yaml
+PLANNED: list = []  # the plans the check handed the sweep, in order
 
-    runs = []
-    for grid in grids:
-        spec = yaml.safe_load(Path(grid).read_text())
-        notebook = Path(spec["notebook"]).stem
-        for device in spec["grid"]["device"]:
-            replicas = int(device.partition(":")[2] or 1)
-            runs.append({"notebook": notebook, "device": device, "status": "ok", "message": "", "record": None,
-                         "device_kind": "cpu" if device == "cpu" else "gpu", "device_name": A100,
-                         "backend": spec["fixed"].get("backend", "tensorflow"), "replicas": replicas,
-                         "strategy": "MirroredStrategy" if replicas > 1 else "default strategy",
-                         "samples_per_s": 20_100.0, "samples_per_epoch": 60_000, "jit_compile": True})
-    return runs
+
+def fake_runs(runs, available, echo, *, timeout_s, jobs=1):
+    """run_plan without kernels: every run of the plan ok, with a plausible record."""
+    PLANNED.append(runs)
+    summaries = []
+    for run in runs:
+        replicas = run.request.count or 1
+        summaries.append({"notebook": run.name, "device": run.device, "status": "ok", "message": "", "record": None,
+                          "device_kind": "cpu" if run.device == "cpu" else "gpu", "device_name": A100,
+                          "backend": run.params.get("backend", "tensorflow"), "replicas": replicas,
+                          "strategy": "MirroredStrategy" if replicas > 1 else "default strategy",
+                          "samples_per_s": 20_100.0, "samples_per_epoch": 60_000, "jit_compile": True})
+    return summaries
 
 
 @pytest.fixture
@@ -104,16 +103,17 @@ def fake_gpu_machine(monkeypatch, tmp_path):
     """A machine whose nvidia-smi lists one A100, TensorFlow and JAX installed, PyTorch not; workers,
     the sweep and the report faked."""
     FakeWorker.started = []
+    PLANNED.clear()
     monkeypatch.setattr(check, "nvidia_smi", lambda: [{"index": "0", "name": A100, "memory.total": "40960",
                                                        "driver_version": "535.104"}])
     monkeypatch.setattr(check, "nvidia_smi_query", lambda fields: [{"compute_cap": "8.0"}])
     monkeypatch.setattr(stages, "installed", lambda package: package in ("tensorflow", "jax"))
     monkeypatch.setattr(stages, "Worker", FakeWorker)
-    monkeypatch.setattr(stages, "run_grids", fake_runs)
-    monkeypatch.setattr(training, "run_grids", fake_runs)
+    monkeypatch.setattr(stages, "run_plan", fake_runs)
+    monkeypatch.setattr(training, "run_plan", fake_runs)
     csv = tmp_path / "records.csv"
     csv.write_text("notebook,device_kind,status\ncnn_mnist,gpu,ok\ncnn_mnist,cpu,ok\n")
-    monkeypatch.setattr("colabkit.report.build.build_report",
+    monkeypatch.setattr(stages, "build_report",
                         lambda dirs, out, **_: SimpleNamespace(records_csv=csv, html=Path(out) / "report.html"))
     return tmp_path
 
@@ -139,8 +139,11 @@ def test_a_healthy_gpu_passes_every_row_it_can_and_writes_the_table(fake_gpu_mac
     folder = next(out.glob("*Z"))
     assert (folder / "table.txt").read_text().rstrip().endswith("gpu-check: 18 PASS, 0 FAIL, 3 SKIP: passed")
     assert "| matmul tf32 | PASS | 120.0 TFLOPS = 0.77 of 156 |" in (folder / "table.md").read_text()
-    grids = sorted(path.name for path in (folder / "grids" / "sweep").glob("*.yaml"))
-    assert grids == sorted(f"{path.stem}.yaml" for path in (REPO / "parameters").glob("*.yaml"))
+    assert not list(folder.rglob("*.yaml"))  # planned once, in memory: no grid file written to be planned again
+    sweep_plan = next(runs for runs in PLANNED if runs.out == folder / "sweep")
+    assert sorted({run.name for run in sweep_plan}) == sorted(path.stem for path in (REPO / "parameters").glob("*.yaml"))
+    assert sorted(run.device for run in sweep_plan) == ["cpu"] * 5 + ["gpu"] * 5  # each notebook's first smoke run
+    assert all(run.settings.repeats == 1 and run.settings.kernels == "fresh" for plan in PLANNED for run in plan)
     printed = capsys.readouterr().out
     assert printed.rstrip().endswith(f"table and records: {folder}")
     assert "  PASS matmul tf32: 120.0 TFLOPS" in printed  # the progress line, as the stage finished

@@ -222,6 +222,23 @@ def test_a_stage_past_its_budget_is_stopped_and_one_without_time_is_skipped_with
     assert lines[-1] == late[0].line() and lines[-1].startswith("stage quick: skipped, 0 s of 60 s (skipped for time")
 
 
+@pytest.mark.parametrize("on_gpu, preset, device", [(True, "device", "gpu"), (False, "device_smoke", "cpu")])
+def test_each_sweep_stage_is_handed_its_plan_made_once_before_any_stage_as_json(tmp_path, on_gpu, preset, device):
+    from colabkit.ondevice.stages import SWEEPS, stage_list
+    from colabkit.sweep.plan import plan, read_plan
+
+    stages = stage_list(tmp_path, on_gpu)
+    assert [stage.name for stage in stages] == ["gpu-check", *(name for name, _, _ in SWEEPS)]
+    assert ("--rehearse-on-cpu" in stages[0].command) is not on_gpu
+    for stage, (name, grid, _) in zip(stages[1:], SWEEPS):
+        assert stage.command[-3:] == ("sweep", "--plan", str(tmp_path / "plans" / f"{name}.json"))  # no grid file
+        handed = read_plan(stage.command[-1])
+        expected = plan([REPO / "parameters" / f"{grid}.yaml"], preset, device, {}, tmp_path / "results", html="none")
+        assert handed.out == tmp_path / "results" and [run.label for run in handed] == [run.label for run in expected]
+        assert {run.settings.html for run in handed} == {"none"} and {run.device for run in handed} == {device}
+    assert not list(tmp_path.rglob("*.yaml"))
+
+
 def test_a_stage_that_fails_names_its_log(tmp_path):
     result = run_stage(python_stage("broken", "raise SystemExit(3)"), 30.0, tmp_path / "broken.log", {})
     assert (result.status, result.exit_code) == ("failed", 3) and result.note == f"see {tmp_path / 'broken.log'}"

@@ -318,7 +318,7 @@ COMMAND_LINES = {"colabkit.cli", "colabkit.cli_arguments", "colabkit.ondevice.__
 
 
 def test_argparse_stays_in_the_command_lines():
-    """The command line turns its arguments into typed values once (sweep: SweepOptions); nothing below it
+    """The command line turns its arguments into typed values once (sweep: RunOptions); nothing below it
     takes an argparse.Namespace."""
     using = {name for name, path in MODULES.items() if "argparse" in every_import_name(path)}
     assert "colabkit.cli" in using  # the scan is real

@@ -18,7 +18,7 @@ from colabkit.records.record import read_record
 from colabkit.sweep.console import summary_table
 from colabkit.sweep.expand import expand
 from colabkit.sweep.gridfile import load_grid
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import decide, plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.sweep.status import collect_status, format_status
@@ -149,7 +149,7 @@ def test_a_run_over_its_time_limit_fails_and_the_sweep_goes_on(tmp_path, tiny):
         grid: {{device: [cpu], value: [1, 2, 3]}}
         fixed: {{sleep_on: 2, sleep_s: 120.0}}
     """)
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out"), SweepOptions(timeout_s=3), available=CPU_ONLY, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(timeout_s=3), available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok", "failed", "ok"]
     assert outcomes[1].seconds < 60  # stopped at the limit, not after the cell's 120 s
     error = read_record(outcomes[1].record_path)["error"]
@@ -237,7 +237,7 @@ def test_dry_run_lists_what_would_run_and_writes_nothing(tmp_path, tiny, monkeyp
     (["--max-repeats", "3"], "--max-repeats goes with --target-ci"),
     (["--cluster", "local:1", "--jobs", "2"], "--jobs does not apply with --cluster")])
 def test_the_dry_run_refuses_exactly_what_the_real_run_refuses(tmp_path, tiny, capsys, options, message):
-    """Options that do not go together are checked once (SweepOptions), for both: one line, exit 2, nothing run."""
+    """Options that do not go together are checked once (RunOptions), for both: one line, exit 2, nothing run."""
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     out = tmp_path / "out"
     for dry_run in (["--dry-run"], []):
@@ -337,7 +337,7 @@ def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     [outcome] = run_sweep(plan([grid], out=tmp_path / "out"),
-                          SweepOptions(kernel_name="flaky"), available=CPU_ONLY, echo=quiet)
+                          RunOptions(kernel_name="flaky"), available=CPU_ONLY, echo=quiet)
     assert outcome.status == "ok", outcome.message
     assert read_record(outcome.record_path)["sweep"]["kernel_start_attempts"] == 2
     assert "the kernel did not start (attempt 1 of 3); retrying" in (tmp_path / "out/tiny/cpu/value-1.log").read_text()
@@ -346,7 +346,7 @@ def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
 def test_an_unknown_kernel_fails_at_once_without_retries(tmp_path, tiny):
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     [outcome] = run_sweep(plan([grid], out=tmp_path / "out"),
-                          SweepOptions(kernel_name="no-such-kernel"), available=CPU_ONLY, echo=quiet)
+                          RunOptions(kernel_name="no-such-kernel"), available=CPU_ONLY, echo=quiet)
     record = read_record(outcome.record_path)
     assert (record["status"], record["error"]["kind"], record["sweep"]["kernel_start_attempts"]) == \
         ("failed", "kernel_start", 1)

@@ -16,7 +16,7 @@ from colabkit.errors import GridError
 from colabkit.records.record import read_record
 from colabkit.sweep.combination import Combination, device_request
 from colabkit.sweep.kernels import KernelLease, kernel_key
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import decide, plan
 from colabkit.sweep.runner import run_sweep
 
@@ -94,7 +94,7 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
     """)
     # 30 s a cell: the first run imports Keras and matplotlib in one cell, 11 s on a loaded 2-core host.
     outcomes = run_sweep(plan([grid], out=tmp_path / "out"),
-                         SweepOptions(timeout_s=30), available=CPU_ONLY, echo=lambda line: None)
+                         RunOptions(timeout_s=30), available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert [record["status"] for record in records] == ["ok", "ok", "failed", "ok", "failed", "ok", "failed", "ok",
                                                         "ok"]
@@ -127,7 +127,7 @@ def test_jobs_workers_reuse_their_kernels_too(tmp_path):
         grid: {{device: [cpu], value: [2, 4, 6, 8]}}
     """)
     outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse"),
-                         SweepOptions(jobs=2), available=CPU_ONLY, echo=lambda line: None)
+                         RunOptions(jobs=2), available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert all(record["status"] == "ok" and record["kernel"]["mode"] == "reuse" for record in records)
     assert sorted(record["kernel"]["runs_before"] for record in records)[-1] >= 1  # a worker's kernel ran twice
@@ -148,7 +148,7 @@ def test_dask_workers_reuse_their_kernels_too(tmp_path):
         grid: {{device: [cpu], value: [2, 4, 6]}}
     """)
     outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse"),
-                         SweepOptions(cluster="local:1"), echo=lambda line: None)
+                         RunOptions(cluster="local:1"), echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert [record["status"] for record in records] == ["ok"] * 3
     assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2]
@@ -174,7 +174,7 @@ def test_runs_share_a_kernel_only_where_the_backend_device_and_precision_agree()
     # Repeats of one combination are independent runs: repeat 2 never shares repeat 1's kernel.
     repeated = combination(mixed_precision="none").with_repeat(2)
     assert kernel_key(repeated, None, "/here", {}) != key and kernel_key(repeated, None, "/here", {}).repeat == 2
-    fresh = KernelLease.of(combination(), SweepOptions(cwd="/here"), {})
+    fresh = KernelLease.of(combination(), RunOptions(cwd="/here"), {})
     assert fresh.manager is None and fresh.record == {"mode": "fresh", "runs_before": 0}
 
 

@@ -1,6 +1,8 @@
-"""The GPU check's notebook runs: through the real sweep (run_sweep, papermill, a fresh kernel per run),
-with ordinary grid files the check writes (the notebook by absolute path, the devices as the one axis,
-the rest from the notebook's smoke preset or the row), and the records read back as summaries.
+"""The GPU check's notebook runs: planned once by the sweep's own planner, from the suite's grid files (the
+first combination of each notebook's smoke preset, on the device the row checks, the row's parameters as
+`-p` overrides) or from a row's own parameters (colabkit.sweep.plan.plan_notebook), one run each in a fresh
+kernel, no HTML export; run by the real sweep (run_sweep, papermill), each run's record read back as the
+summary its row's rules judge.
 """
 
 from __future__ import annotations
@@ -9,44 +11,26 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from colabkit.errors import ColabkitError
+from colabkit.records.record import read_record
 from colabkit.suite import suite_path
+from colabkit.sweep.options import RunOptions
+from colabkit.sweep.plan import SweepPlan, plan
+from colabkit.sweep.runner import run_sweep
 
 SMOKE_PRESET = "smoke"
-SET_BY_THE_CHECK = ("device", "results_path")
+NOTEBOOKS = ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_rnn")  # the suite's, as grid files name them
 
 
-def grid_files() -> list[Path]:
-    """The suite's grid files, one per notebook (what `./run.sh smoke` sweeps)."""
-    return sorted(suite_path("parameters").glob("*.yaml"))
-
-
-def smoke_parameters(grid_path: Path) -> tuple[str, dict[str, Any]]:
-    """(notebook name, parameters) of the first GPU combination of the grid file's smoke preset."""
-    from colabkit.device.spec import DeviceKind, DeviceRequest
-    from colabkit.sweep.expand import expand
-    from colabkit.sweep.gridfile import load_grid
-
-    spec = load_grid(grid_path)
-    combinations = expand(spec, SMOKE_PRESET if SMOKE_PRESET in spec.presets else None, [DeviceRequest(DeviceKind.GPU)])
-    if not combinations:
-        raise ColabkitError(f"{grid_path} has no gpu combination in its {SMOKE_PRESET} preset")
-    params = {key: value for key, value in combinations[0].params.items() if key not in SET_BY_THE_CHECK}
-    return spec.notebook.stem, params
-
-
-def write_grid(folder: Path, label: str, notebook: str, devices: Sequence[str], fixed: Mapping[str, Any]) -> Path:
-    """A grid file running notebooks/<notebook>.ipynb once per device with `fixed` parameters."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{label}.yaml"
-    spec = {"notebook": str(suite_path(f"notebooks/{notebook}.ipynb")),
-            "description": f"python -m colabkit gpu-check: {label}",
-            "grid": {"device": list(devices)},
-            "fixed": {key: value for key, value in fixed.items() if key not in SET_BY_THE_CHECK}}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    return path
+def check_plan(notebooks: Sequence[str], out: Path, device: str, overrides: Mapping[str, Any] | None = None) -> SweepPlan:
+    """Each notebook's first combination of its grid file's smoke preset on `device` ('gpu', 'gpu:2', 'cpu')
+    with `overrides`, one run each without HTML, into `out`: the check's runs, planned once."""
+    planned = plan([suite_path(f"parameters/{notebook}.yaml") for notebook in notebooks], SMOKE_PRESET, None,
+                   {**(overrides or {}), "device": device}, out, repeats=1, kernels="fresh", html="none")
+    firsts: dict[str, Any] = {}
+    for run in planned:
+        firsts.setdefault(run.name, run)
+    return SweepPlan(list(firsts.values()), planned.out)
 
 
 def run_summary(notebook: str, device: str, status: str, message: str, record: Mapping[str, Any] | None,
@@ -65,19 +49,12 @@ def run_summary(notebook: str, device: str, status: str, message: str, record: M
             "energy_j_per_epoch": metrics.get("energy_j_per_epoch")}
 
 
-def run_grids(grids: Sequence[Path], out: Path, available: Mapping[str, int], echo: Callable[[str], None], *,
-              timeout_s: float, jobs: int = 1) -> list[dict[str, Any]]:
-    """Run the grid files through the sweep into `out` (every combination run afresh, no HTML export);
-    one run_summary per combination, in the sweep's order."""
-    from colabkit.records.record import read_record
-    from colabkit.sweep.options import SweepOptions
-    from colabkit.sweep.plan import plan
-    from colabkit.sweep.runner import run_sweep
-
-    options = SweepOptions(jobs=jobs, timeout_s=timeout_s, force=True)
-    outcomes = run_sweep(plan(list(grids), out=out, html="none"), options, available=dict(available), echo=echo)
+def run_plan(runs: SweepPlan, available: Mapping[str, int], echo: Callable[[str], None], *, timeout_s: float,
+             jobs: int = 1) -> list[dict[str, Any]]:
+    """Run the plan through the sweep (every run afresh); one run_summary per run, in the plan's order."""
+    options = RunOptions(jobs=jobs, timeout_s=timeout_s, force=True)
     summaries = []
-    for outcome in outcomes:
+    for outcome in run_sweep(runs, options, available=dict(available), echo=echo):
         record = None
         if Path(outcome.record_path).is_file():
             try:

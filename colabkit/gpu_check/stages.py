@@ -16,7 +16,7 @@ from typing import Any
 
 from colabkit.device.peaks import gpu_peak
 from colabkit.errors import GpuCheckError
-from colabkit.gpu_check.notebook_runs import grid_files, report_device_kinds, run_grids, smoke_parameters, write_grid
+from colabkit.gpu_check.notebook_runs import NOTEBOOKS, check_plan, report_device_kinds, run_plan
 from colabkit.gpu_check.rows import Row
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,
@@ -33,6 +33,8 @@ from colabkit.gpu_check.rules import (
     sweep_row,
 )
 from colabkit.gpu_check.worker import Worker
+from colabkit.report.build import build_report
+from colabkit.sweep.plan import SweepPlan
 
 MATMUL_N = 8192
 CPU_CLOCK_N = 1024  # the CPU rehearsal's clocks: tens of milliseconds a product on a 2-core host, not seconds
@@ -160,23 +162,14 @@ def matmul_stage(ctx: Context) -> list[Row]:
     return [clock_row("tensorflow", ctx.tf_reason or comparisons), *rows]
 
 
-def _sweep_grids(ctx: Context, folder: Path, devices: list[str]) -> list[Path]:
-    grids = []
-    for grid in grid_files():
-        notebook, params = smoke_parameters(grid)
-        grids.append(write_grid(folder, notebook, notebook, devices, params))
-    return grids
-
-
 def sweep_stage(ctx: Context) -> list[Row]:
     """One smoke combination of every notebook on the GPU and the CPU, through the sweep; the report."""
     if ctx.tf_reason:
         return [sweep_row(ctx.tf_reason, ctx.tf_reason)]
-    from colabkit.report.build import build_report
-
     folder = ctx.out / "sweep"
-    grids = _sweep_grids(ctx, ctx.out / "grids" / "sweep", ["gpu", "cpu"])
-    runs = run_grids(grids, folder, ctx.available, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S, jobs=SWEEP_JOBS)
+    on_gpu, on_cpu = (check_plan(NOTEBOOKS, folder, device) for device in ("gpu", "cpu"))
+    runs = run_plan(SweepPlan([*on_gpu, *on_cpu], folder), ctx.available, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S,
+                    jobs=SWEEP_JOBS)
     try:
         report = build_report([folder], ctx.out / "report")
         kinds: list[str] | Unavailable = report_device_kinds(report.records_csv)
@@ -192,9 +185,8 @@ def multi_gpu_stage(ctx: Context) -> list[Row]:
         return [multi_gpu_row(ctx.tf_reason)]
     if ctx.available.get("gpu", 0) < 2:
         return [multi_gpu_row(Unavailable(f"this machine has {ctx.available.get('gpu', 0)} GPU: gpu:2 needs 2"))]
-    grids = _sweep_grids(ctx, ctx.out / "grids" / "multi-gpu", ["gpu:2"])
-    return [multi_gpu_row(run_grids(grids, ctx.out / "multi-gpu", ctx.available, ctx.log,
-                                    timeout_s=NOTEBOOK_TIMEOUT_S))]
+    runs = check_plan(NOTEBOOKS, ctx.out / "multi-gpu", "gpu:2")
+    return [multi_gpu_row(run_plan(runs, ctx.available, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S))]
 
 
 def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row]:
@@ -212,10 +204,6 @@ def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row
         return [row(backend, missing) for row in (clock_row, *with_notebook)]
     if not notebook:
         return [clock_row(backend, found["comparisons"], judge=not ctx.on_cpu)]
-    cnn = next(grid for grid in grid_files() if grid.stem == "cnn_mnist")
-    notebook, params = smoke_parameters(cnn)
-    grid = write_grid(ctx.out / "grids" / "backends", f"{notebook}-{backend}", notebook, ["gpu"],
-                      {**params, "backend": backend})
-    runs = run_grids([grid], ctx.out / "backends" / backend, {**ctx.available, "gpu": max(1, ctx.facts.count)},
-                     ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)
+    runs = run_plan(check_plan(["cnn_mnist"], ctx.out / "backends" / backend, "gpu", {"backend": backend}),
+                    {**ctx.available, "gpu": max(1, ctx.facts.count)}, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)
     return [clock_row(backend, found["comparisons"]), backend_row(backend, runs[0])]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from colabkit.gpu_check.notebook_runs import run_grids, write_grid
+from colabkit.gpu_check.notebook_runs import run_plan
 from colabkit.gpu_check.rows import Row
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,
@@ -23,6 +23,7 @@ from colabkit.gpu_check.rules import (
     training_row,
 )
 from colabkit.gpu_check.stages import NOTEBOOK_TIMEOUT_S, REQUEST_TIMEOUT_S, Context
+from colabkit.sweep.plan import plan_notebook
 from colabkit.timing.agreement import Agreement, interleave
 
 EPOCHS = 6  # the first (tracing, compiling) is left out on both sides: 5 steady epochs
@@ -74,10 +75,9 @@ class _Model:
         self.notebook_runs: list[dict[str, Any]] = []
 
     def run_notebook(self, round_index: int) -> float | None:
-        grid = write_grid(self.ctx.out / "grids" / "train", f"{self.model}-round-{round_index + 1}",
-                          self.notebook, ["gpu"], self.fixed)
-        run = run_grids([grid], self.ctx.out / "train" / self.model / f"round-{round_index + 1}",
-                        self.ctx.available, self.ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)[0]
+        runs = plan_notebook(self.notebook, {**self.fixed, "device": "gpu"},
+                             self.ctx.out / "train" / self.model / f"round-{round_index + 1}")
+        [run] = run_plan(runs, self.ctx.available, self.ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)
         self.notebook_runs.append(run)
         if self.model == "cnn" and run.get("samples_per_epoch"):
             self.samples = int(run["samples_per_epoch"])  # the bare fit trains on as many samples

@@ -29,7 +29,7 @@ SUMMARY_LINES = 10
 # What goes into the zip, by folder of the run: records and their logs, the report without its PDF and SVG
 # copies of each figure (the PNG and the CSV behind it are kept), the gpu-check's table, the stages' logs.
 KEPT_SUFFIXES = {"results": (".json", ".log"), "report": (".html", ".png", ".csv", ".md", ".txt"),
-                 "gpu-check": (".txt", ".md", ".json", ".log"), "logs": (".log",)}
+                 "gpu-check": (".txt", ".md", ".json", ".log"), "logs": (".log",), "plans": (".json",)}
 
 
 @dataclass

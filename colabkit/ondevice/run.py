@@ -26,10 +26,10 @@ from colabkit.ondevice.stages import (
     StageResult,
     colabkit_command,
     left_s,
-    plan,
     run_stage,
     run_stages,
     stage_environment,
+    stage_list,
 )
 
 
@@ -54,7 +54,7 @@ def run_on_device(pack: Path, out: Path, started: float, deadline_s: float = DEA
         echo(f"on-device: no NVIDIA GPU here (nvidia-smi lists none): the CPU rehearsal, the '{CPU_PRESET}' presets "
              f"on the CPU; {left_s(started, deadline_s):.0f} s left of {deadline_s:.0f} s")
     environment = stage_environment(pack, out)
-    results = run_stages(plan(out, on_gpu), out, environment, started, deadline_s, echo)
+    results = run_stages(stage_list(out, on_gpu), out, environment, started, deadline_s, echo)
     report = Stage("report", REPORT_BUDGET_S, colabkit_command("report", str(out / "results"), "--out",
                                                                str(out / "report")))
     if not (out / "results").is_dir():

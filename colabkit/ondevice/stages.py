@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colabkit.data.common import PACKAGE_FILES_ENV
+from colabkit.errors import GridError
+from colabkit.io import write_atomic
 from colabkit.suite import suite_path
+from colabkit.sweep.plan import plan
 
 DEADLINE_S = 540.0  # 9 minutes: a device call's command runs 10 at most
 CLOSING_S = 45.0  # kept back for the report, the zip and the summary
@@ -48,6 +51,7 @@ class Stage:
     name: str
     budget_s: float
     command: tuple[str, ...]
+    refused: str = ""  # why its plan was refused: it fails without running
 
 
 def colabkit_command(*arguments: str) -> tuple[str, ...]:
@@ -73,16 +77,24 @@ class StageResult:
         return f"stage {self.name}: {said}" + (f" ({self.note})" if self.note else "")
 
 
-def plan(out: Path, on_gpu: bool) -> list[Stage]:
-    """The stages before the report: gpu-check, then each experiment's device preset (CPU: device_smoke)."""
+def stage_list(out: Path, on_gpu: bool) -> list[Stage]:
+    """The stages before the report: gpu-check, then each experiment's device preset (CPU: device_smoke), each
+    planned here, once, before any stage starts, and handed to its sweep as JSON (`sweep --plan`, under
+    out/plans/); a preset the plan refuses is that stage's failure, said before the others spend their time."""
     preset, device = (GPU_PRESET, "gpu") if on_gpu else (CPU_PRESET, "cpu")
     rehearsal = () if on_gpu else ("--rehearse-on-cpu",)  # the clocks' code on the CPU: JAX's and PyTorch's
     stages = [Stage("gpu-check", GPU_CHECK_BUDGET_S, colabkit_command("gpu-check", "--fast", *rehearsal, "--out",
                                                                      str(out / "gpu-check")))]
     for name, grid, budget in SWEEPS:
-        stages.append(Stage(name, budget, colabkit_command(
-            "sweep", str(suite_path(f"parameters/{grid}.yaml")), "--preset", preset, "--device", device,
-            "--out", str(out / "results"), "--html", "none")))
+        try:
+            runs = plan([suite_path(f"parameters/{grid}.yaml")], preset, device, {}, out / "results", html="none")
+        except GridError as error:
+            stages.append(Stage(name, budget, (), refused=str(error).splitlines()[0]))
+            continue
+        planned = out / "plans" / f"{name}.json"
+        planned.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(planned, runs.to_json())
+        stages.append(Stage(name, budget, colabkit_command("sweep", "--plan", str(planned))))
     return stages
 
 
@@ -134,7 +146,9 @@ def run_stages(stages: list[Stage], out: Path, environment: dict[str, str], star
     results = []
     for stage in stages:
         room = left_s(started, deadline_s) - CLOSING_S
-        if room < MIN_STAGE_S:
+        if stage.refused:
+            result = StageResult(stage.name, "failed", 0.0, stage.budget_s, note=f"its plan was refused: {stage.refused}")
+        elif room < MIN_STAGE_S:
             result = StageResult(stage.name, "skipped", 0.0, stage.budget_s,
                                  note=f"skipped for time: {max(room, 0):.0f} s left before the closing stages, "
                                       f"under the {MIN_STAGE_S:.0f} s a stage needs")

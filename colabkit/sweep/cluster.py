@@ -49,7 +49,7 @@ from colabkit.sweep.execution import (
 )
 from colabkit.sweep.executors import Executor, Started
 from colabkit.sweep.kernels import close_warm_kernels
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import Decision
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class DaskExecutor(Executor):
     writes there; False, products always come back as bytes; None, each task writes into `out` when it
     sees it and returns the bytes otherwise."""
 
-    def __init__(self, out: Path, options: SweepOptions) -> None:
+    def __init__(self, out: Path, options: RunOptions) -> None:
         super().__init__(Path(out).absolute(), options)
         shared_out = options.shared_out
         self.share: ShareMode = "auto" if shared_out is None else ("shared" if shared_out else "returned")

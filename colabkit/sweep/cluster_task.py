@@ -21,7 +21,7 @@ from colabkit.records.schema import ErrorKind
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.execution import RunFiles, execute_combination
 from colabkit.sweep.kernels import warm_kernels
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 
 __all__ = ["PROBE_PREFIX", "TOKEN_ENV", "ShareMode", "TaskResult", "commit_products", "run_on_worker",
            "stop_sweep_kernels"]
@@ -95,7 +95,7 @@ def commit_products(files: RunFiles, products: dict[str, bytes]) -> None:
 
 
 def run_on_worker(combination: Combination, notebook_source: bytes, fingerprint: dict[str, Any],
-                  options: SweepOptions, out: str, token: str, share: ShareMode,
+                  options: RunOptions, out: str, token: str, share: ShareMode,
                   cluster_section: dict[str, Any]) -> TaskResult:
     """The Dask task of one combination: run it with the local sweep's runner in a scratch folder on
     this worker, then return its products (or write them into `out` when this worker sees it)."""

@@ -42,7 +42,7 @@ from colabkit.records.run_error import RunError, is_out_of_memory
 from colabkit.records.schema import ErrorKind, RecordStatus
 from colabkit.sweep.combination import Combination
 from colabkit.sweep.kernels import KernelLease
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
 
@@ -171,7 +171,7 @@ def filesystem_error(exc: OSError, where: Path) -> RunError:
     return RunError(type(exc).__name__, ErrorKind.FILESYSTEM, f"{exc.strerror or exc}: {exc.filename or where}")
 
 
-def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: SweepOptions,
+def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
                      log: IO[str], env: dict[str, str] | None) -> RunError | None:
     """A `multiworker:N` combination: N local worker processes (colabkit.sweep.multiworker_launch), the
     chief's notebook and record being the combination's. Returns the error, or None when every worker finished."""
@@ -184,7 +184,7 @@ def _execute_workers(combination: Combination, files: RunFiles, params: dict[str
                                     grace_s=options.worker_grace_s, env=env, log=log).error
 
 
-def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: SweepOptions,
+def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
              log: IO[str], env: dict[str, str] | None, lease: KernelLease) -> tuple[RunError | None, int]:
     """Run papermill in a fresh kernel or the `lease`'s warm one, retrying kernel start-up failures;
     (the error or None, attempts used)."""
@@ -222,7 +222,7 @@ def _execute(combination: Combination, files: RunFiles, params: dict[str, Any], 
 
 
 def execute_combination(combination: Combination, out: str | Path, fingerprint: dict[str, Any],
-                        options: SweepOptions = SweepOptions(), env: dict[str, str] | None = None) -> Outcome:
+                        options: RunOptions = RunOptions(), env: dict[str, str] | None = None) -> Outcome:
     """Execute one combination with papermill; always leaves a record (ok or failed) behind.
 
     `fingerprint` is stored in the record (see colabkit.fingerprint); `env` is added to the

@@ -36,7 +36,7 @@ from colabkit.sweep.combination import Combination
 from colabkit.sweep.devices import DeviceSlots, Inventory, Lease, local_inventory
 from colabkit.sweep.execution import Outcome, RunFiles, execute_combination, record_lost_run
 from colabkit.sweep.kernels import close_warm_kernels
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import Decision
 
 PARALLEL_WARNING = (
@@ -50,7 +50,7 @@ Started = Callable[[Combination], None]  # told when a combination starts (the p
 class Executor(ABC):
     """Runs a sweep's combinations into `out`, each as `options` say."""
 
-    def __init__(self, out: Path, options: SweepOptions) -> None:
+    def __init__(self, out: Path, options: RunOptions) -> None:
         self.out, self.options = Path(out), options
         self._inventory: Inventory | None = None
 
@@ -98,7 +98,7 @@ class Executor(ABC):
 class LocalExecutor(Executor):
     """An executor on this machine: its devices are detected (or given as `available`)."""
 
-    def __init__(self, out: Path, options: SweepOptions, available: Mapping[str, int] | None = None) -> None:
+    def __init__(self, out: Path, options: RunOptions, available: Mapping[str, int] | None = None) -> None:
         super().__init__(out, options)
         self.available = available
 

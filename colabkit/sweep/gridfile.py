@@ -244,7 +244,12 @@ def load_grid(path: str | Path) -> GridSpec:
     grid_path = Path(path)
     if not grid_path.is_file():
         raise GridError(f"grid file not found: {grid_path}")
-    raw = _read_yaml(grid_path)
+    return grid_spec(_read_yaml(grid_path), grid_path)
+
+
+def grid_spec(raw: Any, grid_path: Path) -> GridSpec:
+    """A grid file's content (`raw`, as YAML's safe loader gives it; a grid made in memory the same way), as if
+    read from `grid_path` (its notebook found from there); every problem found in one GridError."""
     if not isinstance(raw, dict):
         raise GridError("a grid file is a YAML mapping with at least `notebook` and `grid`", str(grid_path))
     problems: list[str] = []

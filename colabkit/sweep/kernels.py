@@ -26,7 +26,7 @@ from colabkit.device.backends import resolve_backend
 from colabkit.device.spec import MULTI_WORKER
 from colabkit.records.record import utc_now
 from colabkit.sweep.combination import Combination
-from colabkit.sweep.options import DEFAULT_MAX_RUNS, SweepOptions
+from colabkit.sweep.options import DEFAULT_MAX_RUNS, RunOptions
 
 if TYPE_CHECKING:
     from colabkit.notebook_runner import KernelWatch
@@ -347,7 +347,7 @@ class KernelLease:
         self.record: dict[str, Any] = {"mode": "fresh" if key is None else "reuse", "runs_before": 0}
 
     @classmethod
-    def of(cls, combination: Combination, options: SweepOptions, env: Mapping[str, str] | None) -> KernelLease:
+    def of(cls, combination: Combination, options: RunOptions, env: Mapping[str, str] | None) -> KernelLease:
         """The lease of `combination` in the kernels its settings say (a multi-worker run is always fresh)."""
         reuse = combination.settings.kernels == "reuse"
         key = kernel_key(combination, options.kernel_name, options.cwd, env) if reuse else None

@@ -1,10 +1,16 @@
-"""What a sweep was asked: the options of `python -m colabkit sweep` (what runs, how, and where: here,
-on a Dask cluster or in Colab sessions), typed once by the command line and checked together once (for
-the dry run and the real run alike), and the vocabularies of the settings each combination carries (its
-HTML export, its kernel, its bottleneck passes: colabkit.sweep.plan).
+"""What a sweep was asked, in three parts typed once by the command line and checked once (for the dry run
+and the real run alike):
 
-Each option's own type and range is the command line's to check (colabkit.cli_arguments); what is
-checked here is only how options go together.
+- `PlanRequest`, what runs: the grid files, preset, device, `-p` overrides and the settings a combination
+  carries (repeats, kernels, HTML), which colabkit.sweep.plan turns into a SweepPlan, once;
+- `RunOptions`, how the plan's runs run: which runner (by name: RUNNERS, colabkit.sweep.runners), its
+  settings (jobs, a Dask cluster, Colab accelerators and their sessions' limits), each run's timeout and
+  kernel, and whether finished runs are kept;
+- `Repetition`, when to stop repeating: further rounds until each headline's interval is narrow enough.
+
+Each option's own type and range is the command line's to check (colabkit.cli_arguments); what is checked
+here is how options go together. The vocabularies of the settings each combination carries (its HTML
+export, its kernel, its bottleneck passes) are here too (colabkit.sweep.plan).
 """
 
 from __future__ import annotations
@@ -25,17 +31,18 @@ BottleneckMode = Literal["all", "first"]
 # The grid-file keys of those settings and the values each takes.
 MODES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
                                      "bottlenecks": get_args(BottleneckMode)}
+# The runners a plan can run on (colabkit.sweep.runners.RUNNERS): one run after another here, `jobs` side by
+# side here, a Dask cluster's workers, Colab sessions per accelerator.
+RunnerName = Literal["serial", "pool", "dask", "colab"]
 
 DEFAULT_MAX_RUNS = 100  # runs per warm kernel before a fresh one: bounds what slow leaks can add up to
 DEFAULT_MAX_REPEATS = 10  # --target-ci without --max-repeats
 
 
 @dataclass(frozen=True)
-class SweepOptions:
-    """What a sweep runs and how; raises ColabkitError (one line) on creation when two options do not go
-    together, so a dry run refuses exactly what the real run refuses."""
+class PlanRequest:
+    """What runs: the inputs the plan is made from (colabkit.sweep.plan.plan)."""
 
-    # What runs (colabkit.sweep.plan turns it into runs):
     grids: tuple[str, ...] = ()  # the grid files
     preset: str | None = None
     device: str | None = None  # only this device's combinations ('cpu', 'cpu:2', 'cpu,gpu')
@@ -43,26 +50,30 @@ class SweepOptions:
     repeats: int | None = None  # None, as for kernels and html: what the grid file or its preset says
     kernels: KernelMode | None = None
     html: HtmlMode | None = None
-    runs_from: str | None = None  # only the runs this file lists (what --colab gives each session)
-    # Each accelerator's combinations in Colab sessions of its own (colabkit.sweep.remote_colab):
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a plan's runs run; raises ColabkitError (one line) on creation when two options do not go
+    together, so a dry run refuses exactly what the real run refuses."""
+
+    jobs: int = 1  # runs side by side, each in its own worker process (written into each record)
+    cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.cluster)
+    shared_out: bool | None = None  # with cluster: see colabkit.sweep.cluster.DaskExecutor
+    # Each accelerator's runs in Colab sessions of its own (colabkit.sweep.remote_colab):
     colab: tuple[str, ...] = ()  # the accelerators, in the Colab client's spelling
     colab_timeout_s: float | None = None  # each accelerator's sessions, in all
     colab_session_limit_s: float | None = None  # one session at most (None: its default)
-    # How the combinations run:
-    jobs: int = 1  # combinations side by side, each in its own worker process (written into each record)
     timeout_s: float | None = None  # wall-clock limit of one run's cells; None: no limit
     kernel_name: str | None = None  # None: the notebook's own kernelspec
     max_kernel_runs: int = DEFAULT_MAX_RUNS  # warm kernels: runs per kernel before a fresh one
     wait_quiet_s: float | None = None  # before each run, wait up to this long for a quiet host
-    target_ci: float | None = None  # add rounds until each headline's interval is this narrow (a share)
-    max_repeats: int | None = None  # with target_ci: runs of a combination at most (default DEFAULT_MAX_REPEATS)
-    cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.cluster)
-    shared_out: bool | None = None  # with cluster: see colabkit.sweep.cluster.DaskExecutor
-    force: bool = False  # rerun combinations that finished earlier
+    force: bool = False  # rerun runs that finished earlier
     rerun_unreadable: bool = False  # rerun (and replace) record files that cannot be read
     # Set by the sweep, not by its user:
     cwd: str | None = None  # the kernels' working directory; None: the sweep's
     host_facts: str | None = None  # the file of facts measured once for the host (COLABKIT_HOST_FACTS)
+    repetition: Repetition | None = None  # the sweep's Repetition, which every record names
     worker_grace_s: float = 60  # multi-worker runs: after a worker dies, how long the others may take to fail
     start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
     start_timeout_s: float = 60
@@ -73,24 +84,43 @@ class SweepOptions:
         if self.wait_quiet_s is not None and self.jobs != 1:
             raise ColabkitError("--wait-quiet waits for an idle host before each run; with --jobs the other runs "
                                 "keep it busy: use --jobs 1")
-        if self.max_repeats is not None and self.target_ci is None:
-            raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
-        if self.colab and (self.device or self.cluster or self.jobs != 1):
+        if self.colab and (self.cluster or self.jobs != 1):
             raise ColabkitError("--colab runs each accelerator's combinations in its own sessions, one at a time: "
-                                "drop --device, --cluster and --jobs")
-        if self.colab and self.runs_from:
-            raise ColabkitError("--runs-from is what --colab gives each of its sessions: drop it")
+                                "drop --cluster and --jobs")
         given = [flag for flag, value in (("--colab-timeout", self.colab_timeout_s),
                                           ("--colab-session-limit", self.colab_session_limit_s)) if value is not None]
         if given and not self.colab:
             raise ColabkitError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with --colab (the Colab "
                                 "sessions' limits); this sweep runs here")
-        if self.target_ci is not None and self.max_repeats is None:
-            object.__setattr__(self, "max_repeats", DEFAULT_MAX_REPEATS)  # frozen: set once, here
+
+    @property
+    def runner(self) -> RunnerName:
+        """The runner these options name (colabkit.sweep.runners.RUNNERS)."""
+        return "colab" if self.colab else "dask" if self.cluster else "pool" if self.jobs > 1 else "serial"
 
     def sweep_section(self, env: dict[str, str] | None = None) -> dict[str, Any]:
         """What every record of the sweep says about how it ran (its `sweep` section, before the run)."""
-        section: dict[str, Any] = {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES")}
-        if self.target_ci is not None:
-            section.update(target_ci=self.target_ci, max_repeats=self.max_repeats)
-        return section
+        return {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES"),
+                **(self.repetition.section() if self.repetition else {})}
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """When to stop repeating: rounds of one more run of each combination whose headline interval is wider
+    than `target_ci` (a share of its median), until none is or each has `max_repeats` runs."""
+
+    target_ci: float
+    max_repeats: int = DEFAULT_MAX_REPEATS
+
+    @classmethod
+    def asked(cls, target_ci: float | None, max_repeats: int | None) -> Repetition | None:
+        """The command line's --target-ci and --max-repeats as a Repetition (None without --target-ci)."""
+        if target_ci is None:
+            if max_repeats is not None:
+                raise ColabkitError("--max-repeats goes with --target-ci (it caps the runs made to reach the target)")
+            return None
+        return cls(target_ci, DEFAULT_MAX_REPEATS if max_repeats is None else max_repeats)
+
+    def section(self) -> dict[str, Any]:
+        """What each record of a sweep with this rule says of it (its `sweep` section)."""
+        return {"target_ci": self.target_ci, "max_repeats": self.max_repeats}

@@ -2,10 +2,16 @@
 SweepPlan), and per run whether to run it, rerun it, keep it (ok record, matching fingerprint), skip
 it (RUNNABLE_CHECKS), set its unreadable record aside, or show it running elsewhere (`decide`).
 Nothing here runs or writes anything.
+
+A plan is made once, where the sweep starts, and handed on as it is: to every runner in this process, and
+as JSON (`SweepPlan.to_json`, `read_plan`) where it crosses to another process or machine (a Colab session,
+a stage of the device run): `python -m colabkit sweep --plan FILE` runs the runs it holds, planned nowhere else.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,16 +23,17 @@ from colabkit.errors import GridError, InsufficientMemoryError, RecordError
 from colabkit.experiments import rule_problems
 from colabkit.records.record import read_record
 from colabkit.records.run_error import RunError
-from colabkit.sweep.combination import Combination
+from colabkit.suite import suite_root
+from colabkit.sweep.combination import Combination, RunSettings, device_request
 from colabkit.sweep.devices import Inventory, backend_unsupported, device_missing, too_large
 from colabkit.sweep.execution import RunFiles
 from colabkit.sweep.expand import device_filter, duplicate_problems, expand
 from colabkit.sweep.fingerprint import fingerprint, stale_reason
-from colabkit.sweep.gridfile import GridSpec, load_grid
+from colabkit.sweep.gridfile import GridSpec, grid_spec, load_grid
 from colabkit.sweep.layers import Layer
-from colabkit.sweep.options import HtmlMode, KernelMode
+from colabkit.sweep.options import HtmlMode, KernelMode, PlanRequest
 from colabkit.sweep.outfolder import lock_holder
-from colabkit.sweep.overrides import check_overrides
+from colabkit.sweep.overrides import check_overrides, parse_overrides
 
 RunnableCheck = Callable[[Combination, Inventory], str | None]
 # Why a combination cannot run where the sweep runs, asked in this order: the first reason given
@@ -35,6 +42,9 @@ RunnableCheck = Callable[[Combination, Inventory], str | None]
 RUNNABLE_CHECKS: tuple[tuple[RunnableCheck, str], ...] = (
     (device_missing, "DeviceNotAvailable"), (backend_unsupported, "BackendUnsupportedError"),
     (too_large, InsufficientMemoryError.__name__))
+
+
+PLAN_FORMAT = 1  # the JSON form's version: a reader refuses another
 
 
 class SweepPlan(Sequence[Combination]):
@@ -50,8 +60,36 @@ class SweepPlan(Sequence[Combination]):
     def __len__(self) -> int:
         return len(self.runs)
 
+    def to_json(self) -> str:
+        """The plan as JSON, every run as planned (a suite notebook named by its path in the suite, so that
+        an installed colabkit elsewhere finds its own copy)."""
+        def notebook(path: Path) -> str:
+            try:
+                return path.resolve().relative_to(suite_root().resolve()).as_posix()
+            except ValueError:
+                return str(path.resolve())
 
-def plan(grid_paths: Sequence[str | Path], preset: str | None = None, device: str | None = None,
+        runs = [{"notebook": notebook(run.notebook), "params": run.params, "slug": run.slug, "unused": run.unused,
+                 "settings": dataclasses.asdict(run.settings), "repeat": run.repeat} for run in self.runs]
+        return json.dumps({"colabkit_plan": PLAN_FORMAT, "out": str(self.out), "runs": runs}, indent=1) + "\n"
+
+
+def read_plan(path: str | Path, out: str | Path | None = None) -> SweepPlan:
+    """The plan a file holds (SweepPlan.to_json), writing into `out` (default: the folder it was planned for);
+    GridError in one line when the file is not such a plan."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("colabkit_plan") != PLAN_FORMAT:
+            raise ValueError(f"not a colabkit plan of format {PLAN_FORMAT}")
+        runs = [Combination(suite_root() / run["notebook"], dict(run["params"]), str(run["slug"]),
+                            device_request(run["params"]["device"]), dict(run.get("unused") or {}),
+                            RunSettings(**run["settings"]), int(run["repeat"])) for run in data["runs"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise GridError(f"--plan {path}: cannot be read as a sweep's plan ({error})") from None
+    return SweepPlan(runs, Path(out if out is not None else data["out"]))
+
+
+def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None, device: str | None = None,
          overrides: dict[str, Any] | None = None, out: str | Path = "outputs", repeats: int | None = None, *,
          kernels: KernelMode | None = None, html: HtmlMode | None = None) -> SweepPlan:
     """All runs of the grid files' combinations under `preset` and `overrides`, narrowed to `device`.
@@ -67,7 +105,7 @@ def plan(grid_paths: Sequence[str | Path], preset: str | None = None, device: st
     specs = []
     for grid_path in grid_paths:
         try:
-            specs.append(load_grid(grid_path))
+            specs.append(grid_path if isinstance(grid_path, GridSpec) else load_grid(grid_path))
         except GridError as exc:
             where = f"{exc.path}: " if exc.path else ""
             problems.extend(where + problem for problem in exc.problems)
@@ -87,6 +125,23 @@ def plan(grid_paths: Sequence[str | Path], preset: str | None = None, device: st
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
     return SweepPlan(interleave(combinations), Path(out))
+
+
+def plan_notebook(notebook: str, params: Mapping[str, Any], out: Path, html: HtmlMode = "none") -> SweepPlan:
+    """One run of the suite's `notebook` with `params` (`device` among them), in a fresh kernel, its values and
+    rules checked against its declaration as a grid file's are (a grid made in memory: no file is written)."""
+    grid = {"notebook": f"notebooks/{notebook}.ipynb", "grid": {"device": [params["device"]]},
+            "fixed": {key: value for key, value in params.items() if key != "device"}}
+    return plan([grid_spec(grid, suite_root() / "parameters" / f"{notebook}.yaml")], out=out, repeats=1,
+                kernels="fresh", html=html)
+
+
+def plan_requested(request: PlanRequest, out: Path | None = None, device: str | None = None) -> SweepPlan:
+    """The plan `request` asks for (`device`, where given, instead of its own), writing into `out` (default
+    outputs/<preset>)."""
+    return plan(request.grids, request.preset, device or request.device, parse_overrides(request.overrides),
+                out or Path("outputs") / (request.preset or "default"), request.repeats, kernels=request.kernels,
+                html=request.html)
 
 
 def rules_broken(spec: GridSpec, combinations: list[Combination]) -> list[str]:

@@ -1,18 +1,18 @@
-"""Run notebooks once per combination of their grids, through papermill, into OUT/ -- and resume.
+"""Run a plan's notebooks, through papermill, into OUT/ -- and resume.
 
-A sweep (1) is planned: every grid file, `-p` override and the combinations they make validated, and
-how each runs decided (colabkit.sweep.plan: a SweepPlan); its options are checked together when they
-are made (colabkit.sweep.options: SweepOptions), so nothing runs on a bad plan or options. Then
-`run_sweep` (2) checks the output folder, then takes its lock (colabkit.sweep.outfolder); (3) asks
-which devices there are: this machine's, from a child process so the sweep itself never claims a GPU
-or TPU, or a Dask cluster's workers'; (4) decides per run: run it, keep the result an earlier sweep
-finished (its record is ok and its fingerprint matches, see colabkit.sweep.fingerprint), or skip it
-because it cannot run here; (5) runs the rest through an executor (colabkit.sweep.executors: one
-after another, `jobs` side by side, or on a Dask cluster), each in a fresh kernel or a warm one
-(colabkit.sweep.kernels) as its settings say, the host's CPU bandwidth measured once for them all;
-with `target_ci`, further rounds until each headline's interval is narrow enough
-(colabkit.sweep.target); (6) returns one Outcome per run for the summary table. `prepare` (the dry
-run) takes steps 2-4 the same way, and writes nothing.
+A sweep (1) is planned once: every grid file, `-p` override and the combinations they make validated, and
+how each runs decided (colabkit.sweep.plan: a SweepPlan, which goes to every runner as it is); its options
+are checked together when they are made (colabkit.sweep.options), so nothing runs on a bad plan or options.
+Then `run_sweep` (2) checks the output folder, then takes its lock (colabkit.sweep.outfolder); (3) asks
+the runner (by name from RUNNERS, or one given: a Colab session's) which devices there are: this machine's,
+from a child process so the sweep itself never claims a GPU or TPU, or a Dask cluster's workers'; (4)
+decides per run: run it, keep the result an earlier sweep finished (its record is ok and its fingerprint
+matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest on the
+runner (one after another, `jobs` side by side, or on a Dask cluster), each in a fresh kernel or a warm one
+(colabkit.sweep.kernels) as its settings say, the host's CPU bandwidth measured once for them all; with a
+Repetition, further rounds until each headline's interval is narrow enough (colabkit.sweep.target); (6)
+returns one Outcome per run for the summary table. `prepare` (the dry run) takes steps 2-4 the same way,
+and writes nothing.
 
 Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
 .html, .json (the record), .log.
@@ -31,37 +31,38 @@ from colabkit.records.schema import ErrorKind
 from colabkit.sweep.console import Progress
 from colabkit.sweep.devices import cpu_only, host_facts
 from colabkit.sweep.execution import Outcome, RunFiles, is_filesystem_fault, write_skipped_record
+from colabkit.sweep.cluster import DaskExecutor
 from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import Repetition, RunnerName, RunOptions
 from colabkit.sweep.outfolder import check_output_folder, sweep_lock
 from colabkit.sweep.plan import Decision, SweepAction, SweepPlan, decide
 from colabkit.sweep.target import describe_missed, next_round
 
-__all__ = ["prepare", "run_sweep"]
+__all__ = ["RUNNERS", "prepare", "run_sweep"]
+
+Runner = Callable[[Path, RunOptions, Mapping[str, int] | None], Executor]
+# The runners a plan runs on here, by the name RunOptions.runner gives (papermill's engines are the model). A
+# Colab session's runner is made per accelerator by colabkit.sweep.remote_colab.command and given to run_sweep.
+RUNNERS: dict[RunnerName, Runner] = {
+    "serial": SerialExecutor,  # one run after another, in this process: what published numbers use
+    "pool": PoolExecutor,  # `jobs` runs side by side, each in a worker process of its own
+    "dask": lambda out, options, available: DaskExecutor(out, options),  # a Dask cluster's devices, not ours
+}
 
 
 @contextmanager
-def _executor(plan: SweepPlan, options: SweepOptions, available: Mapping[str, int] | None,
+def _executor(plan: SweepPlan, options: RunOptions, available: Mapping[str, int] | None,
               given: Executor | None = None) -> Iterator[Executor]:
-    """The plan's output folder checked, and the executor it runs with: a Dask cluster's (connected
-    now) with `options.cluster`, else this machine's, serial or with `options.jobs` worker processes
-    (its devices `available`, else detected when some run asks for more than a CPU); or the one `given`
-    (a Colab session's: colabkit.sweep.remote_colab.executor)."""
+    """The plan's output folder checked, and the runner it runs on: the one `given` (a Colab session's:
+    colabkit.sweep.remote_colab.executor), else RUNNERS' entry for `options.runner` (this machine's devices
+    `available`, else detected when some run asks for more than a CPU)."""
     check_output_folder(plan.out)
-    if given is not None:
-        executor = given
-    elif options.cluster:
-        from colabkit.sweep.cluster import DaskExecutor
-
-        executor: Executor = DaskExecutor(plan.out, options)
-    else:
-        available = cpu_only(plan, available)
-        executor = (SerialExecutor if options.jobs == 1 else PoolExecutor)(plan.out, options, available)
+    executor = given or RUNNERS[options.runner](plan.out, options, cpu_only(plan, available))
     with executor:
         yield executor
 
 
-def prepare(plan: SweepPlan, options: SweepOptions = SweepOptions(),
+def prepare(plan: SweepPlan, options: RunOptions = RunOptions(),
             available: Mapping[str, int] | None = None, executor: Executor | None = None) -> list[Decision]:
     """What `--dry-run` shows: the output folder checked, the devices found (as `run_sweep` finds
     them) and every run of the plan decided. Runs and writes nothing."""
@@ -69,10 +70,11 @@ def prepare(plan: SweepPlan, options: SweepOptions = SweepOptions(),
         return decide(plan, executor.out, executor.inventory(), options.force, options.rerun_unreadable)
 
 
-def run_sweep(plan: SweepPlan, options: SweepOptions = SweepOptions(), *, available: Mapping[str, int] | None = None,
-              echo: Callable[[str], None] = print, progress: bool = False,
+def run_sweep(plan: SweepPlan, options: RunOptions = RunOptions(), repetition: Repetition | None = None, *,
+              available: Mapping[str, int] | None = None, echo: Callable[[str], None] = print, progress: bool = False,
               executor: Executor | None = None) -> list[Outcome]:
-    """Run every run of `plan` that is not finished yet, as `options` say; one Outcome per run.
+    """Run every run of `plan` that is not finished yet, as `options` say, and (`repetition`) further rounds
+    until each headline's interval is narrow enough; one Outcome per run.
 
     Nothing runs if `out` cannot be written or is locked by another sweep (OutputFolderError,
     SweepLockedError), decided before devices are detected or a cluster contacted. Runs whose record
@@ -82,7 +84,7 @@ def run_sweep(plan: SweepPlan, options: SweepOptions = SweepOptions(), *, availa
     this machine's devices ({"cpu": 1}) instead of detecting them; `echo` prints the sweep's lines,
     `progress` adds a progress bar. Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
-    options = dataclasses.replace(options, cwd=options.cwd or str(Path.cwd()))
+    options = dataclasses.replace(options, cwd=options.cwd or str(Path.cwd()), repetition=repetition)
     with _executor(plan, options, available, executor) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
@@ -96,8 +98,8 @@ def run_sweep(plan: SweepPlan, options: SweepOptions = SweepOptions(), *, availa
             with host_facts([decision.combination for decision in to_run]) as facts:
                 executor.options = dataclasses.replace(options, host_facts=facts)
                 _run(executor, to_run, echo, progress, outcomes)
-                if options.target_ci is not None:
-                    decisions += _until_target(executor, decisions, echo, progress, outcomes)
+                if repetition is not None:
+                    decisions += _until_target(executor, decisions, repetition, echo, progress, outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])
@@ -120,14 +122,13 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
     bar.close()
 
 
-def _until_target(executor: Executor, decisions: list[Decision], echo: Callable[[str], None], progress: bool,
-                  outcomes: list[Outcome]) -> list[Decision]:
-    """Rounds of one more run of each combination whose headline interval is wider than the options'
+def _until_target(executor: Executor, decisions: list[Decision], repetition: Repetition, echo: Callable[[str], None],
+                  progress: bool, outcomes: list[Outcome]) -> list[Decision]:
+    """Rounds of one more run of each combination whose headline interval is wider than `repetition`'s
     `target_ci` (colabkit.sweep.target), until none is or each has `max_repeats` runs; the decisions of
     those runs. The combinations that never got there are named at the end."""
     options = executor.options
-    target, max_repeats = options.target_ci, options.max_repeats
-    assert target is not None and max_repeats is not None
+    target, max_repeats = repetition.target_ci, repetition.max_repeats
     # one entry per combination (repeat 1 stands for all), of those that ran or finished earlier
     firsts = {decision.combination.with_repeat(1).output_base(executor.out): decision.combination.with_repeat(1)
               for decision in decisions if decision.action in (SweepAction.RUN, SweepAction.RERUN, SweepAction.DONE)}

@@ -5,7 +5,6 @@ other than the one asked (once per accelerator, by kind and model: "Tesla T4" is
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -19,38 +18,35 @@ from colabkit.colab.runtime import accelerator_mismatch
 from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
 from colabkit.sweep.execution import Outcome
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.console import dry_run_table, summary_table
+from colabkit.sweep.estimate import estimate_plan
+from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
+from colabkit.sweep.plan import SweepAction, plan_requested
 from colabkit.sweep.remote_colab.client import ACCELERATORS, CLIENT
 from colabkit.sweep.remote_colab.executor import POLL_ENV, ColabExecutor
-from colabkit.sweep.remote_colab.sessions import (SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel,
-                                                  held_sessions, inner_args, session_count)
+from colabkit.sweep.remote_colab.sessions import SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel, held_sessions, session_count
+from colabkit.sweep.runner import prepare, run_sweep
 
 
-def colab_sweep(options: SweepOptions, out: Path, *, dry_run: bool = False) -> int:
-    """`sweep ... --colab A,B` (`options.colab`): every accelerator's sweep in its sessions, side by side (with
-    `dry_run`, what each would run, and the sessions it takes); the exit status."""
-    from colabkit.sweep.console import dry_run_table, summary_table
-    from colabkit.sweep.estimate import estimate_plan
-    from colabkit.sweep.overrides import parse_overrides
-    from colabkit.sweep.plan import SweepAction, plan
-    from colabkit.sweep.runner import prepare, run_sweep
-
+def colab_sweep(request: PlanRequest, options: RunOptions, repetition: Repetition | None, out: Path, *,
+                dry_run: bool = False) -> int:
+    """`sweep ... --colab A,B` (`options.colab`): every accelerator's plan (made here, once: its sessions are
+    each given their share of it as JSON) run in its sessions, side by side (with `dry_run`, what each would
+    run, and the sessions it takes); the exit status."""
+    if request.device:
+        raise ColabkitError("--colab runs each accelerator's combinations on its own runtime: drop --device")
     names = list(options.colab)
     limit = SESSION_LIMIT_S if options.colab_session_limit_s is None else options.colab_session_limit_s
-    plans = {name: plan(options.grids, options.preset, ACCELERATORS[name][0], parse_overrides(options.overrides),
-                        out / f"colab-{name}", options.repeats, kernels=options.kernels, html=options.html)
-             for name in names}
+    plans = {name: plan_requested(request, out / f"colab-{name}", ACCELERATORS[name][0]) for name in names}
     lock = threading.Lock()
 
     def echo(line: str) -> None:
         with lock:
             print(line, flush=True)
 
-    job = ColabJob(Path(), [Path(grid) for grid in options.grids], echo=echo, timeout_s=options.colab_timeout_s,
-                   session_limit_s=limit, poll_s=float(os.environ.get(POLL_ENV, 30)))
+    job = ColabJob(Path(), echo=echo, timeout_s=options.colab_timeout_s, session_limit_s=limit,
+                   poll_s=float(os.environ.get(POLL_ENV, 30)))
     executors = {name: ColabExecutor(plans[name].out, options, name, job) for name in names}
-    for name, executor in executors.items():
-        executor.arguments = functools.partial(inner_args, options, ACCELERATORS[name][0])
     if dry_run:
         for name, executor in executors.items():
             decisions = prepare(plans[name], options, executor=executor)
@@ -80,7 +76,7 @@ def colab_sweep(options: SweepOptions, out: Path, *, dry_run: bool = False) -> i
 
             def one(name: str) -> list[Outcome]:
                 executors[name].salvage()
-                return run_sweep(plans[name], options, executor=executors[name], echo=executors[name].say)
+                return run_sweep(plans[name], options, repetition, executor=executors[name], echo=executors[name].say)
 
             _side_by_side(names, one, results, job)
     finally:

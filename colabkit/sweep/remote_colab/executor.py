@@ -39,15 +39,14 @@ from colabkit.sweep.devices import Inventory
 from colabkit.sweep.estimate import accelerator_rate, estimate_plan
 from colabkit.sweep.execution import Outcome, RunFiles, fail_without_crashing
 from colabkit.sweep.executors import Executor, Started
-from colabkit.sweep.options import SweepOptions
-from colabkit.sweep.plan import Decision
+from colabkit.sweep.options import RunOptions
+from colabkit.sweep.plan import Decision, SweepPlan
 from colabkit.sweep.remote_colab.client import ACCELERATORS, CLIENT
 from colabkit.sweep.remote_colab.scripts import (ALIVE, DRAINED, INSTALLED, POLLED, STARTED, drain_script,
                                                  poll_script, probe_script, setup_script, start_script)
-from colabkit.sweep.remote_colab.sessions import (REMOTE, RUNS_FILE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession,
+from colabkit.sweep.remote_colab.sessions import (PLAN_FILE, REMOTE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession,
                                                   LiveSession, came_back, fitting, forget, held_sessions, left_running,
-                                                  pack_kept, record_seconds, record_status, remember, run_name, stamp,
-                                                  tail, unpack_results)
+                                                  record_seconds, record_status, remember, stamp, tail, unpack_results)
 
 DRAIN_WAIT_S = 120.0  # how long a drained session's sweep may take to stop
 POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
@@ -69,12 +68,11 @@ class ColabInventory(Inventory):
 class ColabExecutor(Executor):
     """Runs one accelerator's decisions in Colab sessions, one after another (module docstring)."""
 
-    def __init__(self, out: Path, options: SweepOptions, accelerator: str, job: ColabJob) -> None:
+    def __init__(self, out: Path, options: RunOptions, accelerator: str, job: ColabJob) -> None:
         super().__init__(out, options)
         self.accelerator, self.job = accelerator, job
         kind, model = ACCELERATORS[accelerator]
         self.rates = {kind: accelerator_rate(kind, "float32", model)}
-        self.arguments: Callable[[int], list[str]] = lambda repeats: []  # the sessions' `sweep` arguments
         self.live: LiveSession | None = None
         self.spent_s = 0.0  # the sessions ended so far, in all (--colab-timeout)
         self.drained_first: set[str] = set()  # runs drained once before anything of their session's share finished
@@ -117,7 +115,7 @@ class ColabExecutor(Executor):
                     return
                 continue
             chunk = remaining[:count]
-            stamps = {run_name(RunFiles.of(d.combination, self.out).base, self.out): stamp(d, self.out) for d in chunk}
+            stamps = {RunFiles.of(d.combination, self.out).record: stamp(d, self.out) for d in chunk}
             ending, why = self._sweep(chunk, stamps)
             if ending in (Ending.DRAINED, Ending.OUT_OF_TIME):
                 hostile, left = self._drain()
@@ -140,7 +138,7 @@ class ColabExecutor(Executor):
                     remaining.remove(decision)
                     yield self._failed(decision, why)
             elif rest and rest[0] is chunk[0]:  # drained before the first of its runs finished
-                name = run_name(RunFiles.of(chunk[0].combination, self.out).base, self.out)
+                name = chunk[0].combination.label
                 if name in self.drained_first:
                     remaining.remove(chunk[0])
                     yield self._failed(chunk[0], f"it did not finish within a fresh session of --colab-session-limit "
@@ -216,12 +214,6 @@ class ColabExecutor(Executor):
     def _set_up(self) -> None:
         client, name, cancel = self.job.client, self.live.name if self.live else "", self.job.stop
         client.run(["upload", str(self.job.wheel), f"{REMOTE}/{self.job.wheel.name}"], name, 1800, cancel)
-        for grid in self.job.grids:
-            client.run(["upload", str(grid), f"{REMOTE}/suite/parameters/{grid.name}"], name, 600, cancel)
-        with tempfile.TemporaryDirectory() as scratch:
-            kept = Path(scratch) / "kept.tar"
-            if pack_kept(self.out, kept):
-                client.run(["upload", str(kept), f"{REMOTE}/kept.tar"], name, 1800, cancel)
         output = self._exec(setup_script(self.job.wheel.name), 1800, "setup.py")
         if INSTALLED not in output:
             raise ColabClientError(f"pip could not install colabkit's wheel there: {tail(output)}")
@@ -253,12 +245,13 @@ class ColabExecutor(Executor):
         live = self.live
         assert live is not None
         with tempfile.TemporaryDirectory() as scratch:
-            runs = Path(scratch) / RUNS_FILE
-            runs.write_text("".join(f"{name}\n" for name in stamps), encoding="utf-8")
+            share = Path(scratch) / PLAN_FILE  # this sweep's runs, as planned here: the session plans nothing
+            share.write_text(SweepPlan([d.combination for d in chunk], self.out).to_json(), encoding="utf-8")
+            timeout = ["--timeout", f"{self.options.timeout_s:g}"] if self.options.timeout_s is not None else []
             try:
-                self.job.client.run(["upload", str(runs), f"{REMOTE}/{RUNS_FILE}"], live.name, 600, self.job.stop)
-                arguments = self.arguments(max(d.combination.repeat for d in chunk))
-                output = self._exec(start_script(self.accelerator, arguments), 300, "start.py")
+                self.job.client.run(["upload", str(share), f"{REMOTE}/{PLAN_FILE}"], live.name, 600, self.job.stop)
+                output = self._exec(start_script(self.accelerator, ["--plan", f"../{PLAN_FILE}", *timeout]), 300,
+                                    "start.py")
             except ColabClientError as exc:
                 return Ending.FAILED, f"the sweep could not be started in session {live.name}: {exc}"
         if STARTED not in output:

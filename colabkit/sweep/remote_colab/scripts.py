@@ -12,23 +12,20 @@ from __future__ import annotations
 ALIVE, INSTALLED, STARTED, DRAINED, POLLED = ("COLABKIT-ALIVE", "COLABKIT-INSTALLED", "COLABKIT-STARTED",
                                               "COLABKIT-DRAINED", "COLABKIT-POLL ")
 # The first `exec` of a session: the client can run code there (a broken client fails here, before any
-# upload), and the folders the uploads need (Jupyter's contents API makes none).
+# upload), and the folders the uploads and the sweeps need (Jupyter's contents API makes none).
 PROBE = f"""import os, sys
-os.makedirs("colabkit/suite/parameters", exist_ok=True)
+os.makedirs("colabkit/suite", exist_ok=True)
 print({ALIVE!r}, sys.version.split()[0])
 """
-# Once per session: the wheel installed, the records finished earlier put where the session's sweep keeps them.
+# Once per session: the wheel installed.
 SETUP = """def _colabkit_setup():
-    import os, subprocess, sys, tarfile
+    import os, subprocess, sys
     os.chdir("colabkit")
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", {wheel!r}], capture_output=True,
                           text=True)
     if done.returncode != 0:
         print("COLABKIT-INSTALL-FAILED", ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1])
         return
-    if os.path.exists("kept.tar"):
-        with tarfile.open("kept.tar") as kept:
-            kept.extractall("out", filter="data")
     print({mark!r})
 _colabkit_setup()
 """
@@ -38,8 +35,8 @@ WAITER = ("import os, subprocess, sys\n"
           "open('../sweep.pid.tmp', 'w').write(str(sweep.pid)); os.replace('../sweep.pid.tmp', '../sweep.pid')\n"
           "status = sweep.wait()\n"
           "open('../sweep.exit.tmp', 'w').write(str(status)); os.replace('../sweep.exit.tmp', '../sweep.exit')\n")
-# Per sweep of the session: `python -m colabkit sweep` over the runs in runs.txt, in the background (an
-# `exec` waits at most its --timeout; the sweep takes what it takes).
+# Per sweep of the session: `python -m colabkit sweep --plan` over the runs of plan.json (planned on the user's
+# machine), in the background (an `exec` waits at most its --timeout; the sweep takes what it takes).
 START = """def _colabkit_start():
     import os, subprocess, sys, time
     os.chdir("colabkit")

@@ -3,9 +3,9 @@
 - The sessions a results folder holds (`.colab-session.json`: each session's name and, right after
   `colab new`, the endpoint `colab status` gave), so that a crashed or interrupted sweep leaves every
   runtime it may still hold named, and the next run can bring back what it finished and stop it.
-- What a session gets: this checkout's wheel (with its commit), the records finished earlier, the
-  sweep's arguments and the list of the runs it is to make (`--runs-from`: each session runs the
-  runs cut for it, colabkit.sweep.remote_colab.executor).
+- What a session gets: this checkout's wheel (with its commit), and for each of its sweeps the share
+  of the plan cut for it (its runs as JSON: `sweep --plan`, colabkit.sweep.remote_colab.executor),
+  which it runs as planned here.
 - What a session is given to run (colabkit.sweep.remote_colab.scripts) and the runs it makes.
 - The results tar brought back, unpacked only when every member stays inside the accelerator's
   folder (a member outside it, a link or a device refuses the whole archive, naming the member).
@@ -37,13 +37,12 @@ from colabkit.io import inside, write_json_atomic
 from colabkit.records.provenance import git_commit
 from colabkit.suite import checkout_root
 from colabkit.sweep.execution import RunFiles
-from colabkit.sweep.options import SweepOptions
-from colabkit.sweep.plan import Decision, SweepPlan
+from colabkit.sweep.plan import Decision
 from colabkit.sweep.remote_colab.client import ColabClient
 
 STATE_FILE = ".colab-session.json"  # in each accelerator's results folder while it may hold a session
 REMOTE = "content/colabkit"  # the client's file paths start at the VM's file root; `colab exec` runs in /content
-RUNS_FILE = "runs.txt"  # the runs of the session's current sweep, one per line (`--runs-from`)
+PLAN_FILE = "plan.json"  # the runs of the session's current sweep, as planned here (`sweep --plan`)
 SESSION_LIMIT_S = 3000.0  # --colab-session-limit's default: drained at 50 min, stopped well inside 55
 TOKEN_LIFE_S = 3600.0  # the client's runtime token (issue #106): a session older than this is lost to it
 
@@ -132,56 +131,6 @@ def build_wheel(folder: Path) -> Path:
     return wheels[0]
 
 
-def pack_kept(out: Path, archive: Path) -> bool:
-    """The ok records under `out` in a tar (the session's sweep keeps those whose fingerprint matches)."""
-    kept = []
-    for path in out.rglob("*.json"):
-        try:
-            if not path.name.startswith(".") and json.loads(path.read_text(encoding="utf-8")).get("status") == "ok":
-                kept.append(path)
-        except (OSError, ValueError, AttributeError):
-            continue
-    if kept:
-        with tarfile.open(archive, "w") as tar:
-            for path in kept:
-                tar.add(path, arcname=str(path.relative_to(out)))
-    return bool(kept)
-
-
-def inner_args(options: SweepOptions, kind: str, repeats: int) -> list[str]:
-    """A session's `sweep` arguments: the grid files as uploaded, this sweep's options, `--device kind`,
-    and the runs listed in runs.txt (`repeats`: the highest run number among them). `--target-ci` stays
-    here: this process adds the rounds, each a sweep of its own in the session."""
-    command = [f"parameters/{Path(grid).name}" for grid in options.grids] + ["--device", kind]
-    flags = {"--preset": options.preset, "--repeats": repeats, "--kernels": options.kernels, "--html": options.html,
-             "--timeout": options.timeout_s}
-    command += [text for flag, value in flags.items() if value is not None for text in (flag, str(value))]
-    command += [text for value in options.overrides for text in ("-p", value)]
-    command += ["--runs-from", f"../{RUNS_FILE}"]
-    return command + [flag for flag, on in (("--force", options.force), ("--rerun", options.rerun_unreadable)) if on]
-
-
-def run_name(base: Path, out: Path) -> str:
-    """How runs.txt names a run: its path under the results folder, without an extension."""
-    return base.relative_to(out).as_posix()
-
-
-def runs_from(runs: SweepPlan, listing: str | Path) -> SweepPlan:
-    """`--runs-from FILE`: the plan's runs that FILE lists (one per line, as `run_name` writes them), in
-    the plan's order; one line naming what FILE lists that the plan does not have."""
-    try:
-        wanted = [line.strip() for line in Path(listing).read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ColabkitError(f"--runs-from {listing}: cannot be read ({exc})") from None
-    names = {run_name(run.output_base(runs.out), runs.out): run for run in runs}
-    unknown = [name for name in wanted if name not in names]
-    if unknown:
-        raise ColabkitError(f"--runs-from {listing}: {len(unknown)} run(s) not in this sweep's plan, "
-                            f"e.g. {unknown[0]!r}")
-    chosen = set(wanted)
-    return SweepPlan([run for name, run in names.items() if name in chosen], runs.out)
-
-
 # --- the runs of a session -------------------------------------------------------------------------------
 
 def fitting(run_seconds: Sequence[float], budget_s: float, at_least_one: bool = True) -> int:
@@ -215,9 +164,9 @@ def stamp(decision: Decision, out: Path) -> tuple[Any, Any] | None:
 
 
 def came_back(decision: Decision, out: Path, stamps: dict[str, Any]) -> bool:
-    """Whether the run's record is a new one (`stamps`: by run_name, what `stamp` gave before)."""
+    """Whether the run's record is a new one (`stamps`: by record path, what `stamp` gave before)."""
     now = stamp(decision, out)
-    return now is not None and now != stamps[run_name(RunFiles.of(decision.combination, out).base, out)]
+    return now is not None and now != stamps[RunFiles.of(decision.combination, out).record]
 
 
 def record_status(decision: Decision, out: Path) -> str:
@@ -286,7 +235,6 @@ class ColabJob:
     """What every session of a sweep gets, and how the sweep talks to them."""
 
     wheel: Path
-    grids: list[Path]
     client: ColabClient = field(default_factory=ColabClient)
     stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: every executor stops
     echo: Callable[[str], None] = print
