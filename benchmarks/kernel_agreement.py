@@ -35,7 +35,7 @@ from colabkit.experiments import get
 from colabkit.sweep.execution import execute_combination
 from colabkit.sweep.fingerprint import fingerprint
 from colabkit.sweep.kernels import close_warm_kernels
-from colabkit.sweep.options import SweepOptions
+from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
 from colabkit.sweep.runner import run_sweep
 from colabkit.timing.agreement import Agreement, interleave, spread
@@ -104,7 +104,7 @@ def repeats_spread(name: str, count: int, workdir: Path) -> None:
     combination = plan([grid_file(name, workdir)], preset, "cpu", overrides)[0]
     digest = fingerprint(combination.notebook, combination.params)
     metric = get(combination.name).headline.metric
-    options = SweepOptions(cwd=str(Path.cwd()))
+    options = RunOptions(cwd=str(Path.cwd()))
     values: dict[str, list[float]] = {"fresh": [], "reuse": []}
     for index in range(count):
         for mode in ("fresh", "reuse"):
