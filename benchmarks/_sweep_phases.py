@@ -1,6 +1,6 @@
 """Where one combination's wall time goes, from what a sweep leaves and a few clocks around its steps.
 
-`SweepClocks` wraps, in the sweep's own process, the steps colabkit.sweep.execution takes per
+`SweepClocks` wraps, in the sweep's own process, the steps colabkit.sweep.runners.execute takes per
 combination (the whole of execute_combination, papermill's execute_notebook, the HTML export, taking
 a warm kernel and giving it back); the host probe, once per sweep, is in the run that measured it.
 `breakdown` then splits each combination's time into PHASES from its executed notebook (papermill's
@@ -70,8 +70,9 @@ class SweepClocks:
 
     @contextmanager
     def installed(self) -> Iterator[SweepClocks]:
-        from colabkit.sweep import execution, executors
-        from colabkit.sweep.kernels import KernelPool
+        from colabkit.sweep.runners import execute as execution
+        from colabkit.sweep.runners import local as executors
+        from colabkit.sweep.runners.kernels import KernelPool
 
         saved = [(execution, "execute_notebook"), (execution, "export_run_html"), (executors, "execute_combination"),
                  (KernelPool, "take"), (KernelPool, "give_back")]

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from colabkit.records.record import read_record
-from colabkit.sweep.multiworker_launch import run_workers
+from colabkit.sweep.runners.multiworker import run_workers
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "cnn_mnist.ipynb"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

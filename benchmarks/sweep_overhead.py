@@ -25,7 +25,7 @@ combination: it is timed and reported apart, and left out of the per-combination
 Target: under 0.5 s per combination over papermill's own.
 
 With the cluster extra installed, the same combinations also run (d) through a Dask cluster sweep
-(`--cluster`, colabkit.sweep.cluster) on a LocalCluster of one worker process started once for the
+(`--cluster`, colabkit.sweep.runners.dask) on a LocalCluster of one worker process started once for the
 benchmark (its start-up, like device detection, is once per sweep and reported apart): submission,
 pickling, the worker's scratch folder and the products' trip back. Target: under 1 s per combination
 over papermill's own.
@@ -57,11 +57,11 @@ from _sweep_phases import PHASES, WORK, SweepClocks, breakdown, outside_work  # 
 from notebook_factory import write_tiny_notebook  # noqa: E402
 
 from colabkit.sweep.devices import detect_devices
-from colabkit.sweep.gridfile import load_grid
-from colabkit.sweep.overrides import parse_overrides
+from colabkit.sweep.grids import load_grid
+from colabkit.sweep.grids import parse_overrides
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.runner import run_sweep
+from colabkit.sweep.running import run_sweep
 
 TARGET_S = 0.5
 CLUSTER_TARGET_S = 1.0

@@ -52,8 +52,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from colabkit.sweep.console import dry_run_table, summary_table
     from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
     from colabkit.sweep.plan import plan_requested, read_plan
-    from colabkit.sweep.remote_colab.client import accelerators
-    from colabkit.sweep.runner import prepare, run_sweep
+    from colabkit.sweep.runners.colab.client import accelerators
+    from colabkit.sweep.running import prepare, run_sweep
 
     # The arguments become typed options here, once, in three parts (what runs, how, when to stop repeating),
     # checked together for the dry run and the real run alike; nothing below the command line sees `args`.
@@ -66,8 +66,8 @@ def _sweep(args: argparse.Namespace) -> int:
     if not args.plan and not request.grids:
         raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
     out = Path(args.out) if args.out else None
-    if options.colab:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.remote_colab)
-        from colabkit.sweep.remote_colab.command import colab_sweep
+    if options.colab:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.runners.colab)
+        from colabkit.sweep.runners.colab.command import colab_sweep
 
         if args.plan:
             raise ColabkitError("--colab plans each accelerator's runs from the grid files: drop --plan")
@@ -77,7 +77,7 @@ def _sweep(args: argparse.Namespace) -> int:
     out = runs.out
     if args.dry_run:
         from colabkit.sweep.estimate import estimate_plan
-        from colabkit.sweep.plan import SweepAction
+        from colabkit.sweep.decide import SweepAction
 
         decisions = prepare(runs, options)
         to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
@@ -86,7 +86,7 @@ def _sweep(args: argparse.Namespace) -> int:
     progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
     try:
-        # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.cluster).
+        # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.runners.dask).
         outcomes = run_sweep(runs, options, repetition, progress=progress)
     except SweepInterrupted as stopped:
         # The abandoned kernel's pending asyncio tasks would print "Task exception was never
@@ -125,7 +125,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from colabkit.sweep.status import collect_status, format_status
+    from colabkit.sweep.console import format_status
+    from colabkit.sweep.folder import collect_status
 
     folder = Path(args.out)
     if not folder.is_dir():
@@ -239,8 +240,8 @@ def _badges(args: argparse.Namespace) -> int:
 
 def _workers(args: argparse.Namespace) -> int:
     from colabkit.records.record import running_path
-    from colabkit.sweep.multiworker_launch import run_multiworker_notebook
-    from colabkit.sweep.overrides import parse_overrides
+    from colabkit.sweep.runners.multiworker import run_multiworker_notebook
+    from colabkit.sweep.grids import parse_overrides
 
     notebook = Path(args.notebook)
     if not notebook.is_file():
@@ -272,7 +273,7 @@ def _workers(args: argparse.Namespace) -> int:
 
 
 def _export_html(args: argparse.Namespace) -> int:
-    from colabkit.notebook_runner import export_html_below
+    from colabkit.sweep.runners.notebook import export_html_below
 
     folder = Path(args.out)
     if not folder.is_dir():

@@ -93,7 +93,7 @@ class ClusterSpecError(MultiWorkerError, ValueError):
 
 class WorkersFailed(MultiWorkerError):
     """A multi-worker run did not finish on every worker; the message says which and how.
-    `outcomes` holds each worker's colabkit.sweep.multiworker_launch.WorkerOutcome, chief first."""
+    `outcomes` holds each worker's colabkit.sweep.runners.multiworker.WorkerOutcome, chief first."""
 
     def __init__(self, message: str, outcomes: list) -> None:
         super().__init__(message)

@@ -146,8 +146,8 @@ def test_same_notebook_runs_on_every_installed_backend(backend_records):
 def test_sweep_skips_torch_on_tpu_with_the_reason_even_on_a_tpu_host(tmp_path):
     from colabkit.device.spec import DeviceRequest
     from colabkit.sweep.expand import expand
-    from colabkit.sweep.gridfile import load_grid
-    from colabkit.sweep.plan import decide
+    from colabkit.sweep.grids import load_grid
+    from colabkit.sweep.decide import decide
 
     spec = load_grid(REPO / "parameters" / "cnn_mnist.yaml")
     combinations = expand(spec, "frameworks_smoke", devices=[DeviceRequest("tpu")])

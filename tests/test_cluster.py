@@ -1,4 +1,4 @@
-"""Sweeps on a Dask cluster (colabkit.sweep.cluster): the same records as a local sweep, resume, a
+"""Sweeps on a Dask cluster (colabkit.sweep.runners.dask): the same records as a local sweep, resume, a
 worker killed mid-run, GPU resources that keep two measurements off one worker, shared and returned
 products, Ctrl-C. The clusters are LocalClusters of worker processes on this machine."""
 
@@ -21,12 +21,12 @@ from colabkit.cli import main
 from colabkit.device.spec import DeviceRequest
 from colabkit.errors import ColabkitError, GridError, SweepInterrupted
 from colabkit.records.record import read_record
-from colabkit.sweep import cluster as cluster_module
-from colabkit.sweep.cluster import cluster_devices, resources_for
+from colabkit.sweep.runners import dask as cluster_module
+from colabkit.sweep.runners.dask import cluster_devices, resources_for
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.runner import run_sweep
-from colabkit.sweep.status import collect_status
+from colabkit.sweep.running import run_sweep
+from colabkit.sweep.folder import collect_status
 
 pytest.importorskip("distributed")
 
@@ -219,9 +219,9 @@ def test_a_full_local_disk_fails_only_the_combination_whose_products_it_could_no
     import errno
     import types
 
-    from colabkit.sweep.cluster_task import TaskResult
-    from colabkit.sweep.execution import RunFiles
-    from colabkit.sweep.plan import Decision, SweepAction
+    from colabkit.sweep.runners.dask import TaskResult
+    from colabkit.sweep.runners.execute import RunFiles
+    from colabkit.sweep.decide import Decision, SweepAction
 
     combination = plan([NOTEBOOKS.parent / "parameters" / "matmul_tflops.yaml"], "smoke", "cpu")[0]
     decision = Decision(combination, SweepAction.RUN, "", {"digest": "d"})

@@ -20,7 +20,7 @@ from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab
                            sweep, sweep_command, verbs)
 
 from colabkit.errors import ColabkitError, HostileArchiveError
-from colabkit.sweep.remote_colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember,
+from colabkit.sweep.runners.colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember,
                                                   session_count, unpack_results)
 
 FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # about 7 s a run here
@@ -258,7 +258,7 @@ def test_a_session_runs_exactly_the_runs_of_the_plan_it_is_given_planning_nothin
 # --- 6. what the page promises ------------------------------------------------------------------------------
 
 def test_the_colab_page_gives_the_clients_python_its_pinned_install_and_no_keep_alive_promise():
-    from colabkit.sweep.remote_colab.client import INSTALL
+    from colabkit.sweep.runners.colab.client import INSTALL
 
     page = (ROOT / "docs" / "colab.md").read_text(encoding="utf-8")
     section = page[page.index("## Every accelerator from one command: `--colab`"):]

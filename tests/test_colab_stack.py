@@ -21,7 +21,7 @@ from colabkit.errors import ColabkitError, FolderNotFoundError
 from colabkit.maintenance import colab_stack
 from colabkit.maintenance.notebooks import sweep_form
 from colabkit.ondevice.lists import IMAGE_LIST, read_image
-from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.grids import load_grid
 
 # Colab's CPU/GPU runtime as googlecolab/backend-info listed it on 2026-08-19 ("Upgrade to Python 3.13").
 COLAB_2026_08 = {"tensorflow": "2.20.0", "keras": "3.13.2", "jax": "0.7.2", "numpy": "2.1.3", "pandas": "2.2.3",

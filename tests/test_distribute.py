@@ -20,7 +20,7 @@ from colabkit.device.multiworker import cluster_size, is_chief, read_tf_config
 from colabkit.device.spec import parse_device
 from colabkit.errors import ColabkitError, DeviceNotFoundError
 from colabkit.records.record import read_record, start_run
-from colabkit.sweep.multiworker_launch import free_ports, tf_configs
+from colabkit.sweep.runners.multiworker import free_ports, tf_configs
 from colabkit.training.setup import batch_sizes, make_dataset, scaled_learning_rate
 
 SMOKE = ["-p", "batch_size=64", "-p", "epochs=2", "-p", "train_samples=512", "-p", "test_samples=128",
@@ -216,7 +216,7 @@ def test_the_workers_command_keeps_no_record_of_a_run_that_lost_a_worker(tmp_pat
 def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
     from colabkit.sweep.options import RunOptions
     from colabkit.sweep.plan import plan
-    from colabkit.sweep.runner import run_sweep
+    from colabkit.sweep.running import run_sweep
 
     notebook = _write_worker_notebook(tmp_path / "tiny_workers.ipynb", TINY_WORK)
     grid = tmp_path / "grid.yaml"

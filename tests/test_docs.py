@@ -40,7 +40,7 @@ SUBPACKAGES = {path.parent.relative_to(PACKAGE).as_posix() for path in PACKAGE.r
 
 
 def layout_entries() -> dict[str, str]:
-    """The README Layout's entries under colabkit/: each entry's head ('device/', 'sweep/remote_colab/',
+    """The README Layout's entries under colabkit/: each entry's head ('device/', 'sweep/runners/colab/',
     '__init__.py', 'cli.py, cli_arguments.py, ...') and its text (the rest of its line and the deeper lines)."""
     block = (REPO / "README.md").read_text(encoding="utf-8").split("## Layout", 1)[1].split("```")[1]
     lines = block.split("colabkit/", 1)[1].splitlines()[1:]
@@ -68,7 +68,7 @@ def named_modules(text: str) -> list[str]:
 def test_every_module_the_readmes_layout_names_exists_and_every_subpackage_is_named():
     entries = layout_entries()
     packages = {head.rstrip("/") for head in entries if head.endswith("/")}
-    assert {"device", "sweep/remote_colab"} <= packages  # the Layout is read
+    assert {"device", "sweep/runners/colab"} <= packages  # the Layout is read
     assert packages == SUBPACKAGES, f"named but absent: {sorted(packages - SUBPACKAGES)}; " \
                                     f"not named: {sorted(SUBPACKAGES - packages)}"
     missing = [f"{package}/{name}" for package in packages for name in named_modules(entries[f"{package}/"])

@@ -24,7 +24,7 @@ from colabkit.experiments import (
 )
 from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
 from colabkit.records.record import start_run
-from colabkit.sweep.parameters import declared_parameters
+from colabkit.sweep.grids import declared_parameters
 from colabkit.sweep.plan import plan
 
 REPO = Path(__file__).resolve().parent.parent

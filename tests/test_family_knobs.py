@@ -16,7 +16,7 @@ from colabkit.experiments import Experiment, Headline, Parameter, device_paramet
 from colabkit.experiments.paradnn import FAMILY_KNOBS
 from colabkit.records.loading import load_records
 from colabkit.records.record import make_record, start_run
-from colabkit.sweep.fingerprint import fingerprint
+from colabkit.sweep.decide import fingerprint
 from colabkit.sweep.plan import plan
 
 PARADNN = get("paradnn")

@@ -13,12 +13,12 @@ from colabkit.cli import main
 from colabkit.device.spec import DeviceRequest
 from colabkit.errors import GridError
 from colabkit.sweep.devices import DeviceSlots
-from colabkit.sweep.execution import RunFiles
+from colabkit.sweep.runners.execute import RunFiles
 from colabkit.sweep.expand import expand
-from colabkit.sweep.fingerprint import fingerprint, stale_reason
-from colabkit.sweep.gridfile import load_grid
-from colabkit.sweep.overrides import parse_overrides, typed_value
-from colabkit.sweep.parameters import declared_parameters
+from colabkit.sweep.decide import fingerprint, stale_reason
+from colabkit.sweep.grids import load_grid
+from colabkit.sweep.grids import parse_overrides, typed_value
+from colabkit.sweep.grids import declared_parameters
 from colabkit.sweep.plan import plan
 
 

@@ -9,7 +9,7 @@ import report_fixtures as fx
 from colabkit import report
 from colabkit.records.identity import run_work, work_key
 from colabkit.records.loading import load_records
-from colabkit.sweep.status import collect_status
+from colabkit.sweep.folder import collect_status
 
 
 def test_repeats_without_the_bottleneck_passes_are_runs_of_the_same_combination(tmp_path):

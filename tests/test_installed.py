@@ -19,7 +19,7 @@ import pytest
 from helpers import REPO
 
 from colabkit.records.provenance import checkout_commit
-from colabkit.sweep.fingerprint import code_digest, fingerprint, stale_reason
+from colabkit.sweep.decide import code_digest, fingerprint, stale_reason
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 # What a checkout holds that is no part of the source: never copied into the build (.venv-colab is 3 GB).

@@ -13,7 +13,8 @@ import report_fixtures as fx
 from colabkit import report
 from colabkit.records.loading import first_record, load_records
 from colabkit.records.plausibility import METRIC_CHECKS, measurement_problems
-from colabkit.sweep.status import collect_status, format_status
+from colabkit.sweep.console import format_status
+from colabkit.sweep.folder import collect_status
 
 
 def matmul_record(**metrics: float) -> dict:

@@ -144,8 +144,9 @@ def test_a_sweep_skips_a_model_far_too_large_before_anything_runs(tmp_path):
     """The sweep's planning asks the same estimate (colabkit.sweep.devices.too_large): the combination
     is skipped with the estimate and the memory named, and its record says InsufficientMemoryError."""
     from colabkit.sweep.devices import Inventory
-    from colabkit.sweep.plan import SweepAction, decide, plan
-    from colabkit.sweep.runner import run_sweep
+    from colabkit.sweep.plan import plan
+    from colabkit.sweep.decide import SweepAction, decide
+    from colabkit.sweep.running import run_sweep
 
     grid = tmp_path / "paradnn.yaml"
     grid.write_text(f"notebook: {NOTEBOOKS / 'paradnn.ipynb'}\ngrid:\n  device: [cpu]\n"

@@ -139,7 +139,7 @@ def fake_colabkit_wheel(folder: Path) -> Path:
 
 def test_a_pack_builds_from_the_cache_with_its_manifest_and_taken_out_files(pack_root, tmp_path, monkeypatch,
                                                                            no_keras_root):
-    import colabkit.sweep.remote_colab.sessions as sessions
+    import colabkit.sweep.runners.colab.sessions as sessions
 
     root, cache = pack_root
     monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
@@ -157,7 +157,7 @@ def test_a_pack_builds_from_the_cache_with_its_manifest_and_taken_out_files(pack
 
 def test_a_pack_over_its_limit_or_carrying_an_image_package_is_refused_and_the_old_pack_stays(
         pack_root, tmp_path, monkeypatch, no_keras_root):
-    import colabkit.sweep.remote_colab.sessions as sessions
+    import colabkit.sweep.runners.colab.sessions as sessions
 
     root, cache = pack_root
     monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
@@ -176,7 +176,7 @@ def test_a_pack_over_its_limit_or_carrying_an_image_package_is_refused_and_the_o
 
 def test_a_pack_relying_on_an_image_package_the_rehearsal_leaves_out_is_refused(pack_root, tmp_path, monkeypatch,
                                                                                 no_keras_root):
-    import colabkit.sweep.remote_colab.sessions as sessions
+    import colabkit.sweep.runners.colab.sessions as sessions
 
     root, cache = pack_root
     monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
@@ -318,7 +318,7 @@ def test_a_zip_that_cannot_be_written_still_gives_the_summary_naming_the_records
 
 
 def test_a_run_that_measured_nothing_says_so_in_its_summary_and_fails(tmp_path, monkeypatch):
-    import colabkit.ondevice.run as device_run
+    import colabkit.ondevice.device_run as device_run
 
     monkeypatch.setattr(device_run, "nvidia_smi", lambda: [])
     lines: list[str] = []
@@ -345,7 +345,7 @@ def test_measurements_are_ok_records_and_gpu_check_rows_that_are_not_skipped(tmp
 
 @pytest.fixture
 def built_pack(pack_root, tmp_path, monkeypatch, no_keras_root):
-    import colabkit.sweep.remote_colab.sessions as sessions
+    import colabkit.sweep.runners.colab.sessions as sessions
 
     root, cache = pack_root
     monkeypatch.setattr(sessions, "build_wheel", fake_colabkit_wheel)
@@ -519,7 +519,7 @@ def test_every_grid_has_a_device_preset_on_the_gpu_without_tensorflow_and_its_cp
     from colabkit.device.spec import DeviceKind, DeviceRequest
     from colabkit.ondevice.stages import SWEEPS
     from colabkit.sweep.expand import expand
-    from colabkit.sweep.gridfile import load_grid
+    from colabkit.sweep.grids import load_grid
 
     assert sorted(grid for _, grid, _ in SWEEPS) == sorted(path.stem for path in (REPO / "parameters").glob("*.yaml"))
     for _, grid, _ in SWEEPS:

@@ -1,5 +1,5 @@
 """The ParaDnn notebook through papermill with smoke parameters, one run per family, on the CPU, all
-three in one warm kernel as `sweep --kernels reuse` runs ParaDnn (colabkit.sweep.kernels): the kernel
+three in one warm kernel as `sweep --kernels reuse` runs ParaDnn (colabkit.sweep.runners.kernels): the kernel
 start, TensorFlow's import and the bandwidth probe are paid once, and each run after the first shows
 that a cleared kernel gives a complete, correct record."""
 
@@ -13,7 +13,7 @@ from helpers import NOTEBOOKS, REPO
 
 from colabkit.device.bandwidth import HOST_FACTS_ENV
 from colabkit.records.record import read_record
-from colabkit.sweep.kernels import KernelKey, KernelPool
+from colabkit.sweep.runners.kernels import KernelKey, KernelPool
 
 pytestmark = pytest.mark.notebook
 

@@ -7,11 +7,11 @@ import re
 
 from helpers import REPO
 
-import colabkit.sweep.execution as execution
+import colabkit.sweep.runners.execute as execution
 from colabkit.maintenance import schema_doc
 from colabkit.records.provenance import host_info, software_versions
 from colabkit.records.record import FIELD_DOCS, REQUIRED_FIELDS
-from colabkit.sweep.fingerprint import fingerprint
+from colabkit.sweep.decide import fingerprint
 
 
 def test_docs_records_md_is_up_to_date():

@@ -122,7 +122,7 @@ def test_every_parameter_line_is_declared_and_auto_sizes_accept_grid_integers(no
     import json
     from pathlib import Path
 
-    from colabkit.sweep.parameters import declared_parameters
+    from colabkit.sweep.grids import declared_parameters
 
     path = Path(__file__).resolve().parent.parent / "notebooks" / f"{notebook}.ipynb"
     cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))

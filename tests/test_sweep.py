@@ -17,11 +17,13 @@ from colabkit.device.spec import DeviceRequest
 from colabkit.records.record import read_record
 from colabkit.sweep.console import summary_table
 from colabkit.sweep.expand import expand
-from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.grids import load_grid
 from colabkit.sweep.options import RunOptions
-from colabkit.sweep.plan import decide, plan
-from colabkit.sweep.runner import run_sweep
-from colabkit.sweep.status import collect_status, format_status
+from colabkit.sweep.plan import plan
+from colabkit.sweep.decide import decide
+from colabkit.sweep.running import run_sweep
+from colabkit.sweep.console import format_status
+from colabkit.sweep.folder import collect_status
 
 CPU_ONLY = {"cpu": 1}
 
@@ -258,7 +260,7 @@ def test_a_dry_run_beside_a_running_sweep_says_which_combination_it_runs(tmp_pat
     running = out / "tiny" / "cpu" / ".value-1.running.ipynb"  # the mark of a combination a sweep is running
     running.parent.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from colabkit.sweep.outfolder import sweep_lock\n"
+        "import sys, time; from colabkit.sweep.folder import sweep_lock\n"
         f"with sweep_lock({str(out)!r}):\n"
         f"    open({str(running)!r}, 'w').close(); print('locked', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -280,7 +282,7 @@ def test_a_dry_run_beside_a_running_sweep_says_which_combination_it_runs(tmp_pat
 
 def test_a_multi_line_error_message_keeps_the_summary_table_one_row_per_combination(tmp_path):
     from colabkit.records.run_error import RunError
-    from colabkit.sweep.execution import Outcome
+    from colabkit.sweep.runners.execute import Outcome
 
     [combination] = plan([write_grid(tmp_path, f"notebook: {NOTEBOOKS / 'matmul_tflops.ipynb'}\n"
                                                 "grid: {device: [cpu], n: [64]}\n")])
@@ -306,7 +308,7 @@ def test_a_full_disk_during_the_html_export_is_a_filesystem_failure(tmp_path, ti
     def full_disk(notebook, html, temporary=None):
         raise OSError(errno.ENOSPC, "No space left on device", str(temporary))
 
-    monkeypatch.setattr("colabkit.sweep.execution.export_run_html", full_disk)
+    monkeypatch.setattr("colabkit.sweep.runners.execute.export_run_html", full_disk)
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     [outcome] = run_sweep(plan([grid], out=tmp_path / "out"), available=CPU_ONLY, echo=quiet)
     error = read_record(outcome.record_path)["error"]
@@ -354,7 +356,7 @@ def test_an_unknown_kernel_fails_at_once_without_retries(tmp_path, tiny):
 
 
 def test_a_new_run_clears_what_a_killed_one_left_and_nothing_of_its_neighbours(tmp_path):
-    from colabkit.sweep.execution import RunFiles
+    from colabkit.sweep.runners.execute import RunFiles
 
     folder = tmp_path / "tiny" / "cpu"
     folder.mkdir(parents=True)

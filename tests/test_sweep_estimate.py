@@ -11,7 +11,7 @@ from colabkit.experiments import get
 from colabkit.experiments.paradnn import FAMILY_KNOBS
 from colabkit.sweep import estimate
 from colabkit.sweep.estimate import FIXED_COST_S, NEW_KERNEL_S, accelerator_rate, estimate_plan
-from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.grids import load_grid
 from colabkit.sweep.plan import plan
 
 GRID = REPO / "parameters" / "paradnn.yaml"

@@ -17,11 +17,12 @@ from notebook_factory import write_tiny_notebook
 
 from colabkit.errors import SweepLockedError
 from colabkit.records.record import read_record
-from colabkit.sweep.outfolder import sweep_lock
+from colabkit.sweep.folder import sweep_lock
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.runner import run_sweep
-from colabkit.sweep.status import collect_status, format_status
+from colabkit.sweep.running import run_sweep
+from colabkit.sweep.console import format_status
+from colabkit.sweep.folder import collect_status
 
 CPU_ONLY = {"cpu": 1}
 

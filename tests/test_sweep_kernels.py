@@ -1,4 +1,4 @@
-"""`sweep --kernels reuse`: warm kernels (colabkit.sweep.kernels) that leave nothing of one run in the
+"""`sweep --kernels reuse`: warm kernels (colabkit.sweep.runners.kernels) that leave nothing of one run in the
 next, serve only runs of one key, and are replaced after any failure; used by every executor."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from helpers import REPO
 from colabkit.cli import build_parser, main
 from colabkit.errors import GridError
 from colabkit.records.record import read_record
-from colabkit.sweep.combination import Combination, device_request
-from colabkit.sweep.kernels import KernelLease, kernel_key
+from colabkit.sweep.expand import Combination, device_request
+from colabkit.sweep.runners.kernels import KernelLease, kernel_key
 from colabkit.sweep.options import RunOptions
-from colabkit.sweep.plan import decide, plan
-from colabkit.sweep.runner import run_sweep
+from colabkit.sweep.plan import plan
+from colabkit.sweep.decide import decide
+from colabkit.sweep.running import run_sweep
 
 CPU_ONLY = {"cpu": 1}
 

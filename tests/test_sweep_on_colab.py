@@ -18,7 +18,7 @@ import pytest
 from colab_helpers import GRID, ONE_RUN, ROOT, assignments, calls, fake_colab_for, records, sweep, verbs
 
 from colabkit.errors import ColabkitError
-from colabkit.sweep.remote_colab.client import accelerators
+from colabkit.sweep.runners.colab.client import accelerators
 
 
 @pytest.fixture
@@ -161,18 +161,18 @@ def test_the_wheel_is_this_checkout_with_its_commit_and_suite(tmp_path: Path):
     import zipfile
 
     from colabkit.records.provenance import git_commit
-    from colabkit.sweep.remote_colab.sessions import build_wheel
+    from colabkit.sweep.runners.colab.sessions import build_wheel
 
     with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
         names = set(wheel.namelist())
         assert wheel.read("colabkit/source_commit.txt").decode().strip() == git_commit()
-    assert {"colabkit/sweep/remote_colab/executor.py", "colabkit/sweep/remote_colab/sessions.py", "colabkit/bundled/parameters/matmul_tflops.yaml",
+    assert {"colabkit/sweep/runners/colab/executor.py", "colabkit/sweep/runners/colab/sessions.py", "colabkit/bundled/parameters/matmul_tflops.yaml",
             "colabkit/bundled/notebooks/matmul_tflops.ipynb"} <= names
 
 
 def test_the_granted_accelerator_is_compared_by_kind_and_model_and_a_real_difference_said_once(tmp_path, capsys):
-    from colabkit.sweep.remote_colab.command import _summary
-    from colabkit.sweep.execution import Outcome
+    from colabkit.sweep.runners.colab.command import _summary
+    from colabkit.sweep.runners.execute import Outcome
     from colabkit.sweep.plan import plan
 
     runs = list(plan([GRID], "smoke", "gpu", {"n": 256}, tmp_path, 3))

@@ -13,16 +13,18 @@ import pytest
 from helpers import REPO
 from notebook_factory import write_tiny_notebook
 
-import colabkit.sweep.target as target
+import colabkit.sweep.running as target
 from colabkit.cli import main
 from colabkit.cli_arguments import share
 from colabkit.errors import GridError
 from colabkit.experiments import Headline
 from colabkit.records.record import read_record
 from colabkit.sweep.options import Repetition, RunOptions
-from colabkit.sweep.plan import decide, plan
-from colabkit.sweep.runner import run_sweep
-from colabkit.sweep.status import collect_status, format_status
+from colabkit.sweep.plan import plan
+from colabkit.sweep.decide import decide
+from colabkit.sweep.running import run_sweep
+from colabkit.sweep.console import format_status
+from colabkit.sweep.folder import collect_status
 
 
 def quiet(line: str) -> None:
@@ -61,7 +63,7 @@ def test_runs_come_in_interleaved_rounds_per_device_and_repeats_come_from_grid_p
 
 
 def test_a_repeat_that_cannot_run_here_costs_no_fingerprint(tmp_path, tiny, monkeypatch):
-    import colabkit.sweep.plan as plan_module
+    import colabkit.sweep.decide as plan_module
 
     grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [gpu], value: [1]}}\nrepeats: 3\n")
     runs = plan([grid], out=tmp_path / "out")

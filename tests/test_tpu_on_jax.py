@@ -146,7 +146,7 @@ GRIDS = ("matmul_tflops", "cnn_mnist", "dblstm_har", "timeseries_rnn", "paradnn"
 @pytest.mark.parametrize("name", GRIDS)
 def test_every_grid_runs_its_tpu_rows_on_jax_and_names_every_backend(name):
     from colabkit.sweep.expand import expand
-    from colabkit.sweep.gridfile import load_grid
+    from colabkit.sweep.grids import load_grid
 
     every_row = {("cpu", "tensorflow"), ("gpu", "tensorflow"), ("tpu", "jax")}
     # presets that leave devices out on purpose (their grid files say why): inference has no TPU row, the

@@ -6,7 +6,7 @@ build the report, zip the outputs and hand the zip over (a browser download; a c
 only when asked). Run it on a CPU, a GPU and a TPU runtime and merge the three zips with
 `python -m colabkit report` for the full comparison, or in Colab with notebooks/report.ipynb, whose
 `sweep_zips` brings the zips in (an upload, or a zip, folder or Drive path: `unpack_sweep_zips`). (A sweep
-that drives Colab runtimes from another machine is colabkit.sweep.remote_colab's: `sweep --colab`.)
+that drives Colab runtimes from another machine is colabkit.sweep.runners.colab's: `sweep --colab`.)
 """
 
 from __future__ import annotations

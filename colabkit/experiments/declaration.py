@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from colabkit.training.memory import MemoryEstimate
 
 # int, float, str or bool in a declaration; a parameter the sweep reads from a notebook's parameters
-# cell (colabkit.sweep.parameters) may also take list, dict, NoneType, or `object`: anything.
+# cell (colabkit.sweep.grids) may also take list, dict, NoneType, or `object`: anything.
 ValueType = type
 TYPE_NAMES: dict[type, str] = {int: "int", float: "float", str: "str", bool: "bool"}
 

@@ -16,7 +16,7 @@ from colabkit.records.record import read_record
 from colabkit.suite import suite_path
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import SweepPlan, plan
-from colabkit.sweep.runner import run_sweep
+from colabkit.sweep.running import run_sweep
 
 SMOKE_PRESET = "smoke"
 NOTEBOOKS = ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_rnn")  # the suite's, as grid files name them

@@ -48,7 +48,7 @@ from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
 from colabkit.experiments.table import markdown_table
 from colabkit.io import write_atomic
-from colabkit.sweep.gridfile import load_grid
+from colabkit.sweep.grids import load_grid
 
 NOTEBOOKS_DIR = "notebooks"
 README = "README.md"

@@ -3,7 +3,7 @@ is spent on the device, the prepared run, the returned zip.
 
 Each verb prints one line on stderr and exits 2 on a user error (a DevicePackError, a bad folder, a refused
 pre-flight); the run's exit status is 0 when no stage failed and something was measured, else 1 (see
-colabkit.ondevice.run and docs/device.md). This module imports only the standard library before its verb is
+colabkit.ondevice.device_run and docs/device.md). This module imports only the standard library before its verb is
 known: the pre-flight runs on the device before the pack is installed.
 """
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             announce(preflight(Path(args.pack), Path(args.out), os.environ.get("OUT")), Path(args.out))
             return EXIT_OK
         if args.verb == "run":
-            from colabkit.ondevice.run import run_on_device
+            from colabkit.ondevice.device_run import run_on_device
             from colabkit.ondevice.stages import DEADLINE_S
 
             started = args.started if args.started is not None else time.time()

@@ -207,7 +207,7 @@ def _datasets(pack: Path, room: int, echo: Callable[[str], None]) -> list[Entry]
 def build_pack(root: Path, out: Path, cache: Path = DEFAULT_CACHE, *, limit: int = PACK_LIMIT_BYTES,
                echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Build the pack for the checkout at `root` into `out` (replaced whole); its manifest."""
-    from colabkit.sweep.remote_colab.sessions import build_wheel
+    from colabkit.sweep.runners.colab.sessions import build_wheel
 
     image = read_image(root / IMAGE_LIST)
     items = read_pack(root / PACK_LIST)

@@ -77,7 +77,7 @@ def git_commit(path: str | Path | None = None) -> str | None:
 
 
 def built_commit() -> str | None:
-    """The commit a `sweep --colab` wheel was built from (colabkit.sweep.remote_colab.sessions.build_wheel writes it)."""
+    """The commit a `sweep --colab` wheel was built from (colabkit.sweep.runners.colab.sessions.build_wheel writes it)."""
     try:
         return (Path(__file__).resolve().parents[1] / "source_commit.txt").read_text(encoding="utf-8").strip() or None
     except OSError:

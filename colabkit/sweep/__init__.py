@@ -4,6 +4,6 @@ into combinations that carry their run settings (expand, combination) and planne
 decisions (plan, fingerprint); run as the options say (options: checked once) in an output folder
 and under its lock (outfolder) by an executor (executors; on a Dask cluster: cluster, cluster_task),
 each combination by papermill in a fresh or a warm kernel (execution, kernels, through
-colabkit.notebook_runner, which the report shares; TensorFlow multi-worker runs: multiworker_launch),
+colabkit.sweep.runners.notebook, which the report shares; TensorFlow multi-worker runs: multiworker_launch),
 on the devices at hand (devices), or in Colab sessions (remote_colab/); shown to the user (console),
 driven by run_sweep (runner), and summarised from the records on disk (status)."""

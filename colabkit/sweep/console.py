@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from colabkit.records.run_error import first_meaningful_line
-from colabkit.sweep.combination import Combination
-from colabkit.sweep.execution import Outcome
-from colabkit.sweep.outfolder import lock_holder
-from colabkit.sweep.plan import Decision, SweepAction
+from colabkit.sweep.decide import Decision, SweepAction
+from colabkit.sweep.expand import Combination
+from colabkit.sweep.folder import SweepStatus, lock_holder
+from colabkit.sweep.runners.execute import Outcome
 from colabkit.timing.clock import format_duration
 
 
@@ -110,4 +110,40 @@ def dry_run_table(decisions: list[Decision], out: str | Path, notes: list[str] |
     holder = lock_holder(out)
     if holder is not None:
         lines.append(f"a sweep (pid {holder}) is writing to {out} now: this sweep would be refused until it ends")
+    return "\n".join(lines)
+
+
+def format_status(status: SweepStatus) -> str:
+    """The status as text: a table per notebook and device, then failures, skips and unfinished runs."""
+    if not status.groups and not status.unreadable:
+        return f"no records below {status.out} (nothing has run here, or this is not a sweep's output folder)"
+    if not status.groups:
+        return "\n".join([f"no readable records below {status.out}; {len(status.unreadable)} file(s) set aside:"]
+                         + [f"unreadable {path}: {reason.removeprefix(f'{path}: ')}"
+                            for path, reason in status.unreadable])
+    rows = [("notebook", "device", "ok", "ok combinations", "failed", "skipped", "unfinished", "run time",
+             "last finished (UTC)")]
+    for group in status.groups.values():
+        rows.append((group.notebook, group.device, str(group.counts["ok"]), str(len(group.combinations)),
+                     *(str(group.counts[key]) for key in ("failed", "skipped", "unfinished")),
+                     f"{group.seconds:.0f} s", group.last_finished[:19]))
+    lines = text_table(rows)
+    unreadable = f", {len(status.unreadable)} unreadable (set aside, not counted above)" if status.unreadable else ""
+    lines.append(", ".join(f"{status.total(key)} {key}" for key in ("ok", "failed", "skipped", "unfinished"))
+                 + unreadable)
+    if status.lock_holder:
+        lines.append(f"a sweep (pid {status.lock_holder}) is writing here now")
+    for group in status.groups.values():
+        for path, error in group.failures:
+            cell = f" in In [{error['exec_count']}]" if error.get("exec_count") is not None else ""
+            kind = f" [{error['kind']}]" if error.get("kind") else ""
+            first_line = (str(error.get("message", "")).strip().splitlines() or [""])[0][:160]
+            lines.append(f"failed  {path}: {error.get('type', 'Error')}{kind}{cell}: {first_line}")
+        for reason, count in group.skip_reasons.items():
+            lines.append(f"skipped {group.notebook} {group.device} ({count}): {reason}")
+        for base in group.unfinished:
+            note = "running now" if status.lock_holder else "interrupted; the next sweep runs it again"
+            lines.append(f"unfinished {base}: {note}")
+    for path, reason in status.unreadable:
+        lines.append(f"unreadable {path}: {reason.removeprefix(f'{path}: ')}")
     return "\n".join(lines)

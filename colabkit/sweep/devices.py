@@ -20,7 +20,7 @@ from colabkit.device.probes import STAND_IN_ENV, nvidia_smi, stand_in, tpu_runti
 from colabkit.device.spec import DeviceKind, DeviceRequest
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
-from colabkit.sweep.combination import Combination
+from colabkit.sweep.expand import Combination
 from colabkit.training.memory import memory_problem
 
 _DETECT = "import json; from colabkit.device import available_devices; print(json.dumps(available_devices()))"
@@ -53,7 +53,7 @@ def detect_devices(timeout_s: float = 120) -> dict[str, int]:
 @dataclass(frozen=True)
 class Inventory:
     """The devices at a sweep's disposal, by kind ({"cpu": 1, "gpu": 2, "tpu": 0}): this machine's
-    (see `local_inventory`), or a Dask cluster's workers' (colabkit.sweep.cluster)."""
+    (see `local_inventory`), or a Dask cluster's workers' (colabkit.sweep.runners.dask)."""
 
     counts: Mapping[str, int] = field(default_factory=dict)
     # request -> its memory, probed once per sweep (nvidia-smi takes tens of ms; a grid has thousands)

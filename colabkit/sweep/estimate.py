@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from colabkit.device.peaks import gpu_peak, tpu_peak
 from colabkit.device.spec import DeviceKind
 from colabkit.experiments import find
-from colabkit.sweep.combination import Combination
+from colabkit.sweep.expand import Combination
 from colabkit.timing.clock import format_duration
 
 # Seconds per ParaDnn smoke combination outside its steady epochs (the first epoch's tracing included),

@@ -23,7 +23,7 @@ from colabkit.errors import ColabkitError
 # Which runs get their executed notebook exported to HTML: every one, the failed ones only (a big sweep:
 # `python -m colabkit export-html OUT` exports the rest on demand), or none. Every run keeps its notebook.
 HtmlMode = Literal["all", "failed", "none"]
-# A fresh kernel per run, or warm kernels cleared between runs (colabkit.sweep.kernels).
+# A fresh kernel per run, or warm kernels cleared between runs (colabkit.sweep.runners.kernels).
 KernelMode = Literal["fresh", "reuse"]
 # The bottleneck passes (colabkit.training.breakdown) in every run, or in the first run of each
 # combination only: its later repeats run with `breakdown=False` (their training is measured the same).
@@ -46,7 +46,7 @@ class PlanRequest:
     grids: tuple[str, ...] = ()  # the grid files
     preset: str | None = None
     device: str | None = None  # only this device's combinations ('cpu', 'cpu:2', 'cpu,gpu')
-    overrides: tuple[str, ...] = ()  # -p KEY=VALUE, as given (colabkit.sweep.overrides parses them)
+    overrides: tuple[str, ...] = ()  # -p KEY=VALUE, as given (colabkit.sweep.grids parses them)
     repeats: int | None = None  # None, as for kernels and html: what the grid file or its preset says
     kernels: KernelMode | None = None
     html: HtmlMode | None = None
@@ -58,9 +58,9 @@ class RunOptions:
     together, so a dry run refuses exactly what the real run refuses."""
 
     jobs: int = 1  # runs side by side, each in its own worker process (written into each record)
-    cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.cluster)
-    shared_out: bool | None = None  # with cluster: see colabkit.sweep.cluster.DaskExecutor
-    # Each accelerator's runs in Colab sessions of its own (colabkit.sweep.remote_colab):
+    cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.runners.dask)
+    shared_out: bool | None = None  # with cluster: see colabkit.sweep.runners.dask.DaskExecutor
+    # Each accelerator's runs in Colab sessions of its own (colabkit.sweep.runners.colab):
     colab: tuple[str, ...] = ()  # the accelerators, in the Colab client's spelling
     colab_timeout_s: float | None = None  # each accelerator's sessions, in all
     colab_session_limit_s: float | None = None  # one session at most (None: its default)

@@ -12,37 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import GridError, InsufficientMemoryError, RecordError
+from colabkit.errors import GridError
 from colabkit.experiments import rule_problems
-from colabkit.records.record import read_record
-from colabkit.records.run_error import RunError
 from colabkit.suite import suite_root
-from colabkit.sweep.combination import Combination, RunSettings, device_request
-from colabkit.sweep.devices import Inventory, backend_unsupported, device_missing, too_large
-from colabkit.sweep.execution import RunFiles
-from colabkit.sweep.expand import device_filter, duplicate_problems, expand
-from colabkit.sweep.fingerprint import fingerprint, stale_reason
-from colabkit.sweep.gridfile import GridSpec, grid_spec, load_grid
-from colabkit.sweep.layers import Layer
+from colabkit.sweep.expand import (
+    Combination,
+    Layer,
+    RunSettings,
+    device_filter,
+    device_request,
+    duplicate_problems,
+    expand,
+)
+from colabkit.sweep.grids import GridSpec, check_overrides, grid_spec, load_grid, parse_overrides
 from colabkit.sweep.options import HtmlMode, KernelMode, PlanRequest
-from colabkit.sweep.outfolder import lock_holder
-from colabkit.sweep.overrides import check_overrides, parse_overrides
-
-RunnableCheck = Callable[[Combination, Inventory], str | None]
-# Why a combination cannot run where the sweep runs, asked in this order: the first reason given
-# skips it, with that reason in its record and the `error.type` beside it (what a notebook would have
-# raised). A further check is one more (function (combination, inventory) -> reason or None, type) here.
-RUNNABLE_CHECKS: tuple[tuple[RunnableCheck, str], ...] = (
-    (device_missing, "DeviceNotAvailable"), (backend_unsupported, "BackendUnsupportedError"),
-    (too_large, InsufficientMemoryError.__name__))
-
 
 PLAN_FORMAT = 1  # the JSON form's version: a reader refuses another
 
@@ -188,100 +175,3 @@ def unused_overrides(specs: list[GridSpec], combinations: list[Combination], ove
             problems.append(f"-p {key}: no combination of this sweep uses `{key}` (its declaration says it does not "
                             f"shape these runs), so it would change nothing")
     return problems
-
-
-class SweepAction(StrEnum):
-    """What a sweep does with one combination."""
-
-    RUN = "run"  # not run yet (or skipped before, and its device is here now)
-    RERUN = "rerun"  # run again: failed, stale, interrupted, unreadable, or --force
-    DONE = "done"  # an earlier ok record with the same fingerprint is kept
-    SKIP = "skip"  # it cannot run here (its device is absent...): a skipped record says so
-    SET_ASIDE = "set_aside"  # its record file cannot be read: kept untouched, nothing runs (--rerun replaces it)
-    RUNNING = "running"  # another sweep is running it now (a dry run beside that sweep says so)
-
-
-@dataclass
-class Decision:
-    """What a sweep will do with one combination, and why."""
-
-    combination: Combination
-    action: SweepAction
-    reason: str
-    fingerprint: dict[str, Any]
-    note: str = ""  # what else the dry run should say (a skip keeps a record file it cannot read)
-    skip_type: str = "DeviceNotAvailable"  # a skip's `error.type`: which check refused it (RUNNABLE_CHECKS)
-
-    def __post_init__(self) -> None:
-        self.action = SweepAction(self.action)  # a plain "run" is accepted; a misspelt one is not
-
-
-def cannot_run_here(combination: Combination, inventory: Inventory) -> tuple[str, str] | None:
-    """Why `combination` cannot run where the sweep runs, as (the skipped record's error type, the
-    reason), from the first of RUNNABLE_CHECKS that refuses it; None if it can run."""
-    for check, error_type in RUNNABLE_CHECKS:
-        reason = check(combination, inventory)
-        if reason:
-            return error_type, reason
-    return None
-
-
-def _existing_record(path: Path) -> tuple[dict[str, Any] | None, str]:
-    if not path.exists():
-        return None, ""
-    try:
-        return read_record(path), ""
-    except (RecordError, OSError) as exc:
-        return None, f"its record cannot be read ({str(exc).removeprefix(f'{path}: ')})"
-
-
-def decide(combinations: list[Combination], out: str | Path, available: Mapping[str, int] | Inventory,
-           force: bool = False, rerun_unreadable: bool = False) -> list[Decision]:
-    """Run, rerun, keep, skip or set aside, per combination, from the records already in `out`.
-
-    `available` is the devices at hand ({"cpu": 1, "gpu": 2}, or an Inventory). A record file that
-    cannot be read (not UTF-8, not JSON, a schema this colabkit does not know, e.g. an ok record
-    from a newer colabkit) is never overwritten unless `rerun_unreadable`: its combination is set
-    aside. A combination another sweep (holding `out`'s lock) is running now is shown as running.
-    """
-    inventory = available if isinstance(available, Inventory) else Inventory(dict(available))
-    holder = lock_holder(out)
-    other_sweep = holder if holder is not None and holder != str(os.getpid()) else None
-    decisions = []
-    for combination in combinations:
-        refused = cannot_run_here(combination, inventory)
-        if refused and combination.repeat > 1:
-            continue  # a combination that cannot run here is recorded as skipped once, by its first run
-        current = fingerprint(combination.notebook, combination.params)
-        files = RunFiles.of(combination, out)
-        if refused:
-            unreadable = "" if rerun_unreadable else _existing_record(files.record)[1]
-            kept = f"; {unreadable} and is kept as it is" if unreadable else ""
-            decisions.append(Decision(combination, SweepAction.SKIP, refused[1], current, note=kept,
-                                      skip_type=refused[0]))
-            continue
-        record, unreadable = _existing_record(files.record)
-        running = files.running_notebook.exists()
-        if running and other_sweep is not None:
-            decisions.append(Decision(combination, SweepAction.RUNNING, f"running now (sweep pid {other_sweep})",
-                                      current))
-        elif unreadable and not rerun_unreadable:
-            decisions.append(Decision(combination, SweepAction.SET_ASIDE,
-                                      f"{unreadable}; kept as it is (--rerun replaces it)", current))
-        elif record is None:
-            reason = unreadable or ("an earlier sweep stopped while running it" if running else "not run yet")
-            action = SweepAction.RERUN if unreadable or running else SweepAction.RUN
-            decisions.append(Decision(combination, action, reason, current))
-        elif force:
-            decisions.append(Decision(combination, SweepAction.RERUN, "--force", current))
-        elif record["status"] == "ok":
-            stale = stale_reason(record.get("fingerprint"), current)
-            decisions.append(Decision(combination, SweepAction.RERUN, f"stale: {stale}", current) if stale
-                             else Decision(combination, SweepAction.DONE, "finished earlier with the same fingerprint",
-                                           current))
-        elif record["status"] == "failed":
-            error = RunError.from_record(record.get("error"))
-            decisions.append(Decision(combination, SweepAction.RERUN, f"failed before ({error.type})", current))
-        else:
-            decisions.append(Decision(combination, SweepAction.RUN, "skipped before; its device is here now", current))
-    return decisions

@@ -9,6 +9,7 @@ none. Every failure ends in a `failed` record naming the error's type, kind, mes
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import glob
 import json
@@ -17,7 +18,6 @@ import os
 import random
 import time
 import traceback
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -27,7 +27,13 @@ from colabkit.device.host_state import wait_for_quiet
 from colabkit.device.spec import MULTI_WORKER
 from colabkit.errors import InsufficientMemoryError, RecordError
 from colabkit.io import write_json_atomic
-from colabkit.notebook_runner import (
+from colabkit.records.record import make_record, read_record, running_path, utc_now
+from colabkit.records.run_error import RunError, is_out_of_memory
+from colabkit.records.schema import ErrorKind, RecordStatus
+from colabkit.sweep.expand import Combination
+from colabkit.sweep.options import RunOptions
+from colabkit.sweep.runners.kernels import KernelLease
+from colabkit.sweep.runners.notebook import (
     KernelWatch,
     cell_error,
     cell_failure,
@@ -37,12 +43,6 @@ from colabkit.notebook_runner import (
     source_index,
     started_cells,
 )
-from colabkit.records.record import make_record, read_record, running_path, utc_now
-from colabkit.records.run_error import RunError, is_out_of_memory
-from colabkit.records.schema import ErrorKind, RecordStatus
-from colabkit.sweep.combination import Combination
-from colabkit.sweep.kernels import KernelLease
-from colabkit.sweep.options import RunOptions
 
 SUFFIXES = (".ipynb", ".html", ".json", ".log")
 
@@ -122,7 +122,7 @@ class _RunBudget:
 
 def describe_failure(exc: BaseException, running_notebook: Path, source_notebook: Path, timeout_s: float | None,
                      exit_code: int | None = None) -> RunError:
-    """How a run failed, from what papermill raised: an exception in a cell (colabkit.notebook_runner's
+    """How a run failed, from what papermill raised: an exception in a cell (colabkit.sweep.runners.notebook's
     cell_error), or a time limit, a dead kernel, a kernel that never started, a file-system fault,
     placed at the last cell that started (`cell` its index as stored, `exec_count` its In [n])."""
     from jupyter_client.kernelspec import NoSuchKernel
@@ -173,9 +173,9 @@ def filesystem_error(exc: OSError, where: Path) -> RunError:
 
 def _execute_workers(combination: Combination, files: RunFiles, params: dict[str, Any], options: RunOptions,
                      log: IO[str], env: dict[str, str] | None) -> RunError | None:
-    """A `multiworker:N` combination: N local worker processes (colabkit.sweep.multiworker_launch), the
+    """A `multiworker:N` combination: N local worker processes (colabkit.sweep.runners.multiworker), the
     chief's notebook and record being the combination's. Returns the error, or None when every worker finished."""
-    from colabkit.sweep.multiworker_launch import run_multiworker_notebook
+    from colabkit.sweep.runners.multiworker import run_multiworker_notebook
 
     count = combination.request.count or 2
     scratch = files.base.with_name(files.base.name + ".workers")

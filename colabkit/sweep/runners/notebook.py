@@ -1,6 +1,6 @@
 """Run one notebook through papermill with its kernel's chatter in a log, and read how it failed.
 
-Used by the sweep (one run per combination, colabkit.sweep.execution): it executes a notebook whose
+Used by the sweep (one run per combination, colabkit.sweep.runners.execute): it executes a notebook whose
 kernel process writes its own output (TensorFlow's C++ logs, start-up and shutdown warnings) to a
 log file rather than to the terminal, and turns papermill's exceptions into a message naming the
 cell that failed. (The report runs no notebook: colabkit.report.build.)
@@ -84,7 +84,7 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: Mapping
     """Execute `source` with `parameters` into `output` through papermill, output to `log`.
 
     `capture_fd_output` False keeps C-level output (TensorFlow's logs) out of the cells. A started
-    `kernel_manager` (colabkit.sweep.kernels) runs it in that kernel and leaves it running.
+    `kernel_manager` (colabkit.sweep.runners.kernels) runs it in that kernel and leaves it running.
 
     Raises what papermill raises: PapermillExecutionError for an exception in a cell (see
     `cell_failure`), nbclient's DeadKernelError, CellTimeoutError, jupyter_client's NoSuchKernel...

@@ -1,6 +1,6 @@
 """`python -m colabkit sweep GRID... --colab T4,v5e1`: the options checked, the dry run (each
 accelerator's runs, their estimate and the sessions it takes), every accelerator's sessions side by
-side (one thread each: colabkit.sweep.remote_colab.executor), and the summary, which names an accelerator granted
+side (one thread each: colabkit.sweep.runners.colab.executor), and the summary, which names an accelerator granted
 other than the one asked (once per accelerator, by kind and model: "Tesla T4" is a T4)."""
 
 from __future__ import annotations
@@ -17,15 +17,23 @@ from typing import Any
 from colabkit.colab.runtime import accelerator_mismatch
 from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
-from colabkit.sweep.execution import Outcome
 from colabkit.sweep.console import dry_run_table, summary_table
+from colabkit.sweep.decide import SweepAction
 from colabkit.sweep.estimate import estimate_plan
 from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
-from colabkit.sweep.plan import SweepAction, plan_requested
-from colabkit.sweep.remote_colab.client import ACCELERATORS, CLIENT
-from colabkit.sweep.remote_colab.executor import POLL_ENV, ColabExecutor
-from colabkit.sweep.remote_colab.sessions import SESSION_LIMIT_S, TOKEN_LIFE_S, ColabJob, build_wheel, held_sessions, session_count
-from colabkit.sweep.runner import prepare, run_sweep
+from colabkit.sweep.plan import plan_requested
+from colabkit.sweep.running import prepare, run_sweep
+from colabkit.sweep.runners.colab.client import ACCELERATORS, CLIENT
+from colabkit.sweep.runners.colab.executor import POLL_ENV, ColabExecutor
+from colabkit.sweep.runners.colab.sessions import (
+    SESSION_LIMIT_S,
+    TOKEN_LIFE_S,
+    ColabJob,
+    build_wheel,
+    held_sessions,
+    session_count,
+)
+from colabkit.sweep.runners.execute import Outcome
 
 
 def colab_sweep(request: PlanRequest, options: RunOptions, repetition: Repetition | None, out: Path, *,

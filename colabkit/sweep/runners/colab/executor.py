@@ -25,7 +25,7 @@ import json
 import tarfile
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,19 +34,47 @@ from colabkit.device.spec import DeviceRequest
 from colabkit.errors import ColabClientBroken, ColabClientError, HostileArchiveError
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.combination import Combination
+from colabkit.sweep.decide import Decision
 from colabkit.sweep.devices import Inventory
 from colabkit.sweep.estimate import accelerator_rate, estimate_plan
-from colabkit.sweep.execution import Outcome, RunFiles, fail_without_crashing
-from colabkit.sweep.executors import Executor, Started
+from colabkit.sweep.expand import Combination
 from colabkit.sweep.options import RunOptions
-from colabkit.sweep.plan import Decision, SweepPlan
-from colabkit.sweep.remote_colab.client import ACCELERATORS, CLIENT
-from colabkit.sweep.remote_colab.scripts import (ALIVE, DRAINED, INSTALLED, POLLED, STARTED, drain_script,
-                                                 poll_script, probe_script, setup_script, start_script)
-from colabkit.sweep.remote_colab.sessions import (PLAN_FILE, REMOTE, TOKEN_LIFE_S, ColabJob, Ending, HeldSession,
-                                                  LiveSession, came_back, fitting, forget, held_sessions, left_running,
-                                                  record_seconds, record_status, remember, stamp, tail, unpack_results)
+from colabkit.sweep.plan import SweepPlan
+from colabkit.sweep.runners.base import Executor, Started
+from colabkit.sweep.runners.colab.client import ACCELERATORS, CLIENT
+from colabkit.sweep.runners.colab.scripts import (
+    ALIVE,
+    DRAINED,
+    INSTALLED,
+    POLLED,
+    STARTED,
+    drain_script,
+    poll_script,
+    probe_script,
+    setup_script,
+    start_script,
+)
+from colabkit.sweep.runners.colab.sessions import (
+    PLAN_FILE,
+    REMOTE,
+    TOKEN_LIFE_S,
+    ColabJob,
+    Ending,
+    HeldSession,
+    LiveSession,
+    came_back,
+    fitting,
+    forget,
+    held_sessions,
+    left_running,
+    record_seconds,
+    record_status,
+    remember,
+    stamp,
+    tail,
+    unpack_results,
+)
+from colabkit.sweep.runners.execute import Outcome, RunFiles, fail_without_crashing
 
 DRAIN_WAIT_S = 120.0  # how long a drained session's sweep may take to stop
 POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)

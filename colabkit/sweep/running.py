@@ -3,46 +3,137 @@
 A sweep (1) is planned once: every grid file, `-p` override and the combinations they make validated, and
 how each runs decided (colabkit.sweep.plan: a SweepPlan, which goes to every runner as it is); its options
 are checked together when they are made (colabkit.sweep.options), so nothing runs on a bad plan or options.
-Then `run_sweep` (2) checks the output folder, then takes its lock (colabkit.sweep.outfolder); (3) asks
-the runner (by name from RUNNERS, or one given: a Colab session's) which devices there are: this machine's,
+Then `run_sweep` (2) checks the output folder, then takes its lock (colabkit.sweep.folder); (3) asks the
+runner (by name from RUNNERS, or one given: a Colab session's) which devices there are: this machine's,
 from a child process so the sweep itself never claims a GPU or TPU, or a Dask cluster's workers'; (4)
-decides per run: run it, keep the result an earlier sweep finished (its record is ok and its fingerprint
-matches, see colabkit.sweep.fingerprint), or skip it because it cannot run here; (5) runs the rest on the
-runner (one after another, `jobs` side by side, or on a Dask cluster), each in a fresh kernel or a warm one
-(colabkit.sweep.kernels) as its settings say, the host's CPU bandwidth measured once for them all; with a
-Repetition, further rounds until each headline's interval is narrow enough (colabkit.sweep.target); (6)
-returns one Outcome per run for the summary table. `prepare` (the dry run) takes steps 2-4 the same way,
-and writes nothing.
+decides per run (colabkit.sweep.decide): run it, keep the result an earlier sweep finished, or skip it
+because it cannot run here; (5) runs the rest on the runner (one after another, `jobs` side by side, or
+on a Dask cluster), each in a fresh kernel or a warm one as its settings say, the host's CPU bandwidth
+measured once for them all; with a Repetition (6) further rounds until each headline's interval is narrow
+enough; (7) returns one Outcome per run for the summary table. `prepare` (the dry run) takes steps 2-4 the
+same way, and writes nothing.
 
-Products per combination (see colabkit.sweep.execution): OUT/<notebook>/<device>/<slug>.ipynb,
-.html, .json (the record), .log.
+Rounds (`sweep --target-ci 3%`): more runs, in interleaved rounds, until each combination's headline is
+known to within the target (colabkit.statistics.median_ci over its ok runs in OUT): one more run per round
+for each combination above the target or under MIN_RUNS, up to `max_repeats`. Combinations without a
+declared headline, or that cannot run here, are left as they are.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from colabkit.errors import SweepInterrupted
+from colabkit.errors import RecordError, SweepInterrupted
+from colabkit.experiments import find
+from colabkit.records.loading import checked_record
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
+from colabkit.statistics import Interval, median_ci
 from colabkit.sweep.console import Progress
+from colabkit.sweep.decide import Decision, SweepAction, decide, fingerprint
 from colabkit.sweep.devices import cpu_only, host_facts
-from colabkit.sweep.execution import Outcome, RunFiles, is_filesystem_fault, write_skipped_record
-from colabkit.sweep.cluster import DaskExecutor
-from colabkit.sweep.executors import Executor, PoolExecutor, SerialExecutor
+from colabkit.sweep.expand import Combination
+from colabkit.sweep.folder import check_output_folder, sweep_lock
 from colabkit.sweep.options import Repetition, RunnerName, RunOptions
-from colabkit.sweep.outfolder import check_output_folder, sweep_lock
-from colabkit.sweep.plan import Decision, SweepAction, SweepPlan, decide
-from colabkit.sweep.target import describe_missed, next_round
+from colabkit.sweep.plan import SweepPlan
+from colabkit.sweep.runners.base import Executor
+from colabkit.sweep.runners.dask import DaskExecutor
+from colabkit.sweep.runners.execute import Outcome, RunFiles, is_filesystem_fault, write_skipped_record
+from colabkit.sweep.runners.local import PoolExecutor, SerialExecutor
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """Where one combination stands: its runs so far (the repeats in a row whose records were made
+    by today's code and parameters), its ok headline values' interval, whether that meets the
+    target, and whether its latest run failed (then it gets no more runs: a failure repeats)."""
+
+    combination: Combination  # repeat 1's
+    runs: int
+    interval: Interval | None  # None: the notebook declares no headline
+    met: bool
+    latest_failed: bool = False
+
+
+def _runs_in(combination: Combination, out: Path) -> tuple[int, list[float], bool]:
+    """(how many repeats in a row have a record in `out` with today's fingerprint, the headline
+    values of the ok ones, whether the latest of them is not ok). A record of other code or
+    parameters ends the row: that repeat is run again (plan.decide: RERUN), never counted."""
+    experiment = find(combination.name)
+    metric = experiment.headline.metric if experiment else None
+    digest = fingerprint(combination.notebook, combination.params)["digest"]
+    runs, values, latest_failed = 0, [], False
+    while True:
+        path = RunFiles.of(combination.with_repeat(runs + 1), out).record
+        if not path.exists():
+            break
+        try:
+            record = checked_record(path)
+        except (RecordError, OSError):
+            break  # unreadable or not a measurement: plan.decide sets it aside or reruns it
+        if (record.get("fingerprint") or {}).get("digest") != digest:
+            break
+        runs += 1
+        value = record["metrics"].get(metric) if metric and record["status"] == "ok" else None
+        latest_failed = record["status"] != "ok"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            values.append(float(value))
+    return runs, values, latest_failed
+
+
+def target_states(combinations: Iterable[Combination], out: Path, target: float) -> list[TargetState]:
+    """Each combination's (repeat 1 stands for all its runs) state against `target` from the records in OUT."""
+    states = []
+    for combination in combinations:
+        runs, values, latest_failed = _runs_in(combination, out)
+        if find(combination.name) is None:
+            states.append(TargetState(combination, runs, None, True))
+            continue
+        interval = median_ci(values)
+        width = interval.half_width
+        states.append(TargetState(combination, runs, interval, width is not None and width <= target, latest_failed))
+    return states
+
+
+def next_round(combinations: Iterable[Combination], out: Path, target: float, max_repeats: int,
+               proposed: set[Path]) -> tuple[list[Combination], list[TargetState]]:
+    """(the runs of the next round: one more repeat of each combination short of the target and of
+    `max_repeats` runs whose latest run did not fail, every state). `proposed`, the runs of earlier
+    rounds, is updated: a run proposed again is left out, because it left no countable record (a
+    file-system fault, a record set aside) and running it once more would not change that, so the
+    rounds would never end."""
+    states = target_states(combinations, out, target)
+    more = [state.combination.with_repeat(state.runs + 1) for state in states
+            if not state.met and state.runs < max_repeats and not state.latest_failed]
+    more = [combination for combination in more if combination.output_base(out) not in proposed]
+    proposed.update(combination.output_base(out) for combination in more)
+    return more, states
+
+
+def describe_missed(states: list[TargetState], target: float) -> list[str]:
+    """One line per combination that did not reach the target: its runs and its interval."""
+    lines = []
+    for state in states:
+        if state.met:
+            continue
+        interval = state.interval
+        width = "no interval" if interval is None or interval.half_width is None else \
+            f"+/- {100 * interval.half_width:.1f} %"
+        failed = "; its latest run failed, so it got no more" if state.latest_failed else ""
+        lines.append(f"{state.combination.label}: {width} after {state.runs} run(s) "
+                     f"({interval.n if interval else 0} ok), target +/- {100 * target:g} %{failed}")
+    return lines
+
 
 __all__ = ["RUNNERS", "prepare", "run_sweep"]
 
 Runner = Callable[[Path, RunOptions, Mapping[str, int] | None], Executor]
 # The runners a plan runs on here, by the name RunOptions.runner gives (papermill's engines are the model). A
-# Colab session's runner is made per accelerator by colabkit.sweep.remote_colab.command and given to run_sweep.
+# Colab session's runner is made per accelerator by colabkit.sweep.runners.colab.command and given to run_sweep.
 RUNNERS: dict[RunnerName, Runner] = {
     "serial": SerialExecutor,  # one run after another, in this process: what published numbers use
     "pool": PoolExecutor,  # `jobs` runs side by side, each in a worker process of its own
@@ -54,7 +145,7 @@ RUNNERS: dict[RunnerName, Runner] = {
 def _executor(plan: SweepPlan, options: RunOptions, available: Mapping[str, int] | None,
               given: Executor | None = None) -> Iterator[Executor]:
     """The plan's output folder checked, and the runner it runs on: the one `given` (a Colab session's:
-    colabkit.sweep.remote_colab.executor), else RUNNERS' entry for `options.runner` (this machine's devices
+    colabkit.sweep.runners.colab.executor), else RUNNERS' entry for `options.runner` (this machine's devices
     `available`, else detected when some run asks for more than a CPU)."""
     check_output_folder(plan.out)
     executor = given or RUNNERS[options.runner](plan.out, options, cpu_only(plan, available))
@@ -125,7 +216,7 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
 def _until_target(executor: Executor, decisions: list[Decision], repetition: Repetition, echo: Callable[[str], None],
                   progress: bool, outcomes: list[Outcome]) -> list[Decision]:
     """Rounds of one more run of each combination whose headline interval is wider than `repetition`'s
-    `target_ci` (colabkit.sweep.target), until none is or each has `max_repeats` runs; the decisions of
+    `target_ci` (colabkit.sweep.running), until none is or each has `max_repeats` runs; the decisions of
     those runs. The combinations that never got there are named at the end."""
     options = executor.options
     target, max_repeats = repetition.target_ci, repetition.max_repeats

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from colabkit.errors import MultiWorkerError, WorkersFailed
-from colabkit.notebook_runner import notebook_error
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
+from colabkit.sweep.runners.notebook import notebook_error
 
 
 @dataclass

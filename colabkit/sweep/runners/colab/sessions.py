@@ -4,9 +4,9 @@
   `colab new`, the endpoint `colab status` gave), so that a crashed or interrupted sweep leaves every
   runtime it may still hold named, and the next run can bring back what it finished and stop it.
 - What a session gets: this checkout's wheel (with its commit), and for each of its sweeps the share
-  of the plan cut for it (its runs as JSON: `sweep --plan`, colabkit.sweep.remote_colab.executor),
+  of the plan cut for it (its runs as JSON: `sweep --plan`, colabkit.sweep.runners.colab.executor),
   which it runs as planned here.
-- What a session is given to run (colabkit.sweep.remote_colab.scripts) and the runs it makes.
+- What a session is given to run (colabkit.sweep.runners.colab.scripts) and the runs it makes.
 - The results tar brought back, unpacked only when every member stays inside the accelerator's
   folder (a member outside it, a link or a device refuses the whole archive, naming the member).
 """
@@ -36,9 +36,9 @@ from colabkit.errors import ColabkitError, HostileArchiveError
 from colabkit.io import inside, write_json_atomic
 from colabkit.records.provenance import git_commit
 from colabkit.suite import checkout_root
-from colabkit.sweep.execution import RunFiles
-from colabkit.sweep.plan import Decision
-from colabkit.sweep.remote_colab.client import ColabClient
+from colabkit.sweep.decide import Decision
+from colabkit.sweep.runners.colab.client import ColabClient
+from colabkit.sweep.runners.execute import RunFiles
 
 STATE_FILE = ".colab-session.json"  # in each accelerator's results folder while it may hold a session
 REMOTE = "content/colabkit"  # the client's file paths start at the VM's file root; `colab exec` runs in /content

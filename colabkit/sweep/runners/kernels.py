@@ -1,7 +1,7 @@
 """Warm kernels: `sweep --kernels reuse` runs combinations one after another in a kernel that stays up.
 
 Each process that executes combinations keeps its kernels in one `KernelPool` (`warm_kernels()`);
-colabkit.sweep.execution runs a combination through papermill into a pooled kernel (`km=`). A kernel
+colabkit.sweep.runners.execute runs a combination through papermill into a pooled kernel (`km=`). A kernel
 serves only combinations that agree on its `KernelKey` (backend, device and replicas, mixed precision,
 Jupyter kernel, folder, environment; never two repeats of one combination), is cleared between runs
 (CLEANUP), and is replaced after any failure, a failed clean-up or `max_runs` runs. Each record's
@@ -25,11 +25,11 @@ from typing import IO, TYPE_CHECKING, Any
 from colabkit.device.backends import resolve_backend
 from colabkit.device.spec import MULTI_WORKER
 from colabkit.records.record import utc_now
-from colabkit.sweep.combination import Combination
+from colabkit.sweep.expand import Combination
 from colabkit.sweep.options import DEFAULT_MAX_RUNS, RunOptions
 
 if TYPE_CHECKING:
-    from colabkit.notebook_runner import KernelWatch
+    from colabkit.sweep.runners.notebook import KernelWatch
 
 __all__ = ["KernelKey", "KernelLease", "KernelPool", "WarmKernel", "close_warm_kernels", "kernel_key", "warm_kernels"]
 

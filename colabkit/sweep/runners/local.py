@@ -1,18 +1,13 @@
-"""How a sweep runs the combinations it decided to run: one interface, three executors.
-
-An `Executor` knows the devices at its disposal (`inventory`) and runs decisions (`run`), yielding
-one Outcome per decision as each finishes, so a sweep stopped with Ctrl-C keeps what finished. It
-runs each combination with colabkit.sweep.execution (a fresh kernel, or with `--kernels reuse` one of
-the process's warm kernels, colabkit.sweep.kernels; every failure a failed record):
+"""This machine's runners: each runs a combination with colabkit.sweep.runners.execute (a fresh kernel, or
+with `--kernels reuse` one of the process's warm kernels, colabkit.sweep.runners.kernels; every failure a
+failed record):
 
 * SerialExecutor: one after another, in this process (the default, and what published numbers use);
 * PoolExecutor: `--jobs N` side by side, each in a worker process of its own, GPUs and the TPU
-  handed out as slots (colabkit.sweep.devices.DeviceSlots);
-* colabkit.sweep.cluster.DaskExecutor: one task per combination on a Dask cluster (`--cluster`);
-* colabkit.sweep.remote_colab.executor.ColabExecutor: one accelerator's combinations in Colab sessions (`--colab`).
+  handed out as slots (colabkit.sweep.devices.DeviceSlots).
 
 A run whose process dies (a pool worker killed, out of host memory) gets its failed record from
-execution.record_lost_run, the one writer of that record for every executor.
+execute.record_lost_run, the one writer of that record for every runner.
 """
 
 from __future__ import annotations
@@ -22,79 +17,26 @@ import multiprocessing.util
 import os
 import signal
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from types import TracebackType
 
-from colabkit.notebook_runner import warm_up
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
-from colabkit.sweep.combination import Combination
+from colabkit.sweep.decide import Decision
 from colabkit.sweep.devices import DeviceSlots, Inventory, Lease, local_inventory
-from colabkit.sweep.execution import Outcome, RunFiles, execute_combination, record_lost_run
-from colabkit.sweep.kernels import close_warm_kernels
 from colabkit.sweep.options import RunOptions
-from colabkit.sweep.plan import Decision
+from colabkit.sweep.runners.base import Executor, Started
+from colabkit.sweep.runners.execute import Outcome, RunFiles, execute_combination, record_lost_run
+from colabkit.sweep.runners.kernels import close_warm_kernels
+from colabkit.sweep.runners.notebook import warm_up
 
 PARALLEL_WARNING = (
     "warning: --jobs {jobs} runs combinations side by side. Runs that share a device distort each other's "
     "timings (every CPU run shares the host's cores; GPU runs get a GPU each while there are enough). "
     "Use --jobs 1 for numbers you publish; each record's `sweep.jobs` says how it ran."
 )
-Started = Callable[[Combination], None]  # told when a combination starts (the progress bar names it)
-
-
-class Executor(ABC):
-    """Runs a sweep's combinations into `out`, each as `options` say."""
-
-    def __init__(self, out: Path, options: RunOptions) -> None:
-        self.out, self.options = Path(out), options
-        self._inventory: Inventory | None = None
-
-    def inventory(self) -> Inventory:
-        """The devices the combinations may run on (asked once, then remembered)."""
-        if self._inventory is None:
-            self._inventory = self.find_devices()
-        return self._inventory
-
-    @abstractmethod
-    def find_devices(self) -> Inventory:
-        """Ask which devices there are (see `inventory`)."""
-
-    @property
-    def where(self) -> str:
-        """How the sweep's first line names where the combinations run: '' here."""
-        return ""
-
-    @property
-    def slots(self) -> int:
-        """How many combinations run at once (the progress line's estimate divides by it)."""
-        return 1
-
-    def notes(self, to_run: Sequence[Decision]) -> list[str]:
-        """Warnings to print before running `to_run` (e.g. that side-by-side runs distort timings)."""
-        return []
-
-    @abstractmethod
-    def run(self, decisions: Sequence[Decision], started: Started | None = None) -> Iterator[Outcome]:
-        """Run every decision's combination; yield one Outcome per decision as each finishes (in any
-        order). `started`, if given, is told when a combination starts. Closing the iterator early
-        (Ctrl-C) stops the runs under way and removes their temporaries; no half result is left."""
-
-    def close(self) -> None:
-        """Let go of what the executor holds (a cluster connection)."""
-
-    def __enter__(self) -> Executor:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
-
-
 class LocalExecutor(Executor):
     """An executor on this machine: its devices are detected (or given as `available`)."""
 
