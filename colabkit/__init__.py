@@ -53,7 +53,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.inference import InferenceSettings, measure_inference
     from colabkit.inference.generation import measure_decode
     from colabkit.records.loading import load_results
-    from colabkit.records.record import Run, read_record, start_run
+    from colabkit.records.record import read_record
+    from colabkit.run import Run, start_run
     from colabkit.scores import classification_report
     from colabkit.statistics import summarize
     from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
@@ -75,7 +76,8 @@ _LAZY = {name: module for module, names in {
     "colabkit.inference": ("InferenceSettings", "measure_inference"),
     "colabkit.inference.generation": ("measure_decode",),
     "colabkit.records.loading": ("load_results",),
-    "colabkit.records.record": ("Run", "read_record", "start_run"),
+    "colabkit.records.record": ("read_record",),
+    "colabkit.run": ("Run", "start_run"),
     "colabkit.scores": ("classification_report",),
     "colabkit.statistics": ("summarize",),
     "colabkit.timing.clock": ("Measurement", "block_until_ready", "measure", "timed"),

@@ -23,7 +23,7 @@ from colabkit.experiments import (
     markdown_table,
 )
 from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
-from colabkit.records.record import start_run
+from colabkit.run import start_run
 from colabkit.sweep.parameters import declared_parameters
 from colabkit.sweep.plan import plan
 
@@ -84,7 +84,7 @@ def test_a_misspelt_parameter_is_named_with_the_closest_declared_ones():
 def test_start_run_refuses_a_name_papermill_passed_that_the_declaration_lacks(tmp_path):
     """Only what papermill injected counts (its "# Parameters" cell in IPython's history): IPython's own
     names, the set-up cell's imports and a previous run's leftovers in the kernel are never refused."""
-    from colabkit.records.record import passed_parameters
+    from colabkit.run import passed_parameters
 
     namespace = {**get("matmul_tflops").defaults, "results_path": str(tmp_path / "r.json"), "os": object(),
                  "_": None, "Out": {}, "leftover_from_an_earlier_run": 3, "get_ipython": print}
@@ -128,7 +128,6 @@ def test_the_notebooks_own_check_refuses_what_the_plan_refuses_for_plain_papermi
     named."""
     from colabkit.errors import ParameterError
     from colabkit.experiments import rule_problems
-    from colabkit.records.record import start_run
 
     paradnn = get("paradnn")
     values = {**paradnn.defaults, "family": "transformer", "heads": 3, "profile_steps": 2, "breakdown": False,

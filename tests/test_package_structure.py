@@ -198,7 +198,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inference",),  # what an inference run measures: LoadGen's settings, its scenarios, latency percentiles
     ("plots",),
     ("experiments",),  # the declarations (their parameters, estimates and published figures)
-    ("records",),  # a run's record: writing, reading, merging
+    ("records",),  # a run's record: made, checked, read, merged, and where its files go
+    ("run",),  # the notebook's side of a run: its parameters checked, then its record written
     ("notebook_runner",),
     ("report",),
     ("sweep",),  # grids to runs, their executors (Dask: cluster; Colab sessions: remote_colab/), the console
@@ -294,6 +295,7 @@ SHARED_NAMES: dict[str, tuple[str, str]] = {
     "multiworker": ("device training", "training across machines: the strategy; the custom loop"),
     "provenance": ("records report", "where numbers came from: a record's; the report's section on it"),
     "records": ("colabkit report", "the records: the package; the report's view of them (labels, the one used)"),
+    "run": ("colabkit ondevice", "a run: a notebook's (checked, recorded); the prepared run on a lent GPU"),
     "setup": ("device training", "set-up: a device's strategy; a training run's dtype, batches and input"),
     "stages": ("gpu_check ondevice", "a GPU run's stages: the GPU check's; the prepared device run's"),
     "sweep": ("colabkit colab", "a sweep: the package; the colab_sweep notebook's helpers inside a runtime"),
