@@ -142,6 +142,27 @@ def test_the_notebooks_own_check_refuses_what_the_plan_refuses_for_plain_papermi
     assert not (tmp_path / "r.json").exists()
 
 
+def test_each_experiment_offers_only_its_own_modes():
+    """Decode only where a decoder exists (ParaDnn's Transformer), inference where it is declared, matmul none."""
+    assert {experiment.name: experiment.parameter("mode").choices if "mode" in experiment.parameter_names else None
+            for experiment in all_experiments()} == {
+        "matmul_tflops": None, "cnn_mnist": ("train", "inference"), "dblstm_har": ("train", "inference"),
+        "timeseries_rnn": ("train", "inference"), "paradnn": ("train", "inference", "decode")}
+    for name in ("cnn_mnist", "dblstm_har", "timeseries_rnn"):  # the stamped cell offers no mode it lacks
+        assert "decode" not in declared_parameters(REPO / get(name).notebook)["mode"].help
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize("name", ["cnn_mnist", "dblstm_har", "timeseries_rnn"])
+def test_the_plan_refuses_a_mode_the_experiment_lacks_in_one_line(tmp_path, capsys, name, dry_run):
+    argv = ["sweep", str(REPO / "parameters" / f"{name}.yaml"), "--preset", "smoke", "-p", "mode=decode",
+            "--out", str(tmp_path / "out"), *(["--dry-run"] if dry_run else [])]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: -p mode ({name}.ipynb): mode = 'decode': expected one of train, inference"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_rules_of_training_steps_do_not_bind_an_inference_run():
     paradnn = get("paradnn")
     assert check_values(paradnn, {"steps_per_execution": 3}) == [
@@ -315,6 +336,20 @@ def test_a_misspelt_parameter_passed_to_papermill_stops_the_notebook_in_its_firs
     assert info.value.ename == "ParameterError"
     assert info.value.evalue == ("batchsize: cnn_mnist declares no such parameter (did you mean batch_size or "
                                  "batch_size_is or offline_batch_sizes?)")
+    assert "colabkit.start_run(" in info.value.source and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.notebook
+def test_plain_papermill_refuses_a_mode_the_experiment_lacks_in_its_first_checked_cell(tmp_path):
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError) as info:
+        papermill.execute_notebook(str(REPO / "notebooks" / "cnn_mnist.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"mode": "decode", "results_path": str(tmp_path / "r.json")},
+                                   progress_bar=False, cwd=str(REPO))
+    assert (info.value.ename, info.value.evalue) == ("ParameterError",
+                                                     "mode = 'decode': expected one of train, inference")
     assert "colabkit.start_run(" in info.value.source and not (tmp_path / "r.json").exists()
 
 

@@ -12,16 +12,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from colabkit.device.backends import BACKEND_CHOICES
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
 from colabkit.training.shares import BREAKDOWN_METRICS as BREAKDOWN_METRIC_NAMES
 
-# What a run of an experiment does: train (every experiment but matmul), or, where declared, inference or decode
-# (experiments/inference.py: the parameters and rules those modes bring).
-MODES = ("train", "inference", "decode")
+# What a run of an experiment does: train (every experiment but matmul), or, where its declaration offers them (its
+# `mode` parameter's choices), inference or decode (experiments/inference.py: the parameters and rules they bring).
+Mode = Literal["train", "inference", "decode"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 TRAIN, INFERENCE, DECODE = MODES
 
 if TYPE_CHECKING:
