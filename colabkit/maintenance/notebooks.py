@@ -42,7 +42,7 @@ from colabkit.colab.install import (
     bootstrap_source,
     install_commands,
 )
-from colabkit.colab.runtime import RUNTIME_TYPES
+from colabkit.colab.runtime import RUNTIME_TYPES, runtime_type
 from colabkit.errors import NotebookTemplateError
 from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
@@ -55,14 +55,9 @@ README = "README.md"
 COLAB_DOC = "docs/colab.md"
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
-# Colab's runtime-type values as its "Change runtime type" dialog saves them (metadata.colab.gpuType), today's
-# (docs/colab.md; the v2-8 TPU was retired in September 2025).
-COLAB_RUNTIME_TYPES = {"T4": ("GPU", "T4 GPU"), "L4": ("GPU", "L4 GPU"), "A100": ("GPU", "A100 GPU"),
-                       "H100": ("GPU", "H100 GPU"), "G4": ("GPU", "G4 GPU"), "V5E1": ("TPU", "v5e-1 TPU"),
-                       "V6E1": ("TPU", "v6e-1 TPU")}
 SWEEP_NOTEBOOK = "colab_sweep"
 # colab_sweep.ipynb's form lines stamped from the grid files and the runtime types: `grid` offers each grid file's
-# own presets, `runtime_asked` the runtime types (colabkit.colab.runtime.RUNTIME_TYPES, less the retired v2-8).
+# own presets, `runtime_asked` the runtime types (colabkit.colab.runtime.RUNTIME_TYPES, less the retired).
 _SWEEP_FORM = {"grid": re.compile(r"^grid = .*$", re.M), "runtime_asked": re.compile(r"^runtime_asked = .*$", re.M)}
 ACCELERATORS = ("GPU", "TPU")
 _KEPT_COLAB_KEYS = ("gpuType", "toc_visible")
@@ -85,20 +80,21 @@ class AcceleratorHint:
 
     @classmethod
     def parse(cls, text: str) -> AcceleratorHint:
-        """'cpu' or 'none' (no hint), 'GPU', 'GPU:T4', 'TPU:V28', 'TPU:V5E1'..."""
-        kind, _, runtime_type = text.strip().partition(":")
+        """'cpu' or 'none' (no hint), 'GPU', 'GPU:T4', 'TPU:V5E1'... (colabkit.colab.runtime.RUNTIME_TYPES)."""
+        kind, _, type_name = text.strip().partition(":")
         if kind.lower() in ("cpu", "none", ""):
-            if runtime_type:
+            if type_name:
                 raise NotebookTemplateError(f"accelerator {text!r}: a CPU runtime takes no type")
             return cls()
         kind = kind.upper()
         if kind not in ACCELERATORS:
             raise NotebookTemplateError(f"accelerator {text!r}: expected cpu, GPU[:TYPE] or TPU[:TYPE]")
-        runtime_type = runtime_type.upper() or None
-        if runtime_type is not None and COLAB_RUNTIME_TYPES.get(runtime_type, ("",))[0] != kind:
-            choices = ", ".join(f"{kind}:{name}" for name, (owner, _) in COLAB_RUNTIME_TYPES.items() if owner == kind)
+        runtime = runtime_type(type_name) if type_name else None
+        if type_name and (runtime is None or runtime.retired or runtime.kind.upper() != kind):
+            choices = ", ".join(f"{kind}:{known.metadata}" for known in RUNTIME_TYPES
+                                if known.kind.upper() == kind and not known.retired)
             raise NotebookTemplateError(f"accelerator {text!r}: unknown {kind} runtime type (known: {choices})")
-        return cls(kind, runtime_type)
+        return cls(kind, runtime.metadata if runtime else None)
 
     @classmethod
     def of(cls, metadata: dict[str, Any]) -> AcceleratorHint:
@@ -112,7 +108,8 @@ class AcceleratorHint:
         if self.accelerator is None:
             return "CPU"
         if self.runtime_type:
-            return COLAB_RUNTIME_TYPES.get(self.runtime_type, (self.accelerator, f"{self.runtime_type} {self.accelerator}"))[1]
+            runtime = runtime_type(self.runtime_type)
+            return runtime.label if runtime else f"{self.runtime_type} {self.accelerator}"
         return f"any {self.accelerator}"
 
 
@@ -241,7 +238,7 @@ def sweep_form(root: Path) -> dict[str, str]:
     if not choices:
         raise NotebookTemplateError(f"no grid file with presets under {root / 'parameters'}: the sweep form needs them")
     default = next((choice for choice in choices if choice.startswith("cnn_mnist: smoke")), choices[0])
-    asked = ["", *(name for name in RUNTIME_TYPES if name != "v2-8")]
+    asked = ["", *(runtime.dialog for runtime in RUNTIME_TYPES if not runtime.retired)]
     return {"grid": f"grid = {json.dumps(default)}  # @param {json.dumps(choices)} - a grid file "
                     "(parameters/NAME.yaml) and one of its presets",
             "runtime_asked": f'runtime_asked = ""  # @param {json.dumps(asked)} - what you picked in Runtime > Change '
