@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from colabkit.colab.install import install_for_run
 from colabkit.device.host_state import HostMonitor
 from colabkit.device.memory import setup_memory
 from colabkit.device.multiworker import is_chief_setup, worker_path
@@ -167,7 +168,9 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
     raises ParameterError listing every problem ("n = 'abc': expected an int >= 1"; a name papermill
     passed that the declaration lacks, with the closest declared ones: `passed_parameters`) before any work;
     the record's params are those values (less those the declaration says do not shape this run:
-    Experiment.relevant), its path `results_path` (empty: the default path).
+    Experiment.relevant), its path `results_path` (empty: the default path). Then, in Colab, what the run's
+    `device` and `backend` need beyond the set-up cell's installs (colabkit.colab.install.install_for_run:
+    TensorFlow's TPU build for TensorFlow on a TPU), before the notebook's `setup_device` imports a framework.
 
     `start_run(name, params=..., results_path=...)` is for a notebook that has no declaration; where
     `name` has one, `params` are checked against it all the same.
@@ -184,13 +187,13 @@ def start_run(notebook: str, namespace: Mapping[str, Any] | None = None, *,
             raise ParameterError(problems)
         results_path = values.pop("results_path")
         # The record keeps what shapes the run: the other families' knobs of a ParaDnn run are left out.
-        return Run(notebook, experiment.relevant(values), results_path)
-    if params is None:
+        params = experiment.relevant(values)
+    elif params is None:
         raise TypeError(f'start_run("{notebook}", globals()) reads the parameters cell; or pass params=')
-    experiment = find(notebook)
-    if experiment is not None:
-        problems = check_values(experiment, {key: value for key, value in params.items()}, complete=False)
+    elif (experiment := find(notebook)) is not None:
+        problems = check_values(experiment, dict(params), complete=False)
         if problems:
             raise ParameterError(problems)
         params = experiment.relevant(params)
+    install_for_run(str(params.get("device", "auto")), params.get("backend"))
     return Run(notebook, params, results_path)

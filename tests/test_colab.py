@@ -185,45 +185,38 @@ def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_ab
     assert "fall back to the CPU (jax-ml/jax #29989)" in out and "googlecolab/colabtools #4567" in out
 
 
-def test_setup_device_asking_tensorflow_on_a_colab_tpu_installs_the_pair_first(runtime, monkeypatch, capsys):
-    """The set-up cell installed nothing for TensorFlow (the TPU runtime's default is JAX): the run that
-    asks for it installs the pair when it starts, before TensorFlow is imported, then warns. The
-    notebooks' colabkit.setup_device does (colabkit.colab.install), not the device's own set-up."""
+def test_a_run_asking_tensorflow_on_a_colab_tpu_installs_the_pair_when_it_starts(runtime, monkeypatch, capsys, tmp_path):
+    """The set-up cell installed nothing for TensorFlow (the TPU runtime's default is JAX): the run that asks
+    for it installs the pair when its parameters are read (start_run), before TensorFlow is imported, then
+    warns. colabkit.setup_device is the device's own set-up, which installs nothing."""
     import colabkit.device.setup as device_setup
+    from colabkit.run import start_run
 
     pip = runtime("tpu")
     monkeypatch.setattr(install, "run_pip", pip)
     monkeypatch.setattr(install, "is_installed", has("colabkit"))
     monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # a fresh kernel: no TensorFlow yet
-    built = []
-    monkeypatch.setattr(device_setup, "_build", lambda request, backend: built.append((str(request), backend))
-                        or types.SimpleNamespace(kind=request.kind))
-    monkeypatch.setattr(device_setup, "_SETUPS", {})
-    monkeypatch.setattr(device_setup, "select_backend", lambda backend: backend)
-    assert colabkit.setup_device is install.setup_device  # what the notebooks call
-    colabkit.setup_device("tpu", backend="tensorflow")
+    params = {"device": "tpu", "backend": "tensorflow"}
+    start_run("matmul_tflops", params=params, results_path=tmp_path / "r.json")
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
-    assert built == [("tpu", "tensorflow")]
     assert install.TPU_TENSORFLOW_WARNING in capsys.readouterr().out
+    assert colabkit.setup_device is device_setup.setup_device  # what the notebooks call: it installs nothing
     pip.calls.clear()
-    monkeypatch.setattr(device_setup, "_SETUPS", {})
-    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
-    device_setup.setup_device("tpu", backend="tensorflow")  # the device's own set-up installs nothing
-    assert pip.calls == [] and built == [("tpu", "tensorflow")] * 2
-    colabkit.setup_device("tpu", backend="auto")  # JAX: nothing is installed
-    assert pip.calls == [] and built[-1] == ("tpu", "jax")
+    start_run("matmul_tflops", params={**params, "backend": "auto"}, results_path=tmp_path / "r.json")  # JAX
+    start_run("matmul_tflops", params={**params, "device": "cpu"}, results_path=tmp_path / "r.json")
+    assert pip.calls == []
 
 
-def test_install_for_backend_is_silent_where_nothing_is_missing(runtime, capsys):
-    pip = runtime("gpu")
-    assert install.install_for_backend("tensorflow", pip=pip, installed=has("colabkit", "tensorflow")) == []
-    assert install.install_for_backend("jax", pip=pip, installed=has("colabkit")) == []  # Colab's images have JAX
+def test_install_for_run_is_silent_where_nothing_is_missing(runtime, capsys):
+    pip = runtime("tpu")
+    assert install.install_for_run("tpu", "tensorflow", pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
+    assert install.install_for_run("tpu", "jax", pip=pip, installed=has("colabkit")) == []  # Colab's images have JAX
     assert pip.calls == [] and capsys.readouterr().out == ""
 
 
-def test_install_for_backend_does_nothing_outside_colab_even_on_a_tpu_host(runtime):
+def test_install_for_run_does_nothing_outside_colab_even_on_a_tpu_host(runtime):
     pip = runtime("tpu", colab=False)
-    assert install.install_for_backend("tensorflow", pip=pip, installed=has()) == [] and pip.calls == []
+    assert install.install_for_run("tpu", "tensorflow", pip=pip, installed=has()) == [] and pip.calls == []
 
 
 def test_tpu_runtime_with_the_tpu_build_installs_nothing_for_tensorflow(runtime):

@@ -9,9 +9,9 @@ The set-up cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, so 
 rest is its one call, `colabkit.bootstrap()`, for the runtime's default backend (JAX on a TPU, TensorFlow
 elsewhere: colabkit.device.backends): TensorFlow on a CPU or GPU runtime whose image lacks it, nothing on a TPU
 runtime (its image has jax[tpu]). TensorFlow's TPU build comes only when a run asks for TensorFlow on a TPU
-(`install_for_backend`, from the notebooks' `colabkit.setup_device` below), with a warning: after it, JAX there
-falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU (googlecolab/colabtools #4567).
-Outside Colab nothing is installed.
+(`install_for_run`, which the notebook's `colabkit.start_run` calls once its parameters are read, before its
+`setup_device` imports TensorFlow), with a warning: after it, JAX there falls back to the CPU (jax-ml/jax #29989),
+and the two cannot share the TPU (googlecolab/colabtools #4567). Outside Colab nothing is installed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab, runtime_accelerator
 from colabkit.device.backends import resolve_backend
 from colabkit.device.probes import tensorflow_tpu_installed
-from colabkit.device.spec import DeviceSetup, parse_device
+from colabkit.device.spec import DeviceKind, parse_device
 from colabkit.errors import BootstrapError
 
 # The TensorFlow a CPU or GPU runtime gets when its image has none: the suite's tested version
@@ -145,26 +145,15 @@ def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] |
     return plan
 
 
-def install_for_backend(backend: str, **options: Any) -> list[Install]:
-    """In Colab, install what a run on `backend` needs beyond the set-up cell's installs (TensorFlow's TPU build for
-    backend "tensorflow" on a TPU runtime, with TPU_TENSORFLOW_WARNING): `install_missing`, silent when nothing is
-    missing; a no-op outside Colab. `setup_device` calls it before importing TensorFlow."""
-    return install_missing(backend=backend, quiet=True, **options)
-
-
-def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetup:
-    """The notebooks' `colabkit.setup_device`: in Colab, TensorFlow asked for on a TPU (or `auto`) first
-    gets its TPU build installed (install_for_backend, with TPU_TENSORFLOW_WARNING: the set-up cell
-    installs nothing TPU-specific, the runtime's default being JAX); then colabkit.device.setup's
-    setup_device, which installs nothing. Outside Colab, and for any other backend or device, only the latter."""
-    from colabkit.device.setup import setup_device as set_up_device
-
-    if backend:
-        request = parse_device(device)
-        resolved = resolve_backend(backend, str(request))
-        if resolved == "tensorflow" and request.kind in ("tpu", "auto") and "tensorflow" not in sys.modules:
-            install_for_backend(resolved)
-    return set_up_device(device, backend)
+def install_for_run(device: str = "auto", backend: str | None = None, **options: Any) -> list[Install]:
+    """In Colab, what a run on `device` with `backend` needs beyond the set-up cell's installs: TensorFlow's TPU build
+    when TensorFlow is asked for on a TPU (or "auto") device, with TPU_TENSORFLOW_WARNING (`install_missing`, silent
+    when nothing is missing; the set-up cell installs nothing TPU-specific, the runtime's default being JAX). Nothing
+    for another backend or device, once TensorFlow is imported, or outside Colab. `colabkit.start_run` calls it."""
+    if not backend or "tensorflow" in sys.modules or parse_device(device).kind not in (DeviceKind.TPU, DeviceKind.AUTO):
+        return []
+    resolved = resolve_backend(backend, device)
+    return install_missing(backend=resolved, quiet=True, **options) if resolved == "tensorflow" else []
 
 
 BOOTSTRAP_CELL_ID = "colab-bootstrap"

@@ -38,8 +38,8 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
     """Build the distribution strategy for `device` and describe the hardware behind it.
 
     `backend` ("tensorflow", "jax", "torch", "auto") selects Keras's backend first: call this before
-    `import keras`; None keeps Keras's. It installs nothing (on Colab, `colabkit.setup_device` does
-    first). Raises DeviceNotFoundError, naming the machine's inventory, when the device is absent.
+    `import keras`; None keeps Keras's. It installs nothing (in Colab, the set-up cell's `colabkit.bootstrap` and
+    `colabkit.start_run` did). Raises DeviceNotFoundError, naming the machine's inventory, when the device is absent.
     A second call in one process returns the same set-up (a TPU is initialised once).
     """
 
