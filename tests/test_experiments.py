@@ -390,6 +390,25 @@ def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_n
     assert stamped == "# x\n<!-- experiments:start (generated) -->\n" + table + "<!-- experiments:end -->\n"
 
 
+def test_the_experiments_index_names_every_piece_of_each_experiment_and_each_path_exists():
+    """docs/experiments.md: per experiment its notebook, declaration, grid file, report section, published figures'
+    module and docs page, each a link that resolves (its #anchor a heading of the page)."""
+    import re
+
+    page = REPO / "docs" / "experiments.md"
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ") and "](" in line]
+    assert [row.split(" | ")[0][2:] for row in rows] == [experiment.title for experiment in all_experiments()]
+    for row, experiment in zip(rows, all_experiments()):
+        targets = re.findall(r"\]\(([^)]+)\)", row)
+        assert len(targets) == 6 and targets[0] == f"../{experiment.notebook}", row  # a link in every column
+        for target in targets:
+            path, _, anchor = target.partition("#")
+            assert (page.parent / path).is_file(), target
+            headings = re.findall(r"^#+ (.+)$", (page.parent / path).read_text(), flags=re.M) if anchor else []
+            slugs = {re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-") for heading in headings}
+            assert not anchor or anchor in slugs, target
+
+
 def test_the_repositorys_readme_carries_the_current_table():
     from colabkit.colab.coordinates import configured
     from colabkit.maintenance.notebooks import stamp_repository

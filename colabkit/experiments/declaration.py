@@ -301,6 +301,8 @@ class Experiment:
     # The FLOPs one run computes in all (every replica, every epoch or call) from a full set of values,
     # where the declaration knows them: the work in `sweep --dry-run`'s time estimate (colabkit.sweep.estimate).
     work_flops: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
+    # The docs page that says what it rebuilds and how (relative to the suite's root, an #anchor allowed).
+    docs: str | None = None
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]

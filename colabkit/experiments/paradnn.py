@@ -134,6 +134,7 @@ def _memory(values: Mapping[str, Any]) -> Any:
 EXPERIMENT = Experiment(
     name="paradnn",
     notebook="notebooks/paradnn.ipynb",
+    docs="docs/paradnn.md",
     title="ParaDnn (FC, CNN, RNN, Transformer)",
     measures="Steady training throughput, model TFLOPS, fraction of peak and roofline position of generated "
              "FC, CNN, RNN and decoder-only Transformer models per size, batch size and device",

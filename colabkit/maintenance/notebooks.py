@@ -14,11 +14,12 @@ What the template owns, and what each notebook keeps:
 - every other cell, its id and its tags (`parameters` included) stay as they are, stored clean:
   no outputs, no execution counts, no papermill / Colab run metadata, no injected-parameters cell.
 
-Two generated blocks live in the docs: the README's table of the notebooks with their badges
+Three generated blocks live in the docs: the README's table of the notebooks with their badges
 (between `<!-- experiments:start -->` and `<!-- experiments:end -->`: the declared experiments from
-colabkit.experiments, then the notebooks that drive them), and docs/colab.md's `colab-install`
+colabkit.experiments, then the notebooks that drive them), docs/colab.md's `colab-install`
 block (between `<!-- colabkit:colab-install -->` and `<!-- /colabkit:colab-install -->`: the runtime
-to choose per device and the exact commands the bootstrap issues).
+to choose per device and the exact commands the bootstrap issues), and docs/experiments.md's index of
+where each experiment's pieces live (colabkit.maintenance.experiment_index).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
 from colabkit.experiments.table import markdown_table
 from colabkit.io import write_atomic
+from colabkit.maintenance.experiment_index import experiments_index
 from colabkit.sweep.gridfile import load_grid
 
 NOTEBOOKS_DIR = "notebooks"
@@ -326,6 +328,8 @@ class GeneratedBlock:
 
 NOTEBOOKS_BLOCK = GeneratedBlock("notebooks", README, "<!-- experiments:start", "<!-- experiments:end -->")
 INSTALL_BLOCK = GeneratedBlock("colab-install", COLAB_DOC, "<!-- colabkit:colab-install", "<!-- /colabkit:colab-install -->")
+INDEX_BLOCK = GeneratedBlock("experiments-index", "docs/experiments.md", "<!-- experiments-index:start",
+                             "<!-- experiments-index:end -->")
 
 
 def notebooks_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str:
@@ -400,7 +404,8 @@ def stamp_block(text: str, block: GeneratedBlock, body: str) -> str:
 
 def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = None, check: bool = False,
                      hints: dict[str, AcceleratorHint] | None = None) -> StampResult:
-    """Stamp every notebook under ROOT/notebooks/, the README's notebooks table and docs/colab.md's install block.
+    """Stamp every notebook under ROOT/notebooks/, the README's notebooks table, docs/colab.md's install block and
+    docs/experiments.md's index.
 
     With `check`, nothing is written: `changed` lists the files that differ from the template
     (drifted). `hints` maps a notebook name to a new Colab accelerator hint. Every notebook is
@@ -430,7 +435,7 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
             result.changed.append(relative)
             writes.append((path, text))
     for block, body in ((NOTEBOOKS_BLOCK, readme_table(result.notebooks, coordinates)),
-                        (INSTALL_BLOCK, install_section(coordinates))):
+                        (INSTALL_BLOCK, install_section(coordinates)), (INDEX_BLOCK, experiments_index(root))):
         path = root / block.file
         if not path.exists():
             raise NotebookTemplateError(f"{path}: missing; the generated block '{block.name}' lives there")
