@@ -21,7 +21,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab, runtime_accelerator
@@ -109,16 +108,13 @@ def bootstrap(backend: str = "auto") -> None:
     install_missing(backend=backend)
 
 
-def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] | None = None,
-                    installed: Callable[[str], bool] | None = None, coordinates: Coordinates | None = None,
-                    echo: Callable[[str], None] = print, quiet: bool = False) -> list[Install]:
-    """In Colab, install what this runtime lacks for `backend` (install_plan) and return it; elsewhere nothing, [].
-
-    `bootstrap` asks for the runtime's default backend ("auto"): on a TPU runtime JAX, so nothing TPU-specific
-    is installed and it says how to ask for TensorFlow (`quiet`: nothing said unless something is installed).
-    `pip` runs one `pip install -q ARGS` (run_pip); `installed` says whether a requirement is present
-    (is_installed). Run it before TensorFlow is imported (a module installed later is not the one imported: it
-    then asks for a restart)."""
+def install_missing(*, backend: str = "auto", coordinates: Coordinates | None = None,
+                    quiet: bool = False) -> list[Install]:
+    """In Colab, install what this runtime lacks for `backend` (install_plan, each step by run_pip) and return it;
+    elsewhere nothing, []. `bootstrap` asks for the runtime's default backend ("auto"): on a TPU runtime JAX, so
+    nothing TPU-specific is installed and it says how to ask for TensorFlow (`quiet`: nothing said unless something
+    is installed). Run it before TensorFlow is imported (a module installed later is not the one imported: it then
+    asks for a restart)."""
     if not in_colab():
         return []
     accelerator, evidence = runtime_accelerator()
@@ -126,26 +122,26 @@ def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] |
     resolved = resolve_backend(backend, accelerator)
     if accelerator == "tpu" and resolved != "tensorflow" and not quiet:
         name = {"jax": "JAX", "torch": "PyTorch"}.get(resolved, resolved)
-        echo(f"{where}: notebooks run on {name} here, which the image has; for TensorFlow on this TPU set "
+        print(f"{where}: notebooks run on {name} here, which the image has; for TensorFlow on this TPU set "
              "backend = \"tensorflow\" (its TPU build is then installed, and JAX in this runtime falls back "
              "to the CPU)")
-    plan = install_plan(accelerator, installed or is_installed, coordinates, backend)
+    plan = install_plan(accelerator, is_installed, coordinates, backend)
     if not plan:
         if not quiet:
-            echo(f"{where}; nothing to install")
+            print(f"{where}; nothing to install")
         return []
     for step in plan:
-        echo(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
-        (pip or run_pip)(list(step.args))
+        print(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
+        run_pip(list(step.args))
     importlib.invalidate_caches()
     if any(step.args[0].startswith("tensorflow-tpu") for step in plan):
-        echo(TPU_TENSORFLOW_WARNING)
+        print(TPU_TENSORFLOW_WARNING)
     if "tensorflow" in sys.modules and any(step.args[0].startswith("tensorflow") for step in plan):
-        echo("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
+        print("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
     return plan
 
 
-def install_for_run(device: str = "auto", backend: str | None = None, **options: Any) -> list[Install]:
+def install_for_run(device: str = "auto", backend: str | None = None) -> list[Install]:
     """In Colab, what a run on `device` with `backend` needs beyond the set-up cell's installs: TensorFlow's TPU build
     when TensorFlow is asked for on a TPU (or "auto") device, with TPU_TENSORFLOW_WARNING (`install_missing`, silent
     when nothing is missing; the set-up cell installs nothing TPU-specific, the runtime's default being JAX). Nothing
@@ -153,7 +149,7 @@ def install_for_run(device: str = "auto", backend: str | None = None, **options:
     if not backend or "tensorflow" in sys.modules or parse_device(device).kind not in (DeviceKind.TPU, DeviceKind.AUTO):
         return []
     resolved = resolve_backend(backend, device)
-    return install_missing(backend=resolved, quiet=True, **options) if resolved == "tensorflow" else []
+    return install_missing(backend=resolved, quiet=True) if resolved == "tensorflow" else []
 
 
 BOOTSTRAP_CELL_ID = "colab-bootstrap"
@@ -189,10 +185,6 @@ def install_commands(coordinates: Coordinates | None = None) -> dict[str, list[s
     run that asks for TensorFlow on a TPU."""
     runtimes = {"cpu": ("cpu", "auto"), "gpu": ("gpu", "auto"), "tpu": ("tpu", "auto"),
                 "tpu-tensorflow": ("tpu", "tensorflow")}
-    return {name: [step.command() for step in install_plan(accelerator, _fresh_runtime, coordinates, backend)]
+    nothing = lambda requirement: False  # noqa: E731 - what a runtime that has nothing yet has installed
+    return {name: [step.command() for step in install_plan(accelerator, nothing, coordinates, backend)]
             for name, (accelerator, backend) in runtimes.items()}
-
-
-def _fresh_runtime(requirement: str) -> bool:
-    """The `installed` probe of a runtime that has nothing yet."""
-    return False
