@@ -20,8 +20,8 @@ from colabkit.experiments import (
     all_experiments,
     check_values,
     get,
-    markdown_table,
 )
+from colabkit.maintenance.experiment_tables import experiments_table
 from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
 from colabkit.run import start_run
 from colabkit.sweep.parameters import declared_parameters
@@ -355,7 +355,7 @@ def test_plain_papermill_refuses_a_mode_the_experiment_lacks_in_its_first_checke
 
 def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge():
     coordinates = Coordinates("someone/fork", "v1.2")
-    table = markdown_table(coordinates=coordinates)
+    table = experiments_table(coordinates=coordinates)
     lines = table.strip().splitlines()
     assert len(lines) == 2 + len(all_experiments())
     for experiment, line in zip(all_experiments(), lines[2:]):
@@ -366,12 +366,12 @@ def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge
 
 def test_the_experiments_table_is_stamped_between_the_readme_markers():
     readme = "# colabkit\n\nintro\n\n<!-- experiments:start -->\nstale\n<!-- experiments:end -->\n\nafter\n"
-    text = stamp_block(readme, NOTEBOOKS_BLOCK, markdown_table())
-    assert text == ("# colabkit\n\nintro\n\n<!-- experiments:start -->\n" + markdown_table()
+    text = stamp_block(readme, NOTEBOOKS_BLOCK, experiments_table())
+    assert text == ("# colabkit\n\nintro\n\n<!-- experiments:start -->\n" + experiments_table()
                     + "<!-- experiments:end -->\n\nafter\n")
-    assert stamp_block(text, NOTEBOOKS_BLOCK, markdown_table()) == text  # stamping twice changes nothing
+    assert stamp_block(text, NOTEBOOKS_BLOCK, experiments_table()) == text  # stamping twice changes nothing
     with pytest.raises(NotebookTemplateError, match="no generated block"):
-        stamp_block("# no markers\n", NOTEBOOKS_BLOCK, markdown_table())
+        stamp_block("# no markers\n", NOTEBOOKS_BLOCK, experiments_table())
 
 
 def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_notebooks():
@@ -380,7 +380,7 @@ def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_n
                  NotebookInfo("report", "notebooks/report.ipynb", "Results report", AcceleratorHint())]
     table = readme_table(notebooks, coordinates)
     experiments_part, others_part = table.split("The notebooks that sweep and report them:")
-    assert experiments_part.startswith(markdown_table(coordinates=coordinates, runtimes={"cnn_mnist": "T4 GPU",
+    assert experiments_part.startswith(experiments_table(coordinates=coordinates, runtimes={"cnn_mnist": "T4 GPU",
                                                                                           "report": "CPU"}))
     assert "| [`cnn_mnist`](notebooks/cnn_mnist.ipynb) |" in experiments_part
     assert "T4 GPU |" in experiments_part.splitlines()[3]  # cnn_mnist's row says the runtime it asks for

@@ -27,8 +27,6 @@ DECODE_HEADLINE = Headline("decode_tpot_p50_ms", "median time per output token",
 LATENCY_FIGURES = (Headline("latency_p50_ms", "single-stream p50 latency", "ms", "lower"), INFERENCE_HEADLINE,
                    Headline("latency_p99_ms", "single-stream p99 latency", "ms", "lower"))
 OFFLINE_PREFIX = "offline_samples_per_s_b"  # one metric per offline batch size: offline_samples_per_s_b256
-# An inference record's main metrics (colabkit.inference; docs/records.md lists them all).
-INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
 # What each mode does, as the `mode` parameter's help lists those an experiment offers.
 MODE_HELP: dict[Mode, str] = {

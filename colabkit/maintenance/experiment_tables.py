@@ -1,19 +1,46 @@
-"""docs/experiments.md's index: where each of the suite's experiments lives (its notebook, declaration module, grid
-files, report section module, published figures and docs page), made from the declarations and what reads them;
-`python -m colabkit notebooks` stamps it, as it stamps the README's table."""
+"""The experiments' two tables in the docs, made from the declarations (`python -m colabkit notebooks` stamps both):
+the README's (`experiments_table`: what each measures, its headline, its Open-in-Colab badge) and docs/experiments.md's
+index (`experiments_index`: where each one's notebook, declaration, grid files, report section, published figures
+and docs page live)."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from pathlib import Path
 
-from colabkit.experiments import published
+from colabkit.colab.coordinates import Coordinates, configured
+from colabkit.experiments import all_experiments, published
 from colabkit.experiments.declaration import Experiment
 from colabkit.experiments.registry import BUILTIN_MODULES
 from colabkit.sweep.gridfile import load_grid
 
 
-def module_path(module: str) -> str:
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
+def experiments_table(experiments: tuple[Experiment, ...] | None = None, coordinates: Coordinates | None = None,
+                      runtimes: Mapping[str, str] | None = None) -> str:
+    """A Markdown table of the experiments (by default every declared one): title, notebook, what it
+    measures, headline figure and an Open-in-Colab badge (on the configured repository and ref);
+    with `runtimes` (notebook name -> Colab runtime it asks for), a column for that too."""
+    coordinates = coordinates or configured()
+    header = "| experiment | notebook | what it measures | headline | open |"
+    rows = [header + (" Colab runtime |" if runtimes is not None else ""),
+            "|---|---|---|---|---|" + ("---|" if runtimes is not None else "")]
+    for experiment in experiments if experiments is not None else all_experiments():
+        headline = experiment.headline
+        row = (f"| {_cell(experiment.title)} | [`{experiment.name}`]({experiment.notebook}) | "
+               f"{_cell(experiment.measures)} | {_cell(headline.label)} ({headline.unit}, "
+               f"{headline.better} is better) | {coordinates.badge(experiment.notebook)} |")
+        if runtimes is not None:
+            row += f" {_cell(runtimes.get(experiment.name, 'CPU'))} |"
+        rows.append(row)
+    return "\n".join(rows) + "\n"
+
+
+def _path(module: str) -> str:
     """'colabkit.report.cnn_mnist' -> 'colabkit/report/cnn_mnist.py'."""
     return module.replace(".", "/") + ".py"
 
@@ -24,8 +51,8 @@ def _link(path: str | None) -> str:
 
 
 def experiments_index(root: str | Path) -> str:
-    """The index table of the experiments colabkit declares (registry.BUILTIN_MODULES), one row each, every path
-    relative to the suite's root `root`: a grid file is one of root/parameters/ naming the experiment's notebook."""
+    """The index of the experiments colabkit declares (registry.BUILTIN_MODULES), one row each, every path relative
+    to the suite's root `root`: its grid files are those of root/parameters/ naming the experiment's notebook."""
     from colabkit.report.sections import SECTIONS  # the report's table of sections: matplotlib, only when stamping
 
     root = Path(root).resolve()
@@ -40,7 +67,7 @@ def experiments_index(root: str | Path) -> str:
             section = SECTIONS.get(experiment.name)
             cited = "; ".join(reference.citation for reference in experiment.references)
             rows.append(" | ".join([
-                f"| {experiment.title}", _link(experiment.notebook), _link(module_path(module)),
-                ", ".join(_link(name) for name in names) or "-", _link(section and module_path(section.__module__)),
-                f"{cited}: {_link(module_path(published.__name__))}" if cited else "-", _link(experiment.docs)]) + " |")
+                f"| {experiment.title}", _link(experiment.notebook), _link(_path(module)),
+                ", ".join(_link(name) for name in names) or "-", _link(section and _path(section.__module__)),
+                f"{cited}: {_link(_path(published.__name__))}" if cited else "-", _link(experiment.docs)]) + " |")
     return "\n".join(rows) + "\n"

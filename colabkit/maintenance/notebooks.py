@@ -19,7 +19,7 @@ Three generated blocks live in the docs: the README's table of the notebooks wit
 colabkit.experiments, then the notebooks that drive them), docs/colab.md's `colab-install`
 block (between `<!-- colabkit:colab-install -->` and `<!-- /colabkit:colab-install -->`: the runtime
 to choose per device and the exact commands the bootstrap issues), and docs/experiments.md's index of
-where each experiment's pieces live (colabkit.maintenance.experiment_index).
+where each experiment's pieces live (both tables: colabkit.maintenance.experiment_tables).
 """
 
 from __future__ import annotations
@@ -47,9 +47,8 @@ from colabkit.colab.runtime import RUNTIME_TYPES, runtime_type
 from colabkit.errors import NotebookTemplateError
 from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
-from colabkit.experiments.table import markdown_table
 from colabkit.io import write_atomic
-from colabkit.maintenance.experiment_index import experiments_index
+from colabkit.maintenance.experiment_tables import experiments_index, experiments_table
 from colabkit.sweep.gridfile import load_grid
 
 NOTEBOOKS_DIR = "notebooks"
@@ -384,7 +383,7 @@ def readme_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str
     experiments = {experiment.name for experiment in all_experiments()}
     runtimes = {info.name: info.hint.label() for info in notebooks}
     others = [info for info in notebooks if info.name not in experiments]
-    text = markdown_table(coordinates=coordinates, runtimes=runtimes)
+    text = experiments_table(coordinates=coordinates, runtimes=runtimes)
     if others:
         text += "\nThe notebooks that sweep and report them:\n\n" + notebooks_table(others, coordinates)
     return text
