@@ -162,7 +162,7 @@ def replicas_of(values: Mapping[str, Any]) -> int:
 
 
 def device_syntax(value: Any) -> str | None:
-    """Why `value` is not a device name colabkit.device.parse_device understands (None if it is)."""
+    """Why `value` is not a device name colabkit.device.spec.parse_device understands (None if it is)."""
     try:
         parse_device(str(value))
     except UnknownDeviceError:
@@ -179,7 +179,7 @@ def device_parameter(help: str = '"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" 
 def backend_parameter(choices: tuple[str, ...] = BACKEND_CHOICES,
                       help: str = 'Keras backend: "tensorflow", "jax", "torch" or "auto" (JAX on a TPU, TensorFlow '
                                   "elsewhere)") -> Parameter:
-    """The `backend` parameter: "auto" by default, which colabkit.device.setup_device resolves (JAX on
+    """The `backend` parameter: "auto" by default, which colabkit.device.setup.setup_device resolves (JAX on
     a TPU, TensorFlow elsewhere) and records as `device.backend`."""
     return Parameter("backend", str, "auto", help, choices=choices)
 

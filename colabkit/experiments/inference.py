@@ -29,12 +29,9 @@ LATENCY_FIGURES = (Headline("latency_p50_ms", "single-stream p50 latency", "ms",
 OFFLINE_PREFIX = "offline_samples_per_s_b"  # one metric per offline batch size: offline_samples_per_s_b256
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
 # What each mode does, as the `mode` parameter's help lists those an experiment offers.
-MODE_HELP: dict[Mode, str] = {
-    TRAIN: "train",
-    INFERENCE: "inference: single-stream latency and offline throughput of the model as built, no training "
-               "(docs/inference.md)",
-    DECODE: "decode: a decoder's generation (docs/decode.md)",
-}
+MODE_HELP: dict[Mode, str] = {TRAIN: "train", DECODE: "decode: a decoder's generation (docs/decode.md)",
+                              INFERENCE: "inference: single-stream latency and offline throughput of the model as "
+                                         "built, no training (docs/inference.md)"}
 
 
 def syntax_check(parse: Callable[[Any], Any], expected: str) -> Callable[[Any], str | None]:

@@ -24,7 +24,7 @@ from colabkit.experiments import find
 from colabkit.sweep.combination import Combination
 from colabkit.training.memory import memory_problem
 
-_DETECT = "import json; from colabkit.device import available_devices; print(json.dumps(available_devices()))"
+_DETECT = "import json; from colabkit.device.probes import available_devices; print(json.dumps(available_devices()))"
 ANYWHERE = (DeviceKind.AUTO, DeviceKind.CPU, DeviceKind.MULTIWORKER)  # multiworker: local worker processes
 
 
