@@ -35,7 +35,7 @@ from colabkit.errors import (
 from colabkit.version import __version__
 
 if TYPE_CHECKING:  # what a type checker and an IDE see
-    from colabkit.colab.install import bootstrap, setup_device
+    from colabkit.colab.install import bootstrap
     from colabkit.data import (
         HarData,
         MnistData,
@@ -49,11 +49,13 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.device.backends import BACKENDS, select_backend
     from colabkit.device.peaks import PeakFlops, at_least, peak_metrics
     from colabkit.device.probes import available_devices, machine_details
+    from colabkit.device.setup import setup_device
     from colabkit.device.spec import DeviceSetup, parse_device
     from colabkit.inference import InferenceSettings, measure_inference
     from colabkit.inference.generation import measure_decode
     from colabkit.records.loading import load_results
-    from colabkit.records.record import Run, read_record, start_run
+    from colabkit.records.record import read_record
+    from colabkit.run import Run, start_run
     from colabkit.scores import classification_report
     from colabkit.statistics import summarize
     from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
@@ -63,19 +65,21 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from colabkit.training.trainer import Trainer
 
 # Where each lazily loaded name lives, module by module as the imports above (the ones of training/ import Keras:
-# use them after setup_device; colab.install's installs what Colab lacks, then colabkit.device.setup's).
+# use them after setup_device, which installs nothing: bootstrap and start_run install what Colab lacks).
 _LAZY = {name: module for module, names in {
-    "colabkit.colab.install": ("bootstrap", "setup_device"),
+    "colabkit.colab.install": ("bootstrap",),
     "colabkit.data": ("HarData", "MnistData", "WeatherData", "data_banner", "load_jena_climate", "load_mnist",
                       "load_uci_har", "load_weather"),
     "colabkit.device.backends": ("BACKENDS", "select_backend"),
     "colabkit.device.peaks": ("PeakFlops", "at_least", "peak_metrics"),
     "colabkit.device.probes": ("available_devices", "machine_details"),
+    "colabkit.device.setup": ("setup_device",),
     "colabkit.device.spec": ("DeviceSetup", "parse_device"),
     "colabkit.inference": ("InferenceSettings", "measure_inference"),
     "colabkit.inference.generation": ("measure_decode",),
     "colabkit.records.loading": ("load_results",),
-    "colabkit.records.record": ("Run", "read_record", "start_run"),
+    "colabkit.records.record": ("read_record",),
+    "colabkit.run": ("Run", "start_run"),
     "colabkit.scores": ("classification_report",),
     "colabkit.statistics": ("summarize",),
     "colabkit.timing.clock": ("Measurement", "block_until_ready", "measure", "timed"),

@@ -139,16 +139,9 @@ def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[s
                      if baseline.get(name) != candidate.get(name))
 
 
-def compare_folders(baseline: str | Path, candidate: str | Path, by: Sequence[str] = (),
-                    tolerance: float = TOLERANCE, exclude_busy: bool = False) -> list[Row]:
-    """Every combination the two folders have in common (parameters equal but `by`), compared on its
-    headline (`exclude_busy`: without runs made on a busy host). ColabkitError (one line) when a folder
-    cannot be read or they share no combination."""
-    return compare_sides(read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy), by, tolerance)
-
-
 def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: float = TOLERANCE) -> list[Row]:
-    """The rows of compare_folders, from the two sides already read."""
+    """Every combination the two sides (read_side) have in common (parameters equal but `by`), compared on its
+    headline; ColabkitError (one line) when they share no combination."""
     baseline, candidate = before.folder, after.folder
     rows = []
     for key, (ours, values) in before.runs.items():

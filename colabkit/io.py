@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["inside", "json_value", "read_json", "safe_name", "write_atomic", "write_json_atomic"]
+__all__ = ["inside", "json_value", "safe_name", "write_atomic", "write_json_atomic"]
 
 
 def _umask() -> int:
@@ -111,12 +111,6 @@ def write_json_atomic(path: str | Path, payload: Any, *, mode: int = 0o644) -> P
     """
     text = json.dumps(json_value(payload), indent=2, sort_keys=False, allow_nan=False)
     return write_atomic(path, text + "\n", mode=mode, fsync=True)
-
-
-def read_json(path: str | Path) -> Any:
-    """The JSON value stored at `path` (UTF-8)."""
-    with open(path, encoding="utf-8") as stream:
-        return json.load(stream)
 
 
 def safe_name(text: str, fallback: str) -> str:

@@ -211,3 +211,25 @@ def cpu_only_results(root: Path) -> Path:
     write(root, cnn("cpu", 256), "batch_size-256")
     write(root, cnn("tpu", 256, status="skipped"), "batch_size-256")
     return root
+
+
+def bar_heights(ax: Any) -> dict[str, list[float]]:
+    """{series label: bar heights} of an axes the report drew with grouped bars (matplotlib's containers)."""
+    from matplotlib.container import BarContainer
+
+    return {container.get_label(): [patch.get_height() for patch in container.patches]
+            for container in ax.containers if isinstance(container, BarContainer)}
+
+
+def line_data(ax: Any) -> dict[str, tuple[list[float], list[float]]]:
+    """{series label: (x values, y values)} of the labelled lines of an axes the report drew."""
+    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+            for line in ax.get_lines() if not line.get_label().startswith("_")}
+
+
+def compare_folders(baseline: Path, candidate: Path, by: tuple[str, ...] | list[str] = (),
+                    exclude_busy: bool = False) -> list[Any]:
+    """The rows `python -m colabkit compare` tabulates for two folders, from the functions it calls."""
+    from colabkit.compare import compare_sides, read_side
+
+    return compare_sides(read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy), by)

@@ -48,9 +48,14 @@ def has(*requirements: str):
     return lambda requirement: requirement in requirements
 
 
+def holding(monkeypatch, *requirements: str) -> None:
+    """The fake runtime has exactly these requirements installed (what install.is_installed answers)."""
+    monkeypatch.setattr(install, "is_installed", has(*requirements))
+
+
 @pytest.fixture
 def runtime(monkeypatch, tmp_path):
-    """Build a fake machine: `runtime("gpu", colab=True)`. Returns the fake pip runner."""
+    """Build a fake machine: `runtime("gpu", colab=True)`. Returns the fake pip runner, now install.run_pip."""
     for name in ("COLAB_RELEASE_TAG", "COLAB_GPU", "COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
@@ -74,7 +79,9 @@ def runtime(monkeypatch, tmp_path):
             smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
         elif kind == "tpu":
             (fake_dev / "accel0").write_text("")
-        return FakePip()
+        pip = FakePip()
+        monkeypatch.setattr(install, "run_pip", pip)
+        return pip
 
     return build
 
@@ -122,7 +129,8 @@ def test_outside_colab_the_bootstrap_does_nothing_even_on_a_tpu_host(runtime, mo
     pip = runtime("tpu", colab=False)
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v2-8")
     assert not in_colab()
-    assert install_missing(pip=pip, installed=has()) == []
+    holding(monkeypatch)
+    assert install_missing() == []
     assert pip.calls == []
 
 
@@ -153,18 +161,21 @@ def test_tpu_environment_variable_marks_a_tpu_runtime(runtime, monkeypatch):
 # --- what gets installed ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
-def test_cpu_and_gpu_runtimes_install_tensorflow_only_when_missing(runtime, kind, capsys):
+def test_cpu_and_gpu_runtimes_install_tensorflow_only_when_missing(runtime, kind, capsys, monkeypatch):
     pip = runtime(kind)
-    assert install_missing(pip=pip, installed=has("colabkit", "tensorflow")) == []
+    holding(monkeypatch, "colabkit", "tensorflow")
+    assert install_missing() == []
     assert pip.calls == []
     assert f"Colab {kind.upper()} runtime" in capsys.readouterr().out
-    install_missing(pip=pip, installed=has("colabkit"))
+    holding(monkeypatch, "colabkit")
+    install_missing()
     assert pip.calls == [["tensorflow==2.21.0"]]
 
 
-def test_tpu_runtime_runs_jax_and_installs_nothing_tpu_specific(runtime, capsys):
+def test_tpu_runtime_runs_jax_and_installs_nothing_tpu_specific(runtime, capsys, monkeypatch):
     pip = runtime("tpu")
-    plan = install_missing(pip=pip, installed=has("colabkit"))  # a fresh TPU image: JAX, no TensorFlow at all
+    holding(monkeypatch, "colabkit")  # a fresh TPU image: JAX, no TensorFlow at all
+    plan = install_missing()
     assert plan == [] and pip.calls == []
     assert install_plan("tpu", has("colabkit"), backend="jax") == []
     out = capsys.readouterr().out
@@ -172,9 +183,10 @@ def test_tpu_runtime_runs_jax_and_installs_nothing_tpu_specific(runtime, capsys)
     assert "WARNING" not in out
 
 
-def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_about_jax(runtime, capsys):
+def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_about_jax(runtime, capsys, monkeypatch):
     pip = runtime("tpu")
-    plan = install_missing(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow"))  # plain TF: not enough
+    holding(monkeypatch, "colabkit", "tensorflow")  # plain TensorFlow: not enough
+    plan = install_missing(backend="tensorflow")
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
     assert [step.command() for step in plan] == [
         "python -m pip install -q tensorflow==2.20.0",
@@ -185,60 +197,57 @@ def test_tensorflow_on_a_tpu_installs_tensorflow_then_the_tpu_build_and_warns_ab
     assert "fall back to the CPU (jax-ml/jax #29989)" in out and "googlecolab/colabtools #4567" in out
 
 
-def test_setup_device_asking_tensorflow_on_a_colab_tpu_installs_the_pair_first(runtime, monkeypatch, capsys):
-    """The set-up cell installed nothing for TensorFlow (the TPU runtime's default is JAX): the run that
-    asks for it installs the pair when it starts, before TensorFlow is imported, then warns. The
-    notebooks' colabkit.setup_device does (colabkit.colab.install), not the device's own set-up."""
+def test_a_run_asking_tensorflow_on_a_colab_tpu_installs_the_pair_when_it_starts(runtime, monkeypatch, capsys, tmp_path):
+    """The set-up cell installed nothing for TensorFlow (the TPU runtime's default is JAX): the run that asks
+    for it installs the pair when its parameters are read (start_run), before TensorFlow is imported, then
+    warns. colabkit.setup_device is the device's own set-up, which installs nothing."""
     import colabkit.device.setup as device_setup
+    from colabkit.run import start_run
 
     pip = runtime("tpu")
-    monkeypatch.setattr(install, "run_pip", pip)
-    monkeypatch.setattr(install, "is_installed", has("colabkit"))
+    holding(monkeypatch, "colabkit")
     monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # a fresh kernel: no TensorFlow yet
-    built = []
-    monkeypatch.setattr(device_setup, "_build", lambda request, backend: built.append((str(request), backend))
-                        or types.SimpleNamespace(kind=request.kind))
-    monkeypatch.setattr(device_setup, "_SETUPS", {})
-    monkeypatch.setattr(device_setup, "select_backend", lambda backend: backend)
-    assert colabkit.setup_device is install.setup_device  # what the notebooks call
-    colabkit.setup_device("tpu", backend="tensorflow")
+    params = {"device": "tpu", "backend": "tensorflow"}
+    start_run("matmul_tflops", params=params, results_path=tmp_path / "r.json")
     assert pip.calls == [["tensorflow==2.20.0"], ["tensorflow-tpu==2.20.0", "-f", LIBTPU]]
-    assert built == [("tpu", "tensorflow")]
     assert install.TPU_TENSORFLOW_WARNING in capsys.readouterr().out
+    assert colabkit.setup_device is device_setup.setup_device  # what the notebooks call: it installs nothing
     pip.calls.clear()
-    monkeypatch.setattr(device_setup, "_SETUPS", {})
-    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
-    device_setup.setup_device("tpu", backend="tensorflow")  # the device's own set-up installs nothing
-    assert pip.calls == [] and built == [("tpu", "tensorflow")] * 2
-    colabkit.setup_device("tpu", backend="auto")  # JAX: nothing is installed
-    assert pip.calls == [] and built[-1] == ("tpu", "jax")
-
-
-def test_install_for_backend_is_silent_where_nothing_is_missing(runtime, capsys):
-    pip = runtime("gpu")
-    assert install.install_for_backend("tensorflow", pip=pip, installed=has("colabkit", "tensorflow")) == []
-    assert install.install_for_backend("jax", pip=pip, installed=has("colabkit")) == []  # Colab's images have JAX
-    assert pip.calls == [] and capsys.readouterr().out == ""
-
-
-def test_install_for_backend_does_nothing_outside_colab_even_on_a_tpu_host(runtime):
-    pip = runtime("tpu", colab=False)
-    assert install.install_for_backend("tensorflow", pip=pip, installed=has()) == [] and pip.calls == []
-
-
-def test_tpu_runtime_with_the_tpu_build_installs_nothing_for_tensorflow(runtime):
-    pip = runtime("tpu")
-    assert install_missing(backend="tensorflow", pip=pip, installed=has("colabkit", "tensorflow-tpu")) == []
+    start_run("matmul_tflops", params={**params, "backend": "auto"}, results_path=tmp_path / "r.json")  # JAX
+    start_run("matmul_tflops", params={**params, "device": "cpu"}, results_path=tmp_path / "r.json")
     assert pip.calls == []
 
 
-def test_missing_colabkit_comes_first_from_the_configured_repository(runtime):
+def test_install_for_run_is_silent_where_nothing_is_missing(runtime, capsys, monkeypatch):
     pip = runtime("tpu")
-    install_missing(backend="tensorflow", pip=pip, installed=has())
+    holding(monkeypatch, "colabkit", "tensorflow-tpu")
+    assert install.install_for_run("tpu", "tensorflow") == []
+    holding(monkeypatch, "colabkit")
+    assert install.install_for_run("tpu", "jax") == []  # Colab's images have JAX
+    assert pip.calls == [] and capsys.readouterr().out == ""
+
+
+def test_install_for_run_does_nothing_outside_colab_even_on_a_tpu_host(runtime, monkeypatch):
+    pip = runtime("tpu", colab=False)
+    holding(monkeypatch)
+    assert install.install_for_run("tpu", "tensorflow") == [] and pip.calls == []
+
+
+def test_tpu_runtime_with_the_tpu_build_installs_nothing_for_tensorflow(runtime, monkeypatch):
+    pip = runtime("tpu")
+    holding(monkeypatch, "colabkit", "tensorflow-tpu")
+    assert install_missing(backend="tensorflow") == []
+    assert pip.calls == []
+
+
+def test_missing_colabkit_comes_first_from_the_configured_repository(runtime, monkeypatch):
+    pip = runtime("tpu")
+    holding(monkeypatch)
+    install_missing(backend="tensorflow")
     assert pip.calls[0] == [COLABKIT_FROM_GITHUB]
     assert [call[0] for call in pip.calls[1:]] == ["tensorflow==2.20.0", "tensorflow-tpu==2.20.0"]
-    pip = FakePip()
-    install_missing(pip=pip, installed=has(), coordinates=Coordinates("me/fork", "v2"))  # JAX: colabkit alone
+    pip.calls.clear()
+    install_missing(coordinates=Coordinates("me/fork", "v2"))  # JAX: colabkit alone
     assert pip.calls == [["git+https://github.com/me/fork@v2"]]
 
 
@@ -326,8 +335,7 @@ def test_cell_whose_pip_fails_stops_with_pips_words_in_one_block_and_names_the_f
 
 
 def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap_and_installs_no_tensorflow(runtime, monkeypatch, capsys):
-    pip = runtime("tpu")
-    monkeypatch.setattr(install, "run_pip", pip)  # the default runner, as the cell calls bootstrap()
+    pip = runtime("tpu")  # install.run_pip, as the cell calls bootstrap()
     assert run_cell(monkeypatch) == []  # colabkit is importable: the cell installs nothing itself
     assert pip.calls == []  # the TPU runtime's default backend is JAX, which its image has
     out = capsys.readouterr().out
@@ -336,8 +344,7 @@ def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap_and_installs_no_ten
 
 def test_cell_on_a_colab_gpu_runtime_without_tensorflow_installs_it(runtime, monkeypatch):
     pip = runtime("gpu")
-    monkeypatch.setattr(install, "run_pip", pip)
-    monkeypatch.setattr(install, "is_installed", has("colabkit"))
+    holding(monkeypatch, "colabkit")
     run_cell(monkeypatch)
     assert pip.calls == [["tensorflow==2.21.0"]]
 

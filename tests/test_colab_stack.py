@@ -123,7 +123,21 @@ def test_no_doc_offers_the_retired_v2_8_as_a_runtime_to_pick():
         for line in text.splitlines():
             if re.search(r"v2-8", line) and re.search(r"(?i)runtime type|pick|choose|Change runtime", line):
                 assert "retired" in line, f"{path.name}: {line}"
-    assert all(name in RUNTIME_TYPES for name in ("T4", "L4", "A100", "H100", "G4", "v5e-1", "v6e-1"))
+    assert [runtime.dialog for runtime in RUNTIME_TYPES if not runtime.retired] == [
+        "T4", "L4", "A100", "H100", "G4", "v5e-1", "v6e-1"]
+
+
+def test_one_table_spells_each_runtime_type_for_the_dialog_the_cli_and_the_metadata():
+    from colabkit.colab.runtime import CLI_ACCELERATORS, runtime_type
+    from colabkit.maintenance.notebooks import AcceleratorHint
+    from colabkit.sweep.runners.colab import client
+
+    v5e = runtime_type("v5e-1")
+    assert v5e is runtime_type("v5e1") is runtime_type("V5E1") and (v5e.cli, v5e.metadata, v5e.label) == (
+        "v5e1", "V5E1", "v5e-1 TPU")
+    assert client.ACCELERATORS is CLI_ACCELERATORS and CLI_ACCELERATORS["v5e1"] == ("tpu", "v5e")
+    assert "v2-8" not in {runtime.cli for runtime in RUNTIME_TYPES} and runtime_type("K80") is None  # retired, none
+    assert AcceleratorHint.parse("TPU:v6e1").label() == "v6e-1 TPU" == AcceleratorHint("TPU", "V6E1").label()
 
 
 # --- the Colab notebooks --------------------------------------------------------------------------------------

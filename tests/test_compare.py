@@ -12,7 +12,6 @@ import pytest
 import report_fixtures as fx
 
 from colabkit.cli import main
-from colabkit.compare import compare_folders
 from colabkit.errors import ColabkitError
 from colabkit.io import write_json_atomic
 from colabkit.records.record import read_record
@@ -43,7 +42,7 @@ def better_copy(source: Path, target: Path, factor: float) -> Path:
 def test_two_folders_of_the_same_code_and_host_give_no_difference_for_every_combination(tmp_path, capsys):
     before = matmul_runs(tmp_path / "before")
     after = matmul_runs(tmp_path / "after", shift=2)  # other runs of the same: the same spread, another order
-    rows = compare_folders(before, after)
+    rows = fx.compare_folders(before, after)
     assert len(rows) == 2 and {row.comparison.verdict for row in rows} == {Verdict.NO_DIFFERENCE}
     assert main(["compare", str(before), str(after), "--fail-above", "5%"]) == 0
     printed = capsys.readouterr().out
@@ -53,7 +52,7 @@ def test_two_folders_of_the_same_code_and_host_give_no_difference_for_every_comb
 def test_a_copy_made_30_percent_better_is_resolved_faster_and_the_other_way_fails_above_5_percent(tmp_path, capsys):
     before = matmul_runs(tmp_path / "before")
     better = better_copy(before, tmp_path / "better", 1.3)
-    rows = compare_folders(before, better)
+    rows = fx.compare_folders(before, better)
     assert {row.comparison.verdict for row in rows} == {Verdict.FASTER}
     assert all(row.comparison.ratio.estimate == pytest.approx(1.3) and row.comparison.ratio.low > 1.2
                for row in rows)
@@ -82,8 +81,8 @@ def test_runs_on_a_busy_host_can_be_left_out_and_are_counted(tmp_path, capsys):
     assert main(["compare", str(before), str(after), "--exclude-busy"]) == 0
     printed = capsys.readouterr().out
     assert "left out, made on a busy host: 0 run(s) of" in printed and f"1 of {tmp_path / 'after'}" in printed
-    kept = {row.description: row.comparison.candidate.n for row in compare_folders(before, after)}
-    left = {row.description: row.comparison.candidate.n for row in compare_folders(before, after, exclude_busy=True)}
+    kept = {row.description: row.comparison.candidate.n for row in fx.compare_folders(before, after)}
+    left = {row.description: row.comparison.candidate.n for row in fx.compare_folders(before, after, exclude_busy=True)}
     assert kept["device=cpu, n=256"] == 6 and left["device=cpu, n=256"] == 5
 
 
@@ -91,8 +90,8 @@ def test_by_compares_across_a_parameter_and_times_read_the_other_way(tmp_path):
     cpu = matmul_runs(tmp_path / "cpu")
     gpu = better_copy(matmul_runs(tmp_path / "gpu-src", device="gpu"), tmp_path / "gpu", 10.0)
     with pytest.raises(Exception, match="no combination in common; --by device"):
-        compare_folders(cpu, gpu)
-    rows = compare_folders(cpu, gpu, by=["device"])
+        fx.compare_folders(cpu, gpu)
+    rows = fx.compare_folders(cpu, gpu, by=["device"])
     assert len(rows) == 2 and all(row.comparison.verdict == Verdict.FASTER for row in rows)
     assert "device: cpu -> gpu" in rows[0].description
     for repeat, seconds in enumerate([10.0, 10.3, 9.7]):  # a time: more seconds is slower
@@ -100,7 +99,7 @@ def test_by_compares_across_a_parameter_and_times_read_the_other_way(tmp_path):
         record = fx.cnn("cpu", 256)
         record["metrics"]["epoch_time_steady_s"] = seconds * 1.5
         fx.write(tmp_path / "slower", record, "b" if repeat == 0 else f"b_repeat-{repeat + 1}")
-    (row,) = compare_folders(tmp_path / "slow", tmp_path / "slower")
+    (row,) = fx.compare_folders(tmp_path / "slow", tmp_path / "slower")
     assert row.comparison.verdict == Verdict.SLOWER and row.slowdown == pytest.approx(0.5)
 
 
@@ -174,7 +173,7 @@ def test_by_device_pairs_runs_by_their_global_batch_as_the_report_does(tmp_path,
     _cnn_runs(tmp_path / "cpu", "cpu", 256, 256 if recorded else None)
     _cnn_runs(tmp_path / "cpu2", "cpu:2", 128, 256 if recorded else None)
     _cnn_runs(tmp_path / "cpu2", "cpu:2", 256, 512 if recorded else None)
-    (row,) = compare_folders(tmp_path / "cpu", tmp_path / "cpu2", by=["device"])
+    (row,) = fx.compare_folders(tmp_path / "cpu", tmp_path / "cpu2", by=["device"])
     assert row.description == "device=cpu (device: cpu -> cpu:2, batch_size: 256 -> 128)"
     assert main(["compare", str(tmp_path / "cpu"), str(tmp_path / "cpu2"), "--by", "device"]) == 0
     out = capsys.readouterr().out
@@ -184,10 +183,10 @@ def test_by_device_pairs_runs_by_their_global_batch_as_the_report_does(tmp_path,
     for path in (tmp_path / "cpu2").rglob("batch_size-128*.json"):
         path.unlink()
     with pytest.raises(ColabkitError, match="have no combination in common"):
-        compare_folders(tmp_path / "cpu", tmp_path / "cpu2", by=["device"])
+        fx.compare_folders(tmp_path / "cpu", tmp_path / "cpu2", by=["device"])
     # without --by device, a CPU run and a 2-replica CPU run are other devices: nothing pairs either
     with pytest.raises(ColabkitError, match="have no combination in common; --by device"):
-        compare_folders(tmp_path / "cpu", tmp_path / "cpu2")
+        fx.compare_folders(tmp_path / "cpu", tmp_path / "cpu2")
 
 
 def test_compare_names_what_it_sets_aside_what_is_on_one_side_only_and_the_device_models(tmp_path, capsys):

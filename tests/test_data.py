@@ -40,7 +40,8 @@ from colabkit.errors import (
     DownloadError,
     UnknownDataSourceError,
 )
-from colabkit.records.record import read_record, start_run
+from colabkit.records.record import read_record
+from colabkit.run import start_run
 
 LOADERS = {"mnist": data.load_mnist, "uci_har": data.load_uci_har, "weather_denmark": data.load_weather,
            "jena_climate": data.load_jena_climate}

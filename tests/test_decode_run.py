@@ -151,13 +151,11 @@ def test_the_report_gives_decode_medians_over_runs_with_intervals_and_keeps_them
 
 
 def test_compare_judges_decode_runs_on_their_median_time_per_output_token(tmp_path):
-    from colabkit.compare import compare_folders
-
     for run in range(3):
         slug = "decode" if run == 0 else f"decode_repeat-{run + 1}"
         fx.write(tmp_path / "before", decode_record("cpu", 1.0, run), slug)
         fx.write(tmp_path / "after", decode_record("cpu", 2.0, run), slug)
-    rows = compare_folders(tmp_path / "before", tmp_path / "after")
+    rows = fx.compare_folders(tmp_path / "before", tmp_path / "after")
     assert [row.measure for row in rows] == [DECODE_HEADLINE.label]
     assert not rows[0].higher_is_better and rows[0].comparison.ratio.estimate == pytest.approx(2.0)
     assert rows[0].comparison.verdict == "slower"

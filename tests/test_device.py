@@ -36,6 +36,24 @@ def test_gpu_requested_on_cpu_machine_names_what_it_has(fake_machine):
     assert str(info.value) == "device 'gpu' requested but this machine has: CPU:0"
 
 
+def test_the_tests_stand_in_makes_the_cpu_a_labelled_gpu_and_nothing_else(fake_machine, monkeypatch):
+    """COLABKIT_TEST_STAND_IN (colabkit.device.stand_in): counted, named among the sweep's signs, set up as the
+    CPU under the GPU's name with `stand_in: cpu`; a TPU asked for is still not there."""
+    from colabkit.device.probes import available_devices
+    from colabkit.sweep.devices import accelerator_signs
+
+    fake_machine()
+    monkeypatch.setenv("COLABKIT_TEST_STAND_IN", "gpu=Tesla T4")
+    assert available_devices() == {"cpu": 1, "gpu": 1}
+    assert "COLABKIT_TEST_STAND_IN=gpu=Tesla T4" in accelerator_signs()
+    setup = setup_device("gpu")
+    assert (setup.kind, setup.description["name"], setup.description["stand_in"]) == ("gpu", "Tesla T4", "cpu")
+    with pytest.raises(DeviceNotFoundError):
+        setup_device("tpu")
+    monkeypatch.setenv("COLABKIT_TEST_STAND_IN", "cuda=Tesla T4")  # no such kind: no stand-in
+    assert available_devices() == {"cpu": 1}
+
+
 def test_one_gpu_runs_as_plain_keras_does_and_gets_its_description(fake_machine):
     fake_machine(gpus=[T4])
     setup = setup_device("gpu")

@@ -19,7 +19,8 @@ from helpers import REPO
 from colabkit.device.multiworker import cluster_size, is_chief, read_tf_config
 from colabkit.device.spec import parse_device
 from colabkit.errors import ColabkitError, DeviceNotFoundError
-from colabkit.records.record import read_record, start_run
+from colabkit.records.record import read_record
+from colabkit.run import start_run
 from colabkit.sweep.runners.multiworker import free_ports, tf_configs
 from colabkit.training.setup import batch_sizes, make_dataset, scaled_learning_rate
 

@@ -20,10 +20,10 @@ from colabkit.experiments import (
     all_experiments,
     check_values,
     get,
-    markdown_table,
 )
+from colabkit.maintenance.experiment_tables import experiments_table
 from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
-from colabkit.records.record import start_run
+from colabkit.run import start_run
 from colabkit.sweep.grids import declared_parameters
 from colabkit.sweep.plan import plan
 
@@ -84,7 +84,7 @@ def test_a_misspelt_parameter_is_named_with_the_closest_declared_ones():
 def test_start_run_refuses_a_name_papermill_passed_that_the_declaration_lacks(tmp_path):
     """Only what papermill injected counts (its "# Parameters" cell in IPython's history): IPython's own
     names, the set-up cell's imports and a previous run's leftovers in the kernel are never refused."""
-    from colabkit.records.record import passed_parameters
+    from colabkit.run import passed_parameters
 
     namespace = {**get("matmul_tflops").defaults, "results_path": str(tmp_path / "r.json"), "os": object(),
                  "_": None, "Out": {}, "leftover_from_an_earlier_run": 3, "get_ipython": print}
@@ -128,7 +128,6 @@ def test_the_notebooks_own_check_refuses_what_the_plan_refuses_for_plain_papermi
     named."""
     from colabkit.errors import ParameterError
     from colabkit.experiments import rule_problems
-    from colabkit.records.record import start_run
 
     paradnn = get("paradnn")
     values = {**paradnn.defaults, "family": "transformer", "heads": 3, "profile_steps": 2, "breakdown": False,
@@ -141,6 +140,27 @@ def test_the_notebooks_own_check_refuses_what_the_plan_refuses_for_plain_papermi
         "breakdown = True or profile_steps = 0"]
     assert all(problem in str(refused.value) for problem in rule_problems(paradnn, values))
     assert not (tmp_path / "r.json").exists()
+
+
+def test_each_experiment_offers_only_its_own_modes():
+    """Decode only where a decoder exists (ParaDnn's Transformer), inference where it is declared, matmul none."""
+    assert {experiment.name: experiment.parameter("mode").choices if "mode" in experiment.parameter_names else None
+            for experiment in all_experiments()} == {
+        "matmul_tflops": None, "cnn_mnist": ("train", "inference"), "dblstm_har": ("train", "inference"),
+        "timeseries_rnn": ("train", "inference"), "paradnn": ("train", "inference", "decode")}
+    for name in ("cnn_mnist", "dblstm_har", "timeseries_rnn"):  # the stamped cell offers no mode it lacks
+        assert "decode" not in declared_parameters(REPO / get(name).notebook)["mode"].help
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize("name", ["cnn_mnist", "dblstm_har", "timeseries_rnn"])
+def test_the_plan_refuses_a_mode_the_experiment_lacks_in_one_line(tmp_path, capsys, name, dry_run):
+    argv = ["sweep", str(REPO / "parameters" / f"{name}.yaml"), "--preset", "smoke", "-p", "mode=decode",
+            "--out", str(tmp_path / "out"), *(["--dry-run"] if dry_run else [])]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: -p mode ({name}.ipynb): mode = 'decode': expected one of train, inference"]
+    assert not (tmp_path / "out").exists()
 
 
 def test_rules_of_training_steps_do_not_bind_an_inference_run():
@@ -319,9 +339,23 @@ def test_a_misspelt_parameter_passed_to_papermill_stops_the_notebook_in_its_firs
     assert "colabkit.start_run(" in info.value.source and not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.notebook
+def test_plain_papermill_refuses_a_mode_the_experiment_lacks_in_its_first_checked_cell(tmp_path):
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError) as info:
+        papermill.execute_notebook(str(REPO / "notebooks" / "cnn_mnist.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"mode": "decode", "results_path": str(tmp_path / "r.json")},
+                                   progress_bar=False, cwd=str(REPO))
+    assert (info.value.ename, info.value.evalue) == ("ParameterError",
+                                                     "mode = 'decode': expected one of train, inference")
+    assert "colabkit.start_run(" in info.value.source and not (tmp_path / "r.json").exists()
+
+
 def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge():
     coordinates = Coordinates("someone/fork", "v1.2")
-    table = markdown_table(coordinates=coordinates)
+    table = experiments_table(coordinates=coordinates)
     lines = table.strip().splitlines()
     assert len(lines) == 2 + len(all_experiments())
     for experiment, line in zip(all_experiments(), lines[2:]):
@@ -332,12 +366,12 @@ def test_the_readme_table_has_every_experiment_with_its_headline_and_colab_badge
 
 def test_the_experiments_table_is_stamped_between_the_readme_markers():
     readme = "# colabkit\n\nintro\n\n<!-- experiments:start -->\nstale\n<!-- experiments:end -->\n\nafter\n"
-    text = stamp_block(readme, NOTEBOOKS_BLOCK, markdown_table())
-    assert text == ("# colabkit\n\nintro\n\n<!-- experiments:start -->\n" + markdown_table()
+    text = stamp_block(readme, NOTEBOOKS_BLOCK, experiments_table())
+    assert text == ("# colabkit\n\nintro\n\n<!-- experiments:start -->\n" + experiments_table()
                     + "<!-- experiments:end -->\n\nafter\n")
-    assert stamp_block(text, NOTEBOOKS_BLOCK, markdown_table()) == text  # stamping twice changes nothing
+    assert stamp_block(text, NOTEBOOKS_BLOCK, experiments_table()) == text  # stamping twice changes nothing
     with pytest.raises(NotebookTemplateError, match="no generated block"):
-        stamp_block("# no markers\n", NOTEBOOKS_BLOCK, markdown_table())
+        stamp_block("# no markers\n", NOTEBOOKS_BLOCK, experiments_table())
 
 
 def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_notebooks():
@@ -346,7 +380,7 @@ def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_n
                  NotebookInfo("report", "notebooks/report.ipynb", "Results report", AcceleratorHint())]
     table = readme_table(notebooks, coordinates)
     experiments_part, others_part = table.split("The notebooks that sweep and report them:")
-    assert experiments_part.startswith(markdown_table(coordinates=coordinates, runtimes={"cnn_mnist": "T4 GPU",
+    assert experiments_part.startswith(experiments_table(coordinates=coordinates, runtimes={"cnn_mnist": "T4 GPU",
                                                                                           "report": "CPU"}))
     assert "| [`cnn_mnist`](notebooks/cnn_mnist.ipynb) |" in experiments_part
     assert "T4 GPU |" in experiments_part.splitlines()[3]  # cnn_mnist's row says the runtime it asks for
@@ -354,6 +388,25 @@ def test_the_notebooks_command_stamps_the_experiments_table_and_then_the_other_n
     readme = "# x\n<!-- experiments:start (generated) -->\nSTALE\n<!-- experiments:end -->\n"
     stamped = stamp_block(readme, NOTEBOOKS_BLOCK, table)
     assert stamped == "# x\n<!-- experiments:start (generated) -->\n" + table + "<!-- experiments:end -->\n"
+
+
+def test_the_experiments_index_names_every_piece_of_each_experiment_and_each_path_exists():
+    """docs/experiments.md: per experiment its notebook, declaration, grid file, report section, published figures'
+    module and docs page, each a link that resolves (its #anchor a heading of the page)."""
+    import re
+
+    page = REPO / "docs" / "experiments.md"
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| ") and "](" in line]
+    assert [row.split(" | ")[0][2:] for row in rows] == [experiment.title for experiment in all_experiments()]
+    for row, experiment in zip(rows, all_experiments()):
+        targets = re.findall(r"\]\(([^)]+)\)", row)
+        assert len(targets) == 6 and targets[0] == f"../{experiment.notebook}", row  # a link in every column
+        for target in targets:
+            path, _, anchor = target.partition("#")
+            assert (page.parent / path).is_file(), target
+            headings = re.findall(r"^#+ (.+)$", (page.parent / path).read_text(), flags=re.M) if anchor else []
+            slugs = {re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-") for heading in headings}
+            assert not anchor or anchor in slugs, target
 
 
 def test_the_repositorys_readme_carries_the_current_table():

@@ -15,7 +15,8 @@ from colabkit.errors import ExperimentDeclarationError, GridError
 from colabkit.experiments import Experiment, Headline, Parameter, device_parameter, get, results_path_parameter
 from colabkit.experiments.paradnn import FAMILY_KNOBS
 from colabkit.records.loading import load_records
-from colabkit.records.record import make_record, start_run
+from colabkit.records.record import make_record
+from colabkit.run import start_run
 from colabkit.sweep.decide import fingerprint
 from colabkit.sweep.plan import plan
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import report_fixtures as fx
 
-from colabkit.compare import compare_folders, summary_line
+from colabkit.compare import summary_line
 from colabkit.errors import ParameterError
 from colabkit.experiments import check_values, get
 from colabkit.experiments.inference import INFERENCE_HEADLINE
@@ -236,7 +236,7 @@ def test_compare_works_on_inference_runs_by_their_p90_latency(tmp_path):
         fx.write(tmp_path / "after", inference_record(3.0, seed=10 + repeat), slug)
         fx.write(tmp_path / "before", fx.cnn("cpu", 256), "batch_size-256" + slug[9:])
         fx.write(tmp_path / "after", fx.cnn("cpu", 256), "batch_size-256" + slug[9:])
-    rows = compare_folders(tmp_path / "before", tmp_path / "after")
+    rows = fx.compare_folders(tmp_path / "before", tmp_path / "after")
     measures = sorted(row.measure for row in rows)  # an inference combination: a row per figure, each over its runs
     assert measures == sorted([get("cnn_mnist").headline.label, "single-stream p50 latency", INFERENCE_HEADLINE.label,
                                "single-stream p99 latency", "offline samples/s at batch 1",

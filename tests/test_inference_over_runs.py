@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 import report_fixtures as fx
 
-from colabkit.compare import compare_folders
 from colabkit.experiments.inference import inference_figures
 from colabkit.inference import InferenceSettings, measure_inference
 from colabkit.records.record import make_record
@@ -120,7 +119,7 @@ def test_runs_whose_own_intervals_do_not_overlap_but_whose_runs_do_are_no_differ
     assert set(verdicts["verdict"]) == {"no difference resolved (75 %, n = 3)"}
     assert "no difference resolved 5" in " ".join(section.text)
     write_runs(tmp_path / "c", [1.12, 0.85, 1.35], seed=10)  # the same runs on the CPU, as a folder to compare
-    rows = compare_folders(tmp_path / "a", tmp_path / "c")
+    rows = fx.compare_folders(tmp_path / "a", tmp_path / "c")
     assert len(rows) == 5 and {row.comparison.verdict.value for row in rows} == {"no difference resolved"}
 
 
@@ -143,7 +142,7 @@ def test_a_percentile_its_queries_give_no_interval_is_no_run_of_that_figure(tmp_
     write_runs(tmp_path / "b", [2.0, 2.1, 1.9], queries=40, seed=10)
     table = inference_section(load_report_data([tmp_path / "a"])).table("inference_over_runs")
     assert list(table["metric"]) == ["latency_p50_ms", "latency_p90_ms", *OFFLINE]
-    rows = compare_folders(tmp_path / "a", tmp_path / "b")
+    rows = fx.compare_folders(tmp_path / "a", tmp_path / "b")
     assert sorted(row.measure for row in rows) == sorted(figure.label for figure in inference_figures(
         ["latency_p50_ms", "latency_p90_ms", *OFFLINE]))
     assert {row.comparison.verdict.value for row in rows} == {"slower"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colabkit.io import json_value, read_json, write_atomic, write_json_atomic
+from colabkit.io import json_value, write_atomic, write_json_atomic
 
 
 def names(folder: Path) -> list[str]:
@@ -72,7 +72,7 @@ def test_json_values_are_plain(tmp_path):
     assert plain == {"status": "red", "n": 3, "xs": [0.5, None], "p": str(tmp_path)}
     assert type(plain["status"]) is str and type(plain["n"]) is int
     path = write_json_atomic(tmp_path / "r.json", payload)
-    assert read_json(path) == plain == json.loads(path.read_text())
+    assert json.loads(path.read_text(encoding="utf-8")) == plain
 
 
 def test_safe_name_and_inside_keep_what_comes_from_outside_in_its_folder(tmp_path):

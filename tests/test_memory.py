@@ -14,7 +14,7 @@ from colabkit.device import memory as device_memory_module
 from colabkit.device.memory import DeviceMemory, container_limit_bytes, device_memory, setup_memory
 from colabkit.errors import InsufficientMemoryError
 from colabkit.experiments import get
-from colabkit.records.record import start_run
+from colabkit.run import start_run
 from colabkit.experiments.paradnn import FAMILY_KNOBS
 from colabkit.training.memory import FIT_FRACTION, human_bytes, memory_problem, paradnn_forward_flops
 

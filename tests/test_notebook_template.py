@@ -169,7 +169,8 @@ def copy_repository(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "parameters", repo / "parameters")  # colab_sweep's form is stamped from the grid files
     shutil.copy(REPO / "README.md", repo / "README.md")
     (repo / "docs").mkdir()
-    shutil.copy(REPO / "docs" / "colab.md", repo / "docs" / "colab.md")
+    for page in ("colab.md", "experiments.md"):  # the pages with generated blocks
+        shutil.copy(REPO / "docs" / page, repo / "docs" / page)
     return repo
 
 

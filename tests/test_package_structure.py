@@ -209,7 +209,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inference",),  # what an inference run measures: LoadGen's settings, its scenarios, latency percentiles
     ("plots",),
     ("experiments",),  # the declarations (their parameters, estimates and published figures)
-    ("records",),  # a run's record: writing, reading, merging
+    ("records",),  # a run's record: made, checked, read, merged, and where its files go
+    ("run",),  # the notebook's side of a run: its parameters checked, then its record written
     ("report",),
     ("sweep",),  # grids to a plan, its decisions, its runners (here, Dask, Colab sessions: runners/), the console
     ("compare",),
@@ -268,6 +269,15 @@ def test_data_imports_nothing_from_records_or_the_package_root():
                 for name, path in MODULES.items() if name.startswith("colabkit.data")}
     assert every_import(MODULES["colabkit.data.download"]) >= {"colabkit.colab.runtime"}  # in_colab, from colab/
     assert {name: found for name, found in reaching.items() if found} == {}
+
+
+def test_the_tests_stand_in_is_read_in_its_one_module_and_asked_by_the_three_that_use_it():
+    """COLABKIT_TEST_STAND_IN (the CPU standing in for a GPU or TPU) is the tests' seam: one module reads it, the
+    device count, the device set-up and the sweep's accelerator signs ask it; the report reads the record's field."""
+    reading = {name for name, path in MODULES.items() if "COLABKIT_TEST_STAND_IN" in path.read_text(encoding="utf-8")}
+    assert reading == {"colabkit.device.stand_in"}
+    asking = {name for name, path in MODULES.items() if "colabkit.device.stand_in" in every_import(path)}
+    assert asking == {"colabkit.device.probes", "colabkit.device.setup", "colabkit.sweep.devices"}
 
 
 REPORT_NOTEBOOKS = ("report.ipynb", "colab_sweep.ipynb")  # the notebooks that make reports

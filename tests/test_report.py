@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import report_fixtures as fx
 from helpers import NOTEBOOKS, REPO
+from report_fixtures import bar_heights, line_data
 
 from colabkit import report
 from colabkit.cli import main
 from colabkit.errors import ReportError
 from colabkit.experiments import all_experiments
-from colabkit.report.figures import bar_heights, line_data
 from colabkit.report.writers import format_number, latex_table, markdown_table
 
 

@@ -8,15 +8,10 @@ import numpy as np
 import pytest
 
 from colabkit.errors import RecordError
+from colabkit.io import write_json_atomic
 from colabkit.records.loading import load_results
-from colabkit.records.record import (
-    REQUIRED_FIELDS,
-    SCHEMA_VERSION,
-    make_record,
-    read_record,
-    start_run,
-    write_json_atomic,
-)
+from colabkit.records.record import REQUIRED_FIELDS, SCHEMA_VERSION, make_record, read_record
+from colabkit.run import start_run
 
 
 def test_run_writes_a_complete_record_that_reads_back(tmp_path):

@@ -397,7 +397,7 @@ def test_a_matmul_record_of_0_or_nan_tflops_is_failed_not_ok(tmp_path, tflops):
     """What the matmul notebook's last cell does, with the figures a run that multiplied nothing
     (or whose clock failed) would produce: the record on disk says failed, and why."""
     from colabkit.errors import MeasurementError
-    from colabkit.records.record import start_run
+    from colabkit.run import start_run
 
     path = tmp_path / "matmul.json"
     run = start_run("matmul_tflops", params={"device": "cpu", "n": 64, "count": 1}, results_path=path)

@@ -15,7 +15,7 @@ SIZES = {"cpu": {"units": 32, "epochs": 5}, "gpu": {"units": 128, "epochs": 10}}
 
 def run_on(kind: str, tmp_path):
     from colabkit.device.spec import DeviceSetup
-    from colabkit.records.record import start_run
+    from colabkit.run import start_run
 
     return start_run("timeseries_rnn", params={"device": kind}, results_path=tmp_path / f"{kind}.json"), \
         DeviceSetup(kind, kind, None, 1)

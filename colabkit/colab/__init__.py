@@ -4,8 +4,6 @@ that installs what a runtime lacks (install), and the sweep-in-Colab helpers (sw
 Every notebook's stamped set-up cell runs `colabkit.bootstrap()` (install.bootstrap).
 """
 
-from colabkit.colab.install import bootstrap
-from colabkit.colab.runtime import in_colab
-from colabkit.colab.sweep import unpack_sweep_zips
+from colabkit.colab.sweep import unpack_sweep_zips  # what notebooks/report.ipynb imports from here
 
-__all__ = ["bootstrap", "in_colab", "unpack_sweep_zips"]
+__all__ = ["unpack_sweep_zips"]

@@ -9,9 +9,9 @@ The set-up cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, so 
 rest is its one call, `colabkit.bootstrap()`, for the runtime's default backend (JAX on a TPU, TensorFlow
 elsewhere: colabkit.device.backends): TensorFlow on a CPU or GPU runtime whose image lacks it, nothing on a TPU
 runtime (its image has jax[tpu]). TensorFlow's TPU build comes only when a run asks for TensorFlow on a TPU
-(`install_for_backend`, from the notebooks' `colabkit.setup_device` below), with a warning: after it, JAX there
-falls back to the CPU (jax-ml/jax #29989), and the two cannot share the TPU (googlecolab/colabtools #4567).
-Outside Colab nothing is installed.
+(`install_for_run`, which the notebook's `colabkit.start_run` calls once its parameters are read, before its
+`setup_device` imports TensorFlow), with a warning: after it, JAX there falls back to the CPU (jax-ml/jax #29989),
+and the two cannot share the TPU (googlecolab/colabtools #4567). Outside Colab nothing is installed.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.colab.runtime import in_colab, runtime_accelerator
 from colabkit.device.backends import resolve_backend
 from colabkit.device.probes import tensorflow_tpu_installed
-from colabkit.device.spec import DeviceSetup, parse_device
+from colabkit.device.spec import DeviceKind, parse_device
 from colabkit.errors import BootstrapError
 
 # The TensorFlow a CPU or GPU runtime gets when its image has none: the suite's tested version
@@ -109,16 +108,13 @@ def bootstrap(backend: str = "auto") -> None:
     install_missing(backend=backend)
 
 
-def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] | None = None,
-                    installed: Callable[[str], bool] | None = None, coordinates: Coordinates | None = None,
-                    echo: Callable[[str], None] = print, quiet: bool = False) -> list[Install]:
-    """In Colab, install what this runtime lacks for `backend` (install_plan) and return it; elsewhere nothing, [].
-
-    `bootstrap` asks for the runtime's default backend ("auto"): on a TPU runtime JAX, so nothing TPU-specific
-    is installed and it says how to ask for TensorFlow (`quiet`: nothing said unless something is installed).
-    `pip` runs one `pip install -q ARGS` (run_pip); `installed` says whether a requirement is present
-    (is_installed). Run it before TensorFlow is imported (a module installed later is not the one imported: it
-    then asks for a restart)."""
+def install_missing(*, backend: str = "auto", coordinates: Coordinates | None = None,
+                    quiet: bool = False) -> list[Install]:
+    """In Colab, install what this runtime lacks for `backend` (install_plan, each step by run_pip) and return it;
+    elsewhere nothing, []. `bootstrap` asks for the runtime's default backend ("auto"): on a TPU runtime JAX, so
+    nothing TPU-specific is installed and it says how to ask for TensorFlow (`quiet`: nothing said unless something
+    is installed). Run it before TensorFlow is imported (a module installed later is not the one imported: it then
+    asks for a restart)."""
     if not in_colab():
         return []
     accelerator, evidence = runtime_accelerator()
@@ -126,45 +122,34 @@ def install_missing(*, backend: str = "auto", pip: Callable[[list[str]], None] |
     resolved = resolve_backend(backend, accelerator)
     if accelerator == "tpu" and resolved != "tensorflow" and not quiet:
         name = {"jax": "JAX", "torch": "PyTorch"}.get(resolved, resolved)
-        echo(f"{where}: notebooks run on {name} here, which the image has; for TensorFlow on this TPU set "
+        print(f"{where}: notebooks run on {name} here, which the image has; for TensorFlow on this TPU set "
              "backend = \"tensorflow\" (its TPU build is then installed, and JAX in this runtime falls back "
              "to the CPU)")
-    plan = install_plan(accelerator, installed or is_installed, coordinates, backend)
+    plan = install_plan(accelerator, is_installed, coordinates, backend)
     if not plan:
         if not quiet:
-            echo(f"{where}; nothing to install")
+            print(f"{where}; nothing to install")
         return []
     for step in plan:
-        echo(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
-        (pip or run_pip)(list(step.args))
+        print(f"{where}; {step.reason}: pip install {' '.join(step.args)}")
+        run_pip(list(step.args))
     importlib.invalidate_caches()
     if any(step.args[0].startswith("tensorflow-tpu") for step in plan):
-        echo(TPU_TENSORFLOW_WARNING)
+        print(TPU_TENSORFLOW_WARNING)
     if "tensorflow" in sys.modules and any(step.args[0].startswith("tensorflow") for step in plan):
-        echo("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
+        print("colabkit: TensorFlow was imported before it was installed: Runtime > Restart session, then Run all")
     return plan
 
 
-def install_for_backend(backend: str, **options: Any) -> list[Install]:
-    """In Colab, install what a run on `backend` needs beyond the set-up cell's installs (TensorFlow's TPU build for
-    backend "tensorflow" on a TPU runtime, with TPU_TENSORFLOW_WARNING): `install_missing`, silent when nothing is
-    missing; a no-op outside Colab. `setup_device` calls it before importing TensorFlow."""
-    return install_missing(backend=backend, quiet=True, **options)
-
-
-def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetup:
-    """The notebooks' `colabkit.setup_device`: in Colab, TensorFlow asked for on a TPU (or `auto`) first
-    gets its TPU build installed (install_for_backend, with TPU_TENSORFLOW_WARNING: the set-up cell
-    installs nothing TPU-specific, the runtime's default being JAX); then colabkit.device.setup's
-    setup_device, which installs nothing. Outside Colab, and for any other backend or device, only the latter."""
-    from colabkit.device.setup import setup_device as set_up_device
-
-    if backend:
-        request = parse_device(device)
-        resolved = resolve_backend(backend, str(request))
-        if resolved == "tensorflow" and request.kind in ("tpu", "auto") and "tensorflow" not in sys.modules:
-            install_for_backend(resolved)
-    return set_up_device(device, backend)
+def install_for_run(device: str = "auto", backend: str | None = None) -> list[Install]:
+    """In Colab, what a run on `device` with `backend` needs beyond the set-up cell's installs: TensorFlow's TPU build
+    when TensorFlow is asked for on a TPU (or "auto") device, with TPU_TENSORFLOW_WARNING (`install_missing`, silent
+    when nothing is missing; the set-up cell installs nothing TPU-specific, the runtime's default being JAX). Nothing
+    for another backend or device, once TensorFlow is imported, or outside Colab. `colabkit.start_run` calls it."""
+    if not backend or "tensorflow" in sys.modules or parse_device(device).kind not in (DeviceKind.TPU, DeviceKind.AUTO):
+        return []
+    resolved = resolve_backend(backend, device)
+    return install_missing(backend=resolved, quiet=True) if resolved == "tensorflow" else []
 
 
 BOOTSTRAP_CELL_ID = "colab-bootstrap"
@@ -200,10 +185,6 @@ def install_commands(coordinates: Coordinates | None = None) -> dict[str, list[s
     run that asks for TensorFlow on a TPU."""
     runtimes = {"cpu": ("cpu", "auto"), "gpu": ("gpu", "auto"), "tpu": ("tpu", "auto"),
                 "tpu-tensorflow": ("tpu", "tensorflow")}
-    return {name: [step.command() for step in install_plan(accelerator, _fresh_runtime, coordinates, backend)]
+    nothing = lambda requirement: False  # noqa: E731 - what a runtime that has nothing yet has installed
+    return {name: [step.command() for step in install_plan(accelerator, nothing, coordinates, backend)]
             for name, (accelerator, backend) in runtimes.items()}
-
-
-def _fresh_runtime(requirement: str) -> bool:
-    """The `installed` probe of a runtime that has nothing yet."""
-    return False

@@ -17,19 +17,60 @@ import os
 import re
 import shutil
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from colabkit.device.peaks import tpu_generation
 from colabkit.device.probes import nvidia_smi, tpu_chips_on_pci, tpu_runtime_hint
 
 ASKED_VARIABLE = "COLABKIT_ACCELERATOR_ASKED"
-# Colab's runtime types (the names its "Change runtime type" dialog and CLI use) -> what the driver or
-# JAX calls the accelerator they grant: a pattern on the GPU's name, or a TPU generation.
-RUNTIME_TYPES: dict[str, str] = {
-    "T4": r"\bT4\b", "L4": r"\bL4\b", "A100": r"A100", "H100": r"H100", "G4": r"RTX PRO 6000",
-    "v5e-1": "tpu:v5e", "v6e-1": "tpu:v6e", "v2-8": "tpu:v2",
-}
+
+
+@dataclass(frozen=True)
+class RuntimeType:
+    """One of Colab's accelerator runtime types, in each spelling colabkit meets it: `dialog`, the name in Runtime >
+    Change runtime type ("v5e-1"); `cli`, the Colab CLI's (`colab new --tpu v5e1`; None where it offers none);
+    `metadata`, a notebook's `colab.gpuType` ("V5E1"). `kind` and `model`, the device it grants as the peaks table
+    knows it; `gpu_name`, a pattern on the GPU's name as the driver gives it (a TPU's is its generation, `model`)."""
+
+    dialog: str
+    cli: str | None
+    kind: Literal["gpu", "tpu"]
+    model: str
+    gpu_name: str | None = None
+    retired: bool = False  # no longer offered: known only to read old records
+
+    @property
+    def metadata(self) -> str:
+        return self.dialog.replace("-", "").upper()
+
+    @property
+    def label(self) -> str:
+        """What the dialog shows: 'T4 GPU', 'v5e-1 TPU'."""
+        return f"{self.dialog} {self.kind.upper()}"
+
+
+# Colab's runtime types today (docs/colab.md; the v2-8 TPU was retired in September 2025).
+RUNTIME_TYPES = (
+    RuntimeType("T4", "T4", "gpu", "Tesla T4", r"\bT4\b"),
+    RuntimeType("L4", "L4", "gpu", "NVIDIA L4", r"\bL4\b"),
+    RuntimeType("A100", "A100", "gpu", "NVIDIA A100-SXM4-40GB", "A100"),
+    RuntimeType("H100", "H100", "gpu", "NVIDIA H100 80GB HBM3", "H100"),
+    RuntimeType("G4", "G4", "gpu", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX PRO 6000"),
+    RuntimeType("v5e-1", "v5e1", "tpu", "v5e"),
+    RuntimeType("v6e-1", "v6e1", "tpu", "v6e"),
+    RuntimeType("v2-8", None, "tpu", "v2", retired=True),
+)
+# What `sweep --colab` accepts, in the Colab CLI's spelling: its device kind and model.
+CLI_ACCELERATORS: dict[str, tuple[str, str]] = {
+    runtime.cli: (runtime.kind, runtime.model) for runtime in RUNTIME_TYPES if runtime.cli}
 NO_ACCELERATOR = "none"
+
+
+def runtime_type(name: str) -> RuntimeType | None:
+    """The runtime type `name` spells in any of its spellings, any case ('v5e-1', 'v5e1', 'V5E1'); None if none."""
+    plain = name.strip().replace("-", "").lower()
+    return next((runtime for runtime in RUNTIME_TYPES if runtime.metadata.lower() == plain), None)
 
 
 def in_colab() -> bool:
@@ -88,16 +129,15 @@ def accelerator_mismatch(asked: str | None, found: str) -> str | None:
     was asked, or when `asked` is no runtime type colabkit knows (it cannot tell)."""
     if not asked:
         return None
-    plain = asked.replace("-", "").lower()  # 'v5e-1' as Colab's dialog says it, 'V5E1' as its metadata does
-    wanted = next((pattern for name, pattern in RUNTIME_TYPES.items() if name.replace("-", "").lower() == plain), None)
+    wanted = runtime_type(asked)  # 'v5e-1' as Colab's dialog says it, 'V5E1' as its metadata does
     if asked.lower() in ("cpu", NO_ACCELERATOR):
         agrees = found == NO_ACCELERATOR
     elif wanted is None:
         return None
-    elif wanted.startswith("tpu:"):
-        agrees = tpu_generation(found) == wanted.removeprefix("tpu:")
+    elif wanted.kind == "tpu":
+        agrees = tpu_generation(found) == wanted.model
     else:
-        agrees = found != NO_ACCELERATOR and re.search(wanted, found, flags=re.IGNORECASE) is not None
+        agrees = found != NO_ACCELERATOR and re.search(str(wanted.gpu_name), found, flags=re.IGNORECASE) is not None
     return None if agrees else f"asked for {asked}, ran on {found}: recorded as what ran"
 
 

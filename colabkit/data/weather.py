@@ -40,7 +40,6 @@ TARGET_NAMES = ("temperature", "wind speed", "pressure")
 # Temperature in degrees C and sea-level pressure in hPa, as the tutorial's text and plots show;
 # wind speed in m/s is NCDC's metric output (the archive itself carries no units).
 UNITS = {"Temp": "degC", "Pressure": "hPa", "WindSpeed": "m/s", "WindDir": "degrees"}
-CALENDAR_COLUMNS = ("DayOfYear", "Hour")
 CALENDAR_UNITS = {"DayOfYear": "day (1-366)", "Hour": "hour (0-23)"}
 
 # Jena climate (Max Planck Institute for Biogeochemistry, as Keras's example ships it)

@@ -168,7 +168,7 @@ def _no_jax_device(requested: str, kind: str) -> DeviceNotFoundError:
 
 
 def setup_jax(requested: str, kind: str, count: int | None):
-    """A DeviceSetup for the JAX backend (see colabkit.device.setup_device).
+    """A DeviceSetup for the JAX backend (see colabkit.device.setup.setup_device).
 
     TensorFlow is kept out of the process from here on (keep_tensorflow_out); if it is loaded
     already, a TPU run is refused (the two would fight for the chip). "auto" on a machine with a TPU
@@ -239,7 +239,7 @@ def jax_gpu_description(device: Any, config: Any) -> dict[str, Any]:
 # --- PyTorch ---------------------------------------------------------------------------------
 
 def setup_torch(requested: str, kind: str, count: int | None):
-    """A DeviceSetup for the PyTorch backend (see colabkit.device.setup_device)."""
+    """A DeviceSetup for the PyTorch backend (see colabkit.device.setup.setup_device)."""
 
     if kind == "tpu":
         reason = unsupported_reason("torch", "tpu")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from colabkit.device.peaks import tpu_generation
+from colabkit.device.stand_in import stand_in
 
 TPU_ENV_HINTS = ("COLAB_TPU_ADDR", "TPU_NAME", "TPU_ACCELERATOR_TYPE")
 _TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")
@@ -236,17 +237,6 @@ def gpu_count() -> int:
     return len(nvidia_smi())
 
 
-# Test only (tests/fake_colab.py): "gpu=NAME" or "tpu=NAME" lets this machine's CPU stand in for that
-# device, its records naming NAME (and `stand_in` set), so the Colab path is tested on a CPU host.
-STAND_IN_ENV = "COLABKIT_TEST_STAND_IN"
-
-
-def stand_in() -> tuple[str, str] | None:
-    """The (kind, name) a test asked the CPU to stand in for (STAND_IN_ENV), or None."""
-    kind, _, name = os.environ.get(STAND_IN_ENV, "").partition("=")
-    return (kind, name) if kind in ("gpu", "tpu") and name else None
-
-
 def available_devices() -> dict[str, int]:
     """Device kinds present here and how many of each (TPU: 1 if a TPU runtime is hinted).
 
@@ -255,8 +245,8 @@ def available_devices() -> dict[str, int]:
     """
     found = {"cpu": 1, "gpu": gpu_count()}
     found["tpu"] = 1 if tpu_runtime_hint() else 0
-    if test_device := stand_in():
-        found[test_device[0]] = 1
+    if test_device := stand_in():  # the tests' seam (colabkit.device.stand_in)
+        found[test_device.kind] = 1
     return {kind: count for kind, count in found.items() if count}
 
 

@@ -23,11 +23,11 @@ from colabkit.device.probes import (
     gpu_description,
     machine_inventory,
     physical_devices,
-    stand_in,
     tpu_chips_on_pci,
     tpu_runtime_hint,
 )
 from colabkit.device.spec import MULTI_WORKER, DeviceRequest, DeviceSetup, parse_device
+from colabkit.device.stand_in import stand_in
 from colabkit.errors import BackendUnsupportedError, DeviceNotFoundError, DeviceSetupError
 from colabkit.phases import phase
 
@@ -38,8 +38,8 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
     """Build the distribution strategy for `device` and describe the hardware behind it.
 
     `backend` ("tensorflow", "jax", "torch", "auto") selects Keras's backend first: call this before
-    `import keras`; None keeps Keras's. It installs nothing (on Colab, `colabkit.setup_device` does
-    first). Raises DeviceNotFoundError, naming the machine's inventory, when the device is absent.
+    `import keras`; None keeps Keras's. It installs nothing (in Colab, the set-up cell's `colabkit.bootstrap` and
+    `colabkit.start_run` did). Raises DeviceNotFoundError, naming the machine's inventory, when the device is absent.
     A second call in one process returns the same set-up (a TPU is initialised once).
     """
 
@@ -59,10 +59,10 @@ def setup_device(device: str = "auto", backend: str | None = None) -> DeviceSetu
 
 
 def _build(request: DeviceRequest, backend: str = "tensorflow") -> DeviceSetup:
-    if (test_device := stand_in()) and request.kind == test_device[0]:  # tests only: the CPU, labelled
+    if (test_device := stand_in()) and request.kind == test_device.kind:  # the tests' seam: the CPU, labelled
         cpu = _build(DeviceRequest("cpu", None), backend)
         return dataclasses.replace(cpu, requested=str(request), kind=request.kind,
-                                   description={**cpu.description, "name": test_device[1], "stand_in": "cpu"})
+                                   description={**cpu.description, "name": test_device.name, "stand_in": "cpu"})
     if request.kind == MULTI_WORKER:
         if backend != "tensorflow":
             raise BackendUnsupportedError(f"device '{request}' runs TensorFlow's MultiWorkerMirroredStrategy; "

@@ -25,8 +25,7 @@ from colabkit.experiments.registry import (
     get,
     register,
 )
-from colabkit.experiments.table import markdown_table
 
 __all__ = ["ENVIRONMENT_VARIABLE", "Experiment", "Headline", "Parameter", "Reference", "all_experiments",
-           "backend_parameter", "check_values", "device_parameter", "find", "get", "markdown_table", "register", "results_path_parameter",
+           "backend_parameter", "check_values", "device_parameter", "find", "get", "register", "results_path_parameter",
            "rule_problems"]

@@ -32,6 +32,7 @@ from colabkit.training.choices import BATCH_SIZE_MEANINGS, LR_SCALING_RULES, MIX
 EXPERIMENT = Experiment(
     name="cnn_mnist",
     notebook="notebooks/cnn_mnist.ipynb",
+    docs="docs/sources.md#cnn-on-mnist-batch-size-on-gpu-vs-tpu-alyafeai-2018-gpuvstpu-notebook",
     title="CNN on MNIST",
     measures="Epoch, step and per-sample time of a small CNN per batch size and device; test accuracy",
     parameters=(

@@ -32,6 +32,7 @@ from colabkit.training.choices import BATCH_SIZE_MEANINGS, MIXED_PRECISION_CHOIC
 EXPERIMENT = Experiment(
     name="dblstm_har",
     notebook="notebooks/dblstm_har.ipynb",
+    docs="docs/sources.md#dblstm-on-human-activity-recognition-kimm-paik--kimm-2021",
     title="dBLSTM on UCI HAR",
     measures="Training time and accuracy, precision, recall, F1 of a stacked bidirectional LSTM per units, "
              "bidirectional layers, LSTM head, batch size and device",

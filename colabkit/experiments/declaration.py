@@ -12,16 +12,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from colabkit.device.backends import BACKEND_CHOICES
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
 from colabkit.training.shares import BREAKDOWN_METRICS as BREAKDOWN_METRIC_NAMES
 
-# What a run of an experiment does: train (every experiment but matmul), or, where declared, inference or decode
-# (experiments/inference.py: the parameters and rules those modes bring).
-MODES = ("train", "inference", "decode")
+# What a run of an experiment does: train (every experiment but matmul), or, where its declaration offers them (its
+# `mode` parameter's choices), inference or decode (experiments/inference.py: the parameters and rules they bring).
+Mode = Literal["train", "inference", "decode"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 TRAIN, INFERENCE, DECODE = MODES
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def replicas_of(values: Mapping[str, Any]) -> int:
 
 
 def device_syntax(value: Any) -> str | None:
-    """Why `value` is not a device name colabkit.device.parse_device understands (None if it is)."""
+    """Why `value` is not a device name colabkit.device.spec.parse_device understands (None if it is)."""
     try:
         parse_device(str(value))
     except UnknownDeviceError:
@@ -178,7 +179,7 @@ def device_parameter(help: str = '"cpu", "gpu", "tpu", "auto"; "cpu:2", "gpu:4" 
 def backend_parameter(choices: tuple[str, ...] = BACKEND_CHOICES,
                       help: str = 'Keras backend: "tensorflow", "jax", "torch" or "auto" (JAX on a TPU, TensorFlow '
                                   "elsewhere)") -> Parameter:
-    """The `backend` parameter: "auto" by default, which colabkit.device.setup_device resolves (JAX on
+    """The `backend` parameter: "auto" by default, which colabkit.device.setup.setup_device resolves (JAX on
     a TPU, TensorFlow elsewhere) and records as `device.backend`."""
     return Parameter("backend", str, "auto", help, choices=choices)
 
@@ -300,6 +301,8 @@ class Experiment:
     # The FLOPs one run computes in all (every replica, every epoch or call) from a full set of values,
     # where the declaration knows them: the work in `sweep --dry-run`'s time estimate (colabkit.sweep.estimate).
     work_flops: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
+    # The docs page that says what it rebuilds and how (relative to the suite's root, an #anchor allowed).
+    docs: str | None = None
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]

@@ -2,10 +2,12 @@
 parameters only an inference run has, the training parameters it does without, and the headline its
 runs are compared on (MLPerf scores SingleStream by the 90th percentile's latency).
 
-A declaration adds `*inference_parameters("1,32,256,max")`, `inference_rules` to its constraints, and wraps its
-training-only parameters in `training_only(...)`: their values then leave an inference run's name, fingerprint and
-record (two inference runs that differ only in epochs are one run), and `mode` separates inference runs from
-training runs in every identity (colabkit.records.identity).
+A declaration adds `*inference_parameters("1,32,256,max")` (with `modes=MODES` where it also decodes: ParaDnn's
+Transformer), `inference_rules` to its constraints, and wraps its training-only parameters in `training_only(...)`:
+their values then leave an inference run's name, fingerprint and record (two inference runs that differ only in
+epochs are one run), and `mode` separates inference runs from training runs in every identity
+(colabkit.records.identity). A mode the declaration does not offer is refused as any other value its `mode`
+parameter does not take: by the sweep's plan and by the notebook's `start_run`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from colabkit.errors import ParameterError
-from colabkit.experiments.declaration import DECODE, INFERENCE, MODES, TRAIN, Headline, Parameter, replicas_of
+from colabkit.experiments.declaration import DECODE, INFERENCE, TRAIN, Headline, Mode, Parameter, replicas_of
 from colabkit.inference.scenarios import parse_batch_sizes
 
 INFERENCE_HEADLINE = Headline("latency_p90_ms", "single-stream p90 latency", "ms", "lower")
@@ -25,9 +27,11 @@ DECODE_HEADLINE = Headline("decode_tpot_p50_ms", "median time per output token",
 LATENCY_FIGURES = (Headline("latency_p50_ms", "single-stream p50 latency", "ms", "lower"), INFERENCE_HEADLINE,
                    Headline("latency_p99_ms", "single-stream p99 latency", "ms", "lower"))
 OFFLINE_PREFIX = "offline_samples_per_s_b"  # one metric per offline batch size: offline_samples_per_s_b256
-# An inference record's main metrics (colabkit.inference; docs/records.md lists them all).
-INFERENCE_METRICS = ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_queries", "offline_samples_per_s")
 _IN_INFERENCE = (("mode", (INFERENCE,)),)
+# What each mode does, as the `mode` parameter's help lists those an experiment offers.
+MODE_HELP: dict[Mode, str] = {TRAIN: "train", DECODE: "decode: a decoder's generation (docs/decode.md)",
+                              INFERENCE: "inference: single-stream latency and offline throughput of the model as "
+                                         "built, no training (docs/inference.md)"}
 
 
 def syntax_check(parse: Callable[[Any], Any], expected: str) -> Callable[[Any], str | None]:
@@ -45,15 +49,14 @@ batch_sizes_syntax = syntax_check(parse_batch_sizes, "whole numbers >= 1 and 'ma
                                                      "(e.g. '1,32,256,max')")
 
 
-def inference_parameters(batch_sizes: str) -> tuple[Parameter, ...]:
-    """`mode`, and the settings that count in inference runs only (colabkit.inference.InferenceSettings): `queries`,
-    `min_duration_s`, `max_duration_s` and `offline_batch_sizes` (default `batch_sizes`)."""
+def inference_parameters(batch_sizes: str, modes: tuple[Mode, ...] = (TRAIN, INFERENCE)) -> tuple[Parameter, ...]:
+    """`mode`, taking `modes` only (train and inference; decode where the experiment has a decoder), and the settings
+    that count in inference runs only (colabkit.inference.InferenceSettings): `queries`, `min_duration_s`,
+    `max_duration_s` and `offline_batch_sizes` (default `batch_sizes`)."""
     def inference_only(name: str, kind: type, default: Any, text: str, **bounds: Any) -> Parameter:
         return Parameter(name, kind, default, f"inference: {text}", used_when=_IN_INFERENCE, **bounds)
 
-    return (Parameter("mode", str, TRAIN, "train; inference: single-stream latency and offline throughput of the "
-                      "model as built, no training (docs/inference.md); decode: a decoder's generation (docs/decode.md)",
-                      choices=MODES),
+    return (Parameter("mode", str, TRAIN, "; ".join(MODE_HELP[mode] for mode in modes), choices=modes),
             inference_only("queries", int, 1000, "the fewest single-stream queries at batch 1, LoadGen's min_query_count "
                            "(p99's 95 % interval takes 368 or more)", minimum=1),
             inference_only("min_duration_s", float, 10.0, "each scenario's measurement also lasts this long at least "

@@ -43,6 +43,7 @@ def _run_flops(values: Mapping[str, Any]) -> float:
 EXPERIMENT = Experiment(
     name="matmul_tflops",
     notebook="notebooks/matmul_tflops.ipynb",
+    docs="docs/sources.md#matmul-tflops-sarkar-2018-cloud-tpu-blog",
     title="Matmul TFLOPS",
     measures="Matrix-multiply throughput (TFLOPS), cold and warm, per device, matrix size and dtype",
     parameters=(

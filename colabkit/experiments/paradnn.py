@@ -11,6 +11,8 @@ from typing import Any
 
 from colabkit.experiments.declaration import (
     BREAKDOWN_METRICS,
+    DECODE,
+    MODES,
     PROFILE_RULES,
     Experiment,
     Headline,
@@ -24,7 +26,6 @@ from colabkit.experiments.declaration import (
     torch_runs_one_step_per_call,
 )
 from colabkit.experiments.inference import (
-    DECODE,
     batch_sizes_syntax,
     inference_parameters,
     inference_rules,
@@ -133,6 +134,7 @@ def _memory(values: Mapping[str, Any]) -> Any:
 EXPERIMENT = Experiment(
     name="paradnn",
     notebook="notebooks/paradnn.ipynb",
+    docs="docs/paradnn.md",
     title="ParaDnn (FC, CNN, RNN, Transformer)",
     measures="Steady training throughput, model TFLOPS, fraction of peak and roofline position of generated "
              "FC, CNN, RNN and decoder-only Transformer models per size, batch size and device",
@@ -166,7 +168,7 @@ EXPERIMENT = Experiment(
                   choices=MIXED_PRECISION_CHOICES),
         device_parameter(),
         backend_parameter(),
-        *inference_parameters("1,64"),
+        *inference_parameters("1,64", modes=MODES),  # decode: the Transformer family's greedy generation
         _decode_parameter("prompt_lengths", str, "128", "prompt lengths in tokens, commas (each a decoder of its own)",
                           check=_lengths_syntax),
         _decode_parameter("output_tokens", int, 32, "tokens generated after each prompt (TPOT: over all but the first)",

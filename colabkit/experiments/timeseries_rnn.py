@@ -27,6 +27,7 @@ from colabkit.training.choices import BATCH_SIZE_MEANINGS, WEATHER_DATASETS
 EXPERIMENT = Experiment(
     name="timeseries_rnn",
     notebook="notebooks/timeseries_rnn.ipynb",
+    docs="docs/timeseries.md",
     title="Weather time series (GRU)",
     measures="Epoch and step time of a weather-forecast GRU per batch size and device; errors beside a "
              "persistence forecast",

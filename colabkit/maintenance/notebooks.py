@@ -14,11 +14,12 @@ What the template owns, and what each notebook keeps:
 - every other cell, its id and its tags (`parameters` included) stay as they are, stored clean:
   no outputs, no execution counts, no papermill / Colab run metadata, no injected-parameters cell.
 
-Two generated blocks live in the docs: the README's table of the notebooks with their badges
+Three generated blocks live in the docs: the README's table of the notebooks with their badges
 (between `<!-- experiments:start -->` and `<!-- experiments:end -->`: the declared experiments from
-colabkit.experiments, then the notebooks that drive them), and docs/colab.md's `colab-install`
+colabkit.experiments, then the notebooks that drive them), docs/colab.md's `colab-install`
 block (between `<!-- colabkit:colab-install -->` and `<!-- /colabkit:colab-install -->`: the runtime
-to choose per device and the exact commands the bootstrap issues).
+to choose per device and the exact commands the bootstrap issues), and docs/experiments.md's index of
+where each experiment's pieces live (both tables: colabkit.maintenance.experiment_tables).
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ from colabkit.colab.install import (
     bootstrap_source,
     install_commands,
 )
-from colabkit.colab.runtime import RUNTIME_TYPES
+from colabkit.colab.runtime import RUNTIME_TYPES, runtime_type
 from colabkit.errors import NotebookTemplateError
 from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
-from colabkit.experiments.table import markdown_table
 from colabkit.io import write_atomic
+from colabkit.maintenance.experiment_tables import experiments_index, experiments_table
 from colabkit.sweep.grids import load_grid
 
 NOTEBOOKS_DIR = "notebooks"
@@ -55,14 +56,9 @@ README = "README.md"
 COLAB_DOC = "docs/colab.md"
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
-# Colab's runtime-type values as its "Change runtime type" dialog saves them (metadata.colab.gpuType), today's
-# (docs/colab.md; the v2-8 TPU was retired in September 2025).
-COLAB_RUNTIME_TYPES = {"T4": ("GPU", "T4 GPU"), "L4": ("GPU", "L4 GPU"), "A100": ("GPU", "A100 GPU"),
-                       "H100": ("GPU", "H100 GPU"), "G4": ("GPU", "G4 GPU"), "V5E1": ("TPU", "v5e-1 TPU"),
-                       "V6E1": ("TPU", "v6e-1 TPU")}
 SWEEP_NOTEBOOK = "colab_sweep"
 # colab_sweep.ipynb's form lines stamped from the grid files and the runtime types: `grid` offers each grid file's
-# own presets, `runtime_asked` the runtime types (colabkit.colab.runtime.RUNTIME_TYPES, less the retired v2-8).
+# own presets, `runtime_asked` the runtime types (colabkit.colab.runtime.RUNTIME_TYPES, less the retired).
 _SWEEP_FORM = {"grid": re.compile(r"^grid = .*$", re.M), "runtime_asked": re.compile(r"^runtime_asked = .*$", re.M)}
 ACCELERATORS = ("GPU", "TPU")
 _KEPT_COLAB_KEYS = ("gpuType", "toc_visible")
@@ -85,20 +81,21 @@ class AcceleratorHint:
 
     @classmethod
     def parse(cls, text: str) -> AcceleratorHint:
-        """'cpu' or 'none' (no hint), 'GPU', 'GPU:T4', 'TPU:V28', 'TPU:V5E1'..."""
-        kind, _, runtime_type = text.strip().partition(":")
+        """'cpu' or 'none' (no hint), 'GPU', 'GPU:T4', 'TPU:V5E1'... (colabkit.colab.runtime.RUNTIME_TYPES)."""
+        kind, _, type_name = text.strip().partition(":")
         if kind.lower() in ("cpu", "none", ""):
-            if runtime_type:
+            if type_name:
                 raise NotebookTemplateError(f"accelerator {text!r}: a CPU runtime takes no type")
             return cls()
         kind = kind.upper()
         if kind not in ACCELERATORS:
             raise NotebookTemplateError(f"accelerator {text!r}: expected cpu, GPU[:TYPE] or TPU[:TYPE]")
-        runtime_type = runtime_type.upper() or None
-        if runtime_type is not None and COLAB_RUNTIME_TYPES.get(runtime_type, ("",))[0] != kind:
-            choices = ", ".join(f"{kind}:{name}" for name, (owner, _) in COLAB_RUNTIME_TYPES.items() if owner == kind)
+        runtime = runtime_type(type_name) if type_name else None
+        if type_name and (runtime is None or runtime.retired or runtime.kind.upper() != kind):
+            choices = ", ".join(f"{kind}:{known.metadata}" for known in RUNTIME_TYPES
+                                if known.kind.upper() == kind and not known.retired)
             raise NotebookTemplateError(f"accelerator {text!r}: unknown {kind} runtime type (known: {choices})")
-        return cls(kind, runtime_type)
+        return cls(kind, runtime.metadata if runtime else None)
 
     @classmethod
     def of(cls, metadata: dict[str, Any]) -> AcceleratorHint:
@@ -112,7 +109,8 @@ class AcceleratorHint:
         if self.accelerator is None:
             return "CPU"
         if self.runtime_type:
-            return COLAB_RUNTIME_TYPES.get(self.runtime_type, (self.accelerator, f"{self.runtime_type} {self.accelerator}"))[1]
+            runtime = runtime_type(self.runtime_type)
+            return runtime.label if runtime else f"{self.runtime_type} {self.accelerator}"
         return f"any {self.accelerator}"
 
 
@@ -241,7 +239,7 @@ def sweep_form(root: Path) -> dict[str, str]:
     if not choices:
         raise NotebookTemplateError(f"no grid file with presets under {root / 'parameters'}: the sweep form needs them")
     default = next((choice for choice in choices if choice.startswith("cnn_mnist: smoke")), choices[0])
-    asked = ["", *(name for name in RUNTIME_TYPES if name != "v2-8")]
+    asked = ["", *(runtime.dialog for runtime in RUNTIME_TYPES if not runtime.retired)]
     return {"grid": f"grid = {json.dumps(default)}  # @param {json.dumps(choices)} - a grid file "
                     "(parameters/NAME.yaml) and one of its presets",
             "runtime_asked": f'runtime_asked = ""  # @param {json.dumps(asked)} - what you picked in Runtime > Change '
@@ -329,6 +327,8 @@ class GeneratedBlock:
 
 NOTEBOOKS_BLOCK = GeneratedBlock("notebooks", README, "<!-- experiments:start", "<!-- experiments:end -->")
 INSTALL_BLOCK = GeneratedBlock("colab-install", COLAB_DOC, "<!-- colabkit:colab-install", "<!-- /colabkit:colab-install -->")
+INDEX_BLOCK = GeneratedBlock("experiments-index", "docs/experiments.md", "<!-- experiments-index:start",
+                             "<!-- experiments-index:end -->")
 
 
 def notebooks_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str:
@@ -383,7 +383,7 @@ def readme_table(notebooks: list[NotebookInfo], coordinates: Coordinates) -> str
     experiments = {experiment.name for experiment in all_experiments()}
     runtimes = {info.name: info.hint.label() for info in notebooks}
     others = [info for info in notebooks if info.name not in experiments]
-    text = markdown_table(coordinates=coordinates, runtimes=runtimes)
+    text = experiments_table(coordinates=coordinates, runtimes=runtimes)
     if others:
         text += "\nThe notebooks that sweep and report them:\n\n" + notebooks_table(others, coordinates)
     return text
@@ -403,7 +403,8 @@ def stamp_block(text: str, block: GeneratedBlock, body: str) -> str:
 
 def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = None, check: bool = False,
                      hints: dict[str, AcceleratorHint] | None = None) -> StampResult:
-    """Stamp every notebook under ROOT/notebooks/, the README's notebooks table and docs/colab.md's install block.
+    """Stamp every notebook under ROOT/notebooks/, the README's notebooks table, docs/colab.md's install block and
+    docs/experiments.md's index.
 
     With `check`, nothing is written: `changed` lists the files that differ from the template
     (drifted). `hints` maps a notebook name to a new Colab accelerator hint. Every notebook is
@@ -433,7 +434,7 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
             result.changed.append(relative)
             writes.append((path, text))
     for block, body in ((NOTEBOOKS_BLOCK, readme_table(result.notebooks, coordinates)),
-                        (INSTALL_BLOCK, install_section(coordinates))):
+                        (INSTALL_BLOCK, install_section(coordinates)), (INDEX_BLOCK, experiments_index(root))):
         path = root / block.file
         if not path.exists():
             raise NotebookTemplateError(f"{path}: missing; the generated block '{block.name}' lives there")

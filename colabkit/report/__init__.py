@@ -26,7 +26,7 @@ from colabkit.report.comparisons import axis_comparisons, comparisons_section
 from colabkit.report.decode import decode_section
 from colabkit.report.inference import inference_section
 from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
-from colabkit.report.figures import bar_heights, line_data, report_style
+from colabkit.report.figures import report_style
 from colabkit.report.matmul_tflops import matmul_section, matmul_table
 from colabkit.report.methods import methods_section, write_references
 from colabkit.report.paradnn import paradnn_section, paradnn_table
@@ -40,10 +40,10 @@ from colabkit.report.writers import latex_table, markdown_table, write_figure, w
 
 __all__ = [
     "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons",
-    "backends_section", "bar_heights", "build_report", "cnn_section", "cnn_table", "comparisons_section",
+    "backends_section", "build_report", "cnn_section", "cnn_table", "comparisons_section",
     "decode_section", "inference_section",
     "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
-    "export_report_html", "files_written", "latex_table", "line_data", "load_report_data", "markdown_table",
+    "export_report_html", "files_written", "latex_table", "load_report_data", "markdown_table",
     "matmul_section", "matmul_table", "methods_section", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
     "prepare_output", "provenance_section", "publish", "publish_experiments", "reading", "register_section",
     "report_data", "report_style", "runtime_ratios", "section_outputs", "show", "speedup_table", "summary_section",

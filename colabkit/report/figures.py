@@ -190,20 +190,6 @@ def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, ser
     return categories
 
 
-def bar_heights(ax: Any) -> dict[str, list[float]]:
-    """{series label: bar heights} of an axes made by grouped_bars (for tests and checks)."""
-    from matplotlib.container import BarContainer
-
-    return {container.get_label(): [patch.get_height() for patch in container.patches]
-            for container in ax.containers if isinstance(container, BarContainer)}
-
-
-def line_data(ax: Any) -> dict[str, tuple[list[float], list[float]]]:
-    """{series label: (x values, y values)} of the labelled lines of an axes."""
-    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
-            for line in ax.get_lines() if not line.get_label().startswith("_")}
-
-
 def powers_of_two_axis(ax: Any, values: Iterable[float]) -> None:
     """A log2 x axis ticked at the values measured, printed as plain numbers (256, 512, ...)."""
     ticks = sorted({float(v) for v in values if v is not None and np.isfinite(v) and v > 0})

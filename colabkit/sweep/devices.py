@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colabkit.device.memory import DeviceMemory, device_memory
-from colabkit.device.probes import STAND_IN_ENV, nvidia_smi, stand_in, tpu_runtime_hint
+from colabkit.device.probes import nvidia_smi, tpu_runtime_hint
+from colabkit.device.stand_in import stand_in
 from colabkit.device.spec import DeviceKind, DeviceRequest
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
 from colabkit.sweep.expand import Combination
 from colabkit.training.memory import memory_problem
 
-_DETECT = "import json; from colabkit.device import available_devices; print(json.dumps(available_devices()))"
+_DETECT = "import json; from colabkit.device.probes import available_devices; print(json.dumps(available_devices()))"
 ANYWHERE = (DeviceKind.AUTO, DeviceKind.CPU, DeviceKind.MULTIWORKER)  # multiworker: local worker processes
 
 
@@ -32,7 +33,7 @@ def accelerator_signs() -> list[str]:
     (colabkit.device.probes.tpu_runtime_hint), NVIDIA's or AMD's device files, GPUs nvidia-smi lists.
     [] means no framework could see an accelerator here either."""
     signs = [hint] if (hint := tpu_runtime_hint()) else []
-    signs += [f"{STAND_IN_ENV}={os.environ[STAND_IN_ENV]}"] if stand_in() else []
+    signs += [test_device.sign] if (test_device := stand_in()) else []
     signs += sorted(glob.glob("/dev/nvidia[0-9]*")) + [path for path in ("/dev/kfd",) if os.path.exists(path)]
     return signs or [f"nvidia-smi lists {gpu.get('name')}" for gpu in nvidia_smi()]
 

@@ -1,7 +1,3 @@
 """Timing: the clock that forces device completion (clock), repeated runs summarised (repeats),
 same-run baselines such as NumPy's BLAS (baseline), two measurements of the same work compared in
 interleaved rounds (agreement), and the clock against a device's pipelined throughput (pipelined)."""
-
-from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
-
-__all__ = ["Measurement", "block_until_ready", "measure", "timed"]

@@ -36,6 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from colabkit.colab.runtime import CLI_ACCELERATORS as ACCELERATORS  # what `--colab` accepts: kind, model
 from colabkit.errors import ColabClientBroken, ColabClientError, ColabkitError
 
 CLIENT = "google-colab-cli v0.6.0"
@@ -44,12 +45,6 @@ INSTALL = f"uv tool install google-colab-cli==0.6.0 --with {KERNEL_CLIENT_PIN}"
 BROKEN_KERNEL_CLIENT = "has no attribute 'KernelClient'"
 TERMINATED = "Session terminated."
 READY = "Session READY."
-# What `--colab` accepts: the client's own spellings, each with its flag and the name the peaks table knows.
-ACCELERATORS: dict[str, tuple[str, str]] = {
-    "T4": ("gpu", "Tesla T4"), "L4": ("gpu", "NVIDIA L4"), "A100": ("gpu", "NVIDIA A100-SXM4-40GB"),
-    "H100": ("gpu", "NVIDIA H100 80GB HBM3"), "G4": ("gpu", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
-    "v5e1": ("tpu", "v5e"), "v6e1": ("tpu", "v6e"),
-}
 SESSION_LINE = re.compile(r"^\[(?P<name>[^\]]+)\] (?P<endpoint>\S+) \| Hardware: (?P<hardware>[^|]+?) \|")
 
 def accelerators(text: str) -> list[str]:
