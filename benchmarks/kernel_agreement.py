@@ -4,7 +4,7 @@
 A sibling of benchmarks/agreement.py, on its rule (docs/like-for-like.md): the two sides run in turns
 (fresh, reuse, fresh, reuse, ...), each side's figure per combination is the median of its rounds, the
 verdict the ratio of the medians (target 0.95-1.05, on a quiet machine), printed with every round's
-value and the paired ratios' spread. Each round is a whole sweep (colabkit.sweep.running.run_sweep) of
+value and the paired ratios' spread. Each round is a whole sweep (colabkit.sweep.driver.run_sweep) of
 the experiment's combinations into a new folder, so in a reuse round every combination after the
 first runs in a kernel that has served the ones before it (its record's `kernel.runs_before`).
 
@@ -37,7 +37,7 @@ from colabkit.sweep.decide import fingerprint
 from colabkit.sweep.runners.kernels import close_warm_kernels
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 from colabkit.timing.agreement import Agreement, interleave, spread
 
 REPO = Path(__file__).resolve().parent.parent

@@ -61,7 +61,7 @@ from colabkit.sweep.grids import load_grid
 from colabkit.sweep.grids import parse_overrides
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 
 TARGET_S = 0.5
 CLUSTER_TARGET_S = 1.0

@@ -53,7 +53,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
     from colabkit.sweep.plan import plan_requested, read_plan
     from colabkit.sweep.runners.colab.client import accelerators
-    from colabkit.sweep.running import prepare, run_sweep
+    from colabkit.sweep.driver import prepare, run_sweep
 
     # The arguments become typed options here, once, in three parts (what runs, how, when to stop repeating),
     # checked together for the dry run and the real run alike; nothing below the command line sees `args`.

@@ -25,7 +25,7 @@ from colabkit.sweep.runners import dask as cluster_module
 from colabkit.sweep.runners.dask import cluster_devices, resources_for
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 from colabkit.sweep.folder import collect_status
 
 pytest.importorskip("distributed")

@@ -217,7 +217,7 @@ def test_the_workers_command_keeps_no_record_of_a_run_that_lost_a_worker(tmp_pat
 def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
     from colabkit.sweep.options import RunOptions
     from colabkit.sweep.plan import plan
-    from colabkit.sweep.running import run_sweep
+    from colabkit.sweep.driver import run_sweep
 
     notebook = _write_worker_notebook(tmp_path / "tiny_workers.ipynb", TINY_WORK)
     grid = tmp_path / "grid.yaml"

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from helpers import REPO, visible_gpus
@@ -111,10 +110,7 @@ def fake_gpu_machine(monkeypatch, tmp_path):
     monkeypatch.setattr(stages, "Worker", FakeWorker)
     monkeypatch.setattr(stages, "run_plan", fake_runs)
     monkeypatch.setattr(training, "run_plan", fake_runs)
-    csv = tmp_path / "records.csv"
-    csv.write_text("notebook,device_kind,status\ncnn_mnist,gpu,ok\ncnn_mnist,cpu,ok\n")
-    monkeypatch.setattr(stages, "build_report",
-                        lambda dirs, out, **_: SimpleNamespace(records_csv=csv, html=Path(out) / "report.html"))
+    monkeypatch.setattr(stages, "report_device_kinds", lambda results, out, echo: ["cpu", "gpu"])
     return tmp_path
 
 

@@ -14,14 +14,12 @@ from colabkit.gpu_check.rows import (
     Row,
     Verdict,
     exit_code,
-    failed,
     markdown_table,
-    passed,
-    skipped,
     summary_line,
     table_payload,
     text_table,
 )
+from colabkit.gpu_check.rules import failed, passed, skipped
 from colabkit.gpu_check.rules import GpuFacts, Unavailable
 from colabkit.timing.agreement import Agreement
 

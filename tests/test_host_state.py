@@ -34,7 +34,7 @@ from colabkit.device.host_state import (
 from colabkit.records.record import read_record
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 
 PROC_STAT = """cpu  1000 20 300 5000 40 5 6 70 0 0
 cpu0 500 10 150 2500 20 2 3 35 0 0

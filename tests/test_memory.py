@@ -146,7 +146,7 @@ def test_a_sweep_skips_a_model_far_too_large_before_anything_runs(tmp_path):
     from colabkit.sweep.devices import Inventory
     from colabkit.sweep.plan import plan
     from colabkit.sweep.decide import SweepAction, decide
-    from colabkit.sweep.running import run_sweep
+    from colabkit.sweep.driver import run_sweep
 
     grid = tmp_path / "paradnn.yaml"
     grid.write_text(f"notebook: {NOTEBOOKS / 'paradnn.ipynb'}\ngrid:\n  device: [cpu]\n"

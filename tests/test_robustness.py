@@ -179,7 +179,7 @@ def test_a_grid_of_10000_combinations_is_validated_in_under_5_s(probe, tmp_path)
     assert "grid.value lists 99 twice" in line
     # The valid grid: every combination planned and decided (devices given: no detection) in < 5 s.
     # the clock starts after the imports (TensorFlow-free, but 2-3 CPU s of them on Python 3.13): planning is timed
-    script = ("import time; from colabkit.sweep.running import prepare; "
+    script = ("import time; from colabkit.sweep.driver import prepare; "
               "from colabkit.sweep.plan import plan; t = time.process_time(); "
               f"d = prepare(plan([{str(big)!r}], out={str(tmp_path / 'out')!r}), available={{'cpu': 1}}); "
               "print(len(d), time.process_time() - t)")

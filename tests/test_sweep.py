@@ -21,7 +21,7 @@ from colabkit.sweep.grids import load_grid
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
 from colabkit.sweep.decide import decide
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 from colabkit.sweep.console import format_status
 from colabkit.sweep.folder import collect_status
 

@@ -20,7 +20,7 @@ from colabkit.records.record import read_record
 from colabkit.sweep.folder import sweep_lock
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 from colabkit.sweep.console import format_status
 from colabkit.sweep.folder import collect_status
 

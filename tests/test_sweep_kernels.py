@@ -14,12 +14,13 @@ from helpers import REPO
 from colabkit.cli import build_parser, main
 from colabkit.errors import GridError
 from colabkit.records.record import read_record
-from colabkit.sweep.expand import Combination, device_request
+from colabkit.sweep.expand import Combination
+from colabkit.sweep.grids import device_request
 from colabkit.sweep.runners.kernels import KernelLease, kernel_key
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import plan
 from colabkit.sweep.decide import decide
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 
 CPU_ONLY = {"cpu": 1}
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO
 from notebook_factory import write_tiny_notebook
 
-import colabkit.sweep.running as target
+import colabkit.sweep.driver as target
 from colabkit.cli import main
 from colabkit.cli_arguments import share
 from colabkit.errors import GridError
@@ -22,7 +22,7 @@ from colabkit.records.record import read_record
 from colabkit.sweep.options import Repetition, RunOptions
 from colabkit.sweep.plan import plan
 from colabkit.sweep.decide import decide
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 from colabkit.sweep.console import format_status
 from colabkit.sweep.folder import collect_status
 

@@ -16,7 +16,7 @@ from helpers import REPO, execute_notebook
 from colabkit.experiments import get
 from colabkit.records.record import read_record
 from colabkit.sweep.plan import plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 
 pytestmark = pytest.mark.notebook
 

@@ -21,8 +21,8 @@ from typing import IO
 
 from colabkit.device.probes import nvidia_smi, nvidia_smi_query
 from colabkit.errors import OutputFolderError
-from colabkit.gpu_check.rows import NO_GPU_LINE, Row, exit_code, failed, markdown_table, table_payload, text_table
-from colabkit.gpu_check.rules import GpuFacts, Unavailable
+from colabkit.gpu_check.rows import NO_GPU_LINE, Row, exit_code, markdown_table, table_payload, text_table
+from colabkit.gpu_check.rules import GpuFacts, Unavailable, failed
 from colabkit.gpu_check.stages import (
     Context,
     Stage,

@@ -7,30 +7,36 @@ summary its row's rules judge.
 
 from __future__ import annotations
 
+import csv
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from colabkit.errors import ColabkitError
+from colabkit.gpu_check.rules import Unavailable
 from colabkit.records.record import read_record
 from colabkit.suite import suite_path
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import SweepPlan, plan
-from colabkit.sweep.running import run_sweep
+from colabkit.sweep.driver import run_sweep
 
 SMOKE_PRESET = "smoke"
 NOTEBOOKS = ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_rnn")  # the suite's, as grid files name them
 
 
-def check_plan(notebooks: Sequence[str], out: Path, device: str, overrides: Mapping[str, Any] | None = None) -> SweepPlan:
-    """Each notebook's first combination of its grid file's smoke preset on `device` ('gpu', 'gpu:2', 'cpu')
-    with `overrides`, one run each without HTML, into `out`: the check's runs, planned once."""
-    planned = plan([suite_path(f"parameters/{notebook}.yaml") for notebook in notebooks], SMOKE_PRESET, None,
-                   {**(overrides or {}), "device": device}, out, repeats=1, kernels="fresh", html="none")
-    firsts: dict[str, Any] = {}
-    for run in planned:
-        firsts.setdefault(run.name, run)
-    return SweepPlan(list(firsts.values()), planned.out)
+def check_plan(notebooks: Sequence[str], out: Path, devices: str | Sequence[str],
+               overrides: Mapping[str, Any] | None = None) -> SweepPlan:
+    """Each notebook's first combination of its grid file's smoke preset on each of `devices` ('gpu', 'gpu:2',
+    'cpu') with `overrides`, one run each in a fresh kernel without HTML, into `out`: the check's runs, planned
+    once."""
+    firsts: dict[tuple[str, str], Any] = {}
+    for device in [devices] if isinstance(devices, str) else devices:
+        for run in plan([suite_path(f"parameters/{notebook}.yaml") for notebook in notebooks], SMOKE_PRESET, None,
+                        {**(overrides or {}), "device": device}, out, repeats=1, kernels="fresh", html="none"):
+            firsts.setdefault((run.name, device), run)
+    return SweepPlan(list(firsts.values()), out)
 
 
 def run_summary(notebook: str, device: str, status: str, message: str, record: Mapping[str, Any] | None,
@@ -66,12 +72,20 @@ def run_plan(runs: SweepPlan, available: Mapping[str, int], echo: Callable[[str]
     return summaries
 
 
-def report_device_kinds(records_csv: Path) -> list[str]:
-    """The device kinds of the ok runs a built report's records.csv lists (its `device_kind` column)."""
-    import csv
-
-    with open(records_csv, encoding="utf-8", newline="") as stream:
-        rows = list(csv.DictReader(stream))
+def report_device_kinds(results: Path, out: Path, echo: Callable[[str], None]) -> list[str] | Unavailable:
+    """The report of `results` built as a user builds it (`python -m colabkit report`, a process of its own), and
+    the device kinds of the ok runs its records.csv lists; Unavailable (a failure) when it cannot be built."""
+    built = subprocess.run([sys.executable, "-m", "colabkit", "report", str(results), "--out", str(out)],
+                           capture_output=True, text=True)
+    if built.returncode not in (0, 1):  # 1: built, with files it could not read as records (named on stderr)
+        said = (built.stderr.strip().splitlines() or ["no output"])[-1]
+        return Unavailable(f"the report was not built (exit {built.returncode}: {said})", failed=True)
+    echo(f"  report: {out / 'report.html'}")
+    try:
+        with open(out / "records.csv", encoding="utf-8", newline="") as stream:
+            rows = list(csv.DictReader(stream))
+    except OSError as error:
+        return Unavailable(f"the report wrote no records.csv ({error.strerror or error})", failed=True)
     if rows and "device_kind" not in rows[0]:
-        raise ColabkitError(f"{records_csv} has no device_kind column")
+        return Unavailable(f"{out / 'records.csv'} has no device_kind column", failed=True)
     return sorted({row["device_kind"] for row in rows if row.get("device_kind") and row.get("status", "ok") == "ok"})

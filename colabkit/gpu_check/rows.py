@@ -51,25 +51,6 @@ class Row:
                 "reason": self.reason, "stage": self.stage, "values": dict(self.values)}
 
 
-def passed(name: str, figure: str, rule: str, **values: Any) -> Row:
-    return Row(name, Verdict.PASS, figure, rule, values=values)
-
-
-def failed(name: str, figure: str, rule: str, reason: str, **values: Any) -> Row:
-    return Row(name, Verdict.FAIL, figure, rule, reason, values=values)
-
-
-def skipped(name: str, rule: str, reason: str, figure: str = "-", **values: Any) -> Row:
-    return Row(name, Verdict.SKIP, figure, rule, reason, values=values)
-
-
-def judged(name: str, figure: str, rule: str, problems: Sequence[str], **values: Any) -> Row:
-    """PASS when `problems` is empty, else FAIL with every problem in the reason."""
-    if problems:
-        return failed(name, figure, rule, "; ".join(problems), **values)
-    return passed(name, figure, rule, **values)
-
-
 def exit_code(rows: Sequence[Row]) -> int:
     """0 when no row failed (SKIP rows included), else 1."""
     return EXIT_FAILED if any(row.verdict == Verdict.FAIL for row in rows) else EXIT_PASSED

@@ -14,8 +14,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from colabkit.device.peaks import PeakFlops, gpu_bandwidth, gpu_peak
-from colabkit.gpu_check.rows import Row, Verdict, failed, judged, passed, skipped
+from colabkit.gpu_check.rows import Row, Verdict
 from colabkit.timing.agreement import Agreement
+
+
+# A row for each verdict (the rules below make every row through these).
+def passed(name: str, figure: str, rule: str, **values: Any) -> Row:
+    return Row(name, Verdict.PASS, figure, rule, values=values)
+
+
+def failed(name: str, figure: str, rule: str, reason: str, **values: Any) -> Row:
+    return Row(name, Verdict.FAIL, figure, rule, reason, values=values)
+
+
+def skipped(name: str, rule: str, reason: str, figure: str = "-", **values: Any) -> Row:
+    return Row(name, Verdict.SKIP, figure, rule, reason, values=values)
+
+
+def judged(name: str, figure: str, rule: str, problems: Sequence[str], **values: Any) -> Row:
+    """PASS when `problems` is empty, else FAIL with every problem in the reason."""
+    if problems:
+        return failed(name, figure, rule, "; ".join(problems), **values)
+    return passed(name, figure, rule, **values)
+
 
 MATMUL_LOW, MATMUL_HIGH = 0.5, 1.05  # warm matmul TFLOPS / peak; above 1.05: a wrong clock or a wrong peak
 CLOCK_LOW, CLOCK_HIGH = 0.95, 1.05  # colabkit.measure TFLOPS / pipelined TFLOPS (medians of interleaved rounds)

@@ -33,8 +33,6 @@ from colabkit.gpu_check.rules import (
     sweep_row,
 )
 from colabkit.gpu_check.worker import Worker
-from colabkit.report.build import build_report
-from colabkit.sweep.plan import SweepPlan
 
 MATMUL_N = 8192
 CPU_CLOCK_N = 1024  # the CPU rehearsal's clocks: tens of milliseconds a product on a 2-core host, not seconds
@@ -163,19 +161,11 @@ def matmul_stage(ctx: Context) -> list[Row]:
 
 
 def sweep_stage(ctx: Context) -> list[Row]:
-    """One smoke combination of every notebook on the GPU and the CPU, through the sweep; the report."""
-    if ctx.tf_reason:
-        return [sweep_row(ctx.tf_reason, ctx.tf_reason)]
+    """One smoke combination of every notebook on the GPU and the CPU, through the sweep; the report of them."""
     folder = ctx.out / "sweep"
-    on_gpu, on_cpu = (check_plan(NOTEBOOKS, folder, device) for device in ("gpu", "cpu"))
-    runs = run_plan(SweepPlan([*on_gpu, *on_cpu], folder), ctx.available, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S,
-                    jobs=SWEEP_JOBS)
-    try:
-        report = build_report([folder], ctx.out / "report")
-        kinds: list[str] | Unavailable = report_device_kinds(report.records_csv)
-        ctx.echo(f"  report: {report.html}")
-    except Exception as error:  # noqa: BLE001 - the report's failure is the row's failure, said in it
-        kinds = Unavailable(f"{type(error).__name__}: {error}", failed=True)
+    runs = ctx.tf_reason or run_plan(check_plan(NOTEBOOKS, folder, ("gpu", "cpu")), ctx.available, ctx.log,
+                                     timeout_s=NOTEBOOK_TIMEOUT_S, jobs=SWEEP_JOBS)
+    kinds = ctx.tf_reason or report_device_kinds(folder, ctx.out / "report", ctx.echo)
     return [sweep_row(runs, kinds)]
 
 
@@ -191,19 +181,20 @@ def multi_gpu_stage(ctx: Context) -> list[Row]:
 
 def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row]:
     """colabkit's clock on `backend` (JAX, PyTorch), and (`notebook`) the CNN notebook on it, on the GPU."""
-    with_notebook = [backend_row] if notebook else []
-    if not installed(backend):
-        missing = Unavailable(f"{backend} is not installed ({INSTALL_HINTS[backend]})")
-        return [row(backend, missing) for row in (clock_row, *with_notebook)]
+    clock = _clock(ctx, backend) if installed(backend) else Unavailable(
+        f"{backend} is not installed ({INSTALL_HINTS[backend]})")
+    if not notebook:
+        return [clock_row(backend, clock, judge=not ctx.on_cpu)]
+    runs = check_plan(["cnn_mnist"], ctx.out / "backends" / backend, "gpu", {"backend": backend})
+    run = clock if isinstance(clock, Unavailable) else run_plan(
+        runs, {**ctx.available, "gpu": max(1, ctx.facts.count)}, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)[0]
+    return [clock_row(backend, clock), backend_row(backend, run)]
+
+
+def _clock(ctx: Context, backend: str) -> list[dict[str, Any]] | Unavailable:
+    """The clock's comparisons on `backend`, measured in a worker of its own; or why it could not measure."""
     with Worker(backend, ctx.out / "logs" / f"worker-{backend}.log") as worker:
         found = worker.request("clock", REQUEST_TIMEOUT_S, backend=backend, n=CPU_CLOCK_N if ctx.on_cpu else MATMUL_N,
                                tf32_capable=ctx.tf32_capable, rounds=ctx.rounds, device="cpu" if ctx.on_cpu else "gpu",
                                dtypes=["float32"] if ctx.on_cpu else BACKEND_DTYPES[ctx.tf32_capable])
-    if "unavailable" in found:
-        missing = Unavailable(found["unavailable"])
-        return [row(backend, missing) for row in (clock_row, *with_notebook)]
-    if not notebook:
-        return [clock_row(backend, found["comparisons"], judge=not ctx.on_cpu)]
-    runs = run_plan(check_plan(["cnn_mnist"], ctx.out / "backends" / backend, "gpu", {"backend": backend}),
-                    {**ctx.available, "gpu": max(1, ctx.facts.count)}, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)
-    return [clock_row(backend, found["comparisons"]), backend_row(backend, runs[0])]
+    return Unavailable(found["unavailable"]) if "unavailable" in found else found["comparisons"]

@@ -26,10 +26,9 @@ sweep runs a combination: the last layer that says wins). A device value is pars
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -204,22 +203,6 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def one_row_per_device(group: dict[str, list[Any]]) -> bool:
-    """Whether a zip group lists `device`, each device in one row."""
-    devices = group.get("device")
-    return devices is not None and len({str(device) for device in devices}) == len(devices)
-
-
-def distinct_rows(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """A zip group with each of its rows once, in order."""
-    rows, seen = [], set()
-    for row in zip(*group.values()):
-        if canonical(row) not in seen:
-            seen.add(canonical(row))
-            rows.append(row)
-    return {key: [row[index] for row in rows] for index, key in enumerate(group)}
-
-
 @dataclass
 class Layer:
     """One layer of values: the grid file's own, one preset's, or the command line's."""
@@ -244,73 +227,6 @@ class Layer:
         return found
 
 
-SETTINGS = tuple(setting.name for setting in dataclasses.fields(RunSettings))
-
-
-@dataclass
-class Resolved:
-    """The values once every layer is applied: what `expand` crosses, and what names its files."""
-
-    axes: dict[str, list[Any]]
-    zips: list[dict[str, list[Any]]]
-    fixed: dict[str, Any]
-    named: list[str] = field(default_factory=list)  # the keys a combination's slug is made of, in order
-    settings: RunSettings = field(default_factory=RunSettings)  # each field: the last layer that says
-
-    def forget(self, key: str) -> None:
-        """Remove `key` wherever an earlier layer put it. Rows of a zip group told apart by `key` alone
-        become one (`-p device=cpu:2` over rows (cpu, tensorflow), (gpu, tensorflow), (tpu, jax) keeps
-        the backends tensorflow and jax once each)."""
-        self.axes.pop(key, None)
-        self.fixed.pop(key, None)
-        for group in self.zips:
-            group.pop(key, None)
-        self.zips = [distinct_rows(group) for group in self.zips if group]
-
-    def apply(self, layer: Layer) -> None:
-        said = {name: value for name in SETTINGS if (value := getattr(layer, name)) is not None}
-        self.settings = dataclasses.replace(self.settings, **said)
-        for key, values in layer.grid.items():
-            if key in self.axes:
-                self.axes[key] = list(values)  # keep the axis where it was: slugs stay stable
-            else:
-                self.forget(key)
-                self.axes[key] = list(values)
-        for group in layer.zips:
-            for key in group:
-                self.forget(key)
-            self.zips.append({key: list(values) for key, values in group.items()})
-        for key, value in layer.fixed.items():
-            self.forget(key)
-            self.fixed[key] = value
-
-    @property
-    def varying(self) -> list[str]:
-        """Grid axes and zip keys, in file order. Keys zipped with `device`, one row per device
-        (`backend: [tensorflow, tensorflow, jax]` beside `device: [cpu, gpu, tpu]`), are named by the
-        device's folder as the device is, so they are left out of the file name too."""
-        tied = {key for group in self.zips if one_row_per_device(group) for key in group}
-        return [key for key in [*self.axes, *(key for group in self.zips for key in group)] if key not in tied]
-
-    def pin(self, overrides: dict[str, Any]) -> None:
-        """Apply the command line's `-p` values, and name the files by them.
-
-        A combination's slug is made of the keys that vary in the grid file and preset, plus every
-        key `-p` sets to another value than the file's fixed one: `-p n=512` over an `n` axis names
-        its run `n-512_...` exactly as the unpinned grid's n=512 run (so a finished one is kept), and
-        `-p epochs=1` over a fixed `epochs: 10` adds `epochs-1`, beside the normal result, never
-        replacing it.
-        """
-        named = self.varying
-        for key, value in overrides.items():
-            same_as_fixed = key in self.fixed and canonical(self.fixed[key]) == canonical(value)
-            if key not in named and not same_as_fixed:
-                named.append(key)
-        self.apply(Layer("-p ", fixed=dict(overrides)))
-        # A key `-p device=...` freed from its device's row (the backends of a device zip) now varies alone.
-        self.named = named + [key for key in self.varying if key not in named]
-
-
 PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", *MODES)
 TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", *MODES)
 SET_BY_THE_SWEEP = ("results_path",)
@@ -327,24 +243,6 @@ class GridSpec:
     description: str = ""
     parameters: dict[str, Parameter] = field(default_factory=dict)
     experiment: Experiment | None = None
-
-    def resolve(self, preset: str | None = None, overrides: dict[str, Any] | None = None,
-                command_line: Layer | None = None) -> Resolved:
-        """The axes, zip groups and fixed values once `preset` and `overrides` are applied, the keys its
-        combinations' file names are made of (see Resolved.pin), and how they run: the settings the
-        `command_line` layer gives (`--repeats`, `--kernels`, `--html`), else the preset's, else the file's."""
-        resolved = Resolved({}, [], {})
-        resolved.apply(self.base)
-        if preset is not None:
-            if preset not in self.presets:
-                known = ", ".join(sorted(self.presets)) or "none"
-                raise GridError(f"unknown preset {preset!r} (this file has: {known})", str(self.path))
-            resolved.apply(self.presets[preset])
-        if command_line is not None:
-            resolved.apply(command_line)
-        resolved.pin({key: value for key, value in (overrides or {}).items() if key in self.parameters})
-        return resolved
-
 
 # --- reading and checking ----------------------------------------------------------------------
 
@@ -582,3 +480,38 @@ def grid_spec(raw: Any, grid_path: Path) -> GridSpec:
         raise GridError(problems, str(grid_path))
     assert notebook is not None
     return GridSpec(grid_path, notebook, base, presets, str(raw.get("description") or ""), parameters, experiment)
+
+
+def device_filter(text: str | None, problems: list[str]) -> list[DeviceRequest] | None:
+    """The requests `--device` names ('cpu,gpu:2'), or None when it is not given; a name colabkit
+    does not know is appended to `problems`."""
+    if not text:
+        return None
+    wanted = []
+    for name in (name.strip() for name in text.split(",")):
+        if name:
+            try:
+                wanted.append(device_request(name))
+            except UnknownDeviceError as exc:
+                problems.append(f"--device: {exc}")
+    return wanted
+
+
+def read_grids(grid_paths: Sequence[str | Path | GridSpec], device: str | None,
+               overrides: dict[str, Any]) -> tuple[list[GridSpec], list[DeviceRequest] | None]:
+    """Every grid file read and checked (a grid made in memory taken as it is), `--device` read, and the `-p`
+    overrides checked against them: (the specs, the devices asked for); one GridError with every problem of
+    every file."""
+    problems: list[str] = []
+    wanted = device_filter(device, problems)
+    specs = []
+    for grid_path in grid_paths:
+        try:
+            specs.append(grid_path if isinstance(grid_path, GridSpec) else load_grid(grid_path))
+        except GridError as exc:
+            where = f"{exc.path}: " if exc.path else ""
+            problems.extend(where + problem for problem in exc.problems)
+    problems += check_overrides(specs, overrides)
+    if problems:
+        raise GridError(problems)
+    return specs, wanted

@@ -17,18 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.errors import GridError
-from colabkit.experiments import rule_problems
 from colabkit.suite import suite_root
-from colabkit.sweep.expand import (
-    Combination,
-    Layer,
-    RunSettings,
-    device_filter,
-    device_request,
-    duplicate_problems,
-    expand,
-)
-from colabkit.sweep.grids import GridSpec, check_overrides, grid_spec, load_grid, parse_overrides
+from colabkit.sweep.expand import Combination, expand_all
+from colabkit.sweep.grids import GridSpec, RunSettings, device_request, grid_spec, parse_overrides, read_grids
 from colabkit.sweep.options import HtmlMode, KernelMode, PlanRequest
 
 PLAN_FORMAT = 1  # the JSON form's version: a reader refuses another
@@ -87,28 +78,9 @@ def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None,
     come in interleaved rounds (`interleave`). Every grid file is validated, and every problem of
     every file reported in one GridError, before any combination is returned, so a bad file runs nothing.
     """
-    problems: list[str] = []
-    wanted = device_filter(device, problems)
-    specs = []
-    for grid_path in grid_paths:
-        try:
-            specs.append(grid_path if isinstance(grid_path, GridSpec) else load_grid(grid_path))
-        except GridError as exc:
-            where = f"{exc.path}: " if exc.path else ""
-            problems.extend(where + problem for problem in exc.problems)
-    problems += check_overrides(specs, overrides or {})
-    if problems:
-        raise GridError(problems)
-    command_line = Layer("--", repeats=repeats, kernels=kernels, html=html)
-    combinations, broken = [], []
-    for spec in specs:
-        expanded = expand(spec, preset, wanted, overrides, command_line)
-        combinations += expanded
-        broken += rules_broken(spec, expanded)
-    problems = (duplicate_problems(combinations, Path(out)) + unused_overrides(specs, combinations, overrides or {})
-                + broken)
-    if problems:
-        raise GridError(problems)
+    specs, wanted = read_grids(grid_paths, device, overrides or {})
+    combinations = expand_all(specs, preset, wanted, overrides or {}, Path(out), repeats=repeats, kernels=kernels,
+                              html=html)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
     return SweepPlan(interleave(combinations), Path(out))
@@ -131,23 +103,6 @@ def plan_requested(request: PlanRequest, out: Path | None = None, device: str | 
                 html=request.html)
 
 
-def rules_broken(spec: GridSpec, combinations: list[Combination]) -> list[str]:
-    """What `combinations` of `spec` break among its experiment's rules between parameters (its declaration's
-    `constraints`: ParaDnn's width a multiple of heads, a profile only with the bottleneck passes, inference on
-    one device ...), each checked with the values its notebook will be given, as the notebook's own check
-    (`start_run`) would refuse them after a kernel started. One line per problem: a problem several
-    combinations share is named once, at the first, with how many more share it."""
-    if spec.experiment is None:
-        return []
-    found: dict[str, list[Combination]] = {}
-    for combination in combinations:
-        for problem in rule_problems(spec.experiment, combination.params):  # each value fits its own: checked above
-            found.setdefault(problem, []).append(combination)
-    more = {1: " (and 1 more combination alike)", 0: ""}
-    return [f"{alike[0].label}: {problem}" + more.get(len(alike) - 1, f" (and {len(alike) - 1} more combinations alike)")
-            for problem, alike in found.items()]
-
-
 def interleave(combinations: list[Combination]) -> list[Combination]:
     """Each combination as its `settings.repeats` runs (repeat 1, 2, ...), in rounds: per device (in the
     order the devices come), round 1 of every combination, then round 2, and so on, so that a drift of
@@ -163,15 +118,3 @@ def interleave(combinations: list[Combination]) -> list[Combination]:
     return ordered
 
 
-def unused_overrides(specs: list[GridSpec], combinations: list[Combination], overrides: dict[str, Any]) -> list[str]:
-    """A problem for each `-p` key that some notebook declares but no combination uses (ParaDnn's
-    `-p cell=gru` over FC models only: it would change nothing)."""
-    problems = []
-    for key in overrides:
-        owners = [spec for spec in specs if key in spec.parameters and spec.experiment is not None]
-        mine = [combination for combination in combinations
-                if any(combination.notebook == spec.notebook for spec in owners)]
-        if owners and mine and all(key not in combination.params for combination in mine):
-            problems.append(f"-p {key}: no combination of this sweep uses `{key}` (its declaration says it does not "
-                            f"shape these runs), so it would change nothing")
-    return problems

@@ -22,7 +22,7 @@ from colabkit.sweep.decide import SweepAction
 from colabkit.sweep.estimate import estimate_plan
 from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
 from colabkit.sweep.plan import plan_requested
-from colabkit.sweep.running import prepare, run_sweep
+from colabkit.sweep.driver import prepare, run_sweep
 from colabkit.sweep.runners.colab.client import ACCELERATORS, CLIENT
 from colabkit.sweep.runners.colab.executor import POLL_ENV, ColabExecutor
 from colabkit.sweep.runners.colab.sessions import (

@@ -216,7 +216,7 @@ def _run(executor: Executor, to_run: list[Decision], echo: Callable[[str], None]
 def _until_target(executor: Executor, decisions: list[Decision], repetition: Repetition, echo: Callable[[str], None],
                   progress: bool, outcomes: list[Outcome]) -> list[Decision]:
     """Rounds of one more run of each combination whose headline interval is wider than `repetition`'s
-    `target_ci` (colabkit.sweep.running), until none is or each has `max_repeats` runs; the decisions of
+    `target_ci` (colabkit.sweep.driver), until none is or each has `max_repeats` runs; the decisions of
     those runs. The combinations that never got there are named at the end."""
     options = executor.options
     target, max_repeats = repetition.target_ci, repetition.max_repeats
