@@ -43,7 +43,7 @@ import pandas as pd
 
 from colabkit.report.common import column, notebook_section
 from colabkit.report.section import ReportTable
-from colabkit.report.sections import register_section
+from colabkit.report.experiment_sections import register_section
 
 
 def tiny_table(data):

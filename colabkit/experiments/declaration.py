@@ -280,7 +280,7 @@ class Experiment:
     `notebook` is relative to the suite's root (notebooks/NAME.ipynb); `parameters` lists every
     assignment of its `parameters` cell, in order, `device` and `results_path` included; `metrics`
     the keys the record's metrics carry that the report reads (its report section is
-    colabkit.report.sections', so that declaring an experiment imports no plotting library).
+    colabkit.report.experiment_sections', so that declaring an experiment imports no plotting library).
     """
 
     name: str

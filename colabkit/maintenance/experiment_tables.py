@@ -53,7 +53,7 @@ def _link(path: str | None) -> str:
 def experiments_index(root: str | Path) -> str:
     """The index of the experiments colabkit declares (registry.BUILTIN_MODULES), one row each, every path relative
     to the suite's root `root`: its grid files are those of root/parameters/ naming the experiment's notebook."""
-    from colabkit.report.sections import SECTIONS  # the report's table of sections: matplotlib, only when stamping
+    from colabkit.report.experiment_sections import SECTIONS  # the report's table of sections: matplotlib, only when stamping
 
     root = Path(root).resolve()
     grids = [load_grid(path) for path in sorted((root / "parameters").glob("*.yaml"))]

@@ -12,7 +12,7 @@ Modules: records (the report's view of the loaded records: device labels, the re
 combination uses; reading and merging records is colabkit.records' job), section (Section,
 publish, what a section shows), writers (PNG/PDF/SVG, CSV/LaTeX/Markdown), figures (style and plot
 helpers), one module per experiment's section, named after it (matmul_tflops, cnn_mnist,
-dblstm_har, timeseries_rnn, paradnn), sections (SECTIONS: each experiment's section function),
+dblstm_har, timeseries_rnn, paradnn), experiment_sections (SECTIONS: each experiment's section function),
 runs (a combination's runs together: medians, per-run values, the headline's interval), summary
 (speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
 comparisons (differences along one parameter), backends (TensorFlow against JAX), provenance,
@@ -33,7 +33,7 @@ from colabkit.report.paradnn import paradnn_section, paradnn_table
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, device_label, load_report_data, report_data
 from colabkit.report.section import ReportFigure, ReportTable, Section, publish, section_outputs, show, write_section
-from colabkit.report.sections import SECTIONS, experiment_sections, publish_experiments, register_section
+from colabkit.report.experiment_sections import SECTIONS, experiment_sections, publish_experiments, register_section
 from colabkit.report.summary import configuration_speedups, reading, speedup_table, summary_section
 from colabkit.report.timeseries_rnn import prediction_frame, timeseries_section, timeseries_table
 from colabkit.report.writers import latex_table, markdown_table, write_figure, write_records_csv, write_table

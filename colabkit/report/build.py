@@ -35,7 +35,7 @@ from colabkit.report.methods import methods_section, write_references
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, load_report_data
 from colabkit.report.section import Section, section_outputs, write_section
-from colabkit.report.sections import experiment_sections
+from colabkit.report.experiment_sections import experiment_sections
 from colabkit.report.summary import summary_section
 from colabkit.report.writers import write_records_csv
 from colabkit.suite import suite_path

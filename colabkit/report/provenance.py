@@ -11,7 +11,7 @@ import pandas as pd
 from colabkit.report.common import column, not_plotted, substitute_rows, substitute_warning
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
-from colabkit.report.sections import has_section
+from colabkit.report.experiment_sections import has_section
 from colabkit.report.writers import format_number
 from colabkit.version import __version__
 
