@@ -13,8 +13,8 @@ A headline's uncertainty is therefore taken over runs:
   whatever the two sides' distributions and run counts: each side's own order-statistic interval of its
   median (as `median_ci` builds it), end to end (the numerator's lower bound over the denominator's
   upper bound, the numerator's upper over the denominator's lower). Its level is the lower of the two
-  sides' levels (75 % when a side has 3 runs): for every pair of distributions it covers at least that
-  often, and exactly that often where one side's scatter dominates (docs/statistics.md derives it;
+  sides' levels (75 % when a side has 3 runs): for every pair of continuous distributions it covers at
+  least that often, and exactly that often where one side's scatter dominates (docs/statistics.md derives it;
   the square-and-add of MOVER, Zou & Donner 2008, fell short of it where a side's runs fall in two
   clusters). Runs that are paired (a figure and its baseline measured in the same run) give one ratio
   per run: take `median_ci` of those.
@@ -261,11 +261,11 @@ def log_ratio_bounds(numerator: Any, denominator: Any,
     denominator's m); the ratio's interval joins them end to end: from the numerator's i-th smallest over
     the denominator's j-th largest to the numerator's i-th largest over the denominator's j-th smallest.
     It misses the true ratio only when a side's own interval misses its median, and, for any two
-    distributions, with probability at most the larger of the two sides' own miss rates, which it reaches
-    where one side's scatter dominates (the proof: docs/statistics.md; a dynamic programme over every
-    pair of distributions and simulations: tests/test_interval_coverage.py). So `level` is the lower of
-    the two sides' median levels. ValueError on values that are not positive, or fewer than MIN_RUNS runs
-    a side."""
+    continuous distributions, with probability at most the larger of the two sides' own miss rates,
+    which it reaches where one side's scatter dominates (the proof: docs/statistics.md; a dynamic
+    programme over every pair of distributions and simulations: tests/test_interval_coverage.py). So
+    `level` is the lower of the two sides' median levels. ValueError on values that are not positive,
+    or fewer than MIN_RUNS runs a side."""
     top, bottom = (np.sort(np.atleast_2d(np.asarray(values, dtype=float)), axis=-1)
                    for values in (numerator, denominator))
     if not ((top > 0).all() and (bottom > 0).all()):
