@@ -14,7 +14,8 @@ import numpy as np
 
 from colabkit.device.memory import setup_memory
 from colabkit.errors import InsufficientMemoryError, ParameterError
-from colabkit.inference.decode import GreedyDecoder, check_against_full_pass, decoder_memory
+from colabkit.inference.decode import GreedyDecoder, decoder_memory
+from colabkit.inference.decode_check import check_against_full_pass
 from colabkit.inference.scenarios import parse_batch_sizes, parse_lengths
 from colabkit.training.memory import (
     DECODE_BYTES_CONVENTION,
