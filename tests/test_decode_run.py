@@ -152,7 +152,8 @@ def test_the_report_gives_decode_medians_over_runs_with_intervals_and_keeps_them
     warned = decode_section(load_report_data([tmp_path / "copying"])).warnings
     assert any("accesses more than the model must read at" in warning and "batch 4 prompt 32 (2.8x)" in warning
                for warning in warned), warned
-    assert any("copies a whole key or value cache at" in warning and "(8 copies)" in warning for warning in warned)
+    assert any("copies (or converts) a whole key or value cache at" in warning and "(8 copies)" in warning
+               for warning in warned)
     assert decode_section(load_report_data([fx.write(tmp_path / "none", fx.cnn("cpu", 256), "b").parent])).empty
 
 

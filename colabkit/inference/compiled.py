@@ -1,9 +1,10 @@
 """What XLA made of a decode program (docs/decode.md, *What the compiler moves*): its optimized HLO, the compiler's own
-cost analysis of it (bytes accessed, FLOPs) where the backend gives one, and the instructions in it that transpose or
-copy a whole key or value cache. JAX: the executable `jax.jit(...).lower(...).compile()` made, the very one the decode
-runs, and its `cost_analysis()` (as colabkit/training/compiler_flops.py reads the training step's FLOPs). TensorFlow:
-the optimized HLO of the same tf.function compiled again (`experimental_get_compiler_ir`, stage optimized_hlo);
-TensorFlow exposes no cost analysis, so its bytes and FLOPs are None."""
+cost analysis of it (bytes accessed, FLOPs) where the backend gives one, and the instructions in it that transpose,
+copy or convert a whole key or value cache (each moves the cache again). JAX: the executable
+`jax.jit(...).lower(...).compile()` made, the very one the decode runs, and its `cost_analysis()` (as
+colabkit/training/compiler_flops.py reads the training step's FLOPs). TensorFlow: the optimized HLO of the same
+tf.function compiled again (`experimental_get_compiler_ir`, stage optimized_hlo); TensorFlow exposes no cost analysis,
+so its bytes and FLOPs are None."""
 
 from __future__ import annotations
 
@@ -36,13 +37,15 @@ class CompiledProgram:
     source: str
 
     def whole_copies(self, shape: tuple[int, ...]) -> list[str]:
-        """The instructions that transpose or copy an array of as many elements as `shape` (a whole cache): each
-        line, cut at 200 characters. A step that reads its cache where it lies and updates it in place has none."""
+        """The instructions that transpose, copy or convert (to another dtype) an array of as many elements as `shape`
+        (a whole cache): each line, cut at 200 characters. A step that reads its cache where it lies, as it is, and
+        updates it in place has none. (On a CPU under mixed bfloat16 XLA converts each cache to float32 for its
+        products: counted, docs/decode.md.)"""
         elements = math.prod(shape)
         found = []
         for line in self.hlo_text.splitlines():
             match = _INSTRUCTION.match(line)
-            if match and match.group(2) in ("transpose", "copy") and math.prod(
+            if match and match.group(2) in ("transpose", "copy", "convert") and math.prod(
                     int(d) for d in match.group(1).split(",") if d) == elements:
                 found.append(line.strip()[:200])
         return found

@@ -38,7 +38,8 @@ DECODE_METHOD = (
     "the batch's first rows (as many as CHECK_LOGIT_BYTES of its logits hold). achieved_gb_s: the model's bytes a "
     "step (step_bytes) over its median time; beside them the compiler's: XLA's cost analysis of the compiled step "
     "(compiler_step_bytes, compiler_step_flops; JAX, the executable the steps ran; none on TensorFlow) and the "
-    "instructions of its optimized HLO that transpose or copy a whole key or value cache (compiler_cache_copies)")
+    "instructions of its optimized HLO that transpose, copy or convert a whole key or value cache "
+    "(compiler_cache_copies)")
 CHECK_LOGIT_BYTES = 256 * 2**20  # the float32 logits kept for the check, at most: its first tokens, its first rows
 COMPILER_SOURCES = {"jax": JAX_COST_SOURCE, "tensorflow": TENSORFLOW_COST_SOURCE}
 MAX_BATCH_CAP = 1024  # `max`: the largest power-of-two batch the estimate allows, at most this

@@ -231,8 +231,8 @@ DECODE_ROW_KEYS: dict[str, str] = {
     "compiler_step_bytes, compiler_step_flops": "XLA's cost analysis of the compiled step: bytes accessed and FLOPs "
                                                 "(null on TensorFlow, which gives none)",
     "compiler_bytes_ratio, compiler_gb_s": "compiler_step_bytes over step_bytes, and over the median step",
-    "compiler_cache_copies": "instructions of the compiled step's optimized HLO that transpose or copy a whole key or "
-                             "value cache (0: read in place)",
+    "compiler_cache_copies": "instructions of the compiled step's optimized HLO that transpose, copy or convert a "
+                             "whole key or value cache (0: read in place, as it is)",
     "compiler_note": "only where the compiler could not be asked: why",
     "decode_tflops, decode_intensity": "a step's model FLOPs over the median step, and over step_bytes",
     "prefill_flops, prefill_bytes, prefill_tflops, prefill_intensity": "the prefill's, its FLOPs over TTFT",

@@ -171,7 +171,7 @@ def decode_section(data: ReportData) -> Section:
             for row in heavy.itertuples()) + ": achieved GB/s counts the model's bytes only (docs/decode.md).")
     copied = table[table["compiler_cache_copies"].fillna(0).astype(int) > 0]
     if len(copied):
-        section.warnings.append("The compiled step copies a whole key or value cache at " + ", ".join(
+        section.warnings.append("The compiled step copies (or converts) a whole key or value cache at " + ", ".join(
             f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.compiler_cache_copies} copies)"
             for row in copied.itertuples()) + ": each step moves that cache again (docs/decode.md).")
     section.items.append(ReportTable("decode", table, "Decode per device, batch size and prompt length: TTFT, TPOT "
