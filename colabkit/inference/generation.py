@@ -65,7 +65,7 @@ class Decode:
                         f" (the compiled step accesses {row['compiler_step_bytes'] / 1e6:.4g} MB, "
                         f"{row['compiler_bytes_ratio']:.3g}x)")
             copies = row.get("compiler_cache_copies")
-            copied = f"; the compiled step copies a whole cache {copies} times" if copies else ""
+            copied = f"; the compiled step copies or converts a whole cache {copies} times" if copies else ""
             checked = "passed" if row["check_passed"] else "FAILED"
             lines.append(f"{head} TTFT {row['ttft_ms']:.4g} ms, TPOT p50 {row['tpot_p50_ms']:.4g} ms (p90 "
                          f"{row['tpot_p90_ms']:.4g}), {row['tokens_per_s']:.4g} tokens/s, "
