@@ -1,6 +1,7 @@
 """Greedy decode with a key-value cache (colabkit.inference.decode) on the Transformer notebooks/paradnn.ipynb builds:
 its logits equal the model's own full forward pass over the same tokens on JAX and on TensorFlow (each in a process
-of its own), its tokens are that pass's argmax; what it refuses before building; the FLOPs, bytes and memory it is
+of its own), its tokens are that pass's argmax; its compiled step copies no cache and, on JAX, accesses about the
+bytes the model must read (XLA's cost analysis); what it refuses before building; the FLOPs, bytes and memory it is
 accounted with (colabkit.training.memory)."""
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ import json, sys
 import keras, numpy as np
 from helpers import notebook_builders
 from colabkit.inference import decode
-from colabkit.inference.decode import GreedyDecoder, check_against_full_pass
+from colabkit.inference.decode import GreedyDecoder
+from colabkit.inference.decode_check import check_against_full_pass
 
 build = notebook_builders()["build_transformer"]
 keras.utils.set_random_seed(7)
@@ -69,7 +71,30 @@ _, found = checked(model, decoder, prompt, 28)
 decoder.generate(other, 28)  # another prompt through the same programs and cache, then the first again
 found.update(again=decoder.generate(prompt, 28).tokens.tolist(), cache=decoder.allocated_cache_bytes(),
              estimate=decoder.estimate.cache_bytes)
+program = decoder.compiled_step()
+found.update(copies=program.whole_copies(decoder.cache_shape), compiler_bytes=program.bytes_accessed,
+             cache_shape=list(decoder.cache_shape), backend=keras.backend.backend())
 result["float32"] = found
+
+# batch 1, and a one-head model at batch 1: unit axes, where XLA copied a [B, N, T, H] cache every step
+one = GreedyDecoder(model, batch=1, prompt_length=20, max_length=48)
+_, result["batch 1"] = checked(model, one, prompt[:1], 28)
+result["batch 1"].update(copies=one.compiled_step().whole_copies(one.cache_shape),
+                         cache_shape=list(one.cache_shape))
+keras.utils.set_random_seed(7)
+single = build(2, 16, 1, 48, 97, 4)
+alone = GreedyDecoder(single, batch=1, prompt_length=20, max_length=48)
+_, result["one head"] = checked(single, alone, prompt[:1], 28)
+result["one head"].update(copies=alone.compiled_step().whole_copies(alone.cache_shape),
+                          cache_shape=list(alone.cache_shape))
+
+# decode_smoke's largest step (2 blocks of width 256, batch 16, prompt 512 + 32 tokens): compiled, not run
+keras.utils.set_random_seed(7)
+smoke = GreedyDecoder(build(2, 256, 4, 544, 256, 4), batch=16, prompt_length=512, max_length=544)
+program = smoke.compiled_step()
+result["smoke"] = {"copies": program.whole_copies(smoke.cache_shape), "compiler_bytes": program.bytes_accessed,
+                   "model_bytes": smoke.step_bytes(544), "compiler_flops": program.flops,
+                   "model_flops": smoke.step_flops(544)}
 
 # a fault the check must catch: every position read one row further down the position table
 original = decode._embed
@@ -110,6 +135,32 @@ def test_cached_logits_equal_the_full_pass_and_the_tokens_are_its_argmax(against
     assert found["passed"]
     assert found["again"] == found["tokens"]  # a used cache leaves no trace in the next generation
     assert found["cache"] == found["estimate"] == 2 * 2 * 3 * 48 * 64 * 4  # the estimate counts what is allocated
+
+
+def test_the_compiled_step_reads_its_cache_in_place_without_a_copy(against_the_full_pass):
+    # [B x N, T, H] per layer's keys and values ([T, H] on JAX where B x N is 1); no instruction of the optimized HLO
+    # transposes or copies a whole cache (the [B, T, N, H] layout had 8 here: 2 layers' keys and values, transposed
+    # then copied; [B, N, T, H] had 8 at batch 1; on TensorFlow [T, H] had 8, on JAX [1, T, H])
+    assert against_the_full_pass["float32"]["cache_shape"] == [3 * 4, 48, 16]
+    assert against_the_full_pass["batch 1"]["cache_shape"] == [4, 48, 16]
+    jax = against_the_full_pass["float32"]["backend"] == "jax"
+    assert against_the_full_pass["one head"]["cache_shape"] == ([48, 16] if jax else [1, 48, 16])
+    for case in ("float32", "batch 1", "one head", "smoke"):
+        assert against_the_full_pass[case]["copies"] == [], case
+    for case in ("batch 1", "one head"):  # each layout decodes as the model's full pass
+        assert against_the_full_pass[case]["passed"], against_the_full_pass[case]
+
+
+def test_on_jax_the_compiled_step_accesses_about_the_bytes_the_model_must_read(against_the_full_pass):
+    smoke = against_the_full_pass["smoke"]
+    if against_the_full_pass["float32"]["backend"] == "tensorflow":  # TensorFlow exposes no cost analysis
+        assert smoke["compiler_bytes"] is None and against_the_full_pass["float32"]["compiler_bytes"] is None
+        return
+    # decode_smoke's batch 16 x 544 positions: XLA's count within 1.25x of the 42.3 MB the model must read (a copy of
+    # every cache, as the [B, T, N, H] layout made, was 2.8x); its FLOPs about the model's (the masked positions too)
+    assert smoke["model_bytes"] == 42_317_824
+    assert smoke["model_bytes"] <= smoke["compiler_bytes"] <= 1.25 * smoke["model_bytes"], smoke
+    assert 0.9 <= smoke["compiler_flops"] / smoke["model_flops"] <= 1.25, smoke
 
 
 def test_the_check_catches_a_position_off_by_one(against_the_full_pass):

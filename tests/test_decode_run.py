@@ -55,9 +55,18 @@ def test_the_notebook_decodes_and_records_ttft_tpot_tokens_per_s_and_bytes_per_s
         assert row["achieved_gb_s"] == pytest.approx(row["step_bytes"] / row["tpot_p50_ms"] * 1e3 / 1e9)
         # these steps read well under a megabyte: far below the host's memory bandwidth
         assert row["achieved_gb_s"] < bandwidth and row["within_bandwidth"] is True
+        # the compiled step reads its cache in place; XLA's count of its bytes beside the model's (JAX only)
+        assert row["compiler_cache_copies"] == 0 and row["compiler_note"] is None
+        if backend == "jax":
+            assert row["compiler_bytes_ratio"] == pytest.approx(row["compiler_step_bytes"] / row["step_bytes"])
+            assert row["compiler_gb_s"] == pytest.approx(row["compiler_step_bytes"] / row["tpot_p50_ms"] * 1e3 / 1e9)
+            assert 1 <= row["compiler_bytes_ratio"] < 2 and row["compiler_step_flops"] > 0
+        else:
+            assert row["compiler_step_bytes"] is row["compiler_bytes_ratio"] is row["compiler_gb_s"] is None
     described = {key for keys in schema_doc.DECODE_ROW_KEYS for key in keys.split(", ")}
     assert set(rows[0]) <= described and set(record["decode"]) <= {key for keys in schema_doc.DECODE_KEYS
                                                                    for key in keys.split(", ")}
+    assert record["decode"]["compiler_source"].startswith("XLA's cost analysis" if backend == "jax" else "none")
     metrics = record["metrics"]
     assert metrics["decode_valid"] is True and metrics["decode_refused"] == 0
     assert (metrics["decode_batch"], metrics["decode_prompt_length"]) == (1, 32)
@@ -108,7 +117,9 @@ def _decode_row(batch: int, prompt: int, tpot_ms: float, ttft_ms: float) -> dict
             "total_s": total_s, "tokens_per_s": batch * 8 / total_s, "step_bytes": 1e6 * batch, "cache_bytes": 1e5,
             "achieved_gb_s": batch / tpot_ms, "flops_per_token": 1e6, "decode_tflops": 1e-3 * batch / tpot_ms,
             "decode_intensity": 1.0, "prefill_tflops": 0.1, "prefill_intensity": 100.0, "peak_tflops": 1.0,
-            "bandwidth_gb_s": 20.0, "within_bandwidth": batch / tpot_ms <= 20.0, "check_passed": True}
+            "bandwidth_gb_s": 20.0, "within_bandwidth": batch / tpot_ms <= 20.0, "check_passed": True,
+            "compiler_step_bytes": 1.1e6 * batch, "compiler_bytes_ratio": 1.1, "compiler_gb_s": 1.1 * batch / tpot_ms,
+            "compiler_cache_copies": 0}
 
 
 def decode_record(device: str, scale: float, run: int) -> dict:
@@ -147,6 +158,16 @@ def test_the_report_gives_decode_medians_over_runs_with_intervals_and_keeps_them
     # the GPU's batch 4, prompt 8 steps: 4 MB in 0.19 ms, 21 GB/s, above its (synthetic) 20 GB/s; the rest within
     assert len(section.warnings) == 1 and "Tesla T4 batch 4 prompt 8 (21" in section.warnings[0]
     assert table["within_bandwidth"].sum() == 7
+    assert cpu["compiler_bytes_ratio"] == pytest.approx(1.1) and cpu["compiler_cache_copies"] == 0
+    # a compiled step that copies its cache: it accesses 2.8x the model's bytes in one run, the report says so
+    copying = decode_record("cpu", 1.0, 3)
+    copying["decode"]["rows"][3].update(compiler_bytes_ratio=2.8, compiler_cache_copies=8)
+    fx.write(tmp_path / "copying", copying, "decode")
+    warned = decode_section(load_report_data([tmp_path / "copying"])).warnings
+    assert any("accesses more than the model must read at" in warning and "batch 4 prompt 32 (2.8x)" in warning
+               for warning in warned), warned
+    assert any("copies (or converts) a whole key or value cache at" in warning and "(8 copies)" in warning
+               for warning in warned)
     assert decode_section(load_report_data([fx.write(tmp_path / "none", fx.cnn("cpu", 256), "b").parent])).empty
 
 
@@ -181,5 +202,6 @@ def test_a_combination_the_estimate_refuses_is_recorded_unbuilt_and_the_others_r
     assert "decoding needs about" in rows[2]["refused"] and "tpot_p50_ms" not in rows[2]
     assert all(row["check_passed"] for row in rows[:2]) and decode.metrics["decode_refused"] == 1
     assert rows[0]["within_bandwidth"] is None  # no bandwidth known: no check claimed
+    assert rows[0]["compiler_cache_copies"] == 0 and "compiler_cache_copies" not in rows[2]  # the refused: unbuilt
     with pytest.raises(InsufficientMemoryError):
         measure_decode(model, device, prompt_lengths="32", output_tokens=8, batch_sizes="64", memory=small)

@@ -4,16 +4,17 @@
 `read_decoder` finds the model's layers and `GreedyDecoder` runs them: a prefill passes the prompt once, filling
 each layer's cache of keys and values, its last position's logits giving the first token; then each step feeds the
 newest token at the next position. Every layer is the model's own Keras layer (the attention's projections are its
-MultiHeadAttention's EinsumDense sublayers); only the attention over the cache is written here, with
-keras.ops.dot_product_attention as the model's layer calls it. One implementation, compiled per backend: jax.jit
-(the weights passed in through keras.StatelessScope, not baked in as constants; the cache donated, updated in
-place) or tf.function(jit_compile=True) (the cache in tf.Variables, assigned in place under XLA). PyTorch is
-refused: Keras's slice_update on torch copies the whole cache every step.
+MultiHeadAttention's EinsumDense sublayers); only the attention is written here: the prefill's over the prompt with
+keras.ops.dot_product_attention as the model's layer calls it, the step's over the cache by hand. One
+implementation, compiled per backend: jax.jit, compiled ahead of the first call (the weights passed in through
+keras.StatelessScope, not baked in as constants; the cache donated, updated in place; `compiled_step` gives that
+executable's HLO and XLA's cost analysis) or tf.function(jit_compile=True) (the cache in tf.Variables, assigned in
+place under XLA). PyTorch is refused: Keras's slice_update on torch copies the whole cache every step.
 
-Shapes never change per token: per layer a [batch, max_length, heads, head_size] cache of keys and one of values
-(Keras's [B, T, N, H] layout: no transpose per step), the position an int32 scalar kept on the device, the
-attention over the whole cache masked beyond it: one compiled step, whose work does not grow as the cache fills
-(docs/decode.md says why not a window that grows). Every timed call ends with its tokens on the host
+Shapes never change per token: per layer a cache of keys and one of values, [batch x heads, max_length, head_size]
+(colabkit.inference.cache_layout: the layout XLA reads in place, and why), the position an int32 scalar kept on the
+device, the attention over the whole cache masked beyond it: one compiled step, whose work does not grow as the cache
+fills (docs/decode.md says why not a window that grows). Every timed call ends with its tokens on the host
 (np.asarray): the device has finished the step, cache update included, before the clock stops.
 """
 
@@ -30,6 +31,8 @@ import numpy as np
 
 from colabkit.errors import BackendUnsupportedError, DecodeModelError, ParameterError
 from colabkit.inference.scenarios import DECODE_BACKENDS
+from colabkit.inference.cache_layout import attend_to_cache, cache_shape, to_cache_layout
+from colabkit.inference.compiled import CompiledProgram, jax_program, tensorflow_program
 from colabkit.training.memory import (
     DecodeMemoryEstimate,
     check_decode_fits,
@@ -45,13 +48,10 @@ from colabkit.training.roofline import dtype_bytes
 if TYPE_CHECKING:
     from colabkit.device.memory import DeviceMemory
 
+# A backend's compiled programs: the prefill's call, the step's call, and the step as XLA compiled it
+_Programs = tuple[Callable[..., Any], Callable[..., Any], Callable[[], CompiledProgram]]
 # A block's layers in model.layers' order, as build_transformer applies them.
 _BLOCK = ("LayerNormalization", "MultiHeadAttention", "Add", "LayerNormalization", "Dense", "Dense", "Add")
-# The cached logits against the full pass's: |difference| <= RELATIVE_TOLERANCE[arithmetic] x (1 + max |logit|),
-# in units of the arithmetic's unit roundoff u: 256 u in float32, 16 u in half precision and TF32 (the evidence:
-# docs/decode.md). A real fault (a position off by one, another layer's keys, no mask) moves logits by 1e-2 or more.
-RELATIVE_TOLERANCE = {"float32": 256 * 2.0**-24, "tensorfloat32": 16 * 2.0**-11, "float16": 16 * 2.0**-11,
-                      "bfloat16": 16 * 2.0**-8}
 
 
 @dataclass(frozen=True)
@@ -181,8 +181,9 @@ def _prefill(decoder: DecoderLayers, cache: list[Any], tokens: Any) -> tuple[Any
 
     def attend(index: int, attention: Any, h: Any) -> Any:
         query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
-        new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, 0, 0, 0), key)
-        new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, 0, 0, 0), value)
+        rank = len(cache[2 * index].shape)
+        new[2 * index] = keras.ops.slice_update(cache[2 * index], (0,) * rank, to_cache_layout(key, rank))
+        new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0,) * rank, to_cache_layout(value, rank))
         context = keras.ops.dot_product_attention(query, key, value, scale=1 / math.sqrt(attention.key_dim),
                                                   is_causal=True)
         return attention.output_dense(context)
@@ -194,15 +195,15 @@ def _prefill(decoder: DecoderLayers, cache: list[Any], tokens: Any) -> tuple[Any
 def _step(decoder: DecoderLayers, cache: list[Any], tokens: Any, position: Any) -> tuple[Any, Any, list[Any], Any]:
     """`tokens` [B] at `position`: their keys and values written there, attention over the whole cache, the
     positions beyond `position` masked. (next tokens [B], logits, cache, position + 1)."""
-    new, length = list(cache), cache[0].shape[1]
-    keep = keras.ops.reshape(keras.ops.arange(length) <= position, (1, 1, 1, length))
+    new, length, rank = list(cache), cache[0].shape[-2], len(cache[0].shape)
+    keep = keras.ops.arange(length) <= position
+    at = (0,) * (rank - 2) + (position, 0)  # the row of every sequence and head at `position`
 
     def attend(index: int, attention: Any, h: Any) -> Any:
         query, key, value = attention.query_dense(h), attention.key_dense(h), attention.value_dense(h)
-        keys = new[2 * index] = keras.ops.slice_update(cache[2 * index], (0, position, 0, 0), key)
-        values = new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], (0, position, 0, 0), value)
-        context = keras.ops.dot_product_attention(query, keys, values, mask=keep,
-                                                  scale=1 / math.sqrt(attention.key_dim))
+        keys = new[2 * index] = keras.ops.slice_update(cache[2 * index], at, to_cache_layout(key, rank))
+        values = new[2 * index + 1] = keras.ops.slice_update(cache[2 * index + 1], at, to_cache_layout(value, rank))
+        context = attend_to_cache(query, keys, values, keep, 1 / math.sqrt(attention.key_dim))
         return attention.output_dense(context)
 
     logits = _blocks(decoder, _embed(decoder, keras.ops.expand_dims(tokens, 1), position), attend)
@@ -263,11 +264,11 @@ class GreedyDecoder:
         self.weight_bytes = dtype_bytes(str(model.dtype_policy.variable_dtype))
         self.cache_bytes = dtype_bytes(d.cache_dtype)
         self._variables = list(model.variables)
-        shape = (batch, max_length, d.heads, d.head_size)
-        self._prefill_call, self._step_call = (self._compile_jax(shape) if self.backend == "jax"
-                                               else self._compile_tensorflow(shape))
+        self.cache_shape = cache_shape(batch, d.heads, max_length, d.head_size, self.backend)
+        compile_backend = self._compile_jax if self.backend == "jax" else self._compile_tensorflow
+        self._prefill_call, self._step_call, self._step_program = compile_backend(self.cache_shape)
 
-    def _compile_jax(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    def _compile_jax(self, shape: tuple[int, ...]) -> _Programs:
         import jax
 
         variables, decoder = self._variables, self.decoder
@@ -278,27 +279,38 @@ class GreedyDecoder:
                     return run(decoder, cache, *args)
             return call
 
-        prefill = jax.jit(stateless(_prefill), donate_argnums=(1,))
-        step = jax.jit(stateless(_step), donate_argnums=(1,))
         self._cache = [jax.numpy.zeros(shape, self.decoder.cache_dtype) for _ in range(2 * len(decoder.blocks))]
+        spec = jax.ShapeDtypeStruct
+        arguments = {_prefill: (spec((self.batch, self.prompt_length), "int32"),),
+                     _step: (spec((self.batch,), "int32"), spec((), "int32"))}
+        programs: dict[Callable[..., Any], Any] = {}
+
+        def program(run: Callable[..., Any]) -> Any:
+            # Compiled ahead of its first call, and that executable called: compiled_step's is the one the steps run.
+            if run not in programs:
+                programs[run] = jax.jit(stateless(run), donate_argnums=(1,)).lower(
+                    [spec(v.value.shape, v.value.dtype) for v in variables], self._cache, *arguments[run]).compile()
+            return programs[run]
+
         values: list[Any] = []  # the weights as the prefill found them (the model's current ones), for its steps
 
-        def run(call: Callable[..., Any], *args: Any) -> tuple[Any, Any, Any]:
-            tokens, logits, self._cache, position = call(values, self._cache, *args)
+        def call(run: Callable[..., Any], *args: Any) -> tuple[Any, Any, Any]:
+            tokens, logits, self._cache, position = program(run)(values, self._cache, *args)
             return tokens, logits, position
 
         def start(tokens: Any) -> tuple[Any, Any, Any]:
             values[:] = [v.value for v in variables]
-            return run(prefill, jax.numpy.asarray(tokens))
+            return call(_prefill, jax.numpy.asarray(tokens))
 
-        return start, lambda tokens, position: run(step, tokens, position)
+        return start, lambda tokens, position: call(_step, tokens, position), lambda: jax_program(program(_step))
 
-    def _compile_tensorflow(self, shape: tuple[int, ...]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    def _compile_tensorflow(self, shape: tuple[int, ...]) -> _Programs:
         import tensorflow as tf
 
         decoder = self.decoder
         cache = self._cache = [tf.Variable(tf.zeros(shape, decoder.cache_dtype), trainable=False)
                                for _ in range(2 * len(decoder.blocks))]
+        functions: dict[Callable[..., Any], Any] = {}
 
         def assigning(run: Callable[..., Any]) -> Callable[..., Any]:
             def body(*args: Any) -> tuple[Any, Any, Any]:
@@ -308,6 +320,7 @@ class GreedyDecoder:
                 return tokens, logits, position
 
             function, traced = tf.function(body, jit_compile=True, autograph=False), []
+            functions[run] = function
 
             def call(*args: Any) -> Any:
                 # Traced once, on the first call, as a concrete function: tf.function's own call would count the
@@ -318,7 +331,15 @@ class GreedyDecoder:
             return call
 
         prefill = assigning(_prefill)
-        return lambda tokens: prefill(tf.convert_to_tensor(tokens, tf.int32)), assigning(_step)
+        return (lambda tokens: prefill(tf.convert_to_tensor(tokens, tf.int32)), assigning(_step),
+                lambda: tensorflow_program(functions[_step], tf.zeros((self.batch,), tf.int32),  # a step's arguments
+                                           tf.constant(self.prompt_length, tf.int32)))
+
+    def compiled_step(self) -> CompiledProgram:
+        """The step as XLA compiled it: its optimized HLO and, on JAX, XLA's cost analysis of the executable the steps
+        run (bytes accessed, FLOPs: CompiledProgram); on TensorFlow the same function compiled again for its HLO, no
+        cost analysis. Compiles the step if no call has yet. Its whole-cache copies: `.whole_copies(cache_shape)`."""
+        return self._step_program()
 
     def allocated_cache_bytes(self) -> int:
         """The bytes the cache's arrays hold on the device (what the estimate's cache_bytes counts)."""
@@ -383,48 +404,3 @@ class GreedyDecoder:
         """Bytes the batch's prefill must move."""
         return prefill_bytes(self.non_embedding, len(self.decoder.blocks), self.decoder.width, self.batch,
                              self.prompt_length, self.weight_bytes, self.cache_bytes)
-
-
-@dataclass(frozen=True)
-class DecodeCheck:
-    """Cached decode against the model's full forward pass over the same tokens: the largest |logit difference| over
-    the generated positions, the tolerance it is held to (RELATIVE_TOLERANCE[arithmetic] x (1 + max |logit|)), and
-    whether every greedy token is the full pass's argmax, or within twice the tolerance of its top logit (a tie to
-    rounding: `ties` counts those)."""
-
-    max_abs_difference: float
-    tolerance: float
-    arithmetic: str
-    tokens_agree: bool
-    ties: int
-    positions: int
-
-    @property
-    def passed(self) -> bool:
-        return self.max_abs_difference <= self.tolerance and self.tokens_agree
-
-
-def check_against_full_pass(model: Any, prompt: Any, generation: Generation,
-                            arithmetic: str | None = None) -> DecodeCheck:
-    """Run `model` (its own call, training=False) once over each prompt followed by the generated tokens but the
-    last (padded with zeros to the model's input length: causal, so the padding changes no earlier position) and
-    compare its logits at the positions that chose the generated tokens with the decode's (kept logits needed).
-    `arithmetic` (a RELATIVE_TOLERANCE key) defaults to the model's compute dtype; name the narrower one a device's
-    products use ('tensorfloat32' on a recent GPU, 'bfloat16' for float32 on a TPU)."""
-    arithmetic = arithmetic or str(model.dtype_policy.compute_dtype)
-    if generation.logits is None or arithmetic not in RELATIVE_TOLERANCE:
-        raise ParameterError(f"check_against_full_pass needs a generation made with keep_logits=True and an arithmetic "
-                             f"among {', '.join(RELATIVE_TOLERANCE)} (got {arithmetic!r})")
-    prompt = np.asarray(prompt, np.int32)
-    fed = np.concatenate([prompt, generation.tokens[:, :-1]], axis=1)
-    length = model.inputs[0].shape[1] or fed.shape[1]
-    padded = np.zeros((fed.shape[0], length), np.int32)
-    padded[:, :fed.shape[1]] = fed
-    full = np.asarray(keras.ops.convert_to_numpy(model(padded, training=False)), np.float64)
-    chosen = full[:, prompt.shape[1] - 1:fed.shape[1]]
-    tolerance = RELATIVE_TOLERANCE[arithmetic] * (1.0 + float(np.max(np.abs(chosen))))
-    picked = np.take_along_axis(chosen, generation.tokens[..., None].astype(np.int64), axis=-1)[..., 0]
-    exact = chosen.argmax(-1) == generation.tokens
-    close = chosen.max(-1) - picked <= 2 * tolerance
-    return DecodeCheck(float(np.max(np.abs(chosen - generation.logits))), tolerance, arithmetic,
-                       bool(np.all(exact | close)), int(np.sum(~exact & close)), int(chosen.shape[1]))

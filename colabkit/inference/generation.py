@@ -1,7 +1,9 @@
 """A decode run (docs/decode.md): greedy generation with a key-value cache (colabkit.inference.decode) at every batch
 size and prompt length a run asks for, timed as MLPerf Inference's LLM benchmarks time it (time to first token, time
 per output token), each combination's cached logits checked against the model's full pass, and each step placed
-against the device's bandwidth (the bytes it reads over its time) and each prefill against its peak FLOPS."""
+against the device's bandwidth (the bytes it must read over its time, the model's) and each prefill against its peak
+FLOPS; beside the model's bytes and FLOPs a step, the compiler's own count of the compiled step (XLA's cost analysis,
+JAX only) and whether the compiled step copies a whole cache."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import keras
 import numpy as np
 
 from colabkit.device.memory import setup_memory
-from colabkit.errors import InsufficientMemoryError, ParameterError
-from colabkit.inference.decode import GreedyDecoder, check_against_full_pass, decoder_memory
+from colabkit.errors import InsufficientMemoryError, MeasurementError, ParameterError
+from colabkit.inference.compiled import JAX_COST_SOURCE, TENSORFLOW_COST_SOURCE
+from colabkit.inference.decode import GreedyDecoder, decoder_memory
+from colabkit.inference.decode_check import check_against_full_pass
 from colabkit.inference.scenarios import parse_batch_sizes, parse_lengths
 from colabkit.training.memory import (
     DECODE_BYTES_CONVENTION,
@@ -30,8 +35,13 @@ DECODE_METHOD = (
     "host (prefill and first token); TPOT = (total - TTFT) / (output tokens - 1), MLPerf's; tpot_p50/p90: the "
     "percentiles of the per-step times (inter-token latencies); tokens/s = batch x output tokens / total. Then a "
     "generation with kept logits (at most CHECK_LOGIT_BYTES of them) is checked against the model's full pass over "
-    "the batch's first rows (as many as CHECK_LOGIT_BYTES of its logits hold)")
+    "the batch's first rows (as many as CHECK_LOGIT_BYTES of its logits hold). achieved_gb_s: the model's bytes a "
+    "step (step_bytes) over its median time; beside them the compiler's: XLA's cost analysis of the compiled step "
+    "(compiler_step_bytes, compiler_step_flops; JAX, the executable the steps ran; none on TensorFlow) and the "
+    "instructions of its optimized HLO that transpose, copy or convert a whole key or value cache "
+    "(compiler_cache_copies)")
 CHECK_LOGIT_BYTES = 256 * 2**20  # the float32 logits kept for the check, at most: its first tokens, its first rows
+COMPILER_SOURCES = {"jax": JAX_COST_SOURCE, "tensorflow": TENSORFLOW_COST_SOURCE}
 MAX_BATCH_CAP = 1024  # `max`: the largest power-of-two batch the estimate allows, at most this
 
 
@@ -51,12 +61,36 @@ class Decode:
                 lines.append(f"{head} refused: {row['refused']}")
                 continue
             bound = "" if row["within_bandwidth"] is None else (" within" if row["within_bandwidth"] else " ABOVE")
+            compiler = ("" if row.get("compiler_step_bytes") is None else
+                        f" (the compiled step accesses {row['compiler_step_bytes'] / 1e6:.4g} MB, "
+                        f"{row['compiler_bytes_ratio']:.3g}x)")
+            copies = row.get("compiler_cache_copies")
+            copied = f"; the compiled step copies or converts a whole cache {copies} times" if copies else ""
+            checked = "passed" if row["check_passed"] else "FAILED"
             lines.append(f"{head} TTFT {row['ttft_ms']:.4g} ms, TPOT p50 {row['tpot_p50_ms']:.4g} ms (p90 "
                          f"{row['tpot_p90_ms']:.4g}), {row['tokens_per_s']:.4g} tokens/s, "
-                         f"{row['step_bytes'] / 1e6:.4g} MB a step at {row['achieved_gb_s']:.4g} GB/s{bound} the "
-                         f"device's; full-pass check {'passed' if row['check_passed'] else 'FAILED'} (difference "
+                         f"{row['step_bytes'] / 1e6:.4g} MB a step{compiler} at {row['achieved_gb_s']:.4g} GB/s"
+                         f"{bound} the device's{copied}; full-pass check {checked} (difference "
                          f"{row['check_max_abs_difference']:.2g}, tolerance {row['check_tolerance']:.2g})")
         return "\n".join(lines)
+
+
+def _compiler_fields(decoder: GreedyDecoder, step_bytes: float, median_step_s: float | None) -> dict[str, Any]:
+    """The record row's fields of what the compiler made of `decoder`'s step: XLA's bytes accessed and FLOPs a step
+    (None where the backend gives no cost analysis), their bytes over `step_bytes` (the model's) and over the median
+    step, the whole-cache copies in its HLO; or, where the compiler could not be asked, `compiler_note` saying why."""
+    fields: dict[str, Any] = {"compiler_step_bytes": None, "compiler_step_flops": None, "compiler_bytes_ratio": None,
+                              "compiler_gb_s": None, "compiler_cache_copies": None, "compiler_note": None}
+    try:
+        program = decoder.compiled_step()
+    except MeasurementError as error:
+        return {**fields, "compiler_note": str(error)}
+    fields["compiler_cache_copies"] = len(program.whole_copies(decoder.cache_shape))
+    if program.bytes_accessed is not None:
+        fields.update(compiler_step_bytes=program.bytes_accessed, compiler_step_flops=program.flops,
+                      compiler_bytes_ratio=program.bytes_accessed / step_bytes,
+                      compiler_gb_s=program.bytes_accessed / median_step_s / 1e9 if median_step_s else None)
+    return fields
 
 
 def _combination(model: Any, batch: int, prompt_length: int, output_tokens: int, memory: Any, rng: np.random.Generator,
@@ -109,6 +143,7 @@ def _combination(model: Any, batch: int, prompt_length: int, output_tokens: int,
         "check_passed": check.passed, "check_max_abs_difference": check.max_abs_difference,
         "check_tolerance": check.tolerance, "check_arithmetic": check.arithmetic, "check_ties": check.ties,
         "check_tokens": checked_tokens, "check_rows": checked_rows, "tokens_agree": check.tokens_agree,
+        **_compiler_fields(decoder, step_bytes, p50),
     })
     return row
 
@@ -168,6 +203,7 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
     }
     fields = {"decode": {"rows": rows, "method": DECODE_METHOD, "flop_convention": DECODE_FLOP_CONVENTION,
                          "bytes_convention": DECODE_BYTES_CONVENTION, "seed": seed, "max_batch": largest,
+                         "compiler_source": COMPILER_SOURCES.get(keras.backend.backend()),
                          "peak_tflops_source": peak.source if peak else f"no published peak for {device.name}",
                          "bandwidth_source": bandwidth.source if bandwidth else f"no bandwidth for {device.name}"}}
     result = Decode(metrics, fields)

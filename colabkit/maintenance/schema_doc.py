@@ -212,6 +212,7 @@ DECODE_KEYS: dict[str, str] = {
     "seed": "the random prompts' seed (`params.seed`)",
     "max_batch": "where `max` was asked: the largest power-of-two batch the memory estimate allows; else null",
     "peak_tflops_source, bandwidth_source": "where the device's peak FLOPS and bandwidth come from",
+    "compiler_source": "how the compiler's count of a step was read (XLA's cost analysis on JAX; none on TensorFlow)",
 }
 DECODE_ROW_KEYS: dict[str, str] = {
     "batch, prompt_length, output_tokens, max_length": "the combination; max_length = prompt + output, the cache's "
@@ -227,6 +228,12 @@ DECODE_ROW_KEYS: dict[str, str] = {
     "step_bytes, step_bytes_needed, cache_bytes": "bytes a step reads (weights and the whole fixed-size cache), "
                                                   "those it must (the positions attended only), the cache allocated",
     "achieved_gb_s, within_bandwidth": "step_bytes over the median step; whether that is within `bandwidth_gb_s`",
+    "compiler_step_bytes, compiler_step_flops": "XLA's cost analysis of the compiled step: bytes accessed and FLOPs "
+                                                "(null on TensorFlow, which gives none)",
+    "compiler_bytes_ratio, compiler_gb_s": "compiler_step_bytes over step_bytes, and over the median step",
+    "compiler_cache_copies": "instructions of the compiled step's optimized HLO that transpose, copy or convert a "
+                             "whole key or value cache (0: read in place, as it is)",
+    "compiler_note": "only where the compiler could not be asked: why",
     "decode_tflops, decode_intensity": "a step's model FLOPs over the median step, and over step_bytes",
     "prefill_flops, prefill_bytes, prefill_tflops, prefill_intensity": "the prefill's, its FLOPs over TTFT",
     "peak_tflops, bandwidth_gb_s": "the device's ceilings the roofline draws",

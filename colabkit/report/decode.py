@@ -1,7 +1,9 @@
 """The report's decode section (docs/decode.md): every run in decode mode. Per device, model and batch size x prompt
 length, time to first token, time per output token and output tokens/s, each the median over independent runs with
 its distribution-free interval (colabkit.statistics.median_ci, as colabkit.report.runs gives every headline); how
-TPOT grows with the cache and tokens/s with the batch; and each device's roofline (colabkit.plots.draw_roofline, as
+TPOT grows with the cache and tokens/s with the batch; beside the bytes a step must read (the model's) the bytes the
+compiled step accesses (XLA's cost analysis, as the compiler's FLOPs stand beside the model's in training), with a
+warning where it moves far more or copies a whole cache; and each device's roofline (colabkit.plots.draw_roofline, as
 the ParaDnn section's) with its prefill points under the compute ceiling and its decode steps under the bandwidth's.
 Training and inference sections never see these runs (ReportData.runs)."""
 
@@ -22,8 +24,12 @@ DECODE = "decode"
 # The figures given per combination: the median over runs with its interval (a row's field, its column's name).
 WITH_INTERVALS = {"ttft_ms": "ttft_ms", "tpot_p50_ms": "tpot_ms", "tokens_per_s": "tokens_per_s"}
 # The medians over runs alone (each run's check of achieved against the bandwidth is kept: `within_bandwidth`).
-MEDIANS = ("tpot_p90_ms", "achieved_gb_s", "step_bytes", "cache_bytes", "flops_per_token", "decode_tflops",
-           "decode_intensity", "prefill_tflops", "prefill_intensity", "peak_tflops", "bandwidth_gb_s")
+MEDIANS = ("tpot_p90_ms", "achieved_gb_s", "step_bytes", "compiler_step_bytes", "compiler_bytes_ratio", "compiler_gb_s",
+           "cache_bytes", "flops_per_token", "decode_tflops", "decode_intensity", "prefill_tflops", "prefill_intensity",
+           "peak_tflops", "bandwidth_gb_s")
+# The compiled step's bytes over the model's beyond which the report warns (colabkit/training/compiler_flops.py's
+# band's upper end): the compiled step moves what the model does not need, a copy of its cache, say.
+COMPILER_BYTES_WARN_RATIO = 1.25
 
 
 def decode_rows(data: ReportData) -> pd.DataFrame:
@@ -42,7 +48,8 @@ def decode_rows(data: ReportData) -> pd.DataFrame:
 def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per device, model, batch and prompt length: `runs`, the median over runs of TTFT, TPOT (p50) and tokens/s with
     the interval's `_low`, `_high` and `_level` (none below 3 runs), the medians of MEDIANS, and whether every run's
-    achieved GB/s stayed within the device's bandwidth (`within_bandwidth`: null where the bandwidth is unknown)."""
+    achieved GB/s stayed within the device's bandwidth (`within_bandwidth`: null where the bandwidth is unknown), and
+    the most whole-cache copies any run's compiled step made (`compiler_cache_copies`: null where none was counted)."""
     out = []
     for (device, model, batch, prompt), runs in rows.groupby(["device", "model", "batch", "prompt_length"], sort=False):
         entry: dict[str, Any] = {"device": device, "model": model, "batch": batch, "prompt_length": prompt,
@@ -53,6 +60,8 @@ def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
                           f"{name}_level": interval.confidence if interval.resolved else None})
         entry.update({name: float(np.median(runs[name].dropna())) if runs[name].notna().any() else None
                       for name in MEDIANS if name in runs})
+        copies = runs["compiler_cache_copies"].dropna() if "compiler_cache_copies" in runs else []
+        entry["compiler_cache_copies"] = int(max(copies)) if len(copies) else None
         checks = runs["within_bandwidth"].dropna()
         entry["within_bandwidth"] = bool(checks.all()) if len(checks) else None
         entry["check_passed"] = bool(runs["check_passed"].all())
@@ -145,13 +154,26 @@ def decode_section(data: ReportData) -> Section:
         "Greedy generation with a key-value cache (docs/decode.md): per batch size and prompt length, the time to "
         "first token (prefill and first token on the host), the time per output token (the median step; p90 beside "
         "it) and output tokens/s, each the median over independent runs with its distribution-free interval (75 % "
-        "at 3 runs). Achieved GB/s is the bytes a step reads (weights and the whole cache) over its median time, "
-        "held against the device's bandwidth; a cache within the last-level cache can beat memory's bandwidth.")
+        "at 3 runs). Achieved GB/s is the bytes a step must read (the model's: weights and the whole cache) over its "
+        "median time, held against the device's bandwidth; a cache within the last-level cache can beat memory's "
+        "bandwidth. Beside them, the compiler's: the bytes XLA's cost analysis says the compiled step accesses "
+        "(JAX; TensorFlow gives none), their ratio to the model's, and those bytes over the median step.")
     above = table[table["within_bandwidth"].eq(False)]
     if len(above):
         section.warnings.append("Achieved GB/s above the device's bandwidth at " + ", ".join(
             f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.achieved_gb_s:.3g} GB/s)"
             for row in above.itertuples()) + ": the step's bytes fit a cache level faster than memory.")
+    heavy = table[table["compiler_bytes_ratio"].astype(float) > COMPILER_BYTES_WARN_RATIO] if (
+        "compiler_bytes_ratio" in table) else table.iloc[:0]
+    if len(heavy):
+        section.warnings.append("The compiled step accesses more than the model must read at " + ", ".join(
+            f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.compiler_bytes_ratio:.3g}x)"
+            for row in heavy.itertuples()) + ": achieved GB/s counts the model's bytes only (docs/decode.md).")
+    copied = table[table["compiler_cache_copies"].fillna(0).astype(int) > 0]
+    if len(copied):
+        section.warnings.append("The compiled step copies (or converts) a whole key or value cache at " + ", ".join(
+            f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.compiler_cache_copies} copies)"
+            for row in copied.itertuples()) + ": each step moves that cache again (docs/decode.md).")
     section.items.append(ReportTable("decode", table, "Decode per device, batch size and prompt length: TTFT, TPOT "
                                      "and tokens/s (medians over runs, their intervals), bytes and GB/s a step"))
     section.items.append(scaling_figure(table))
