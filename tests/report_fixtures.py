@@ -211,3 +211,15 @@ def cpu_only_results(root: Path) -> Path:
     write(root, cnn("cpu", 256), "batch_size-256")
     write(root, cnn("tpu", 256, status="skipped"), "batch_size-256")
     return root
+
+
+def busy(record: dict[str, Any], reason: str = "other processes took 40 % of the CPUs' time") -> dict[str, Any]:
+    """`record` as a run made on a busy host writes it: host_quiet false and why (colabkit.device.host_state)."""
+    return {**record, "host_quiet": False, "host_state": {"quiet": False, "busy_reasons": [reason]}}
+
+
+def repeats(root: Path, make: Any, count: int, slug: str) -> None:
+    """`count` runs of one combination as a sweep's repeats write them (the first keeps `slug`); make(run) gives
+    run number `run` (0, 1, ...)'s record."""
+    for run in range(count):
+        write(root, make(run), slug if run == 0 else f"{slug}_repeat-{run + 1}")
