@@ -143,6 +143,17 @@ def test_a_run_whose_queries_give_no_percentile_is_named_and_its_dots_are_not_li
     assert len(set(labels)) == len(labels) == 5 + 3  # 5 runs, each its own entry, and p50, p90, p99 once each
 
 
+def test_lines_drawn_from_one_run_of_a_combination_name_that_run(varied):
+    """The weather model's loss curves (each combination's most recent run) and forecasts (each device's best run)
+    draw one run where there may be several: each line names its record."""
+    section = report.timeseries_section(varied[0])
+    curves = legend_labels(section.figure("timeseries_loss_curves").figure)
+    assert len(curves) == 8 and all(".json (" in label for label in curves)
+    forecasts = legend_labels(section.figure("timeseries_predictions").figure)
+    assert [label for label in forecasts if label.endswith("predicted")] == [
+        "CPU: AMD EPYC, batch_size-128.json: predicted", "GPU: Tesla T4, batch_size-128.json: predicted"]
+
+
 # --- no empty figure, no CSV without a row ---------------------------------------------------------------------------
 
 def test_no_csv_beside_a_figure_is_empty_and_a_missing_figure_is_said(tmp_path):
