@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -233,3 +234,62 @@ def compare_folders(baseline: Path, candidate: Path, by: tuple[str, ...] | list[
     from colabkit.compare import compare_sides, read_side
 
     return compare_sides(read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy), by)
+
+
+def busy(record: dict[str, Any], reason: str = "other processes took 40 % of the CPUs' time") -> dict[str, Any]:
+    """`record` as a run made on a busy host writes it: host_quiet false and why (colabkit.device.host_state)."""
+    return {**record, "host_quiet": False, "host_state": {"quiet": False, "busy_reasons": [reason]}}
+
+
+def inference(device: str = "cpu", level: float = 1.0, seed: int = 0, queries: int = 400) -> dict[str, Any]:
+    """A CNN run in inference mode as the notebook records it (measure_inference on a fake model and clock): each
+    query about `level` ms, `queries` of them; offline at batches 1 and 8."""
+    from colabkit.inference import InferenceSettings, measure_inference
+
+    rng = np.random.default_rng(seed)
+    clock = SimpleNamespace(now=0.0)
+
+    def call(batch: np.ndarray) -> None:
+        clock.now += level * (1e-3 if len(batch) == 1 else 1e-4 * len(batch)) * rng.lognormal(0.0, 0.05)
+
+    model = SimpleNamespace(layers=[SimpleNamespace(output=SimpleNamespace(shape=(None, 10)))],
+                            weights=[SimpleNamespace(shape=(10, 10))], dtype_policy="float32")
+    setup = SimpleNamespace(kind=DEVICES[device]["kind"], replicas=1, description={}, multi_worker=None)
+    measured = measure_inference(model, np.zeros((16, 4)), setup, InferenceSettings(queries, 0.0, 600.0, "1,8",
+                                                                                    warmup_queries=2),
+                                 call=call, clock=lambda: clock.now)
+    params = {"device": device, "backend": "tensorflow", "mode": "inference", "queries": queries,
+              "offline_batch_sizes": "1,8", "seed": 0, "test_samples": 512}
+    return make_record("cnn_mnist", "ok", params, metrics=measured.metrics, device=DEVICES[device], data=REAL_MNIST,
+                       **measured.record_fields)
+
+
+def decode(device: str = "cpu", scale: float = 1.0, intensities: bool = True) -> dict[str, Any]:
+    """A ParaDnn Transformer run in decode mode as the notebook records it: batches 1 and 4 at prompts 8 and 32,
+    TPOT about `scale` ms; without `intensities`, no row says its arithmetic intensity (nothing to place on a
+    roofline)."""
+    rows = []
+    for prompt in (8, 32):
+        for batch in (1, 4):
+            tpot = scale * (1 + prompt / 32) * (1 + batch / 8)
+            total_s = (scale * prompt / 8 + 7 * tpot) / 1e3
+            rows.append({"batch": batch, "prompt_length": prompt, "output_tokens": 8, "max_length": prompt + 8,
+                         "ttft_ms": scale * prompt / 8, "tpot_ms": tpot, "tpot_p50_ms": tpot, "tpot_p90_ms": 1.2 * tpot,
+                         "total_s": total_s, "tokens_per_s": batch * 8 / total_s, "step_bytes": 1e6 * batch,
+                         "cache_bytes": 1e5, "achieved_gb_s": batch / tpot, "flops_per_token": 1e6,
+                         "decode_tflops": 1e-3 * batch / tpot, "decode_intensity": 1.0 if intensities else None,
+                         "prefill_tflops": 0.1, "prefill_intensity": 100.0 if intensities else None,
+                         "peak_tflops": 1.0, "bandwidth_gb_s": 20.0, "within_bandwidth": True, "check_passed": True})
+    params = {"family": "transformer", "mode": "decode", "device": device, "backend": "jax", "prompt_lengths": "8,32",
+              "output_tokens": 8, "decode_batch_sizes": "1,4", "layers": 2, "width": 64, "heads": 4, "length": 48,
+              "vocab": 97, "mlp_ratio": 4, "seed": 0}
+    return make_record("paradnn", "ok", params, metrics={"decode_tpot_p50_ms": rows[0]["tpot_p50_ms"],
+                                                         "decode_valid": True},
+                       device=DEVICES[device], decode={"rows": rows, "method": "synthetic"})
+
+
+def repeats(root: Path, make: Any, count: int, slug: str) -> None:
+    """`count` runs of one combination as a sweep's repeats write them (the first keeps `slug`); make(run) gives
+    run number `run` (0, 1, ...)'s record."""
+    for run in range(count):
+        write(root, make(run), slug if run == 0 else f"{slug}_repeat-{run + 1}")

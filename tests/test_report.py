@@ -198,13 +198,15 @@ def test_timeseries_epoch_times_loss_curves_and_predictions(data):
     assert bar_heights(first_ax)["CPU: AMD EPYC"] == [30.0, 30.0]
     curves = line_data(section.figure("timeseries_loss_curves").figure.axes[0])
     assert len(curves) == 8  # 4 runs x (validation, training)
-    assert curves["GPU: Tesla T4, batch 128 (validation)"][1] == [0.015, 0.008, 0.005, 0.004]
+    # each line names the run (record) it draws: the combination's most recent
+    assert curves["GPU: Tesla T4, batch 128, batch_size-128.json (validation)"][1] == [0.015, 0.008, 0.005, 0.004]
     predictions = section.figure("timeseries_predictions").figure
     assert [ax.get_ylabel() for ax in predictions.axes] == ["Temp (degC)", "WindSpeed (m/s)", "Pressure (hPa)"]
     temperature = line_data(predictions.axes[0])
-    assert set(temperature) == {"truth", "persistence forecast", "CPU: AMD EPYC: predicted", "GPU: Tesla T4: predicted"}
+    assert set(temperature) == {"truth", "persistence forecast", "CPU: AMD EPYC, batch_size-128.json: predicted",
+                                "GPU: Tesla T4, batch_size-128.json: predicted"}
     assert temperature["truth"][1] == [float(h) for h in range(12)]
-    assert temperature["GPU: Tesla T4: predicted"][1] == [h + 0.5 for h in range(12)]
+    assert temperature["GPU: Tesla T4, batch_size-128.json: predicted"][1] == [h + 0.5 for h in range(12)]
     assert temperature["persistence forecast"][1] == [h - 1.0 for h in range(12)]
     skill = section.table("timeseries_mae_vs_persistence").set_index(["series", "batch", "target"])["skill"]
     assert skill.loc[("GPU: Tesla T4", 128, "pressure_hpa")] == pytest.approx(0.5)

@@ -19,6 +19,7 @@ from colabkit.plots import draw_roofline
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import median_ci
+from colabkit.training.roofline import known
 
 DECODE = "decode"
 # The figures given per combination: the median over runs with its interval (a row's field, its column's name).
@@ -70,17 +71,25 @@ def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _errorbar(ax: Any, rows: pd.DataFrame, x: str, y: str, label: str) -> None:
-    rows = rows.sort_values(x)
+    """A line of `y` against `x` with its intervals' bars, from the rows with a value of `y` (none: nothing drawn,
+    and no legend entry)."""
+    rows = rows[rows[y].astype(float).notna()].sort_values(x)
+    if not len(rows):
+        return
     low, high = rows[f"{y}_low"].astype(float), rows[f"{y}_high"].astype(float)
-    known = low.notna() & high.notna()
+    bounded = low.notna() & high.notna()
     values = rows[y].astype(float)
-    yerr = np.array([np.where(known, values - low, 0.0), np.where(known, high - values, 0.0)])
+    yerr = np.array([np.where(bounded, values - low, 0.0), np.where(bounded, high - values, 0.0)])
     ax.errorbar(rows[x], values, yerr=yerr, marker="o", capsize=3, label=label)
 
 
-def scaling_figure(table: pd.DataFrame) -> ReportFigure:
+def scaling_figure(table: pd.DataFrame) -> ReportFigure | None:
     """Left: TPOT against the prompt (the cache's length), a line per device, model and batch; right: output
-    tokens/s against the batch, a line per device, model and prompt length; bars: the between-run intervals."""
+    tokens/s against the batch, a line per device, model and prompt length; bars: the between-run intervals.
+    None where no row has a TPOT or a tokens/s to draw."""
+    table = table[table["tpot_ms"].astype(float).notna() | table["tokens_per_s"].astype(float).notna()]
+    if not len(table):
+        return None
     figure, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.2))
     several = table.groupby("device")["model"].nunique().max() > 1  # then each line names its model too
 
@@ -99,7 +108,8 @@ def scaling_figure(table: pd.DataFrame) -> ReportFigure:
         values = sorted(set(table[column]))
         ax.set_xticks(values, [str(value) for value in values], minor=False)
         ax.minorticks_off()
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[1]:  # a panel whose every value is missing lists nothing
+            ax.legend(fontsize=7)
     figure.tight_layout()
     caption = ("Decode per device: TPOT (the median step) against the prompt length, and output tokens/s (batch x "
                "output tokens over the whole generation, prefill included) against the batch; each point the median "
@@ -110,26 +120,31 @@ def scaling_figure(table: pd.DataFrame) -> ReportFigure:
     return ReportFigure("decode_scaling", figure, table[columns], caption)
 
 
-def roofline_figure(table: pd.DataFrame) -> ReportFigure:
+def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
     """Each device's roofline (its records' peak TFLOPS and bandwidth) with each combination's prefill (model FLOPs
-    over TTFT) and decode step (over TPOT) at their arithmetic intensities."""
-    devices = list(dict.fromkeys(table["device"]))
+    over TTFT) and decode step (over TPOT) at their arithmetic intensities: a panel per device with a point whose
+    intensity and TFLOPS are both known, None where no device has one. The legend lists prefill and decode step
+    only where a point of it is drawn."""
+    phases = (("prefill", "prefill", "#1f77b4"), ("decode", "decode step", "#d62728"))
+    points = [{"device": row["device"], "model": row["model"], "batch": row["batch"],
+               "prompt_length": row["prompt_length"], "phase": kind,
+               "intensity_flop_per_byte": row[f"{kind}_intensity"], "achieved_tflops": row[f"{kind}_tflops"]}
+              for _, row in table.iterrows() for kind, _, _ in phases
+              if known(row[f"{kind}_intensity"]) and known(row[f"{kind}_tflops"])]
+    drawn = pd.DataFrame(points)
+    if not len(drawn):
+        return None
+    devices = list(dict.fromkeys(drawn["device"]))
     figure, axes = plt.subplots(1, len(devices), figsize=(6.4 * len(devices), 4.4), squeeze=False)
-    points = []
     for ax, device in zip(axes[0], devices):
-        rows = table[table["device"] == device]
+        rows, mine = table[table["device"] == device], drawn[drawn["device"] == device]
         marks = []
-        for kind, color in (("prefill", "#1f77b4"), ("decode", "#d62728")):
-            for _, row in rows.iterrows():
-                x, y = row[f"{kind}_intensity"], row[f"{kind}_tflops"]
-                marks.append((x, y, None, color))
-                points.append({"device": device, "model": row["model"], "batch": row["batch"],
-                               "prompt_length": row["prompt_length"], "phase": kind, "intensity_flop_per_byte": x,
-                               "achieved_tflops": y})
+        for kind, name, color in phases:
+            phase = mine[mine["phase"] == kind]
+            marks += [(x, y, name if index == 0 else None, color)  # one legend entry per phase drawn
+                      for index, (x, y) in enumerate(zip(phase["intensity_flop_per_byte"], phase["achieved_tflops"]))]
         peak, bandwidth = rows["peak_tflops"].dropna(), rows["bandwidth_gb_s"].dropna()
         draw_roofline(ax, marks, peak.median() if len(peak) else None, bandwidth.median() if len(bandwidth) else None)
-        for kind, color in (("prefill", "#1f77b4"), ("decode step", "#d62728")):
-            ax.scatter([], [], color=color, label=kind)
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte, log)",
                ylabel="achieved model TFLOPS (log)", title=device)
         ax.legend(fontsize=7)
@@ -138,7 +153,7 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure:
                "step's model FLOPs over TPOT), each batch and prompt length at its arithmetic intensity (model FLOPs "
                "over the bytes the step reads: weights and the whole fixed-size cache), under the device's compute "
                "ceiling and its bandwidth's (a CPU's: the STREAM triad measured on the host)")
-    return ReportFigure("decode_roofline", figure, pd.DataFrame(points), caption)
+    return ReportFigure("decode_roofline", figure, drawn, caption)
 
 
 def decode_section(data: ReportData) -> Section:
@@ -176,6 +191,9 @@ def decode_section(data: ReportData) -> Section:
             for row in copied.itertuples()) + ": each step moves that cache again (docs/decode.md).")
     section.items.append(ReportTable("decode", table, "Decode per device, batch size and prompt length: TTFT, TPOT "
                                      "and tokens/s (medians over runs, their intervals), bytes and GB/s a step"))
-    section.items.append(scaling_figure(table))
-    section.items.append(roofline_figure(table))
+    section.add_figure(scaling_figure(table), "No figure of TPOT and tokens/s: no batch size and prompt length has "
+                                              "a median TPOT or tokens/s over its runs to draw.")
+    section.add_figure(roofline_figure(table), "No roofline figure: no decode row gives both a phase's model TFLOPS "
+                                               "and its arithmetic intensity (prefill_tflops, prefill_intensity, "
+                                               "decode_tflops, decode_intensity in the records' decode.rows).")
     return section

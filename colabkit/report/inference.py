@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -22,6 +21,7 @@ from colabkit.experiments.declaration import Headline
 from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, voided_by
 from colabkit.inference.measure import PERCENTILES
 from colabkit.report.common import comparison_fields, run_backend, samples_column, work_key
+from colabkit.report.figures import new_figure
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.runs import collapse, figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section
@@ -87,35 +87,58 @@ def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bool = True) -> list[str]:
+    """What the report calls each run, in `runs`' order: 'run k: FILE' (k counting the runs of its combination,
+    FILE the record's name, as inference_latency's `run` column gives it), led by its notebook, device and
+    combination with `combination`."""
+    counted: dict[str, int] = {}
+    names = []
+    for label, _, row in runs:
+        counted[label] = counted.get(label, 0) + 1
+        names.append(f"{label}, " * combination + f"run {counted[label]}: {data_path(row)}")
+    return names
+
+
 def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportFigure:
-    """Each run's latencies as an empirical CDF (log time axis), its percentiles marked with their intervals."""
-    figure, ax = plt.subplots(figsize=(7.4, 4.2))
+    """Each run's latencies as an empirical CDF (log time axis), its percentiles marked with their intervals
+    where its queries give one. The legend names every run (run_names) and lists a percentile only where a dot
+    of it is drawn; the figure's data holds every number drawn: each query's latency and share at or below, and
+    each percentile's estimate and interval."""
+    figure, (ax,) = new_figure(width=7.4, height=4.2)  # no pyplot: a figure left out is never kept open
     points: list[dict[str, Any]] = []
     missing: dict[float, list[str]] = {}  # percentile -> the runs with too few queries for it
-    for label, section, _ in runs:
+    labelled: set[float] = set()  # the percentiles the legend lists: one entry each, from the first dot drawn
+    several = len({label for label, _, _ in runs}) > 1  # else the legend's title says the one combination
+    for short, full, (_, section, row) in zip(run_names(runs, False), run_names(runs), runs):
+        name = full if several else short
         latencies = np.sort(np.asarray(section["single_stream"]["latencies_ms"], dtype=float))
         share = np.arange(1, len(latencies) + 1) / len(latencies)
-        ax.step(latencies, share, where="post", label=f"{label} ({len(latencies)} queries)")
+        ax.step(latencies, share, where="post", label=f"{name} ({len(latencies)} queries)")
+        run = {"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
+               "run": short}
+        points += [{**run, "point": "query", "percentile": np.nan, "latency_ms": latency, "share_at_or_below": at,
+                    "low_ms": np.nan, "high_ms": np.nan} for latency, at in zip(latencies, share)]
         for point in section["single_stream"]["percentiles"]:
             level, color = point["percentile"], PERCENTILE_COLORS.get(int(point["percentile"]), "black")
             if not measured(point):
-                missing.setdefault(level, []).append(f"{label} ({len(latencies)})")
+                missing.setdefault(level, []).append(f"{full} ({len(latencies)})")
                 continue
             low, high = point["low_ms"], point["high_ms"]
             xerr = [[point["estimate_ms"] - low], [high - point["estimate_ms"]]]
-            ax.errorbar(point["estimate_ms"], level / 100, xerr=xerr, fmt="o", color=color, capsize=3, markersize=4)
-            points.append({"run": label, "percentile": level, "estimate_ms": point["estimate_ms"], "low_ms": low,
-                           "high_ms": high})
-    for level, color in PERCENTILE_COLORS.items():
-        ax.plot([], [], "o", color=color, label=f"p{level} and its interval")
+            ax.errorbar(point["estimate_ms"], level / 100, xerr=xerr, fmt="o", color=color, capsize=3, markersize=4,
+                        label=None if level in labelled else f"p{level:g} and its interval (within the run)")
+            labelled.add(level)
+            points.append({**run, "point": f"p{level:g}", "percentile": level, "latency_ms": point["estimate_ms"],
+                           "share_at_or_below": level / 100, "low_ms": low, "high_ms": high})
     ax.set(xscale="log", xlabel="latency per query, batch 1 (ms, log scale)", ylabel="share of queries at or below",
            title="Single-stream latency distribution", ylim=(0, 1.02))
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower right", title=None if several else runs[0][0], title_fontsize=7)
     caption = ("Empirical CDF of every single-stream query's latency (batch 1, answer on the host), per inference "
                "run; the dots are p50, p90 and p99, their bars the distribution-free order-statistic intervals within "
                "that run (from its queries), not between runs: those are in inference_over_runs")
     caption += "".join(f"; too few queries for p{level:g} (its {100 * CONFIDENCE:g} % interval takes "
-                       f"{min_samples(level / 100)}), not drawn for {', '.join(labels)}" for level, labels in missing.items())
+                       f"{min_samples(level / 100)}), not drawn for {'; '.join(labels)}"
+                       for level, labels in missing.items())
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
@@ -204,10 +227,13 @@ def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Seque
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
-def offline_figure(table: pd.DataFrame) -> ReportFigure:
-    """Offline samples/s against batch size per combination: the median over runs, its between-run interval."""
-    figure, ax = plt.subplots(figsize=(6.4, 4.0))
-    rows = table[table["metric"].str.startswith(OFFLINE_PREFIX)]
+def offline_figure(table: pd.DataFrame) -> ReportFigure | None:
+    """Offline samples/s against batch size per combination: the median over runs, its between-run interval.
+    None where no combination has a median of offline samples/s to draw."""
+    rows = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
+    if not len(rows):
+        return None
+    figure, (ax,) = new_figure(width=6.4, height=4.0)
     rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int))
     for (notebook, device, backend, combination), line in rows.groupby(["notebook", "device", "backend", "combination"],
                                                                         sort=False):
@@ -274,5 +300,7 @@ def inference_section(data: ReportData) -> Section:
     if len(offline):
         section.items.append(ReportTable("inference_offline", offline, "Offline samples/s of each run and batch size: "
                                          "the median of its timed passes and their interval (within one run)"))
-        section.items.append(offline_figure(table))
+        section.add_figure(offline_figure(table), "No figure of offline throughput: the runs' records give offline "
+                                                  "passes (inference_offline) but no offline samples/s among their "
+                                                  "metrics, so there is no median over runs to draw.")
     return section

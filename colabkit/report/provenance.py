@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from colabkit.report.common import column, not_plotted, substitute_rows, substitute_warning
+from colabkit.report.common import column, not_plotted, substitute_rows, substitute_warning, title_of
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.experiment_sections import has_section
@@ -127,9 +127,21 @@ def provenance_section(data: ReportData) -> Section:
     return section
 
 
+def busy_runs_table(data: ReportData) -> pd.DataFrame:
+    """Every ok run made on a busy host (`host_quiet` false): its notebook, combination, device, why,
+    and whether it counts in the figures and intervals (not when the report leaves busy runs out)."""
+    busy = data.busy()
+    reasons = [("; ".join((data.record(path).get("host_state") or {}).get("busy_reasons") or []) or "not recorded")
+               for path in busy["path"]]
+    return pd.DataFrame({"notebook": busy["notebook"].map(title_of), "combination": busy["combination"],
+                         "device": busy["device_label"], "why": reasons, "counted": busy["used"],
+                         "record": busy["path"].map(data.shown)}).reset_index(drop=True)
+
+
 def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
     """What the report read: folders, record counts per notebook and status, files that are not
-    readable records, combinations found more than once, and every run that produced no result."""
+    readable records, combinations found more than once, the runs made on a busy host (the Summary
+    counts them in one line) and every run that produced no result."""
     section = Section("records", "Records")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     folders = ", ".join(f"`{name}`" for name in data.folder_names) or "(none given)"
@@ -171,6 +183,11 @@ def overview_section(data: ReportData, generated_by: str = f"colabkit {__version
                                          "folders): every ok run counts; the records that do not (a copy of a run "
                                          "already counted, a run on a busy host when those are left out, a failed "
                                          "or skipped record beside ok ones) are named with the reason."))
+    busy = busy_runs_table(data)
+    if len(busy):
+        section.items.append(ReportTable("runs_on_a_busy_host", busy, "Runs made on a busy host, and why (the "
+                                         "record's host_state.busy_reasons; thresholds in docs/statistics.md), "
+                                         "and whether each counts in the figures and intervals."))
     for notebook in unknown:  # sections list their own failed and skipped runs; these have no section
         listed = not_plotted(data, notebook, f"{notebook}_runs_not_plotted")
         if listed:

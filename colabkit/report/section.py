@@ -60,6 +60,14 @@ class Section:
     def tables(self) -> dict[str, ReportTable]:
         return {item.name: item for item in self.items if isinstance(item, ReportTable)}
 
+    def add_figure(self, figure: ReportFigure | None, missing: str) -> None:
+        """Add `figure` where it draws something (a row of data behind it); else add `missing` to the text,
+        saying what is not drawn and why: a report holds no empty figure and no CSV without a row."""
+        if figure is not None and len(figure.data):
+            self.items.append(figure)
+        else:
+            self.text.append(missing)
+
     def figure(self, name: str) -> ReportFigure:
         return self.figures[name]
 

@@ -229,17 +229,6 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
     return " ".join(sentences)
 
 
-def busy_runs_table(data: ReportData) -> pd.DataFrame:
-    """Every ok run made on a busy host (`host_quiet` false): its notebook, combination, device, why,
-    and whether it counts in the figures and intervals (not when the report leaves busy runs out)."""
-    busy = data.busy()
-    reasons = [("; ".join((data.record(path).get("host_state") or {}).get("busy_reasons") or []) or "not recorded")
-               for path in busy["path"]]
-    return pd.DataFrame({"notebook": busy["notebook"].map(title_of), "combination": busy["combination"],
-                         "device": busy["device_label"], "why": reasons, "counted": busy["used"],
-                         "record": busy["path"].map(data.shown)}).reset_index(drop=True)
-
-
 def short_of_target(data: ReportData) -> pd.DataFrame:
     """The combinations whose runs a sweep made for `--target-ci` (their records say the target) and
     whose headline interval is still wider than that target: runs, interval half-width, target."""
@@ -261,9 +250,37 @@ def short_of_target(data: ReportData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["notebook", "combination", "device", "runs", "half-width", "target"])
 
 
+def busy_line(data: ReportData) -> str | None:
+    """One sentence on the ok runs made on a busy host (`host_quiet` false): how many, whether they count in
+    the figures and intervals, and where they are listed (the appendix: Records, runs_on_a_busy_host). None
+    where there is none."""
+    busy, ok = data.busy(), data.frame[data.frame["status"] == "ok"] if len(data.frame) else data.frame
+    if not len(busy):
+        return None
+    counted = int(busy["used"].sum())
+    where = "the appendix (Records: runs_on_a_busy_host) lists them, with why"
+    if counted:
+        count = "they count" if counted == len(busy) else f"{counted} of them count"
+        return (f"{len(busy)} of the {len(ok)} ok run(s) were made on a busy host (host_quiet false: other processes "
+                f"or a throttled clock took part of the machine); {count} in the figures and intervals (colabkit "
+                f"report --exclude-busy leaves them out); {where}.")
+    if not left_to_draw(data):
+        return (f"All {len(busy)} ok run(s) were made on a busy host and are left out (--exclude-busy, the report "
+                "notebook's exclude_busy_runs), so nothing is left to draw: build the report without it (or rerun "
+                f"the sweep with --wait-quiet); {where}.")
+    return (f"{len(busy)} of the {len(ok)} ok run(s) were made on a busy host (host_quiet false) and are left out of "
+            f"the figures and intervals (--exclude-busy, the report notebook's exclude_busy_runs); {where}.")
+
+
+def left_to_draw(data: ReportData) -> bool:
+    """Whether any ok run counts, in any mode (training, inference, decode)."""
+    return bool(len(data.runs()) or len(data.runs(inference=True)) or len(data.runs(mode="decode")))
+
+
 def summary_section(data: ReportData) -> Section:
     """Speedups over the CPU per notebook (and per configuration, with intervals and verdicts), the
-    plain-language reading, the runs made on a busy host and the combinations short of a --target-ci."""
+    plain-language reading, one line on the runs made on a busy host (their table is in the appendix:
+    colabkit.report.provenance.busy_runs_table) and the combinations short of a --target-ci."""
     section = Section("summary", "Summary")
     table = speedup_table(data)
     section.text = [reading(data, table)]
@@ -282,20 +299,11 @@ def summary_section(data: ReportData) -> Section:
                 "(none below 3 runs a side) and the verdict, with the level that interval reaches and the runs behind it."))
     if figure is not None:
         section.items.append(figure)
-    busy = busy_runs_table(data)
-    if len(busy):
-        counted = int(busy["counted"].sum())
-        section.warnings.append(
-            f"{len(busy)} run(s) were made on a busy host (host_quiet false: another process, the hypervisor or a "
-            "throttled clock took part of the machine); " + (
-                f"{counted} of them count in the figures and intervals; build the report with exclude_busy_runs "
-                "(colabkit report --exclude-busy) to leave them out." if counted else
-                "they are left out of the figures and intervals (exclude_busy_runs)" + (
-                    "; that is every ok run, so nothing is left to draw: build the report without exclude_busy_runs "
-                    "(or rerun the sweep with --wait-quiet)." if not len(data.runs()) and not len(
-                        data.runs(inference=True)) else ".")))
-        section.items.append(ReportTable("runs_on_a_busy_host", busy, "Runs made on a busy host, and why "
-                                         "(record's host_state.busy_reasons; thresholds in docs/statistics.md)."))
+    busy = busy_line(data)
+    if busy and not left_to_draw(data):  # no result to open on: the reader must see why before anything else
+        section.warnings.append(busy)
+    elif busy:
+        section.text.append(busy)
     missed = short_of_target(data)
     if len(missed):
         section.text.append(f"{len(missed)} combination(s) did not reach the interval their sweep aimed for "

@@ -91,23 +91,24 @@ def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
 
 
 def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Validation loss (solid) and training loss (dashed) per epoch, one colour per run."""
+    """Validation loss (solid) and training loss (dashed) per epoch of each combination's most recent run, one
+    colour per run, the legend naming its record."""
     rows = []
     for row in table.itertuples():
         history = data.record(row.path).get("history") or {}
         for key in ("val_loss", "loss"):
             for epoch, value in enumerate(history.get(key) or [], start=1):
                 rows.append({"series": f"{row.series}, batch {format_number(row.batch)}", "device": row.device,
-                             "curve": key, "epoch": epoch, "loss": value})
+                             "run": record_name(row.path), "curve": key, "epoch": epoch, "loss": value})
     if not rows:
         return None
     curves = pd.DataFrame(rows)
     figure, (ax,) = new_figure(width=7.5, height=4.2)
     colors = series_colors(curves)
-    for (series, curve), group in curves.groupby(["series", "curve"], sort=False):
+    for (series, run, curve), group in curves.groupby(["series", "run", "curve"], sort=False):
         ax.plot(group["epoch"], group["loss"], color=colors[series], marker="o", markersize=3,
                 linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
-                label=f"{series} ({'validation' if curve == 'val_loss' else 'training'})")
+                label=f"{series}, {run} ({'validation' if curve == 'val_loss' else 'training'})")
     log_scale_if_wide(ax, curves["loss"], ratio=20)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
@@ -115,7 +116,13 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
     ax.set_title("Validation (solid) and training (dashed) loss")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ReportFigure("timeseries_loss_curves", figure, curves,
-                        f"Loss per epoch as Keras logged it. Published for comparison: {HVASS_SOURCE}.")
+                        "Loss per epoch as Keras logged it, in each combination's most recent run (its record named in "
+                        f"the legend). Published for comparison: {HVASS_SOURCE}.")
+
+
+def record_name(path: str) -> str:
+    """How a legend names the run a line draws: its record's file name ('batch_size-256_repeat-2.json')."""
+    return str(path).replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _first(mapping: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -186,7 +193,7 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
             if "predictions" in record:
                 unreadable.append(row.path)
             continue
-        frames.append(frame.assign(series=row.series, device=row.device))
+        frames.append(frame.assign(series=row.series, device=row.device, run=record_name(row.path)))
     note = (f"Predictions in a layout this report does not read: {', '.join(unreadable)}." if unreadable else None)
     if not frames:
         return None, note
@@ -201,8 +208,9 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
         if reference["persistence"].notna().any():
             ax.plot(reference["time"], reference["persistence"], color="#999999", linewidth=1.0, linestyle=":",
                     label="persistence forecast")
-        for series, rows in long[long["target"] == target].groupby("series", sort=False):
-            ax.plot(rows["time"], rows["predicted"], color=colors[series], linewidth=1.1, label=f"{series}: predicted")
+        for (series, run), rows in long[long["target"] == target].groupby(["series", "run"], sort=False):
+            ax.plot(rows["time"], rows["predicted"], color=colors[series], linewidth=1.1,
+                    label=f"{series}, {run}: predicted")
         ax.set_ylabel(target)
         if pd.api.types.is_datetime64_any_dtype(reference["time"]):
             locator = AutoDateLocator()
