@@ -73,6 +73,12 @@ class ColabClientError(ColabkitError):
     non-zero or took too long (one line, the client's own last words)."""
 
 
+class ColabResultsNotBack(ColabClientError):
+    """A session's results could not be downloaded (or were no archive): the session is stopped before anything
+    else is sent to it, since the client's next call to a session whose token expired makes it forget the session,
+    which then runs on, and bills, out of its reach."""
+
+
 class ColabClientBroken(ColabClientError):
     """The Colab client cannot run code at all (its kernel library does not match it): every session
     would fail the same way, so the whole `sweep --colab` stops, naming the fix."""

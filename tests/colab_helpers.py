@@ -25,7 +25,7 @@ def fake_environment(tmp_path: Path) -> dict[str, str]:
     colab.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests" / "fake_colab.py"}" "$@"\n')
     colab.chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_COLAB_HOME": str(tmp_path / "home"),
-            "COLABKIT_COLAB_POLL_S": "0.5"}
+            "COLABKIT_COLAB_POLL_S": "0.5", "COLABKIT_COLAB_SESSION_START_S": "2"}  # the fake starts a session in ~1 s
 
 
 def fake_colab_for(tmp_path: Path) -> Iterator[dict[str, str]]:

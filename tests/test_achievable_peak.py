@@ -163,6 +163,33 @@ def test_the_bandwidth_probe_keeps_the_achievable_peak_in_the_host_facts(tmp_pat
     assert written["achievable_peak"] == {"jax:cpu": {}} and written["cpu_bandwidth"]["gb_per_s"] == 10.0
 
 
+@pytest.mark.parametrize("place, said", [
+    ("garbage", "is not a host-facts file colabkit wrote (JSONDecodeError): left as it is"),
+    ("folder", "is a folder, not a file"),
+    ("under a file", "cannot be written ("),
+])
+def test_a_host_cache_that_cannot_keep_the_scan_is_said_in_one_line_and_never_overwritten(monkeypatch, tmp_path,
+                                                                                          capsys, place, said):
+    monkeypatch.setattr(achievable, "scan", lambda kind, backend, min_seconds: FAKE)
+    monkeypatch.setattr(achievable, "_SCANNED", {})
+    monkeypatch.setattr(achievable, "_SAID", set())
+    monkeypatch.setattr(achievable, "_backend_version", lambda backend: "jax 0.7.2")
+    monkeypatch.delenv(HOST_FACTS_ENV, raising=False)
+    cache = {"garbage": tmp_path / "facts.json", "folder": tmp_path / "folder",
+             "under a file": tmp_path / "a-file" / "facts.json"}[place]
+    (tmp_path / "facts.json").write_text("not json at all")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "a-file").write_text("a file where the cache's folder would be")
+    monkeypatch.setenv(HOST_CACHE_ENV, str(cache))
+    peak = achievable.achievable_peak("cpu", "jax")
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"colabkit: {HOST_CACHE_ENV}={cache}: {said}")
+    assert line.endswith("the scan is not kept for later sweeps") and said in peak.measured_by
+    assert (tmp_path / "facts.json").read_text() == "not json at all"  # never overwritten
+    achievable.achievable_peak("cpu", "jax")
+    assert capsys.readouterr().err == ""  # once per process
+
+
 def test_the_host_cache_is_named_by_the_environment_or_the_user_s_cache_folder(monkeypatch, tmp_path):
     monkeypatch.setenv(HOST_CACHE_ENV, str(tmp_path / "facts.json"))
     assert bandwidth.host_cache_path() == tmp_path / "facts.json"

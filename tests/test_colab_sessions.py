@@ -68,6 +68,32 @@ def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_
     assert {line.split()[2] for line in verbs(fake, "stop")} == {line.split()[2] for line in verbs(fake, "new")}
 
 
+def test_a_limit_no_session_can_finish_a_run_in_costs_one_session_not_one_per_run(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    # the floor without the start allowance: the run's estimate (about 8 s) fits in 14 s; a session whose `colab
+    # new` alone takes 12 s does not
+    completed = sweep({**fake, "COLABKIT_COLAB_SESSION_START_S": "0", "FAKE_COLAB_ASSIGN_GAP_S": "12"}, out,
+                      "--colab", "T4", "--colab-session-limit", "14", grid_args=FRESH_RUNS)
+    assert completed.returncode == 1, completed.stdout[-3000:] + completed.stderr[-2000:]
+    assert len(verbs(fake, "new")) == 1  # the first session that finished no run stopped this accelerator
+    assert [r["status"] for r in records(out / "colab-T4")] == ["failed"] * 3
+    assert all("ended before its first run" in r["error"]["message"] for r in records(out / "colab-T4"))
+    assert assignments(fake) == {} and held(out / "colab-T4") == []
+
+
+def test_a_failed_download_stops_its_session_before_anything_else_is_sent_to_it(fake, tmp_path: Path):
+    out = tmp_path / "out"
+    completed = sweep({**fake, "FAKE_COLAB_DOWNLOAD_FAILS": "1"}, out, "--colab", "T4")
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-2000:]
+    log = calls(fake)
+    failed = next(index for index, line in enumerate(log) if line.startswith("download "))
+    first = log[failed].split()[2] if len(log[failed].split()) > 2 else None
+    following = [line for line in log[failed + 1:] if first is None or first in line]
+    assert following[0].startswith("stop "), log[failed:]  # no exec between the failed download and the stop
+    assert "could not be downloaded" in completed.stdout and len(verbs(fake, "new")) == 2  # a fresh one ran it
+    assert [r["status"] for r in records(out / "colab-T4")] == ["ok"] and assignments(fake) == {}
+
+
 def test_a_session_lost_to_its_expired_token_is_not_called_stopped_and_a_rerun_tries_it_again(fake, tmp_path):
     out = tmp_path / "out"
     # the old behaviour: sessions as long as the work; the token expires after 12 s, mid-sweep
@@ -220,6 +246,10 @@ def test_results_never_follow_a_link_already_in_their_folder_out_of_it(tmp_path:
     (["--colab-timeout", "60"], "--colab-timeout goes with --colab"),
     (["--colab-session-limit", "60", "--colab-timeout", "9"], "--colab-timeout and --colab-session-limit go with"),
     (["--colab", "T4", "--device", "gpu"], "--colab runs each accelerator's combinations on its own runtime: drop"),
+    (["--colab", "T4", "--colab-session-limit", "7200"], "--colab-session-limit 7200: at most 3300 s"),
+    (["--colab", "T4", "--colab-session-limit", "7200", "--dry-run"], "--colab-session-limit 7200: at most 3300 s"),
+    (["--colab", "T4", "--colab-session-limit", "1e-9"], "--colab-session-limit 1e-09: under the"),
+    (["--colab", "T4", "--colab-session-limit", "5", "--dry-run"], "a T4 session needs for one run (about 2 s to start"),
     (["--colab", "T4", "--jobs", "2"], "drop --cluster and --jobs"),
 ])
 def test_colab_options_are_refused_in_one_line_before_anything(fake, tmp_path: Path, args: list[str], words: str):

@@ -104,6 +104,16 @@ def test_the_plan_refuses_decode_on_pytorch_in_one_line_before_a_kernel_starts(t
     assert "mode = 'decode' with backend = 'torch'" in line and not (tmp_path / "out" / "paradnn").exists()
 
 
+def test_a_list_of_one_is_a_whole_number_and_a_bad_count_says_what_is_expected_and_why():
+    paradnn = find("paradnn")
+    assert not check_values(paradnn, {**DECODE, "prompt_lengths": 16, "decode_batch_sizes": 4})  # -p prompt_lengths=16
+    assert not check_values(paradnn, {**DECODE, "mode": "inference", "offline_batch_sizes": 1})
+    [zero] = check_values(paradnn, {**DECODE, "decode_batch_sizes": 0})
+    assert zero.startswith("decode_batch_sizes = 0: expected whole numbers >= 1")  # not "expected a str"
+    [one] = check_values(paradnn, {**DECODE, "output_tokens": 1})
+    assert "output_tokens = 1: expected 2 tokens or more" in one and "one token has none" in one
+
+
 def test_the_decode_memory_estimate_is_the_plans_in_decode_mode():
     estimate = find("paradnn").memory_estimate({**find("paradnn").defaults, **DECODE})
     assert estimate.batch == 1 and estimate.max_length == 32 + 8  # the smallest batch at the longest prompt

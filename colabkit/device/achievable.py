@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colabkit.device.bandwidth import HOST_FACTS_ENV, host_cache_path, host_facts, update_host_facts
+from colabkit.device.bandwidth import (HOST_CACHE_ENV, HOST_FACTS_ENV, host_cache_path, host_cache_problem, host_facts,
+                                      update_host_facts)
 from colabkit.errors import MeasurementError
 
 # (M, N, K) per device kind: squares, and a wide and a deep product (mamf-finder scans all three axes).
@@ -224,17 +226,20 @@ def _kept(path: str | Path | None, key: str, identity: dict[str, Any], by: str) 
     return peak if peak.identity == identity else None
 
 
-def _keep(path: str | Path | None, key: str, peak: AchievablePeak) -> bool:
-    """Write `peak` under `key` in the host-facts file `path`; False where it cannot be written (a folder
-    of another host: a Dask worker elsewhere) or there is none."""
+def _keep(path: str | Path | None, key: str, peak: AchievablePeak) -> str | None:
+    """Write `peak` under `key` in the host-facts file `path`: None once written, else why not ('' where there
+    is no file to write: none named, or a folder of another host, a Dask worker elsewhere)."""
     if path is None:
-        return False
+        return ""
+    problem = host_cache_problem(Path(path))
+    if problem:
+        return problem
     try:
         update_host_facts(path, achievable_peak={**host_facts(path).get("achievable_peak", {}),
                                                  key: dataclasses.asdict(peak)})
-    except OSError:
-        return False
-    return True
+    except OSError as error:
+        return f"cannot be written ({error.strerror or error})"
+    return None
 
 
 def kept_cpu_best() -> tuple[float, str] | None:
@@ -252,6 +257,7 @@ def kept_cpu_best() -> tuple[float, str] | None:
 
 
 _SCANNED: dict[str, AchievablePeak] = {}  # by key: once per process
+_SAID: set[str] = set()  # the host cache's problems printed already: once per process
 _LAST: dict[str, AchievablePeak] = {}  # the latest answer per key: what the run's record keeps (achievable_record)
 
 
@@ -277,9 +283,16 @@ def _achievable_peak(kind: str, backend: str, key: str) -> AchievablePeak:
         seconds = float(os.environ.get(SCAN_SECONDS_ENV) or MIN_SECONDS)
         _SCANNED[key] = dataclasses.replace(scan(kind, backend, min_seconds=seconds), identity=identity)
     measured = _SCANNED[key]
-    kept_in = [name for name, path in (("the sweep's runs", sweep), ("later sweeps", cache)) if _keep(path, key, measured)]
-    return dataclasses.replace(measured, measured_by=f"this run, kept for {' and '.join(kept_in)} on this host"
-                               if kept_in else measured.measured_by)
+    outcomes = {name: _keep(path, key, measured) for name, path in (("the sweep's runs", sweep), ("later sweeps", cache))}
+    kept_in = [name for name, problem in outcomes.items() if problem is None]
+    said = measured.measured_by if not kept_in else f"this run, kept for {' and '.join(kept_in)} on this host"
+    if outcomes["later sweeps"]:  # the host's cache named and not kept: said once, in one line, and in the record
+        problem = f"{HOST_CACHE_ENV}={cache}: {outcomes['later sweeps']}; the scan is not kept for later sweeps"
+        if problem not in _SAID:
+            _SAID.add(problem)
+            print(f"colabkit: {problem}", file=sys.stderr)
+        said += f" ({problem})"
+    return dataclasses.replace(measured, measured_by=said)
 
 
 def achievable_fields(kind: str, backend: str | None, replicas: int, dtype: str, model_tflops: float | None,

@@ -144,6 +144,21 @@ def host_cache_path() -> Path | None:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "colabkit" / "host-facts.json"
 
 
+def host_cache_problem(path: Path) -> str | None:
+    """Why the file `path` cannot keep a host's facts without losing something: a folder, or a file that is not
+    one colabkit wrote (it is left as it is, never overwritten); None where it can (or is not there yet)."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    if not path.exists():
+        return None
+    try:
+        facts = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        return f"is not a host-facts file colabkit wrote ({type(error).__name__}): left as it is"
+    return None if isinstance(facts, dict) and "host" in facts else (
+        "is not a host-facts file colabkit wrote (no host in it): left as it is")
+
+
 def host_facts(path: str | Path) -> dict[str, Any]:
     """The facts in a sweep's host-facts file (COLABKIT_HOST_FACTS) when they were written on this host; {}
     when the file is missing, unreadable, or from another host (a Dask worker elsewhere)."""

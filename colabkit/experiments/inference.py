@@ -63,8 +63,8 @@ def inference_parameters(batch_sizes: str, modes: tuple[Mode, ...] = (TRAIN, INF
                            "(LoadGen's min_duration)", minimum=0),
             inference_only("max_duration_s", float, 600.0, "and stops here, valid only if both minimums were met",
                            minimum=0, minimum_exclusive=True),
-            inference_only("offline_batch_sizes", str, batch_sizes, "offline batch sizes, commas; max: the largest "
-                           "that fits by the memory estimate", check=batch_sizes_syntax))
+            inference_only("offline_batch_sizes", (str, int), batch_sizes, "offline batch sizes, commas (one: a whole "
+                           "number); max: the largest that fits by the memory estimate", check=batch_sizes_syntax))
 
 
 def training_only(*parameters: Parameter) -> tuple[Parameter, ...]:

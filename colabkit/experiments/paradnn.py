@@ -100,6 +100,11 @@ def _decode_parameter(name: str, kind: type, default: Any, help: str, **rules: A
 _lengths_syntax = syntax_check(parse_lengths, "whole numbers >= 1, separated by commas (e.g. '128,512,2048')")
 
 
+def _two_tokens_at_least(value: int) -> str | None:
+    return None if value >= 2 else ("2 tokens or more: the time per output token (TPOT) is taken over the tokens after "
+                                     "the first, and one token has none")
+
+
 def _decode_rules(values: Mapping[str, Any]) -> str | None:
     """Decode is the decoder-only Transformer's (a key-value cache), built on JAX and TensorFlow only, and its
     longest prompt and output must fit the model's position table (`length`)."""
@@ -169,12 +174,13 @@ EXPERIMENT = Experiment(
         device_parameter(),
         backend_parameter(),
         *inference_parameters("1,64", modes=MODES),  # decode: the Transformer family's greedy generation
-        _decode_parameter("prompt_lengths", str, "128", "prompt lengths in tokens, commas (each a decoder of its own)",
-                          check=_lengths_syntax),
+        # A list of one is a whole number (`-p prompt_lengths=64`, YAML's `decode_batch_sizes: 1`): taken as such.
+        _decode_parameter("prompt_lengths", (str, int), "128", "prompt lengths in tokens, commas (each a decoder of "
+                          "its own)", check=_lengths_syntax),
         _decode_parameter("output_tokens", int, 32, "tokens generated after each prompt (TPOT: over all but the first)",
-                          minimum=2),
-        _decode_parameter("decode_batch_sizes", str, "1,8", "batch sizes, commas; max: the largest power of two the "
-                          "memory estimate allows at the longest prompt", check=batch_sizes_syntax),
+                          check=_two_tokens_at_least),
+        _decode_parameter("decode_batch_sizes", (str, int), "1,8", "batch sizes, commas; max: the largest power of two "
+                          "the memory estimate allows at the longest prompt", check=batch_sizes_syntax),
         Parameter("seed", int, 0, "random seed of the synthetic data and the weights", minimum=0),
         *breakdown_parameters(),
         results_path_parameter("paradnn"),

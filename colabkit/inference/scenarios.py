@@ -38,11 +38,12 @@ MAX_BATCH_FRACTION = 0.5  # the estimate leaves out framework workspace: half th
 Clock = Callable[[], float]
 
 
-def parse_batch_sizes(text: str | Sequence[int | str]) -> list[int | str]:
-    """'1, 32, 256, max' -> [1, 32, 256, 'max']: whole numbers >= 1 and 'max', in the order given, no repeats.
-    ParameterError (one line) for anything else."""
+def parse_batch_sizes(text: str | int | Sequence[int | str]) -> list[int | str]:
+    """'1, 32, 256, max' -> [1, 32, 256, 'max'] (one whole number: a list of one): whole numbers >= 1 and 'max', in
+    the order given, no repeats. ParameterError (one line) for anything else."""
     sizes: list[int | str] = []
-    for part in (str(piece).strip() for piece in (text.split(",") if isinstance(text, str) else text)):
+    pieces = text.split(",") if isinstance(text, str) else [text] if isinstance(text, int) else text
+    for part in (str(piece).strip() for piece in pieces):
         value: int | str = part if part == "max" else int(part) if part.isdigit() and int(part) >= 1 else ""
         if value == "":
             raise ParameterError(f"offline_batch_sizes = {text!r}: expected whole numbers >= 1 and 'max', "

@@ -27,7 +27,10 @@ from colabkit.sweep.runners.colab.client import ACCELERATORS, CLIENT
 from colabkit.sweep.runners.colab.executor import POLL_ENV, ColabExecutor
 from colabkit.sweep.runners.colab.sessions import (
     SESSION_LIMIT_S,
+    SESSION_START_ENV,
+    SESSION_START_S,
     TOKEN_LIFE_S,
+    TOKEN_MARGIN_S,
     ColabJob,
     build_wheel,
     held_sessions,
@@ -55,6 +58,8 @@ def colab_sweep(request: PlanRequest, options: RunOptions, repetition: Repetitio
     job = ColabJob(Path(), echo=echo, timeout_s=options.colab_timeout_s, session_limit_s=limit,
                    poll_s=float(os.environ.get(POLL_ENV, 30)))
     executors = {name: ColabExecutor(plans[name].out, options, name, job) for name in names}
+    check_session_limit(limit, {name: estimate_plan(list(plans[name]), executors[name].rates).run_seconds
+                                for name in names})
     if dry_run:
         for name, executor in executors.items():
             decisions = prepare(plans[name], options, executor=executor)
@@ -71,9 +76,6 @@ def colab_sweep(request: PlanRequest, options: RunOptions, repetition: Repetitio
         return 0
     for executor in executors.values():
         held_sessions(executor.out)  # another sweep still running here holds them: one line, before anything
-    if limit > TOKEN_LIFE_S - 300:
-        echo(f"warning: --colab-session-limit {limit:g} s: {CLIENT} loses a session {TOKEN_LIFE_S:g} s after it "
-             "starts (its runtime token is never renewed: google-colab-cli issue #106); keep it under 3300 s")
     job.client.check()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     results: dict[str, Any] = {}
@@ -93,6 +95,22 @@ def colab_sweep(request: PlanRequest, options: RunOptions, repetition: Repetitio
         raise ColabClientBroken(job.broken)
     left = {name: executor.left_running for name, executor in executors.items()}
     return _summary(names, results, summary_table, out, left)
+
+
+def check_session_limit(limit: float, run_seconds: dict[str, list[float]]) -> None:
+    """Refuse (one line, before any session) a session limit past the client's token life less its margin, or
+    under what one session needs before its first run (SESSION_START_S: `colab new`, colabkit's wheel
+    uploaded and installed) plus the shortest run's estimate on an accelerator (`run_seconds`)."""
+    most = TOKEN_LIFE_S - TOKEN_MARGIN_S
+    if limit > most:
+        raise ColabkitError(f"--colab-session-limit {limit:g}: at most {most:g} s ({CLIENT} loses a session "
+                            f"{TOKEN_LIFE_S:g} s after it starts: its runtime token is never renewed, its issue #106)")
+    start = float(os.environ.get(SESSION_START_ENV, SESSION_START_S))
+    for name, seconds in run_seconds.items():
+        if seconds and limit < start + min(seconds):
+            raise ColabkitError(f"--colab-session-limit {limit:g}: under the {start + min(seconds):.0f} s a {name} "
+                                f"session needs for one run (about {start:g} s to start and install colabkit, and "
+                                f"{min(seconds):.0f} s for its shortest run by the estimate); at most {most:g} s")
 
 
 def _interrupt(signum: int, frame: object) -> None:

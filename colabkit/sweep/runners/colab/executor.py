@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from colabkit.device.spec import DeviceRequest
-from colabkit.errors import ColabClientBroken, ColabClientError, HostileArchiveError
+from colabkit.errors import ColabClientBroken, ColabClientError, ColabResultsNotBack, HostileArchiveError
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.sweep.decide import Decision
@@ -103,7 +103,7 @@ class ColabExecutor(Executor):
         self.rates = {kind: accelerator_rate(kind, "float32", model)}
         self.live: LiveSession | None = None
         self.spent_s = 0.0  # the sessions ended so far, in all (--colab-timeout)
-        self.drained_first: set[str] = set()  # runs drained once before anything of their session's share finished
+        self.results_lost = 0  # sessions stopped because their results could not be downloaded
         self.session_name: str | None = None  # the latest session's (what a failed record names)
         self.left_running: list[str] = []  # a line per session not proved stopped (the summary repeats them)
 
@@ -144,11 +144,18 @@ class ColabExecutor(Executor):
                 continue
             chunk = remaining[:count]
             stamps = {RunFiles.of(d.combination, self.out).record: stamp(d, self.out) for d in chunk}
+            fresh = self.live is not None and not self.live.sweeps
             ending, why = self._sweep(chunk, stamps)
             if ending in (Ending.DRAINED, Ending.OUT_OF_TIME):
                 hostile, left = self._drain()
                 if hostile or left:  # a session maybe left running: this accelerator goes no further
                     ending, why = Ending.FAILED, (hostile or why or "the session was drained") + left
+            elif ending is Ending.RESULTS_LOST:  # stopped first, with proof; a second time, this accelerator stops
+                self.results_lost += 1
+                left = self._end_session()
+                if left or self.results_lost > 1:
+                    ending, why = Ending.FAILED, why + (left or "; the second session whose results could not be "
+                                                                 "downloaded: no further session was started")
             elif ending is Ending.FAILED:
                 why += self._end_session()
             back = [d for d in chunk if came_back(d, self.out, stamps)]
@@ -165,14 +172,15 @@ class ColabExecutor(Executor):
                 for decision in rest:
                     remaining.remove(decision)
                     yield self._failed(decision, why)
-            elif rest and rest[0] is chunk[0]:  # drained before the first of its runs finished
-                name = chunk[0].combination.label
-                if name in self.drained_first:
-                    remaining.remove(chunk[0])
-                    yield self._failed(chunk[0], f"it did not finish within a fresh session of --colab-session-limit "
-                                       f"{self.job.session_limit_s:g} s, twice: raise the limit (to at most "
-                                       f"{TOKEN_LIFE_S - 300:g} s with {CLIENT}) or make the run smaller")
-                self.drained_first.add(name)
+            elif ending is Ending.DRAINED and rest and rest[0] is chunk[0] and fresh:  # at its limit before any run:
+                # the limit holds no run (each session more would cost as much for nothing): this accelerator stops
+                said = (f"a fresh Colab session of --colab-session-limit {self.job.session_limit_s:g} s ended before "
+                        f"its first run ({chunk[0].combination.label}) finished: raise the limit (to at most "
+                        f"{TOKEN_LIFE_S - 300:g} s with {CLIENT}) or make the runs smaller; no further session was "
+                        "started for this accelerator")
+                self.say(said)
+                yield from (self._failed(decision, said) for decision in remaining)
+                return
 
     def _out_of_time(self) -> str:
         """Why the sessions may run no more (--colab-timeout spent), or ''."""
@@ -302,6 +310,10 @@ class ColabExecutor(Executor):
                 failures = 0
             except HostileArchiveError as exc:
                 return Ending.FAILED, self._hostile(exc)
+            except ColabResultsNotBack as exc:
+                self.say(f"session {live.name}: its results could not be downloaded ({exc}): stopping it before "
+                         "anything else is sent to it; a fresh session runs what did not come back")
+                return Ending.RESULTS_LOST, f"its results could not be downloaded from session {live.name} ({exc})"
             except ColabClientError as exc:
                 failures += 1
                 if failures >= 3 or "lost" in str(exc) or "not found" in str(exc):
@@ -341,9 +353,7 @@ class ColabExecutor(Executor):
                 client.run(["download", f"{REMOTE}/results.tar", str(results)], session, 1800)
                 unpack_results(results, self.out)
             except (ColabClientError, tarfile.TarError) as exc:
-                if state["done"]:
-                    raise ColabClientError(f"its results did not come back: {exc}") from None
-                self.say(f"results not brought back this time ({exc}); the next poll tries again")
+                raise ColabResultsNotBack(str(exc)) from None
         return state
 
     def _hostile(self, exc: HostileArchiveError) -> str:

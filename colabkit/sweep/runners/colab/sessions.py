@@ -45,6 +45,12 @@ REMOTE = "content/colabkit"  # the client's file paths start at the VM's file ro
 PLAN_FILE = "plan.json"  # the runs of the session's current sweep, as planned here (`sweep --plan`)
 SESSION_LIMIT_S = 3000.0  # --colab-session-limit's default: drained at 50 min, stopped well inside 55
 TOKEN_LIFE_S = 3600.0  # the client's runtime token (issue #106): a session older than this is lost to it
+TOKEN_MARGIN_S = 300.0  # --colab-session-limit's most is the token's life less this: a drain and a stop fit in it
+# What a session takes before its first run: `colab new` (about 10 s of it before the client saves the name), the
+# wheel's upload and pip install. An allowance, not yet measured on a real runtime (docs/colab.md); the tests' fake
+# client, which starts a session in a second, sets it lower through SESSION_START_ENV.
+SESSION_START_S = 60.0
+SESSION_START_ENV = "COLABKIT_COLAB_SESSION_START_S"
 
 # --- the sessions a results folder holds ----------------------------------------------------------------
 
@@ -225,6 +231,7 @@ class Ending(Enum):
 
     DONE = "done"  # the sweep ended by itself
     DRAINED = "drained"  # the session reached its limit: stopped; the rest goes to a fresh session
+    RESULTS_LOST = "results lost"  # a download failed: stopped at once; the rest goes to a fresh session
     FAILED = "failed"  # the session was lost, sent back a hostile archive, or its sweep did not start
     OUT_OF_TIME = "out of time"  # --colab-timeout: what is left fails
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM here
