@@ -173,11 +173,12 @@ def test_the_colab_sweep_on_a_tpu_runtime_sweeps_with_jax_and_one_device_keeps_b
 
     grid = REPO / "parameters" / "cnn_mnist.yaml"
     on_tpu = plan([grid], preset="smoke", device=best_device({"cpu": 1, "tpu": 1}), out=tmp_path, repeats=1)
-    assert {c.params["backend"] for c in on_tpu} == {"jax"} and len(on_tpu) == 2
-    assert len({c.output_base(tmp_path) for c in on_tpu}) == 2
-    assert [c.slug for c in on_tpu] == ["batch_size-256", "batch_size-512"]  # the device's folder
-    # names the backend of its row, as it names the device: the files stay where they were before backends
-    pinned = plan([grid], preset="smoke", overrides={"device": "cpu:2"}, out=tmp_path, repeats=1)  # rows told apart by device
+    assert {c.params["backend"] for c in on_tpu} == {"jax"} and len(on_tpu) == 3
+    assert len({c.output_base(tmp_path) for c in on_tpu}) == 3
+    # the device's folder names the backend of its row, as it names the device: no backend in the file names
+    assert [c.slug for c in on_tpu] == ["mode-train_batch_size-256", "mode-train_batch_size-512", "mode-inference"]
+    # rows told apart by device (training only: inference runs on one device, the plan refuses it on cpu:2)
+    pinned = plan([grid], preset="smoke", overrides={"device": "cpu:2", "mode": "train"}, out=tmp_path, repeats=1)
     assert sorted({(c.device, c.params["backend"]) for c in pinned}) == [("cpu:2", "jax"), ("cpu:2", "tensorflow")]
     assert len(pinned) == 4  # 2 batch sizes x 2 backends, none twice
 

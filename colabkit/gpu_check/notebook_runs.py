@@ -29,12 +29,13 @@ NOTEBOOKS = ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_
 def check_plan(notebooks: Sequence[str], out: Path, devices: str | Sequence[str],
                overrides: Mapping[str, Any] | None = None) -> SweepPlan:
     """Each notebook's first combination of its grid file's smoke preset on each of `devices` ('gpu', 'gpu:2',
-    'cpu') with `overrides`, one run each in a fresh kernel without HTML, into `out`: the check's runs, planned
-    once."""
+    'cpu') with `overrides`, training (the smoke's inference and decode rows run on one device only), one run
+    each in a fresh kernel without HTML, into `out`: the check's runs, planned once."""
     firsts: dict[tuple[str, str], Any] = {}
     for device in [devices] if isinstance(devices, str) else devices:
         for run in plan([suite_path(f"parameters/{notebook}.yaml") for notebook in notebooks], SMOKE_PRESET, None,
-                        {**(overrides or {}), "device": device}, out, repeats=1, kernels="fresh", html="none"):
+                        {"mode": "train", **(overrides or {}), "device": device}, out, repeats=1, kernels="fresh",
+                        html="none"):
             firsts.setdefault((run.name, device), run)
     return SweepPlan(list(firsts.values()), out)
 
