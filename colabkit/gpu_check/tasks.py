@@ -34,7 +34,7 @@ def power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
         import pynvml
     except ImportError:
         return {"unavailable": "NVML is not installed: pip install 'colabkit[gpu]' (nvidia-ml-py)"}
-    from colabkit.device.energy import visible_gpu_indices
+    from colabkit.device.gpu_energy import visible_gpu_indices
 
     try:
         pynvml.nvmlInit()
