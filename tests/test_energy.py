@@ -393,3 +393,14 @@ def test_decode_records_joules_per_generated_token_over_each_timed_generation(mo
     best = max(rows, key=lambda row: row["tokens_per_s"])
     assert metrics["decode_energy_j_per_token_best"] == best["energy_j_per_token"]
     assert "energy (counter), J per token: batch 1, prompt 8 60" in decoded.describe()
+
+
+def test_a_record_whose_energy_cannot_be_a_measurement_is_not_one():
+    from colabkit.records.plausibility import measurement_problems
+
+    assert measurement_problems({"energy_method": "not measured", "energy_j_per_sample": None}) == []
+    assert measurement_problems({"energy_method": "counter", "decode_energy_j_per_token": 0.2}) == []
+    assert measurement_problems({"energy_j_per_sample": 0.0, "mean_power_w": -3.0}) == [
+        "energy_j_per_sample = 0.0, mean_power_w = -3.0 (must be a finite number > 0)"]
+    assert measurement_problems({"energy_method": "estimated"}) == [
+        "energy_method = estimated (must be one of 'counter', 'sampled', 'rapl', 'not measured')"]
