@@ -89,7 +89,7 @@ NOT_COLAB_SET: dict[str, str] = {
     "test_docs.py": "README and docs: links, sources",
     "test_citation.py": "CITATION.cff and references.bib",
     "test_device.py": "device selection on a fake TensorFlow",
-    "test_energy.py": "energy through a fake pynvml",
+    "test_energy.py": "energy through a stand-in pynvml and powercap tree: colabkit's arithmetic, not Colab's packages",
     "test_peaks.py": "the peaks table",
     "test_download.py": "download, verify and cache over the standard library",
     "test_colab_stack.py": "the Colab set's files and refresh command (text)",

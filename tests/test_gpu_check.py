@@ -65,7 +65,9 @@ def fake_fit(model, jit_compile, policy, energy=False, **_):
     return {"samples_per_s": 20_000.0 * (2 if mixed else 1) * (0.995 if energy else 1.0), "model_tflops": 60.0,
             "mfu": 0.38, "mfu_reason": None, "jit_compile": jit_compile != False,  # noqa: E712 - "auto" is True
             "compute_dtype": "bfloat16" if mixed else "float32", "samples_per_epoch": 1024,
-            "energy": {"energy_j_per_epoch": 150.0, "mean_power_w": 310.0, "energy_reason": None} if energy else None}
+            "energy": {"energy_j_per_epoch": 150.0, "mean_power_w": 310.0, "energy_reason": None,
+                       "energy_method": "counter"} if energy else None,
+            "energy_sampled": {"energy_j_per_epoch": 156.0, "energy_method": "sampled"} if energy else None}
 
 
 FAKE_ANSWERS = {
@@ -131,6 +133,8 @@ def test_a_healthy_gpu_passes_every_row_it_can_and_writes_the_table(fake_gpu_mac
     assert skipped == {"sweep gpu:2", "clock torch", "backend torch"}
     assert {row["verdict"] for name, row in rows.items() if name not in skipped} == {"PASS"}
     assert rows["cnn xla"]["values"]["agreement"]["ratio"] == pytest.approx(20_100 / 20_000)
+    assert "150.0 J/epoch (counter)" in rows["nvml energy"]["figure"]
+    assert "power sampled beside it: 156.0 J/epoch (+4.0%)" in rows["nvml energy"]["figure"]
     assert FakeWorker.started == ["tensorflow", "jax"]
     folder = next(out.glob("*Z"))
     assert (folder / "table.txt").read_text().rstrip().endswith("gpu-check: 18 PASS, 0 FAIL, 3 SKIP: passed")

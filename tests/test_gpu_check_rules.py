@@ -230,12 +230,22 @@ def energy(joules: float | None = 120.0, watts: float | None = 300.0) -> dict:
     (energy(watts=401.0), Agreement((100.0,), (100.0,)), "FAIL", "the limit 400 W"),
     (energy(joules=0.0), Agreement((100.0,), (100.0,)), "FAIL", "not > 0"),
     (energy(joules=None, watts=None), Agreement((100.0,), (100.0,)), "FAIL", "no power sample fell"),
-    (energy(), Agreement((97.0,), (100.0,)), "FAIL", "changes samples/s by -3.0%"),
+    (energy(), Agreement((97.0,), (100.0,)), "FAIL", "the energy meters change samples/s by -3.0%"),
     (energy(), None, "FAIL", "not measured"),
 ])
 def test_the_energy_row(figures, sampler, expected, why):
     row = rules.energy_row(figures, sampler)
     assert verdict(row) == expected and why in row.reason
+
+
+def test_the_energy_row_names_the_method_and_shows_the_sampled_figure_beside_the_counters():
+    row = rules.energy_row({**energy(), "energy_method": "counter", "sampled_j_per_epoch": 114.0},
+                           Agreement((100.0,), (100.0,)))
+    assert verdict(row) == "PASS" and "120.0 J/epoch (counter), 300 W" in row.figure
+    assert "power sampled beside it: 114.0 J/epoch (-5.0%)" in row.figure  # shown, not judged
+    sampled_only = rules.energy_row({**energy(), "energy_method": "sampled", "sampled_j_per_epoch": 118.0},
+                                    Agreement((100.0,), (100.0,)))
+    assert "(sampled)" in sampled_only.figure and "beside it" not in sampled_only.figure
 
 
 def test_the_energy_row_skips_without_nvml():

@@ -308,7 +308,7 @@ SHARED_NAMES: dict[str, tuple[str, str]] = {
     "decode": ("inference report", "greedy decode with a key-value cache: measured, reported"),
     "backends": ("device report", "Keras backends: chosen and set up; TensorFlow against JAX in the report"),
     "common": ("data report", "what the package's modules share: the datasets', the report sections'"),
-    "energy": ("device training", "GPU board power: sampled; per steady epoch of a fit"),
+    "energy": ("device training", "energy: a run's way to measure it; per steady epoch of a fit"),
     "estimate": ("sweep training", "time ahead: of a sweep's plan; of a fit from its first steps"),
     "memory": ("device training", "memory: what a device has; what a training run needs of it"),
     "multiworker": ("device runners training", "training across machines: the strategy; launching its worker "

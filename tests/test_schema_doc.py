@@ -60,3 +60,16 @@ def test_every_error_kind_and_key_a_failed_record_can_have_is_described():
     assert RunError.from_record(everything.as_record()) == everything
     # The sweep's execution builds its errors from the vocabulary, never from bare strings.
     assert not re.findall(r'kind(?:"\s*:\s*|\s*=\s*)"(\w+)"', inspect.getsource(execution))
+
+
+def test_every_energy_field_the_measurements_write_is_described():
+    from colabkit.device.energy import NotMeasured, energy_metrics
+    from colabkit.device.energy_source import WindowEnergy
+
+    described = {key for keys in schema_doc.ENERGY_METRIC_DOCS for key in keys.split(", ")}
+    assert set(energy_metrics(NotMeasured("none here"), [], [])) <= described
+    window_keys = {key for keys in schema_doc.ENERGY_WINDOW_KEYS for key in keys.split(", ")}
+    for unit in ("inference", "token"):
+        assert set(WindowEnergy(2.0, 10.0).per_unit(5, unit)) <= window_keys
+    row_keys = {key for keys in schema_doc.DECODE_ROW_KEYS for key in keys.split(", ")}
+    assert set(WindowEnergy(2.0, 10.0).per_unit(5, "token")) <= row_keys

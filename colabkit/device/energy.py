@@ -1,185 +1,114 @@
-"""Board power of NVIDIA GPUs sampled through NVML in a background thread, and energy from it.
+"""Energy over timed windows: a GPU's total-energy counter, its power sampled, a CPU's RAPL counters, or "not
+measured" with the reason (docs/cost.md).
 
-`PowerSampler` (a context manager) reads every GPU's power draw every `interval_s`; `energy_j(start,
-end)` integrates the summed power over a window (trapezoids on perf_counter stamps). Without NVML
-it records nothing and says why (`unavailable_reason`): never a guess. `pynvml` is imported late.
+`open_energy_source(device_kind, gpu_indices)` picks one way per run and starts it; the run marks each timed
+window's edges (`mark()`), and after `stop()` asks each window's energy (`energy(begin, end)`). The way is
+recorded as `energy_method`:
+
+- "counter": NVML's total-energy counter of each GPU (nvmlDeviceGetTotalEnergyConsumption: millijoules since the
+  driver was loaded; Volta and later), read at the two edges. No thread, nothing sampled.
+- "sampled": a GPU whose counter NVML refuses (NotSupported: before Volta) has its power (nvmlDeviceGetPowerUsage,
+  milliwatts) read by a background thread every `interval_s`, integrated over the window (trapezoids).
+- "rapl": a CPU's RAPL energy counters (/sys/class/powercap/intel-rapl:N/energy_uj, microjoules: each package,
+  and its DRAM where the zone exists), each counter's wrap-around at max_energy_range_uj undone.
+- "not measured": no way here (no NVML, a TPU, RAPL absent or readable by root only...); `reason` says why.
+
+A window shorter than MIN_WINDOW_S gives no figure: the counters move in steps (NVML's about every 100 ms), so a
+short window's energy is mostly the step it happened to catch. `pynvml` is imported late (`nvidia-ml-py`).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-import threading
-import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-NVML_PACKAGE = "nvidia-ml-py"  # pip name; the module is `pynvml`
+from colabkit.device.energy_source import (
+    MIN_WINDOW_S,
+    EnergyMethod,
+    EnergySource,
+    Mark,
+    NotMeasured,
+)
+from colabkit.device.nvml_energy import GpuEnergyCounter, PowerSampler
+from colabkit.device.rapl import POWERCAP, RaplCounter
+
+TPU_REASON = ("colabkit has no reading of a TPU's power or energy: energy is measured on NVIDIA GPUs (NVML) and on "
+              "CPUs with RAPL")
+MULTI_WORKER_REASON = "a multi-worker run's energy is not measured: each worker's devices are on its own host"
 
 
-def visible_gpu_indices(count: int) -> list[int]:
-    """NVML indices of the first `count` GPUs a CUDA program sees. NVML ignores
-    CUDA_VISIBLE_DEVICES, so numeric entries of it are mapped (CUDA stops at the first invalid one:
-    set but empty, or "-1", means no GPU); unset, or naming GPUs by UUID, 0..count-1."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return list(range(count))
-    entries = [entry.strip() for entry in visible.split(",")]
-    indices = []
-    for entry in entries:
-        if not entry.isdigit():
-            break
-        indices.append(int(entry))
-    if indices or not entries[0] or entries[0].startswith("-"):
-        return indices[:count]
-    return list(range(count))  # UUIDs (GPU-...) or MIG names: NVML's order, unmapped
+def open_energy_source(device_kind: str, gpu_indices: Sequence[int] = (), *, interval_s: float = 0.05,
+                       min_window_s: float = MIN_WINDOW_S, sampled: bool = False,
+                       powercap: Path | str = POWERCAP) -> EnergySource:
+    """The way to measure a run on `device_kind` ("gpu": the NVML boards `gpu_indices`; "cpu"; "tpu";
+    "multiworker"), started: the GPUs' energy counter, their power sampled every `interval_s` where a board has
+    no counter (or where `sampled` asks for it, to compare the two), RAPL under `powercap` on a CPU, else
+    NotMeasured with the reason. Stop it when the run's windows are marked."""
+    if device_kind == "gpu":
+        if not sampled:
+            counter = GpuEnergyCounter(gpu_indices, min_window_s).start()
+            if counter.refused is None:
+                return counter
+            return PowerSampler(gpu_indices, interval_s, min_window_s, counter_refused=counter.refused).start()
+        return PowerSampler(gpu_indices, interval_s, min_window_s).start()
+    if device_kind == "cpu":
+        return RaplCounter(powercap, min_window_s).start()
+    if device_kind == "tpu":
+        return NotMeasured(TPU_REASON)
+    if device_kind == "multiworker":
+        return NotMeasured(MULTI_WORKER_REASON)
+    return NotMeasured(f"no energy reading for a {device_kind!r} device")
 
 
-class PowerSampler:
-    """Samples the summed power of NVIDIA GPUs `indices` while the context is open.
-
-    samples: (perf_counter seconds, watts summed over the GPUs), in time order.
-    """
-
-    def __init__(self, indices: Sequence[int] = (0,), interval_s: float = 0.05) -> None:
-        if interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
-        self.indices = list(indices)
-        self.interval_s = interval_s
-        self.samples: list[tuple[float, float]] = []
-        self.unavailable_reason: str | None = None
-        self._nvml: Any = None
-        self._handles: list[Any] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def available(self) -> bool:
-        return self.unavailable_reason is None and self._nvml is not None
-
-    def _read_watts(self) -> float:
-        return sum(self._nvml.nvmlDeviceGetPowerUsage(handle) for handle in self._handles) / 1000.0
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                watts = self._read_watts()
-            except Exception as error:  # pynvml.NVMLError: a reading the board refused
-                self.unavailable_reason = f"NVML stopped answering: {error}"
-                return
-            with self._lock:
-                self.samples.append((time.perf_counter(), watts))
-            self._stop.wait(self.interval_s)
-
-    def start(self) -> PowerSampler:
-        """Start sampling; where NVML cannot be used, set `unavailable_reason` and sample nothing."""
-        if self._thread is not None:
-            return self
-        if not self.indices:
-            self.unavailable_reason = "no GPU to sample"
-            return self
-        try:
-            nvml = importlib.import_module("pynvml")
-        except ImportError:
-            self.unavailable_reason = f"NVML is not installed (pip install {NVML_PACKAGE})"
-            return self
-        try:
-            nvml.nvmlInit()
-            self._handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in self.indices]
-            self._nvml = nvml
-            self._read_watts()  # fails here, not in the thread, on a board without power readings
-        except Exception as error:  # pynvml.NVMLError and its many subclasses
-            self.unavailable_reason = f"NVML power readings are not available: {error}"
-            self._shutdown()
-            return self
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="colabkit-power", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop sampling (one last reading closes the window) and release NVML."""
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        if self.unavailable_reason is None:
-            try:
-                with self._lock:
-                    self.samples.append((time.perf_counter(), self._read_watts()))
-            except Exception as error:  # pynvml.NVMLError
-                self.unavailable_reason = f"NVML stopped answering: {error}"
-        self._shutdown()
-
-    def _shutdown(self) -> None:
-        if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001 - shutting down a library that already failed
-                pass
-
-    def __enter__(self) -> PowerSampler:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def window(self, start: float, end: float) -> list[tuple[float, float]]:
-        """Samples within [start, end], with the power at both ends interpolated from neighbours."""
-        with self._lock:
-            samples = list(self.samples)
-        if not samples or end <= start:
-            return []
-
-        def power_at(t: float) -> float:
-            before = [s for s in samples if s[0] <= t]
-            after = [s for s in samples if s[0] >= t]
-            if not before:
-                return after[0][1]
-            if not after:
-                return before[-1][1]
-            (t0, p0), (t1, p1) = before[-1], after[0]
-            return p0 if t1 == t0 else p0 + (p1 - p0) * (t - t0) / (t1 - t0)
-
-        inside = [s for s in samples if start < s[0] < end]
-        return [(start, power_at(start)), *inside, (end, power_at(end))]
-
-    def energy_j(self, start: float, end: float) -> float | None:
-        """Joules drawn between `start` and `end` (perf_counter seconds), or None without samples."""
-        points = self.window(start, end)
-        if len(points) < 2:
-            return None
-        return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:]))
+def source_fields(source: EnergySource | None) -> dict[str, Any]:
+    """The record's `energy_method`, `energy_source` (what was read, in words) and `energy_reason` (why there is no
+    figure; None where the source works)."""
+    if source is None:
+        return {"energy_method": EnergyMethod.NOT_MEASURED.value, "energy_source": None,
+                "energy_reason": "energy was not measured"}
+    return {"energy_method": source.method.value, "energy_source": source.source, "energy_reason": source.reason}
 
 
-def energy_metrics(sampler: PowerSampler | None, intervals: Sequence[tuple[float, float]],
-                   samples_per_interval: Sequence[int], reason: str | None = None) -> dict[str, Any]:
-    """Record fields from a sampler and the steady epochs' training intervals (perf_counter seconds).
+def describe_energy(metrics: dict[str, Any], parts: list[tuple[str, dict[str, Any]]], unit: str) -> str:
+    """One line: joules per `unit` of each part (`energy_j_per_<unit>`) and how they were measured, or why not."""
+    if metrics["energy_method"] == "not measured":
+        return f"energy: not measured ({metrics['energy_reason']})"
+    figures = [f"{name} {part[f'energy_j_per_{unit}']:.4g}" for name, part in parts
+               if part.get(f"energy_j_per_{unit}") is not None]
+    missing = f"; {metrics['energy_reason']}" if metrics["energy_reason"] else ""
+    return f"energy ({metrics['energy_method']}), J per {unit}: {', '.join(figures) or 'none'}{missing}"
 
-    energy_j_per_epoch: median over the intervals; energy_j_per_sample: all their energy / all their
-    samples; mean_power_w: all their energy / all their time. None, with `energy_reason`, when the
-    sampler could not read power, nothing was sampled, or there was no steady epoch.
+
+def energy_metrics(source: EnergySource | None, windows: Sequence[tuple[Mark, Mark]],
+                   samples_per_window: Sequence[int], reason: str | None = None) -> dict[str, Any]:
+    """A training record's energy fields, from the steady epochs' windows and the samples each trained.
+
+    energy_j_per_epoch: the median over the windows; energy_j_per_sample: all their energy / all their samples;
+    mean_power_w: all their energy / all their time; with `source_fields`. None, with `energy_reason`, when the
+    source could not measure, any window has no figure, or there was no steady epoch (`reason` overrides).
     """
     empty = {"energy_j_per_epoch": None, "energy_j_per_sample": None, "mean_power_w": None}
-    if reason is not None or sampler is None or sampler.unavailable_reason is not None:
-        why = reason or (sampler.unavailable_reason if sampler is not None else None) or "power was not sampled"
-        return {**empty, "energy_reason": why}
-    if not intervals:
-        return {**empty, "energy_reason": "no steady-state epoch (only one epoch ran)"}
-    energies = [sampler.energy_j(start, end) for start, end in intervals]
-    if any(energy is None for energy in energies):
-        return {**empty, "energy_reason": "no power sample fell in a steady epoch"}
-    total_j = float(sum(energies))  # type: ignore[arg-type]
-    total_s = sum(end - start for start, end in intervals)
-    ordered = sorted(energies)  # type: ignore[type-var]
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    samples = sum(samples_per_interval)
+    fields = source_fields(source)
+    if reason is not None:
+        return {**empty, **fields, "energy_reason": reason}
+    if fields["energy_reason"] is not None or source is None:
+        return {**empty, **fields}
+    if not windows:
+        return {**empty, **fields, "energy_reason": "no steady-state epoch (only one epoch ran)"}
+    energies = [source.energy(begin, end) for begin, end in windows]
+    missing = next((energy.reason for energy in energies if energy.joules is None), None)
+    if missing is not None:
+        return {**empty, **fields, "energy_reason": f"a steady epoch has no energy figure: {missing}"}
+    joules = sorted(float(energy.joules) for energy in energies)  # type: ignore[arg-type]
+    total_j, total_s = sum(joules), sum(energy.seconds for energy in energies)
+    middle = len(joules) // 2
+    median = joules[middle] if len(joules) % 2 else (joules[middle - 1] + joules[middle]) / 2
+    samples = sum(samples_per_window)
     return {
-        "energy_j_per_epoch": float(median),
+        **fields,
+        "energy_j_per_epoch": median,
         "energy_j_per_sample": total_j / samples if samples else None,
         "mean_power_w": total_j / total_s if total_s > 0 else None,
-        "energy_reason": None,
+        "energy_reason": None if samples else "no sample was counted in the steady epochs",
     }

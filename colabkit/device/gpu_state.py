@@ -13,7 +13,7 @@ import importlib
 import os
 from typing import Any
 
-from colabkit.device.energy import NVML_PACKAGE, visible_gpu_indices
+from colabkit.device.nvml_energy import NVML_PACKAGE, visible_gpu_indices
 
 # NVML's clocks-event (throttle) reason bits, and the name the record gives each.
 THROTTLE_REASONS = {

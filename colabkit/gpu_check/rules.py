@@ -42,7 +42,7 @@ MATMUL_LOW, MATMUL_HIGH = 0.5, 1.05  # warm matmul TFLOPS / peak; above 1.05: a 
 CLOCK_LOW, CLOCK_HIGH = 0.95, 1.05  # colabkit.measure TFLOPS / pipelined TFLOPS (medians of interleaved rounds)
 BANDWIDTH_LOW, BANDWIDTH_HIGH = 0.5, 1.05  # measured triad GB/s / the table's peak GB/s
 AGREEMENT_LOW, AGREEMENT_HIGH = 0.95, 1.05  # notebook steady samples/s / bare Keras fit (medians)
-SAMPLER_LOW, SAMPLER_HIGH = 0.98, 1.02  # samples/s with the NVML sampler / without it (medians)
+SAMPLER_LOW, SAMPLER_HIGH = 0.98, 1.02  # samples/s with the energy meters / without them (medians)
 MFU_MAX = 1.0  # model TFLOPS above the peak: a wrong FLOP count, clock or peak
 FC_MIN_MFU = 0.05  # the compute-bound FC model below 5 % of peak: not on the GPU, or the peak is wrong
 PRECISIONS = ("float32", "tf32", "float16", "bfloat16")
@@ -278,15 +278,21 @@ def training_row(model: str, variant: str, fits: Sequence[Mapping[str, Any]] | U
 
 
 def energy_row(energy: Mapping[str, Any] | Unavailable, sampler: Agreement | None) -> Row:
-    """NVML's energy of the steady epochs of the compute-bound FC fit, and the sampler's own cost."""
+    """NVML's energy of the steady epochs of the compute-bound FC fit (the board's energy counter where it has one,
+    with the power sampled beside it for comparison, shown and not judged), and the meters' own cost."""
     rule = (f"energy per epoch > 0; idle power < mean power <= the board's enforced limit; samples/s with the "
-            f"sampler / without it between {SAMPLER_LOW:g} and {SAMPLER_HIGH:g} (medians of interleaved rounds)")
+            f"energy meters / without them between {SAMPLER_LOW:g} and {SAMPLER_HIGH:g} (medians of interleaved "
+            f"rounds)")
     if isinstance(energy, Unavailable):
         return energy.row("nvml energy", rule)
     joules, watts = energy.get("energy_j_per_epoch"), energy.get("mean_power_w")
     idle, limit = float(energy["idle_w"]), float(energy["limit_w"])
-    figure = (f"{joules:,.1f} J/epoch, {watts:,.0f} W (idle {idle:,.0f} W, limit {limit:,.0f} W)"
+    method = f" ({energy['energy_method']})" if energy.get("energy_method") else ""
+    figure = (f"{joules:,.1f} J/epoch{method}, {watts:,.0f} W (idle {idle:,.0f} W, limit {limit:,.0f} W)"
               if joules is not None and watts is not None else f"no energy (idle {idle:,.0f} W, limit {limit:,.0f} W)")
+    sampled = energy.get("sampled_j_per_epoch")
+    if energy.get("energy_method") == "counter" and sampled is not None and joules:
+        figure += f"; power sampled beside it: {sampled:,.1f} J/epoch ({sampled / joules - 1:+.1%})"
     problems = []
     if joules is None or watts is None:
         problems.append(f"no energy figure: {energy.get('energy_reason')}")
@@ -296,11 +302,11 @@ def energy_row(energy: Mapping[str, Any] | Unavailable, sampler: Agreement | Non
         if not idle < watts <= limit:
             problems.append(f"mean power {watts:,.0f} W is not between idle {idle:,.0f} W and the limit {limit:,.0f} W")
     if sampler is None:
-        problems.append("the sampler's cost was not measured")
+        problems.append("the energy meters' cost was not measured")
     else:
-        figure += f"; with/without sampler {sampler.describe()}"
+        figure += f"; with/without the meters {sampler.describe()}"
         if not sampler.within(SAMPLER_LOW, SAMPLER_HIGH):
-            problems.append(f"the sampler changes samples/s by {sampler.ratio - 1:+.1%}")
+            problems.append(f"the energy meters change samples/s by {sampler.ratio - 1:+.1%}")
     return judged("nvml energy", figure, rule, problems, **dict(energy),
                   sampler=sampler.as_dict() if sampler else None)
 

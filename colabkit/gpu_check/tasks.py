@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 BYTES_PER_TRIAD_ELEMENT = 12  # read x, read c, write x: 4 bytes each (float32)
+ENERGY_MIN_WINDOW_S = 0.25  # the energy fit's epochs (about 0.5 s: training.FC_EPOCH_S) are measured, coarse as they are
 
 
 def facts() -> dict[str, Any]:
@@ -34,7 +35,7 @@ def power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
         import pynvml
     except ImportError:
         return {"unavailable": "NVML is not installed: pip install 'colabkit[gpu]' (nvidia-ml-py)"}
-    from colabkit.device.energy import visible_gpu_indices
+    from colabkit.device.nvml_energy import visible_gpu_indices
 
     try:
         pynvml.nvmlInit()
@@ -185,8 +186,11 @@ def fit(model: str, jit_compile: str | bool, policy: str, batch_size: int, epoch
         network, fit_args, samples_per_epoch = _MODELS[model](keras, batch_size=batch_size, samples=samples,
                                                               steps=steps, knobs=knobs or {})
         network.compile(**fit_args.pop("compile"), jit_compile=jit_compile)
-        meter = EnergyMeter("gpu", 1, batch_size) if energy else None
-        rate, epoch_s = steady_rate(network, samples_per_epoch, epochs, [meter] if meter else [], **fit_args)
+        # The energy fit's epochs are sized for about FC_EPOCH_S (0.5 s): each is measured, though the counter's steps
+        # (about 100 ms) make one epoch's figure coarse; power is sampled beside the counter, to compare the two.
+        meters = [EnergyMeter("gpu", 1, batch_size, min_window_s=ENERGY_MIN_WINDOW_S),
+                  EnergyMeter("gpu", 1, batch_size, min_window_s=ENERGY_MIN_WINDOW_S, sampled=True)] if energy else []
+        rate, epoch_s = steady_rate(network, samples_per_epoch, epochs, meters, **fit_args)
         compute_dtype = str(network.dtype_policy.compute_dtype)
         tf32 = tf32_capable and bool(tf.config.experimental.tensor_float_32_execution_enabled())
         precision = "tf32" if compute_dtype == "float32" and tf32 else compute_dtype
@@ -198,7 +202,8 @@ def fit(model: str, jit_compile: str | bool, policy: str, batch_size: int, epoch
                 "mfu": fields["mfu"], "mfu_reason": fields["mfu_reason"], "precision": precision,
                 "compute_dtype": compute_dtype, "jit_compile": bool(network.jit_compile),
                 "train_flops_per_sample": flops.train_per_sample, "samples_per_epoch": samples_per_epoch,
-                "energy": meter.metrics() if meter else None}
+                "energy": meters[0].metrics() if meters else None,
+                "energy_sampled": meters[1].metrics() if meters else None}
     finally:
         keras.mixed_precision.set_global_policy("float32")
         keras.backend.clear_session()

@@ -107,10 +107,13 @@ def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, An
     power = [m["mean_power_w"] for m in meters if m.get("mean_power_w") is not None]
     complete = len(per_epoch) == len(meters) and len(power) == len(meters)
     reasons = [m.get("energy_reason") for m in meters if m.get("energy_reason")]
+    sampled = [(fit.get("energy_sampled") or {}).get("energy_j_per_epoch") for fit in metered]
     figures = {"energy_j_per_epoch": sorted(per_epoch)[len(per_epoch) // 2] if complete else None,
                "mean_power_w": sorted(power)[len(power) // 2] if complete else None,
                "idle_w": ctx.power["idle_w"], "limit_w": ctx.power["limit_w"],
-               "energy_reason": reasons[0] if reasons else None}
+               "energy_reason": reasons[0] if reasons else None,
+               "energy_method": meters[0].get("energy_method") if meters else None,
+               "sampled_j_per_epoch": sorted(sampled)[len(sampled) // 2] if sampled and None not in sampled else None}
     sampler = Agreement(tuple(fit["samples_per_s"] for fit in metered), tuple(fit["samples_per_s"] for fit in bare))
     return energy_row(figures, sampler)
 

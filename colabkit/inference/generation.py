@@ -15,6 +15,9 @@ from typing import Any
 import keras
 import numpy as np
 
+from colabkit.device.energy import describe_energy, open_energy_source, source_fields
+from colabkit.device.energy_source import EnergySource, Mark
+from colabkit.device.nvml_energy import visible_gpu_indices
 from colabkit.device.memory import setup_memory
 from colabkit.errors import InsufficientMemoryError, MeasurementError, ParameterError
 from colabkit.inference.compiled import JAX_COST_SOURCE, TENSORFLOW_COST_SOURCE
@@ -72,6 +75,10 @@ class Decode:
                          f"{row['step_bytes'] / 1e6:.4g} MB a step{compiler} at {row['achieved_gb_s']:.4g} GB/s"
                          f"{bound} the device's{copied}; full-pass check {checked} (difference "
                          f"{row['check_max_abs_difference']:.2g}, tolerance {row['check_tolerance']:.2g})")
+        if "energy_method" in self.metrics:
+            lines.append(describe_energy(self.metrics, [(f"batch {row['batch']}, prompt {row['prompt_length']}", row)
+                                                        for row in self.record_fields["decode"]["rows"]
+                                                        if not row.get("refused")], "token"))
         return "\n".join(lines)
 
 
@@ -95,19 +102,23 @@ def _compiler_fields(decoder: GreedyDecoder, step_bytes: float, median_step_s: f
 
 def _combination(model: Any, batch: int, prompt_length: int, output_tokens: int, memory: Any, rng: np.random.Generator,
                  peak_tflops: float | None, bandwidth_gb_s: float | None, arithmetic: str | None,
-                 clock: Callable[[], float]) -> dict[str, Any]:
-    """One batch size and prompt length measured (DECODE_METHOD): a row of the record's `decode.rows`."""
+                 clock: Callable[[], float],
+                 mark: Callable[[], Mark]) -> tuple[dict[str, Any], tuple[Mark, Mark] | None]:
+    """One batch size and prompt length measured (DECODE_METHOD): a row of the record's `decode.rows`, and the energy
+    source's marks around its timed generation (None where the combination was refused)."""
     row: dict[str, Any] = {"batch": batch, "prompt_length": prompt_length, "output_tokens": output_tokens,
                            "max_length": prompt_length + output_tokens}
     try:
         decoder = GreedyDecoder(model, batch=batch, prompt_length=prompt_length, max_length=row["max_length"],
                                 memory=memory)
     except InsufficientMemoryError as error:  # refused before the cache is built; the other combinations run
-        return {**row, "refused": str(error)}
+        return {**row, "refused": str(error)}, None
     prompt = rng.integers(0, decoder.decoder.vocab, size=(batch, prompt_length)).astype(np.int32)
     compiled = decoder.compile(clock)
     decoder.generate(prompt, output_tokens, clock=clock)  # warm-up: caches, allocator, page faults
+    begin = mark()
     timed = decoder.generate(prompt, output_tokens, clock=clock)
+    window = (begin, mark())
     vocab, positions = decoder.decoder.vocab, decoder.decoder.max_positions or row["max_length"]
     checked_tokens = max(1, min(output_tokens, CHECK_LOGIT_BYTES // (4 * batch * vocab)))
     kept = decoder.generate(prompt, checked_tokens, keep_logits=True)
@@ -145,17 +156,31 @@ def _combination(model: Any, batch: int, prompt_length: int, output_tokens: int,
         "check_tokens": checked_tokens, "check_rows": checked_rows, "tokens_agree": check.tokens_agree,
         **_compiler_fields(decoder, step_bytes, p50),
     })
-    return row
+    return row, window
+
+
+def decode_energy(source: EnergySource, rows: list[dict[str, Any]],
+                  windows: list[tuple[Mark, Mark] | None]) -> dict[str, Any]:
+    """Joules per generated token over each measured row's timed generation (prefill included, as tokens_per_s's
+    time is), into the row (WindowEnergy.per_unit's keys); returns `energy_method`, `energy_source` and
+    `energy_reason` (the first reason a row's figure is missing; None when none is)."""
+    for row, window in zip(rows, windows):
+        if window is not None:
+            row.update(source.energy(*window).per_unit(row["batch"] * row["output_tokens"], "token"))
+    reasons = [row["energy_reason"] for row in rows if row.get("energy_reason")]
+    return {**source_fields(source), "energy_reason": source.reason or (reasons[0] if reasons else None)}
 
 
 def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output_tokens: int,
                    batch_sizes: str | int, seed: int = 0, memory: Any = None, arithmetic: str | None = None,
-                   clock: Callable[[], float] = time.perf_counter) -> Decode:
+                   clock: Callable[[], float] = time.perf_counter, energy: EnergySource | None = None) -> Decode:
     """Greedy decode of `model` (ParaDnn's Transformer, built) on `device` (a DeviceSetup, one device) at every
     prompt length ('128,2048') and batch size ('1,8,max'; max: the largest power of two the memory estimate allows
     at the longest prompt): DECODE_METHOD, printed and returned. A combination the estimate refuses against
-    `memory` (colabkit.device.memory.DeviceMemory; default: the device's) is recorded as refused, unbuilt. A failed
-    full-pass check makes `decode_valid` false: the record is then written as failed (records.plausibility)."""
+    `memory` (colabkit.device.memory.DeviceMemory; default: the device's) is recorded as refused, unbuilt. `energy`:
+    a started energy source (default: the device's, colabkit.device.energy.open_energy_source), stopped here; joules
+    per token are over each combination's timed generation. A failed full-pass check makes `decode_valid` false: the
+    record is then written as failed (records.plausibility)."""
     if device.replicas > 1 or device.kind == "multiworker":
         raise ParameterError(f"mode = 'decode' runs on one device; {getattr(device, 'name', device.kind)} has "
                              f"{device.replicas} replicas: give device 'cpu' or 'gpu:1'")
@@ -182,8 +207,15 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
     bandwidth = device.peak_bandwidth()
     peak_tflops, bandwidth_gb_s = (peak.tflops if peak else None), (bandwidth.gb_per_s if bandwidth else None)
     rng = np.random.default_rng(seed)
-    rows = [_combination(model, batch, prompt, output_tokens, memory, rng, peak_tflops, bandwidth_gb_s, arithmetic,
-                         clock) for prompt in prompts for batch in batches]
+    source = energy if energy is not None else open_energy_source(device.kind, visible_gpu_indices(1)
+                                                                  if device.kind == "gpu" else [])
+    try:
+        measured_windows = [_combination(model, batch, prompt, output_tokens, memory, rng, peak_tflops, bandwidth_gb_s,
+                                         arithmetic, clock, source.mark) for prompt in prompts for batch in batches]
+    finally:
+        source.stop()
+    rows = [row for row, _ in measured_windows]
+    energy_fields = decode_energy(source, rows, [window for _, window in measured_windows])
     measured = [row for row in rows if not row.get("refused")]
     if not measured:
         raise InsufficientMemoryError("every decode combination was refused by the memory estimate:\n"
@@ -198,6 +230,8 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
         "decode_tokens_per_s": best["tokens_per_s"], "decode_tokens_per_s_batch": best["batch"],
         "decode_valid": all(row["check_passed"] for row in measured),
         "decode_refused": len(rows) - len(measured), "peak_tflops": peak_tflops,
+        **energy_fields, "decode_energy_j_per_token": head.get("energy_j_per_token"),
+        "decode_energy_j_per_token_best": best.get("energy_j_per_token"),
         "peak_bandwidth_gb_s": bandwidth_gb_s, "dtype_policy": model.dtype_policy.name, "replicas": 1,
         "params": model.count_params(),
     }

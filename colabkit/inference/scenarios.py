@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from colabkit.device.energy_source import Mark
 from colabkit.device.memory import setup_memory
 from colabkit.errors import ParameterError
 from colabkit.statistics import EXACT_95_RUNS, median_ci
@@ -111,20 +112,25 @@ def _timed(call: Callable[[Any], Any], batch: Any, clock: Clock) -> float:
 
 
 def single_stream(call: Callable[[Any], Any], samples: np.ndarray, settings: InferenceSettings,
-                  clock: Clock = time.perf_counter) -> dict[str, Any]:
-    """Latencies in seconds at batch 1, after the first call and the warm-up queries (module docstring)."""
+                  clock: Clock = time.perf_counter, mark: Callable[[], Mark] | None = None) -> dict[str, Any]:
+    """Latencies in seconds at batch 1, after the first call and the warm-up queries (module docstring). `mark`
+    (an energy source's): called just before the first timed query and after the last, `energy_marks` the two."""
     count = len(samples)
     first_s = _timed(call, samples[0:1], clock)
     for index in range(settings.warmup_queries):
         call(samples[index % count:index % count + 1])
+    begin = mark() if mark else None
     latencies, account = issue_until_met(lambda index: _timed(call, samples[index % count:index % count + 1], clock),
                                          settings, "single_stream", clock)
-    return {"first_call_s": first_s, "warmup_queries": settings.warmup_queries, "latencies_s": latencies, **account}
+    marks = (begin, mark()) if mark and begin else None
+    return {"first_call_s": first_s, "warmup_queries": settings.warmup_queries, "latencies_s": latencies,
+            "energy_marks": marks, **account}
 
 
 def offline(call: Callable[[Any], Any], samples: np.ndarray, batch: int, settings: InferenceSettings,
-            clock: Clock = time.perf_counter) -> dict[str, Any]:
-    """Samples/s at `batch`, per run, and their median with its interval (module docstring)."""
+            clock: Clock = time.perf_counter, mark: Callable[[], Mark] | None = None) -> dict[str, Any]:
+    """Samples/s at `batch`, per run, and their median with its interval (module docstring). `mark`: as
+    single_stream's, around the timed runs; `inferences` the samples they inferred."""
     data = np.resize(samples, (batch, *samples.shape[1:])).astype(samples.dtype, copy=False)
     compile_s = _timed(call, data, clock)
     warm = min(_timed(call, data, clock) for _ in range(WARMUP_CALLS))
@@ -136,11 +142,13 @@ def offline(call: Callable[[Any], Any], samples: np.ndarray, batch: int, setting
             call(data)
         return batch * calls / (clock() - start)
 
+    begin = mark() if mark else None
     per_run, account = issue_until_met(one_run, settings, "offline", clock)
+    marks = (begin, mark()) if mark and begin else None
     interval = median_ci(per_run)
     return {"batch": batch, "samples_per_s": interval.estimate, "low": interval.low, "high": interval.high,
             "runs": len(per_run), "calls_per_run": calls, "samples_per_s_runs": per_run, "first_call_s": compile_s,
-            "note": interval.note, **account}
+            "note": interval.note, "energy_marks": marks, "inferences": batch * calls * len(per_run), **account}
 
 
 def per_sample_values(model: Any) -> int | None:

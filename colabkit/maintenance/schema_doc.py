@@ -184,11 +184,14 @@ INFERENCE_KEYS: dict[str, str] = {
                      "its `estimate_ms`, the interval `low_ms`-`high_ms` from order statistics (null below "
                      "`min_queries`, with a `note`) and the `coverage` those ranks reach; the `settings` it had to reach "
                      "(`min_query_count`, `min_duration_s`, `max_duration_s`), the `duration_s` it ran, whether it met "
-                     "both (`valid`) and the one met last (`binding`)",
+                     "both (`valid`) and the one met last (`binding`); `energy`: the energy of its timed queries "
+                     "(an energy window's keys, under Energy; per inference: per query)",
     "offline": "per batch size: `samples_per_s` (the median over `runs`, this run's timed passes) with its interval `low`-`high` (within this run) and `note`, "
                "`samples_per_s_runs`, `calls_per_run`, `first_call_s` (tracing, compilation); for a sequence model "
                "given `tokens_per_sample`, `tokens_per_s` with `tokens_low`-`tokens_high` (a decoder's prefill); "
-               "`settings`, `duration_s`, `valid` and `binding` as single-stream's (its queries: runs)",
+               "`settings`, `duration_s`, `valid` and `binding` as single-stream's (its queries: runs); "
+               "`inferences`, the samples its timed runs inferred, and the energy of those runs (an energy window's "
+               "keys, under Energy)",
     "offline_method": "how the offline figures were measured, in words",
     "max_batch": "where `max` was asked: the largest power-of-two `batch` the memory estimate allows (`estimate`, "
                  "`cap`, `per_sample_bytes`, `weights_bytes`, `device_memory_bytes`, `fraction`) and `how`; else null",
@@ -237,6 +240,9 @@ DECODE_ROW_KEYS: dict[str, str] = {
     "decode_tflops, decode_intensity": "a step's model FLOPs over the median step, and over step_bytes",
     "prefill_flops, prefill_bytes, prefill_tflops, prefill_intensity": "the prefill's, its FLOPs over TTFT",
     "peak_tflops, bandwidth_gb_s": "the device's ceilings the roofline draws",
+    "energy_j, energy_j_per_token, mean_power_w, energy_window_s, energy_reason": "the energy of the timed "
+    "generation, prefill included (an energy window's keys, under Energy; per token: per batch x output "
+    "tokens)",
     "check_passed, check_max_abs_difference, check_tolerance, check_arithmetic, check_ties, check_tokens, "
     "check_rows, tokens_agree": "the cached logits against the model's full pass: the first `check_tokens` tokens "
                                 "of the batch's first `check_rows` sequences",
@@ -247,6 +253,34 @@ DECODE_METRIC_DOCS: dict[str, str] = {
     "decode_tokens_per_s, decode_tokens_per_s_batch": "the highest output tokens/s and its batch",
     "decode_valid": "every combination's full-pass check passed (false: the record is failed)",
     "decode_refused": "combinations the memory estimate refused",
+}
+
+ENERGY_METRIC_DOCS: dict[str, str] = {
+    "energy_method": "how the energy was measured (colabkit.device.energy): `counter` (the GPUs' total-energy "
+                     "counters, NVML, read at each window's edges), `sampled` (the GPUs' power read every 50 ms and "
+                     "integrated, where a board has no counter), `rapl` (the CPU's RAPL package and DRAM counters) or "
+                     "`not measured`",
+    "energy_source": "what was read, in words: the GPUs by NVML index, or the RAPL zones; null when not measured",
+    "energy_reason": "why a figure is missing (nothing to read here, a window under 1 s, a reading that failed); null "
+                     "when none is",
+    "energy_j_per_epoch, energy_j_per_sample, mean_power_w": "training runs, over the steady epochs' training "
+                                                            "steps (the first epoch left out): the median epoch's "
+                                                            "joules, all their joules per training sample, their mean "
+                                                            "watts",
+    "single_stream_energy_j_per_inference": "inference runs: joules per query of the single-stream scenario (batch 1)",
+    "offline_energy_j_per_inference, offline_energy_j_per_inference_bN": "inference runs: joules per sample inferred "
+                                                                        "offline, at `offline_batch` and at batch N",
+    "decode_energy_j_per_token, decode_energy_j_per_token_best": "decode runs: joules per generated token at the "
+                                                                  "headline's combination (`decode_batch`, "
+                                                                  "`decode_prompt_length`) and at that of "
+                                                                  "`decode_tokens_per_s`",
+}
+ENERGY_WINDOW_KEYS: dict[str, str] = {
+    "energy_j": "the joules of the window (the timed queries, runs or generation)",
+    "energy_j_per_inference, energy_j_per_token": "those joules over the window's inferences or generated tokens",
+    "mean_power_w": "the joules over the window's seconds",
+    "energy_window_s": "the window's seconds, edge to edge",
+    "energy_reason": "why the window has no figure; null when it has one",
 }
 
 
@@ -350,6 +384,18 @@ def render() -> str:
         "and the record's `metrics` hold:",
         "",
         *_table(("metric", "what it holds"), DECODE_METRIC_DOCS),
+        "",
+        "## Energy (training, inference and decode runs)",
+        "",
+        "What was measured, how, and what a figure covers (the GPU board, or the CPU packages; never the whole",
+        "machine): [cost.md](cost.md). The record's `metrics` hold:",
+        "",
+        *_table(("metric", "what it holds"), ENERGY_METRIC_DOCS),
+        "",
+        "and each energy window an inference or decode record measured (`inference.single_stream.energy`, each",
+        "`inference.offline` row, each `decode.rows` row) holds:",
+        "",
+        *_table(("key", "what it holds"), ENERGY_WINDOW_KEYS),
         "",
         "## `op_breakdown` (training runs with `profile_steps` > 0)",
         "",

@@ -12,7 +12,10 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from colabkit.device.energy_source import EnergyMethod
+
 MetricCheck = Callable[[Any], bool]
+ENERGY_METHODS = tuple(method.value for method in EnergyMethod)
 
 
 def positive(value: Any) -> bool:
@@ -67,6 +70,12 @@ METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
     # inference (colabkit.inference.scenarios): every scenario met both its minimums, queries and duration.
     "inference_valid": (lambda value: value in (None, True), "must be true: a scenario stopped at max_duration_s "
                         "short of its minimum queries or duration is no valid measurement"),
+    # energy (colabkit.device.energy): joules and watts drawn, by a method the record's vocabulary names.
+    **{name: (positive, POSITIVE) for name in (
+        "energy_j_per_epoch", "energy_j_per_sample", "mean_power_w", "single_stream_energy_j_per_inference",
+        "offline_energy_j_per_inference", "decode_energy_j_per_token", "decode_energy_j_per_token_best")},
+    "energy_method": (lambda value: value is None or value in ENERGY_METHODS,
+                      f"must be one of {', '.join(repr(method) for method in ENERGY_METHODS)}"),
     # decode (colabkit.inference.generation): the cached logits matched the model's full pass at every combination.
     "decode_valid": (lambda value: value in (None, True), "must be true: a decode whose cached logits differ from the "
                      "model's full pass beyond rounding generated other tokens than the model would"),

@@ -1,0 +1,253 @@
+"""NVIDIA GPUs' energy through NVML (`pynvml`, imported late; the pip package nvidia-ml-py): the boards' total-energy
+counter read at each window's edges (GpuEnergyCounter), or their power sampled by a thread and integrated where a
+board has no counter (PowerSampler). Both are the whole board's, NVML's indices (visible_gpu_indices maps CUDA's).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from colabkit.device.energy_source import (
+    MIN_WINDOW_S,
+    EnergyMethod,
+    EnergySource,
+    Mark,
+    WindowEnergy,
+    counter_deltas,
+)
+
+NVML_PACKAGE = "nvidia-ml-py"  # pip name; the module is `pynvml`
+
+
+def visible_gpu_indices(count: int) -> list[int]:
+    """NVML indices of the first `count` GPUs a CUDA program sees. NVML ignores
+    CUDA_VISIBLE_DEVICES, so numeric entries of it are mapped (CUDA stops at the first invalid one:
+    set but empty, or "-1", means no GPU); unset, or naming GPUs by UUID, 0..count-1."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return list(range(count))
+    entries = [entry.strip() for entry in visible.split(",")]
+    indices = []
+    for entry in entries:
+        if not entry.isdigit():
+            break
+        indices.append(int(entry))
+    if indices or not entries[0] or entries[0].startswith("-"):
+        return indices[:count]
+    return list(range(count))  # UUIDs (GPU-...) or MIG names: NVML's order, unmapped
+
+
+def _import_nvml() -> Any:
+    return importlib.import_module("pynvml")
+
+
+class GpuEnergyCounter(EnergySource):
+    """NVML's total-energy counter of GPUs `indices` (NVML's indices), summed: read at each mark.
+
+    `refused` is set when NVML works but a board has no counter (NVMLError_NotSupported, or FunctionNotFound from a
+    driver too old to know the call): then power can be sampled instead (`open_energy_source` does).
+    """
+
+    method = EnergyMethod.COUNTER
+
+    def __init__(self, indices: Sequence[int], min_window_s: float = MIN_WINDOW_S) -> None:
+        super().__init__(min_window_s=min_window_s)
+        self.indices = list(indices)
+        self.refused: str | None = None
+        self._nvml: Any = None
+        self._handles: list[Any] = []
+
+    def _read_j(self) -> tuple[float, ...]:
+        return tuple(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0 for handle in self._handles)
+
+    def start(self) -> GpuEnergyCounter:
+        """Open NVML and read every board's counter once; where that fails, say why (`reason`, `refused`)."""
+        if self._nvml is not None or self.reason is not None:
+            return self
+        if not self.indices:
+            self._fail_start("no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)")
+            return self
+        try:
+            nvml = _import_nvml()
+        except ImportError:
+            self._fail_start(f"NVML is not installed (pip install {NVML_PACKAGE})")
+            return self
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as error:
+            self._fail_start(f"NVML is not available: {error}")
+            return self
+        self._nvml = nvml
+        try:
+            self._handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in self.indices]
+            self._read_j()
+        except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound) as error:
+            self.refused = f"nvmlDeviceGetTotalEnergyConsumption: {error}"
+            self._fail_start(f"the GPU has no total-energy counter ({self.refused})")
+            self.stop()
+        except nvml.NVMLError as error:
+            self._fail_start(f"NVML could not read GPU {', '.join(map(str, self.indices))}: {error}")
+            self.stop()
+        else:
+            gpus = ", ".join(map(str, self.indices))
+            self.source = f"NVML total-energy counter of GPU {gpus} (NVML's index; the whole board)"
+        return self
+
+    def stop(self) -> None:
+        if self._nvml is None:
+            return
+        nvml, self._nvml = self._nvml, None
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass  # shutting down a library that already failed: nothing left to release
+
+    def mark(self) -> Mark:
+        at = time.perf_counter()
+        if self._nvml is None or self.reason is not None:
+            return Mark(at)
+        try:
+            return Mark(at, self._read_j())
+        except self._nvml.NVMLError as error:
+            self.reason = f"NVML stopped answering: {error}"
+            return Mark(at)
+
+    def _joules(self, begin: Mark, end: Mark) -> WindowEnergy:
+        return counter_deltas(begin, end, [f"GPU {index}" for index in self.indices], "the energy counter")
+
+
+class PowerSampler(EnergySource):
+    """Samples the summed power of NVIDIA GPUs `indices` every `interval_s` while started.
+
+    samples: (perf_counter seconds, watts summed over the GPUs), in time order. `counter_refused`: why the boards'
+    energy counter was not used (named in `source`).
+    """
+
+    method = EnergyMethod.SAMPLED
+
+    def __init__(self, indices: Sequence[int] = (0,), interval_s: float = 0.05, min_window_s: float = MIN_WINDOW_S,
+                 counter_refused: str | None = None) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        super().__init__(min_window_s=min_window_s)
+        self.indices = list(indices)
+        self.interval_s = interval_s
+        self.counter_refused = counter_refused
+        self.samples: list[tuple[float, float]] = []
+        self._nvml: Any = None
+        self._handles: list[Any] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _read_watts(self) -> float:
+        return sum(self._nvml.nvmlDeviceGetPowerUsage(handle) for handle in self._handles) / 1000.0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                watts = self._read_watts()
+            except self._nvml.NVMLError as error:  # a reading the board refused
+                self.reason = f"NVML stopped answering: {error}"
+                return
+            with self._lock:
+                self.samples.append((time.perf_counter(), watts))
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> PowerSampler:
+        """Start sampling; where NVML cannot be used, say why (`reason`) and sample nothing."""
+        if self._thread is not None or self.reason is not None:
+            return self
+        if not self.indices:
+            self._fail_start("no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)")
+            return self
+        try:
+            nvml = _import_nvml()
+        except ImportError:
+            self._fail_start(f"NVML is not installed (pip install {NVML_PACKAGE})")
+            return self
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as error:
+            self._fail_start(f"NVML is not available: {error}")
+            return self
+        self._nvml = nvml
+        try:
+            self._handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in self.indices]
+            self._read_watts()  # fails here, not in the thread, on a board without power readings
+        except nvml.NVMLError as error:
+            self._fail_start(f"NVML power readings are not available: {error}")
+            self._shutdown()
+            return self
+        gpus = ", ".join(map(str, self.indices))
+        why = f" (no total-energy counter: {self.counter_refused})" if self.counter_refused else ""
+        self.source = (f"NVML power of GPU {gpus} (NVML's index; the whole board) sampled every {self.interval_s:g} s"
+                       f"{why}")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="colabkit-power", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling (one last reading closes the window) and release NVML."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        if self.reason is None:
+            try:
+                watts = self._read_watts()
+                with self._lock:
+                    self.samples.append((time.perf_counter(), watts))
+            except self._nvml.NVMLError as error:
+                self.reason = f"NVML stopped answering: {error}"
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._nvml is None:
+            return
+        nvml, self._nvml = self._nvml, None
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass  # shutting down a library that already failed: nothing left to release
+
+    def window(self, start: float, end: float) -> list[tuple[float, float]]:
+        """Samples within [start, end], with the power at both ends interpolated from neighbours."""
+        with self._lock:
+            samples = list(self.samples)
+        if not samples or end <= start:
+            return []
+
+        def power_at(t: float) -> float:
+            before = [s for s in samples if s[0] <= t]
+            after = [s for s in samples if s[0] >= t]
+            if not before:
+                return after[0][1]
+            if not after:
+                return before[-1][1]
+            (t0, p0), (t1, p1) = before[-1], after[0]
+            return p0 if t1 == t0 else p0 + (p1 - p0) * (t - t0) / (t1 - t0)
+
+        inside = [s for s in samples if start < s[0] < end]
+        return [(start, power_at(start)), *inside, (end, power_at(end))]
+
+    def energy_j(self, start: float, end: float) -> float | None:
+        """Joules drawn between `start` and `end` (perf_counter seconds), or None without samples."""
+        points = self.window(start, end)
+        if len(points) < 2:
+            return None
+        return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:]))
+
+    def _joules(self, begin: Mark, end: Mark) -> WindowEnergy:
+        seconds = end.at_s - begin.at_s
+        with self._lock:
+            inside = any(begin.at_s <= at <= end.at_s for at, _ in self.samples)
+        joules = self.energy_j(begin.at_s, end.at_s) if inside else None
+        return WindowEnergy(seconds, joules, None if joules is not None else "no power sample fell in the window")
