@@ -55,6 +55,7 @@ COLAB_SET: dict[str, str] = {
     # the report
     "test_report.py": "the report's tables and figures (pandas, matplotlib, seaborn), its notebook in a kernel",
     "test_report_inputs.py": "the report on bad inputs (pandas, matplotlib)",
+    "test_report_opens_on_results.py": "the report's Summary, legends and CSVs (pandas, matplotlib's artists)",
     "test_report_repeats.py": "medians and intervals in the report's tables (pandas)",
     "test_report_bottlenecks.py": "the bottleneck tables (pandas)",
     "test_report_backends.py": "the TensorFlow / JAX section (pandas)",

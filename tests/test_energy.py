@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fake_nvml import Board, fake_nvml, install
 
-from colabkit.device import energy_source, gpu_energy, rapl
+from colabkit.device import energy_source, nvml_energy, rapl
 from colabkit.device.energy import TPU_REASON, energy_metrics, open_energy_source, source_fields
 from colabkit.device.energy_source import MIN_WINDOW_S, EnergyMethod, Mark
 from colabkit.device.nvml_energy import GpuEnergyCounter, PowerSampler, visible_gpu_indices
@@ -33,7 +33,7 @@ class Clock:
 
 def windows_follow(monkeypatch, perf_counter) -> None:
     """Every energy source's marks read `perf_counter` for the time."""
-    for module in (energy_source, gpu_energy, rapl):
+    for module in (energy_source, nvml_energy, rapl):
         monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=perf_counter))
 
 
