@@ -66,4 +66,4 @@ def test_a_device_run_with_no_time_to_measure_fails_and_its_summary_says_nothing
     assert [line for line in lines if line.startswith("stage ") and "skipped for time" not in line
             and not line.startswith("stage install")] == ["stage report: skipped, 0 s of 40 s (no results to report)"]
     assert any(line.startswith("stages: ") and "NOTHING MEASURED" in line for line in lines)
-    assert lines[-1].startswith("zip: ") or lines[-2].startswith("zip: ")
+    assert lines[-2].startswith("zip: ") and lines[-1].startswith("device-rehearsal: ") and lines[-1].endswith("(exit 1)")

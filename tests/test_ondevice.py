@@ -239,6 +239,16 @@ def test_each_sweep_stage_is_handed_its_plan_made_once_before_any_stage_as_json(
     assert not list(tmp_path.rglob("*.yaml"))
 
 
+def test_a_stage_may_use_what_the_stages_before_it_left_of_their_budgets(tmp_path):
+    lines: list[str] = []
+    quick = python_stage("quick", "print('done')", budget_s=60.0)
+    slow = python_stage("slow", "import time; time.sleep(3)", budget_s=1.0)  # over its own budget, within the saved
+    results = run_stages([quick, slow], tmp_path, {}, time.time(), deadline_s=1000.0, echo=lines.append)
+    assert [(result.name, result.status) for result in results] == [("quick", "ok"), ("slow", "ok")]
+    started = next(line for line in lines if line.startswith("stage slow: started"))
+    assert int(started.split("(")[1].split()[0]) > 50  # its 1 s and most of quick's 60
+
+
 def test_a_stage_that_fails_names_its_log(tmp_path):
     result = run_stage(python_stage("broken", "raise SystemExit(3)"), 30.0, tmp_path / "broken.log", {})
     assert (result.status, result.exit_code) == ("failed", 3) and result.note == f"see {tmp_path / 'broken.log'}"

@@ -22,6 +22,7 @@ from colabkit.ondevice.stages import (
     GPU_PRESET,
     MIN_STAGE_S,
     REPORT_BUDGET_S,
+    ZIP_S,
     Stage,
     StageResult,
     colabkit_command,
@@ -59,10 +60,12 @@ def run_on_device(pack: Path, out: Path, started: float, deadline_s: float = DEA
                                                                str(out / "report")))
     if not (out / "results").is_dir():
         results.append(StageResult("report", "skipped", 0.0, REPORT_BUDGET_S, note="no results to report"))
+        echo(results[-1].line())
     else:
-        room = max(left_s(started, deadline_s) - 10.0, MIN_STAGE_S)  # the report runs even when late: it is the point
-        echo(f"stage report: started ({min(REPORT_BUDGET_S, room):.0f} s at most)")
-        results.append(run_stage(report, min(REPORT_BUDGET_S, room), out / "logs" / "report.log", environment))
+        # the report runs even when late (it is the point), with the time left but the zip's
+        room = max(left_s(started, deadline_s) - ZIP_S, MIN_STAGE_S)
+        echo(f"stage report: started ({room:.0f} s at most)")
+        results.append(run_stage(report, room, out / "logs" / "report.log", environment))
         echo(results[-1].line())
     bundle = write_bundle(Bundle(out, zip_to or out, gpus, pack, results, started, on_gpu, read_preflight(out)))
     for line in bundle.summary:

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from colabkit.errors import DevicePackError
-from colabkit.ondevice.lists import normalized
 
 PYTHON = (3, 12)  # the image's python3 (3.12.3): every wheel of the pack is built for it
 MANIFEST = "manifest.json"

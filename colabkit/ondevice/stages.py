@@ -33,7 +33,8 @@ from colabkit.sweep.plan import plan
 
 DEADLINE_S = 540.0  # 9 minutes: a device call's command runs 10 at most
 CLOSING_S = 45.0  # kept back for the report, the zip and the summary
-REPORT_BUDGET_S = 40.0
+REPORT_BUDGET_S = 40.0  # its nominal share: it is given whatever is left but ZIP_S
+ZIP_S = 10.0  # the zip and the summary
 MIN_STAGE_S = 20.0  # a stage that would get less is skipped: it could not finish one round
 STOP_GRACE_S = 25.0  # after SIGTERM, the sweep's time to finish its records and stop its kernels
 GPU_PRESET, CPU_PRESET = "device", "device_smoke"
@@ -142,8 +143,10 @@ def left_s(started: float, deadline_s: float) -> float:
 
 def run_stages(stages: list[Stage], out: Path, environment: dict[str, str], started: float, deadline_s: float,
                echo: Callable[[str], None]) -> list[StageResult]:
-    """Each stage in turn within the deadline, less CLOSING_S for the closing stages; a line per stage."""
+    """Each stage in turn within the deadline, less CLOSING_S for the closing stages; a line per stage. A stage may
+    use its budget and what the stages before it left of theirs: the later stages' budgets stay theirs."""
     results = []
+    saved = 0.0
     for stage in stages:
         room = left_s(started, deadline_s) - CLOSING_S
         if stage.refused:
@@ -153,8 +156,10 @@ def run_stages(stages: list[Stage], out: Path, environment: dict[str, str], star
                                  note=f"skipped for time: {max(room, 0):.0f} s left before the closing stages, "
                                       f"under the {MIN_STAGE_S:.0f} s a stage needs")
         else:
-            echo(f"stage {stage.name}: started ({min(stage.budget_s, room):.0f} s at most)")
-            result = run_stage(stage, min(stage.budget_s, room), out / "logs" / f"{stage.name}.log", environment)
+            allowed = min(room, stage.budget_s + saved)
+            echo(f"stage {stage.name}: started ({allowed:.0f} s at most)")
+            result = run_stage(stage, allowed, out / "logs" / f"{stage.name}.log", environment)
+        saved = max(0.0, stage.budget_s + saved - result.seconds)
         echo(result.line())
         results.append(result)
     return results
