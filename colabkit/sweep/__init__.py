@@ -1,9 +1,7 @@
-"""Sweeps, one job per module: grid files read and validated (gridfile, with the notebooks' parameters:
-parameters), their values layered (layers) and overridden from the command line (overrides), expanded
-into combinations that carry their run settings (expand, combination) and planned with resume
-decisions (plan, fingerprint); run as the options say (options: checked once) in an output folder
-and under its lock (outfolder) by an executor (executors; on a Dask cluster: cluster, cluster_task),
-each combination by papermill in a fresh or a warm kernel (execution, kernels, through
-colabkit.sweep.runners.notebook, which the report shares; TensorFlow multi-worker runs: multiworker_launch),
-on the devices at hand (devices), or in Colab sessions (remote_colab/); shown to the user (console),
-driven by run_sweep (runner), and summarised from the records on disk (status)."""
+"""Sweeps, in the order a sweep's plan flows: grid files and the command line's `-p` read and checked (grids),
+expanded into combinations that carry their run settings (expand), planned once (plan: a SweepPlan, its JSON where
+it crosses to another process or machine) from the options' three parts (options: what runs, how, when to stop
+repeating); decided against the records already there (decide, with fingerprints); run by `run_sweep` (driver)
+on a runner chosen by name (runners/: this machine's, a Dask cluster's, Colab sessions'), each run by papermill
+in a fresh or a warm kernel, on the devices at hand (devices), in an output folder under its lock (folder, which
+`status` reads), shown to the user (console), its time estimated beforehand (estimate)."""

@@ -2,7 +2,7 @@
 
 Per accelerator A asked, the sweep of A's device kind (gpu or tpu) is an ordinary sweep into
 OUT/colab-A/ (its lock, its decisions, its resumption), run by a ColabExecutor in Colab sessions one
-after another (`colab new --gpu A`; remote_colab.sessions says what each gets and runs). The
+after another (`colab new --gpu A`; colabkit.sweep.runners.colab.sessions says what each gets and runs). The
 client's runtime token expires after an hour and is never renewed (google-colab-cli issue #106), so no
 session outlives `--colab-session-limit` (default 3000 s): each session's runs are cut by the dry-run
 estimate to fit what is left of it, and a session that reaches its limit all the same is drained (its
