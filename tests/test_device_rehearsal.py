@@ -52,7 +52,9 @@ def test_the_device_run_rehearses_on_the_cpu_with_the_images_packages_and_no_reg
                                                     "paradnn"}
     assert {record["device"]["backend"] for record in ok} == {"jax", "torch"}
     assert {record["notebook"] for record in ok if record["device"]["backend"] == "torch"} == {"cnn_mnist"}
-    assert {record["device"]["tensorflow_in_kernel"] for record in ok} == {"kept out"}
+    # JAX's set-up says TensorFlow stayed out of its kernel; the image (and so the rehearsal's venv) has none at all
+    assert {record["device"]["tensorflow_in_kernel"] for record in ok if record["device"]["backend"] == "jax"} == {
+        "kept out"}
     assert not [record for record in records if record.get("status") in ("failed", "skipped")]
     assert seconds < REHEARSAL_LIMIT_S
 
