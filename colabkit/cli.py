@@ -147,7 +147,7 @@ def _report(args: argparse.Namespace) -> int:
     # every record once and builds the report in this process; `records` says what it read.
     dirs = args.results_dirs or ["outputs"]
     try:
-        outputs = build_report(dirs, args.out, exclude_busy=args.exclude_busy)
+        outputs = build_report(dirs, args.out, exclude_busy=args.exclude_busy, rates_file=args.rates)
     except NoRecordsError as empty:
         _print_records_read(dirs, {"records": 0, "statuses": {}, "rejected": empty.rejected})
         raise
@@ -374,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--exclude-busy", action="store_true",
                         help="leave runs made on a busy host (host_quiet false) out of the figures and intervals; "
                              "they are still listed")
+    report.add_argument("--rates", metavar="FILE", help="hourly rates of runtimes (YAML or JSON, docs/cost.md) over "
+                                                        "the ones colabkit ships, to price each unit of work")
     report.set_defaults(handler=_report)
     compare = verbs.add_parser("compare", help="two results folders side by side: per combination, the headline's "
                                                "ratio with its interval (and the level it reaches) and a verdict (docs/statistics.md)",
