@@ -3,6 +3,7 @@ unit of work, the report's cost section and `compare --by cost`."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -178,3 +179,41 @@ def test_the_report_command_refuses_a_bad_rates_file_before_writing_anything(tmp
     bad = rates_file(tmp_path, "rates:\n  cpu: {usd_per_hour: 0.1, source: x}")
     assert main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report"), "--rates", str(bad)]) == 2
     assert "`read` must be the date" in capsys.readouterr().err and not (tmp_path / "report").exists()
+
+
+def test_compare_by_cost_prints_a_ratio_its_interval_level_and_verdict(tmp_path, capsys):
+    _runs(tmp_path / "t4", "gpu", 256, [1.0, 1.02, 0.98])
+    _runs(tmp_path / "a100", "gpu", 256, [4.0, 4.1, 3.9])
+    for path in (tmp_path / "a100").rglob("*.json"):  # the same work on an A100 runtime, 4x as fast
+        record = json.loads(path.read_text())
+        record["accelerator_found"] = record["device"]["name"] = "NVIDIA A100-SXM4-40GB"
+        path.write_text(json.dumps(record))
+    csv_path = tmp_path / "cost.csv"
+    assert main(["compare", str(tmp_path / "t4"), str(tmp_path / "a100"), "--by", "cost", "--csv", str(csv_path)]) == 0
+    out = capsys.readouterr().out
+    assert "$ per 1,000 training samples" in out and "costlier (75 %, n = 3)" in out  # 11.77 / 1.84 / 4 = 1.6x
+    (row,) = list(csv.DictReader(csv_path.open()))
+    assert float(row["ratio"]) == pytest.approx(11.77 / 1.84 / 4) and row["verdict"] == "costlier"
+    assert float(row["ratio_ci_low"]) < float(row["ratio"]) < float(row["ratio_ci_high"])
+    assert float(row["ratio_ci_level"]) == pytest.approx(0.75)
+    assert "rates: T4, V100, L4, A100: Chris McCormick" in out
+
+
+def test_compare_by_cost_names_the_pairs_it_cannot_judge(tmp_path, capsys):
+    _runs(tmp_path / "before", "cpu", 256, [1.0, 1.1, 0.9])
+    _runs(tmp_path / "after", "cpu", 256, [1.0, 1.1, 0.9])
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--by", "cost"]) == 2
+    assert "has a cost on both sides: no rate given for cpu" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--rates",
+                 str(rates_file(tmp_path))]) == 2
+    assert "--rates prices runs for --by cost" in capsys.readouterr().err
+    for side in ("before", "after"):  # a second pair, run on a T4 runtime's CPU: priced on both sides
+        _runs(tmp_path / side, "cpu", 512, [1.0, 1.1, 0.9])
+        for path in (tmp_path / side / "cnn_mnist" / "cpu").glob("batch_size-512*.json"):
+            record = json.loads(path.read_text())
+            record["accelerator_found"] = "Tesla T4"
+            path.write_text(json.dumps(record))
+    assert main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--by", "cost"]) == 0
+    out = capsys.readouterr().out
+    assert "1 combination(s) in common" in out and "batch_size=512" in out
+    assert "not judged on cost: cnn_mnist" in out and "batch_size=256" in out and "no rate given for cpu" in out
