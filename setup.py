@@ -15,5 +15,5 @@ setup(
     package_dir=BUNDLED,
     # source_commit.txt: the commit of a wheel built by `sweep --colab` (colabkit.sweep.remote_colab.sessions.build_wheel)
     package_data={"colabkit.bundled.notebooks": ["*.ipynb"], "colabkit.bundled.parameters": ["*.yaml"],
-                  "colabkit": ["source_commit.txt"]},
+                  "colabkit": ["source_commit.txt"], "colabkit.cost": ["rates.yaml"]},
 )

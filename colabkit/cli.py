@@ -147,7 +147,7 @@ def _report(args: argparse.Namespace) -> int:
     # every record once and builds the report in this process; `records` says what it read.
     dirs = args.results_dirs or ["outputs"]
     try:
-        outputs = build_report(dirs, args.out, exclude_busy=args.exclude_busy)
+        outputs = build_report(dirs, args.out, exclude_busy=args.exclude_busy, rates_file=args.rates)
     except NoRecordsError as empty:
         _print_records_read(dirs, {"records": 0, "statuses": {}, "rejected": empty.rejected})
         raise
@@ -181,7 +181,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     return run_compare(args.baseline, args.candidate, by, markdown=args.markdown, csv_path=args.csv,
                        fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance,
-                       exclude_busy=args.exclude_busy)
+                       exclude_busy=args.exclude_busy, rates_file=args.rates)
 
 
 def _coordinates_module(root: str) -> Path:
@@ -374,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--exclude-busy", action="store_true",
                         help="leave runs made on a busy host (host_quiet false) out of the figures and intervals; "
                              "they are still listed")
+    report.add_argument("--rates", metavar="FILE", help="hourly rates of runtimes (YAML or JSON, docs/cost.md) over "
+                                                        "the ones colabkit ships, to price each unit of work")
     report.set_defaults(handler=_report)
     compare = verbs.add_parser("compare", help="two results folders side by side: per combination, the headline's "
                                                "ratio with its interval (and the level it reaches) and a verdict (docs/statistics.md)",
@@ -382,15 +384,19 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("candidate", metavar="CANDIDATE", help="results folder to compare (after)")
     compare.add_argument("--by", action="append", metavar="PARAM",
                          help="leave this out of the pairing, to compare across it: device (its kind, replicas "
-                              "and model), batch_size (the global batch) or another parameter; repeatable")
+                              "and model), batch_size (the global batch) or another parameter; repeatable. `cost` "
+                              "judges on dollars per unit of work instead of the headline (docs/cost.md)")
     compare.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
     compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
     compare.add_argument("--fail-above", type=share, metavar="PCT",
-                         help="exit 1 when a combination is resolved slower by more than PCT (5%%): for CI")
+                         help="exit 1 when a combination is resolved slower (with --by cost: costlier) by more than "
+                              "PCT (5%%): for CI")
     compare.add_argument("--exclude-busy", action="store_true",
                          help="leave out runs made on a busy host (host_quiet false), as the report can")
     compare.add_argument("--tolerance", type=tolerance, default=None, metavar="PCT",
                          help="ratios whose interval stays within +/- PCT of 1 are no difference (default 2%%)")
+    compare.add_argument("--rates", metavar="FILE", help="with --by cost: hourly rates of runtimes (YAML or JSON, "
+                                                         "docs/cost.md) over the ones colabkit ships")
     compare.set_defaults(handler=_compare)
     status = verbs.add_parser("status", help="what has run, failed, been skipped, per notebook and device",
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -17,6 +17,12 @@ its single-stream p50, p90 (its headline) and p99 latency and its offline sample
 never enter. `mode` keeps inference and training runs apart. Nothing is left out without a word: the files set
 aside as not readable records and the combinations found on one side only are named.
 
+`--by cost` judges on cost instead (`cost` is no parameter: it leaves nothing more out of the pairing): each
+combination on the dollars of its mode's unit of work (colabkit.cost.per_unit.HEADLINE_UNITS: per 1,000 training
+samples, 1,000 offline inferences, a million generated tokens), each run's seconds at its runtime's rate (the
+shipped rates, or `rates_file`'s: colabkit.cost.rates), verdicts cheaper, costlier, no difference resolved. A pair
+whose runs have no rate on a side is listed as not judged, with why.
+
 `exclude_busy` (`--exclude-busy`) leaves out the runs whose host was not quiet (`host_quiet` false), as
 the report can. `fail_above` (`--fail-above 5%`) makes the comparison fail (exit status 1) when a combination's
 candidate is resolved slower and its estimated slowdown exceeds that share: for CI. A folder that
@@ -35,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from colabkit.cost.per_unit import headline_unit, record_costs, record_mode
+from colabkit.cost.rates import RateTable, load_rates
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
 from colabkit.experiments.declaration import Headline
@@ -42,8 +50,8 @@ from colabkit.experiments.inference import headline_for, inference_figures, is_i
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.identity import work_key
 from colabkit.records.merging import RunGroup
-from colabkit.statistics import (RATIO_METHOD, TOLERANCE, Comparison, Interval, Verdict, compare, finite, percent,
-                                 verdict_text)
+from colabkit.statistics import (RATIO_METHOD, TOLERANCE, Comparison, Interval, Verdict, VerdictWords, compare,
+                                 finite, percent, verdict_text)
 from colabkit.sweep.console import text_table
 
 HEADER = ("notebook", "combination", "device model", "measure", "baseline n", "baseline median", "baseline interval",
@@ -61,6 +69,7 @@ class Side:
     skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
     busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): set aside, not readable records
+    unpriced: dict[str, str] = field(default_factory=dict)  # by key: why a combination has no cost (--by cost)
 
 
 @dataclass(frozen=True)
@@ -90,9 +99,32 @@ class Row:
         return (1 / ratio if self.higher_is_better else ratio) - 1
 
 
-def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False) -> Side:
+def cost_measure(mode: str) -> Headline | None:
+    """What `--by cost` judges runs of `mode` on: dollars per its unit of work (lower is better); None for a mode
+    without one."""
+    unit = headline_unit(mode)
+    return None if unit is None else Headline(unit.column("usd"), f"$ per {unit.label}", "$", "lower")
+
+
+def _costs(records: list[dict[str, Any]], rates: RateTable) -> tuple[dict[Headline, list[float]], str | None]:
+    """A combination's runs' dollars per unit of work at `rates`, or {} and why there are none."""
+    mode = record_mode(records[-1])
+    figure = cost_measure(mode)
+    if figure is None:
+        return {}, f"its mode ({mode}) has no unit of work to price"
+    costs = [record_costs(record, rates) for record in records]
+    values = finite(cost.get(figure.metric) for cost in costs)
+    if values:
+        return {figure: values}, None
+    reasons = [cost["cost.no_rate"] for cost in costs if cost.get("cost.no_rate")]
+    return {}, reasons[-1] if reasons else f"no run has a time per {headline_unit(mode).label}"  # type: ignore[union-attr]
+
+
+def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False,
+              rates: RateTable | None = None) -> Side:
     """The combinations with ok runs below `folder`, keyed by the work they did (colabkit.records.identity;
-    the device model and `by` left out); with `exclude_busy`, without the runs made on a busy host.
+    the device model and `by` left out); with `exclude_busy`, without the runs made on a busy host; with `rates`,
+    each valued on its cost (`cost_measure`), or listed in `unpriced` with why it has none.
     ColabkitError when the folder does not exist, holds no readable ok record, or holds two combinations
     that only `by` (or the device model) tells apart."""
     path = Path(folder)
@@ -102,6 +134,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
     runs: dict[str, tuple[RunGroup, dict[Headline, list[float]]]] = {}
     skipped = set()
     busy = 0
+    unpriced: dict[str, str] = {}
     for group in loaded.combinations():
         counted = [path for path in group.repeats
                    if not (exclude_busy and loaded.records[path].get("host_quiet") is False)]
@@ -112,14 +145,19 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
         if experiment is None:
             skipped.add(group.notebook)
             continue
-        metrics = [loaded.records[path]["metrics"] for path in counted]
-        figures = (inference_figures(name for values in metrics for name in values) if is_inference(group.params)
-                   else [headline_for(experiment, group.params)])
-        values = {figure: finite(values.get(figure.metric) for values in metrics
-                                 if values.get(voided_by(figure.metric) or figure.metric) is not None)
-                  for figure in figures}
-        values = {figure: runs_of for figure, runs_of in values.items() if runs_of}  # too few queries in every run
         key = work_key(group.work, ("device_model", *by))
+        if rates is not None:
+            values, why = _costs([loaded.records[path] for path in counted], rates)
+            if why:
+                unpriced[key] = why
+        else:
+            metrics = [loaded.records[path]["metrics"] for path in counted]
+            figures = (inference_figures(name for values in metrics for name in values) if is_inference(group.params)
+                       else [headline_for(experiment, group.params)])
+            values = {figure: finite(values.get(figure.metric) for values in metrics
+                                     if values.get(voided_by(figure.metric) or figure.metric) is not None)
+                      for figure in figures}
+            values = {figure: runs_of for figure, runs_of in values.items() if runs_of}  # too few queries in every run
         if key in runs:  # two combinations of one side pair alike once `by` is left out: a pair would mix them
             raise ColabkitError(f"compare: {folder} holds several combinations that differ only in "
                                 f"{', '.join(by) or 'the device model'} ({group.notebook}: {runs[key][0].description}, "
@@ -128,7 +166,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False)
     if not runs:
         why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
         raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
-    return Side(str(folder), runs, sorted(skipped), busy, list(loaded.rejected))
+    return Side(str(folder), runs, sorted(skipped), busy, list(loaded.rejected), unpriced)
 
 
 def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[str]) -> str:
@@ -139,9 +177,15 @@ def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[s
                      if baseline.get(name) != candidate.get(name))
 
 
+def _words(figure: Headline) -> VerdictWords:
+    """The verdict's words for `figure`: cheaper or costlier for a cost (`cost_measure`), else faster or slower."""
+    return "cost" if figure.metric.startswith("cost.") else "speed"
+
+
 def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: float = TOLERANCE) -> list[Row]:
     """Every combination the two sides (read_side) have in common (parameters equal but `by`), compared on its
-    headline; ColabkitError (one line) when they share no combination."""
+    headline (or its cost, where the sides were read with rates); ColabkitError (one line) when they share no
+    combination, or none with a cost on both sides."""
     baseline, candidate = before.folder, after.folder
     rows = []
     for key, (ours, values) in before.runs.items():
@@ -152,8 +196,14 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
         for headline in (figure for figure in values if figure in other_values):
             rows.append(Row(ours.notebook, ours.description + (f" ({across})" if across else ""), headline.label,
                             headline.higher_is_better,
-                            compare(values[headline], other_values[headline], headline.higher_is_better, tolerance),
+                            compare(values[headline], other_values[headline], headline.higher_is_better, tolerance,
+                                    _words(headline)),
                             *(str(group.work.get("device_model") or "unknown") for group in (ours, theirs))))
+    common = [key for key in before.runs if key in after.runs]
+    if not rows and common and (before.unpriced or after.unpriced):
+        why = next(side.unpriced[key] for key in common for side in (before, after) if key in side.unpriced)
+        raise ColabkitError(f"compare --by cost: none of the {len(common)} combination(s) {baseline} and {candidate} "
+                            f"have in common has a cost on both sides: {why}")
     if not rows:
         hint = "" if by else "; --by device (or another parameter) compares across that parameter"
         raise ColabkitError(f"compare: {baseline} ({len(before.runs)} combination(s)) and {candidate} "
@@ -174,6 +224,9 @@ def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
               for key, (group, _) in side.runs.items() if key not in other.runs]
     lines += [f"not compared, no experiment declares it: {notebook} in {side.folder}" for side in (before, after)
               for notebook in side.skipped]
+    lines += [f"not judged on cost: {group.notebook} {group.description} in {side.folder}: {side.unpriced[key]}"
+              for side, other in ((before, after), (after, before))
+              for key, (group, _) in side.runs.items() if key in side.unpriced and key in other.runs]
     lines += [f"set aside, not a readable record: {path}: {why}" for side in (before, after) for path, why in side.rejected]
     return lines
 
@@ -215,7 +268,8 @@ def to_markdown(rows: list[Row], baseline: str, candidate: str, tolerance: float
     text = [f"# {candidate} against {baseline}", "",
             "Per combination, on its experiment's headline: each side's runs, median and interval with the level it "
             "reaches (75 % at 3 runs, 95 % or more from 6; docs/statistics.md), "
-            "the ratio candidate / baseline with its interval, and the verdict (faster or slower only where the "
+            "the ratio candidate / baseline with its interval, and the verdict (faster or slower, cheaper or costlier, "
+            "only where the "
             f"interval lies beyond +/- {100 * tolerance:g} %).", "", INTERVALS, "",
             "| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
     text += ["| " + " | ".join(cell.replace("|", "/") for cell in line) + " |" for line in cells[1:]]
@@ -244,8 +298,8 @@ def _level(interval: Interval) -> float | None:
 
 
 def regressions(rows: list[Row], fail_above: float) -> list[Row]:
-    """The rows whose candidate is resolved slower by more than `fail_above` (0.05: 5 %)."""
-    return [row for row in rows if row.comparison.verdict == Verdict.SLOWER
+    """The rows whose candidate is resolved slower (costlier) by more than `fail_above` (0.05: 5 %)."""
+    return [row for row in rows if row.comparison.verdict in (Verdict.SLOWER, Verdict.COSTLIER)
             and row.slowdown is not None and row.slowdown > fail_above]
 
 
@@ -278,13 +332,19 @@ def _write(path: str, text: str) -> None:
 
 def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown: str | None = None,
                 csv_path: str | None = None, fail_above: float | None = None, tolerance: float = TOLERANCE,
-                exclude_busy: bool = False) -> int:
+                exclude_busy: bool = False, rates_file: str | None = None) -> int:
     """The `compare` verb: print the table, write Markdown/CSV on request; 1 when `fail_above` finds a
-    regression, else 0. The Markdown and CSV destinations are checked before anything is read."""
+    regression, else 0. `by` naming `cost` judges on cost, at the shipped rates or `rates_file`'s. The Markdown and
+    CSV destinations and the rates file are checked before anything is read."""
+    on_cost = "cost" in by
+    by = [name for name in by if name != "cost"]
+    if rates_file and not on_cost:
+        raise ColabkitError("compare: --rates prices runs for --by cost: add --by cost, or drop --rates")
+    rates = load_rates(rates_file) if on_cost else None
     for path in (markdown, csv_path):
         if path:
             _check_destination(path)
-    before, after = read_side(baseline, by, exclude_busy), read_side(candidate, by, exclude_busy)
+    before, after = read_side(baseline, by, exclude_busy, rates), read_side(candidate, by, exclude_busy, rates)
     rows = compare_sides(before, after, by, tolerance)
     print("\n".join(text_table(table_rows(rows))))
     print(summary_line(rows))
@@ -292,6 +352,8 @@ def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown:
     said = notes(before, after, rows)
     for line in said:
         print(line)
+    for line in rates.sources() if rates else []:
+        print(f"rates: {line}")
     if exclude_busy:
         print(f"left out, made on a busy host: {before.busy_left_out} run(s) of {baseline}, "
               f"{after.busy_left_out} of {candidate}")
@@ -304,7 +366,7 @@ def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown:
     if fail_above is not None:
         worse = regressions(rows, fail_above)
         for row in worse:
-            print(f"regression: {row.notebook} {row.description}: {100 * row.slowdown:.1f} % slower "  # type: ignore[operator]
-                  f"(beyond {100 * fail_above:g} %)")
+            print(f"regression: {row.notebook} {row.description}: {100 * row.slowdown:.1f} % "  # type: ignore[operator]
+                  f"{row.comparison.verdict.value} (beyond {100 * fail_above:g} %)")
         return 1 if worse else 0
     return 0

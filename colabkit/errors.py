@@ -192,6 +192,11 @@ class DataSourceWarning(UserWarning):
     substitute), so that no result can pass for one made on the real dataset."""
 
 
+class RatesFileError(ColabkitError):
+    """A rates file (`--rates FILE`, docs/cost.md) cannot be used: missing, not YAML or JSON, or an entry without a
+    positive rate, its source or the date it was read. Raised before any cost is computed; the line names the entry."""
+
+
 class ReportError(ColabkitError):
     """A report cannot be built as asked (a results folder that does not exist, the report notebook
     missing or failing)."""

@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -316,13 +316,24 @@ class Verdict(StrEnum):
     SLOWER = "slower"
     BETTER = "better"  # for a measure that is not a speed (an accuracy): higher or lower as declared
     WORSE = "worse"
+    CHEAPER = "cheaper"  # for a cost per unit of work (docs/cost.md)
+    COSTLIER = "costlier"
     NO_DIFFERENCE = "no difference resolved"  # the interval includes 1, or stays within the tolerance
     TOO_FEW_RUNS = "too few runs"  # no interval: fewer than MIN_RUNS runs on a side
 
     @property
     def resolved(self) -> bool:
         """Whether the comparison found a difference."""
-        return self in (Verdict.FASTER, Verdict.SLOWER, Verdict.BETTER, Verdict.WORSE)
+        return self in (Verdict.FASTER, Verdict.SLOWER, Verdict.BETTER, Verdict.WORSE, Verdict.CHEAPER,
+                        Verdict.COSTLIER)
+
+
+# What a verdict calls a resolved difference: a time or throughput (faster, slower), a cost (cheaper, costlier),
+# any other measure (better, worse); the better word first.
+VerdictWords = Literal["speed", "cost", "measure"]
+VERDICT_WORDS: dict[str, tuple[Verdict, Verdict]] = {"speed": (Verdict.FASTER, Verdict.SLOWER),
+                                                     "cost": (Verdict.CHEAPER, Verdict.COSTLIER),
+                                                     "measure": (Verdict.BETTER, Verdict.WORSE)}
 
 
 def verdict_text(judged: Verdict, ratio: Interval) -> str:
@@ -336,17 +347,17 @@ def verdict_word(text: Any) -> Any:
 
 
 def verdict(ratio: Interval, higher_is_better: bool = True, tolerance: float = TOLERANCE,
-            speed: bool = True) -> Verdict:
+            words: VerdictWords = "speed") -> Verdict:
     """The verdict on `ratio` (candidate over baseline, of a measure where higher is better or not).
 
     Resolved only when the whole interval lies above 1 + tolerance or below 1 / (1 + tolerance): an
-    interval that includes 1, or that stays inside that band, is "no difference resolved". `speed`
-    picks the words: faster/slower for times and throughputs, better/worse for anything else."""
+    interval that includes 1, or that stays inside that band, is "no difference resolved". `words`
+    picks the words (VERDICT_WORDS): faster/slower, cheaper/costlier or better/worse."""
     if tolerance < 0:
         raise ValueError(f"tolerance must be 0 or more, got {tolerance}")
     if not ratio.resolved:
         return Verdict.TOO_FEW_RUNS
-    up, down = (Verdict.FASTER, Verdict.SLOWER) if speed else (Verdict.BETTER, Verdict.WORSE)
+    up, down = VERDICT_WORDS[words]
     if float(ratio.low) > 1 + tolerance:  # type: ignore[arg-type]
         return up if higher_is_better else down
     if float(ratio.high) < 1 / (1 + tolerance):  # type: ignore[arg-type]
@@ -370,9 +381,9 @@ class Comparison:
 
 
 def compare(baseline: Iterable[Any], candidate: Iterable[Any], higher_is_better: bool = True,
-            tolerance: float = TOLERANCE, speed: bool = True) -> Comparison:
+            tolerance: float = TOLERANCE, words: VerdictWords = "speed") -> Comparison:
     """Compare the runs of a candidate with those of a baseline (unpaired): each side's median with
     its interval, the ratio candidate / baseline with its interval, and the verdict."""
     base, cand = finite(baseline), finite(candidate)
     ratio = ratio_ci(cand, base)
-    return Comparison(median_ci(base), median_ci(cand), ratio, verdict(ratio, higher_is_better, tolerance, speed))
+    return Comparison(median_ci(base), median_ci(cand), ratio, verdict(ratio, higher_is_better, tolerance, words))

@@ -61,6 +61,7 @@ COLAB_SET: dict[str, str] = {
     "test_report_backends.py": "the TensorFlow / JAX section (pandas)",
     "test_paradnn_report.py": "the ParaDnn roofline and tables (pandas, matplotlib)",
     "test_compare.py": "compare's ratios and intervals over loaded records (pandas)",
+    "test_cost.py": "cost per unit of work in the report's tables and figures and compare (pandas, matplotlib)",
     "test_loading.py": "records read into the report's frames (pandas)",
     "test_identity.py": "run identities over the report's frames (pandas)",
     "test_family_knobs.py": "the loader's frames for records with family knobs (pandas)",

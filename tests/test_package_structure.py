@@ -210,6 +210,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plots",),
     ("experiments",),  # the declarations (their parameters, estimates and published figures)
     ("records",),  # a run's record: made, checked, read, merged, and where its files go
+    ("cost",),  # what a run's work costs: the runtimes' rates, and the cost per unit of work of a record
     ("run",),  # the notebook's side of a run: its parameters checked, then its record written
     ("report",),
     ("sweep",),  # grids to a plan, its decisions, its runners (here, Dask, Colab sessions: runners/), the console
@@ -307,6 +308,7 @@ SHARED_NAMES: dict[str, tuple[str, str]] = {
     "inference": ("colabkit experiments report", "the inference mode: measured (colabkit/inference/), declared, reported"),
     "decode": ("inference report", "greedy decode with a key-value cache: measured, reported"),
     "backends": ("device report", "Keras backends: chosen and set up; TensorFlow against JAX in the report"),
+    "cost": ("colabkit report", "cost: the rates and a run's cost per unit of work (cost/); the report's section on it"),
     "common": ("data report", "what the package's modules share: the datasets', the report sections'"),
     "energy": ("device training", "energy: a run's way to measure it; per steady epoch of a fit"),
     "estimate": ("sweep training", "time ahead: of a sweep's plan; of a fit from its first steps"),

@@ -88,7 +88,9 @@ def test_the_verdict_needs_the_whole_interval_beyond_the_tolerance_band():
     assert verdict(ratio(0.95, 1.10)) == Verdict.NO_DIFFERENCE  # includes 1
     assert verdict(ratio(1.005, 1.015)) == Verdict.NO_DIFFERENCE  # excludes 1, but within +/- 2 %
     assert verdict(ratio(1.005, 1.015), tolerance=0) == Verdict.FASTER
-    assert verdict(ratio(1.05, 1.20), speed=False) == Verdict.BETTER
+    assert verdict(ratio(1.05, 1.20), words="measure") == Verdict.BETTER
+    assert verdict(ratio(1.05, 1.20), higher_is_better=False, words="cost") == Verdict.COSTLIER  # a cost that grew
+    assert verdict(ratio(0.80, 0.95), higher_is_better=False, words="cost") == Verdict.CHEAPER
     assert 1 + TOLERANCE == pytest.approx(1.02)
 
 

@@ -134,11 +134,23 @@ def accelerator_mismatch(asked: str | None, found: str) -> str | None:
         agrees = found == NO_ACCELERATOR
     elif wanted is None:
         return None
-    elif wanted.kind == "tpu":
-        agrees = tpu_generation(found) == wanted.model
     else:
-        agrees = found != NO_ACCELERATOR and re.search(str(wanted.gpu_name), found, flags=re.IGNORECASE) is not None
+        agrees = grants(wanted, found)
     return None if agrees else f"asked for {asked}, ran on {found}: recorded as what ran"
+
+
+def grants(runtime: RuntimeType, found: str) -> bool:
+    """Whether `found` (a record's `accelerator_found`) is the accelerator `runtime` grants: a TPU of its generation,
+    a GPU whose name matches its pattern."""
+    if runtime.kind == "tpu":
+        return tpu_generation(found) == runtime.model
+    return found != NO_ACCELERATOR and re.search(str(runtime.gpu_name), found, flags=re.IGNORECASE) is not None
+
+
+def granted_runtime_type(found: str) -> RuntimeType | None:
+    """The runtime type whose accelerator `found` (a record's `accelerator_found`) is: 'Tesla T4' -> T4, 'TPU v5 lite'
+    -> v5e-1; None for 'none' (no accelerator) and for an accelerator no runtime type grants (a V100, an H200)."""
+    return next((runtime for runtime in RUNTIME_TYPES if grants(runtime, found)), None)
 
 
 def colab_runtime_info() -> dict[str, Any] | None:

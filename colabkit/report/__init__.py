@@ -15,7 +15,8 @@ helpers), one module per experiment's section, named after it (matmul_tflops, cn
 dblstm_har, timeseries_rnn, paradnn), experiment_sections (SECTIONS: each experiment's section function),
 runs (a combination's runs together: medians, per-run values, the headline's interval), summary
 (speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
-comparisons (differences along one parameter), backends (TensorFlow against JAX), provenance,
+comparisons (differences along one parameter), backends (TensorFlow against JAX), cost (what a unit of work
+costs on each runtime: colabkit.cost), provenance,
 build (the report in one process, the notebook it keeps and the HTML export).
 """
 
@@ -23,6 +24,7 @@ from colabkit.report.backends import backends_section
 from colabkit.report.build import ReportOutputs, build_report, export_report_html, files_written, prepare_output
 from colabkit.report.cnn_mnist import cnn_section, cnn_table
 from colabkit.report.comparisons import axis_comparisons, comparisons_section
+from colabkit.report.cost import cost_section
 from colabkit.report.decode import decode_section
 from colabkit.report.inference import inference_section
 from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
@@ -40,7 +42,7 @@ from colabkit.report.writers import latex_table, markdown_table, write_figure, w
 
 __all__ = [
     "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons",
-    "backends_section", "build_report", "cnn_section", "cnn_table", "comparisons_section",
+    "backends_section", "build_report", "cnn_section", "cnn_table", "comparisons_section", "cost_section",
     "decode_section", "inference_section",
     "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
     "export_report_html", "files_written", "latex_table", "load_report_data", "markdown_table",

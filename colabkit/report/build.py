@@ -1,7 +1,7 @@
 """`python -m colabkit report`: the report built in this process, and the notebook a reader can re-run.
 
 `build_report` checks the inputs (every folder exists, at least one readable record: a look that
-reads one file where there are records), reads every record once (load_report_data) and builds the
+reads one file where there are records), reads every record once (report_data) and builds the
 report part by part in this process: PARTS says, for each code cell of notebooks/report.ipynb, the
 section functions it calls, which build_report calls on the same data, writing figures/ and tables/
 as it goes, then records.csv. No kernel runs. It then keeps report.ipynb: the report notebook's own
@@ -23,17 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from colabkit.cost.rates import load_rates
 from colabkit.errors import NoRecordsError, ReportError
 from colabkit.io import write_atomic
-from colabkit.records.loading import first_record
+from colabkit.records.loading import first_record, load_records
 from colabkit.report.backends import backends_section
 from colabkit.report.comparisons import comparisons_section
+from colabkit.report.cost import cost_section
 from colabkit.report.figures import report_style
 from colabkit.report.decode import decode_section
 from colabkit.report.inference import inference_section
 from colabkit.report.methods import methods_section, write_references
 from colabkit.report.provenance import overview_section, provenance_section
-from colabkit.report.records import ReportData, load_report_data
+from colabkit.report.records import ReportData, report_data
 from colabkit.report.section import Section, section_outputs, write_section
 from colabkit.report.experiment_sections import experiment_sections
 from colabkit.report.summary import summary_section
@@ -52,7 +54,7 @@ EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
 PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
     **{_PUBLISH.format(build.__name__): build
        for build in (summary_section, backends_section, comparisons_section, inference_section,
-                                                      decode_section)},
+                                                      decode_section, cost_section)},
     EXPERIMENTS_CELL: experiment_sections,
     **{_PUBLISH.format(build.__name__): build for build in (methods_section, overview_section, provenance_section)},
 }
@@ -187,17 +189,21 @@ def every_ok_run_busy(data: ReportData) -> int:
     return len(ok)
 
 
-def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False) -> ReportOutputs:
+def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False,
+                 rates_file: str | Path | None = None) -> ReportOutputs:
     """Build the report of the records under `results_dirs` in this process and write everything under
-    `out` (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed).
+    `out` (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed;
+    `rates_file`: rates of the user's over the shipped ones, docs/cost.md).
 
-    Raises ReportError when a results folder or the report notebook does not exist, or (before anything is
+    Raises RatesFileError, before anything is read, when the rates file cannot be used; ReportError when a
+    results folder or the report notebook does not exist, or (before anything is
     written) when `exclude_busy` leaves out every ok run; NoRecordsError, before anything is written, when no
     readable record is below the folders. The outputs' `records`
     are what was read (LoadedRecords.summary).
     """
     import nbformat
 
+    rates = load_rates(rates_file)
     dirs = [Path(d) for d in results_dirs]
     missing = [str(d) for d in dirs if not d.exists()]
     if missing:
@@ -213,7 +219,7 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
     written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        data = load_report_data(dirs, exclude_busy=exclude_busy)
+        data = report_data(load_records(dirs), exclude_busy, rates)
         left_out = every_ok_run_busy(data)
         if left_out:  # before the folder is touched: an earlier report there stays as it was
             raise ReportError(f"--exclude-busy leaves nothing to report: all {left_out} ok run(s) below "
@@ -234,7 +240,8 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
     write_atomic(folder / "report.log", "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: "
                                                 f"{warning.message}\n" for warning in caught))
     parameters = {"results_dirs": [_relative(d, folder.resolve()) for d in dirs], "output_dir": ".",
-                  "exclude_busy_runs": exclude_busy}
+                  "exclude_busy_runs": exclude_busy,
+                  "rates_file": _relative(rates_file, folder.resolve()) if rates_file else ""}
     notebook = report_notebook(REPORT_NOTEBOOK, parameters, outputs)
     kept = write_atomic(folder / "report.ipynb", nbformat.writes(notebook))
     return ReportOutputs(

@@ -128,6 +128,25 @@ def _data(ok: pd.DataFrame) -> str:
     return "Data: " + "; ".join(parts) + "." if parts else ""
 
 
+def _cost(data: ReportData) -> str:
+    """How costs were made and the sources and dates of the rates that priced runs; '' where no run has a cost."""
+    runs = data.used()
+    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    if not len(runs):
+        return ""
+    priced = set(runs.loc[column(runs, "cost.usd_per_hour").notna(), "cost.runtime"])
+    unpriced = sorted(set(runs.loc[column(runs, "cost.no_rate", None).notna(), "cost.runtime"]))
+    text = ("Cost: each run's seconds per unit of work (1,000 training samples, an epoch, 1,000 offline inferences, "
+            "a million generated tokens) at the hourly rate of the runtime it really had (its accelerator found, not "
+            "the one asked for), in Colab compute units and dollars, the median over runs with the time's interval; "
+            "joules from each run's own energy reading.")
+    if priced:
+        text += " Rates: " + "; ".join(data.rates.sources(priced)) + "."
+    if unpriced:
+        text += f" No rate was given for {', '.join(unpriced)}: no cost is computed for those runs."
+    return text
+
+
 def methods_section(data: ReportData) -> Section:
     """The Methods paragraph, generated from the records the report uses."""
     section = Section("methods", "Methods")
@@ -135,8 +154,8 @@ def methods_section(data: ReportData) -> Section:
     if not len(ok):
         section.empty = "No successful runs, so no methods to describe."
         return section
-    section.text = [" ".join(part for part in (_hardware(ok), _software(ok), _runs(data, ok), _intervals(), _data(ok))
-                             if part),
+    section.text = [" ".join(part for part in (_hardware(ok), _software(ok), _runs(data, ok), _intervals(), _data(ok),
+                                               _cost(data)) if part),
                     "References: references.bib beside this report (the published works compared with, the "
                     "statistics used, and colabkit; CITATION.cff in its repository says how to cite the suite)."]
     return section

@@ -24,6 +24,8 @@ from typing import Any
 
 import pandas as pd
 
+from colabkit.cost.per_unit import record_costs
+from colabkit.cost.rates import RateTable, load_rates
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.merging import RunGroup
 from colabkit.report.runs import collapse, headline_columns
@@ -153,8 +155,9 @@ class ReportData:
     combination's runs did, the identity every pairing keys on: colabkit.records.identity), used
     (whether the record counts: every ok run of a combination, or the one record of a combination
     without any), named (the record a combination is named by), data_used ('real', 'OFFLINE',
-    'SYNTHETIC' or '' when the run used no dataset) and its combination's headline figures (`headline.*`,
-    colabkit.report.runs); `loaded` is what the loader read (its `summary()` is what `colabkit
+    'SYNTHETIC' or '' when the run used no dataset), its combination's headline figures (`headline.*`,
+    colabkit.report.runs) and, for an ok training, inference or decode run, its rate and cost per unit of work
+    at `rates` (`cost.*`: colabkit.cost.per_unit.record_costs); `loaded` is what the loader read (its `summary()` is what `colabkit
     report` prints). With `exclude_busy`, ok runs made on a busy host (`host_quiet` false) do not count.
     """
 
@@ -166,6 +169,7 @@ class ReportData:
     merges: pd.DataFrame
     loaded: LoadedRecords
     exclude_busy: bool = False
+    rates: RateTable = field(default_factory=load_rates)
     _collapsed: dict[tuple[str | None, bool], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     def record(self, path: str) -> dict[str, Any]:
@@ -223,10 +227,11 @@ class ReportData:
 MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted", "why", "not counted"]
 
 
-def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData:
+def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTable | None = None) -> ReportData:
     """The report's view of records already loaded: device labels, data used, the runs of each
-    combination that count (all ok ones; with `exclude_busy`, not those made on a busy host) and
-    their headline figures."""
+    combination that count (all ok ones; with `exclude_busy`, not those made on a busy host), their
+    headline figures and each ok run's cost per unit of work at `rates` (the shipped rates where None)."""
+    rates = rates or load_rates()
     records = loaded.records
     frame = loaded.frame()
     paths = list(frame["path"]) if len(frame) else []
@@ -250,7 +255,9 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData
         "work": [work.get(p) for p in paths],
     }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "named", "combination",
                                    "combination_id", "work"])
-    frame = pd.concat([frame.drop(columns=[c for c in added.columns if c in frame]), added], axis=1)
+    costs = pd.DataFrame([record_costs(records[p], rates) for p in paths], index=frame.index)
+    frame = pd.concat([frame.drop(columns=[c for c in [*added.columns, *costs.columns] if c in frame]), added, costs],
+                      axis=1)
     frame["used"] = frame["used"].astype(bool)
     if len(frame):
         headline = headline_columns(frame, frame["used"], frame["combination_id"])
@@ -270,7 +277,7 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False) -> ReportData
                        "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} "
                                                 f"({_not_counted(p, group, records, busy(p))})" for p in left_out)})
     return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
-                      pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy)
+                      pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy, rates)
 
 
 def _not_counted(path: str, group: RunGroup, records: dict[str, dict[str, Any]], busy: bool) -> str:
@@ -295,11 +302,14 @@ def shown_path(path: str, folders: Iterable[str]) -> str:
 
 
 def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,
-                     exclude_busy: bool = False) -> ReportData:
+                     exclude_busy: bool = False, rates_file: str | Path | None = None) -> ReportData:
     """Read every record under `results_dirs` (folders or single files) once and merge them; with
-    `exclude_busy`, runs made on a busy host do not count in the figures and intervals.
+    `exclude_busy`, runs made on a busy host do not count in the figures and intervals; runs are priced at
+    the shipped rates overridden by `rates_file` (colabkit.cost.rates.load_rates: read first, so that a file
+    that cannot be used is a RatesFileError before any record is read).
 
     Never raises for bad content: unreadable or implausible files go to `rejected`, absent folders
     to `missing_dirs`; callers decide how loud to be (the report shows both in red).
     """
-    return report_data(load_records(results_dirs), exclude_busy)
+    rates = load_rates(rates_file)
+    return report_data(load_records(results_dirs), exclude_busy, rates)

@@ -243,7 +243,7 @@ def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
                          "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
                          "skill low": np.nan if ratio.high is None else 1 - ratio.high,
                          "skill high": np.nan if ratio.low is None else 1 - ratio.low,
-                         "vs persistence": verdict_text(verdict(ratio, higher_is_better=False, speed=False), ratio)
+                         "vs persistence": verdict_text(verdict(ratio, higher_is_better=False, words="measure"), ratio)
                          if ratio.estimate is not None else None})
     return pd.DataFrame(rows)
 

@@ -1,0 +1,266 @@
+"""The report's cost section (docs/cost.md): what a unit of work costs on each runtime the runs had.
+
+Per experiment and unit of work (colabkit.cost.per_unit.UNITS: 1,000 training samples, an epoch, 1,000 offline
+inferences, a million generated tokens), per combination: its seconds, compute units, dollars and joules per unit,
+each the median over its runs with the runs' interval (a rate is a constant: a cost's interval is its time's);
+which points are the cheapest for their speed (the Pareto front of time and dollars among the runtimes that did the
+same work); each runtime's dollars against the fastest one's for the same work, with the ratio's interval and a
+verdict (cheaper, costlier, no difference resolved) at the level it reaches. Runs without a rate are named with why,
+and nothing is computed for them: their times and joules are still shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from matplotlib.ticker import FuncFormatter
+
+from colabkit.cost.per_unit import HEADLINE_UNITS, SECONDS_PER_HOUR, UNITS, Figure, UnitOfWork
+from colabkit.report.common import column, title_of, work_key
+from colabkit.report.figures import label_colors, label_markers, new_figure
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.writers import format_number
+from colabkit.statistics import finite, median_ci, ratio_ci, verdict, verdict_text
+
+FIGURES: tuple[Figure, ...] = ("s", "usd", "cu", "j")
+
+
+def _interval_fields(prefix: str, values: list[float]) -> dict[str, Any]:
+    """`prefix` the median of `values` (one per run), `_low`/`_high` its interval (NaN below 3 runs), `_level`."""
+    interval = median_ci(values)
+    return {prefix: np.nan if interval.estimate is None else interval.estimate,
+            f"{prefix}_low": np.nan if interval.low is None else interval.low,
+            f"{prefix}_high": np.nan if interval.high is None else interval.high,
+            f"{prefix}_level": interval.label if interval.n else None}
+
+
+def cost_rows(data: ReportData) -> pd.DataFrame:
+    """One row per combination with ok runs and unit of work its runs have a time for: notebook, mode, unit (key and
+    label), combination, configuration (the work but device and backend: what runtimes are compared on), device,
+    runtime, rate per hour (or `no_rate`, why none), `runs`, and per figure (s, usd, cu, j) the median over runs with
+    `_low`, `_high`, `_level`, and `usd_runs`, each run's dollars (for ratios)."""
+    runs = data.used()
+    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    if not len(runs):
+        return pd.DataFrame()
+    configuration = work_key(runs, ("device", "backend"))
+    rows = []
+    for _, group in runs.groupby("combination_id", sort=False):
+        last = group.iloc[-1]
+        for unit in UNITS:
+            times = finite(column(group, unit.column("s")))
+            if not times or str(column(group, "params.mode", "train").fillna("train").iloc[-1]) != unit.mode:
+                continue
+            dollars = finite(column(group, unit.column("usd")))
+            row: dict[str, Any] = {
+                "notebook": last["notebook"], "mode": unit.mode, "unit": unit.key, "per": unit.label,
+                "combination": last["combination"], "configuration": configuration[last.name],
+                "device": last["device_label"], "runtime": last["cost.runtime"],
+                "usd_per_hour": last.get("cost.usd_per_hour"), "cu_per_hour": last.get("cost.cu_per_hour"),
+                "no_rate": last.get("cost.no_rate"), "runs": len(group), "usd_runs": dollars}
+            for figure in FIGURES:
+                row |= _interval_fields(figure, finite(column(group, unit.column(figure))))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pareto_front(times: list[float], costs: list[float]) -> list[bool]:
+    """Which points are the cheapest for their speed: no other point is as fast and as cheap, and faster or cheaper."""
+    points = list(zip(times, costs))
+    return [not any(t <= time and c <= cost and (t < time or c < cost) for t, c in points) for time, cost in points]
+
+
+def mark_front(rows: pd.DataFrame) -> pd.Series:
+    """Per row with a dollar figure, whether it is on its notebook's, unit's and configuration's Pareto front of median
+    seconds and dollars; None for a row without a rate."""
+    front = pd.Series(None, index=rows.index, dtype=object)
+    priced = rows[rows["usd"].notna()]
+    for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
+        front.loc[group.index] = pareto_front(list(group["s"]), list(group["usd"]))
+    return front
+
+
+def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per notebook, unit and configuration that more than one priced runtime did: each one's dollars per unit over
+    the fastest one's (lowest median seconds), with the interval of that ratio of medians (over the two sides' runs,
+    colabkit.statistics.ratio_ci) and its verdict (cheaper, costlier, no difference resolved, too few runs)."""
+    out = []
+    priced = rows[rows["usd"].notna()]
+    for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
+        if len(group) < 2:
+            continue
+        fastest = group.loc[group["s"].idxmin()]
+        for _, row in group.drop(index=fastest.name).iterrows():
+            interval = ratio_ci(row["usd_runs"], fastest["usd_runs"])
+            out.append({"experiment": title_of(row["notebook"]), "per": row["per"], "combination": row["combination"],
+                        "device": row["device"], "against (fastest)": fastest["device"],
+                        "$ ratio": interval.estimate, "ratio low": interval.low, "ratio high": interval.high,
+                        "verdict": verdict_text(verdict(interval, higher_is_better=False, words="cost"), interval)
+                        if interval.estimate is not None else None})
+    return pd.DataFrame(out)
+
+
+def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork) -> ReportFigure | None:
+    """Seconds against dollars per `unit` of `notebook`'s priced combinations, a colour per device, the intervals as
+    bars, a line through each configuration's runtimes, the Pareto front's points filled (others hollow)."""
+    drawn = rows[(rows["notebook"] == notebook) & (rows["unit"] == unit.key) & rows["usd"].notna()]
+    if not len(drawn):
+        return None
+    figure, (ax,) = new_figure(width=7.0, height=4.5)
+    colors, markers = label_colors(drawn["device"]), label_markers(drawn["device"])
+    for _, group in drawn.groupby("configuration", sort=False):
+        if len(group) > 1:
+            ordered = group.sort_values("s")
+            ax.plot(ordered["s"], ordered["usd"], color="#bbbbbb", linewidth=0.8, zorder=1)
+    for device in sort_labels(drawn["device"]):
+        points = drawn[drawn["device"] == device]
+        for on_front, subset in points.groupby(points["pareto"].astype(bool)):
+            ax.errorbar(subset["s"], subset["usd"],
+                        xerr=_bars(subset, "s"), yerr=_bars(subset, "usd"), fmt=markers[device], color=colors[device],
+                        markerfacecolor=colors[device] if on_front else "white", capsize=2, linewidth=1, zorder=2,
+                        label=device if on_front or not points["pareto"].astype(bool).any() else None)
+    if _wide(drawn["s"]) or _wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    _rate_lines(ax, drawn)
+    levels = "; ".join(dict.fromkeys(str(level) for level in drawn["usd_level"].dropna() if "no interval" not in level))
+    if levels:
+        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+                color="#555555")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_number(value, 3)))
+    ax.set_xlabel(f"seconds per {unit.label}")
+    ax.set_ylabel(f"$ per {unit.label}")
+    ax.set_title(f"{title_of(notebook)}: time and cost per {unit.label}")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), title="filled: cheapest for its speed")
+    data = drawn[["combination", "device", "runtime", "usd_per_hour", "runs", "s", "s_low", "s_high", "usd",
+                  "usd_low", "usd_high", "usd_level", "pareto"]].reset_index(drop=True)
+    return ReportFigure(f"cost_{notebook}_{unit.key}", figure, data,
+                        f"{title_of(notebook)}: seconds and dollars per {unit.label} of each combination on each "
+                        f"priced runtime, medians over runs with their intervals ({levels or 'no interval'}); a grey "
+                        "line joins the runtimes that did the same work, filled points are the cheapest for their "
+                        "speed among them (the Pareto front); a dashed line is a runtime's rate (every point of it "
+                        "lies on that line).")
+
+
+def _wide(values: pd.Series, ratio: float = 30.0) -> bool:
+    """Whether the positive values span more than `ratio`: an axis for a log scale."""
+    positive = values[values > 0]
+    return bool(len(positive)) and float(positive.max() / positive.min()) > ratio
+
+
+def _rate_lines(ax: Any, drawn: pd.DataFrame) -> None:
+    """A dashed line per runtime at its rate (dollars per second, through the origin: its points lie on it), named
+    where it leaves the axes."""
+    (low, high), (bottom, top) = ax.get_xlim(), ax.get_ylim()
+    for runtime, rate in drawn.drop_duplicates("runtime")[["runtime", "usd_per_hour"]].itertuples(index=False):
+        per_second = float(rate) / SECONDS_PER_HOUR
+        end = min(high, top / per_second)  # where the line leaves the axes: its right or its top edge
+        if end <= max(low, bottom / per_second):
+            continue  # the line misses the axes
+        xs = np.geomspace(max(low, bottom / per_second, 1e-300), end, 50)
+        ax.plot(xs, xs * per_second, linestyle="--", linewidth=0.7, color="#888888", zorder=0)
+        ax.annotate(f"{runtime}: ${format_number(float(rate), 3)}/h", (end, end * per_second), fontsize=7,
+                    color="#555555", ha="right", va="top")
+    ax.set_xlim(low, high)
+    ax.set_ylim(bottom, top)
+
+
+def _bars(points: pd.DataFrame, name: str) -> Any:
+    """Error bar lengths below and above each point from its `_low`/`_high` (none where there is no interval)."""
+    low = (points[name] - points[f"{name}_low"]).clip(lower=0).fillna(0).to_numpy(float)
+    high = (points[f"{name}_high"] - points[name]).clip(lower=0).fillna(0).to_numpy(float)
+    return None if not (low.any() or high.any()) else np.vstack([low, high])
+
+
+def rates_table(data: ReportData) -> pd.DataFrame:
+    """Each runtime the runs had: its rate, where the rate comes from and when it was read, how many runs it priced;
+    or the reason there is none."""
+    runs = data.used()
+    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    rates = {rate.runtime: rate for rate in data.rates.rates}
+    out = []
+    for runtime, group in runs.groupby("cost.runtime", sort=True):
+        rate = rates.get(str(runtime))
+        reason = column(group, "cost.no_rate", None).dropna()
+        out.append({"runtime": runtime, "runs": len(group),
+                    "compute units per hour": rate.compute_units_per_hour if rate else None,
+                    "$ per hour": rate.usd_per_hour if rate else None, "given in": rate.given_in if rate else None,
+                    "source": rate.source if rate else (reason.iloc[0] if len(reason) else None),
+                    "read": rate.read if rate else None})
+    return pd.DataFrame(out)
+
+
+def missing_rates(data: ReportData) -> str | None:
+    """The sentence naming each runtime whose runs have no rate, and how many; None when every run is priced."""
+    runs = data.used()
+    runs = runs[(runs["status"] == "ok") & column(runs, "cost.no_rate", None).notna()]
+    if not len(runs):
+        return None
+    named = [f"{runtime} ({len(group)} run(s) of {', '.join(dict.fromkeys(map(title_of, group['notebook'])))})"
+             for runtime, group in runs.groupby("cost.runtime", sort=True)]
+    return ("No rate given for: " + "; ".join(named) + ". Their compute units and dollars are not computed (their "
+            "times and joules are shown). A rates file gives them: `python -m colabkit report ... --rates FILE` "
+            "(docs/cost.md says its form and where Colab shows a runtime's rate).")
+
+
+def cost_section(data: ReportData) -> Section:
+    """The report's cost section (or why there is none)."""
+    section = Section("cost", "Cost")
+    rows = cost_rows(data)
+    if not len(rows):
+        section.empty = ("No ok training, inference or decode run with a time per unit of work, so there is no cost to "
+                         "give.")
+        return section
+    rows["pareto"] = mark_front(rows)
+    section.text.append(
+        "What a unit of work costs on the runtime each run had (the accelerator it really had, not the one asked "
+        "for): its seconds per unit at the runtime's hourly rate, in Colab compute units and dollars, and its joules "
+        "(docs/cost.md). Each figure is the median over runs with the runs' interval and the level it reaches; a "
+        "rate is a constant, so a cost's interval is its time's. Per epoch, time and cost cover the whole steady "
+        "epoch, validation included, its joules its training steps only.")
+    missing = missing_rates(data)
+    if missing:
+        section.text.append(missing)
+    section.items.append(ReportTable("cost_rates", rates_table(data), "The runtimes the runs had: each one's rate "
+                                     "per hour, its source and the date it was read, and the runs it priced (or why "
+                                     "a runtime has no rate)."))
+    for notebook in dict.fromkeys(rows["notebook"]):
+        for unit in (unit for unit in UNITS if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
+                     and HEADLINE_UNITS[unit.mode] == unit.key):
+            figure = cost_figure(rows, notebook, unit)
+            if figure is not None:
+                section.items.append(figure)
+    if not rows["usd"].notna().any():
+        section.text.append("No figure of time against cost: no run here has a rate.")
+    section.items.append(ReportTable("cost_per_unit", _printed(rows), "Per combination and unit of work: seconds, "
+                                     "dollars, compute units and joules per unit, medians over runs with their "
+                                     "intervals (low, high) and the level they reach; `cheapest for its speed`: on the "
+                                     "Pareto front of time and dollars among the runtimes that did the same work."))
+    ratios = ratio_rows(rows)
+    if len(ratios):
+        section.items.append(ReportTable("cost_ratios", ratios, "Each runtime's dollars per unit against those of "
+                                         "the fastest runtime that did the same work: the ratio of the medians, its "
+                                         "interval (each side's median interval end to end) and the verdict at the "
+                                         "level it reaches (docs/statistics.md)."))
+    else:
+        section.text.append("No ratio of costs: no work here ran on more than one priced runtime.")
+    return section
+
+
+def _printed(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-unit rows as the report prints them: named columns, figures in their units."""
+    names: dict[Figure, str] = {"s": "s", "usd": "$", "cu": "compute units", "j": "J"}
+    table = pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
+                          "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
+                          "$ per hour": rows["usd_per_hour"], "runs": rows["runs"]})
+    for figure in FIGURES:
+        name = names[figure]
+        table[name] = rows[figure]
+        table[f"{name} low"], table[f"{name} high"] = rows[f"{figure}_low"], rows[f"{figure}_high"]
+    table["level"], table["J level"] = rows["s_level"], rows["j_level"]  # joules: their own runs
+    table["cheapest for its speed"] = rows["pareto"]
+    return table
