@@ -372,17 +372,23 @@ def test_a_new_run_clears_what_a_killed_one_left_and_nothing_of_its_neighbours(t
 
 @pytest.mark.parametrize("grid, preset, overrides, expected", [
     ("paradnn", "smoke", ["profile_steps=2", "breakdown=False", "heads=3"], [
-        "paradnn cpu batch_size-32_family-fc_layers-2_nodes-64_input_size-256_output_size-16_profile_steps-2_breakdown-"
-        "False: profile_steps = 2: expected 0 with breakdown = False (the profile is taken with the bottleneck passes); "
-        "set breakdown = True or profile_steps = 0 (and 7 more combinations alike)",
-        "paradnn cpu batch_size-32_family-transformer_layers-2_length-32_vocab-256_width-64_heads-3_mlp_ratio-4_profile_"
-        "steps-2_breakdown-False: width = 64: expected a multiple of heads (3), each head width / heads wide"]),
+        "paradnn cpu batch_size-32_mode-train_family-fc_layers-2_nodes-64_input_size-256_output_size-16_profile_steps-2_"
+        "breakdown-False: profile_steps = 2: expected 0 with breakdown = False (the profile is taken with the "
+        "bottleneck passes); set breakdown = True or profile_steps = 0 (and 8 more combinations alike)",
+        "paradnn cpu batch_size-32_mode-train_family-transformer_layers-2_length-32_vocab-256_width-64_heads-3_mlp_"
+        "ratio-4_profile_steps-2_breakdown-False: width = 64: expected a multiple of heads (3), each head width / heads "
+        "wide (and 1 more combination alike)",
+        "paradnn cpu batch_size-32_mode-decode_family-transformer_layers-2_length-32_vocab-256_width-64_heads-3_mlp_"
+        "ratio-4_profile_steps-2_breakdown-False: profile_steps = 2: expected 0 with mode = 'decode' (the profile is of "
+        "training steps)"]),
     ("cnn_mnist", "inference_smoke", ["device=cpu:2"], [
         "cnn_mnist cpu:2 backend-tensorflow: device = 'cpu:2' with mode = 'inference': expected one device ('cpu', "
         "'gpu'); a batch of 1 does not split over replicas"]),
     ("cnn_mnist", "smoke", ["profile_steps=2", "epochs=1"], [
-        "cnn_mnist cpu batch_size-256_profile_steps-2_epochs-1: profile_steps = 2: expected 0 with epochs = 1 (the "
-        "profile is of steady steps, after the first epoch: give epochs >= 2) (and 1 more combination alike)"]),
+        "cnn_mnist cpu mode-train_batch_size-256_profile_steps-2_epochs-1: profile_steps = 2: expected 0 with epochs = 1 "
+        "(the profile is of steady steps, after the first epoch: give epochs >= 2) (and 1 more combination alike)",
+        "cnn_mnist cpu mode-inference_profile_steps-2: profile_steps = 2: expected 0 with mode = 'inference' (the "
+        "profile is of training steps)"]),
 ])
 def test_rules_between_parameters_are_refused_by_the_plan_before_any_kernel(tmp_path, monkeypatch, capsys, grid,
                                                                            preset, overrides, expected):

@@ -49,7 +49,7 @@ def test_the_dry_run_prints_the_estimate_and_what_it_rests_on(tmp_path, monkeypa
     assert main(["sweep", str(GRID), "--preset", "smoke", "--device", "cpu", "--dry-run", "--out",
                  str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
-    assert "estimated wall time:" in printed and "for 8 run(s)" in printed
+    assert "estimated wall time:" in printed and "for 9 run(s)" in printed
     assert "rate on cpu: 200 GFLOPS" in printed and "benchmarks/sweep_overhead.py" in printed
     assert not (tmp_path / "out").exists()
 
