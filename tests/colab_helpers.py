@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -44,6 +45,14 @@ def sweep(env: dict[str, str], out: Path, *args: str, grid_args: tuple[str, ...]
 
 def sweep_command(out: Path, *args: str, grid_args: tuple[str, ...] = tuple(ONE_RUN)) -> list[str]:
     return [sys.executable, "-m", "colabkit", "sweep", GRID, *grid_args, "--out", str(out), *args]
+
+
+def start_at_a_terminal(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """`command` started as a terminal starts it, for Ctrl-C tests: a process group of its own (os.killpg is the
+    terminal's Ctrl-C) and SIGINT's default disposition. A shell starts background jobs (CI run under nohup ... &)
+    with SIGINT ignored, and Python keeps an ignored SIGINT ignored: the sweep would never see the Ctrl-C."""
+    return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def calls(env: dict[str, str]) -> list[str]:

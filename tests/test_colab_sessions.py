@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab_for, records, remote_records,
-                           sweep, sweep_command, verbs)
+                           start_at_a_terminal, sweep, sweep_command, verbs)
 
 from colabkit.errors import ColabkitError, HostileArchiveError
 from colabkit.sweep.runners.colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember,
@@ -146,8 +146,7 @@ def test_a_stop_that_did_not_say_terminated_is_checked_and_a_rerun_stops_it(fake
 def test_ctrl_c_during_colab_new_leaves_no_assigned_runtime(fake, tmp_path: Path):
     out = tmp_path / "out"
     env = {**fake, "FAKE_COLAB_ASSIGN_GAP_S": "4"}  # assigned, not yet named: the client's window
-    running = subprocess.Popen(sweep_command(out, "--colab", "T4"), env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    running = start_at_a_terminal(sweep_command(out, "--colab", "T4"), env)
     deadline = time.monotonic() + 120
     while not assignments(fake):
         assert time.monotonic() < deadline and running.poll() is None
@@ -163,8 +162,7 @@ def test_ctrl_c_during_colab_new_leaves_no_assigned_runtime(fake, tmp_path: Path
 def test_sigint_mid_sweep_brings_back_every_finished_record_then_stops_every_session(fake, tmp_path: Path):
     out = tmp_path / "out"
     env = {**fake, "COLABKIT_COLAB_POLL_S": "600"}  # no poll before the interrupt: only the last one brings records
-    running = subprocess.Popen(sweep_command(out, "--colab", "T4", grid_args=FRESH_RUNS), env=env, cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    running = start_at_a_terminal(sweep_command(out, "--colab", "T4", grid_args=FRESH_RUNS), env)
     deadline = time.monotonic() + 300
     while not [r for r in remote_records(fake) if r.get("status") == "ok"]:
         assert time.monotonic() < deadline and running.poll() is None

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from colab_helpers import GRID, ONE_RUN, ROOT, assignments, calls, fake_colab_for, records, sweep, verbs
+from colab_helpers import (GRID, ONE_RUN, ROOT, assignments, calls, fake_colab_for, records, start_at_a_terminal, sweep,
+                           verbs)
 
 from colabkit.errors import ColabkitError
 from colabkit.sweep.runners.colab.client import accelerators
@@ -198,8 +199,7 @@ def test_the_granted_accelerator_is_compared_by_kind_and_model_and_a_real_differ
 def test_ctrl_c_stops_every_session_and_keeps_what_came_back(fake: dict[str, str], tmp_path: Path):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "colabkit", "sweep", GRID, *ONE_RUN, "--out", str(out), "--colab", "T4,v5e1"]
-    running = subprocess.Popen(command, env=fake, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
+    running = start_at_a_terminal(command, fake)
     deadline = time.monotonic() + 300
     while len([line for line in calls(fake) if "poll.py" in line]) < 2:
         assert time.monotonic() < deadline and running.poll() is None
