@@ -23,7 +23,7 @@ from colabkit.errors import ColabkitError, HostileArchiveError
 from colabkit.sweep.runners.colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember,
                                                   session_count, unpack_results)
 
-FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # 15 to 25 s a run in a fake session here
+FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # 15-25 s a run, fake session
 
 
 @pytest.fixture
