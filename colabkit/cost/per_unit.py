@@ -26,7 +26,7 @@ SECONDS_PER_HOUR = 3600.0
 class UnitOfWork:
     """A unit of work runs of one `mode` are priced by: `count` of what `time_metric` counts, its seconds from the
     metric (`throughput`: per second, so count / value; else the seconds of one unit), its joules `energy_metric`
-    times `energy_count`. `covers` says what window each figure spans, where the two differ."""
+    times `energy_count` (what window each spans: the comments in UNITS)."""
 
     key: str
     label: str
@@ -36,7 +36,6 @@ class UnitOfWork:
     count: float
     energy_metric: str
     energy_count: float
-    covers: str = ""
 
     def column(self, figure: Figure) -> str:
         """The report's column of this figure: 'cost.usd_per_1k_samples'."""
@@ -56,17 +55,18 @@ class UnitOfWork:
 
 
 UNITS = (
+    # the steady epochs' training steps, validation left out
     UnitOfWork("1k_samples", "1,000 training samples", "train", "samples_per_s", True, 1000.0, "energy_j_per_sample",
-               1000.0, "the steady epochs' training steps, validation left out"),
-    UnitOfWork("epoch", "epoch", "train", "epoch_time_steady_s", False, 1.0, "energy_j_per_epoch", 1.0,
-               "time and cost: the median steady epoch, its validation included (the runtime bills it); joules: "
-               "its training steps only (the energy window ends before validation)"),
+               1000.0),
+    # time and cost: the median steady epoch, its validation included (the runtime bills it); joules: its training
+    # steps only (the energy window ends before validation)
+    UnitOfWork("epoch", "epoch", "train", "epoch_time_steady_s", False, 1.0, "energy_j_per_epoch", 1.0),
+    # the offline scenario at the batch of its highest throughput (offline_batch)
     UnitOfWork("1k_inferences", "1,000 inferences (offline)", "inference", "offline_samples_per_s", True, 1000.0,
-               "offline_energy_j_per_inference", 1000.0, "the offline scenario at the batch of its highest throughput "
-                                                         "(offline_batch)"),
+               "offline_energy_j_per_inference", 1000.0),
+    # the decode combination of the highest tokens/s (decode_tokens_per_s_batch), prefill included
     UnitOfWork("1m_tokens", "million generated tokens", "decode", "decode_tokens_per_s", True, 1e6,
-               "decode_energy_j_per_token_best", 1e6, "the decode combination of the highest tokens/s "
-                                                     "(decode_tokens_per_s_batch), prefill included"),
+               "decode_energy_j_per_token_best", 1e6),
 )
 # The unit each mode's runs are compared on (the report's figure, `compare --by cost`): per epoch follows per sample.
 HEADLINE_UNITS: dict[str, str] = {"train": "1k_samples", "inference": "1k_inferences", "decode": "1m_tokens"}

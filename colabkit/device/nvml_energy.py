@@ -46,6 +46,21 @@ def _import_nvml() -> Any:
     return importlib.import_module("pynvml")
 
 
+def _open_nvml(indices: Sequence[int]) -> tuple[Any, str | None]:
+    """NVML initialised for GPUs `indices`: (the pynvml module, None), or (None, why it cannot be used)."""
+    if not indices:
+        return None, "no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)"
+    try:
+        nvml = _import_nvml()
+    except ImportError:
+        return None, f"NVML is not installed (pip install {NVML_PACKAGE})"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as error:
+        return None, f"NVML is not available: {error}"
+    return nvml, None
+
+
 class GpuEnergyCounter(EnergySource):
     """NVML's total-energy counter of GPUs `indices` (NVML's indices), summed: read at each mark.
 
@@ -69,18 +84,9 @@ class GpuEnergyCounter(EnergySource):
         """Open NVML and read every board's counter once; where that fails, say why (`reason`, `refused`)."""
         if self._nvml is not None or self.reason is not None:
             return self
-        if not self.indices:
-            self._fail_start("no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)")
-            return self
-        try:
-            nvml = _import_nvml()
-        except ImportError:
-            self._fail_start(f"NVML is not installed (pip install {NVML_PACKAGE})")
-            return self
-        try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as error:
-            self._fail_start(f"NVML is not available: {error}")
+        nvml, why = _open_nvml(self.indices)
+        if why is not None:
+            self._fail_start(why)
             return self
         self._nvml = nvml
         try:
@@ -163,18 +169,9 @@ class PowerSampler(EnergySource):
         """Start sampling; where NVML cannot be used, say why (`reason`) and sample nothing."""
         if self._thread is not None or self.reason is not None:
             return self
-        if not self.indices:
-            self._fail_start("no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)")
-            return self
-        try:
-            nvml = _import_nvml()
-        except ImportError:
-            self._fail_start(f"NVML is not installed (pip install {NVML_PACKAGE})")
-            return self
-        try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as error:
-            self._fail_start(f"NVML is not available: {error}")
+        nvml, why = _open_nvml(self.indices)
+        if why is not None:
+            self._fail_start(why)
             return self
         self._nvml = nvml
         try:
