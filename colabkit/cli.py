@@ -14,14 +14,10 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from colabkit.cli_arguments import positive_int, positive_seconds, seconds, share, timeout_seconds, tolerance
 from colabkit.errors import ColabkitError, SweepInterrupted
-
-if TYPE_CHECKING:
-    from colabkit.colab.coordinates import Coordinates
-
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = """exit status:
@@ -33,7 +29,7 @@ EXIT_CODES = """exit status:
        too large for its device's memory, or a Colab runtime may still be running (sweep); some
        files could not be read as records
        (report); a failed, unfinished or unreadable record,
-       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
+       or no record at all (status); a row FAILED (gpu-check);
        a resolved regression beyond --fail-above (compare)
   2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
        sweep is writing to, a missing folder or report notebook (one line on stderr)
@@ -182,60 +178,6 @@ def _compare(args: argparse.Namespace) -> int:
     return run_compare(args.baseline, args.candidate, by, markdown=args.markdown, csv_path=args.csv,
                        fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance,
                        exclude_busy=args.exclude_busy, rates_file=args.rates)
-
-
-def _coordinates_module(root: str) -> Path:
-    module = Path(root) / "colabkit" / "colab" / "coordinates.py"
-    if not module.is_file():
-        raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
-    return module
-
-
-def _notebooks(args: argparse.Namespace) -> int:
-    from colabkit.colab.coordinates import read_coordinates
-    from colabkit.maintenance.notebooks import AcceleratorHint
-
-    hints = {}
-    for item in args.accelerator or []:
-        name, sep, spec = item.partition("=")
-        if not sep:
-            raise ColabkitError(f"--accelerator {item!r}: expected NAME=SPEC, e.g. matmul_tflops=GPU:T4")
-        hints[name] = AcceleratorHint.parse(spec)
-    # The coordinates of the checkout being stamped, which need not be the colabkit imported here.
-    return _stamp(args.root, read_coordinates(_coordinates_module(args.root)), args.check, hints)
-
-
-def _stamp(root: str, coordinates: Coordinates, check: bool, hints: dict[str, Any] | None = None) -> int:
-    """Stamp (or with `check`, compare) the notebooks and README; print what changed or drifted."""
-    from colabkit.maintenance.notebooks import stamp_repository
-
-    result = stamp_repository(root, coordinates, check=check, hints=hints)
-    where = f"{coordinates.repository}@{coordinates.ref}"
-    if check:
-        if result.changed:
-            print(f"drifted from the template ({where}); run `python -m colabkit notebooks` to restamp:")
-            print("\n".join(f"  {path}" for path in result.changed))
-            return 1
-        print(f"{len(result.notebooks)} notebook(s) and the README match the template ({where})")
-        return 0
-    for path in result.changed:
-        print(f"stamped {path}")
-    print(f"{len(result.notebooks)} notebook(s), {len(result.changed)} file(s) changed ({where})")
-    return 0
-
-
-def _badges(args: argparse.Namespace) -> int:
-    from colabkit.colab.coordinates import Coordinates, write_coordinates
-
-    coordinates = Coordinates(args.repo, args.ref)
-    if not coordinates.pinned:
-        print(f"warning: ref {args.ref!r} is not a release tag (v0.1.0) or a commit id: if it is a branch, the "
-              "bootstrap installs whatever it holds on the day, not the code the records were made with",
-              file=sys.stderr)
-    module = _coordinates_module(args.root)
-    if write_coordinates(module, coordinates):
-        print(f"coordinates set in {module}: {coordinates.repository}@{coordinates.ref}")
-    return _stamp(args.root, coordinates, check=False)
 
 
 def _workers(args: argparse.Namespace) -> int:
@@ -407,17 +349,6 @@ def build_parser() -> argparse.ArgumentParser:
     export_html.add_argument("out", help="the sweep's output folder")
     export_html.add_argument("--force", action="store_true", help="export every run again, HTML or not")
     export_html.set_defaults(handler=_export_html)
-    notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
-    notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
-    notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",
-                           help="set a notebook's Colab runtime hint: cpu, GPU, GPU:T4|L4|A100, TPU:V28|V5E1")
-    notebooks.add_argument("--root", default=".", help="repository root (default: .)")
-    notebooks.set_defaults(handler=_notebooks)
-    badges = verbs.add_parser("badges", help="point every badge and the bootstrap at another repository or ref")
-    badges.add_argument("--repo", required=True, help="GitHub OWNER/NAME")
-    badges.add_argument("--ref", required=True, help="release tag (v0.1.0) or commit; a branch works but is not pinned")
-    badges.add_argument("--root", default=".", help="repository root (default: .)")
-    badges.set_defaults(handler=_badges)
     workers = verbs.add_parser("workers", help="run a notebook on N local worker processes (MultiWorkerMirroredStrategy)")
     workers.add_argument("notebook", help="the notebook, e.g. notebooks/cnn_mnist.ipynb")
     workers.add_argument("--count", type=positive_int, required=True, help="how many worker processes")

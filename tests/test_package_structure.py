@@ -217,7 +217,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("compare",),
     ("gpu_check",),
     ("ondevice",),  # the device pack and the prepared run on a lent GPU: gpu-check, sweeps, report, zip
-    ("maintenance",),
     ("cli_arguments", "cli", "__main__"),
     ("colabkit",),
 )
@@ -338,8 +337,7 @@ def test_a_name_two_modules_share_is_one_subject_written_down():
 
 
 # The modules that are command lines (each parses its own arguments in its `main`): argparse stays in them.
-COMMAND_LINES = {"colabkit.cli", "colabkit.cli_arguments", "colabkit.ondevice.__main__",
-                 "colabkit.maintenance.colab_stack", "colabkit.maintenance.schema_doc"}
+COMMAND_LINES = {"colabkit.cli", "colabkit.cli_arguments", "colabkit.ondevice.__main__"}
 
 
 def test_argparse_stays_in_the_command_lines():

@@ -31,7 +31,7 @@ REQUIRED_FIELDS = (
 )
 SECTIONS = ("params", "metrics", "timings", "device", "software", "host", "data")  # JSON objects, always
 # What each top-level field holds: the required ones, then those only some records have.
-# docs/records.md is rendered from these (python -m colabkit.maintenance.schema_doc; a test keeps it current).
+# docs/records.md is rendered from these (python tools/schema_doc.py; a test keeps it current).
 FIELD_DOCS: dict[str, str] = {
     "schema_version": f"the record format's version ({SCHEMA_VERSION}); readers refuse versions they do not know",
     "notebook": "the notebook's name, e.g. `matmul_tflops`",
