@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 from colabkit.cli_arguments import positive_int, positive_seconds, seconds, share, timeout_seconds, tolerance
-from colabkit.errors import ColabkitError, SweepInterrupted
+from colabkit.errors import ColabkitError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = """exit status:
@@ -45,79 +43,25 @@ def _given(kind: type, args: argparse.Namespace, **values: Any) -> Any:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from colabkit.sweep.console import dry_run_table, summary_table
+    from colabkit.sweep.command import sweep_command
     from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
     from colabkit.sweep.plan import plan_requested, read_plan
     from colabkit.sweep.runners.colab.client import accelerators
-    from colabkit.sweep.driver import prepare, run_sweep
 
-    # The arguments become typed options here, once, in three parts (what runs, how, when to stop repeating),
+    # The arguments become typed values here, once, in two parts (what runs; how, and when to stop repeating),
     # checked together for the dry run and the real run alike; nothing below the command line sees `args`.
     request = _given(PlanRequest, args, grids=tuple(args.grids), overrides=tuple(args.overrides or ()))
-    options = _given(RunOptions, args, colab=tuple(accelerators(args.colab)) if args.colab is not None else ())
-    repetition = Repetition.asked(args.target_ci, args.max_repeats)
-    if args.plan and request != PlanRequest():
-        raise ColabkitError(f"--plan {args.plan} holds what runs: drop the grid files and --preset, --device, -p, "
-                            "--repeats, --kernels and --html")
-    if not args.plan and not request.grids:
-        raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
+    options = _given(RunOptions, args, colab=tuple(accelerators(args.colab)) if args.colab is not None else (),
+                     repetition=Repetition.asked(args.target_ci, args.max_repeats))
     out = Path(args.out) if args.out else None
-    if options.colab:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.runners.colab)
-        from colabkit.sweep.runners.colab.command import colab_sweep
-
-        if args.plan:
-            raise ColabkitError("--colab plans each accelerator's runs from the grid files: drop --plan")
-        return colab_sweep(request, options, repetition, out or Path("outputs") / (request.preset or "default"),
-                           dry_run=args.dry_run)
-    runs = read_plan(args.plan, out) if args.plan else plan_requested(request, out)
-    out = runs.out
-    if args.dry_run:
-        from colabkit.sweep.estimate import estimate_plan
-        from colabkit.sweep.decide import SweepAction
-
-        decisions = prepare(runs, options)
-        to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-        print(dry_run_table(decisions, out, estimate_plan(to_run).lines()))
-        return EXIT_OK
-    progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
-    try:
-        # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.runners.dask).
-        outcomes = run_sweep(runs, options, repetition, progress=progress)
-    except SweepInterrupted as stopped:
-        # The abandoned kernel's pending asyncio tasks would print "Task exception was never
-        # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
-        logging.getLogger("asyncio").disabled = True
-        print()
-        if stopped.outcomes:
-            print(summary_table(stopped.outcomes))
-        print(f"\n{stopped}: finished combinations are kept; `python -m colabkit status {out}` shows the "
-              "unfinished ones; run the same command again to resume.", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    print()
-    print(summary_table(outcomes))
-    failed = [outcome for outcome in outcomes if outcome.status == "failed"]
-    for outcome in failed:
-        base = str(outcome.record_path)[: -len(".json")]
-        products = [path for path in (f"{base}.ipynb", f"{base}.log") if os.path.exists(path)]
-        inspect = f"\n        inspect {' and '.join(products)}" if products else ""
-        print(f"failed: {outcome.combination.label}: {outcome.message}{inspect}")
-    for outcome in outcomes:
-        if outcome.set_aside:
-            print(f"set aside: {outcome.record_path}: {outcome.message}")
-    too_large = [outcome for outcome in outcomes if outcome.too_large]
-    if too_large:
-        print(f"too large: {len(too_large)} combination(s) refused before they ran, their model too large for their "
-              "device's memory (skipped records say the estimate); trim the grid or use a device with more memory")
-    print(f"\noutputs: {out}")
-    attention = failed or too_large or any(outcome.set_aside for outcome in outcomes)
-    return EXIT_FAILED if attention else EXIT_OK
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    if args.plan:
+        if request != PlanRequest() or options != RunOptions():
+            raise ColabkitError(f"--plan {args.plan} holds what runs and how: give it alone (with --out, --dry-run, "
+                                "--progress), without grid files, --preset, --device, -p or run options")
+        return sweep_command(read_plan(args.plan, out), args.dry_run, args.progress)
+    if not request.grids:
+        raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
+    return sweep_command(plan_requested(request, options, out), args.dry_run, args.progress)
 
 
 def _status(args: argparse.Namespace) -> int:

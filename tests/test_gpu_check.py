@@ -85,7 +85,7 @@ FAKE_ANSWERS = {
 PLANNED: list = []  # the plans the check handed the sweep, in order
 
 
-def fake_runs(runs, available, echo, *, timeout_s, jobs=1):
+def fake_runs(runs, available, echo):
     """run_plan without kernels: every run of the plan ok, with a plausible record."""
     PLANNED.append(runs)
     summaries = []
@@ -142,8 +142,13 @@ def test_a_healthy_gpu_passes_every_row_it_can_and_writes_the_table(fake_gpu_mac
     assert not list(folder.rglob("*.yaml"))  # planned once, in memory: no grid file written to be planned again
     sweep_plan = next(runs for runs in PLANNED if runs.out == folder / "sweep")
     assert sorted({run.name for run in sweep_plan}) == sorted(path.stem for path in (REPO / "parameters").glob("*.yaml"))
-    assert sorted(run.device for run in sweep_plan) == ["cpu"] * 5 + ["gpu"] * 5  # each notebook's first smoke run
+    assert sorted(run.device for run in sweep_plan) == ["cpu"] * 5 + ["gpu"] * 5  # each notebook's gpu_check preset
     assert all(run.settings.repeats == 1 and run.settings.kernels == "fresh" for plan in PLANNED for run in plan)
+    assert all(plan.options.force and plan.options.timeout_s == 600 for plan in PLANNED)  # afresh, within a limit
+    assert sweep_plan.options.jobs == 2 and {run.params.get("mode", "train") for run in sweep_plan} == {"train"}
+    assert "mode" not in next(run for run in sweep_plan if run.name == "matmul_tflops").params  # none it lacks
+    fits = [plan for plan in PLANNED if plan.out.parent.name in ("cnn", "fc")]  # the training rows' notebook runs
+    assert {run.params["batch_size"] for plan in fits for run in plan} == {1024} and len(fits) == 2 * 3
     printed = capsys.readouterr().out
     assert printed.rstrip().endswith(f"table and records: {folder}")
     assert "  PASS matmul tf32: 120.0 TFLOPS" in printed  # the progress line, as the stage finished

@@ -178,7 +178,8 @@ def test_a_sweep_beside_busy_processes_records_host_quiet_false_and_the_report_m
         fixed: {{sleep_on: 1, sleep_s: 1.5}}
     """))
     lines: list[str] = []
-    (outcome,) = run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(wait_quiet_s=0.5), available={"cpu": 1},
+    (outcome,) = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(wait_quiet_s=0.5)),
+                           available={"cpu": 1},
                            echo=lines.append)
     # the console says it measured on a busy host: on the run's line (and in the summary table's note)
     assert outcome.status == "ok" and outcome.message.startswith("measured on a busy host: still busy after waiting")

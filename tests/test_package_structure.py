@@ -112,7 +112,7 @@ def test_no_circle_either_counting_the_imports_inside_functions_and_type_checkin
         return {target for target in named if target in MODULES and target != module_name(path)}
 
     graph = {name: modules(path) for name, path in MODULES.items()}
-    assert "colabkit.sweep.driver" in graph["colabkit.cli"]  # imported inside `_sweep`: the graph counts it
+    assert "colabkit.sweep.command" in graph["colabkit.cli"]  # imported inside `_sweep`: the graph counts it
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -200,7 +200,7 @@ def every_import(path: Path) -> set[str]:
 # Each entry names a subpackage or a top-level module of colabkit; "colabkit" is the package root
 # (`import colabkit`: the names the notebooks use), which sits on top of everything.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "version", "io", "suite", "statistics", "scores", "phases"),  # foundation: stdlib and each other
+    ("errors", "version", "io", "suite", "statistics", "scores", "phases", "stages"),  # foundation: stdlib, each other
     ("device",),  # what the hardware is, its set-up and probes; installs nothing, notes its phases below
     ("colab",),  # the Colab runtime: what it is, the bootstrap and what it installs
     ("data",),
@@ -319,7 +319,9 @@ SHARED_NAMES: dict[str, tuple[str, str]] = {
     "provenance": ("records report", "where numbers came from: a record's; the report's section on it"),
     "records": ("colabkit report", "the records: the package; the report's view of them (labels, the one used)"),
     "setup": ("device training", "set-up: a device's strategy; a training run's dtype, batches and input"),
-    "stages": ("gpu_check ondevice", "a GPU run's stages: the GPU check's; the prepared device run's"),
+    "stages": ("colabkit gpu_check ondevice", "a run in stages: the one runner; the GPU check's stages' work; the "
+                                              "prepared device run's table"),
+    "command": ("sweep colab", "`sweep` once its plan is made: any plan's; a plan for Colab, cut into shares"),
     "sweep": ("colabkit colab", "a sweep: the package; the colab_sweep notebook's helpers inside a runtime"),
     "training": ("colabkit gpu_check", "training: the package; the GPU check's training rows"),
 }

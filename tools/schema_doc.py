@@ -65,8 +65,9 @@ SWEEP_KEYS: dict[str, str] = {
     "target_ci": "with `--target-ci`: the half-width of the headline's 95 % interval, relative to its median, that "
                  "the sweep ran repeats for (0.03: +/- 3 %), and `max_repeats`, where it stopped trying",
     "max_repeats": "with `--target-ci`: the most runs of one combination it would make",
-    "quiet_wait": "with `--wait-quiet`: how long the sweep waited for a quiet host before the run (`waited_s`), "
-                  "whether it got one (`quiet`) and, if not, why (`busy_reasons`)",
+    "quiet_wait": "with `--wait-quiet`: the most it was to wait (`max_wait_s`, the option's seconds), how long the "
+                  "sweep waited for a quiet host before the run (`waited_s`), whether it got one (`quiet`) and, if "
+                  "not, why (`busy_reasons`)",
     "bottlenecks": "`first` where the grid asked for the bottleneck passes in each combination's first run only "
                    "(`bottlenecks: first`): the later repeats ran with `params.breakdown` false",
 }

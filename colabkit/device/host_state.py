@@ -223,11 +223,12 @@ def host_busy_now(window_s: float = WAIT_WINDOW_S) -> list[str]:
 
 def wait_for_quiet(max_wait_s: float, window_s: float = WAIT_WINDOW_S) -> dict[str, Any]:
     """Wait until the host is quiet (`host_busy_now` finds nothing), at most `max_wait_s` seconds.
-    Returns what a record's `sweep` section keeps: {"waited_s", "quiet", "busy_reasons"} (the last
-    window's reasons when it never got quiet)."""
+    Returns what a record's `sweep` section keeps: {"max_wait_s", "waited_s", "quiet", "busy_reasons"} (the
+    last window's reasons when it never got quiet)."""
     started = time.monotonic()
     while True:
         reasons = host_busy_now(window_s)
         waited = time.monotonic() - started
         if not reasons or waited + window_s > max_wait_s:
-            return {"waited_s": round(waited, 1), "quiet": not reasons, "busy_reasons": reasons}
+            return {"max_wait_s": max_wait_s, "waited_s": round(waited, 1), "quiet": not reasons,
+                    "busy_reasons": reasons}

@@ -20,7 +20,7 @@ from typing import Any
 from colabkit.experiments import all_experiments
 from colabkit.gpu_check.rows import NO_GPU_LINE
 from colabkit.io import write_atomic
-from colabkit.ondevice.stages import StageResult
+from colabkit.stages import StageResult
 
 ZIP_LIMIT_BYTES = 16 * 2**20  # one file a device call brings back
 META = "device.json"
