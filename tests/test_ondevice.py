@@ -203,25 +203,19 @@ def test_the_offline_substitute_reads_a_carried_package_file(tmp_path, monkeypat
 
 # --- the stages' time --------------------------------------------------------------------------------------
 
-def sleeps(seconds: float) -> int:
-    """A stage's work that takes `seconds` (Ctrl-C and SIGTERM end it early, as they end a sweep)."""
-    time.sleep(seconds)
-    return 0
-
-
-def says_done() -> int:
-    print("done")
-    return 0
+# Stages' work that their child processes run without importing this module (so they start in a moment): SIGTERM
+# ends a sleep early as it ends a sweep.
+sleeps, says_done = (lambda seconds: partial(time.sleep, seconds)), partial(print, "done")
 
 
 def test_a_stage_past_its_budget_is_stopped_and_one_without_time_is_skipped_with_a_line(tmp_path):
     lines: list[str] = []
-    sleeper, quick = Stage("sleeper", 1.0, partial(sleeps, 60)), Stage("quick", 60.0, says_done)
+    sleeper, quick = Stage("sleeper", 2.0, sleeps(60)), Stage("quick", 60.0, says_done)
     started = time.time()
     results = run_stages([sleeper, quick], lines.append, deadline=started + 1000.0, logs=tmp_path / "logs")
     assert [(result.name, result.status, result.exit_code) for result in results] == [
         ("sleeper", "stopped", 130), ("quick", "ok", 0)]
-    assert results[0].seconds < 20 and "stopped at 1 s: the runs finished before are kept" in results[0].note
+    assert results[0].seconds < 20 and "stopped at 2 s: the runs finished before are kept" in results[0].note
     assert (tmp_path / "logs" / "quick.log").read_text() == "done\n"
     late = run_stages([quick], lines.append, deadline=started - 60, logs=tmp_path / "logs")
     assert late[0].status == "skipped" and late[0].note.startswith("skipped for time: 0 s left")
@@ -250,7 +244,7 @@ def test_each_sweep_stage_is_handed_its_plan_made_once_before_any_stage_as_json(
 def test_a_stage_may_use_what_the_stages_before_it_left_of_their_budgets(tmp_path):
     lines: list[str] = []
     quick = Stage("quick", 60.0, says_done)
-    slow = Stage("slow", 1.0, partial(sleeps, 3))  # over its own budget, within what quick saved
+    slow = Stage("slow", 1.0, sleeps(3))  # over its own budget, within what quick saved
     results = run_stages([quick, slow], lines.append, deadline=time.time() + 1000.0, logs=tmp_path / "logs")
     assert [(result.name, result.status) for result in results] == [("quick", "ok"), ("slow", "ok")]
     started = next(line for line in lines if line.startswith("stage slow: started"))

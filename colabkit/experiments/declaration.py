@@ -336,6 +336,11 @@ class Experiment:
     def defaults(self) -> dict[str, Any]:
         return {parameter.name: parameter.default for parameter in self.parameters}
 
+    @property
+    def default_mode(self) -> Mode | None:
+        """The mode its runs take when none is asked (its `mode` parameter's default); None where it has no modes."""
+        return self.defaults.get("mode")
+
     def unused(self, values: Mapping[str, Any]) -> tuple[str, ...]:
         """The names among `values` of parameters that do not shape a run with `values` (their
         `used_when` does not hold, the missing values taken from the defaults), in `values`' order."""
