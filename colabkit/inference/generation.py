@@ -17,7 +17,7 @@ import numpy as np
 
 from colabkit.device.energy import describe_energy, open_energy_source, source_fields
 from colabkit.device.energy_source import EnergySource, Mark
-from colabkit.device.nvml_energy import visible_gpu_indices
+from colabkit.device.nvml import visible_gpu_indices
 from colabkit.device.memory import setup_memory
 from colabkit.errors import InsufficientMemoryError, MeasurementError, ParameterError
 from colabkit.inference.compiled import JAX_COST_SOURCE, TENSORFLOW_COST_SOURCE
