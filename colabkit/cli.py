@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from colabkit.cli_arguments import positive_int, positive_seconds, seconds, share, timeout_seconds, tolerance
+from colabkit.cli_arguments import percentage, positive_int, positive_seconds, seconds, timeout_seconds, tolerance
 from colabkit.errors import ColabkitError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--repeats", type=positive_int, metavar="R",
                        help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
                             "the grid's `repeats:`, else 1); see docs/statistics.md")
-    sweep.add_argument("--target-ci", type=share, metavar="PCT",
+    sweep.add_argument("--target-ci", type=percentage, metavar="PCT",
                        help="add rounds until each headline's interval is within +/- PCT of its median (3%%)")
     sweep.add_argument("--max-repeats", type=positive_int, metavar="N",
                        help="with --target-ci: at most N runs of a combination (default 10)")
@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "judges on dollars per unit of work instead of the headline (docs/cost.md)")
     compare.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
     compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
-    compare.add_argument("--fail-above", type=share, metavar="PCT",
+    compare.add_argument("--fail-above", type=percentage, metavar="PCT",
                          help="exit 1 when a combination is resolved slower (with --by cost: costlier) by more than "
                               "PCT (5%%): for CI")
     compare.add_argument("--exclude-busy", action="store_true",

@@ -22,7 +22,7 @@ from helpers import REPO
 
 import colabkit.ondevice.bundle as bundle_module
 import colabkit.ondevice.preflight as preflight_module
-from colabkit.ondevice.__main__ import main as ondevice_main
+from colabkit.ondevice.__main__ import ondevice_main
 from colabkit.errors import DevicePackError
 from colabkit.ondevice.bundle import Bundle, write_bundle
 from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements

@@ -15,7 +15,7 @@ from notebook_factory import write_tiny_notebook
 
 import colabkit.sweep.driver as target
 from colabkit.cli import main
-from colabkit.cli_arguments import share
+from colabkit.cli_arguments import percentage
 from colabkit.errors import GridError
 from colabkit.experiments import Headline
 from colabkit.records.record import read_record
@@ -179,9 +179,9 @@ def test_target_counts_only_the_runs_of_todays_code_and_proposes_no_run_twice(tm
 
 
 def test_target_and_wait_options_are_refused_plainly(tmp_path, tiny, capsys):
-    assert share("3%") == pytest.approx(0.03) and share("0.05") == 0.05
+    assert percentage("3%") == pytest.approx(0.03) and percentage("0.05") == 0.05
     with pytest.raises(argparse.ArgumentTypeError, match="expected a share between 0 and 100 %"):
-        share("150%")
+        percentage("150%")
     grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     assert main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--max-repeats", "4"]) == 2
     assert "--max-repeats goes with --target-ci" in capsys.readouterr().err

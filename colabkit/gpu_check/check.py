@@ -22,7 +22,7 @@ from typing import IO
 
 from colabkit.device.probes import nvidia_smi, nvidia_smi_query
 from colabkit.errors import OutputFolderError
-from colabkit.gpu_check.rows import NO_GPU_LINE, Row, exit_code, markdown_table, table_payload, text_table
+from colabkit.gpu_check.rows import NO_GPU_LINE, CheckRow, exit_code, table_markdown, table_payload, table_text
 from colabkit.gpu_check.rules import GpuFacts, Unavailable, failed
 from colabkit.gpu_check.stages import (
     Context,
@@ -39,7 +39,7 @@ from colabkit.stages import Stage, StageResult, run_stages
 
 DEFAULT_OUT = Path("outputs") / "gpu-check"
 DEFAULT_ROUNDS = 3  # interleaved rounds of the agreement rows (medians of 3)
-Measure = Callable[[Context], list[Row]]
+Measure = Callable[[Context], list[CheckRow]]
 # (stage, its seconds on one data-centre GPU (A100/H100 class), its rows, what measures them), in the order they run;
 # docs/benchmarks.md lists them. Their sum on one GPU, less multi-gpu (its own on 2 GPUs or more), is under 8 minutes.
 STAGES: tuple[tuple[str, float, tuple[str, ...], Measure], ...] = (
@@ -95,7 +95,7 @@ def check_out(out: Path) -> None:
             raise OutputFolderError(f"--out {out}: {folder} is a file, not a folder")
 
 
-def _rows(ctx: Context, stage: str, names: tuple[str, ...], measure: Measure) -> list[Row]:
+def _rows(ctx: Context, stage: str, names: tuple[str, ...], measure: Measure) -> list[CheckRow]:
     """The stage's rows, each said as it comes; a stage that raises fails each of its rows with the error (never a
     traceback in place of the table). A TensorFlow worker that failed to start fails every TensorFlow row."""
     try:
@@ -143,11 +143,11 @@ def run_check(out: str | Path = DEFAULT_OUT, *, fast: bool = False, rounds: int 
     meta = {"date": started.isoformat(), "gpus": list(facts.smi_names), "driver": facts.driver, "fast": fast,
             "on_cpu": on_cpu, "rounds": rounds, "host": platform.node(), "python": sys.version.split()[0],
             "folder": str(folder)}
-    write_atomic(folder / "table.txt", text_table(rows, title, times) + "\n")
-    write_atomic(folder / "table.md", markdown_table(rows, title, times))
+    write_atomic(folder / "table.txt", table_text(rows, title, times) + "\n")
+    write_atomic(folder / "table.md", table_markdown(rows, title, times))
     write_atomic(folder / "table.json", json.dumps(table_payload(rows, meta, times), indent=2, default=str) + "\n")
     echo("")
-    echo(text_table(rows, title, times))
+    echo(table_text(rows, title, times))
     echo(f"table and records: {folder}")
     return exit_code(rows)
 

@@ -17,7 +17,7 @@ from typing import Any
 from colabkit.device.peaks import gpu_peak
 from colabkit.errors import GpuCheckError
 from colabkit.gpu_check.notebook_runs import preset_plan, report_device_kinds, run_plan
-from colabkit.gpu_check.rows import Row
+from colabkit.gpu_check.rows import CheckRow
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,
     GpuFacts,
@@ -83,7 +83,7 @@ class Context:
             self.tf_worker = None
 
 
-def device_stage(ctx: Context) -> list[Row]:
+def device_stage(ctx: Context) -> list[CheckRow]:
     """nvidia-smi's GPUs against TensorFlow's, the peaks table, and NVML's idle power (read now,
     before any work warms the board)."""
     if not installed("tensorflow"):
@@ -109,7 +109,7 @@ def device_stage(ctx: Context) -> list[Row]:
     return [device_row(ctx.facts), peaks_row(ctx.facts.name, ctx.facts.compute_capability)]
 
 
-def bandwidth_stage(ctx: Context) -> list[Row]:
+def bandwidth_stage(ctx: Context) -> list[CheckRow]:
     measured = ctx.tf_reason or ctx.request("bandwidth")
     return [bandwidth_row(ctx.facts.name, ctx.facts.memory_gib, measured)]
 
@@ -130,7 +130,7 @@ def matmul_plan(ctx: Context) -> dict[str, tuple[str, bool] | Unavailable]:
     return plan
 
 
-def matmul_stage(ctx: Context) -> list[Row]:
+def matmul_stage(ctx: Context) -> list[CheckRow]:
     """Warm TFLOPS at n = 8192 per precision, each also a clock comparison (colabkit.timing.pipelined)."""
     rows, comparisons = [], []
     for precision, step in matmul_plan(ctx).items():
@@ -149,7 +149,7 @@ def matmul_stage(ctx: Context) -> list[Row]:
     return [clock_row("tensorflow", ctx.tf_reason or comparisons), *rows]
 
 
-def sweep_stage(ctx: Context) -> list[Row]:
+def sweep_stage(ctx: Context) -> list[CheckRow]:
     """Every notebook's `gpu_check` preset (a training run on the GPU and on the CPU), through the sweep; the report
     of them."""
     folder = ctx.out / "sweep"
@@ -158,7 +158,7 @@ def sweep_stage(ctx: Context) -> list[Row]:
     return [sweep_row(runs, kinds)]
 
 
-def multi_gpu_stage(ctx: Context) -> list[Row]:
+def multi_gpu_stage(ctx: Context) -> list[CheckRow]:
     """Every notebook's `gpu_check` run on gpu:2 (MirroredStrategy), where TensorFlow sees 2 GPUs or more."""
     if ctx.tf_reason:
         return [multi_gpu_row(ctx.tf_reason)]
@@ -168,7 +168,7 @@ def multi_gpu_stage(ctx: Context) -> list[Row]:
     return [multi_gpu_row(run_plan(runs, ctx.available, ctx.log))]
 
 
-def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row]:
+def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[CheckRow]:
     """colabkit's clock on `backend` (JAX, PyTorch), and (`notebook`) the CNN notebook on it, on the GPU."""
     clock = _clock(ctx, backend) if installed(backend) else Unavailable(
         f"{backend} is not installed ({INSTALL_HINTS[backend]})")

@@ -143,7 +143,7 @@ def _fc(keras: Any, batch_size: int, steps: int, knobs: dict[str, int], **_: Any
 _MODELS: dict[str, Callable[..., tuple[Any, dict[str, Any], int]]] = {"cnn": _cnn, "fc": _fc}
 
 
-def fit(model: str, jit_compile: str | bool, policy: str, batch_size: int, epochs: int, gpu_name: str,
+def fit_model(model: str, jit_compile: str | bool, policy: str, batch_size: int, epochs: int, gpu_name: str,
         tf32_capable: bool, samples: int = 0, steps: int = 0, knobs: dict[str, int] | None = None,
         energy: bool = False) -> dict[str, Any]:
     """One bare fit of the notebook's `model` ("cnn" or "fc") under dtype `policy`: steady samples/s
@@ -186,7 +186,7 @@ def fit(model: str, jit_compile: str | bool, policy: str, batch_size: int, epoch
 
 
 TASKS: dict[str, Callable[..., dict[str, Any]]] = {"facts": facts, "power": power, "bandwidth": bandwidth,
-                                                   "matmul": matmul, "clock": clock, "fit": fit}
+                                                   "matmul": matmul, "clock": clock, "fit": fit_model}
 
 
 def run_task(request: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from colabkit.gpu_check.notebook_runs import preset_plan, run_plan
-from colabkit.gpu_check.rows import Row
+from colabkit.gpu_check.rows import CheckRow
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,
     FC_MIN_MFU,
@@ -95,7 +95,7 @@ class _Model:
                          tuple(float(fit["samples_per_s"]) for fit in bare))
 
 
-def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, Any]]) -> Row:
+def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, Any]]) -> CheckRow:
     if isinstance(ctx.power, Unavailable):
         return energy_row(ctx.power, None)
     meters = [fit["energy"] or {} for fit in metered]
@@ -114,7 +114,7 @@ def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, An
     return energy_row(figures, sampler)
 
 
-def train_stage(ctx: Context, model: str) -> list[Row]:
+def train_stage(ctx: Context, model: str) -> list[CheckRow]:
     """The rows of `model` ("cnn" or "fc"): xla (with the notebook agreement), no-xla, mixed; for the
     FC model also the NVML energy row (its sampler's cost measured in the same rounds)."""
     min_mfu = FC_MIN_MFU if model == "fc" else None

@@ -30,6 +30,7 @@ from colabkit.data.common import MIRRORS, PACKAGE_FILES_ENV
 from colabkit.data.download import data_dir, sha256_of
 from colabkit.errors import DevicePackError
 from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, ImagePackage, PackItem, normalized, read_image, read_pack
+from colabkit.ondevice.preflight import MANIFEST
 
 PACK_LIMIT_BYTES = 40 * 2**20  # the issue's limit; a device call carries 64 MiB of working tree in all
 PYTHON_VERSION = "3.12"  # the image's python3 (3.12.3)
@@ -45,7 +46,6 @@ MARKER_ENVIRONMENT = {"python_version": PYTHON_VERSION, "python_full_version": "
                       "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
                       "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "colabkit" / "device-wheels"
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from colabkit.statistics import Interval, median_ci
 from colabkit.sweep.console import Progress
 from colabkit.sweep.console import dry_run_table
 from colabkit.sweep.decide import Decision, SweepAction, decide, fingerprint
-from colabkit.sweep.devices import cpu_only, host_facts
+from colabkit.sweep.devices import cpu_only, host_facts_file
 from colabkit.sweep.estimate import PlanEstimate, Speeds, estimate_plan
 from colabkit.sweep.expand import Combination
 from colabkit.sweep.folder import check_output_folder, sweep_lock
@@ -195,7 +195,7 @@ def run_sweep(plan: SweepPlan, *, available: Mapping[str, int] | None = None, ec
             echo(_first_line(len(decisions), len(to_run), outcomes, executor.where))
             for note in executor.notes(to_run):
                 echo(note)
-            with host_facts([decision.combination for decision in to_run]) as facts:
+            with host_facts_file([decision.combination for decision in to_run]) as facts:
                 executor.options = dataclasses.replace(options, host_facts=facts)
                 _run(executor, to_run, echo, progress, outcomes)
                 if options.repetition is not None:

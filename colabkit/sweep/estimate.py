@@ -27,7 +27,7 @@ from colabkit.timing.clock import format_duration
 # docs/sweep.md). The host's bandwidth probe (1-5 s once per sweep, CPU runs of ParaDnn) is not in it.
 FIXED_COST_S = {"fresh": 8.2, "reuse": 2.4}
 NEW_KERNEL_S = 4.2  # reuse: a new kernel's start, first imports and first clean-up, once per kernel
-PRECISIONS = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+POLICY_PRECISION = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
 Speed = tuple[float, str]  # FLOP/s, and what the figure rests on
@@ -133,7 +133,7 @@ def estimate_plan(combinations: Iterable[Combination], speeds: Speeds | None = N
             estimate.without_work += 1
             continue
         kind = _kind(combination)
-        precision = PRECISIONS.get(str(combination.params.get("mixed_precision")), "float32")
+        precision = POLICY_PRECISION.get(str(combination.params.get("mixed_precision")), "float32")
         if (kind, precision) not in found:
             found[(kind, precision)] = _speed(kind, precision, speeds)
         speed = found[(kind, precision)]

@@ -30,7 +30,7 @@ KernelMode = Literal["fresh", "reuse"]
 # combination only: its later repeats run with `breakdown=False` (their training is measured the same).
 BottleneckMode = Literal["all", "first"]
 # The grid-file keys of those settings and the values each takes.
-MODES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
+SETTING_CHOICES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
                                      "bottlenecks": get_args(BottleneckMode)}
 # The runners a plan can run on (colabkit.sweep.runners.RUNNERS): one run after another here, `jobs` side by
 # side here, a Dask cluster's workers, Colab sessions per accelerator.

@@ -81,7 +81,7 @@ def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None,
     `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. How each
     combination runs is decided here, once: `repeats`, `kernels` and `html` when given (the command
     line's), else what its preset says, else its grid file, else the defaults (RunSettings). The runs
-    come in interleaved rounds (`interleave`). Every grid file is validated, and every problem of
+    come in interleaved rounds (`in_rounds`). Every grid file is validated, and every problem of
     every file reported in one GridError, before any combination is returned, so a bad file runs nothing.
     """
     specs, wanted = read_grids(grid_paths, device, overrides or {})
@@ -89,7 +89,7 @@ def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None,
                               html=html)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
-    return SweepPlan(interleave(combinations), Path(out), options)
+    return SweepPlan(in_rounds(combinations), Path(out), options)
 
 
 def plan_requested(request: PlanRequest, options: RunOptions = RunOptions(), out: Path | None = None) -> SweepPlan:
@@ -105,7 +105,7 @@ def plan_requested(request: PlanRequest, options: RunOptions = RunOptions(), out
                 html=request.html, options=options)
 
 
-def interleave(combinations: list[Combination]) -> list[Combination]:
+def in_rounds(combinations: list[Combination]) -> list[Combination]:
     """Each combination as its `settings.repeats` runs (repeat 1, 2, ...), in rounds: per device (in the
     order the devices come), round 1 of every combination, then round 2, and so on, so that a drift of
     the host falls on every combination alike rather than on the last ones."""
