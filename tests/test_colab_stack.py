@@ -20,7 +20,7 @@ from colabkit.device.peaks import gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_pe
 from colabkit.errors import ColabkitError, FolderNotFoundError
 import colab_stack
 from stamp_notebooks import sweep_form
-from colabkit.ondevice.lists import IMAGE_LIST, read_image
+from device_lists import IMAGE_LIST, read_image
 from colabkit.sweep.grids import load_grid
 
 # Colab's CPU/GPU runtime as googlecolab/backend-info listed it on 2026-08-19 ("Upgrade to Python 3.13").

@@ -18,6 +18,9 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from device_import import import_zip
+from device_lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements
+from device_pack import build_pack, check_closure
 from helpers import REPO
 
 import colabkit.ondevice.bundle as bundle_module
@@ -25,9 +28,6 @@ import colabkit.ondevice.preflight as preflight_module
 from colabkit.ondevice.__main__ import ondevice_main
 from colabkit.errors import DevicePackError
 from colabkit.ondevice.bundle import Bundle, write_bundle
-from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements
-from colabkit.ondevice.pack import build_pack, check_closure
-from colabkit.ondevice.results import import_zip
 from colabkit.stages import Stage, StageResult, run_stages
 
 # --- the lists --------------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def pack_root(tmp_path):
 
 @pytest.fixture
 def no_keras_root(monkeypatch):
-    import colabkit.ondevice.pack as pack_module
+    import device_pack as pack_module
 
     monkeypatch.setattr(pack_module, "EXTRA_ROOTS", ())  # the fake pack carries no Keras
 
