@@ -129,7 +129,10 @@ def _in_child(stage: Stage, allowed_s: float, log: Path, environment: Mapping[st
         process.join(STOP_GRACE_S)
         note = f"stopped at {allowed_s:.0f} s: the runs finished before are kept"
         if process.is_alive():
-            os.killpg(process.pid, signal.SIGKILL)
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # its kernels and workers with it
+            except ProcessLookupError:  # no group of its own yet: stopped before its work began
+                process.kill()
             process.join()
             note = f"stopped at {allowed_s:.0f} s and killed after {STOP_GRACE_S:.0f} s more"
         return StageResult(stage.name, "stopped", time.monotonic() - start, stage.budget_s, process.exitcode, note)
