@@ -58,10 +58,12 @@ def _sweep(args: argparse.Namespace) -> int:
         if request != PlanRequest() or options != RunOptions():
             raise ColabkitError(f"--plan {args.plan} holds what runs and how: give it alone (with --out, --dry-run, "
                                 "--progress), without grid files, --preset, --device, -p or run options")
-        return sweep_command(read_plan(args.plan, out), args.dry_run, args.progress)
-    if not request.grids:
+        runs = read_plan(args.plan, out)
+    elif not request.grids:
         raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
-    return sweep_command(plan_requested(request, options, out), args.dry_run, args.progress)
+    else:
+        runs = plan_requested(request, options, out)
+    return sweep_command(runs, args.dry_run, args.progress)
 
 
 def _status(args: argparse.Namespace) -> int:

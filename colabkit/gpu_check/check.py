@@ -12,7 +12,6 @@ returns 0 only if no row FAILED.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import platform
 import sys
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from typing import IO
 
 from colabkit.device.probes import nvidia_smi, nvidia_smi_query
 from colabkit.errors import OutputFolderError
-from colabkit.gpu_check.rows import NO_GPU_LINE, CheckRow, exit_code, table_markdown, table_payload, table_text
+from colabkit.gpu_check.rows import NO_GPU_LINE, CheckRow, exit_code, write_tables
 from colabkit.gpu_check.rules import GpuFacts, Unavailable, failed
 from colabkit.gpu_check.stages import (
     Context,
@@ -34,7 +33,6 @@ from colabkit.gpu_check.stages import (
     sweep_stage,
 )
 from colabkit.gpu_check.training import train_stage
-from colabkit.io import write_atomic
 from colabkit.stages import Stage, StageResult, run_stages
 
 DEFAULT_OUT = Path("outputs") / "gpu-check"
@@ -132,8 +130,9 @@ def run_check(out: str | Path = DEFAULT_OUT, *, fast: bool = False, rounds: int 
     echo(f"gpu-check: {where}; outputs under {folder}")
     with open(folder / "logs" / "sweep.log", "a", encoding="utf-8") as log:
         ctx = Context(folder, facts, rounds, echo, _writer(log), on_cpu=on_cpu)
+        stages = stage_table(ctx, fast)
         try:
-            results: list[StageResult] = run_stages(stage_table(ctx, fast), echo)
+            results: list[StageResult] = run_stages(stages, echo)
         finally:
             ctx.close()
     rows = [row for result in results for row in result.value]
@@ -143,11 +142,8 @@ def run_check(out: str | Path = DEFAULT_OUT, *, fast: bool = False, rounds: int 
     meta = {"date": started.isoformat(), "gpus": list(facts.smi_names), "driver": facts.driver, "fast": fast,
             "on_cpu": on_cpu, "rounds": rounds, "host": platform.node(), "python": sys.version.split()[0],
             "folder": str(folder)}
-    write_atomic(folder / "table.txt", table_text(rows, title, times) + "\n")
-    write_atomic(folder / "table.md", table_markdown(rows, title, times))
-    write_atomic(folder / "table.json", json.dumps(table_payload(rows, meta, times), indent=2, default=str) + "\n")
     echo("")
-    echo(table_text(rows, title, times))
+    echo(write_tables(folder, rows, title, meta, times))
     echo(f"table and records: {folder}")
     return exit_code(rows)
 

@@ -8,10 +8,14 @@ is not a failure, nor a RAN (measured where the rule does not apply, so not judg
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
+
+from colabkit.io import write_atomic
 
 EXIT_PASSED, EXIT_FAILED = 0, 1
 NO_GPU_LINE = "gpu-check: no NVIDIA GPU here (nvidia-smi lists none); nothing to check"
@@ -113,3 +117,14 @@ def table_payload(rows: Sequence[CheckRow], meta: Mapping[str, Any],
             "stages": {stage: {"seconds": seconds, "budget_s": budget} for stage, (seconds, budget) in
                        (stages or {}).items()},
             "counts": counts(rows), "exit_code": exit_code(rows)}
+
+
+def write_tables(folder: Path, rows: Sequence[CheckRow], title: str, meta: Mapping[str, Any],
+                 stages: Mapping[str, tuple[float, float]]) -> str:
+    """The table written in its three forms into `folder` (table.txt, table.md, table.json); its text."""
+    text = table_text(rows, title, stages)
+    forms = {"table.txt": text + "\n", "table.md": table_markdown(rows, title, stages),
+             "table.json": json.dumps(table_payload(rows, meta, stages), indent=2, default=str) + "\n"}
+    for name, content in forms.items():
+        write_atomic(folder / name, content)
+    return text

@@ -44,6 +44,7 @@ def run_on_device(pack: Path, out: Path, started: float, deadline_s: float = DEA
                   echo: Callable[[str], None] = print, zip_to: Path | None = None) -> int:
     """The whole run after the install; its exit status (above)."""
     out.mkdir(parents=True, exist_ok=True)
+    found = read_preflight(out)
     gpus = nvidia_smi()
     on_gpu = bool(gpus)
     left = started + deadline_s - time.time()
@@ -62,7 +63,7 @@ def run_on_device(pack: Path, out: Path, started: float, deadline_s: float = DEA
     else:  # the report runs even when late (it is the point), with the time left but the zip's
         report = partial(build_report, [str(out / "results")], str(out / "report"))
         results += run([Stage("report", REPORT_BUDGET_S, report, required=True)], reserve_s=ZIP_S)
-    bundle = write_bundle(Bundle(out, zip_to or out, gpus, pack, results, started, on_gpu, read_preflight(out)))
+    bundle = write_bundle(Bundle(out, zip_to or out, gpus, pack, results, started, on_gpu, found))
     for line in bundle.summary:
         echo(line)
     failed = any(result.status == "failed" for result in results)
