@@ -213,8 +213,8 @@ def test_ctrl_c_stops_every_session_and_keeps_what_came_back(fake: dict[str, str
     assert not list(out.rglob(".colab-session.json"))
 
 
-@pytest.mark.long("a session's sweep detects its devices (TensorFlow's import in a child), waits --wait-quiet 5 s "
-                  "and runs one JAX matmul in a warm kernel: 30-40 s on a quiet 2-core host, a minute on a busy one")
+@pytest.mark.long("a fake session's sweep detects its devices (TensorFlow's import in a child), waits up to 5 s for a "
+                  "quiet host and runs one JAX matmul: 67 s measured on a shared, busy 2-core host")
 def test_the_run_options_reach_the_session_and_its_records_show_them(fake: dict[str, str], tmp_path: Path):
     """The plan carries its options to Colab as JSON (`sweep --plan`): a Colab record shows --kernels, --kernel-runs
     and --wait-quiet as a local run's does, the session given them in its plan file, less the runner's own."""
