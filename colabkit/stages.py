@@ -7,8 +7,8 @@ skipped for time) and its time against its budget.
 - With `logs` (the device run), each stage in a child process of its own, its output in logs/<stage>.log, under
   one deadline: a stage is given its budget and what the stages before it left of theirs, never more than what
   is left before `reserve_s` (the closing's), and is skipped with a line when that is under MIN_STAGE_S (a
-  `required` one is given MIN_STAGE_S all the same); past its time it is stopped as Ctrl-C stops it (SIGTERM, then
-  a kill after STOP_GRACE_S), so a sweep keeps what finished.
+  `required` one is given all that is left, MIN_STAGE_S at least); past its time it is stopped as Ctrl-C stops it
+  (SIGTERM, then a kill after STOP_GRACE_S), so a sweep keeps what finished.
 
 SIGTERM stops colabkit as Ctrl-C does (`sigterm_stops`), in a stage's child process and in any sweep.
 """
@@ -42,7 +42,7 @@ class Stage:
     name: str
     budget_s: float
     work: Callable[[], Any]
-    required: bool = False  # run even when late (with MIN_STAGE_S): the device run's report is its point
+    required: bool = False  # given all the time left, even when late: the device run's report is its point
 
 
 @dataclass
@@ -96,7 +96,7 @@ def run_stages(stages: Sequence[Stage], echo: Callable[[str], None], *, deadline
                                      note=f"skipped for time: {max(room, 0):.0f} s left before the closing stages, "
                                           f"under the {MIN_STAGE_S:.0f} s a stage needs")
             else:
-                allowed = max(min(room, stage.budget_s + saved), MIN_STAGE_S if stage.required else 0.0)
+                allowed = max(room, MIN_STAGE_S) if stage.required else min(room, stage.budget_s + saved)
                 echo(f"stage {stage.name}: started ({allowed:.0f} s at most)")
                 result = _in_child(stage, allowed, logs / f"{stage.name}.log", environment or {})
         saved = max(0.0, stage.budget_s + saved - result.seconds)

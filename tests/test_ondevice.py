@@ -251,6 +251,17 @@ def test_a_stage_may_use_what_the_stages_before_it_left_of_their_budgets(tmp_pat
     assert int(started.split("(")[1].split()[0]) > 50  # its 1 s and most of quick's 60
 
 
+def test_a_required_stage_is_given_all_the_time_left_even_when_late(tmp_path):
+    """The device run's report: all the time but the zip's, however little the stages before it left."""
+    lines: list[str] = []
+    report = Stage("report", 40.0, says_done, required=True)
+    late = run_stages([report], lines.append, deadline=time.time() - 60, reserve_s=10.0, logs=tmp_path)
+    roomy = run_stages([report], lines.append, deadline=time.time() + 310, reserve_s=10.0, logs=tmp_path)
+    assert [result.status for result in late + roomy] == ["ok", "ok"]
+    started = [int(line.split("(")[1].split()[0]) for line in lines if "started" in line]
+    assert started[0] == 20 and 290 <= started[1] <= 300  # MIN_STAGE_S when late; else all but the reserve
+
+
 def test_a_stage_that_fails_names_its_log_and_a_refused_plan_says_why(tmp_path):
     from colabkit.ondevice.stages import refused
 
