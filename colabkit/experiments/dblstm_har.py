@@ -10,6 +10,7 @@ from colabkit.experiments.declaration import (
     PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
+    Figures,
     Headline,
     Parameter,
     Reference,
@@ -77,4 +78,7 @@ EXPERIMENT = Experiment(
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
     constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_rules),
+    # Kimm, Paik & Kimm 2021: training time against LSTM units, per runtime; then its metrics and time ratios.
+    figures=Figures(("headline", "accuracy", "metrics", "runtime_ratios", "speedup", "fraction_of_peak",
+                     "where_time_goes"), axis="units"),
 )

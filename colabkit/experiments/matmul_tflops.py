@@ -5,8 +5,10 @@ from typing import Any
 
 from colabkit.experiments.declaration import (
     Experiment,
+    Figures,
     Headline,
     Parameter,
+    PublishedPoint,
     Reference,
     backend_parameter,
     device_parameter,
@@ -71,6 +73,10 @@ EXPERIMENT = Experiment(
     metrics=("tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "replicas", "xla", "precision"),
     headline=Headline("tflops_warm", "warm matmul TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
+    # Sarkar 2018's bars of TFLOPS per device, warm, at n = 4096 (100 chained products per call).
+    figures=Figures(("headline", "speedup", "fraction_of_peak"), axis="n", bars=True, published=tuple(
+        PublishedPoint(f"Sarkar 2018: {name}", kind, 4096, SARKAR_2018_MATMUL[kind][key])
+        for name, kind, key in (("CPU", "cpu", "tflops"), ("K80", "gpu", "tflops"), ("TPU v2-8", "tpu", "tflops_warm")))),
     constraints=(_jax_always_compiles, _tf32_needs_a_gpu),
     work_flops=_run_flops,
 )
