@@ -10,7 +10,7 @@ from colabkit.report.common import run_backend
 from colabkit.report.dblstm_har import dblstm_table, runtime_ratios
 from colabkit.report.matmul_tflops import matmul_table
 from colabkit.report.records import load_report_data
-from colabkit.report.section import publish
+from colabkit.report.section import write_section
 from colabkit.report.summary import speedup_table
 
 
@@ -46,7 +46,12 @@ def test_pairs_of_the_same_work_give_the_headline_per_backend_and_the_ratio(tmp_
     assert cnn["faster"] == "neither resolved" and (cnn["runs_tensorflow"], cnn["runs_jax"]) == (1, 1)
     section = backends_section(data)
     assert section.empty is None and set(section.figures) == {"backends_jax_over_tensorflow"}
-    written = publish(section, tmp_path / "report", display=False)
+    short = section.table("backends")  # the body's: one row per pair, 7 columns
+    assert list(short.columns) == ["experiment", "device", "TensorFlow", "JAX", "JAX / TensorFlow", "interval",
+                                   "verdict on JAX"]
+    assert short["experiment"].tolist() == ["CNN on MNIST: steady epoch time (s)", "Matmul TFLOPS: warm matmul TFLOPS "
+                                                                                   "(TFLOPS)"]
+    written = write_section(section, tmp_path / "report")
     assert {path.suffix for path in written} >= {".png", ".csv"}
 
 
@@ -61,7 +66,7 @@ def test_without_a_configuration_on_both_backends_the_section_says_why(tmp_path)
     fx.write(tmp_path, on_backend(fx.cnn("cpu", 256), "tensorflow"), "a")
     fx.write(tmp_path, on_backend(fx.cnn("tpu", 256), "jax"), "b")  # another device: not a pair
     section = backends_section(load_report_data([tmp_path]))
-    assert section.empty and "No configuration ran on both TensorFlow and JAX" in section.empty
+    assert section.empty == "no configuration ran on both on one device (the CNN's frameworks preset runs both)."
 
 
 def test_the_summary_compares_a_tpu_on_jax_with_the_cpu_on_tensorflow_and_like_with_like_where_both_ran(tmp_path):

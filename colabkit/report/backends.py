@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import comparison_fields, ratio_bars_by_experiment, run_backend, samples_column, work_key
+from colabkit.report.common import comparison_fields, run_backend, samples_column, title_of, work_key
+from colabkit.report.figures import grouped_bars, label_colors, new_figure
+from colabkit.report.headline import interval_text
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import verdict_word
@@ -61,42 +63,45 @@ def backend_table(data: ReportData) -> pd.DataFrame:
 
 
 def backend_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Bars: the JAX / TensorFlow ratio of each experiment's headline per device (median over the
-    configurations both ran, bars from the smallest to the largest), a line at 1."""
+    """Bars: the JAX / TensorFlow ratio of each experiment's headline per device (median over the configurations
+    both ran, bars from the smallest to the largest), a dotted line at 1."""
     if not len(table):
         return None
     summary = (table.groupby(["notebook", "device"], sort=False)["jax_over_tensorflow"]
                .agg(ratio="median", low="min", high="max").reset_index())
-    figure, _ = ratio_bars_by_experiment(summary, "ratio", "low", "high", ylabel="headline on JAX / on TensorFlow",
-                                         title="JAX / TensorFlow, per experiment and device", data=data)
+    figure, (ax,) = new_figure(width=7.0, height=3.8)
+    grouped_bars(ax, summary.assign(title=summary["notebook"].map(title_of)), "title", "ratio", series="device",
+                 low="low", high="high", colors=label_colors(summary["device"], data.palette),
+                 order=[title_of(notebook) for notebook in dict.fromkeys(summary["notebook"])])
+    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
+    ax.set(ylabel="headline on JAX / on TensorFlow", title="JAX / TensorFlow, per experiment and device")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ReportFigure("backends_jax_over_tensorflow", figure, summary,
-                        "Each experiment's headline measured on JAX over the same measured on TensorFlow, same device "
-                        "and parameters; median over the configurations both ran, bars from the smallest to the "
-                        "largest ratio. Above 1 JAX gave more of the headline (faster for TFLOPS or samples/s, "
-                        "slower for a time); the table's `faster` column says which backend was faster.")
+                        "Each headline on JAX over the same on TensorFlow, same device and parameters: the median over "
+                        "the configurations both ran, bars from the smallest to the largest; above 1 JAX gave more "
+                        "(faster for TFLOPS, slower for a time).", body=True)
 
 
 def backends_section(data: ReportData) -> Section:
-    """The report's section on backends: the table of pairs and its figure, or why there is none."""
+    """The report's section on backends: in the body a short table of the pairs (experiment, device, each backend's
+    headline, the ratio, its interval and the verdict) and its figure; the whole table in the appendix; or why there
+    is none."""
     section = Section("backends", "TensorFlow and JAX")
     table = backend_table(data)
     if not len(table):
-        section.empty = ("No configuration ran on both TensorFlow and JAX on the same device: nothing to set side by "
-                         "side (a TPU row of the grids runs on JAX, its CPU and GPU rows on TensorFlow; "
-                         "-p backend=jax or the CNN's frameworks preset runs both).")
+        section.empty = "no configuration ran on both on one device (the CNN's frameworks preset runs both)."
         return section
-    section.text.append(
-        "The same notebook and parameters on the same device, once on TensorFlow and once on JAX (Keras 3's "
-        "backends; the matmul notebook's chained product is written in each framework). The ratio is the headline "
-        "on JAX over the headline on TensorFlow, each the median of its runs (`runs_*`), with its interval (its level and runs in the verdict) "
-        "interval (none below 3 runs a backend); `verdict` reads it in the headline's direction (faster, slower, "
-        "no difference resolved, too few runs) and `faster` names the backend: a single pair of runs on a shared "
-        "host can differ by 30 % from noise alone, so no backend is called faster without an interval beyond "
-        "the tolerance.")
+    short = pd.DataFrame({
+        "experiment": table["notebook"].map(title_of) + ": " + table["measure"] + " (" + table["unit"] + ")",
+        "device": table["device"], "TensorFlow": table["tensorflow"], "JAX": table["jax"], "JAX / TensorFlow": table["jax_over_tensorflow"],
+        "interval": [interval_text(low, high) for low, high in zip(table["ratio_low"], table["ratio_high"])],
+        "verdict on JAX": table["verdict"]})
+    section.items.append(ReportTable("backends", short, "Each headline per backend where both ran (the median over "
+                                     "runs), JAX / TensorFlow with its interval and verdict (Methods).", body=True))
+    figure = backend_figure(table, data)
+    if figure is not None and len(table.drop_duplicates(["notebook", "device"])) > 1:  # two bars or more
+        section.items.append(figure)
     section.items.append(ReportTable("backends_jax_over_tensorflow", table,
                                      "Headline per backend where both ran (median over runs), JAX / TensorFlow "
                                      "with its interval, and the verdict with that interval's level and runs."))
-    figure = backend_figure(table, data)
-    if figure is not None:
-        section.items.append(figure)
     return section

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from colabkit.experiments import all_experiments, find
+from colabkit.experiments import find
 from colabkit.records import identity
 from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
-from colabkit.report.figures import grouped_bars, label_colors, levels, mark_substitute_data, new_figure
+from colabkit.report.figures import levels, mark_substitute_data
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -208,9 +207,9 @@ def substitute_warning(frame: pd.DataFrame, data: ReportData) -> str | None:
     for (dataset, source), rows in flagged.groupby([column(flagged, "data.dataset", "?"), "data_used"]):
         record = data.record(rows["path"].iloc[0])
         description = (record.get("data") or {}).get("description") or ""
-        kinds.append(f"{dataset}: {source} substitute ({len(rows)} run(s)){' - ' + description if description else ''}")
-    return (f"{len(flagged)} of {len(frame)} runs here used stand-in data, NOT the real dataset: "
-            + "; ".join(kinds) + ". Their accuracies, losses and epoch times do not describe the real dataset.")
+        kinds.append(f"{dataset}: {source} substitute{' (' + description + ')' if description else ''}")
+    return (f"{len(flagged)} of {len(frame)} combinations here used stand-in data, NOT the real dataset: "
+            + "; ".join(kinds) + ". Their scores and times do not describe the real dataset.")
 
 
 def figure_warning(frame: pd.DataFrame) -> str | None:
@@ -220,26 +219,6 @@ def figure_warning(frame: pd.DataFrame) -> str | None:
         return None
     kinds = sorted({f"{d} {s}" for d, s in zip(column(flagged, "data.dataset", "?"), flagged["data_used"])})
     return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
-
-
-def ratio_bars_by_experiment(rows: pd.DataFrame, value: str, low: str, high: str, *, ylabel: str, title: str,
-                             data: ReportData) -> tuple[Any, Any]:
-    """(figure, axes): bars of a ratio per experiment (its title, in the registry's order) and device
-    (`rows` has notebook, device, `value` and its `low`-`high` range), a dotted line at 1, the legend
-    outside, and the warning of stand-in data where the experiments' runs used any."""
-    figure, (ax,) = new_figure(width=7.5, height=4.0)
-    grouped_bars(ax, rows.assign(title=rows["notebook"].map(title_of)), "title", value, series="device", low=low,
-                 high=high, colors=label_colors(rows["device"]),
-                 order=[experiment.title for experiment in all_experiments()])
-    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ok = data.ok()
-    note = figure_warning(ok[ok["notebook"].isin(set(rows["notebook"]))])
-    if note:
-        mark_substitute_data(figure, note)
-    return figure, ax
 
 
 def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figures: list[Any]) -> None:
@@ -277,30 +256,6 @@ def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTabl
                                     "left out of every figure and table of results.")
 
 
-def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
-                     table_of: Callable[[ReportData], pd.DataFrame],
-                     fill: Callable[[Section, pd.DataFrame, ReportData], None], intro: str = "") -> Section:
-    """The skeleton of every notebook's section: `table_of(data)` gives the table of its ok runs and
-    `fill` adds the text, tables and figures made from it, after the `intro` paragraph (what the
-    experiment does); without ok runs, the section says so. Then the stand-in data warnings (section
-    and figures) and, last, the runs that failed or were skipped."""
-    section = Section(notebook, title)
-    listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
-    table = table_of(data)
-    if not len(table):
-        return without_results(section, data, notebook, listed)
-    fill(section, table, data)
-    if intro:
-        section.text.insert(0, intro)
-    mark_stand_in_data(section, data, notebook, list(section.figures.values()))
-    short = too_short(data.runs(notebook))
-    if short:
-        section.warnings.append(short)
-    if listed:
-        section.items.append(listed)
-    return section
-
-
 MIN_STEADY_S = 5.0  # a run's steady part shorter than this scattered several % run to run here (docs/statistics.md)
 
 
@@ -311,19 +266,17 @@ def too_short(runs: pd.DataFrame) -> str | None:
     short = runs[steady < MIN_STEADY_S]
     if not len(short):
         return None
-    return (f"{len(short)} of {len(runs)} run(s) trained a steady part shorter than {MIN_STEADY_S:g} s (median "
-            f"{format_number(float(steady[short.index].median()), 2)} s): too short for a stable figure, their own "
-            "noise may dominate their times (docs/statistics.md, 'Runs long enough').")
+    return (f"{len(short)} of {len(runs)} run(s) trained a steady part under {MIN_STEADY_S:g} s (median "
+            f"{format_number(float(steady[short.index].median()), 2)} s): their own noise may dominate their times.")
 
 
 def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
-    """`section` for a notebook with no successful run: it says so, and lists the runs that failed
-    or were skipped, if any."""
+    """`section` for a notebook with no successful run: not in the body (`empty` says why), and its runs that failed
+    or were skipped listed in the appendix, if any."""
     if listed is None:
-        section.empty = f"No {notebook} records in these results, so this section has nothing to show."
+        section.empty = "no record in these results."
     else:
-        section.text = [f"No successful {notebook} run in these results: the {len(listed.table)} run(s) below "
-                        "failed or were skipped, so there is nothing to plot."]
+        section.empty = f"no successful run: {len(listed.table)} failed or skipped (listed in the appendix)."
         section.items = [listed]
     return section
 

@@ -21,7 +21,8 @@ from matplotlib.ticker import FuncFormatter
 from colabkit.cost.per_unit import HEADLINE_UNITS, SECONDS_PER_HOUR, UNITS, Figure, UnitOfWork
 from colabkit.report.common import column, title_of, work_key
 from colabkit.report.figures import label_colors, label_markers, new_figure
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.headline import interval_text
+from colabkit.report.records import ReportData, run_modes, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 from colabkit.statistics import finite, median_ci, ratio_ci, verdict, verdict_text
@@ -53,7 +54,7 @@ def cost_rows(data: ReportData) -> pd.DataFrame:
         last = group.iloc[-1]
         for unit in UNITS:
             times = finite(column(group, unit.column("s")))
-            if not times or str(column(group, "params.mode", "train").fillna("train").iloc[-1]) != unit.mode:
+            if not times or run_modes(group).iloc[-1] != unit.mode:
                 continue
             dollars = finite(column(group, unit.column("usd")))
             row: dict[str, Any] = {
@@ -104,14 +105,15 @@ def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork) -> ReportFigure | None:
+def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
+                palette: dict[str, str] | None = None) -> ReportFigure | None:
     """Seconds against dollars per `unit` of `notebook`'s priced combinations, a colour per device, the intervals as
     bars, a line through each configuration's runtimes, the Pareto front's points filled (others hollow)."""
     drawn = rows[(rows["notebook"] == notebook) & (rows["unit"] == unit.key) & rows["usd"].notna()]
     if not len(drawn):
         return None
     figure, (ax,) = new_figure(width=7.0, height=4.5)
-    colors, markers = label_colors(drawn["device"]), label_markers(drawn["device"])
+    colors, markers = label_colors(drawn["device"], palette), label_markers(drawn["device"])
     for _, group in drawn.groupby("configuration", sort=False):
         if len(group) > 1:
             ordered = group.sort_values("s")
@@ -129,7 +131,7 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork) -> ReportFi
     _rate_lines(ax, drawn)
     levels = "; ".join(dict.fromkeys(str(level) for level in drawn["usd_level"].dropna() if "no interval" not in level))
     if levels:
-        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
                 color="#555555")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_number(value, 3)))
     ax.set_xlabel(f"seconds per {unit.label}")
@@ -208,46 +210,51 @@ def missing_rates(data: ReportData) -> str | None:
 
 
 def cost_section(data: ReportData) -> Section:
-    """The report's cost section (or why there is none)."""
+    """The report's cost section: in the body, where two priced runtimes did the same work, each one's dollars
+    against the fastest one's with the ratio's interval and verdict; in the appendix the rates, time against cost
+    per experiment and every cost per unit of work; or why there is nothing to compare."""
     section = Section("cost", "Cost")
     rows = cost_rows(data)
     if not len(rows):
-        section.empty = ("No ok training, inference or decode run with a time per unit of work, so there is no cost to "
-                         "give.")
+        section.empty = "no ok run with a time per unit of work."
         return section
     rows["pareto"] = mark_front(rows)
-    section.text.append(
-        "What a unit of work costs on the runtime each run had (the accelerator it really had, not the one asked "
-        "for): its seconds per unit at the runtime's hourly rate, in Colab compute units and dollars, and its joules "
-        "(docs/cost.md). Each figure is the median over runs with the runs' interval and the level it reaches; a "
-        "rate is a constant, so a cost's interval is its time's. Per epoch, time and cost cover the whole steady "
-        "epoch, validation included, its joules its training steps only.")
+    ratios = ratio_rows(rows)
     missing = missing_rates(data)
+    if len(ratios):
+        section.items.append(ReportTable("cost", ratios.drop(columns=["combination"]).assign(interval=[
+            interval_text(low, high) for low, high in zip(ratios["ratio low"], ratios["ratio high"])]).drop(
+            columns=["ratio low", "ratio high"]), "Each runtime's dollars per unit of work over those of the fastest "
+            "runtime that did the same work: the ratio of the medians, its interval and verdict (docs/cost.md).",
+            body=True))
+    else:
+        section.empty = ("no rate for " + ", ".join(sorted(set(rows.loc[rows["usd"].isna(), "runtime"]))) +
+                         " (--rates FILE gives one)." if missing else "no work ran on two priced runtimes.")
+    section.notes.append(
+        "What a unit of work costs on the runtime each run had (the accelerator it really had): its seconds per unit "
+        "at the runtime's hourly rate, in Colab compute units and dollars, and its joules (docs/cost.md); the median "
+        "over runs with the runs' interval (a rate is a constant). Per epoch, time and cost cover the whole steady "
+        "epoch, validation included, its joules its training steps only.")
     if missing:
-        section.text.append(missing)
+        section.notes.append(missing)
     section.items.append(ReportTable("cost_rates", rates_table(data), "The runtimes the runs had: each one's rate "
                                      "per hour, its source and the date it was read, and the runs it priced (or why "
                                      "a runtime has no rate)."))
     for notebook in dict.fromkeys(rows["notebook"]):
         for unit in (unit for unit in UNITS if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
                      and HEADLINE_UNITS[unit.mode] == unit.key):
-            figure = cost_figure(rows, notebook, unit)
+            figure = cost_figure(rows, notebook, unit, data.palette)
             if figure is not None:
                 section.items.append(figure)
-    if not rows["usd"].notna().any():
-        section.text.append("No figure of time against cost: no run here has a rate.")
     section.items.append(ReportTable("cost_per_unit", _printed(rows), "Per combination and unit of work: seconds, "
                                      "dollars, compute units and joules per unit, medians over runs with their "
                                      "intervals (low, high) and the level they reach; `cheapest for its speed`: on the "
                                      "Pareto front of time and dollars among the runtimes that did the same work."))
-    ratios = ratio_rows(rows)
     if len(ratios):
         section.items.append(ReportTable("cost_ratios", ratios, "Each runtime's dollars per unit against those of "
                                          "the fastest runtime that did the same work: the ratio of the medians, its "
                                          "interval (each side's median interval end to end) and the verdict at the "
                                          "level it reaches (docs/statistics.md)."))
-    else:
-        section.text.append("No ratio of costs: no work here ran on more than one priced runtime.")
     return section
 
 

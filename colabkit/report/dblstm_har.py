@@ -1,6 +1,6 @@
-"""dBLSTM-HAR section: training time against units for each model shape (bidirectional layers and
-LSTM head), per device; accuracy against units; the evaluation metrics per device (Kimm, Paik & Kimm
-2021's figures); CPU/GPU/TPU runtime ratios at the same global batch."""
+"""dBLSTM-HAR section: its headline figure (training time against units per runtime, as Kimm, Paik & Kimm 2021 drew
+it) is the declaration's; in the appendix, its own figures: the evaluation metrics per device at one configuration
+and the CPU/GPU/TPU runtime ratios at the same global batch beside the paper's claims."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_RATIOS, KIMM_2021_SOURCE
-from colabkit.report.bottlenecks import bottleneck_items
 from colabkit.report.common import (
     column,
     comparison_fields,
@@ -18,7 +17,6 @@ from colabkit.report.common import (
     global_batch,
     interval_frame,
     levels,
-    notebook_section,
     pick,
     repeats_count,
     repeats_std,
@@ -36,18 +34,12 @@ from colabkit.report.figures import (
     powers_of_two_axis,
     series_colors,
 )
+from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
-from colabkit.report.utilisation import utilisation_items
-from colabkit.report.writers import format_number, span
-from colabkit.statistics import verdict_word
+from colabkit.report.writers import format_number
 
 NOTEBOOK = "dblstm_har"
-INTRO = ("The stacked bidirectional LSTM of Kimm, Paik & Kimm 2021 on human activity recognition: training time "
-         "and test scores for each number of layers and units per layer, per device, as medians over runs with "
-         "their intervals (as every section; each run's figure is the mean over its fresh models, whose spread "
-         "inside one run is shown apart); the evaluation metrics per device at one configuration; and the ratios "
-         "of training times between devices with their verdicts, beside the paper's claims.")
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
           ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
 REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
@@ -101,52 +93,6 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
                              key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
 
 
-def _per_layers(table: pd.DataFrame, y: str, err: str, ylabel: str, title: str, name: str, caption: str,
-                log: bool, dodge: float = 0.0) -> ReportFigure | None:
-    table = table[table[y].notna() & table["bilstm_layers"].notna() & table["units"].notna()]
-    if not len(table):
-        return None
-    shapes = list(dict.fromkeys(table.sort_values(["recurrent_layers", "model"])["model"]))
-    figure, axes = new_figure(ncols=max(1, len(shapes)), width=4.3, height=3.8, sharey=True)
-    for ax, shape in zip(axes, shapes):
-        rows = table[table["model"] == shape]
-        plot_lines(ax, rows, "units", y, low=f"{y}_low", high=f"{y}_high", dodge=dodge)
-        powers_of_two_axis(ax, rows["units"])
-        ax.set_title(f"{title}, {shape}")
-        ax.set_xlabel("units per layer")
-    if log:
-        log_scale_if_wide(axes[0], table[y])
-    axes[0].set_ylabel(ylabel)
-    handles, labels = axes[0].get_legend_handles_labels()
-    for ax in axes[1:]:  # series only some facets have
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
-    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = table[["series", "device", "model", "bilstm_layers", "head_units", "units", "batch", y, f"{y}_low",
-                    f"{y}_high", f"{y}_level", err]].copy()
-    return ReportFigure(name, figure, behind, caption)
-
-
-def runtime_figure(table: pd.DataFrame) -> ReportFigure | None:
-    return _per_layers(table, "train_time_s", "train_time_std_s", "training time (s)",
-                       "training time", "dblstm_runtime",
-                       "Whole model.fit time (all epochs; each run's mean over its fresh models, then the median over "
-                       f"runs); error bars: its interval over runs ({levels(table['train_time_s_level'])}; none below "
-                       f"3 runs). The spread over one run's models is in the table ({REPEAT_STD}).",
-                       log=True)
-
-
-def accuracy_figure(table: pd.DataFrame) -> ReportFigure | None:
-    return _per_layers(table, "test_accuracy", "test_accuracy_std", "test accuracy",
-                       "test accuracy", "dblstm_accuracy",
-                       "Accuracy on the whole test set (each run's mean over its fresh models, then the median over "
-                       f"runs; error bars: its interval over runs, {levels(table['test_accuracy_level'])}). Devices are "
-                       "drawn slightly apart along the units axis so that equal scores stay visible.",
-                       log=False, dodge=0.06)
-
-
 def reference_config(table: pd.DataFrame) -> str | None:
     """The configuration measured on the most devices (ties: the most recurrent layers, then units)."""
     if not len(table):
@@ -156,19 +102,19 @@ def reference_config(table: pd.DataFrame) -> str | None:
     return counts.sort_values(["devices", "layers", "units"], ascending=False).index[0]
 
 
-def metrics_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Accuracy, precision, recall and F1 per device at one configuration (the comparison of Kimm, Paik & Kimm 2021)."""
+def metrics_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Accuracy, precision, recall and F1 per device at one configuration (the comparison of Kimm, Paik & Kimm 2021);
+    None where no configuration has them on two devices or more."""
     table = table[table[[metric for metric, _ in SCORES]].notna().any(axis=1)]
-    if not len(table):
+    rows = table[table["config"] == reference_config(table)] if len(table) else table
+    if rows["series"].nunique() < 2:
         return None
-    config = reference_config(table)
-    rows = table[table["config"] == config]
     first = rows.iloc[0]
     long = pd.DataFrame([{"series": row.series, "device": row.device, "metric": label, "value": getattr(row, metric),
                           "std": getattr(row, f"{metric}_std")}
                          for row in rows.itertuples() for metric, label in SCORES if pd.notna(getattr(row, metric))])
     figure, (ax,) = new_figure(width=7.5, height=3.8)
-    grouped_bars(ax, long, "metric", "value", err="std", colors=series_colors(long),
+    grouped_bars(ax, long, "metric", "value", err="std", colors=series_colors(long, palette=data.palette),
                  order=[label for _, label in SCORES])
     ax.set_ylim(0, 1)
     ax.set_ylabel("score on the test set")
@@ -254,36 +200,20 @@ def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
     return ReportFigure("dblstm_runtime_ratios_vs_units", figure, ratios.drop(columns=["series"]).copy(), caption)
 
 
-def _findings(table: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
-    text = []
-    for series, rows in table.groupby("series", sort=False):
-        if rows["test_accuracy"].notna().any():
-            best = rows.loc[rows["test_accuracy"].idxmax()]
-            text.append(f"**{series}**: best test accuracy {format_number(best['test_accuracy'], 3)} with "
-                        f"{best['model']}, {format_number(best['units'])} units; training took "
-                        f"{span(rows['train_time_s'])} s.")
-    for pair, rows in ratios.groupby("pair", sort=False):
-        counts = rows["ratio_verdict"].map(verdict_word).value_counts()
-        verdicts = ", ".join(f"{word} in {count}" for word, count in counts.items())
-        text.append(f"Speed ratio {pair}: {span(rows['ratio'])} over {len(rows)} configuration(s); the second "
-                    f"device was {verdicts}.")
-    return [" ".join(text)] if text else []
+def _ratio_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    ratios = runtime_ratios(table)
+    return ratio_figure(ratios) if len(ratios) else None
 
 
 def dblstm_section(data: ReportData) -> Section:
-    """The dBLSTM-HAR section (or one that says why it has nothing to show)."""
-    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill, INTRO)
+    """The dBLSTM-HAR section (or why it is not in the report)."""
+    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill,
+                            own={"metrics": metrics_figure, "runtime_ratios": _ratio_figure})
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     ratios = runtime_ratios(table)
-    section.text = _findings(table, ratios)
-    if ratios.empty:
-        section.text.append("No configuration ran on two kinds of device, so no runtime ratio can be given.")
-    section.text.append(f"{KIMM_2021_SOURCE} claimed: {'; '.join(KIMM_2021_CLAIMS)}.")
-    figures = [item for item in (runtime_figure(table), accuracy_figure(table), metrics_figure(table)) if item]
-    if not ratios.empty:
-        figures.append(ratio_figure(ratios))
+    section.notes.append(f"{KIMM_2021_SOURCE} claimed: {'; '.join(KIMM_2021_CLAIMS)}.")
     printed = pick(table, [("device", "device"), ("model", "model"), ("bilstm_layers", "BiLSTM layers"),
                            ("head_units", "head units"), ("units", "units"), ("batch", "global batch"),
                            ("samples_per_epoch", "samples/epoch"),
@@ -296,19 +226,17 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            *[(metric, label) for metric, label in SCORES], ("test_accuracy_low", "accuracy low"),
                            ("test_accuracy_high", "accuracy high"), ("test_accuracy_std", "accuracy std over models"),
                            ("model_params", "parameters"), ("data", "data")])
-    section.items = [ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, model shape and units: training "
-                                 "time and test scores, medians over runs (each run's figure the mean over its fresh "
-                                 "models) with their intervals over runs and the level each reaches; the spread over "
-                                 "one run's models (std) apart: models of one run share its process and host."),
-                     *figures]
+    section.items.append(ReportTable("dblstm_har", printed, "dBLSTM-HAR per device, model shape and units: training "
+                                     "time and test scores, medians over runs (each run's figure the mean over its "
+                                     "fresh models) with their intervals over runs and the level each reaches; the "
+                                     "spread over one run's models (std) apart: models of one run share its process."))
     if not ratios.empty:
         differs = (ratios["measure"] != "training time").any()
         section.items.append(ReportTable(
             "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "ratio_low", "ratio_high",
                                              "ratio_verdict", "measure"]],
             "Speed ratios per configuration at the same global batch (above 1: the second device is faster), the "
-            "ratio of the medians over runs with its interval and the verdict on the second device, with that interval's level and runs: "
-            "training-time ratios" + ("; throughput ratios where the work per epoch differs (see measure)." if differs
-                                      else "; every pair trained on the same samples.")))
-    section.items += utilisation_items(data, NOTEBOOK, "dblstm")
-    section.items += bottleneck_items(data, NOTEBOOK, "dblstm")
+            "ratio of the medians over runs with its interval and the verdict on the second device, with that "
+            "interval's level and runs: training-time ratios" + ("; throughput ratios where the work per epoch "
+                                                                 "differs (see measure)." if differs else
+                                                                 "; every pair trained on the same samples.")))

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import to_hex, to_rgb
 
-from colabkit.plots import device_color, use_style
-from colabkit.report.records import label_kind, sort_labels
+from colabkit.plots import use_style
+from colabkit.report.records import device_palette, label_kind, shade, sort_labels
 from colabkit.report.writers import format_number
 
 WARNING_COLOR = "#b00020"
@@ -42,16 +41,6 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float
     return figure, axes.ravel()
 
 
-def _shade(color: str, step: int) -> str:
-    """The step-th variant of a colour: darker, lighter, darker still... (step 0 is the colour)."""
-    if step == 0:
-        return color
-    rgb = np.array(to_rgb(color))
-    amount = 0.3 * ((step + 1) // 2)
-    mixed = rgb * (1 - amount) if step % 2 else rgb + (1 - rgb) * amount
-    return to_hex(np.clip(mixed, 0, 1))
-
-
 def label_markers(labels: Iterable[str]) -> dict[str, str]:
     """A marker per device label: circles for the first label of a kind, then squares, triangles..."""
     markers, used = {}, {}
@@ -62,23 +51,25 @@ def label_markers(labels: Iterable[str]) -> dict[str, str]:
     return markers
 
 
-def label_colors(labels: Iterable[str]) -> dict[str, str]:
-    """A colour per device label: the device kind's colour (colabkit.plots), shaded when several
-    labels share a kind (a T4 and an A100; one and two CPU replicas)."""
-    return series_colors(pd.DataFrame({"series": list(labels), "device": list(labels)}))
+def label_colors(labels: Iterable[str], palette: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour per device label: the report's `palette`'s where it has the label, else device_palette's."""
+    labels = list(labels)
+    own = device_palette(labels)
+    return {label: (palette or {}).get(label, own[label]) for label in own}
 
 
-def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device") -> dict[str, str]:
-    """A colour per series of `table` (a device label and the parameters that tell its runs apart):
-    the kind colour of the series' `device` label, shaded per series of that kind, in report order."""
+def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device",
+                  palette: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour per series of `table` (a device label and the parameters that tell its runs apart): its
+    `device`'s colour (label_colors), shaded per series of that device, in report order."""
     pairs = table[[series, device]].drop_duplicates(series)
+    base = label_colors(pairs[device], palette)
     order = {label: index for index, label in enumerate(sort_labels(pairs[device]))}
     colors: dict[str, str] = {}
     used: dict[str, int] = {}
     for name, label in sorted(zip(pairs[series], pairs[device]), key=lambda pair: (order[pair[1]], str(pair[0]))):
-        kind = label_kind(label)
-        colors[name] = _shade(device_color(kind), used.get(kind, 0))
-        used[kind] = used.get(kind, 0) + 1
+        colors[name] = shade(base[label], used.get(label, 0))
+        used[label] = used.get(label, 0) + 1
     return colors
 
 
@@ -125,8 +116,8 @@ def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
     if text == "no interval" or text in stated:
         return
     stated.append(text)
-    ax.text(0.99, 0.01 + 0.06 * (len(stated) - 1), f"error bars: {text}", transform=ax.transAxes, ha="right",
-            va="bottom", fontsize=7, color="#555555")
+    ax.text(0.99, 0.01 + 0.07 * (len(stated) - 1), f"error bars: {text}", transform=ax.transAxes, ha="right",
+            va="bottom", fontsize="small", color="#555555")
 
 
 def _infinite(values: pd.Series) -> pd.Series:
@@ -137,12 +128,14 @@ def _infinite(values: pd.Series) -> pd.Series:
 
 def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "series", device: str = "device",
                err: str | None = None, low: str | None = None, high: str | None = None,
-               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0) -> None:
-    """One line per `series`, coloured by its `device` label, with error bars when the table has them:
-    symmetric (`err`) or from `low` to `high`. Series of the same device differ by line style
-    (unless `linestyle` fixes it). `dodge` shifts series apart along a log x axis (by that fraction
-    of a factor of two per series), so that equal values with error bars stay visible."""
-    colors, markers = label_colors(table[device]), label_markers(table[device])
+               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0,
+               colors: dict[str, str] | None = None) -> None:
+    """One line per `series`, coloured by its `device` label (`colors`: the report's palette), with error bars when
+    the table has them: symmetric (`err`) or from `low` to `high`. A series at a single x is a marker alone: no
+    line joins one point. Series of the same device differ by line style (unless `linestyle` fixes it). `dodge`
+    shifts series apart along a log x axis (by that fraction of a factor of two per series), so that equal values
+    with error bars stay visible."""
+    colors, markers = label_colors(table[device], colors), label_markers(table[device])
     styles = ["-", "--", "-.", ":"]
     per_device: dict[str, int] = {}
     count = table[series].nunique()
@@ -156,8 +149,8 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
         style = linestyle or styles[per_device.get(label, 0) % len(styles)]
         per_device[label] = per_device.get(label, 0) + 1
         color = colors[label]
-        ax.plot(rows[x], rows[y], linestyle=style, marker=markers[label], color=color, label=f"{name}{suffix}",
-                markerfacecolor=color if filled else "white")
+        ax.plot(rows[x], rows[y], linestyle=style if rows[x].nunique() > 1 else "none", marker=markers[label],
+                color=color, label=f"{name}{suffix}", markerfacecolor=color if filled else "white")
         yerr = _errors(rows, y, err, low, high)
         if yerr is not None:
             ax.errorbar(rows[x], rows[y], yerr=yerr, fmt="none", ecolor=color, capsize=3, linewidth=1)

@@ -22,10 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from matplotlib.colors import to_hex, to_rgb
 
 from colabkit.cost.per_unit import record_costs
 from colabkit.cost.rates import RateTable, load_rates
+from colabkit.experiments import find
+from colabkit.experiments.declaration import INFERENCE, TRAIN
+from colabkit.plots import device_color
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.merging import RunGroup
 from colabkit.report.runs import collapse, headline_columns
@@ -137,6 +142,37 @@ def sort_labels(labels: Iterable[str]) -> list[str]:
     return sorted(set(labels), key=_label_sort_key)
 
 
+def shade(color: str, step: int) -> str:
+    """The step-th variant of a colour: darker, lighter, darker still... (step 0 is the colour)."""
+    if step == 0:
+        return color
+    rgb = np.array(to_rgb(color))
+    amount = 0.3 * ((step + 1) // 2)
+    mixed = rgb * (1 - amount) if step % 2 else rgb + (1 - rgb) * amount
+    return to_hex(np.clip(mixed, 0, 1))
+
+
+def device_palette(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per device label: the device kind's colour (colabkit.plots), shaded when several labels share a
+    kind (a T4 and an A100; one and two CPU replicas), in report order. A report takes one palette of all its
+    devices (ReportData.palette), so that a device has the same colour in every figure."""
+    colors: dict[str, str] = {}
+    used: dict[str, int] = {}
+    for label in sort_labels(labels):
+        kind = label_kind(label)
+        colors[label] = shade(device_color(kind), used.get(kind, 0))
+        used[kind] = used.get(kind, 0) + 1
+    return colors
+
+
+def run_modes(frame: pd.DataFrame) -> pd.Series:
+    """Each record's mode: its `params.mode`, else its experiment's default (the declaration's `mode` parameter's;
+    TRAIN for an experiment without one, or none declared)."""
+    declared = frame["notebook"].map(lambda name: (find(name).defaults if find(name) else {}).get("mode", TRAIN))
+    given = frame["params.mode"] if "params.mode" in frame else pd.Series(None, index=frame.index, dtype=object)
+    return given.where(given.notna(), declared).astype(object)
+
+
 def data_used(record: dict[str, Any]) -> str:
     """'real', 'OFFLINE' or 'SYNTHETIC' for records that name a dataset; '' for the others."""
     data = record.get("data") or {}
@@ -197,8 +233,7 @@ class ReportData:
         figure may take them."""
         rows = self.used(notebook)
         rows = rows[rows["status"] == "ok"]
-        modes = rows["params.mode"].fillna("train") if "params.mode" in rows else pd.Series("train", index=rows.index)
-        return rows[modes.eq(mode or ("inference" if inference else "train"))]
+        return rows[run_modes(rows).eq(mode or (INFERENCE if inference else TRAIN))]
 
     def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
         """One row per combination with ok runs (of `notebook`; `inference`: runs()'s): numeric metrics the median
@@ -218,6 +253,11 @@ class ReportData:
         """The used failed and skipped records (listed by the report, never plotted)."""
         rows = self.used(notebook)
         return rows[rows["status"] != "ok"]
+
+    @property
+    def palette(self) -> dict[str, str]:
+        """A colour per device label of every record: each device's colour in every figure (device_palette)."""
+        return device_palette(self.frame["device_label"]) if len(self.frame) else {}
 
     @property
     def notebooks(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""Files a report writes: figures as PNG (300 dpi), PDF and SVG; tables as CSV, LaTeX and Markdown.
+"""Files a report writes: figures as PNG (300 dpi), PDF and SVG (a body figure also as PDFs one and two of a
+paper's columns wide: PAPER_WIDTHS, text at PAPER_POINTS or larger); tables as CSV, LaTeX and Markdown.
 
 CSV keeps every digit; LaTeX (a booktabs `tabular`, to `\\input` inside your own `table`) and
 Markdown round numbers to four significant digits without scientific notation. Missing values
@@ -20,6 +21,11 @@ FIGURE_FORMATS = ("png", "pdf", "svg")
 TABLE_FORMATS = ("csv", "tex", "md")
 PNG_DPI = 300
 SIGNIFICANT_DIGITS = 4
+PAPER_WIDTHS = {"1col": 3.5, "2col": 7.0}  # inches: one column and the whole page of a two-column paper
+PAPER_POINTS = 8  # the smallest text a paper's figure has
+PAPER_STYLE = {"font.size": PAPER_POINTS, "axes.labelsize": PAPER_POINTS, "axes.titlesize": PAPER_POINTS + 1,
+               "xtick.labelsize": PAPER_POINTS, "ytick.labelsize": PAPER_POINTS, "legend.fontsize": PAPER_POINTS,
+               "legend.title_fontsize": PAPER_POINTS, "figure.titlesize": PAPER_POINTS + 1}
 LATEX_COLUMNS = 10  # the most columns a LaTeX table has: what fits a paper's page (the CSV keeps them all)
 
 
@@ -141,6 +147,22 @@ def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame 
     if data is not None:
         data.to_csv(folder / f"{name}.csv", index=False)
         paths.append(folder / f"{name}.csv")
+    return paths
+
+
+def write_paper_figure(draw: Any, name: str, folder: str | Path) -> list[Path]:
+    """Draw a figure again for a paper, once per width of PAPER_WIDTHS (`draw(width)`: a matplotlib figure that
+    wide, inches), its text at PAPER_POINTS or larger, and save each as folder/name-1col.pdf and name-2col.pdf,
+    exactly that wide (no tight bounding box: the figure lays itself out inside its width)."""
+    import matplotlib
+
+    paths = []
+    for suffix, width in PAPER_WIDTHS.items():
+        with matplotlib.rc_context(PAPER_STYLE):
+            figure = draw(width)
+            path = Path(folder) / f"{name}-{suffix}.pdf"
+            figure.savefig(path, format="pdf")
+        paths.append(path)
     return paths
 
 
