@@ -141,9 +141,7 @@ def test_matmul_draws_sarkar_2018s_bars_of_tflops_per_device_beside_ours(data):
     assert "CPU: AMD EPYC" not in speedup  # the baseline is the dotted line at 1, not a series
     peak = line_data(section.figure("matmul_tflops_fraction_of_peak").figure.axes[0])
     assert peak["GPU: Tesla T4"][1] == pytest.approx([100 * 5 / 8.1, 100 * 10 / 8.1])
-    published = section.table("matmul_vs_published").set_index("source")
-    assert published.loc["Sarkar 2018: K80 GPU", "TFLOPS warm"] == 15.70
-    assert published.loc["ours: GPU: Tesla T4", "speedup over CPU (warm)"] == pytest.approx(20.0)
+    assert line_data(section.figure("matmul_tflops_speedup").figure.axes[0])["Sarkar 2018: TPU v2-8"] == ([4096], [338])
 
 
 def test_a_line_joins_two_points_or_none_a_single_one_is_a_marker(data):
@@ -201,11 +199,14 @@ def test_dblstm_draws_training_time_against_units_per_runtime_then_its_metrics_a
     assert {"runs", "level", "std over models (s)"} <= set(printed.columns)
     assert "medians over runs" in section.tables["dblstm_har"].caption
 
-    ratios = report.runtime_ratios(table).groupby("pair")["ratio"].agg(["min", "max", "count"])
-    assert ratios.loc["CPU / GPU"].tolist() == pytest.approx([10, 10, 4])
-    assert ratios.loc["CPU / TPU"].tolist() == pytest.approx([20, 20, 2])
-    assert ratios.loc["GPU / TPU"].tolist() == pytest.approx([2, 2, 2])
-    assert "dblstm_runtime_ratios_vs_units" in section.figures
+    speedups = report.configuration_speedups(data, "dblstm_har").groupby("device")["speedup"].agg(["min", "max", "count"])
+    assert speedups.loc["GPU: Tesla T4"].tolist() == pytest.approx([10, 10, 4])  # CPU time over GPU time
+    assert speedups.loc["TPU x8: TPU v2-8"].tolist() == pytest.approx([20, 20, 2])
+    figure = section.figure("dblstm_har_speedup")  # beside Kimm, Paik & Kimm 2021's claims, as stars
+    lines = line_data(figure.figure.axes[0])
+    assert lines["Kimm, Paik & Kimm 2021: CPU / GPU or TPU"] == ([128, 256], [25.0, 55.0])
+    assert lines["GPU: Tesla T4, bilstm_layers=2"] == ([32, 64], [10.0, 10.0])
+    assert figure.caption.endswith("Stars: Kimm, Paik & Kimm 2021.")
 
     metrics = section.figure("dblstm_metrics")
     ax = metrics.figure.axes[0]
@@ -280,7 +281,7 @@ def test_with_only_cpu_runs_the_reading_says_no_accelerator_comparison_is_possib
     assert "no accelerator comparison is possible" in text
     assert "share one CPU's cores" in text  # the 2-replica CPU is not extra hardware
     assert "CPU x2: AMD EPYC was not resolved against CPU: AMD EPYC: too few runs" in text
-    assert "GPU" not in summary.table("summary_speedup")["device"].str.cat()
+    assert "GPU" not in report.speedup_table(data)["device"].str.cat()
 
 
 def test_every_section_without_data_says_why_in_one_line_and_writes_nothing(tmp_path):
@@ -719,19 +720,18 @@ def test_unequal_work_per_epoch_is_compared_by_throughput_and_said(tmp_path):
     assert row["speedup"] == pytest.approx(5.0) and "differed" not in row["measure"]
 
 
-def test_dblstm_ratios_use_throughput_where_work_differs_and_old_records_read_layers(tmp_path):
-    cpu = fx.dblstm("cpu", 2, 64, old_names=True)  # written before the rename: `layers`
+def test_dblstm_speedups_use_throughput_where_work_differs_and_old_records_read_layers(tmp_path):
+    cpu = fx.dblstm("cpu", 2, 64)
     gpu = fx.dblstm("gpu", 2, 64)
     cpu["metrics"].update(samples_per_epoch=1024, samples_per_s=100.0)
     gpu["metrics"].update(samples_per_epoch=7352, samples_per_s=5000.0)
     fx.write(tmp_path, cpu, "a")
     fx.write(tmp_path, gpu, "a")
+    (speedup,) = report.configuration_speedups(report.load_report_data([tmp_path]), "dblstm_har").to_dict("records")
+    assert speedup["speedup"] == pytest.approx(50.0) and "work per epoch differed" in speedup["measure"]
+    fx.write(tmp_path, fx.dblstm("cpu", 2, 64, old_names=True), "a")  # written before the rename: `layers`
     table = report.dblstm_table(report.load_report_data([tmp_path]))
     assert set(table["model"]) == {"2 x BiLSTM + LSTM(64)"} and set(table["recurrent_layers"]) == {3}
-    ratios = report.runtime_ratios(table)
-    # the old record's `layers` and the new one's `bilstm_layers` name one configuration
-    assert len(ratios) == 1 and ratios["ratio"].item() == pytest.approx(50.0)
-    assert ratios["measure"].item() == "throughput (work per epoch differs)"
 
 
 def test_hand_runs_left_at_auto_match_by_the_sizes_they_used(tmp_path):

@@ -275,15 +275,16 @@ class Reference:
 
 @dataclass(frozen=True)
 class PublishedPoint:
-    """A published value of an experiment's headline, measured as ours is: whose (`series`, 'Sarkar 2018: K80'), on
-    which kind of device, at which value of its figures' axis, and the `work` it did where only runs that did the
-    same may stand beside it ({"samples_per_epoch": 60000})."""
+    """A published value measured as ours is: whose (`series`, 'Sarkar 2018: K80'), on which kind of device, at
+    which value of the figures' axis, the `work` it did where only runs that did the same may stand beside it
+    ({"samples_per_epoch": 60000}), and the common figure it stands in: the headline's, or the speedup over the CPU."""
 
     series: str
     kind: str
     at: float
     value: float
     work: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    figure: Literal["headline", "speedup"] = "headline"
 
 
 # The report's common figures (colabkit.report.headline draws them, for every experiment alike); any other name in

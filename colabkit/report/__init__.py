@@ -1,24 +1,13 @@
 """From records to a report a paper can use: each experiment's answer in one figure and one short table, the method
-once, everything else in the appendix, and the provenance of every number.
-
-`python -m colabkit report RESULTS_DIR... --out DIR` builds it in its own process (build); the
-Colab notebook notebooks/report.ipynb calls the same functions::
+once, everything else in the appendix. `python -m colabkit report RESULTS_DIR... --out DIR` builds it (build);
+notebooks/report.ipynb calls the same functions::
 
     data = load_report_data(["outputs/cpu", "outputs/gpu"])   # merge folders; one record per combination
     report_style()
     publish_report(data, "outputs/report")                     # figures/ and tables/, then display
 
-Modules: records (the report's view of the loaded records: device labels and colours, the record each
-combination uses; reading and merging records is colabkit.records' job), section (Section: its body and its
-appendix), writers (PNG/PDF/SVG and a paper's PDFs, CSV/LaTeX/Markdown), figures (style and plot helpers), headline
-(each experiment's headline, figures and table, drawn from its declaration, and the section every experiment's
-follows), one module per experiment's section, named after it (matmul_tflops, cnn_mnist, dblstm_har,
-timeseries_rnn, paradnn), experiment_sections (SECTIONS: each experiment's section function), runs (a
-combination's runs together: medians, per-run values, the headline's interval), summary (speedups with their
-intervals and verdicts, the plain-language reading, busy-host runs), comparisons (differences along one
-parameter), backends (TensorFlow against JAX), inference, decode, cost (what a unit of work costs on each runtime:
-colabkit.cost), methods, provenance, contents (the report in order, body then appendix), build (the report in one
-process, the notebook it keeps and the HTML export).
+contents puts the sections in order (body, then appendix); headline draws each experiment's figure and table from
+its declaration; one module per experiment and per cross-cutting section; docs/report.md has the rest.
 """
 
 from colabkit.report.backends import backends_section
@@ -27,7 +16,7 @@ from colabkit.report.cnn_mnist import cnn_section, cnn_table
 from colabkit.report.comparisons import axis_comparisons, comparisons_section
 from colabkit.report.contents import publish_report, report_outputs, report_sections
 from colabkit.report.cost import cost_section
-from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
+from colabkit.report.dblstm_har import dblstm_section, dblstm_table
 from colabkit.report.decode import decode_section
 from colabkit.report.experiment_sections import SECTIONS, experiment_sections, register_section
 from colabkit.report.figures import report_style
@@ -51,7 +40,7 @@ __all__ = [
     "load_report_data", "markdown_table", "matmul_section", "matmul_table", "methods_section", "notebook_section",
     "overview_section", "paradnn_section", "paradnn_table", "prediction_frame", "prepare_output",
     "provenance_section", "publish_report", "reading", "register_section", "report_data", "report_outputs",
-    "report_sections", "report_style", "runtime_ratios", "section_outputs", "speedup_table", "summary_section",
+    "report_sections", "report_style", "section_outputs", "speedup_table", "summary_section",
     "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_references",
     "write_section", "write_table",
 ]

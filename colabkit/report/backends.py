@@ -1,10 +1,5 @@
-"""TensorFlow and JAX side by side: per experiment, its headline measure on each backend where both ran
-the same configuration on the same device, and the JAX / TensorFlow ratio.
-
-A record's backend is what ran (`device.backend`, resolved: a run asked for "auto" names the backend
-it got), else its explicit `params.backend`, else TensorFlow (records from before the `backend`
-parameter, when every notebook but the CNN's and ParaDnn's ran on TensorFlow only). Runs pair up by
-device (its label) and by the work they did, the backend left out (colabkit.records.identity).
+"""TensorFlow and JAX side by side: per experiment, its headline on each backend where both ran the same work
+on the same device (the backend that ran: colabkit.records.identity), and the JAX / TensorFlow ratio.
 """
 
 from __future__ import annotations
@@ -14,10 +9,9 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments
 from colabkit.report.common import comparison_fields, run_backend, samples_column, title_of, work_key
-from colabkit.report.figures import grouped_bars, label_colors, new_figure
 from colabkit.report.headline import interval_text
 from colabkit.report.records import ReportData, sort_labels
-from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.section import ReportTable, Section
 from colabkit.statistics import verdict_word
 
 PAIR = ("tensorflow", "jax")
@@ -26,10 +20,9 @@ COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow
 
 
 def backend_table(data: ReportData) -> pd.DataFrame:
-    """One row per experiment, device and configuration that ran on both TensorFlow and JAX: the headline
-    on each (the median of its runs), their ratio JAX / TensorFlow with its interval (both sides'
-    runs resampled), the verdict on JAX in the headline's own direction (more TFLOPS, or less time, is
-    faster) and which backend that makes faster (`faster`: JAX, TensorFlow, or neither resolved)."""
+    """One row per experiment, device and configuration run on both TensorFlow and JAX: each side's median, JAX /
+    TensorFlow with its interval, the verdict on JAX in the headline's direction and which backend it makes
+    faster."""
     rows = []
     for experiment in all_experiments():
         headline = experiment.headline
@@ -62,30 +55,9 @@ def backend_table(data: ReportData) -> pd.DataFrame:
         .drop(columns="_position").reset_index(drop=True)
 
 
-def backend_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Bars: the JAX / TensorFlow ratio of each experiment's headline per device (median over the configurations
-    both ran, bars from the smallest to the largest), a dotted line at 1."""
-    if not len(table):
-        return None
-    summary = (table.groupby(["notebook", "device"], sort=False)["jax_over_tensorflow"]
-               .agg(ratio="median", low="min", high="max").reset_index())
-    figure, (ax,) = new_figure(width=7.0, height=3.8)
-    grouped_bars(ax, summary.assign(title=summary["notebook"].map(title_of)), "title", "ratio", series="device",
-                 low="low", high="high", colors=label_colors(summary["device"], data.palette),
-                 order=[title_of(notebook) for notebook in dict.fromkeys(summary["notebook"])])
-    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-    ax.set(ylabel="headline on JAX / on TensorFlow", title="JAX / TensorFlow, per experiment and device")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return ReportFigure("backends_jax_over_tensorflow", figure, summary,
-                        "Each headline on JAX over the same on TensorFlow, same device and parameters: the median over "
-                        "the configurations both ran, bars from the smallest to the largest; above 1 JAX gave more "
-                        "(faster for TFLOPS, slower for a time).", body=True)
-
-
 def backends_section(data: ReportData) -> Section:
-    """The report's section on backends: in the body a short table of the pairs (experiment, device, each backend's
-    headline, the ratio, its interval and the verdict) and its figure; the whole table in the appendix; or why there
-    is none."""
+    """The report's section on backends: a short table of the pairs in the body (each backend's headline, the ratio,
+    its interval and verdict), the whole table in the appendix; or why there is none."""
     section = Section("backends", "TensorFlow and JAX")
     table = backend_table(data)
     if not len(table):
@@ -98,9 +70,6 @@ def backends_section(data: ReportData) -> Section:
         "verdict on JAX": table["verdict"]})
     section.items.append(ReportTable("backends", short, "Each headline per backend where both ran (the median over "
                                      "runs), JAX / TensorFlow with its interval and verdict (Methods).", body=True))
-    figure = backend_figure(table, data)
-    if figure is not None and len(table.drop_duplicates(["notebook", "device"])) > 1:  # two bars or more
-        section.items.append(figure)
     section.items.append(ReportTable("backends_jax_over_tensorflow", table,
                                      "Headline per backend where both ran (median over runs), JAX / TensorFlow "
                                      "with its interval, and the verdict with that interval's level and runs."))

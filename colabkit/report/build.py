@@ -1,15 +1,7 @@
-"""`python -m colabkit report`: the report built in this process, and the notebook a reader can re-run.
-
-`build_report` checks the inputs (every folder exists, at least one readable record: a look that
-reads one file where there are records), reads every record once (report_data) and builds every
-section in this process (colabkit.report.contents, as notebooks/report.ipynb's report cell does),
-writing figures/ and tables/, then records.csv. No kernel runs. It then keeps report.ipynb: the
-report notebook's own cells, its parameters relative to the report folder (so a reader can re-run it
-there, in Jupyter or with papermill), and under the cells tagged REPORT_CELL and FILES_CELL what each
-shows, already rendered: a cell is found by its tag, never by its text. report.html (code hidden) and
-report-with-code.html are exported from it: self-contained (figures embedded, no script or image
-fetched from the network). Warnings that libraries raise while the report is built go to report.log,
-never into the report.
+"""`python -m colabkit report`: the report built in this process (no kernel), and the notebook a reader can
+re-run. It keeps report.ipynb with its parameters relative to the report folder and, under the cells tagged
+REPORT_CELL and FILES_CELL (found by their tag, never by their text), what each shows; report.html (code hidden)
+and report-with-code.html are exported from it, self-contained. Library warnings go to report.log, not the report.
 """
 
 from __future__ import annotations
@@ -113,9 +105,8 @@ def files_written(written: list[Path]) -> str:
 
 
 def export_report_html(notebook: Any, html_path: str | Path, with_code: bool = False) -> Path:
-    """Export a report notebook (a notebook node, its outputs rendered: report_notebook) as one HTML
-    file that needs nothing else: figures are embedded as data URIs, no script or image is loaded
-    from the network; code hidden unless `with_code`."""
+    """A report notebook as one HTML file that needs nothing else (figures embedded, nothing fetched), code hidden
+    unless `with_code`."""
     import jinja2
     from nbconvert import HTMLExporter
 
@@ -142,9 +133,8 @@ def _relative(path: str | Path, start: Path) -> str:
 
 
 def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str, list[Any]]) -> Any:
-    """The report notebook `source` as a reader can re-run it: its `parameters` (in a cell after its
-    `parameters` cell, tagged `injected-parameters` as papermill tags it) and, under each code cell,
-    the outputs (nbformat output nodes) `outputs` gives for its tag (none for a cell without one)."""
+    """The report notebook as a reader re-runs it: its `parameters` injected as papermill does, under each tagged
+    cell the `outputs` of its tag."""
     import nbformat
 
     notebook = nbformat.read(str(source), as_version=4)
@@ -172,16 +162,9 @@ def every_ok_run_busy(data: ReportData) -> int:
 
 def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False,
                  rates_file: str | Path | None = None) -> ReportOutputs:
-    """Build the report of the records under `results_dirs` in this process and write everything under
-    `out` (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed;
-    `rates_file`: rates of the user's over the shipped ones, docs/cost.md).
-
-    Raises RatesFileError, before anything is read, when the rates file cannot be used; ReportError when a
-    results folder or the report notebook does not exist, or (before anything is
-    written) when `exclude_busy` leaves out every ok run; NoRecordsError, before anything is written, when no
-    readable record is below the folders. The outputs' `records`
-    are what was read (LoadedRecords.summary).
-    """
+    """Build the report of the records under `results_dirs` and write it under `out` (`exclude_busy`: runs on a busy
+    host left out; `rates_file`: docs/cost.md). RatesFileError, ReportError (a missing folder or notebook, or
+    nothing left by `exclude_busy`) and NoRecordsError are raised before anything is written."""
     import nbformat
 
     rates = load_rates(rates_file)

@@ -8,25 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from colabkit.experiments.published import (
-    ALYAFEAI_2018_MNIST_CNN,
-    ALYAFEAI_2018_SOURCE,
-    RAGAB_FRAMEWORKS,
-    RAGAB_SOURCE,
-)
-from colabkit.report.common import (
-    WORK_DIFFERS_NOTE,
-    column,
-    global_batch,
-    interval_frame,
-    pick,
-    repeats_std,
-    run_config_key,
-    samples_column,
-    series_labels,
-    timing_frame,
-    train_samples,
-)
+from colabkit.experiments.published import ALYAFEAI_2018_MNIST_CNN, ALYAFEAI_2018_SOURCE, RAGAB_FRAMEWORKS, RAGAB_SOURCE
+from colabkit.report.common import (WORK_DIFFERS_NOTE, column, global_batch, interval_frame, pick, repeats_std,
+                                    run_config_key, samples_column, series_labels, timing_frame, train_samples)
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
@@ -107,10 +91,8 @@ def published_frameworks_table() -> pd.DataFrame:
 
 
 def frameworks_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Our runs on several Keras backends: training time and test accuracy per framework and device,
-    one model (Alyafeai 2018's CNN) at one global batch (None with one backend or none). Ragab &
-    Ragab's figures are not put beside them: their model is unknown, so the pair would not compare
-    like with like (see `published_frameworks_table`)."""
+    """Our runs on several Keras backends (None with fewer than two): time and accuracy per framework and device.
+    Ragab & Ragab's are apart: their model is unknown."""
     if table["backend"].dropna().nunique() < 2:
         return None
     rows = [{"framework": row.backend, "device": row.device, "global batch": row.batch, "epochs": row.epochs_run,

@@ -1,14 +1,6 @@
-"""Differences along one parameter: batch against batch, XLA on against off, mixed precision against
-float32, a dtype against float32, each with its interval and verdict.
-
-For every experiment and every parameter of AXES whose value varies among its combinations, each
-combination is paired with the one that differs from it in that parameter alone (same device, same
-everything else) and has the axis's reference value (REFERENCE: the smallest batch, XLA off, no
-mixed precision, float32). The comparison is on the experiment's declared headline, from the runs
-of both sides: the ratio of their medians (candidate / reference), its interval and the
-verdict in the headline's direction (colabkit.statistics); where the two sides trained on different work
-(timeseries_rnn's epochs are steps_per_epoch x batch samples), on their throughput (samples/s) instead.
-Device against device is the summary's, backend against backend the TensorFlow / JAX section's.
+"""Differences along one parameter (AXES: batch, XLA, mixed precision, dtype, steps per execution): each
+combination against the one that differs from it in that parameter alone and has its REFERENCE value, on the
+headline (on samples/s where the two did other work per epoch), the ratio of the medians, its interval and verdict.
 """
 
 from __future__ import annotations
@@ -42,10 +34,8 @@ def _reference(values: list[Any], axis: str) -> Any:
 
 
 def axis_comparisons(data: ReportData) -> pd.DataFrame:
-    """Every pair of combinations that differ in one parameter of AXES alone, on the headline (see the
-    module's docstring): candidate / reference with its interval and verdict; on throughput (samples/s),
-    `measure` saying so, where the two did other work (samples per epoch, epochs: common.work_differs),
-    since their epoch times then differ by the work as well."""
+    """Every pair of combinations that differ in one parameter of AXES alone: candidate / reference on the headline
+    (on samples/s where the work differed), its interval and verdict."""
     rows = []
     for experiment in all_experiments():
         ok = data.ok(experiment.name)
@@ -83,9 +73,8 @@ def axis_comparisons(data: ReportData) -> pd.DataFrame:
 
 
 def comparisons_section(data: ReportData) -> Section:
-    """The report's section of differences along one parameter: in the body a short table (experiment, device,
-    parameter, its two values, the measure, the ratio, its interval and the verdict), the whole table in the
-    appendix; or why there is none."""
+    """Differences along one parameter: a short table in the body, the whole one in the appendix; or why there is
+    none."""
     section = Section("comparisons", "Along one parameter")
     table = axis_comparisons(data)
     if not len(table):

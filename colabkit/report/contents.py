@@ -1,11 +1,6 @@
-"""The report in order: its sections, built from the records, and what it shows of them, the body before the
-appendix.
-
-The body: the Summary, then "Not in this report, and why" (one line for each section with nothing to set side by
-side), the cross-cutting sections that have two sides or two points (TensorFlow and JAX, along one parameter,
-inference, decode, cost), each experiment's headline figure and table, in the registry's order, and Methods. The
-appendix: each section's detail, in the same order, then the bookkeeping (Records, Provenance). `colabkit report`
-(colabkit.report.build) and notebooks/report.ipynb (`publish_report`) show the same outputs.
+"""The report in order. The body: the Summary, "Not in this report, and why", the cross-cutting sections that
+have two sides or two points, each experiment's headline figure and table, Methods. The appendix: each section's
+detail in the same order, then Records and Provenance. `colabkit report` and the notebook show the same.
 """
 
 from __future__ import annotations
@@ -56,9 +51,8 @@ def log_warnings(caught: list[warnings.WarningMessage], path: str | Path) -> Pat
 
 
 def publish_report(data: ReportData, output_dir: str | Path, display: bool = True) -> list[Path]:
-    """Build every section of `data`'s report, write their figures and tables under `output_dir` and, in a
-    notebook, display the report (its body, then its appendix); warnings go to output_dir/report.log. Returns the
-    files written."""
+    """Build, write and (in a notebook) display every section, body then appendix; warnings to report.log. Returns
+    the files written."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sections = report_sections(data)

@@ -1,12 +1,6 @@
-"""The report's cost section (docs/cost.md): what a unit of work costs on each runtime the runs had.
-
-Per experiment and unit of work (colabkit.cost.per_unit.UNITS: 1,000 training samples, an epoch, 1,000 offline
-inferences, a million generated tokens), per combination: its seconds, compute units, dollars and joules per unit,
-each the median over its runs with the runs' interval (a rate is a constant: a cost's interval is its time's);
-which points are the cheapest for their speed (the Pareto front of time and dollars among the runtimes that did the
-same work); each runtime's dollars against the fastest one's for the same work, with the ratio's interval and a
-verdict (cheaper, costlier, no difference resolved) at the level it reaches. Runs without a rate are named with why,
-and nothing is computed for them: their times and joules are still shown.
+"""The report's cost section (docs/cost.md): per experiment, unit of work and combination its seconds, compute
+units, dollars and joules per unit (medians over runs, the time's interval); the cheapest points for their speed
+(the Pareto front); each runtime's dollars against the fastest one's for the same work, with a verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import pandas as pd
 
 from matplotlib.ticker import FuncFormatter
 
-from colabkit.cost.per_unit import HEADLINE_UNITS, SECONDS_PER_HOUR, UNITS, Figure, UnitOfWork
+from colabkit.cost.per_unit import HEADLINE_UNITS, UNITS, Figure, UnitOfWork
 from colabkit.report.common import column, title_of, work_key
 from colabkit.report.figures import label_colors, label_markers, new_figure
 from colabkit.report.headline import interval_text
@@ -40,10 +34,8 @@ def _interval_fields(prefix: str, values: list[float]) -> dict[str, Any]:
 
 
 def cost_rows(data: ReportData) -> pd.DataFrame:
-    """One row per combination with ok runs and unit of work its runs have a time for: notebook, mode, unit (key and
-    label), combination, configuration (the work but device and backend: what runtimes are compared on), device,
-    runtime, rate per hour (or `no_rate`, why none), `runs`, and per figure (s, usd, cu, j) the median over runs with
-    `_low`, `_high`, `_level`, and `usd_runs`, each run's dollars (for ratios)."""
+    """One row per combination and unit of work its runs timed: its runtime and rate (or `no_rate`), `runs`, and per
+    figure (s, usd, cu, j) the median over runs with `_low`, `_high`, `_level`."""
     runs = data.used()
     runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
     if not len(runs):
@@ -86,9 +78,8 @@ def mark_front(rows: pd.DataFrame) -> pd.Series:
 
 
 def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per notebook, unit and configuration that more than one priced runtime did: each one's dollars per unit over
-    the fastest one's (lowest median seconds), with the interval of that ratio of medians (over the two sides' runs,
-    colabkit.statistics.ratio_ci) and its verdict (cheaper, costlier, no difference resolved, too few runs)."""
+    """Per work more than one priced runtime did: each one's dollars per unit over the fastest one's, with the
+    interval of that ratio and its verdict."""
     out = []
     priced = rows[rows["usd"].notna()]
     for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
@@ -128,7 +119,6 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
     if _wide(drawn["s"]) or _wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
         ax.set_xscale("log")
         ax.set_yscale("log")
-    _rate_lines(ax, drawn)
     levels = "; ".join(dict.fromkeys(str(level) for level in drawn["usd_level"].dropna() if "no interval" not in level))
     if levels:
         ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
@@ -144,31 +134,13 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
                         f"{title_of(notebook)}: seconds and dollars per {unit.label} of each combination on each "
                         f"priced runtime, medians over runs with their intervals ({levels or 'no interval'}); a grey "
                         "line joins the runtimes that did the same work, filled points are the cheapest for their "
-                        "speed among them (the Pareto front); a dashed line is a runtime's rate (every point of it "
-                        "lies on that line).")
+                        "speed among them (the Pareto front).")
 
 
 def _wide(values: pd.Series, ratio: float = 30.0) -> bool:
     """Whether the positive values span more than `ratio`: an axis for a log scale."""
     positive = values[values > 0]
     return bool(len(positive)) and float(positive.max() / positive.min()) > ratio
-
-
-def _rate_lines(ax: Any, drawn: pd.DataFrame) -> None:
-    """A dashed line per runtime at its rate (dollars per second, through the origin: its points lie on it), named
-    where it leaves the axes."""
-    (low, high), (bottom, top) = ax.get_xlim(), ax.get_ylim()
-    for runtime, rate in drawn.drop_duplicates("runtime")[["runtime", "usd_per_hour"]].itertuples(index=False):
-        per_second = float(rate) / SECONDS_PER_HOUR
-        end = min(high, top / per_second)  # where the line leaves the axes: its right or its top edge
-        if end <= max(low, bottom / per_second):
-            continue  # the line misses the axes
-        xs = np.geomspace(max(low, bottom / per_second, 1e-300), end, 50)
-        ax.plot(xs, xs * per_second, linestyle="--", linewidth=0.7, color="#888888", zorder=0)
-        ax.annotate(f"{runtime}: ${format_number(float(rate), 3)}/h", (end, end * per_second), fontsize=7,
-                    color="#555555", ha="right", va="top")
-    ax.set_xlim(low, high)
-    ax.set_ylim(bottom, top)
 
 
 def _bars(points: pd.DataFrame, name: str) -> Any:
@@ -210,9 +182,8 @@ def missing_rates(data: ReportData) -> str | None:
 
 
 def cost_section(data: ReportData) -> Section:
-    """The report's cost section: in the body, where two priced runtimes did the same work, each one's dollars
-    against the fastest one's with the ratio's interval and verdict; in the appendix the rates, time against cost
-    per experiment and every cost per unit of work; or why there is nothing to compare."""
+    """Cost: in the body, where two priced runtimes did the same work, their dollars against the fastest one's; the
+    rates, the figures and every cost per unit in the appendix."""
     section = Section("cost", "Cost")
     rows = cost_rows(data)
     if not len(rows):

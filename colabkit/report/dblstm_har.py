@@ -1,41 +1,17 @@
-"""dBLSTM-HAR section: its headline figure (training time against units per runtime, as Kimm, Paik & Kimm 2021 drew
-it) is the declaration's; in the appendix, its own figures: the evaluation metrics per device at one configuration
-and the CPU/GPU/TPU runtime ratios at the same global batch beside the paper's claims."""
+"""dBLSTM-HAR section: its figures (training time against units per runtime, as Kimm, Paik & Kimm 2021 drew it, and
+the speedups over the CPU beside the paper's claims) are the declaration's; its own: the evaluation metrics per
+device at one configuration."""
 
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
 import pandas as pd
 
-from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_RATIOS, KIMM_2021_SOURCE
-from colabkit.report.common import (
-    column,
-    comparison_fields,
-    cpu_baseline,
-    global_batch,
-    interval_frame,
-    levels,
-    pick,
-    repeats_count,
-    repeats_std,
-    run_config_key,
-    samples_column,
-    series_labels,
-    timing_frame,
-    work_differs,
-)
-from colabkit.report.figures import (
-    grouped_bars,
-    log_scale_if_wide,
-    new_figure,
-    plot_lines,
-    powers_of_two_axis,
-    series_colors,
-)
+from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_SOURCE
+from colabkit.report.common import (column, global_batch, interval_frame, pick, repeats_count, repeats_std,
+                                    run_config_key, samples_column, series_labels, timing_frame)
+from colabkit.report.figures import grouped_bars, new_figure, series_colors
 from colabkit.report.headline import notebook_section
-from colabkit.report.records import ReportData, label_kind, sort_labels
+from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -55,10 +31,8 @@ def model_shape(bilstm_layers: float, head_units: float) -> str:
 
 
 def dblstm_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok dBLSTM record: device, model shape (bidirectional layers, head), units,
-    training time and the test scores, each with its std over repeats where the record has
-    per-repeat values. Records from before the parameters were renamed give `layers` (bidirectional
-    layers, always with a head): read as bilstm_layers."""
+    """One row per ok dBLSTM combination: device, model shape, units, training time and test scores with their spread
+    over repeats (`layers` of old records read as bilstm_layers)."""
     ok = data.ok(NOTEBOOK).copy()
     bilstm = column(ok, "params.bilstm_layers").astype(float).fillna(column(ok, "params.layers").astype(float))
     if "params.layers" in ok:  # one name for one thing, so old and new records of a model match
@@ -81,9 +55,7 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
         # fresh models inside each run: `models_per_run`, `repeats` in records written before the rename
         "repeats": column(ok, "params.models_per_run").where(lambda v: v != "auto")
         .fillna(column(ok, "params.repeats")).fillna(repeats_count(ok, "test_accuracy")),
-        "runs": column(ok, "runs"), "train_time_samples": samples_column(ok, "train_time_s"),
-        "samples_per_s_samples": samples_column(ok, "samples_per_s"),
-        **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
+        "runs": column(ok, "runs"), **timing_frame(ok), **scores, "model_params": column(ok, "metrics.params"),
         **interval_frame(samples_column(ok, "train_time_s"), "train_time_s"),
         **interval_frame(samples_column(ok, "test_accuracy"), "test_accuracy").drop(columns="test_accuracy_runs"),
         "data": ok["data_used"], "config": run_config_key(ok), "path": ok["path"],
@@ -128,91 +100,13 @@ def metrics_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
                         f"means over repeats; error bars: {REPEAT_STD}.")
 
 
-def _short(labels: list[str]) -> dict[str, str]:
-    """'CPU' for a device label that is the only one of its kind, else the full label."""
-    kinds = pd.Series([label_kind(label).upper() for label in labels], index=labels)
-    return {label: kind if (kinds == kind).sum() == 1 else label for label, kind in kinds.items()}
-
-
-def runtime_ratios(table: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration (same parameters at the same GLOBAL batch): CPU / each accelerator, and each
-    GPU / each TPU (above 1: the second device is faster). The ratio of the medians of whole training
-    times over runs where both trained on the same samples; where the work differed (another sample
-    count per epoch, another number of epochs), the ratio of throughputs (samples/s) instead, said in
-    `measure`; each with its interval (`ratio_low`, `ratio_high`) and verdict on the second device
-    (`ratio_verdict`: faster, slower, no difference resolved, too few runs)."""
-    labels = sort_labels(table["device"])
-    baseline = cpu_baseline(labels)
-    gpus = [label for label in labels if label_kind(label) == "gpu"]
-    tpus = [label for label in labels if label_kind(label) == "tpu"]
-    pairs = [(baseline, other) for other in gpus + tpus if baseline] + list(itertools.product(gpus, tpus))
-    short = _short(labels)
-    runs = table.drop_duplicates(["config", "device"]).set_index(["config", "device"])
-    rows = []
-    for config, group in table.groupby("config", sort=False):
-        first = group.iloc[0]
-        for slow, fast in pairs:
-            if (config, slow) not in runs.index or (config, fast) not in runs.index:
-                continue
-            a, b = runs.loc[(config, slow)], runs.loc[(config, fast)]
-            differs = work_differs(a, b)
-            if differs:
-                fields = comparison_fields(b["samples_per_s_samples"], a["samples_per_s_samples"], True, "ratio")
-                measure = "throughput (work per epoch differs)"
-            else:
-                fields = comparison_fields(b["train_time_samples"], a["train_time_samples"], False, "ratio")
-                measure = "training time"
-            if not np.isfinite(fields["ratio"]):
-                continue
-            rows.append({"model": first["model"], "recurrent_layers": first["recurrent_layers"],
-                         "units": first["units"], "batch": first["batch"],
-                         "pair": f"{short[slow]} / {short[fast]}", "series": f"{short[slow]} / {short[fast]}",
-                         "device": fast, "numerator": slow, "denominator": fast, **fields, "measure": measure})
-    columns = ["model", "recurrent_layers", "units", "batch", "pair", "series", "device", "numerator", "denominator",
-               "ratio", "ratio_low", "ratio_high", "ratio_verdict", "measure"]
-    return pd.DataFrame(rows, columns=columns).sort_values(["pair", "recurrent_layers", "model", "units"]) \
-        .reset_index(drop=True)
-
-
-def ratio_figure(ratios: pd.DataFrame) -> ReportFigure:
-    shapes = list(dict.fromkeys(ratios.sort_values(["recurrent_layers", "model"])["model"]))
-    figure, axes = new_figure(ncols=len(shapes), width=4.3, height=3.8, sharey=True)
-    for ax, shape in zip(axes, shapes):
-        rows = ratios[ratios["model"] == shape]
-        plot_lines(ax, rows, "units", "ratio", low="ratio_low", high="ratio_high")
-        ax.plot(list(KIMM_2021_RATIOS), list(KIMM_2021_RATIOS.values()), marker="*", markersize=12, linestyle="none",
-                color="#777777", markeredgecolor="black", label="Kimm, Paik & Kimm 2021: CPU / GPU or TPU")
-        ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-        powers_of_two_axis(ax, [*rows["units"], *KIMM_2021_RATIOS])
-        ax.set_title(shape)
-        ax.set_xlabel("units per layer")
-    log_scale_if_wide(axes[0], [*ratios["ratio"], *KIMM_2021_RATIOS.values(), 1.0], ratio=10)
-    axes[0].set_ylabel("speed ratio")
-    handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    caption = ("Training time of the first device divided by that of the second (medians over runs; error bars: "
-               f"the interval at the level its runs reach, {levels(ratios['ratio_verdict'])}; none below 3 runs a device), same configuration at the same "
-               f"global batch (above 1: the second is faster). Stars: {KIMM_2021_SOURCE}: {KIMM_2021_CLAIMS[0]} "
-               "(the paper's printed model is 2 x BiLSTM + LSTM(64)).")
-    if (ratios["measure"] != "training time").any():
-        caption += (" Where the two runs trained on different numbers of samples (work per epoch differs), the "
-                    "ratio is of throughputs (second's samples/s over the first's), not of training times.")
-    return ReportFigure("dblstm_runtime_ratios_vs_units", figure, ratios.drop(columns=["series"]).copy(), caption)
-
-
-def _ratio_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    ratios = runtime_ratios(table)
-    return ratio_figure(ratios) if len(ratios) else None
-
-
 def dblstm_section(data: ReportData) -> Section:
     """The dBLSTM-HAR section (or why it is not in the report)."""
     return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill,
-                            own={"metrics": metrics_figure, "runtime_ratios": _ratio_figure})
+                            own={"metrics": metrics_figure})
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    ratios = runtime_ratios(table)
     section.notes.append(f"{KIMM_2021_SOURCE} claimed: {'; '.join(KIMM_2021_CLAIMS)}.")
     printed = pick(table, [("device", "device"), ("model", "model"), ("bilstm_layers", "BiLSTM layers"),
                            ("head_units", "head units"), ("units", "units"), ("batch", "global batch"),
@@ -230,13 +124,3 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                                      "time and test scores, medians over runs (each run's figure the mean over its "
                                      "fresh models) with their intervals over runs and the level each reaches; the "
                                      "spread over one run's models (std) apart: models of one run share its process."))
-    if not ratios.empty:
-        differs = (ratios["measure"] != "training time").any()
-        section.items.append(ReportTable(
-            "dblstm_runtime_ratios", ratios[["model", "units", "batch", "pair", "ratio", "ratio_low", "ratio_high",
-                                             "ratio_verdict", "measure"]],
-            "Speed ratios per configuration at the same global batch (above 1: the second device is faster), the "
-            "ratio of the medians over runs with its interval and the verdict on the second device, with that "
-            "interval's level and runs: training-time ratios" + ("; throughput ratios where the work per epoch "
-                                                                 "differs (see measure)." if differs else
-                                                                 "; every pair trained on the same samples.")))

@@ -1,11 +1,7 @@
-"""The report's decode section (docs/decode.md): every run in decode mode. Per device, model and batch size x prompt
-length, time to first token, time per output token and output tokens/s, each the median over independent runs with
-its distribution-free interval (colabkit.statistics.median_ci, as colabkit.report.runs gives every headline); how
-TPOT grows with the cache and tokens/s with the batch; beside the bytes a step must read (the model's) the bytes the
-compiled step accesses (XLA's cost analysis, as the compiler's FLOPs stand beside the model's in training), with a
-warning where it moves far more or copies a whole cache; and each device's roofline (colabkit.plots.draw_roofline, as
-the ParaDnn section's) with its prefill points under the compute ceiling and its decode steps under the bandwidth's.
-Training and inference sections never see these runs (ReportData.runs)."""
+"""The report's decode section (docs/decode.md): per device, model, batch and prompt length, time to first
+token, time per output token and tokens/s (medians over runs with their intervals), the bytes a step reads beside
+what the compiled step accesses, and each device's roofline with its prefill and decode points.
+"""
 
 from __future__ import annotations
 
@@ -47,10 +43,8 @@ def decode_rows(data: ReportData) -> pd.DataFrame:
 
 
 def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per device, model, batch and prompt length: `runs`, the median over runs of TTFT, TPOT (p50) and tokens/s with
-    the interval's `_low`, `_high` and `_level` (none below 3 runs), the medians of MEDIANS, and whether every run's
-    achieved GB/s stayed within the device's bandwidth (`within_bandwidth`: null where the bandwidth is unknown), and
-    the most whole-cache copies any run's compiled step made (`compiler_cache_copies`: null where none was counted)."""
+    """Per device, model, batch and prompt length: the median over runs of TTFT, TPOT and tokens/s with their
+    intervals, the medians of MEDIANS, whether every run stayed within the bandwidth and the most cache copies."""
     out = []
     for (device, model, batch, prompt), runs in rows.groupby(["device", "model", "batch", "prompt_length"], sort=False):
         entry: dict[str, Any] = {"device": device, "model": model, "batch": batch, "prompt_length": prompt,
@@ -90,9 +84,8 @@ PANELS = (("tpot_ms", "prompt_length", "batch", "TPOT, median step (ms, log)", "
 
 
 def scaling_figure(table: pd.DataFrame, colors: dict[str, str]) -> ReportFigure | None:
-    """TPOT against the prompt (the cache's length), a line per device, model and batch; output tokens/s against the
-    batch, a line per device, model and prompt length; bars: the between-run intervals. A panel only where a line
-    joins two points; None where neither does."""
+    """TPOT against the prompt length, tokens/s against the batch, bars the intervals over runs: a panel only where a
+    line joins two points (None where neither does)."""
     panels = [panel for panel in PANELS if table[table[panel[0]].astype(float).notna()]
               .groupby(["device", "model", panel[2]])[panel[1]].nunique().max() > 1]
     if not panels:
@@ -116,10 +109,8 @@ def scaling_figure(table: pd.DataFrame, colors: dict[str, str]) -> ReportFigure 
 
 
 def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Each device's roofline (its records' peak TFLOPS and bandwidth) with each combination's prefill (model FLOPs
-    over TTFT) and decode step (over TPOT) at their arithmetic intensities: a panel per device with a point whose
-    intensity and TFLOPS are both known, None where no device has one. The legend lists prefill and decode step
-    only where a point of it is drawn."""
+    """Each device's roofline with each combination's prefill and decode step at their arithmetic intensities (None
+    where no point has both figures)."""
     phases = (("prefill", "prefill", "#1f77b4"), ("decode", "decode step", "#d62728"))
     points = [{"device": row["device"], "model": row["model"], "batch": row["batch"],
                "prompt_length": row["prompt_length"], "phase": kind,

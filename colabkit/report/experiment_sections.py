@@ -1,9 +1,6 @@
-"""Which function builds each experiment's section of the report: SECTIONS, from the experiment's
-name to its section function (the report's data in, a Section out). An experiment declared outside
-the suite registers its own from a module listed in COLABKIT_EXPERIMENTS beside its declaration
-(`register_section("doubling", doubling_section)`: docs/adding-an-experiment.md). A declared
-experiment without a section still counts in the summary; the Records section names it. Every section
-in the suite is built by colabkit.report.headline.notebook_section from its experiment's declaration.
+"""Which function builds each experiment's section: SECTIONS, experiment name -> section function (every one
+in the suite colabkit.report.headline.notebook_section). An experiment declared outside the suite registers its
+own from a module listed in COLABKIT_EXPERIMENTS (`register_section`: docs/adding-an-experiment.md).
 """
 
 from __future__ import annotations

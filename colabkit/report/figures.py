@@ -1,8 +1,5 @@
-"""Figure helpers shared by the report's sections: one style, one colour per device, error bars.
-
-Figures are `matplotlib.figure.Figure` objects made without pyplot, so building one never shows it
-and never leaks it: the notebook shows what `publish` displays, nothing else. Every series is a
-labelled line (`ax.get_lines()`) or bar container (`ax.containers`), so tests can read them back.
+"""Figure helpers the sections share: one style, one colour per device, lines and bars with error bars.
+Figures are made without pyplot (nothing shown or leaked); every series is a labelled line or bar container.
 """
 
 from __future__ import annotations
@@ -97,18 +94,15 @@ def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: 
 
 
 def levels(values: Any) -> str:
-    """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
-    verdicts ('faster (75 %, n = 3 and 6)'): '75 %, n = 3; 96.8 %, n = 6; 75 %, n = 3 and 6'; 'no interval'
-    without any."""
+    """The levels and runs of some intervals ('75 %, n = 3; 96.8 %, n = 6'), from their labels or verdicts; 'no
+    interval' without any."""
     found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(
         r"(\d[\d.]* %, n = \d+(?: and \d+)?)")[0]
     return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
 def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
-    """Write in the axes' corner the levels of the error bars drawn from `<prefix>_low` (from the table's
-    `<prefix>_level` or `<prefix>_verdict`), once per axes: a figure says what its bars cover, as its
-    caption does."""
+    """Write the level of the error bars drawn from `<prefix>_low` in the axes' corner, once per axes."""
     prefix = low[: -len("_low")] if low and low.endswith("_low") else None
     column = next((name for name in (f"{prefix}_level", f"{prefix}_verdict") if prefix and name in rows), None)
     text = levels(rows[column]) if column else "no interval"
@@ -130,11 +124,8 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
                err: str | None = None, low: str | None = None, high: str | None = None,
                linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0,
                colors: dict[str, str] | None = None) -> None:
-    """One line per `series`, coloured by its `device` label (`colors`: the report's palette), with error bars when
-    the table has them: symmetric (`err`) or from `low` to `high`. A series at a single x is a marker alone: no
-    line joins one point. Series of the same device differ by line style (unless `linestyle` fixes it). `dodge`
-    shifts series apart along a log x axis (by that fraction of a factor of two per series), so that equal values
-    with error bars stay visible."""
+    """One line per `series` in its `device`'s colour (`colors`), with error bars (`err`, or `low` to `high`); a
+    series at one x is a marker alone; `dodge` shifts series apart on a log x axis."""
     colors, markers = label_colors(table[device], colors), label_markers(table[device])
     styles = ["-", "--", "-.", ":"]
     per_device: dict[str, int] = {}
@@ -160,9 +151,8 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
 def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, series: str = "series",
                  colors: dict[str, str] | None = None, err: str | None = None, low: str | None = None,
                  high: str | None = None, hatched: Iterable[str] = (), order: list[Any] | None = None) -> list[Any]:
-    """Bars of `value` per `category` (x, sorted unless `order` gives it), one bar per `series` side
-    by side; `hatched` series (published figures) are drawn hatched and pale. Returns the categories
-    in x order."""
+    """Bars of `value` per `category`, one per `series` side by side, `hatched` ones (published) pale and hatched.
+    Returns the categories in x order."""
     present = set(table[category].dropna())
     categories = [c for c in order if c in present] if order else sorted(present, key=lambda c: (isinstance(c, str), c))
     names = list(dict.fromkeys(table[series]))

@@ -1,13 +1,8 @@
-"""The report's inference section (docs/inference.md): every run in inference mode, of any experiment.
-
-Its headline figures, per combination: the single-stream p50, p90 and p99 latency and the offline samples/s per
-batch size, each the median over the combination's independent runs with the between-run order-statistic interval
-at the level it reaches (colabkit.report.runs.figures_over_runs); beside it, labelled "within one run", the interval
-one run's own queries (or timed passes) give, the median over runs of each run's, which no verdict uses. Verdicts
-between devices and backends (`verdicts_across`) rest on the runs alone: the ratio of the medians and its interval
-(colabkit.statistics.ratio_ci). Then each run's percentiles with their within-run intervals, the latency
-distribution (each run's empirical CDF) and each run's offline throughput. Training sections never see these runs
-(ReportData.runs)."""
+"""The report's inference section (docs/inference.md): per combination the single-stream p50, p90, p99
+latency and offline samples/s per batch, each the median over runs with the between-run interval (verdicts rest on
+those alone); beside it, "within one run", the interval one run's own queries give, for contrast. Then each run's
+percentiles, its latency distribution and its offline throughput. Training sections never see these runs.
+"""
 
 from __future__ import annotations
 
@@ -66,10 +61,8 @@ def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
 
 
 def measured(point: dict[str, Any]) -> bool:
-    """Whether a run's latency percentile (its record's `inference.single_stream.percentiles` entry) stands as a
-    measurement: only where its queries give its order-statistic interval (colabkit.statistics.quantile_ci). Below, its
-    estimate is little more than the largest (or smallest) latency (p99 of 5 queries is the slowest of 5), and the
-    report gives it neither in the table nor in the figure, and says so."""
+    """Whether a run's latency percentile stands as a measurement: only where its queries give its interval (p99 of 5
+    queries is just the slowest)."""
     return point.get("low_ms") is not None and point.get("high_ms") is not None
 
 
@@ -89,8 +82,7 @@ def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
 
 
 def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bool = True) -> list[str]:
-    """What the report calls each run, in `runs`' order: 'run k: FILE' (k counting the runs of its combination,
-    FILE the record's name, as inference_latency's `run` column gives it), led by its notebook, device and
+    """'run k: FILE' for each run (k counting the runs of its combination), led by its notebook, device and
     combination with `combination`."""
     counted: dict[str, int] = {}
     names = []
@@ -101,10 +93,8 @@ def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bo
 
 
 def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportFigure:
-    """Each run's latencies as an empirical CDF (log time axis), its percentiles marked with their intervals
-    where its queries give one. The legend names every run (run_names) and lists a percentile only where a dot
-    of it is drawn; the figure's data holds every number drawn: each query's latency and share at or below, and
-    each percentile's estimate and interval."""
+    """Each run's latencies as an empirical CDF (log axis), its percentiles with their intervals where its queries
+    give one; the legend names every run."""
     figure, (ax,) = new_figure(width=7.4, height=4.2)  # no pyplot: a figure left out is never kept open
     points: list[dict[str, Any]] = []
     missing: dict[float, list[str]] = {}  # percentile -> the runs with too few queries for it
@@ -144,9 +134,8 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
 
 
 def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tuple[Any, str], tuple[float, float]]:
-    """(combination_id, metric) -> the interval one run's own measurements give, low and high each the median over
-    the combination's runs: a latency percentile's from that run's queries, an offline rate's from its timed passes.
-    It says how tight one run claims to be, not where the next run will fall: no verdict takes it."""
+    """(combination_id, metric) -> the interval one run's own queries or passes give (medians over runs): how tight a
+    run claims to be, for contrast; no verdict takes it."""
     found: dict[tuple[Any, str], list[tuple[float, float]]] = {}
     for _, section, row in runs:
         points = [(f"latency_p{point['percentile']:g}_ms", point.get("low_ms"), point.get("high_ms"))
@@ -176,9 +165,8 @@ def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.S
 
 def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline],
                     runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """The section's headline table: per inference combination and figure (docs/inference.md: p50, p90, p99, offline
-    samples/s per batch), the median over its runs and the between-run interval with the level it reaches
-    (figures_over_runs), then `within_one_run_low`/`_high` (within_one_run), for contrast only."""
+    """Per combination and figure (p50, p90, p99, offline samples/s per batch): the median over runs with its
+    interval, then within_one_run's, for contrast."""
     table = figures_over_runs(ok, figures)
     named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
     within = within_one_run(runs)
@@ -196,11 +184,8 @@ VERDICT_COLUMNS = ["notebook", "measure", "reference", "candidate", "configurati
 
 def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend"),
                     ) -> pd.DataFrame:
-    """Combinations of `ok` (collapse's rows) that did the same work but for `across`, each against the first of them
-    in report order (CPU, then GPU, then TPU; TensorFlow before the other backends), on every figure both have runs
-    of: the ratio of the medians over runs (candidate / reference), its interval from both sides' runs
-    (colabkit.statistics.ratio_ci) and the verdict in the figure's direction with that interval's level ('slower
-    (75 %, n = 3)'; 'too few runs' below 3 runs a side). Nothing from inside one run enters."""
+    """Combinations that did the same work but for `across`, each against the first in report order, on every figure
+    both have runs of: the ratio of the medians over runs, its interval and verdict."""
     rows: list[dict[str, Any]] = []
     if not len(ok):
         return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
@@ -229,9 +214,8 @@ def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Seque
 
 
 def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Offline samples/s against batch size per combination (a marker alone at a single batch): the median over runs,
-    its between-run interval; in the body where a combination has two batch sizes. None where no combination has a
-    median of offline samples/s to draw."""
+    """Offline samples/s against the batch per combination, the intervals over runs; in the body where a combination
+    has two batch sizes (None without any median)."""
     rows = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
     if not len(rows):
         return None
@@ -259,10 +243,8 @@ def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
 
 
 def inference_section(data: ReportData) -> Section:
-    """The report's section of inference runs: in the body, where there are two sides or two points to set side by
-    side (two combinations, or one at two offline batch sizes), the verdicts between devices and backends (else
-    each figure over runs) and offline throughput against the batch; everything per run in the appendix; or why
-    there is none."""
+    """Inference: in the body where two combinations, or two batch sizes, stand side by side, the verdicts between
+    devices and backends (else each figure over runs) and offline throughput; every run in the appendix."""
     section = Section("inference", "Inference")
     runs = _runs(data)
     if not runs:

@@ -1,25 +1,13 @@
-"""Matmul section: warm TFLOPS per device and matrix size beside Sarkar 2018's (Cloud TPU blog; its headline figure
-is the declaration's), and in the appendix every figure per combination: cold and warm, the spread between runs and
-within one, the peak, the speedup over the CPU and the ratio to NumPy's BLAS in the same run."""
+"""Matmul section: its figures (warm TFLOPS per device and matrix size beside Sarkar 2018's, the speedup over the CPU,
+the fraction of peak) are the declaration's; in the appendix every figure per combination: cold and warm, the spread
+between runs and within one, the peak, the speedup over the CPU and the ratio to NumPy's BLAS in the same run."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
-from colabkit.report.common import (
-    baseline_pair_key,
-    column,
-    cpu_baseline,
-    interval_frame,
-    levels,
-    pick,
-    run_config_key,
-    samples_column,
-    series_labels,
-    speedups,
-)
+from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, interval_frame, levels, pick,
+                                    run_config_key, samples_column, series_labels, speedups)
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
@@ -30,16 +18,11 @@ from colabkit.timing.baseline import MIN_SAMPLES, baseline_problems
 NOTEBOOK = "matmul_tflops"
 BLAS_DTYPE = "float32"  # the dtype of the NumPy BLAS baseline (notebooks/matmul_tflops.ipynb)
 DIFFERENT_DTYPE = "different dtype"  # the verdict column of a ratio to the baseline in another dtype: none
-PUBLISHED_N = 4096  # Sarkar 2018 multiplied 4096 x 4096 matrices, 100 chained products per call
-# Sarkar 2018's speedups over its CPU (0.47-0.53 TFLOPS), as published.
-SARKAR_2018_SPEEDUPS = {"GPU (K80), warm": ("gpu", 29.0), "TPU v2-8, cold": ("tpu", 75.0), "TPU v2-8, warm": ("tpu", 338.0)}
 
 
 def matmul_table(data: ReportData) -> pd.DataFrame:
-    """One row per matmul combination with ok runs: device, n, dtype, TFLOPS cold and warm (medians over
-    the runs; warm with its interval over runs, between-run and within-run spread), peak and
-    fraction of it, speedup over the CPU baseline at the same parameters with its interval and verdict,
-    and the NumPy BLAS baseline (ratio with interval and verdict, and whether the baseline was stable)."""
+    """One row per matmul combination: TFLOPS cold and warm (medians over runs, warm with its interval and spread),
+    peak, speedup over the CPU and the ratio to NumPy's BLAS."""
     ok = data.ok(NOTEBOOK)
     table = pd.DataFrame({
         "device": ok["device_label"], "series": series_labels(ok, ["params.n"]),
@@ -73,9 +56,8 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
 
 
 def baseline_status(runs: pd.DataFrame) -> pd.Series:
-    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without a baseline):
-    the run's own verdict (`blas_stable`, `blas_unstable_reason`), else, for a record from before the
-    baseline judged itself, the same check on the samples it kept (colabkit.timing.baseline)."""
+    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without one): its own verdict, else
+    (older records) the same check on its samples."""
     def why(row: pd.Series) -> str | None:
         if pd.isna(row.get("metrics.blas_tflops")):
             return None
@@ -92,12 +74,9 @@ def baseline_status(runs: pd.DataFrame) -> pd.Series:
 
 
 def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
-    """Per row of `table`: the ratio of the warm TFLOPS to NumPy's BLAS measured in the same run (paired:
-    each run's own ratio, the median over the runs whose baseline was stable, with its interval and the
-    verdict: faster, slower, no difference resolved), and `blas_baseline`, which says whether the
-    baselines were stable and, when not, why. A ratio with no stable baseline is shown, marked
-    'baseline unstable', never judged; so is one of a run in another dtype than the baseline's float32,
-    marked 'different dtype'."""
+    """Per row: the warm TFLOPS over NumPy's BLAS in the same run (the median over runs whose baseline was stable,
+    its interval and verdict; 'baseline unstable' or 'different dtype' never judged) and whether the baselines
+    were stable."""
     runs = data.runs(NOTEBOOK)
     runs = runs.assign(why=baseline_status(runs)) if len(runs) else runs.assign(why=pd.Series(dtype=object))
     rows = {}
@@ -120,23 +99,6 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
                        "blas_baseline": status}
     names = ["ratio_to_blas", "ratio_to_blas_low", "ratio_to_blas_high", "ratio_to_blas_verdict", "blas_baseline"]
     return pd.DataFrame.from_dict(rows, orient="index", columns=names).reindex(table.index)
-
-
-def published_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Ours at the largest n each device ran, beside Sarkar 2018's published numbers (n = 4096)."""
-    ours = table.sort_values("n").groupby("series", sort=False).tail(1)
-    rows = [{"source": f"ours: {row.series}", "n": row.n, "TFLOPS warm": row.tflops_warm, "TFLOPS cold": row.tflops_cold,
-             "speedup over CPU (warm)": row.speedup_vs_cpu} for row in ours.itertuples()]
-    published = SARKAR_2018_MATMUL
-    rows += [
-        {"source": "Sarkar 2018: Colab CPU", "n": PUBLISHED_N, "TFLOPS warm": published["cpu"]["tflops"],
-         "TFLOPS cold": np.nan, "speedup over CPU (warm)": 1.0},
-        {"source": "Sarkar 2018: K80 GPU", "n": PUBLISHED_N, "TFLOPS warm": published["gpu"]["tflops"],
-         "TFLOPS cold": np.nan, "speedup over CPU (warm)": SARKAR_2018_SPEEDUPS["GPU (K80), warm"][1]},
-        {"source": "Sarkar 2018: TPU v2-8", "n": PUBLISHED_N, "TFLOPS warm": published["tpu"]["tflops_warm"],
-         "TFLOPS cold": published["tpu"]["tflops_cold"], "speedup over CPU (warm)": SARKAR_2018_SPEEDUPS["TPU v2-8, warm"][1]},
-    ]
-    return pd.DataFrame(rows)
 
 
 def _blas_findings(table: pd.DataFrame) -> str:
@@ -170,14 +132,13 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("ratio_to_blas_low", "framework / BLAS low"),
                            ("ratio_to_blas_high", "framework / BLAS high"),
                            ("ratio_to_blas_verdict", "vs BLAS"), ("blas_baseline", "BLAS baseline")])
-    section.items += [
+    section.items.append(
         ReportTable("matmul_tflops", printed, "Matmul throughput per device and size: medians over runs, the warm "
                     "figure's interval over runs and its level, its spread between runs and within one (CV of the "
                     f"timed calls); speedup: warm TFLOPS over {table.attrs['baseline'] or 'a CPU run'} at the same "
                     "parameters; framework / BLAS: warm TFLOPS over NumPy's float32 BLAS in the same run (a ratio to "
-                    "an unstable baseline, or in another dtype, is marked, never judged)."),
-        ReportTable("matmul_vs_published", published_table(table),
-                    f"Ours at the largest n measured per device, and {SARKAR_2018_SOURCE}.")]
+                    "an unstable baseline, or in another dtype, is marked, never judged). Sarkar 2018's figures: "
+                    "the headline figure's data."))
 
 
 def matmul_section(data: ReportData) -> Section:

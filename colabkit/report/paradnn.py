@@ -1,12 +1,6 @@
-"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks 2020
-drew it), and in the appendix the speedup of one device over another per model and batch as heat maps, and the
-paper's published claims beside ours.
-
-The roofline of a device is min(peak FLOPS, arithmetic intensity x memory bandwidth). Each record
-carries what its roofline needs: the peak TFLOPS used (and its source) and the bandwidth used
-(a datasheet figure on accelerators, a STREAM-triad measurement on CPUs), so the report draws each
-device's roof from its own records, never from a table of its own. The roofline's arithmetic is
-colabkit.training.roofline's and its drawing colabkit.plots.draw_roofline, as in the notebook.
+"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks
+2020 drew it: each device's roof from its own records' peak and bandwidth, colabkit.plots.draw_roofline), and in
+the appendix the speedup of one device over another as heat maps over model and batch, and the paper's claims.
 """
 
 from __future__ import annotations
@@ -20,14 +14,7 @@ from matplotlib.colors import to_hex, to_rgb
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
 from colabkit.report.bottlenecks import mark_overhead_bound
-from colabkit.report.common import (
-    column,
-    comparison_fields,
-    device_head,
-    pick,
-    run_config_key,
-    samples_column,
-)
+from colabkit.report.common import column, comparison_fields, device_head, pick, run_config_key, samples_column
 from colabkit.report.figures import new_figure
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
@@ -95,13 +82,8 @@ def point_colors(table: pd.DataFrame) -> pd.Series:
 
 
 def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
-    """One roof per device and precision: the median of its records' peak TFLOPS and bandwidth, with
-    the bandwidth's range and the first record's sources. A CPU's bandwidth is measured: once per
-    host by a sweep (records of one sweep share it) or once per run (records written by hand or
-    before), so its range spans every measurement's passes, from the slowest pass a record keeps
-    (`peak_bandwidth_min_gb_s`; older records: their one figure) to the best figure, and
-    `measurements` counts the distinct measurements behind them (0: a datasheet figure, or records
-    too old to say when theirs was taken)."""
+    """One roof per device and precision: the medians of its records' peak and bandwidth, the bandwidth's range (a
+    CPU's measured passes) and `measurements` (distinct ones behind it), the sources."""
     precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
     rows = []
     for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
@@ -121,9 +103,8 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure:
-    """One log-log panel per device: each model's arithmetic intensity against its achieved TFLOPS,
-    coloured by family and shaded by batch size, under the device's roofs (peak and bandwidth from
-    the records); drawn again for a paper's column."""
+    """A log-log panel per device: each model's achieved TFLOPS against its arithmetic intensity, coloured by family
+    and shaded by batch, under the device's roofs; drawn again for a paper."""
     devices = sort_labels(table["device"])
     colors = point_colors(table)
 

@@ -139,9 +139,8 @@ def busy_runs_table(data: ReportData) -> pd.DataFrame:
 
 
 def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
-    """What the report read: folders, record counts per notebook and status, files that are not
-    readable records, combinations found more than once, the runs made on a busy host (the Summary
-    counts them in one line) and every run that produced no result."""
+    """What the report read: folders, runs per notebook and status, files set aside, combinations with several
+    records, runs on a busy host, runs without results."""
     section = Section("records", "Records")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     folders = ", ".join(f"`{name}`" for name in data.folder_names) or "(none given)"

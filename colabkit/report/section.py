@@ -1,13 +1,6 @@
-"""A report section: what it shows in the report's body, what it keeps for the appendix, and why it is not in
-the report when it has nothing to set side by side.
-
-Section builders (colabkit.report.cnn_mnist, .cost, ...) return a `Section`. Its body is its warnings, its
-`text` and the items marked `body`: for an experiment, its headline figure and one short table. Everything
-else (its other items and `notes`) goes to the appendix, under "Appendix: <title>". A section with `empty` set
-is not in the body: that one line goes to the Summary's list of what is not in the report, and why; its
-appendix items, if any, are still shown. `write_section` writes every figure (figures/NAME.png|pdf|svg plus
-NAME.csv, the data behind it; a body figure also NAME-1col.pdf and NAME-2col.pdf, sized for a paper) and table
-(tables/NAME.csv|tex|md); `section_outputs` is what the report displays of one part of it.
+"""A report section: its body (warnings, `text` and the items marked `body`), its appendix (`notes` and
+the other items, under "Appendix: <title>"), and `empty`: why it is not in the body, one line of the Summary's list
+of what is not in the report. `write_section` writes its files; `section_outputs` is what one part shows.
 """
 
 from __future__ import annotations
@@ -172,10 +165,8 @@ def has_body(section: Section) -> bool:
 
 
 def section_outputs(section: Section, part: Part = "body") -> list[Output]:
-    """What the section shows in the report's `part`, in order. The body: its `## title`, warnings, text and body
-    items (nothing without them: has_body). The appendix: `## Appendix: title`, the warnings of a section with no
-    body, its notes and other items (nothing when it has none). A notebook displays them (show); `colabkit report`
-    keeps them as the outputs of the report notebook's cell (colabkit.report.build)."""
+    """What the section shows in `part`: the body (`## title`, warnings, text, body items; nothing without them) or
+    the appendix (`## Appendix: title`, notes, other items; the warnings of a section with no body)."""
     warnings = [_html(warning_html(warning), f"WARNING: {warning}") for warning in section.warnings]
     if part == "body":
         if not has_body(section):

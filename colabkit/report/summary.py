@@ -11,16 +11,8 @@ import pandas as pd
 from colabkit.experiments import all_experiments
 from colabkit.experiments.declaration import INFERENCE, TRAIN
 from colabkit.experiments.inference import INFERENCE_HEADLINE
-from colabkit.report.common import (
-    baseline_pair_key,
-    column,
-    cpu_baseline,
-    levels,
-    samples_column,
-    speedups,
-    title_of,
-    work_differs,
-)
+from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, levels, samples_column, speedups, title_of,
+                                    work_differs)
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -32,8 +24,7 @@ VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_differ
 
 
 def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) -> pd.Series:
-    """Which rows did other work than their baseline run (samples per epoch, epochs): their speedup
-    is recomputed from throughput, which stays comparable when the work per epoch differs."""
+    """Which rows did other work than their baseline run (samples per epoch, epochs): compared by throughput."""
     if baseline is None or not len(table):
         return pd.Series(False, index=table.index)
     base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
@@ -41,85 +32,64 @@ def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) ->
 
 
 def _modes(experiment: Any) -> list[tuple[Any, bool]]:
-    """(headline, inference) per mode the experiment's runs come in: its own headline for training runs and,
-    where it declares `mode`, the single-stream p90 latency for inference runs (docs/inference.md)."""
-    inference = [(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else []
-    return [(experiment.headline, False), *inference]
+    """(headline, inference) per mode the experiment's runs come in: its headline for training runs and, where it
+    declares `mode`, the single-stream p90 latency for inference runs (docs/inference.md)."""
+    return [(experiment.headline, False), *([(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else [])]
+
+
+COLUMNS = ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
+           "speedup_high", "speedup_verdict"]
 
 
 def configuration_speedups(data: ReportData, notebook: str | None = None, inference: bool | None = None) -> pd.DataFrame:
-    """Per experiment (`notebook`'s alone where given), mode (training or inference runs, or both where `inference`
-    is None), configuration and device other than the CPU baseline: the speedup over the CPU on the experiment's
-    declared headline, from the runs of both (the ratio of their medians, its interval and the verdict with that
-    interval's level and runs). Runs match by their parameters at the same GLOBAL batch, on the same backend where
-    the CPU ran it, else against the CPU's TensorFlow run (the grids run a TPU on JAX, a CPU on TensorFlow:
-    common.baseline_pair_key); a training run that did other work than its baseline (another number of samples per
-    epoch or of epochs) is compared by throughput instead, and `measure` says so."""
+    """Per experiment (`notebook`'s), mode (`inference`: None for both), configuration and device but the CPU
+    (`over`): the speedup over the CPU on the headline, its interval and verdict (NaN without a CPU run of that
+    work). Runs pair at the same GLOBAL batch and backend (else the CPU's TensorFlow run); by throughput where the
+    work differed (`measure`)."""
     frames = []
-    columns = ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
-               "speedup_high", "speedup_verdict"]
     for experiment, (headline, in_inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)
                                                  if notebook in (None, e.name) and inference in (None, mode[1])):
-        what, metric, name = headline.label, headline.metric, f"metrics.{headline.metric}"
-        ok = data.ok(experiment.name, in_inference)
+        ok, name = data.ok(experiment.name, in_inference), f"metrics.{headline.metric}"
         if name not in ok or not ok[name].notna().any():
             continue
         ok = ok[ok[name].notna()]
         table = pd.DataFrame({"device": ok["device_label"], "value": ok[name].astype(float),
-                              "samples": samples_column(ok, metric), "runs": column(ok, "runs"),
+                              "samples": samples_column(ok, headline.metric), "runs": column(ok, "runs"),
                               THROUGHPUT: column(ok, f"metrics.{THROUGHPUT}").astype(float),
-                              "throughput_samples": samples_column(ok, THROUGHPUT),
-                              "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
-                              "epochs_run": column(ok, "metrics.epochs_run"), "combination": ok["combination"]})
+                              "throughput_samples": samples_column(ok, THROUGHPUT), "combination": ok["combination"],
+                              **{name: column(ok, f"metrics.{name}") for name in ("samples_per_epoch", "epochs_run")}})
         baseline = cpu_baseline(table["device"])
         table["config"] = baseline_pair_key(ok, baseline)
         table = pd.concat([table, speedups(table, "value", headline.higher_is_better, baseline, samples="samples")],
-                          axis=1)
-        table["measure"] = what
+                          axis=1).assign(measure=headline.label)
         differs = _throughput_where_work_differs(table, baseline)
         if differs.any():
             by_throughput = speedups(table, THROUGHPUT, True, baseline, samples="throughput_samples")
             table.loc[differs, by_throughput.columns] = by_throughput.loc[differs]
-            table.loc[differs, "measure"] = f"{what} (samples/s: the work per epoch differed)"
-        table = table[(table["device"] != baseline) & table["speedup"].notna()]
-        frames.append(table.assign(notebook=experiment.name, mode=INFERENCE if in_inference else TRAIN,
-                                   over=baseline)[columns])
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+            table.loc[differs, "measure"] = f"{headline.label} (samples/s: the work per epoch differed)"
+        frames.append(table[table["device"] != baseline].assign(notebook=experiment.name, over=baseline,
+                                                                 mode=INFERENCE if in_inference else TRAIN)[COLUMNS])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
 
 def speedup_table(data: ReportData) -> pd.DataFrame:
-    """Per notebook, mode and device: the speedup over the CPU baseline on the experiment's declared headline, over
-    the configurations both ran (median, min, max, how many), and how many configurations each verdict was given
-    (faster, slower, no difference resolved, too few runs): configuration_speedups."""
+    """Per notebook, mode and device but the CPU: the speedup over the CPU over the configurations both ran (median,
+    min, max, how many) and how many got each verdict (faster, slower, no difference resolved, too few runs)."""
     rows = []
-    per_configuration = configuration_speedups(data)
-    for experiment, (headline, inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)):
-        notebook, mode = experiment.name, INFERENCE if inference else TRAIN
-        ok = data.ok(notebook, inference)
-        name = f"metrics.{headline.metric}"
-        if name not in ok or not ok[name].notna().any():
-            continue
-        labels = sort_labels(ok.loc[ok[name].notna(), "device_label"])
-        baseline = cpu_baseline(labels)
-        mine = per_configuration[(per_configuration["notebook"] == notebook) & (per_configuration["mode"] == mode)]
-        for device in labels:
-            if device == baseline:
-                continue
-            matched = mine[mine["device"] == device]
-            measure = headline.label
-            if len(matched) and (matched["measure"] != headline.label).any():
-                measure = f"{headline.label} (samples/s where the work per epoch differed)"
-            verdicts = matched["speedup_verdict"].map(verdict_word).value_counts()
-            rows.append({"notebook": notebook, "mode": mode, "measure": measure, "device": device,
-                         "over": baseline or "no CPU run", "configurations": len(matched),
-                         "speedup": matched["speedup"].median() if len(matched) else float("nan"),
-                         "min": matched["speedup"].min() if len(matched) else float("nan"),
-                         "max": matched["speedup"].max() if len(matched) else float("nan"),
-                         **{key: int(verdicts.get(value.value, 0)) for key, value in VERDICT_COUNTS.items()},
-                         "levels": levels(matched["speedup_verdict"])})
-    columns = ["notebook", "mode", "measure", "device", "over", "configurations", "speedup", "min", "max",
-               *VERDICT_COUNTS, "levels"]
-    return pd.DataFrame(rows, columns=columns)
+    for (notebook, mode, device), group in configuration_speedups(data).groupby(["notebook", "mode", "device"],
+                                                                                   sort=False):
+        matched = group[group["speedup"].notna()]
+        verdicts = matched["speedup_verdict"].map(verdict_word).value_counts()
+        rows.append({"notebook": notebook, "mode": mode, "device": device,
+                     "measure": matched["measure"].iloc[-1] if len(matched) else group["measure"].iloc[-1],
+                     "over": group["over"].dropna().iloc[0] if group["over"].notna().any() else "no CPU run",
+                     "configurations": len(matched),
+                     **{name: getattr(matched["speedup"], how)() for name, how in
+                        (("speedup", "median"), ("min", "min"), ("max", "max"))},
+                     **{key: int(verdicts.get(value.value, 0)) for key, value in VERDICT_COUNTS.items()},
+                     "levels": levels(matched["speedup_verdict"])})
+    return pd.DataFrame(rows, columns=["notebook", "mode", "device", "measure", "over", "configurations", "speedup",
+                                       "min", "max", *VERDICT_COUNTS, "levels"])
 
 
 def _times(value: float) -> str:
@@ -134,8 +104,7 @@ def _verdicts(row: Any) -> str:
 
 
 def _device_sentence(device: str, rows: pd.DataFrame) -> str:
-    """What the speedup table says about one device over all experiments, by the verdicts: a device is called faster
-    (slower) only where every configuration was resolved faster (slower), at the level stated."""
+    """What the speedup table says of one device: faster (slower) only where every configuration was resolved so."""
     compared = rows[rows["configurations"] > 0]
     if not len(compared):
         return f"{device} never ran the parameters a CPU ran: no speedup."
@@ -185,8 +154,7 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
 
 
 def short_of_target(data: ReportData) -> pd.DataFrame:
-    """The combinations whose runs a sweep made for `--target-ci` (their records say the target) and
-    whose headline interval is still wider than that target: runs, interval half-width, target."""
+    """The combinations a sweep ran for `--target-ci` whose headline interval is still wider than that target."""
     rows = []
     frame = data.frame
     if "sweep.target_ci" not in frame or "headline.ci_low" not in frame:
@@ -206,9 +174,7 @@ def short_of_target(data: ReportData) -> pd.DataFrame:
 
 
 def busy_line(data: ReportData) -> str | None:
-    """One sentence on the ok runs made on a busy host (`host_quiet` false): how many, whether they count in the
-    figures and intervals, and where they are listed (the appendix: Records, runs_on_a_busy_host). None where
-    there is none."""
+    """One sentence on the ok runs made on a busy host (`host_quiet` false), if any: how many, whether they count."""
     busy, ok = data.busy(), data.frame[data.frame["status"] == "ok"] if len(data.frame) else data.frame
     if not len(busy):
         return None
@@ -244,9 +210,8 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_section(data: ReportData) -> Section:
-    """The reading, one line on the runs made on a busy host and the table of speedups over the CPU where there are
-    some; in the appendix every table of speedups (per experiment, per configuration) and the combinations short of
-    a --target-ci (their table is in the appendix: colabkit.report.provenance.busy_runs_table)."""
+    """The reading, a line on the runs made on a busy host and, where there are some, the speedups over the CPU per
+    experiment; each configuration's and the combinations short of a --target-ci in the appendix."""
     section = Section("summary", "Summary")
     table = speedup_table(data)
     section.text = [reading(data, table)]
@@ -260,17 +225,12 @@ def summary_section(data: ReportData) -> Section:
         section.items.append(ReportTable("summary", summary_table(table), f"Speedup over {over} per experiment: the "
                                          "median over the configurations both ran, their range and verdicts.",
                                          body=True))
-    if len(table):
-        section.items.append(ReportTable("summary_speedup", table.assign(notebook=table["notebook"].map(title_of)),
-                                         "Speedup over the CPU per notebook: median over matched configurations, "
-                                         "their range, and how many configurations got each verdict."))
-        configurations = configuration_speedups(data)
-        if len(configurations):
-            section.items.append(ReportTable(
-                "summary_speedup_per_configuration", configurations.assign(notebook=configurations["notebook"]
-                                                                           .map(title_of)),
-                "Each configuration's speedup over the CPU: the ratio of the medians over runs, its interval "
-                "(none below 3 runs a side) and the verdict, with the level that interval reaches and its runs."))
+    configurations = configuration_speedups(data)
+    if len(configurations):
+        section.items.append(ReportTable(
+            "summary_speedup_per_configuration", configurations.assign(notebook=configurations["notebook"].map(title_of)),
+            "Each configuration's speedup over the CPU: the ratio of the medians over runs, its interval (none below 3 "
+            "runs a side) and the verdict, with the level that interval reaches and its runs."))
     missed = short_of_target(data)
     if len(missed):
         section.text.append(f"{len(missed)} combination(s) did not reach the interval their sweep aimed for "

@@ -13,17 +13,8 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
-from colabkit.report.common import (
-    column,
-    first_column,
-    global_batch,
-    interval_frame,
-    pick,
-    run_config_key,
-    samples_column,
-    series_labels,
-    timing_frame,
-)
+from colabkit.report.common import (column, first_column, global_batch, interval_frame, pick, run_config_key,
+                                    samples_column, series_labels, timing_frame)
 from colabkit.report.figures import log_scale_if_wide, new_figure, series_colors
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
@@ -117,9 +108,8 @@ def _columns(values: Any, names: list[str] | None) -> dict[str, list[float]] | N
 
 
 def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
-    """A record's `predictions` as a long table (time, target, true, predicted, persistence); None if
-    the record has none or holds them in a layout this report does not know. Targets are named with
-    their unit when the record gives one."""
+    """A record's `predictions` as a long table (time, target, true, predicted, persistence), targets with their
+    units; None without them or in a layout it does not know."""
     predictions = record.get("predictions")
     if not isinstance(predictions, dict):
         return None
@@ -154,9 +144,8 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
 
 
 def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFigure | None, str | None]:
-    """Truth (black), the persistence forecast (grey, dotted) when recorded, and each device's
-    predictions (its run with the lowest validation loss), one panel per target. Also returns a note
-    when some records' predictions could not be read."""
+    """Truth, the persistence forecast and each device's best run's predictions, a panel per target; and a note where
+    some records' predictions cannot be read."""
     best = table.sort_values("val_loss", na_position="last").drop_duplicates("device")
     frames, unreadable = [], []
     for row in best.itertuples():
@@ -199,9 +188,8 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
 
 
 def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Model MAE beside the persistence baseline's (tomorrow = today) per target, medians over runs;
-    skill = 1 - model / persistence, with its interval over runs and the verdict on the model
-    (better or worse than persistence, no difference resolved, too few runs)."""
+    """Model MAE beside the persistence forecast's per target (medians over runs): skill = 1 - model / persistence,
+    its interval and the verdict on the model."""
     targets = [name[len("mae_"):] for name in table.columns if name.startswith("mae_")]
     if not targets:
         return None
