@@ -159,8 +159,6 @@ def test_cnn_draws_epoch_time_per_batch_and_device_and_warns_about_offline_data(
     # their epochs covered 60,000 samples, these runs' others: their epoch times are not drawn, and the caption says so
     assert not any(name.startswith("Alyafeai") for name in bars)
     assert "Alyafeai 2018 (60,000 samples per epoch): other work, not drawn." in figure.caption
-    why = section.table("cnn_epoch_time_vs_published")
-    assert set(why["published samples per epoch"]) == {60000} and "no: other work per epoch" in set(why["epoch times compared"])
     sample_table = section.table("cnn_sample_time_vs_published")  # per-sample times compare: beside each other
     assert list(sample_table.columns) == ["global batch", "CPU: AMD EPYC", "GPU: Tesla T4", "TPU x8: TPU v2-8",
                                           "Alyafeai 2018: K80 GPU", "Alyafeai 2018: TPU v2-8"]
@@ -208,12 +206,7 @@ def test_dblstm_draws_training_time_against_units_per_runtime_then_its_metrics_a
     assert lines["GPU: Tesla T4, bilstm_layers=2"] == ([32, 64], [10.0, 10.0])
     assert figure.caption.endswith("Stars: Kimm, Paik & Kimm 2021.")
 
-    metrics = section.figure("dblstm_metrics")
-    ax = metrics.figure.axes[0]
-    assert [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()] == \
-        ["accuracy", "precision", "recall", "F1 (macro)", "F1 (weighted)"]
-    assert set(bar_heights(ax)) == {"CPU: AMD EPYC", "GPU: Tesla T4", "TPU x8: TPU v2-8"}  # the config all three ran
-    assert set(metrics.data["configuration"]) == {"1 x BiLSTM(64) + LSTM(64), global batch 64"}
+    assert {"precision", "recall", "F1 (macro)"} <= set(printed.columns)  # every test score, in its table
 
 
 def test_timeseries_epoch_times_loss_curves_and_predictions(data):

@@ -81,8 +81,8 @@ EXPERIMENT = Experiment(
     ),
     constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_rules),
     # Kimm, Paik & Kimm 2021: training time against LSTM units, per runtime; its claims of CPU time over GPU or TPU
-    # time as points beside the speedups over the CPU; then the evaluation metrics per device.
-    figures=Figures(("headline", "speedup", "accuracy", "metrics", "fraction_of_peak", "where_time_goes"), axis="units",
+    # time as points beside the speedups over the CPU.
+    figures=Figures(("headline", "speedup", "accuracy", "fraction_of_peak", "where_time_goes"), axis="units",
                     published=tuple(PublishedPoint("Kimm, Paik & Kimm 2021: CPU / GPU or TPU", "gpu", units, ratio,
                                                    figure="speedup") for units, ratio in KIMM_2021_RATIOS.items())),
 )

@@ -5,7 +5,6 @@ Ragab's framework table never states its model, so it is shown apart, never as a
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from colabkit.experiments.published import ALYAFEAI_2018_MNIST_CNN, ALYAFEAI_2018_SOURCE, RAGAB_FRAMEWORKS, RAGAB_SOURCE
@@ -17,7 +16,6 @@ from colabkit.report.section import ReportTable, Section
 
 NOTEBOOK = "cnn_mnist"
 PUBLISHED_SERIES = {"gpu": "Alyafeai 2018: K80 GPU", "tpu": "Alyafeai 2018: TPU v2-8"}
-PUBLISHED_TRAIN_SAMPLES = 60_000
 
 
 def cnn_table(data: ReportData) -> pd.DataFrame:
@@ -43,12 +41,6 @@ def cnn_table(data: ReportData) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def epoch_samples(table: pd.DataFrame) -> pd.Series:
-    """Training samples per epoch: the count the timer recorded, else the slice the run asked for."""
-    recorded = table["samples_per_epoch"].astype(float) if "samples_per_epoch" in table else None
-    return table["train_samples"].astype(float) if recorded is None else recorded.fillna(table["train_samples"])
-
-
 def _published_rows() -> pd.DataFrame:
     return pd.DataFrame([{"series": PUBLISHED_SERIES[kind], "device": kind.upper(), "batch": batch,
                           "epoch_steady_s": figures["epoch_time_s"], "sample_us": figures["sample_time_us"]}
@@ -62,21 +54,6 @@ def published_comparison(table: pd.DataFrame, value: str) -> pd.DataFrame:
     ordered = [*dict.fromkeys(table["series"]), *PUBLISHED_SERIES.values()]
     pivot = pivot[[name for name in ordered if name in pivot.columns]]
     return pivot.reset_index().rename(columns={"batch": "global batch"}).rename_axis(columns=None)
-
-
-def epoch_time_comparison(table: pd.DataFrame) -> ReportTable:
-    """Our steady epoch times beside Alyafeai 2018's where our epochs covered the same 60,000 samples;
-    otherwise a table that says, per batch, why they are not compared."""
-    samples = sorted({int(n) for n in epoch_samples(table) if np.isfinite(n)})
-    if samples == [PUBLISHED_TRAIN_SAMPLES]:
-        return ReportTable("cnn_epoch_time_vs_published", published_comparison(table, "epoch_steady_s"),
-                           f"Steady epoch time (s) per global batch size: ours and {ALYAFEAI_2018_SOURCE}.")
-    why = pd.DataFrame({"global batch": table["batch"], "series": table["series"],
-                        "our samples per epoch": epoch_samples(table), "published samples per epoch":
-                        PUBLISHED_TRAIN_SAMPLES, "epoch times compared": "no: other work per epoch"})
-    return ReportTable("cnn_epoch_time_vs_published", why.drop_duplicates().reset_index(drop=True),
-                       f"Why our epoch times are not set beside {ALYAFEAI_2018_SOURCE}: an epoch time is comparable "
-                       "only at the same samples per epoch; compare the per-sample times instead (next table).")
 
 
 FRAMEWORKS_PUBLISHED = "published, model unknown"
@@ -119,7 +96,6 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                     "over runs; the steady epoch time's interval over runs with the level it reaches (none below 3 "
                     "runs), its spread between runs (CV) beside its spread inside one run (CV of the steady epochs). "
                     + WORK_DIFFERS_NOTE),
-        epoch_time_comparison(table),
         ReportTable("cnn_sample_time_vs_published", published_comparison(table, "sample_us"),
                     f"Time per sample (us) per global batch size: ours and {ALYAFEAI_2018_SOURCE}.")]
     frameworks = frameworks_table(table)

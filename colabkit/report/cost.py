@@ -201,11 +201,8 @@ def cost_section(data: ReportData) -> Section:
     else:
         section.empty = ("no rate for " + ", ".join(sorted(set(rows.loc[rows["usd"].isna(), "runtime"]))) +
                          " (--rates FILE gives one)." if missing else "no work ran on two priced runtimes.")
-    section.notes.append(
-        "What a unit of work costs on the runtime each run had (the accelerator it really had): its seconds per unit "
-        "at the runtime's hourly rate, in Colab compute units and dollars, and its joules (docs/cost.md); the median "
-        "over runs with the runs' interval (a rate is a constant). Per epoch, time and cost cover the whole steady "
-        "epoch, validation included, its joules its training steps only.")
+    section.notes.append("Seconds per unit of work at the hourly rate of the runtime each run really had, in compute "
+                         "units and dollars, and joules (docs/cost.md); medians over runs with the time's interval.")
     if missing:
         section.notes.append(missing)
     section.items.append(ReportTable("cost_rates", rates_table(data), "The runtimes the runs had: each one's rate "

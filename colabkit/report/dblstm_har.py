@@ -1,6 +1,5 @@
-"""dBLSTM-HAR section: its figures (training time against units per runtime, as Kimm, Paik & Kimm 2021 drew it, and
-the speedups over the CPU beside the paper's claims) are the declaration's; its own: the evaluation metrics per
-device at one configuration."""
+"""dBLSTM-HAR section: its figures (training time against units per runtime, as Kimm, Paik & Kimm 2021 drew it, the
+speedups over the CPU beside the paper's claims, accuracy) are the declaration's; its table has every test score."""
 
 from __future__ import annotations
 
@@ -9,17 +8,14 @@ import pandas as pd
 from colabkit.experiments.published import KIMM_2021_CLAIMS, KIMM_2021_SOURCE
 from colabkit.report.common import (column, global_batch, interval_frame, pick, repeats_count, repeats_std,
                                     run_config_key, samples_column, series_labels, timing_frame)
-from colabkit.report.figures import grouped_bars, new_figure, series_colors
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
-from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
 
 NOTEBOOK = "dblstm_har"
 SCORES = [("test_accuracy", "accuracy"), ("precision", "precision"), ("recall", "recall"),
           ("f1_macro", "F1 (macro)"), ("f1_weighted", "F1 (weighted)")]
-REPEAT_STD = ("standard deviation over repeats, the record's own where it gives one (see its score_std_is), "
-              "else the sample standard deviation of the per-repeat values")
 
 
 def model_shape(bilstm_layers: float, head_units: float) -> str:
@@ -65,45 +61,9 @@ def dblstm_table(data: ReportData) -> pd.DataFrame:
                              key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
 
 
-def reference_config(table: pd.DataFrame) -> str | None:
-    """The configuration measured on the most devices (ties: the most recurrent layers, then units)."""
-    if not len(table):
-        return None
-    counts = table.groupby("config").agg(devices=("device", "nunique"), layers=("recurrent_layers", "max"),
-                                         units=("units", "max"))
-    return counts.sort_values(["devices", "layers", "units"], ascending=False).index[0]
-
-
-def metrics_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Accuracy, precision, recall and F1 per device at one configuration (the comparison of Kimm, Paik & Kimm 2021);
-    None where no configuration has them on two devices or more."""
-    table = table[table[[metric for metric, _ in SCORES]].notna().any(axis=1)]
-    rows = table[table["config"] == reference_config(table)] if len(table) else table
-    if rows["series"].nunique() < 2:
-        return None
-    first = rows.iloc[0]
-    long = pd.DataFrame([{"series": row.series, "device": row.device, "metric": label, "value": getattr(row, metric),
-                          "std": getattr(row, f"{metric}_std")}
-                         for row in rows.itertuples() for metric, label in SCORES if pd.notna(getattr(row, metric))])
-    figure, (ax,) = new_figure(width=7.5, height=3.8)
-    grouped_bars(ax, long, "metric", "value", err="std", colors=series_colors(long, palette=data.palette),
-                 order=[label for _, label in SCORES])
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("score on the test set")
-    shape = str(first["model"]).replace("BiLSTM", f"BiLSTM({format_number(first['units'])})")
-    where = f"{shape}, global batch {format_number(first['batch'])}"
-    ax.set_title(f"Evaluation metrics per device ({where})")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    long.insert(0, "configuration", where)
-    return ReportFigure("dblstm_metrics", figure, long,
-                        "Precision, recall and F1 are macro averages over the six activities unless named weighted; "
-                        f"means over repeats; error bars: {REPEAT_STD}.")
-
-
 def dblstm_section(data: ReportData) -> Section:
     """The dBLSTM-HAR section (or why it is not in the report)."""
-    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill,
-                            own={"metrics": metrics_figure})
+    return notebook_section(data, NOTEBOOK, "dBLSTM on UCI HAR", "dblstm", dblstm_table, _fill)
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:

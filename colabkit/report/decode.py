@@ -151,14 +151,8 @@ def decode_section(data: ReportData) -> Section:
     table = decode_table(rows)
     if len(table) < 2:
         section.empty = "one device, batch size and prompt length: nothing to set side by side (appendix)."
-    section.notes.append(
-        "Greedy generation with a key-value cache (docs/decode.md): per batch size and prompt length, the time to "
-        "first token (prefill and first token on the host), the time per output token (the median step; p90 beside "
-        "it) and output tokens/s, each the median over independent runs with its distribution-free interval (75 % "
-        "at 3 runs). Achieved GB/s is the bytes a step must read (the model's: weights and the whole cache) over its "
-        "median time, held against the device's bandwidth; a cache within the last-level cache can beat memory's "
-        "bandwidth. Beside them, the compiler's: the bytes XLA's cost analysis says the compiled step accesses "
-        "(JAX; TensorFlow gives none), their ratio to the model's, and those bytes over the median step.")
+    section.notes.append("Achieved GB/s: the bytes a step must read (weights and the whole cache) over its median "
+                         "time; beside them the bytes XLA's compiled step accesses (JAX only; docs/decode.md).")
     above = table[table["within_bandwidth"].eq(False)]
     if len(above):
         section.warnings.append("Achieved GB/s above the device's bandwidth at " + ", ".join(

@@ -278,10 +278,8 @@ def inference_section(data: ReportData) -> Section:
         section.items.append(ReportTable("inference_verdicts", verdicts, "Device against device, backend against "
                                          "backend: the ratio of the medians over runs, its interval and the verdict "
                                          "with that interval's level and runs (between runs only)"))
-    section.notes.append(
-        "Per run: each percentile with the interval its queries give (within one run), given only from the queries "
-        "that interval takes (" + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES)
-        + "); below, the table says too few queries and the figure draws no dot.")
+    section.notes.append("Per run: each percentile with the interval its queries give, only from the queries it takes ("
+                         + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES) + ").")
     section.items.append(ReportTable("inference_latency", latency_table(runs), "Single-stream latency percentiles "
                                      "of each run (ms), their intervals within one run (from its queries) and the "
                                      "coverage those reach; the figures over runs are in inference_over_runs"))

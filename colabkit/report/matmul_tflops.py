@@ -101,24 +101,7 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=names).reindex(table.index)
 
 
-def _blas_findings(table: pd.DataFrame) -> str:
-    """The ratios to NumPy's BLAS in words: their verdicts, and the baselines that were not stable."""
-    rows = table[table["ratio_to_blas"].notna()]
-    if not len(rows):
-        return ""
-    parts = []
-    for row in rows.itertuples():
-        judged = row.ratio_to_blas_verdict
-        what = ("not judged: its baseline was unstable" if judged == "baseline unstable" else
-                f"not judged: {row.dtype} against NumPy's float32" if judged == DIFFERENT_DTYPE else
-                f"{verdict_word(judged)} than NumPy's BLAS, {levels([judged])}" if verdict_word(judged) in ("faster", "slower")
-                else judged)
-        parts.append(f"n = {format_number(row.n)}: {format_number(row.ratio_to_blas, 3)} ({what})")
-    return ("TensorFlow (or JAX) over NumPy's BLAS in the same run, on the CPU: " + "; ".join(parts) + ".")
-
-
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    section.notes += [text for text in [_blas_findings(table)] if text]
     printed = pick(table, [("device", "device"), ("n", "n"), ("dtype", "dtype"), ("count", "count"),
                            ("replicas", "replicas"), ("xla", "XLA"), ("runs", "runs"), ("busy_runs", "busy runs"),
                            ("tflops_cold", "TFLOPS cold"), ("tflops_warm", "TFLOPS warm"),
