@@ -768,7 +768,7 @@ def test_training_sections_show_utilisation_and_the_fraction_of_peak(tmp_path):
 
 def test_the_methods_paragraph_names_hardware_software_runs_intervals_and_data(data):
     section = report.methods_section(data)
-    text = section.text[0]
+    text = " ".join(section.text)  # in paragraphs: hardware and software, runs, statistics, data, cost
     runs = data.runs()
     versions = runs["software.tensorflow"].dropna().iloc[0], runs["software.keras"].dropna().iloc[0]
     assert f"TensorFlow {versions[0]}" in text and f"Keras {versions[1]}" in text
@@ -783,7 +783,7 @@ def test_the_methods_paragraph_names_hardware_software_runs_intervals_and_data(d
 def test_the_methods_paragraph_says_fresh_processes_only_when_every_run_had_one(data):
     runs = data.runs()
     modes = set(runs["kernel.mode"].dropna()) if "kernel.mode" in runs else set()
-    text = report.methods_section(data).text[0]
+    text = " ".join(report.methods_section(data).text)
     if modes <= {"fresh"}:
         assert "each run a fresh process" in text and "warm kernel" not in text
     else:  # warm kernels ran some: never called fresh processes
@@ -796,5 +796,5 @@ def test_runs_in_warm_kernels_are_not_called_fresh_processes_in_the_methods(tmp_
         record = fx.cnn("cpu", 256)
         record["kernel"] = {"mode": mode, "runs_before": 0}
         fx.write(tmp_path, record, f"cpu-256-repeat-{repeat}")
-    text = report.methods_section(report.load_report_data([tmp_path])).text[0]
+    text = " ".join(report.methods_section(report.load_report_data([tmp_path])).text)
     assert "each run a fresh process" not in text and "warm kernel cleared between runs" in text
