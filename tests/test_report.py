@@ -438,7 +438,7 @@ def test_the_records_csv_has_one_row_per_record_with_lists_as_json(data, tmp_pat
 def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, capsys, monkeypatch):
     import jupyter_client
     import papermill
-    from test_report_limits import body_counts, over_limits
+    from test_report_limits import body_counts, one_point_lines, over_limits
 
     def no_kernel(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the report is built in this process: no kernel, no papermill")
@@ -463,6 +463,8 @@ def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, 
         for suffix in ("1col", "2col"):  # each headline figure, sized for a paper
             assert (out / "figures" / f"{name}-{suffix}.pdf").exists() == (item.paper is not None)
     assert sum(item.paper is not None for item in figures.values()) == 4  # the 4 experiments that have runs here
+    assert {name: one_point_lines(item.figure) for name, item in figures.items() if item.body} == \
+        {name: [] for name, item in figures.items() if item.body}  # no line through a single point in the body
     for name in tables:
         for extension in ("csv", "tex", "md"):
             assert (out / "tables" / f"{name}.{extension}").stat().st_size > 0, (name, extension)

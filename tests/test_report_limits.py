@@ -125,6 +125,23 @@ def test_a_report_over_the_records_of_50bcef2_builds_and_keeps_the_bodys_limits(
     assert counts.headings[1:3] == ["Summary", "Not in this report, and why"]
 
 
+@pytest.fixture(scope="module")
+def smoke_sections():
+    """The same records' sections, as the report builds them (contents.report_sections)."""
+    return report.report_sections(report.load_report_data([FIXTURES]))
+
+
+def test_no_figure_of_the_body_draws_a_line_through_a_single_point_and_no_caption_runs_over_50_words(smoke_sections):
+    body = [item for section in smoke_sections for item in section.items if item.body]
+    figures = [item for item in body if isinstance(item, report.ReportFigure)]
+    assert len(figures) >= 6  # each experiment's headline figure, inference's and decode's
+    assert {name: one_point_lines(figure.figure) for name, figure in
+            ((figure.name, figure) for figure in figures) if one_point_lines(figure.figure)} == {}
+    assert max(words(item.caption) for item in body) <= LIMITS["caption_words"]
+    tables = [item.table for item in body if isinstance(item, report.ReportTable)]
+    assert max(len(table.columns) for table in tables) <= LIMITS["columns"]
+
+
 def test_the_checker_counts_what_it_claims():
     html = ("<html><body><h2>Summary</h2><p>Two words.</p><table><thead><tr><th>a</th><th>b</th></tr></thead>"
             "<tbody><tr><td>1</td><td></td></tr></tbody></table><img src='x'><p><em>Figure (f): one two three</em></p>"
@@ -133,6 +150,14 @@ def test_the_checker_counts_what_it_claims():
     assert (counts.body_words, counts.summary_words, counts.tables, counts.widest, counts.empty_columns,
             counts.figures, counts.caption_words) == (8, 8, 1, 2, 1, 1, 3)
     assert counts.empty == ["Summary: b"] and over_limits(counts) == ["empty columns = 1 > 0"]
+    from matplotlib.figure import Figure
+
+    figure = Figure()
+    ax = figure.subplots()
+    ax.plot([8, 8], [1.0, 2.0], label="one prompt length")  # a line, but through one x: caught
+    ax.plot([1, 4], [1.0, 2.0], label="two batches")
+    ax.plot([1], [3.0], marker="o", linestyle="none", label="a marker alone")
+    assert one_point_lines(figure) == [": one prompt length"]
 
 
 if __name__ == "__main__":  # python tests/test_report_limits.py REPORT.html: the body's counts

@@ -232,10 +232,6 @@ class ReportData:
         """A colour per device label of every record: each device's colour in every figure (device_palette)."""
         return device_palette(self.frame["device_label"]) if len(self.frame) else {}
 
-    @property
-    def notebooks(self) -> list[str]:
-        return sorted(self.frame["notebook"].dropna().unique()) if len(self.frame) else []
-
 
 MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted", "why", "not counted"]
 
