@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from colab_set import COLAB_SET
-from helpers import FakeTensorFlow, visible_gpus
+from helpers import FakeTensorFlow, WarmKernels, visible_gpus
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -68,3 +68,14 @@ def fake_machine(monkeypatch):
         return fake
 
     return build
+
+
+@pytest.fixture(scope="session")
+def warm_kernels():
+    """The test process's warm kernels (helpers.WarmKernels): `execute_notebook(name, folder, warm_kernels, ...)` runs
+    a notebook in one, as `sweep --kernels reuse` runs a sweep's notebooks one after another, so a pytest worker pays
+    the kernel start and TensorFlow's import once per key, not once per test. A test whose run fails on purpose
+    takes a fresh kernel instead: a failure costs its kernel."""
+    kernels = WarmKernels()
+    yield kernels
+    kernels.close()
