@@ -229,8 +229,8 @@ class ReportData:
 
     @property
     def palette(self) -> dict[str, str]:
-        """A colour per device label of every record: each device's colour in every figure (device_palette)."""
-        return device_palette(self.frame["device_label"]) if len(self.frame) else {}
+        """A colour per device label of the ok runs: each device's colour in every figure (device_palette)."""
+        return device_palette(self.frame.loc[self.frame["status"] == "ok", "device_label"]) if len(self.frame) else {}
 
 
 MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted", "why", "not counted"]
