@@ -421,7 +421,7 @@ def test_a_headline_figure_is_drawn_again_for_one_and_two_columns_of_a_paper(dat
         colours = {line.get_label().split(",")[0]: matplotlib.colors.to_hex(line.get_color())
                    for line in report.dblstm_section(data).figure(name).figure.axes[0].get_lines()
                    if line.get_label().endswith("bilstm_layers=1")}
-        assert colours == {device: palette[device] for device in colours} and len(colours) == 3
+        assert colours == {device: palette[device].lower() for device in colours} and len(colours) == 3
 
 
 def test_the_records_csv_has_one_row_per_record_with_lists_as_json(data, tmp_path):
