@@ -37,6 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in COLAB_SET:
             item.add_marker(pytest.mark.colab_set)
+        marker = item.get_closest_marker("long")
+        if marker is not None and not (marker.args and isinstance(marker.args[0], str) and marker.args[0].strip()):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.long needs its reason: long(\"why over 30 s\")")
     marked = [item for item in items if item.get_closest_marker("gpu") is not None]
     if marked and not visible_gpus():
         skip = pytest.mark.skip(reason="needs a real GPU: nvidia-smi -L lists none here")
@@ -47,6 +50,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("device_rehearsal") is not None:
                 item.add_marker(skip)
+
+
+LONG_S = 30  # docs/testing.md: no test over this unless marked `long` with its reason
+
+
+_SECONDS: dict[str, float] = {}  # each test's set-up, call and tear-down together, unmarked ones only
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add up each test's time (in the controller too, under pytest-xdist: the reports carry their marks)."""
+    if "long" not in report.keywords:
+        _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Name the tests over LONG_S that carry no `long` mark: a timing on this host, never a failure (a busy host
+    slows every test), but the list to shorten or mark (docs/testing.md)."""
+    over = sorted(((spent, node) for node, spent in _SECONDS.items() if spent > LONG_S), reverse=True)
+    if over:
+        terminalreporter.section(f"over {LONG_S} s and not marked long (a timing on this host, not a failure)")
+        for spent, node in over:
+            terminalreporter.line(f"{spent:6.1f} s  {node}")
 
 
 @pytest.fixture
