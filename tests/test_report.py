@@ -435,6 +435,7 @@ def test_the_records_csv_has_one_row_per_record_with_lists_as_json(data, tmp_pat
 
 # --- the command and the notebook -----------------------------------------------------------------
 
+@pytest.mark.long("builds the whole report of three devices: every figure as PNG, PDF and SVG, the HTML twice")
 def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, capsys, monkeypatch):
     import jupyter_client
     import papermill
@@ -497,6 +498,7 @@ def test_the_report_command_writes_every_promised_file(folders, data, tmp_path, 
 
 
 @pytest.mark.notebook
+@pytest.mark.long("runs the report notebook twice in a kernel")
 def test_the_report_notebook_runs_by_itself_under_plain_papermill(tmp_path):
     import papermill
 
@@ -542,6 +544,7 @@ def test_the_report_notebook_shows_the_report_in_the_one_cell_the_command_fills_
 
 
 @pytest.mark.notebook
+@pytest.mark.long("builds a report, then runs its notebook in a kernel")
 def test_the_kept_notebook_reruns_where_it_lies_and_rebuilds_the_same_figures_and_tables(tmp_path):
     """The notebook `colabkit report` keeps is a view of what it built: re-run by papermill in the
     report folder, it calls the same section functions and writes the same files, byte for byte."""

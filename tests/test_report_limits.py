@@ -118,6 +118,7 @@ def smoke_report(tmp_path_factory):
     return report.build_report([FIXTURES], tmp_path_factory.mktemp("smoke") / "report")
 
 
+@pytest.mark.long("its fixture builds a whole report: every figure as PNG, PDF and SVG, the HTML twice")
 def test_a_report_over_the_records_of_50bcef2_builds_and_keeps_the_bodys_limits(smoke_report):
     counts = body_counts(smoke_report.html.read_text(encoding="utf-8"))
     assert over_limits(counts) == [], counts
