@@ -59,6 +59,7 @@ COLAB_SET: dict[str, str] = {
     "test_report_repeats.py": "medians and intervals in the report's tables (pandas)",
     "test_report_bottlenecks.py": "the bottleneck tables (pandas)",
     "test_report_backends.py": "the TensorFlow / JAX section (pandas)",
+    "test_report_limits.py": "the report's HTML and figures over 50bcef2's records (nbconvert, matplotlib, pandas)",
     "test_paradnn_report.py": "the ParaDnn roofline and tables (pandas, matplotlib)",
     "test_compare.py": "compare's ratios and intervals over loaded records (pandas)",
     "test_cost.py": "cost per unit of work in the report's tables and figures and compare (pandas, matplotlib)",

@@ -41,7 +41,8 @@ EXPERIMENT = Experiment(
 SECTION = '''
 import pandas as pd
 
-from colabkit.report.common import column, notebook_section
+from colabkit.report.common import column
+from colabkit.report.headline import notebook_section
 from colabkit.report.section import ReportTable
 from colabkit.report.experiment_sections import register_section
 

@@ -169,7 +169,8 @@ def test_the_report_prices_every_ok_run_marks_the_front_and_judges_against_the_f
 def test_without_a_rate_the_section_names_what_is_missing_and_computes_no_cost(tmp_path):
     _runs(tmp_path, "cpu", 256, [1.0, 1.1, 0.9])
     section = cost_section(load_report_data([tmp_path]))
-    assert any("No rate given for: cpu (3 run(s) of CNN on MNIST)" in text for text in section.text)
+    assert any("No rate given for: cpu (3 run(s) of CNN on MNIST)" in text for text in section.notes)
+    assert section.empty == "no rate for cpu (--rates FILE gives one)."  # not in the body: nothing to set side by side
     assert not section.figures and section.table("cost_per_unit")["$"].isna().all()
     assert section.table("cost_per_unit")["s"].notna().all()  # the times are still given
 

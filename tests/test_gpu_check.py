@@ -108,7 +108,7 @@ def fake_gpu_machine(monkeypatch, tmp_path):
     monkeypatch.setattr(check, "nvidia_smi", lambda: [{"index": "0", "name": A100, "memory.total": "40960",
                                                        "driver_version": "535.104"}])
     monkeypatch.setattr(check, "nvidia_smi_query", lambda fields: [{"compute_cap": "8.0"}])
-    monkeypatch.setattr(stages, "installed", lambda package: package in ("tensorflow", "jax"))
+    monkeypatch.setattr(stages, "importable", lambda package: package in ("tensorflow", "jax"))
     monkeypatch.setattr(stages, "Worker", FakeWorker)
     monkeypatch.setattr(stages, "run_plan", fake_runs)
     monkeypatch.setattr(training, "run_plan", fake_runs)
@@ -209,7 +209,7 @@ def test_a_gpu_missing_from_the_peaks_table_still_gets_its_clock_checked(fake_gp
 
 
 def test_no_tensorflow_skips_every_tensorflow_row(fake_gpu_machine, monkeypatch):
-    monkeypatch.setattr(stages, "installed", lambda package: False)
+    monkeypatch.setattr(stages, "importable", lambda package: False)
     out = fake_gpu_machine / "gpu-check"
     assert run_check(out) == 0
     rows = rows_of(out)
@@ -221,7 +221,7 @@ def test_no_tensorflow_skips_every_tensorflow_row(fake_gpu_machine, monkeypatch)
 def test_the_fast_check_without_tensorflow_measures_on_jax_and_torch_and_skips_every_tensorflow_row(
         fake_gpu_machine, monkeypatch, capsys):
     """The lent GPU machines' image: JAX and PyTorch, no TensorFlow (docs/device.md)."""
-    monkeypatch.setattr(stages, "installed", lambda package: package in ("jax", "torch"))
+    monkeypatch.setattr(stages, "importable", lambda package: package in ("jax", "torch"))
     out = fake_gpu_machine / "gpu-check"
     assert run_check(out, fast=True) == 0  # a SKIP is not a failure
     rows = rows_of(out)

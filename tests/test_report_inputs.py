@@ -114,7 +114,7 @@ def test_the_report_names_what_it_set_aside_and_exits_1(tmp_path, capsys):
     assert f"rejected {listed}: a record is a JSON object, got list" in printed.err
     html = (out / "report.html").read_text()
     assert "colabkit-warning" in html and "list.json" in html and "tflops_warm = -5" in html
-    assert "-5.0" not in (out / "figures" / "matmul_tflops_vs_n.csv").read_text()
+    assert "-5.0" not in (out / "figures" / "matmul_tflops_headline.csv").read_text()
 
 
 def test_the_command_names_a_set_aside_file_as_the_user_named_its_folder(tmp_path, monkeypatch, capsys):
@@ -186,5 +186,4 @@ def test_the_report_notebooks_summary_says_when_exclude_busy_left_nothing_to_dra
                               "notebook's exclude_busy_runs), so nothing is left to draw: build the report without it")
     summary = summary_section(report.load_report_data([tmp_path]))  # counted: one line of text, no red box
     (kept,) = [text for text in summary.text if "busy host" in text]
-    assert not summary.warnings and "; they count in the figures and intervals (colabkit report --exclude-busy " \
-        "leaves them out)" in kept
+    assert not summary.warnings and ": they count in the figures and intervals (--exclude-busy leaves them out)" in kept

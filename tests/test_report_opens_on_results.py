@@ -17,7 +17,6 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from colabkit import report
-from colabkit.report.build import PARTS
 
 
 def _finite(values: Any) -> bool:
@@ -53,13 +52,8 @@ def legend_labels(figure: Any) -> list[str]:
 
 
 def every_figure(data: report.ReportData) -> list[report.ReportFigure]:
-    """Every figure of the report of `data`, in the report's order (build.PARTS)."""
-    figures = []
-    for build in PARTS.values():
-        built = build(data)
-        for section in built if isinstance(built, list) else [built]:
-            figures += section.figures.values()
-    return figures
+    """Every figure of the report of `data`, in the report's order (contents.report_sections)."""
+    return [figure for section in report.report_sections(data) for figure in section.figures.values()]
 
 
 # --- the Summary: busy runs in one line, their table in the appendix -------------------------------------------------
@@ -173,7 +167,7 @@ def test_no_csv_beside_a_figure_is_empty_and_a_missing_figure_is_said(tmp_path):
     assert set(latency["point"]) == {"query"} and len(latency) == 15
     decode = sections[1]
     assert "decode_roofline" not in decode.figures  # no point has an intensity: nothing to place on a roofline
-    assert any(text.startswith("No roofline figure: no decode row gives both") for text in decode.text)
+    assert any(text.startswith("No roofline figure: no decode row gives both") for text in decode.notes)
 
 
 def test_a_section_adds_a_figure_only_where_it_has_data_behind_it():
@@ -183,4 +177,4 @@ def test_a_section_adds_a_figure_only_where_it_has_data_behind_it():
     section.add_figure(report.ReportFigure("empty", Figure(), pd.DataFrame(), "nothing"), "No figure: no data.")
     section.add_figure(None, "No other figure either.")
     section.add_figure(report.ReportFigure("drawn", Figure(), pd.DataFrame({"x": [1.0]}), "one point"), "unused")
-    assert list(section.figures) == ["drawn"] and section.text == ["No figure: no data.", "No other figure either."]
+    assert list(section.figures) == ["drawn"] and section.notes == ["No figure: no data.", "No other figure either."]

@@ -15,7 +15,7 @@ from notebook_factory import write_tiny_notebook
 from colabkit.cli import main
 from colabkit.device.spec import DeviceRequest
 from colabkit.records.record import read_record
-from colabkit.sweep.console import summary_table
+from colabkit.sweep.console import outcomes_table
 from colabkit.sweep.expand import expand
 from colabkit.sweep.grids import load_grid
 from colabkit.sweep.options import Repetition, RunOptions
@@ -83,7 +83,7 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
     assert skipped["status"] == "skipped" and "device 'tpu' is not on this machine" in skipped["error"]["message"]
     assert not (out / "matmul_tflops" / "tpu" / "n-128.ipynb").exists()
 
-    table = summary_table(outcomes)
+    table = outcomes_table(outcomes)
     assert "1 ok, 1 failed, 2 skipped" in table and "n-1000000" in table
     assert json.loads(ok.record_path.read_text())["params"]["device"] == "cpu"
 
@@ -294,12 +294,12 @@ def test_a_multi_line_error_message_keeps_the_summary_table_one_row_per_combinat
                           "Hint: If you want to see a list of allocated tensors when OOM happens...\n")
     error = RunError("ResourceExhaustedError", "oom", tensorflow_message, exec_count=7, cell=3, source="x = 1")
     outcome = Outcome(combination, "failed", 1.0, tmp_path / "n-64.json", error.summary(), error=error)
-    lines = summary_table([outcome]).splitlines()
+    lines = outcomes_table([outcome]).splitlines()
     assert len(lines) == 4  # header, rule, one row, counts
     assert lines[2].endswith("ResourceExhaustedError: OP_REQUIRES failed at matmul_op.cc:42 : RESOURCE_EXHAUSTED: OOM "
                              "when allocating tensor (In [7])"[:100])
     plain = Outcome(combination, "failed", 1.0, tmp_path / "x.json", "a\nb")
-    assert summary_table([plain]).splitlines()[2].endswith(" a")
+    assert outcomes_table([plain]).splitlines()[2].endswith(" a")
 
 
 @pytest.mark.notebook

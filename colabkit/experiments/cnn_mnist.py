@@ -6,8 +6,10 @@ from colabkit.experiments.declaration import (
     PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
+    Figures,
     Headline,
     Parameter,
+    PublishedPoint,
     Reference,
     backend_parameter,
     breakdown_parameters,
@@ -72,4 +74,10 @@ EXPERIMENT = Experiment(
         Reference("Ragab & Ragab, Acceleration of DNN", RAGAB_SOURCE, RAGAB_FRAMEWORKS),
     ),
     constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_rules),
+    # Alyafeai 2018's epoch times per batch size on a K80 and a TPU v2-8, of epochs of 60,000 samples.
+    figures=Figures(("headline", "speedup", "fraction_of_peak", "accuracy", "where_time_goes"), bars=True,
+                    published=tuple(PublishedPoint(f"Alyafeai 2018: {'K80' if kind == 'gpu' else 'TPU v2-8'}", kind,
+                                                   batch, figures["epoch_time_s"], {"samples_per_epoch": 60_000})
+                                    for batch, devices in ALYAFEAI_2018_MNIST_CNN.items()
+                                    for kind, figures in devices.items())),
 )

@@ -10,8 +10,10 @@ from colabkit.experiments.declaration import (
     PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
+    Figures,
     Headline,
     Parameter,
+    PublishedPoint,
     Reference,
     backend_parameter,
     breakdown_parameters,
@@ -24,6 +26,7 @@ from colabkit.experiments.published import (
     HAR_LSTM_TUTORIAL,
     HAR_LSTM_TUTORIAL_SOURCE,
     KIMM_2021_CLAIMS,
+    KIMM_2021_RATIOS,
     KIMM_2021_SOURCE,
 )
 
@@ -77,4 +80,9 @@ EXPERIMENT = Experiment(
         Reference("LSTM for HAR tutorial", HAR_LSTM_TUTORIAL_SOURCE, HAR_LSTM_TUTORIAL),
     ),
     constraints=(torch_runs_one_step_per_call, *PROFILE_RULES, inference_rules),
+    # Kimm, Paik & Kimm 2021: training time against LSTM units, per runtime; its claims of CPU time over GPU or TPU
+    # time as points beside the speedups over the CPU.
+    figures=Figures(("headline", "speedup", "accuracy", "fraction_of_peak", "where_time_goes"), axis="units",
+                    published=tuple(PublishedPoint("Kimm, Paik & Kimm 2021: CPU / GPU or TPU", "gpu", units, ratio,
+                                                   figure="speedup") for units, ratio in KIMM_2021_RATIOS.items())),
 )

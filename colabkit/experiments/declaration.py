@@ -272,6 +272,40 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class PublishedPoint:
+    """A published value measured as ours is: whose (`series`, 'Sarkar 2018: K80'), on which kind of device, at
+    which value of the figures' axis, the `work` it did where only runs that did the same may stand beside it
+    ({"samples_per_epoch": 60000}), and the common figure it stands in: the headline's, or the speedup over the CPU."""
+
+    series: str
+    kind: str
+    at: float
+    value: float
+    work: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    figure: Literal["headline", "speedup"] = "headline"
+
+
+# The report's common figures (colabkit.report.headline draws them, for every experiment alike); any other name in
+# an experiment's `Figures` is one of its own, which its report module draws.
+COMMON_FIGURES = ("headline", "speedup", "fraction_of_peak", "accuracy", "where_time_goes")
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The figures the report draws of an experiment, named here as data (this layer draws nothing): `names`, its
+    headline figure first (the body of its section), the others in the appendix; common figures (COMMON_FIGURES)
+    draw along the parameter `axis` (batch_size: the global batch), as bars per device where its source paper drew
+    bars, else lines; `label`, a metric that names each row where its parameters are too many to print (ParaDnn's
+    model); `published`, the published values of the headline set beside ours."""
+
+    names: tuple[str, ...] = ("headline",)
+    axis: str = "batch_size"
+    bars: bool = False
+    label: str | None = None
+    published: tuple[PublishedPoint, ...] = ()
+
+
+@dataclass(frozen=True)
 class Experiment:
     """One experiment of the suite, declared once.
 
@@ -301,6 +335,8 @@ class Experiment:
     work_flops: Callable[[Mapping[str, Any]], float] | None = field(default=None, compare=False)
     # The docs page that says what it rebuilds and how (relative to the suite's root, an #anchor allowed).
     docs: str | None = None
+    # What the report draws of it, and in what form (its source paper's).
+    figures: Figures = Figures()
 
     def __post_init__(self) -> None:
         names = [parameter.name for parameter in self.parameters]

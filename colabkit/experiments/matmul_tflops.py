@@ -5,15 +5,17 @@ from typing import Any
 
 from colabkit.experiments.declaration import (
     Experiment,
+    Figures,
     Headline,
     Parameter,
+    PublishedPoint,
     Reference,
     backend_parameter,
     device_parameter,
     replicas_of,
     results_path_parameter,
 )
-from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE
+from colabkit.experiments.published import SARKAR_2018_MATMUL, SARKAR_2018_SOURCE, SARKAR_2018_SPEEDUPS
 
 DTYPES = ("float32", "bfloat16", "float16")
 # The notebook holds the chained product twice, in TensorFlow and in JAX (no PyTorch version).
@@ -71,6 +73,12 @@ EXPERIMENT = Experiment(
     metrics=("tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "replicas", "xla", "precision"),
     headline=Headline("tflops_warm", "warm matmul TFLOPS", "TFLOPS", "higher"),
     references=(Reference("Sarkar 2018 Cloud TPU blog", SARKAR_2018_SOURCE, SARKAR_2018_MATMUL),),
+    # Sarkar 2018's bars of TFLOPS per device, warm, at n = 4096 (100 chained products per call), and its speedups.
+    figures=Figures(("headline", "speedup", "fraction_of_peak"), axis="n", bars=True, published=(
+        *(PublishedPoint(f"Sarkar 2018: {name}", kind, 4096, SARKAR_2018_MATMUL[kind][key])
+          for name, kind, key in (("CPU", "cpu", "tflops"), ("K80", "gpu", "tflops"), ("TPU v2-8", "tpu", "tflops_warm"))),
+        *(PublishedPoint(f"Sarkar 2018: {name}", kind, 4096, value, figure="speedup")
+          for name, kind, value in SARKAR_2018_SPEEDUPS))),
     constraints=(_jax_always_compiles, _tf32_needs_a_gpu),
     work_flops=_run_flops,
 )

@@ -15,6 +15,7 @@ from colabkit.experiments.declaration import (
     MODES,
     PROFILE_RULES,
     Experiment,
+    Figures,
     Headline,
     Parameter,
     Reference,
@@ -195,4 +196,6 @@ EXPERIMENT = Experiment(
                  inference_rules, _decode_rules),
     memory_estimate=_memory,
     work_flops=_run_flops,
+    # Wang, Wei & Brooks 2020: a roofline per device, and speedups as heat maps over batch and model size.
+    figures=Figures(("roofline", "speedup_heat_map", "where_time_goes"), label="model"),
 )

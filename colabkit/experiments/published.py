@@ -26,6 +26,8 @@ SARKAR_2018_MATMUL: dict[str, dict[str, float]] = {
     "gpu": {"tflops": 15.70},  # "K80", 29x over CPU
     "tpu": {"tflops_cold": 35.47, "tflops_warm": 158.91},  # TPU v2-8: 75x cold, 338x warm over CPU
 }
+# Its warm speedups over its CPU (0.47-0.53 TFLOPS), as published: (device, kind, speedup).
+SARKAR_2018_SPEEDUPS = (("K80", "gpu", 29.0), ("TPU v2-8", "tpu", 338.0))
 SARKAR_2018_SOURCE = ("Sarkar 2018 Cloud TPU blog (Colab's 2018 tpu.ipynb adapted): N=4096, COUNT=100; "
                       "CPU 0.47-0.53, K80 15.70, TPU v2-8 35.47 cold / 158.91 warm")
 

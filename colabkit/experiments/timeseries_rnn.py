@@ -6,6 +6,7 @@ from colabkit.experiments.declaration import (
     PROFILE_RULES,
     UTILISATION_METRICS,
     Experiment,
+    Figures,
     Headline,
     Parameter,
     Reference,
@@ -70,4 +71,7 @@ EXPERIMENT = Experiment(
         Reference("Hvass-Labs tutorial #23", HVASS_SOURCE, HVASS_WEATHER),
         Reference("Sarkar 2018 Cloud TPU blog", WEATHER_GRU_SOURCE, WEATHER_GRU_EPOCHS),
     ),
+    # Epoch time per batch size and device; then the loss curves and forecasts as Hvass-Labs #23 drew them.
+    figures=Figures(("headline", "loss_curves", "predictions", "speedup", "fraction_of_peak", "where_time_goes"),
+                    bars=True),
 )

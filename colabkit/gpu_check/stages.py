@@ -48,7 +48,7 @@ NO_TENSORFLOW = "no TensorFlow in this image (this Python has none: pip install 
 INSTALL_HINTS = {"jax": "pip install 'jax[cuda12]'", "torch": "pip install torch (a CUDA build)"}
 
 
-def installed(package: str) -> bool:
+def importable(package: str) -> bool:
     """Whether `package` can be imported here (found without importing it)."""
     return importlib.util.find_spec(package) is not None
 
@@ -86,7 +86,7 @@ class Context:
 def device_stage(ctx: Context) -> list[CheckRow]:
     """nvidia-smi's GPUs against TensorFlow's, the peaks table, and NVML's idle power (read now,
     before any work warms the board)."""
-    if not installed("tensorflow"):
+    if not importable("tensorflow"):
         ctx.tf_reason = Unavailable(NO_TENSORFLOW)
     else:
         ctx.tf_worker = Worker("tensorflow", ctx.out / "logs" / "worker-tensorflow.log")
@@ -170,7 +170,7 @@ def multi_gpu_stage(ctx: Context) -> list[CheckRow]:
 
 def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[CheckRow]:
     """colabkit's clock on `backend` (JAX, PyTorch), and (`notebook`) the CNN notebook on it, on the GPU."""
-    clock = _clock(ctx, backend) if installed(backend) else Unavailable(
+    clock = _clock(ctx, backend) if importable(backend) else Unavailable(
         f"{backend} is not installed ({INSTALL_HINTS[backend]})")
     if not notebook:
         return [clock_row(backend, clock, judge=not ctx.on_cpu)]

@@ -1,53 +1,46 @@
-"""From records to a report researchers can cite: tables, figures, a summary and provenance.
-
-`python -m colabkit report RESULTS_DIR... --out DIR` builds it in its own process (build); the
-Colab notebook notebooks/report.ipynb calls the same functions section by section::
+"""From records to a report a paper can use: each experiment's answer in one figure and one short table, the method
+once, everything else in the appendix. `python -m colabkit report RESULTS_DIR... --out DIR` builds it (build);
+notebooks/report.ipynb calls the same functions::
 
     data = load_report_data(["outputs/cpu", "outputs/gpu"])   # merge folders; one record per combination
     report_style()
-    publish(summary_section(data), "outputs/report")           # figures/ and tables/, then display
-    publish_experiments(data, "outputs/report")                # every declared experiment's section
+    publish_report(data, "outputs/report")                     # figures/ and tables/, then display
 
-Modules: records (the report's view of the loaded records: device labels, the record each
-combination uses; reading and merging records is colabkit.records' job), section (Section,
-publish, what a section shows), writers (PNG/PDF/SVG, CSV/LaTeX/Markdown), figures (style and plot
-helpers), one module per experiment's section, named after it (matmul_tflops, cnn_mnist,
-dblstm_har, timeseries_rnn, paradnn), experiment_sections (SECTIONS: each experiment's section function),
-runs (a combination's runs together: medians, per-run values, the headline's interval), summary
-(speedups with their intervals and verdicts, the plain-language reading, busy-host runs),
-comparisons (differences along one parameter), backends (TensorFlow against JAX), cost (what a unit of work
-costs on each runtime: colabkit.cost), provenance,
-build (the report in one process, the notebook it keeps and the HTML export).
+contents puts the sections in order (body, then appendix); headline draws each experiment's figure and table from
+its declaration; one module per experiment and per cross-cutting section; docs/report.md has the rest.
 """
 
 from colabkit.report.backends import backends_section
 from colabkit.report.build import ReportOutputs, build_report, export_report_html, files_written, prepare_output
 from colabkit.report.cnn_mnist import cnn_section, cnn_table
 from colabkit.report.comparisons import axis_comparisons, comparisons_section
+from colabkit.report.contents import publish_report, report_outputs, report_sections
 from colabkit.report.cost import cost_section
+from colabkit.report.dblstm_har import dblstm_section, dblstm_table
 from colabkit.report.decode import decode_section
-from colabkit.report.inference import inference_section
-from colabkit.report.dblstm_har import dblstm_section, dblstm_table, runtime_ratios
+from colabkit.report.experiment_sections import SECTIONS, experiment_sections, register_section
 from colabkit.report.figures import report_style
+from colabkit.report.headline import headline_rows, headline_table, notebook_section
+from colabkit.report.inference import inference_section
 from colabkit.report.matmul_tflops import matmul_section, matmul_table
 from colabkit.report.methods import methods_section, write_references
 from colabkit.report.paradnn import paradnn_section, paradnn_table
 from colabkit.report.provenance import overview_section, provenance_section
 from colabkit.report.records import ReportData, device_label, load_report_data, report_data
-from colabkit.report.section import ReportFigure, ReportTable, Section, publish, section_outputs, show, write_section
-from colabkit.report.experiment_sections import SECTIONS, experiment_sections, publish_experiments, register_section
+from colabkit.report.section import ReportFigure, ReportTable, Section, section_outputs, write_section
 from colabkit.report.summary import configuration_speedups, reading, speedup_table, summary_section
 from colabkit.report.timeseries_rnn import prediction_frame, timeseries_section, timeseries_table
 from colabkit.report.writers import latex_table, markdown_table, write_figure, write_records_csv, write_table
 
 __all__ = [
     "SECTIONS", "ReportData", "ReportFigure", "ReportOutputs", "ReportTable", "Section", "axis_comparisons",
-    "backends_section", "build_report", "cnn_section", "cnn_table", "comparisons_section", "cost_section",
-    "decode_section", "inference_section",
-    "configuration_speedups", "dblstm_section", "dblstm_table", "device_label", "experiment_sections",
-    "export_report_html", "files_written", "latex_table", "load_report_data", "markdown_table",
-    "matmul_section", "matmul_table", "methods_section", "overview_section", "paradnn_section", "paradnn_table", "prediction_frame",
-    "prepare_output", "provenance_section", "publish", "publish_experiments", "reading", "register_section",
-    "report_data", "report_style", "runtime_ratios", "section_outputs", "show", "speedup_table", "summary_section",
-    "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_references", "write_section", "write_table",
+    "backends_section", "build_report", "cnn_section", "cnn_table", "comparisons_section", "configuration_speedups",
+    "cost_section", "dblstm_section", "dblstm_table", "decode_section", "device_label", "experiment_sections",
+    "export_report_html", "files_written", "headline_rows", "headline_table", "inference_section", "latex_table",
+    "load_report_data", "markdown_table", "matmul_section", "matmul_table", "methods_section", "notebook_section",
+    "overview_section", "paradnn_section", "paradnn_table", "prediction_frame", "prepare_output",
+    "provenance_section", "publish_report", "reading", "register_section", "report_data", "report_outputs",
+    "report_sections", "report_style", "section_outputs", "speedup_table", "summary_section",
+    "timeseries_section", "timeseries_table", "write_figure", "write_records_csv", "write_references",
+    "write_section", "write_table",
 ]

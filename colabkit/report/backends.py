@@ -1,10 +1,5 @@
-"""TensorFlow and JAX side by side: per experiment, its headline measure on each backend where both ran
-the same configuration on the same device, and the JAX / TensorFlow ratio.
-
-A record's backend is what ran (`device.backend`, resolved: a run asked for "auto" names the backend
-it got), else its explicit `params.backend`, else TensorFlow (records from before the `backend`
-parameter, when every notebook but the CNN's and ParaDnn's ran on TensorFlow only). Runs pair up by
-device (its label) and by the work they did, the backend left out (colabkit.records.identity).
+"""TensorFlow and JAX side by side: per experiment, its headline on each backend where both ran the same work
+on the same device (the backend that ran: colabkit.records.identity), and the JAX / TensorFlow ratio.
 """
 
 from __future__ import annotations
@@ -13,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import comparison_fields, ratio_bars_by_experiment, run_backend, samples_column, work_key
+from colabkit.report.common import comparison_fields, run_backend, samples_column, title_of, work_key
+from colabkit.report.headline import interval_text
 from colabkit.report.records import ReportData, sort_labels
-from colabkit.report.section import ReportFigure, ReportTable, Section
+from colabkit.report.section import ReportTable, Section
 from colabkit.statistics import verdict_word
 
 PAIR = ("tensorflow", "jax")
@@ -24,10 +20,9 @@ COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow
 
 
 def backend_table(data: ReportData) -> pd.DataFrame:
-    """One row per experiment, device and configuration that ran on both TensorFlow and JAX: the headline
-    on each (the median of its runs), their ratio JAX / TensorFlow with its interval (both sides'
-    runs resampled), the verdict on JAX in the headline's own direction (more TFLOPS, or less time, is
-    faster) and which backend that makes faster (`faster`: JAX, TensorFlow, or neither resolved)."""
+    """One row per experiment, device and configuration run on both TensorFlow and JAX: each side's median, JAX /
+    TensorFlow with its interval, the verdict on JAX in the headline's direction and which backend it makes
+    faster."""
     rows = []
     for experiment in all_experiments():
         headline = experiment.headline
@@ -60,43 +55,22 @@ def backend_table(data: ReportData) -> pd.DataFrame:
         .drop(columns="_position").reset_index(drop=True)
 
 
-def backend_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Bars: the JAX / TensorFlow ratio of each experiment's headline per device (median over the
-    configurations both ran, bars from the smallest to the largest), a line at 1."""
-    if not len(table):
-        return None
-    summary = (table.groupby(["notebook", "device"], sort=False)["jax_over_tensorflow"]
-               .agg(ratio="median", low="min", high="max").reset_index())
-    figure, _ = ratio_bars_by_experiment(summary, "ratio", "low", "high", ylabel="headline on JAX / on TensorFlow",
-                                         title="JAX / TensorFlow, per experiment and device", data=data)
-    return ReportFigure("backends_jax_over_tensorflow", figure, summary,
-                        "Each experiment's headline measured on JAX over the same measured on TensorFlow, same device "
-                        "and parameters; median over the configurations both ran, bars from the smallest to the "
-                        "largest ratio. Above 1 JAX gave more of the headline (faster for TFLOPS or samples/s, "
-                        "slower for a time); the table's `faster` column says which backend was faster.")
-
-
 def backends_section(data: ReportData) -> Section:
-    """The report's section on backends: the table of pairs and its figure, or why there is none."""
+    """The report's section on backends: a short table of the pairs in the body (each backend's headline, the ratio,
+    its interval and verdict), the whole table in the appendix; or why there is none."""
     section = Section("backends", "TensorFlow and JAX")
     table = backend_table(data)
     if not len(table):
-        section.empty = ("No configuration ran on both TensorFlow and JAX on the same device: nothing to set side by "
-                         "side (a TPU row of the grids runs on JAX, its CPU and GPU rows on TensorFlow; "
-                         "-p backend=jax or the CNN's frameworks preset runs both).")
+        section.empty = "no configuration ran on both on one device (the CNN's frameworks preset runs both)."
         return section
-    section.text.append(
-        "The same notebook and parameters on the same device, once on TensorFlow and once on JAX (Keras 3's "
-        "backends; the matmul notebook's chained product is written in each framework). The ratio is the headline "
-        "on JAX over the headline on TensorFlow, each the median of its runs (`runs_*`), with its interval (its level and runs in the verdict) "
-        "interval (none below 3 runs a backend); `verdict` reads it in the headline's direction (faster, slower, "
-        "no difference resolved, too few runs) and `faster` names the backend: a single pair of runs on a shared "
-        "host can differ by 30 % from noise alone, so no backend is called faster without an interval beyond "
-        "the tolerance.")
+    short = pd.DataFrame({
+        "experiment": table["notebook"].map(title_of) + ": " + table["measure"] + " (" + table["unit"] + ")",
+        "device": table["device"], "TensorFlow": table["tensorflow"], "JAX": table["jax"], "JAX / TensorFlow": table["jax_over_tensorflow"],
+        "interval": [interval_text(low, high) for low, high in zip(table["ratio_low"], table["ratio_high"])],
+        "verdict on JAX": table["verdict"]})
+    section.items.append(ReportTable("backends", short, "Each headline per backend where both ran (the median over "
+                                     "runs), JAX / TensorFlow with its interval and verdict (Methods).", body=True))
     section.items.append(ReportTable("backends_jax_over_tensorflow", table,
                                      "Headline per backend where both ran (median over runs), JAX / TensorFlow "
                                      "with its interval, and the verdict with that interval's level and runs."))
-    figure = backend_figure(table, data)
-    if figure is not None:
-        section.items.append(figure)
     return section

@@ -1,9 +1,6 @@
-"""Where each training run's time goes, from its record's breakdown (colabkit.training.breakdown): a
-"where the time goes" figure per training section (per device and global batch, a stacked bar of input
-wait, host overhead and device time, with a sentence per bar generated from the numbers), a table of the
-three throughputs, and, where runs were profiled, an operation-breakdown figure per device in the manner
-of ParaDnn's (Wang, Wei & Brooks 2020). The ParaDnn section marks input- or host-bound points on its
-roofline with `mark_overhead_bound`, since the roofline does not explain them.
+"""Where each training run's time goes (colabkit.training.breakdown): per combination the shares of a step
+(input wait, host, device) and what bounds it, as a table and a stacked bar per device and batch, and, where runs
+were profiled, the time per operation category as ParaDnn's breakdowns (Wang, Wei & Brooks 2020).
 """
 
 from __future__ import annotations
@@ -34,10 +31,8 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
 
 
 def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str, how: str = "median") -> pd.Series:
-    """Per combination (row of `ok`, data.ok's), the median (`how`: or "count") over its runs that made
-    the bottleneck passes of the numeric record field `name`: also for fields outside `metrics.`, which
-    data.ok takes from a combination's latest run. A sweep may make the passes in a combination's first
-    run only (`bottlenecks: first`): its other runs' throughput is then not set beside them."""
+    """Per combination (row of `ok`), the median (or `how`) of record field `name` over its runs that made the
+    bottleneck passes (a sweep may make them in a combination's first run only)."""
     runs = data.runs(notebook)
     if len(runs) and "metrics.device_share" in runs:
         runs = runs[pd.to_numeric(runs["metrics.device_share"], errors="coerce").notna()]
@@ -48,9 +43,7 @@ def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str, ho
 
 
 def roofline_answers(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.Series:
-    """Per combination (row of `ok`), what the roofline said bounds its device, "compute" or "memory":
-    the most frequent answer over its runs (a run's breakdown.roofline_bound, else its bound_by where
-    that is one of the two); None where no run had one."""
+    """Per combination, the roofline's most frequent answer over its runs, 'compute' or 'memory' (None without one)."""
     runs = data.runs(notebook)
     if not len(runs):
         return pd.Series(None, index=ok.index, dtype=object)
@@ -62,11 +55,8 @@ def roofline_answers(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.Se
 
 
 def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
-    """The shares of a step and bound_by of `rows` (breakdown_table's, one or more) together: from the
-    median run, fed-from-memory and device throughputs (colabkit.training.shares.step_shares: they sum
-    to 1) and the roofline's most frequent answer (shares.bound_by), so that the two agree. Rows without
-    those throughputs (records from before memory_samples_per_s) give their median shares, scaled to
-    sum to 1."""
+    """The shares of a step and bound_by of `rows`, from their median throughputs (training.shares.step_shares: they
+    sum to 1), else (old records) their median shares scaled to 1."""
     rates = [float(rows[name].median()) for name in ("samples_per_s", "memory_samples_per_s", "device_samples_per_s")]
     roof = rows["roofline"].dropna()
     try:
@@ -79,10 +69,8 @@ def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
 
 
 def share_intervals(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.DataFrame:
-    """Per combination (row of `ok`), each share's interval over the runs that made the passes
-    (`<share>_low`, `<share>_high`), whether it is resolved (`<share>_resolved`: its interval stays
-    above 0; a share is a difference of noisy throughputs, so one whose interval reaches 0 may be
-    noise), and `share_level`, the level and runs of those intervals ('75 %, n = 3')."""
+    """Per combination, each share's interval over runs (`_low`, `_high`), whether it is resolved (it stays above 0)
+    and the intervals' `share_level`."""
     runs = data.runs(notebook)
     out = pd.DataFrame(index=ok.index)
     for share in SHARES:
@@ -105,10 +93,8 @@ def _resolved_bound(row: pd.Series) -> str | None:
 
 
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per combination of `notebook` whose records carry the breakdown (None when none does):
-    its series (colabkit.report.common.series_labels), runs that measured it, the medians over them of the three
-    throughputs and of what the passes took, and the shares and bound_by those medians give
-    (shares_and_bound)."""
+    """One row per combination whose records carry the breakdown (None without any): its runs that measured it, the
+    medians of the three throughputs and of the passes' time, the shares and bound_by."""
     ok = data.ok(notebook)
     if not has(ok, "metrics.device_share"):
         return None

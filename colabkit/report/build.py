@@ -1,15 +1,7 @@
-"""`python -m colabkit report`: the report built in this process, and the notebook a reader can re-run.
-
-`build_report` checks the inputs (every folder exists, at least one readable record: a look that
-reads one file where there are records), reads every record once (report_data) and builds the
-report part by part in this process: PARTS says, for each code cell of notebooks/report.ipynb, the
-section functions it calls, which build_report calls on the same data, writing figures/ and tables/
-as it goes, then records.csv. No kernel runs. It then keeps report.ipynb: the report notebook's own
-cells, its parameters relative to the report folder (so a reader can re-run it there, in Jupyter or
-with papermill), and under each code cell what that cell shows, already rendered. report.html (code
-hidden) and report-with-code.html are exported from it: self-contained (figures embedded, no script
-or image fetched from the network). Warnings that libraries raise while the report is built go to
-report.log, never into the report.
+"""`python -m colabkit report`: the report built in this process (no kernel), and the notebook a reader can
+re-run. It keeps report.ipynb with its parameters relative to the report folder and, under the cells tagged
+REPORT_CELL and FILES_CELL (found by their tag, never by their text), what each shows; report.html (code hidden)
+and report-with-code.html are exported from it, self-contained. Library warnings go to report.log, not the report.
 """
 
 from __future__ import annotations
@@ -18,7 +10,6 @@ import copy
 import os
 import re
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,40 +18,20 @@ from colabkit.cost.rates import load_rates
 from colabkit.errors import NoRecordsError, ReportError
 from colabkit.io import write_atomic
 from colabkit.records.loading import first_record, load_records
-from colabkit.report.backends import backends_section
-from colabkit.report.comparisons import comparisons_section
-from colabkit.report.cost import cost_section
+from colabkit.report.contents import log_warnings, report_outputs, report_sections
 from colabkit.report.figures import report_style
-from colabkit.report.decode import decode_section
-from colabkit.report.inference import inference_section
-from colabkit.report.methods import methods_section, write_references
-from colabkit.report.provenance import overview_section, provenance_section
+from colabkit.report.methods import write_references
 from colabkit.report.records import ReportData, report_data
-from colabkit.report.section import Section, section_outputs, write_section
-from colabkit.report.experiment_sections import experiment_sections
-from colabkit.report.summary import summary_section
+from colabkit.report.section import write_section
 from colabkit.report.writers import write_records_csv
 from colabkit.suite import suite_path
 
 # The checkout's notebooks/report.ipynb, else the copy installed with the package (colabkit.suite).
 REPORT_NOTEBOOK = suite_path("notebooks/report.ipynb")
 REPORT_FILES = {"figures": (".png", ".pdf", ".svg", ".csv"), "tables": (".csv", ".tex", ".md")}
-# The code cells of notebooks/report.ipynb that show sections, in its order, and the function each
-# calls for them: one section each, but the experiments' cell, which shows every experiment's section
-# under its own title. `colabkit report` builds them in that order; a test holds the notebook to it.
-_PUBLISH = "written += report.publish(report.{}(data), output_dir)"
-EXPERIMENTS_CELL = "written += report.publish_experiments(data, output_dir)"
-# Results first (summary, comparisons, experiments), then Methods, then the bookkeeping as an appendix.
-PARTS: dict[str, Callable[[ReportData], Section | list[Section]]] = {
-    **{_PUBLISH.format(build.__name__): build
-       for build in (summary_section, backends_section, comparisons_section, inference_section,
-                                                      decode_section, cost_section)},
-    EXPERIMENTS_CELL: experiment_sections,
-    **{_PUBLISH.format(build.__name__): build for build in (methods_section, overview_section, provenance_section)},
-}
-# The last code cell: it writes records.csv and references.bib and prints what the report wrote (files_written).
-FILES_CELL = ('from pathlib import Path\n\nwritten.append(report.write_records_csv(data.frame, Path(output_dir) / '
-              '"records.csv"))\nwritten.append(report.write_references(output_dir))\nprint(report.files_written(written))')
+# The tags of notebooks/report.ipynb's two cells whose outputs `colabkit report` keeps: the one that shows the
+# report (contents.publish_report) and the one that writes records.csv and references.bib and lists the files.
+REPORT_CELL, FILES_CELL = "colabkit-report", "colabkit-files"
 _TEMPLATE_NAME = "colabkit_report.html.j2"
 # The lab template, minus the scripts it loads from a CDN (require.js, MathJax, mermaid): the report
 # has no widgets, equations or diagrams, and must open anywhere, offline included. Figures carry
@@ -80,6 +51,7 @@ _TEMPLATE = """{%- extends 'index.html.j2' -%}
 {% block extra_css %}
 <style>
   body { max-width: 1200px; margin: 0 auto; }
+  .jp-OutputArea-output { overflow-x: auto; }
   .colabkit-table { font-size: 0.85em; border-collapse: collapse; margin: 4px 0 16px 0; }
   .colabkit-table th, .colabkit-table td { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: right; }
   .jp-RenderedImage img { max-width: 100%; height: auto; }
@@ -125,16 +97,16 @@ def files_written(written: list[Path]) -> str:
     """What a report wrote, in a few lines: how many files, in figures/ and in tables/."""
     folders = [Path(path).parent.name for path in written]
     return (f"{len(written)} files:\n"
-            f"  figures/     {folders.count('figures')} files: PNG (300 dpi), PDF, SVG and the data of each figure (CSV)\n"
+            f"  figures/     {folders.count('figures')} files: PNG (300 dpi), PDF, SVG and the data of each figure (CSV); "
+            "each experiment's headline figure also as PDFs one and two of a paper's columns wide (-1col, -2col)\n"
             f"  tables/      {folders.count('tables')} files: CSV, LaTeX (booktabs), Markdown\n"
             "  records.csv  every record, one row each\n"
             "  references.bib  the published works the report compares with, the statistics it uses, colabkit")
 
 
 def export_report_html(notebook: Any, html_path: str | Path, with_code: bool = False) -> Path:
-    """Export a report notebook (a notebook node, its outputs rendered: report_notebook) as one HTML
-    file that needs nothing else: figures are embedded as data URIs, no script or image is loaded
-    from the network; code hidden unless `with_code`."""
+    """A report notebook as one HTML file that needs nothing else (figures embedded, nothing fetched), code hidden
+    unless `with_code`."""
     import jinja2
     from nbconvert import HTMLExporter
 
@@ -161,9 +133,8 @@ def _relative(path: str | Path, start: Path) -> str:
 
 
 def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str, list[Any]]) -> Any:
-    """The report notebook `source` as a reader can re-run it: its `parameters` (in a cell after its
-    `parameters` cell, tagged `injected-parameters` as papermill tags it) and, under each code cell,
-    the outputs (nbformat output nodes) `outputs` gives for its code."""
+    """The report notebook as a reader re-runs it: its `parameters` injected as papermill does, under each tagged
+    cell the `outputs` of its tag."""
     import nbformat
 
     notebook = nbformat.read(str(source), as_version=4)
@@ -171,7 +142,7 @@ def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str,
     for cell in notebook.cells:
         cells.append(cell)
         if cell.cell_type == "code":
-            cell.outputs = outputs.get(cell.source.strip(), [])
+            cell.outputs = [output for tag in cell.metadata.get("tags", []) for output in outputs.get(tag, [])]
         if "parameters" in cell.metadata.get("tags", []):
             assignments = "".join(f"{name} = {value!r}\n" for name, value in parameters.items())
             cells.append(nbformat.v4.new_code_cell("# Parameters\n" + assignments,
@@ -191,16 +162,9 @@ def every_ok_run_busy(data: ReportData) -> int:
 
 def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False,
                  rates_file: str | Path | None = None) -> ReportOutputs:
-    """Build the report of the records under `results_dirs` in this process and write everything under
-    `out` (`exclude_busy`: runs made on a busy host are left out of the figures and intervals, and listed;
-    `rates_file`: rates of the user's over the shipped ones, docs/cost.md).
-
-    Raises RatesFileError, before anything is read, when the rates file cannot be used; ReportError when a
-    results folder or the report notebook does not exist, or (before anything is
-    written) when `exclude_busy` leaves out every ok run; NoRecordsError, before anything is written, when no
-    readable record is below the folders. The outputs' `records`
-    are what was read (LoadedRecords.summary).
-    """
+    """Build the report of the records under `results_dirs` and write it under `out` (`exclude_busy`: runs on a busy
+    host left out; `rates_file`: docs/cost.md). RatesFileError, ReportError (a missing folder or notebook, or
+    nothing left by `exclude_busy`) and NoRecordsError are raised before anything is written."""
     import nbformat
 
     rates = load_rates(rates_file)
@@ -215,8 +179,6 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
     if not REPORT_NOTEBOOK.is_file():
         raise ReportError(f"the report notebook {REPORT_NOTEBOOK} is missing: reinstall colabkit from its repository "
                           "(pip install git+https://github.com/OWNER/NAME@REF) or run from a checkout")
-    outputs: dict[str, list[Any]] = {}
-    written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         data = report_data(load_records(dirs), exclude_busy, rates)
@@ -227,18 +189,15 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
                               "without --exclude-busy (the report marks them), or rerun with --wait-quiet SECONDS")
         folder = prepare_output(out)
         report_style()
-        for code, build in PARTS.items():
-            built = build(data)
-            sections = built if isinstance(built, list) else [built]
-            written += [path for section in sections for path in write_section(section, folder)]
-            outputs[code] = [nbformat.v4.new_output("display_data", data=bundle, metadata=metadata)
-                             for section in sections
-                             for bundle, metadata in section_outputs(section, heading=code == EXPERIMENTS_CELL)]
+        sections = report_sections(data)
+        written = [path for section in sections for path in write_section(section, folder)]
+        shown = [nbformat.v4.new_output("display_data", data=bundle, metadata=metadata)
+                 for bundle, metadata in report_outputs(sections)]
         written.append(write_records_csv(data.frame, folder / "records.csv"))
         written.append(write_references(folder))
-    outputs[FILES_CELL] = [nbformat.v4.new_output("stream", name="stdout", text=files_written(written) + "\n")]
-    write_atomic(folder / "report.log", "".join(f"{warning.filename}:{warning.lineno}: {warning.category.__name__}: "
-                                                f"{warning.message}\n" for warning in caught))
+    outputs = {REPORT_CELL: shown,
+               FILES_CELL: [nbformat.v4.new_output("stream", name="stdout", text=files_written(written) + "\n")]}
+    log_warnings(caught, folder / "report.log")
     parameters = {"results_dirs": [_relative(d, folder.resolve()) for d in dirs], "output_dir": ".",
                   "exclude_busy_runs": exclude_busy,
                   "rates_file": _relative(rates_file, folder.resolve()) if rates_file else ""}

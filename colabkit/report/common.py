@@ -1,22 +1,20 @@
-"""What every section does with its records: pick columns, name series, compare with the CPU (ratios
-of medians over runs, with their intervals and verdicts: colabkit.statistics), spread from repeats,
-warn about substitute data, list the runs it does not plot."""
+"""What every section does with its records: pick columns, name series, pair runs by their work and compare them
+(ratios of medians over runs with their intervals and verdicts), warn of stand-in data, list the runs not drawn."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from colabkit.experiments import all_experiments, find
+from colabkit.experiments import find
 from colabkit.records import identity
 from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
-from colabkit.report.figures import grouped_bars, label_colors, levels, mark_substitute_data, new_figure
+from colabkit.report.figures import levels, mark_substitute_data
 from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -60,9 +58,8 @@ def _key(value: Any) -> str:
 
 
 def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...] = ()) -> pd.Series:
-    """Each record's series name: its device label, plus the parameters that vary among the records
-    (but not the figure's axes `keys` or `exclude`) -- so that two configurations on one device are
-    two series, never one zigzag line."""
+    """Each record's series: its device label and the parameters that vary among the records but the axes `keys`
+    and `exclude`, so that two configurations on one device are two series, never one zigzag line."""
     if not len(frame):
         return pd.Series(dtype=str)
     skip = {"device", *identity.NOT_WORK, *exclude, *(k[7:] for k in keys if k.startswith("params."))}
@@ -82,8 +79,8 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
 
 
 def pick(frame: pd.DataFrame, spec: list[tuple[str, str]]) -> pd.DataFrame:
-    """The columns of `spec` ((column, printed name) pairs) that exist and hold a value, renamed;
-    led by the `series` column when the series say more than the device."""
+    """The columns of `spec` ((column, printed name) pairs) that hold a value, renamed; led by `series` where the
+    series say more than the device."""
     present = [(name, label) for name, label in spec if name in frame and frame[name].notna().any()]
     printed = frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
     if {"series", "device"} <= set(frame.columns) and (frame["series"] != frame["device"]).any():
@@ -104,9 +101,8 @@ def per_repeat(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Spread of a metric over repeats: the record's own `metrics.<metric>_std` where it gives one
-    (its notebook says which standard deviation), else the sample standard deviation (ddof=1) of
-    the per-repeat values; NaN where a record has neither."""
+    """Spread of a metric over repeats: the record's own `metrics.<metric>_std`, else the sample standard deviation
+    of its per-repeat values (NaN without either)."""
     def std(values: Any) -> float:
         if isinstance(values, (list, tuple)) and len([v for v in values if v is not None]) > 1:
             return float(np.std(np.asarray([v for v in values if v is not None], dtype=float), ddof=1))
@@ -133,17 +129,15 @@ def cpu_baseline(labels: Any) -> str | None:
 
 
 def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Each row's per-run values of `metric` (`samples.<metric>`, colabkit.report.runs), else its
-    one value as a single run, else []."""
+    """Each row's per-run values of `metric` (`samples.<metric>`), else its one value as one run, else []."""
     one = column(frame, f"metrics.{metric}").map(lambda value: finite([value]))
     runs = column(frame, f"samples.{metric}", None)
     return runs.where(runs.map(lambda values: isinstance(values, list)), one)
 
 
 def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the median of its runs (`samples`: lists) and its interval: `<prefix>_low`,
-    `<prefix>_high` (NaN below 3 runs), `<prefix>_runs` and `<prefix>_level`, the level it reaches
-    with its runs ('75 %, n = 3': colabkit.statistics.Interval.label)."""
+    """Per row, the interval of the median of its runs (`samples`): `<prefix>_low`, `_high` (NaN below 3 runs),
+    `_runs` and `_level` ('75 %, n = 3')."""
     intervals = [median_ci(values if isinstance(values, list) else []) for values in samples]
     return pd.DataFrame({f"{prefix}_low": [np.nan if i.low is None else i.low for i in intervals],
                          f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
@@ -153,11 +147,8 @@ def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
 
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,
                       oriented: bool = True) -> dict[str, Any]:
-    """One comparison as table fields: `<prefix>` the ratio of the medians, `<prefix>_low`/`_high` its
-    interval, `<prefix>_verdict` with the level that interval reaches ('faster (75 %, n = 3)':
-    colabkit.statistics.verdict_text). `oriented`: a speedup (above 1 is better,
-    colabkit.statistics.speedup_ci); else the plain ratio samples / baseline, read in the measure's
-    direction."""
+    """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` with
+    the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples / baseline."""
     samples, baseline = list(samples or []), list(baseline or [])
     if oriented:
         interval, judged = speedup_ci(samples, baseline, higher_is_better), True
@@ -173,12 +164,8 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
 def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
              match: str = "config", device: str = "device", samples: str | None = None,
              prefix: str = "speedup") -> pd.DataFrame:
-    """Each row's speedup over the `baseline` device's row of the same `match` key, from the runs of
-    both (`samples`: a column of per-run value lists; without it the rows' `value` as one run each):
-    `<prefix>` (the ratio of medians: value / baseline for throughputs, baseline / value for times),
-    `<prefix>_low`, `<prefix>_high` (its interval, none below 3 runs a side) and `<prefix>_verdict`
-    (faster, slower, no difference resolved, with the interval's level and runs; too few runs; "baseline" on the baseline's
-    own rows, whose speedup is 1); NaN without a baseline row."""
+    """Each row's speedup over the `baseline` device's row of the same `match` key, from both sides' runs (`samples`,
+    else `value` as one run): comparison_fields, "baseline" on the baseline's own rows, NaN without one."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
     if baseline is None or not len(table):
@@ -208,9 +195,9 @@ def substitute_warning(frame: pd.DataFrame, data: ReportData) -> str | None:
     for (dataset, source), rows in flagged.groupby([column(flagged, "data.dataset", "?"), "data_used"]):
         record = data.record(rows["path"].iloc[0])
         description = (record.get("data") or {}).get("description") or ""
-        kinds.append(f"{dataset}: {source} substitute ({len(rows)} run(s)){' - ' + description if description else ''}")
-    return (f"{len(flagged)} of {len(frame)} runs here used stand-in data, NOT the real dataset: "
-            + "; ".join(kinds) + ". Their accuracies, losses and epoch times do not describe the real dataset.")
+        kinds.append(f"{dataset}: {source} substitute{' (' + description + ')' if description else ''}")
+    return (f"{len(flagged)} of {len(frame)} combinations here used stand-in data, NOT the real dataset: "
+            + "; ".join(kinds) + ". Their scores and times do not describe the real dataset.")
 
 
 def figure_warning(frame: pd.DataFrame) -> str | None:
@@ -220,26 +207,6 @@ def figure_warning(frame: pd.DataFrame) -> str | None:
         return None
     kinds = sorted({f"{d} {s}" for d, s in zip(column(flagged, "data.dataset", "?"), flagged["data_used"])})
     return f"includes runs on stand-in data, not the real dataset ({', '.join(kinds)})"
-
-
-def ratio_bars_by_experiment(rows: pd.DataFrame, value: str, low: str, high: str, *, ylabel: str, title: str,
-                             data: ReportData) -> tuple[Any, Any]:
-    """(figure, axes): bars of a ratio per experiment (its title, in the registry's order) and device
-    (`rows` has notebook, device, `value` and its `low`-`high` range), a dotted line at 1, the legend
-    outside, and the warning of stand-in data where the experiments' runs used any."""
-    figure, (ax,) = new_figure(width=7.5, height=4.0)
-    grouped_bars(ax, rows.assign(title=rows["notebook"].map(title_of)), "title", value, series="device", low=low,
-                 high=high, colors=label_colors(rows["device"]),
-                 order=[experiment.title for experiment in all_experiments()])
-    ax.axhline(1.0, color="black", linewidth=1, linestyle=":")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ok = data.ok()
-    note = figure_warning(ok[ok["notebook"].isin(set(rows["notebook"]))])
-    if note:
-        mark_substitute_data(figure, note)
-    return figure, ax
 
 
 def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figures: list[Any]) -> None:
@@ -254,9 +221,7 @@ def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figure
 
 
 def _reason(row: pd.Series) -> str:
-    kind = row.get("error.type")
-    message = row.get("error.message")
-    parts = [str(part) for part in (kind, message) if isinstance(part, str) and part]
+    parts = [part for part in (row.get("error.type"), row.get("error.message")) if isinstance(part, str) and part]
     return ": ".join(parts)[:300] or "(no reason recorded)"
 
 
@@ -277,78 +242,40 @@ def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTabl
                                     "left out of every figure and table of results.")
 
 
-def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
-                     table_of: Callable[[ReportData], pd.DataFrame],
-                     fill: Callable[[Section, pd.DataFrame, ReportData], None], intro: str = "") -> Section:
-    """The skeleton of every notebook's section: `table_of(data)` gives the table of its ok runs and
-    `fill` adds the text, tables and figures made from it, after the `intro` paragraph (what the
-    experiment does); without ok runs, the section says so. Then the stand-in data warnings (section
-    and figures) and, last, the runs that failed or were skipped."""
-    section = Section(notebook, title)
-    listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
-    table = table_of(data)
-    if not len(table):
-        return without_results(section, data, notebook, listed)
-    fill(section, table, data)
-    if intro:
-        section.text.insert(0, intro)
-    mark_stand_in_data(section, data, notebook, list(section.figures.values()))
-    short = too_short(data.runs(notebook))
-    if short:
-        section.warnings.append(short)
-    if listed:
-        section.items.append(listed)
-    return section
-
-
 MIN_STEADY_S = 5.0  # a run's steady part shorter than this scattered several % run to run here (docs/statistics.md)
 
 
 def too_short(runs: pd.DataFrame) -> str | None:
-    """The warning for runs whose steady part (metrics.steady_seconds) lasted less than MIN_STEADY_S:
-    too short for a stable figure, its own noise may dominate; None when none was."""
+    """The warning for runs whose steady part (metrics.steady_seconds) lasted less than MIN_STEADY_S, if any."""
     steady = pd.to_numeric(column(runs, "metrics.steady_seconds"), errors="coerce")
     short = runs[steady < MIN_STEADY_S]
     if not len(short):
         return None
-    return (f"{len(short)} of {len(runs)} run(s) trained a steady part shorter than {MIN_STEADY_S:g} s (median "
-            f"{format_number(float(steady[short.index].median()), 2)} s): too short for a stable figure, their own "
-            "noise may dominate their times (docs/statistics.md, 'Runs long enough').")
+    return (f"{len(short)} of {len(runs)} run(s) trained a steady part under {MIN_STEADY_S:g} s (median "
+            f"{format_number(float(steady[short.index].median()), 2)} s): their own noise may dominate their times.")
 
 
 def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
-    """`section` for a notebook with no successful run: it says so, and lists the runs that failed
-    or were skipped, if any."""
+    """`section` for a notebook without a successful run: `empty` says why, its failed or skipped runs listed."""
     if listed is None:
-        section.empty = f"No {notebook} records in these results, so this section has nothing to show."
+        section.empty = "no record in these results."
     else:
-        section.text = [f"No successful {notebook} run in these results: the {len(listed.table)} run(s) below "
-                        "failed or were skipped, so there is nothing to plot."]
+        section.empty = f"no successful run: {len(listed.table)} failed or skipped (listed in the appendix)."
         section.items = [listed]
     return section
 
 
 def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
-    """The training-time figures every training notebook records (colabkit.training.TrainingTimer),
-    with their spread: epoch times (first, steady median and std), step and per-sample time (std
-    from the steady epochs), throughput, whole-fit time."""
-    batch = column(ok, "metrics.global_batch_size").astype(float)
+    """The training-time figures every training notebook records (colabkit.training.TrainingTimer), with spread."""
     step_std_s = column(ok, "timings.step_s_steady.std").astype(float)
-    return pd.DataFrame({
-        "epochs_run": column(ok, "metrics.epochs_run"),
-        "epoch_first_s": column(ok, "metrics.epoch_time_first_s"),
-        "epoch_steady_s": column(ok, "metrics.epoch_time_steady_s"),
-        "epoch_steady_std_s": column(ok, "metrics.epoch_time_steady_std_s"),
-        "step_ms": column(ok, "metrics.step_time_steady_ms"),
-        "step_std_ms": step_std_s * 1e3,
-        "sample_us": column(ok, "metrics.sample_time_steady_us"),
-        "sample_std_us": step_std_s * 1e6 / batch,
-        "samples_per_s": column(ok, "metrics.samples_per_s"),
-        "samples_per_epoch": column(ok, "metrics.samples_per_epoch"),
-        "train_time_s": column(ok, "metrics.train_time_s"),
-        "train_time_std_s": repeats_std(ok, "train_time_s"),
-        "steady_s": column(ok, "metrics.steady_seconds"),
-    }, index=ok.index)
+    metrics = {"epochs_run": "epochs_run", "epoch_first_s": "epoch_time_first_s", "epoch_steady_s":
+               "epoch_time_steady_s", "epoch_steady_std_s": "epoch_time_steady_std_s", "step_ms": "step_time_steady_ms",
+               "sample_us": "sample_time_steady_us", "samples_per_s": "samples_per_s", "samples_per_epoch":
+               "samples_per_epoch", "train_time_s": "train_time_s", "steady_s": "steady_seconds"}
+    return pd.DataFrame({**{name: column(ok, f"metrics.{metric}") for name, metric in metrics.items()},
+                         "step_std_ms": step_std_s * 1e3, "train_time_std_s": repeats_std(ok, "train_time_s"),
+                         "sample_std_us": step_std_s * 1e6 / column(ok, "metrics.global_batch_size").astype(float)},
+                        index=ok.index)
 
 
 def train_samples(ok: pd.DataFrame) -> pd.Series:
@@ -369,43 +296,33 @@ def global_batch(ok: pd.DataFrame) -> pd.Series:
 
 
 def work_key(frame: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> pd.Series:
-    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key):
-    runs pair on it. It counts the GLOBAL batch, not `batch_size` and its meaning: 256 per replica on
-    8 TPU cores is a global batch of 2,048 and pairs with a CPU run at 2,048, never one at 256; and a
-    size left at "auto" with the value it used, so two hand runs sized for different devices do not
-    pass for the same work."""
+    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key): runs pair on
+    it, at the GLOBAL batch and with each size left at "auto" at the value it used."""
     if not len(frame):
         return pd.Series(dtype=str)
     return column(frame, "work", None).map(lambda work: identity.work_key(work or {}, leave_out))
 
 
 def run_backend(frame: pd.DataFrame) -> pd.Series:
-    """The backend each record ran on (resolved: a run asked for "auto" names the backend it got;
-    records from before the `backend` parameter ran TensorFlow: colabkit.records.identity)."""
+    """The backend each record ran on (resolved; TensorFlow in records from before the parameter)."""
     return work_column(frame, "backend").astype(str)
 
 
 def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.Series) -> pd.Series:
-    """Keys pairing each run with a baseline run of the same configuration (`config`, made without the
-    backend): on the same backend where the baseline device ran one, else on the baseline's TensorFlow,
-    a CPU's default; so a TPU run on JAX, a TPU's default, is compared with the CPU's TensorFlow run of
-    the same parameters, and a JAX run on a GPU with the CPU's JAX run where there is one."""
+    """Keys pairing each run with a baseline run of its configuration (`config`, without the backend): on the same
+    backend where the baseline ran one, else on its TensorFlow (a TPU's JAX run meets a CPU's TensorFlow run)."""
     ran = set(zip(config[on_baseline], backend[on_baseline]))
     chosen = [name if (key, name) in ran else "tensorflow" for key, name in zip(config, backend)]
     return config + "|backend=" + pd.Series(chosen, index=config.index, dtype=str)
 
 
 def run_config_key(frame: pd.DataFrame) -> pd.Series:
-    """Each run's configuration as every section and the summary key it: the work it did but the device
-    (work_key), the backend that actually ran included, so that a run asked for "auto" and one asked
-    for "tensorflow" that both ran TensorFlow are one configuration, and a TensorFlow and a JAX run are two."""
+    """Each run's configuration: the work it did but the device, the backend that ran included."""
     return work_key(frame, ("device",))
 
 
 def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
-    """The key pairing each run with the `baseline` device's run of the same configuration (what
-    `speedups` matches on): run_config_key's, where a backend the baseline never ran in that
-    configuration is paired with the baseline's TensorFlow run (baseline_backend_key)."""
+    """The key pairing each run with the `baseline` device's run of its configuration (baseline_backend_key)."""
     if not len(frame):
         return pd.Series(dtype=str)
     return baseline_backend_key(work_key(frame, ("device", "backend")), run_backend(frame),
@@ -413,16 +330,10 @@ def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
 
 
 def work_differs(a: Any, b: Any) -> bool:
-    """Whether two runs (rows with `samples_per_epoch` and `epochs_run`) trained on different amounts
-    of work, so that their epoch or training times cannot be compared as they are: per-sample times or
-    throughputs can. Unknown counts (old records) are not taken for a difference."""
-    for name in ("samples_per_epoch", "epochs_run"):
-        x, y = a.get(name), b.get(name)
-        if x is None or y is None or pd.isna(x) or pd.isna(y):
-            continue
-        if float(x) != float(y):
-            return True
-    return False
+    """Whether two runs (rows with `samples_per_epoch`, `epochs_run`) did other amounts of work, so that only their
+    throughputs compare (an unknown count, in old records, is no difference)."""
+    return any(not (pd.isna(a.get(name)) or pd.isna(b.get(name))) and float(a.get(name)) != float(b.get(name))
+               for name in ("samples_per_epoch", "epochs_run"))
 
 
 WORK_DIFFERS_NOTE = ("Runs are matched by global batch; where the work per epoch differs (another number of "

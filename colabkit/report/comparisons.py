@@ -1,14 +1,6 @@
-"""Differences along one parameter: batch against batch, XLA on against off, mixed precision against
-float32, a dtype against float32, each with its interval and verdict.
-
-For every experiment and every parameter of AXES whose value varies among its combinations, each
-combination is paired with the one that differs from it in that parameter alone (same device, same
-everything else) and has the axis's reference value (REFERENCE: the smallest batch, XLA off, no
-mixed precision, float32). The comparison is on the experiment's declared headline, from the runs
-of both sides: the ratio of their medians (candidate / reference), its interval and the
-verdict in the headline's direction (colabkit.statistics); where the two sides trained on different work
-(timeseries_rnn's epochs are steps_per_epoch x batch samples), on their throughput (samples/s) instead.
-Device against device is the summary's, backend against backend the TensorFlow / JAX section's.
+"""Differences along one parameter (AXES: batch, XLA, mixed precision, dtype, steps per execution): each
+combination against the one that differs from it in that parameter alone and has its REFERENCE value, on the
+headline (on samples/s where the two did other work per epoch), the ratio of the medians, its interval and verdict.
 """
 
 from __future__ import annotations
@@ -19,9 +11,10 @@ import pandas as pd
 
 from colabkit.experiments import all_experiments
 from colabkit.report.common import column, comparison_fields, samples_column, title_of, work_differs, work_key
-from colabkit.statistics import verdict_word
+from colabkit.report.headline import interval_text
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportTable, Section
+from colabkit.report.writers import format_number
 
 AXES = ("batch_size", "jit_compile", "mixed_precision", "dtype", "steps_per_execution")
 # Each axis's reference, in order of preference: XLA off (else "auto", off on a CPU), no mixed precision, float32.
@@ -41,10 +34,8 @@ def _reference(values: list[Any], axis: str) -> Any:
 
 
 def axis_comparisons(data: ReportData) -> pd.DataFrame:
-    """Every pair of combinations that differ in one parameter of AXES alone, on the headline (see the
-    module's docstring): candidate / reference with its interval and verdict; on throughput (samples/s),
-    `measure` saying so, where the two did other work (samples per epoch, epochs: common.work_differs),
-    since their epoch times then differ by the work as well."""
+    """Every pair of combinations that differ in one parameter of AXES alone: candidate / reference on the headline
+    (on samples/s where the work differed), its interval and verdict."""
     rows = []
     for experiment in all_experiments():
         ok = data.ok(experiment.name)
@@ -82,22 +73,25 @@ def axis_comparisons(data: ReportData) -> pd.DataFrame:
 
 
 def comparisons_section(data: ReportData) -> Section:
-    """The report's section of differences along one parameter (or why there is none)."""
+    """Differences along one parameter: a short table in the body, the whole one in the appendix; or why there is
+    none."""
     section = Section("comparisons", "Along one parameter")
     table = axis_comparisons(data)
     if not len(table):
-        section.empty = ("No two combinations differ in one of " + ", ".join(AXES) + " alone, so there is no "
-                         "difference along one parameter to give.")
+        section.empty = "no two combinations differ in one of " + ", ".join(AXES) + " alone."
         return section
-    counts = table["verdict"].map(verdict_word).value_counts()
-    section.text.append(
-        "Each row compares a combination with the one that differs from it in one parameter alone, on the "
-        "experiment's headline: the ratio of the medians over runs (candidate / reference), its interval "
-        "and the verdict in the headline's direction, with the level that interval reaches and the runs behind it (faster: more TFLOPS or less time). Verdicts here: "
-        + ", ".join(f"{verdict} {count}" for verdict, count in counts.items()) + "."
-        + (" Where the two sides trained on different work per epoch (another number of samples per epoch or of "
-           "epochs), the row compares their throughput (samples/s) instead, as its measure says."
-           if table["measure"].str.startswith("samples/s").any() else ""))
+    short = pd.DataFrame({
+        "experiment": table["notebook"], "device": table["device"], "parameter": table["parameter"],
+        "values": [f"{format_number(reference)} -> {format_number(candidate)}"
+                   for reference, candidate in zip(table["reference"], table["candidate"])],
+        "measure": table["measure"].str.replace(r" \(the work per epoch differed.*", " (other work per epoch)",
+                                                regex=True),
+        "ratio": table["ratio"],
+        "interval": [interval_text(low, high) for low, high in zip(table["ratio_low"], table["ratio_high"])],
+        "verdict": table["verdict"]})
+    section.items.append(ReportTable("comparisons", short, "Each combination against the one that differs in one "
+                                     "parameter alone: the ratio of the headline's medians (second over first), its "
+                                     "interval and verdict in the headline's direction (Methods).", body=True))
     section.items.append(ReportTable("comparisons_along_one_parameter", table,
                                      "Differences along one parameter (batch, XLA, mixed precision, dtype, steps "
                                      "per execution): ratio of the headline's medians, interval and verdict."))

@@ -1,12 +1,6 @@
-"""The report's cost section (docs/cost.md): what a unit of work costs on each runtime the runs had.
-
-Per experiment and unit of work (colabkit.cost.per_unit.UNITS: 1,000 training samples, an epoch, 1,000 offline
-inferences, a million generated tokens), per combination: its seconds, compute units, dollars and joules per unit,
-each the median over its runs with the runs' interval (a rate is a constant: a cost's interval is its time's);
-which points are the cheapest for their speed (the Pareto front of time and dollars among the runtimes that did the
-same work); each runtime's dollars against the fastest one's for the same work, with the ratio's interval and a
-verdict (cheaper, costlier, no difference resolved) at the level it reaches. Runs without a rate are named with why,
-and nothing is computed for them: their times and joules are still shown.
+"""The report's cost section (docs/cost.md): per experiment, unit of work and combination its seconds, compute
+units, dollars and joules per unit (medians over runs, the time's interval); the cheapest points for their speed
+(the Pareto front); each runtime's dollars against the fastest one's for the same work, with a verdict.
 """
 
 from __future__ import annotations
@@ -18,10 +12,11 @@ import pandas as pd
 
 from matplotlib.ticker import FuncFormatter
 
-from colabkit.cost.per_unit import HEADLINE_UNITS, SECONDS_PER_HOUR, UNITS, Figure, UnitOfWork
+from colabkit.cost.per_unit import HEADLINE_UNITS, UNITS, Figure, UnitOfWork
 from colabkit.report.common import column, title_of, work_key
 from colabkit.report.figures import label_colors, label_markers, new_figure
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.headline import interval_text
+from colabkit.report.records import ReportData, run_modes, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 from colabkit.statistics import finite, median_ci, ratio_ci, verdict, verdict_text
@@ -39,10 +34,8 @@ def _interval_fields(prefix: str, values: list[float]) -> dict[str, Any]:
 
 
 def cost_rows(data: ReportData) -> pd.DataFrame:
-    """One row per combination with ok runs and unit of work its runs have a time for: notebook, mode, unit (key and
-    label), combination, configuration (the work but device and backend: what runtimes are compared on), device,
-    runtime, rate per hour (or `no_rate`, why none), `runs`, and per figure (s, usd, cu, j) the median over runs with
-    `_low`, `_high`, `_level`, and `usd_runs`, each run's dollars (for ratios)."""
+    """One row per combination and unit of work its runs timed: its runtime and rate (or `no_rate`), `runs`, and per
+    figure (s, usd, cu, j) the median over runs with `_low`, `_high`, `_level`."""
     runs = data.used()
     runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
     if not len(runs):
@@ -53,7 +46,7 @@ def cost_rows(data: ReportData) -> pd.DataFrame:
         last = group.iloc[-1]
         for unit in UNITS:
             times = finite(column(group, unit.column("s")))
-            if not times or str(column(group, "params.mode", "train").fillna("train").iloc[-1]) != unit.mode:
+            if not times or run_modes(group).iloc[-1] != unit.mode:
                 continue
             dollars = finite(column(group, unit.column("usd")))
             row: dict[str, Any] = {
@@ -85,9 +78,8 @@ def mark_front(rows: pd.DataFrame) -> pd.Series:
 
 
 def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per notebook, unit and configuration that more than one priced runtime did: each one's dollars per unit over
-    the fastest one's (lowest median seconds), with the interval of that ratio of medians (over the two sides' runs,
-    colabkit.statistics.ratio_ci) and its verdict (cheaper, costlier, no difference resolved, too few runs)."""
+    """Per work more than one priced runtime did: each one's dollars per unit over the fastest one's, with the
+    interval of that ratio and its verdict."""
     out = []
     priced = rows[rows["usd"].notna()]
     for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
@@ -104,14 +96,15 @@ def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork) -> ReportFigure | None:
+def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
+                palette: dict[str, str] | None = None) -> ReportFigure | None:
     """Seconds against dollars per `unit` of `notebook`'s priced combinations, a colour per device, the intervals as
     bars, a line through each configuration's runtimes, the Pareto front's points filled (others hollow)."""
     drawn = rows[(rows["notebook"] == notebook) & (rows["unit"] == unit.key) & rows["usd"].notna()]
     if not len(drawn):
         return None
     figure, (ax,) = new_figure(width=7.0, height=4.5)
-    colors, markers = label_colors(drawn["device"]), label_markers(drawn["device"])
+    colors, markers = label_colors(drawn["device"], palette), label_markers(drawn["device"])
     for _, group in drawn.groupby("configuration", sort=False):
         if len(group) > 1:
             ordered = group.sort_values("s")
@@ -126,10 +119,9 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork) -> ReportFi
     if _wide(drawn["s"]) or _wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
         ax.set_xscale("log")
         ax.set_yscale("log")
-    _rate_lines(ax, drawn)
     levels = "; ".join(dict.fromkeys(str(level) for level in drawn["usd_level"].dropna() if "no interval" not in level))
     if levels:
-        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize=7,
+        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
                 color="#555555")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_number(value, 3)))
     ax.set_xlabel(f"seconds per {unit.label}")
@@ -142,31 +134,13 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork) -> ReportFi
                         f"{title_of(notebook)}: seconds and dollars per {unit.label} of each combination on each "
                         f"priced runtime, medians over runs with their intervals ({levels or 'no interval'}); a grey "
                         "line joins the runtimes that did the same work, filled points are the cheapest for their "
-                        "speed among them (the Pareto front); a dashed line is a runtime's rate (every point of it "
-                        "lies on that line).")
+                        "speed among them (the Pareto front).")
 
 
 def _wide(values: pd.Series, ratio: float = 30.0) -> bool:
     """Whether the positive values span more than `ratio`: an axis for a log scale."""
     positive = values[values > 0]
     return bool(len(positive)) and float(positive.max() / positive.min()) > ratio
-
-
-def _rate_lines(ax: Any, drawn: pd.DataFrame) -> None:
-    """A dashed line per runtime at its rate (dollars per second, through the origin: its points lie on it), named
-    where it leaves the axes."""
-    (low, high), (bottom, top) = ax.get_xlim(), ax.get_ylim()
-    for runtime, rate in drawn.drop_duplicates("runtime")[["runtime", "usd_per_hour"]].itertuples(index=False):
-        per_second = float(rate) / SECONDS_PER_HOUR
-        end = min(high, top / per_second)  # where the line leaves the axes: its right or its top edge
-        if end <= max(low, bottom / per_second):
-            continue  # the line misses the axes
-        xs = np.geomspace(max(low, bottom / per_second, 1e-300), end, 50)
-        ax.plot(xs, xs * per_second, linestyle="--", linewidth=0.7, color="#888888", zorder=0)
-        ax.annotate(f"{runtime}: ${format_number(float(rate), 3)}/h", (end, end * per_second), fontsize=7,
-                    color="#555555", ha="right", va="top")
-    ax.set_xlim(low, high)
-    ax.set_ylim(bottom, top)
 
 
 def _bars(points: pd.DataFrame, name: str) -> Any:
@@ -208,46 +182,47 @@ def missing_rates(data: ReportData) -> str | None:
 
 
 def cost_section(data: ReportData) -> Section:
-    """The report's cost section (or why there is none)."""
+    """Cost: in the body, where two priced runtimes did the same work, their dollars against the fastest one's; the
+    rates, the figures and every cost per unit in the appendix."""
     section = Section("cost", "Cost")
     rows = cost_rows(data)
     if not len(rows):
-        section.empty = ("No ok training, inference or decode run with a time per unit of work, so there is no cost to "
-                         "give.")
+        section.empty = "no ok run with a time per unit of work."
         return section
     rows["pareto"] = mark_front(rows)
-    section.text.append(
-        "What a unit of work costs on the runtime each run had (the accelerator it really had, not the one asked "
-        "for): its seconds per unit at the runtime's hourly rate, in Colab compute units and dollars, and its joules "
-        "(docs/cost.md). Each figure is the median over runs with the runs' interval and the level it reaches; a "
-        "rate is a constant, so a cost's interval is its time's. Per epoch, time and cost cover the whole steady "
-        "epoch, validation included, its joules its training steps only.")
+    ratios = ratio_rows(rows)
     missing = missing_rates(data)
+    if len(ratios):
+        section.items.append(ReportTable("cost", ratios.drop(columns=["combination"]).assign(interval=[
+            interval_text(low, high) for low, high in zip(ratios["ratio low"], ratios["ratio high"])]).drop(
+            columns=["ratio low", "ratio high"]), "Each runtime's dollars per unit of work over those of the fastest "
+            "runtime that did the same work: the ratio of the medians, its interval and verdict (docs/cost.md).",
+            body=True))
+    else:
+        section.empty = ("no rate for " + ", ".join(sorted(set(rows.loc[rows["usd"].isna(), "runtime"]))) +
+                         " (--rates FILE gives one)." if missing else "no work ran on two priced runtimes.")
+    section.notes.append("Seconds per unit of work at the hourly rate of the runtime each run really had, in compute "
+                         "units and dollars, and joules (docs/cost.md); medians over runs with the time's interval.")
     if missing:
-        section.text.append(missing)
+        section.notes.append(missing)
     section.items.append(ReportTable("cost_rates", rates_table(data), "The runtimes the runs had: each one's rate "
                                      "per hour, its source and the date it was read, and the runs it priced (or why "
                                      "a runtime has no rate)."))
     for notebook in dict.fromkeys(rows["notebook"]):
         for unit in (unit for unit in UNITS if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
                      and HEADLINE_UNITS[unit.mode] == unit.key):
-            figure = cost_figure(rows, notebook, unit)
+            figure = cost_figure(rows, notebook, unit, data.palette)
             if figure is not None:
                 section.items.append(figure)
-    if not rows["usd"].notna().any():
-        section.text.append("No figure of time against cost: no run here has a rate.")
     section.items.append(ReportTable("cost_per_unit", _printed(rows), "Per combination and unit of work: seconds, "
                                      "dollars, compute units and joules per unit, medians over runs with their "
                                      "intervals (low, high) and the level they reach; `cheapest for its speed`: on the "
                                      "Pareto front of time and dollars among the runtimes that did the same work."))
-    ratios = ratio_rows(rows)
     if len(ratios):
         section.items.append(ReportTable("cost_ratios", ratios, "Each runtime's dollars per unit against those of "
                                          "the fastest runtime that did the same work: the ratio of the medians, its "
                                          "interval (each side's median interval end to end) and the verdict at the "
                                          "level it reaches (docs/statistics.md)."))
-    else:
-        section.text.append("No ratio of costs: no work here ran on more than one priced runtime.")
     return section
 
 

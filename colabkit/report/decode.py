@@ -1,21 +1,17 @@
-"""The report's decode section (docs/decode.md): every run in decode mode. Per device, model and batch size x prompt
-length, time to first token, time per output token and output tokens/s, each the median over independent runs with
-its distribution-free interval (colabkit.statistics.median_ci, as colabkit.report.runs gives every headline); how
-TPOT grows with the cache and tokens/s with the batch; beside the bytes a step must read (the model's) the bytes the
-compiled step accesses (XLA's cost analysis, as the compiler's FLOPs stand beside the model's in training), with a
-warning where it moves far more or copies a whole cache; and each device's roofline (colabkit.plots.draw_roofline, as
-the ParaDnn section's) with its prefill points under the compute ceiling and its decode steps under the bandwidth's.
-Training and inference sections never see these runs (ReportData.runs)."""
+"""The report's decode section (docs/decode.md): per device, model, batch and prompt length, time to first
+token, time per output token and tokens/s (medians over runs with their intervals), the bytes a step reads beside
+what the compiled step accesses, and each device's roofline with its prefill and decode points.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from colabkit.plots import draw_roofline
+from colabkit.report.figures import label_colors, new_figure
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import median_ci
@@ -47,10 +43,8 @@ def decode_rows(data: ReportData) -> pd.DataFrame:
 
 
 def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per device, model, batch and prompt length: `runs`, the median over runs of TTFT, TPOT (p50) and tokens/s with
-    the interval's `_low`, `_high` and `_level` (none below 3 runs), the medians of MEDIANS, and whether every run's
-    achieved GB/s stayed within the device's bandwidth (`within_bandwidth`: null where the bandwidth is unknown), and
-    the most whole-cache copies any run's compiled step made (`compiler_cache_copies`: null where none was counted)."""
+    """Per device, model, batch and prompt length: the median over runs of TTFT, TPOT and tokens/s with their
+    intervals, the medians of MEDIANS, whether every run stayed within the bandwidth and the most cache copies."""
     out = []
     for (device, model, batch, prompt), runs in rows.groupby(["device", "model", "batch", "prompt_length"], sort=False):
         entry: dict[str, Any] = {"device": device, "model": model, "batch": batch, "prompt_length": prompt,
@@ -70,9 +64,9 @@ def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _errorbar(ax: Any, rows: pd.DataFrame, x: str, y: str, label: str) -> None:
-    """A line of `y` against `x` with its intervals' bars, from the rows with a value of `y` (none: nothing drawn,
-    and no legend entry)."""
+def _errorbar(ax: Any, rows: pd.DataFrame, x: str, y: str, label: str, color: str) -> None:
+    """A line of `y` against `x` with its intervals' bars, from the rows with a value of `y` (a marker alone at a
+    single x; none: nothing drawn, and no legend entry)."""
     rows = rows[rows[y].astype(float).notna()].sort_values(x)
     if not len(rows):
         return
@@ -80,51 +74,43 @@ def _errorbar(ax: Any, rows: pd.DataFrame, x: str, y: str, label: str) -> None:
     bounded = low.notna() & high.notna()
     values = rows[y].astype(float)
     yerr = np.array([np.where(bounded, values - low, 0.0), np.where(bounded, high - values, 0.0)])
-    ax.errorbar(rows[x], values, yerr=yerr, marker="o", capsize=3, label=label)
+    ax.errorbar(rows[x], values, yerr=yerr, marker="o", capsize=3, label=label, color=color,
+                linestyle="-" if rows[x].nunique() > 1 else "none")
 
 
-def scaling_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Left: TPOT against the prompt (the cache's length), a line per device, model and batch; right: output
-    tokens/s against the batch, a line per device, model and prompt length; bars: the between-run intervals.
-    None where no row has a TPOT or a tokens/s to draw."""
-    table = table[table["tpot_ms"].astype(float).notna() | table["tokens_per_s"].astype(float).notna()]
-    if not len(table):
+# The panels of the scaling figure: (y, x, what a line holds fixed, the panel's title)
+PANELS = (("tpot_ms", "prompt_length", "batch", "TPOT, median step (ms, log)", "Time per output token by cache length"),
+          ("tokens_per_s", "batch", "prompt_length", "output tokens/s (log)", "Output tokens/s by batch"))
+
+
+def scaling_figure(table: pd.DataFrame, colors: dict[str, str]) -> ReportFigure | None:
+    """TPOT against the prompt length, tokens/s against the batch, bars the intervals over runs: a panel only where a
+    line joins two points (None where neither does)."""
+    panels = [panel for panel in PANELS if table[table[panel[0]].astype(float).notna()]
+              .groupby(["device", "model", panel[2]])[panel[1]].nunique().max() > 1]
+    if not panels:
         return None
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.2))
+    figure, axes = new_figure(ncols=len(panels), width=5.5, height=4.0)
     several = table.groupby("device")["model"].nunique().max() > 1  # then each line names its model too
-
-    def named(device: str, model: str) -> str:
-        return f"{device}, {model}" if several else device
-
-    for (device, model, batch), rows in table.groupby(["device", "model", "batch"], sort=False):
-        _errorbar(left, rows, "prompt_length", "tpot_ms", f"{named(device, model)}, batch {batch}")
-    for (device, model, prompt), rows in table.groupby(["device", "model", "prompt_length"], sort=False):
-        _errorbar(right, rows, "batch", "tokens_per_s", f"{named(device, model)}, prompt {prompt}")
-    left.set(xscale="log", yscale="log", xlabel="prompt length (tokens, log)", ylabel="TPOT, median step (ms, log)",
-             title="Time per output token by cache length")
-    right.set(xscale="log", yscale="log", xlabel="batch size (log)", ylabel="output tokens/s (log)",
-              title="Output tokens/s by batch")
-    for ax, column in ((left, "prompt_length"), (right, "batch")):
-        values = sorted(set(table[column]))
+    for ax, (y, x, fixed, ylabel, title) in zip(axes, panels):
+        for (device, model, value), rows in table.groupby(["device", "model", fixed], sort=False):
+            named = f"{device}, {model}" if several else device
+            _errorbar(ax, rows, x, y, f"{named}, {fixed.replace('_length', '')} {value}", colors[device])
+        values = sorted(set(table[x]))
+        ax.set(xscale="log", yscale="log", xlabel=f"{x.replace('_', ' ')} (log)", ylabel=ylabel, title=title)
         ax.set_xticks(values, [str(value) for value in values], minor=False)
         ax.minorticks_off()
-        if ax.get_legend_handles_labels()[1]:  # a panel whose every value is missing lists nothing
-            ax.legend(fontsize=7)
-    figure.tight_layout()
-    caption = ("Decode per device: TPOT (the median step) against the prompt length, and output tokens/s (batch x "
-               "output tokens over the whole generation, prefill included) against the batch; each point the median "
-               "over runs, its bar the distribution-free interval (75 % at 3 runs). A step attends over its whole "
-               "fixed-size cache (prompt + output tokens), so its time follows the prompt")
+        ax.legend(fontsize="small")
+    caption = ("Decode per device: the median over runs of TPOT (a step attends over its whole fixed-size cache) and "
+               "of output tokens/s (prefill included); bars: the interval over runs (Methods).")
     columns = ["device", "model", "batch", "prompt_length", "runs", "tpot_ms", "tpot_ms_low", "tpot_ms_high",
                "tokens_per_s", "tokens_per_s_low", "tokens_per_s_high"]
-    return ReportFigure("decode_scaling", figure, table[columns], caption)
+    return ReportFigure("decode_scaling", figure, table[columns], caption, body=True)
 
 
 def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Each device's roofline (its records' peak TFLOPS and bandwidth) with each combination's prefill (model FLOPs
-    over TTFT) and decode step (over TPOT) at their arithmetic intensities: a panel per device with a point whose
-    intensity and TFLOPS are both known, None where no device has one. The legend lists prefill and decode step
-    only where a point of it is drawn."""
+    """Each device's roofline with each combination's prefill and decode step at their arithmetic intensities (None
+    where no point has both figures)."""
     phases = (("prefill", "prefill", "#1f77b4"), ("decode", "decode step", "#d62728"))
     points = [{"device": row["device"], "model": row["model"], "batch": row["batch"],
                "prompt_length": row["prompt_length"], "phase": kind,
@@ -135,8 +121,8 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
     if not len(drawn):
         return None
     devices = list(dict.fromkeys(drawn["device"]))
-    figure, axes = plt.subplots(1, len(devices), figsize=(6.4 * len(devices), 4.4), squeeze=False)
-    for ax, device in zip(axes[0], devices):
+    figure, axes = new_figure(ncols=len(devices), width=6.4, height=4.4)
+    for ax, device in zip(axes, devices):
         rows, mine = table[table["device"] == device], drawn[drawn["device"] == device]
         marks = []
         for kind, name, color in phases:
@@ -147,8 +133,7 @@ def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
         draw_roofline(ax, marks, peak.median() if len(peak) else None, bandwidth.median() if len(bandwidth) else None)
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte, log)",
                ylabel="achieved model TFLOPS (log)", title=device)
-        ax.legend(fontsize=7)
-    figure.tight_layout()
+        ax.legend(fontsize="small")
     caption = ("Prefill (blue: the prompt's model FLOPs over the time to first token) and decode steps (red: a "
                "step's model FLOPs over TPOT), each batch and prompt length at its arithmetic intensity (model FLOPs "
                "over the bytes the step reads: weights and the whole fixed-size cache), under the device's compute "
@@ -161,18 +146,13 @@ def decode_section(data: ReportData) -> Section:
     section = Section(DECODE, "Decode")
     rows = decode_rows(data)
     if not len(rows):
-        section.empty = ("No run in decode mode (the ParaDnn Transformer's `mode = \"decode\"`, e.g. the "
-                         "`decode_smoke` preset), so there are no times to first token or per output token to give.")
+        section.empty = "no run in decode mode (ParaDnn's decode_smoke preset makes some)."
         return section
     table = decode_table(rows)
-    section.text.append(
-        "Greedy generation with a key-value cache (docs/decode.md): per batch size and prompt length, the time to "
-        "first token (prefill and first token on the host), the time per output token (the median step; p90 beside "
-        "it) and output tokens/s, each the median over independent runs with its distribution-free interval (75 % "
-        "at 3 runs). Achieved GB/s is the bytes a step must read (the model's: weights and the whole cache) over its "
-        "median time, held against the device's bandwidth; a cache within the last-level cache can beat memory's "
-        "bandwidth. Beside them, the compiler's: the bytes XLA's cost analysis says the compiled step accesses "
-        "(JAX; TensorFlow gives none), their ratio to the model's, and those bytes over the median step.")
+    if len(table) < 2:
+        section.empty = "one device, batch size and prompt length: nothing to set side by side (appendix)."
+    section.notes.append("Achieved GB/s: the bytes a step must read (weights and the whole cache) over its median "
+                         "time; beside them the bytes XLA's compiled step accesses (JAX only; docs/decode.md).")
     above = table[table["within_bandwidth"].eq(False)]
     if len(above):
         section.warnings.append("Achieved GB/s above the device's bandwidth at " + ", ".join(
@@ -189,10 +169,16 @@ def decode_section(data: ReportData) -> Section:
         section.warnings.append("The compiled step copies (or converts) a whole key or value cache at " + ", ".join(
             f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.compiler_cache_copies} copies)"
             for row in copied.itertuples()) + ": each step moves that cache again (docs/decode.md).")
+    section.items.append(ReportTable("decode_headline", pd.DataFrame({
+        "device": table["device"], "batch": table["batch"], "prompt": table["prompt_length"], "TTFT (ms)": table["ttft_ms"],
+        "TPOT (ms)": table["tpot_ms"], "tokens/s": table["tokens_per_s"], "level": table["tpot_ms_level"].map(
+            lambda level: f"{100 * level:g} %" if pd.notna(level) else None), "runs": table["runs"]}),
+        "Per device, batch size and prompt length: the medians over runs (their intervals: the appendix's table).",
+        body=True))
     section.items.append(ReportTable("decode", table, "Decode per device, batch size and prompt length: TTFT, TPOT "
                                      "and tokens/s (medians over runs, their intervals), bytes and GB/s a step"))
-    section.add_figure(scaling_figure(table), "No figure of TPOT and tokens/s: no batch size and prompt length has "
-                                              "a median TPOT or tokens/s over its runs to draw.")
+    section.add_figure(scaling_figure(table, label_colors(table["device"], data.palette)),
+                       "No figure of TPOT and tokens/s: no line of them joins two batch sizes or prompt lengths.")
     section.add_figure(roofline_figure(table), "No roofline figure: no decode row gives both a phase's model TFLOPS "
                                                "and its arithmetic intensity (prefill_tflops, prefill_intensity, "
                                                "decode_tflops, decode_intensity in the records' decode.rows).")

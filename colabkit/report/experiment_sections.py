@@ -1,14 +1,11 @@
-"""Which function builds each experiment's section of the report: SECTIONS, from the experiment's
-name to its section function (the report's data in, a Section out). An experiment declared outside
-the suite registers its own from a module listed in COLABKIT_EXPERIMENTS beside its declaration
-(`register_section("doubling", doubling_section)`: docs/adding-an-experiment.md). A declared
-experiment without a section still counts in the summary; the Records section names it.
+"""Which function builds each experiment's section: SECTIONS, experiment name -> section function (every one
+in the suite colabkit.report.headline.notebook_section). An experiment declared outside the suite registers its
+own from a module listed in COLABKIT_EXPERIMENTS (`register_section`: docs/adding-an-experiment.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from colabkit.errors import ExperimentDeclarationError
 from colabkit.experiments import all_experiments, find
@@ -17,7 +14,7 @@ from colabkit.report.dblstm_har import dblstm_section
 from colabkit.report.matmul_tflops import matmul_section
 from colabkit.report.paradnn import paradnn_section
 from colabkit.report.records import ReportData
-from colabkit.report.section import Section, publish
+from colabkit.report.section import Section
 from colabkit.report.timeseries_rnn import timeseries_section
 
 SectionFunction = Callable[[ReportData], Section]
@@ -48,10 +45,3 @@ def experiment_sections(data: ReportData) -> list[Section]:
     """The section of every declared experiment that has one, built from `data`, in the registry's
     order (a section without records says so)."""
     return [SECTIONS[experiment.name](data) for experiment in all_experiments() if experiment.name in SECTIONS]
-
-
-def publish_experiments(data: ReportData, output_dir: str | Path, display: bool = True) -> list[Path]:
-    """Build, write and (in a notebook) show every experiment's section under its own heading;
-    return the files written."""
-    return [path for section in experiment_sections(data) for path in publish(section, output_dir, display,
-                                                                                heading=True)]

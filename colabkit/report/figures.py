@@ -1,8 +1,5 @@
-"""Figure helpers shared by the report's sections: one style, one colour per device, error bars.
-
-Figures are `matplotlib.figure.Figure` objects made without pyplot, so building one never shows it
-and never leaks it: the notebook shows what `publish` displays, nothing else. Every series is a
-labelled line (`ax.get_lines()`) or bar container (`ax.containers`), so tests can read them back.
+"""Figure helpers the sections share: one style, one colour per device, lines and bars with error bars.
+Figures are made without pyplot (nothing shown or leaked); every series is a labelled line or bar container.
 """
 
 from __future__ import annotations
@@ -13,10 +10,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import to_hex, to_rgb
 
-from colabkit.plots import device_color, use_style
-from colabkit.report.records import label_kind, sort_labels
+from colabkit.plots import use_style
+from colabkit.report.records import device_palette, label_kind, shade, sort_labels
 from colabkit.report.writers import format_number
 
 WARNING_COLOR = "#b00020"
@@ -42,16 +38,6 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float
     return figure, axes.ravel()
 
 
-def _shade(color: str, step: int) -> str:
-    """The step-th variant of a colour: darker, lighter, darker still... (step 0 is the colour)."""
-    if step == 0:
-        return color
-    rgb = np.array(to_rgb(color))
-    amount = 0.3 * ((step + 1) // 2)
-    mixed = rgb * (1 - amount) if step % 2 else rgb + (1 - rgb) * amount
-    return to_hex(np.clip(mixed, 0, 1))
-
-
 def label_markers(labels: Iterable[str]) -> dict[str, str]:
     """A marker per device label: circles for the first label of a kind, then squares, triangles..."""
     markers, used = {}, {}
@@ -62,23 +48,25 @@ def label_markers(labels: Iterable[str]) -> dict[str, str]:
     return markers
 
 
-def label_colors(labels: Iterable[str]) -> dict[str, str]:
-    """A colour per device label: the device kind's colour (colabkit.plots), shaded when several
-    labels share a kind (a T4 and an A100; one and two CPU replicas)."""
-    return series_colors(pd.DataFrame({"series": list(labels), "device": list(labels)}))
+def label_colors(labels: Iterable[str], palette: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour per device label: the report's `palette`'s where it has the label, else device_palette's."""
+    labels = list(labels)
+    own = device_palette(labels)
+    return {label: (palette or {}).get(label, own[label]) for label in own}
 
 
-def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device") -> dict[str, str]:
-    """A colour per series of `table` (a device label and the parameters that tell its runs apart):
-    the kind colour of the series' `device` label, shaded per series of that kind, in report order."""
+def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device",
+                  palette: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour per series of `table` (a device label and the parameters that tell its runs apart): its
+    `device`'s colour (label_colors), shaded per series of that device, in report order."""
     pairs = table[[series, device]].drop_duplicates(series)
+    base = label_colors(pairs[device], palette)
     order = {label: index for index, label in enumerate(sort_labels(pairs[device]))}
     colors: dict[str, str] = {}
     used: dict[str, int] = {}
     for name, label in sorted(zip(pairs[series], pairs[device]), key=lambda pair: (order[pair[1]], str(pair[0]))):
-        kind = label_kind(label)
-        colors[name] = _shade(device_color(kind), used.get(kind, 0))
-        used[kind] = used.get(kind, 0) + 1
+        colors[name] = shade(base[label], used.get(label, 0))
+        used[label] = used.get(label, 0) + 1
     return colors
 
 
@@ -106,18 +94,15 @@ def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: 
 
 
 def levels(values: Any) -> str:
-    """The levels (and runs) of some intervals, once each, from their `<prefix>_level` labels or their
-    verdicts ('faster (75 %, n = 3 and 6)'): '75 %, n = 3; 96.8 %, n = 6; 75 %, n = 3 and 6'; 'no interval'
-    without any."""
+    """The levels and runs of some intervals ('75 %, n = 3; 96.8 %, n = 6'), from their labels or verdicts; 'no
+    interval' without any."""
     found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(
         r"(\d[\d.]* %, n = \d+(?: and \d+)?)")[0]
     return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
 def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
-    """Write in the axes' corner the levels of the error bars drawn from `<prefix>_low` (from the table's
-    `<prefix>_level` or `<prefix>_verdict`), once per axes: a figure says what its bars cover, as its
-    caption does."""
+    """Write the level of the error bars drawn from `<prefix>_low` in the axes' corner, once per axes."""
     prefix = low[: -len("_low")] if low and low.endswith("_low") else None
     column = next((name for name in (f"{prefix}_level", f"{prefix}_verdict") if prefix and name in rows), None)
     text = levels(rows[column]) if column else "no interval"
@@ -125,8 +110,8 @@ def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
     if text == "no interval" or text in stated:
         return
     stated.append(text)
-    ax.text(0.99, 0.01 + 0.06 * (len(stated) - 1), f"error bars: {text}", transform=ax.transAxes, ha="right",
-            va="bottom", fontsize=7, color="#555555")
+    ax.text(0.99, 0.01 + 0.07 * (len(stated) - 1), f"error bars: {text}", transform=ax.transAxes, ha="right",
+            va="bottom", fontsize="small", color="#555555")
 
 
 def _infinite(values: pd.Series) -> pd.Series:
@@ -137,12 +122,11 @@ def _infinite(values: pd.Series) -> pd.Series:
 
 def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "series", device: str = "device",
                err: str | None = None, low: str | None = None, high: str | None = None,
-               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0) -> None:
-    """One line per `series`, coloured by its `device` label, with error bars when the table has them:
-    symmetric (`err`) or from `low` to `high`. Series of the same device differ by line style
-    (unless `linestyle` fixes it). `dodge` shifts series apart along a log x axis (by that fraction
-    of a factor of two per series), so that equal values with error bars stay visible."""
-    colors, markers = label_colors(table[device]), label_markers(table[device])
+               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0,
+               colors: dict[str, str] | None = None) -> None:
+    """One line per `series` in its `device`'s colour (`colors`), with error bars (`err`, or `low` to `high`); a
+    series at one x is a marker alone; `dodge` shifts series apart on a log x axis."""
+    colors, markers = label_colors(table[device], colors), label_markers(table[device])
     styles = ["-", "--", "-.", ":"]
     per_device: dict[str, int] = {}
     count = table[series].nunique()
@@ -156,8 +140,8 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
         style = linestyle or styles[per_device.get(label, 0) % len(styles)]
         per_device[label] = per_device.get(label, 0) + 1
         color = colors[label]
-        ax.plot(rows[x], rows[y], linestyle=style, marker=markers[label], color=color, label=f"{name}{suffix}",
-                markerfacecolor=color if filled else "white")
+        ax.plot(rows[x], rows[y], linestyle=style if rows[x].nunique() > 1 else "none", marker=markers[label],
+                color=color, label=f"{name}{suffix}", markerfacecolor=color if filled else "white")
         yerr = _errors(rows, y, err, low, high)
         if yerr is not None:
             ax.errorbar(rows[x], rows[y], yerr=yerr, fmt="none", ecolor=color, capsize=3, linewidth=1)
@@ -167,9 +151,8 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
 def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, series: str = "series",
                  colors: dict[str, str] | None = None, err: str | None = None, low: str | None = None,
                  high: str | None = None, hatched: Iterable[str] = (), order: list[Any] | None = None) -> list[Any]:
-    """Bars of `value` per `category` (x, sorted unless `order` gives it), one bar per `series` side
-    by side; `hatched` series (published figures) are drawn hatched and pale. Returns the categories
-    in x order."""
+    """Bars of `value` per `category`, one per `series` side by side, `hatched` ones (published) pale and hatched.
+    Returns the categories in x order."""
     present = set(table[category].dropna())
     categories = [c for c in order if c in present] if order else sorted(present, key=lambda c: (isinstance(c, str), c))
     names = list(dict.fromkeys(table[series]))

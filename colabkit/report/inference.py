@@ -1,13 +1,8 @@
-"""The report's inference section (docs/inference.md): every run in inference mode, of any experiment.
-
-Its headline figures, per combination: the single-stream p50, p90 and p99 latency and the offline samples/s per
-batch size, each the median over the combination's independent runs with the between-run order-statistic interval
-at the level it reaches (colabkit.report.runs.figures_over_runs); beside it, labelled "within one run", the interval
-one run's own queries (or timed passes) give, the median over runs of each run's, which no verdict uses. Verdicts
-between devices and backends (`verdicts_across`) rest on the runs alone: the ratio of the medians and its interval
-(colabkit.statistics.ratio_ci). Then each run's percentiles with their within-run intervals, the latency
-distribution (each run's empirical CDF) and each run's offline throughput. Training sections never see these runs
-(ReportData.runs)."""
+"""The report's inference section (docs/inference.md): per combination the single-stream p50, p90, p99
+latency and offline samples/s per batch, each the median over runs with the between-run interval (verdicts rest on
+those alone); beside it, "within one run", the interval one run's own queries give, for contrast. Then each run's
+percentiles, its latency distribution and its offline throughput. Training sections never see these runs.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +16,12 @@ from colabkit.experiments.declaration import Headline
 from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, voided_by
 from colabkit.inference.measure import PERCENTILES
 from colabkit.report.common import comparison_fields, run_backend, samples_column, work_key
-from colabkit.report.figures import new_figure
+from colabkit.report.figures import label_colors, new_figure
+from colabkit.report.headline import interval_text
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.runs import collapse, figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section
-from colabkit.statistics import CONFIDENCE, min_samples, verdict_word
+from colabkit.statistics import CONFIDENCE, min_samples
 
 PERCENTILE_COLORS = {50: "#1f77b4", 90: "#ff7f0e", 99: "#d62728"}
 
@@ -65,10 +61,8 @@ def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
 
 
 def measured(point: dict[str, Any]) -> bool:
-    """Whether a run's latency percentile (its record's `inference.single_stream.percentiles` entry) stands as a
-    measurement: only where its queries give its order-statistic interval (colabkit.statistics.quantile_ci). Below, its
-    estimate is little more than the largest (or smallest) latency (p99 of 5 queries is the slowest of 5), and the
-    report gives it neither in the table nor in the figure, and says so."""
+    """Whether a run's latency percentile stands as a measurement: only where its queries give its interval (p99 of 5
+    queries is just the slowest)."""
     return point.get("low_ms") is not None and point.get("high_ms") is not None
 
 
@@ -88,8 +82,7 @@ def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataF
 
 
 def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bool = True) -> list[str]:
-    """What the report calls each run, in `runs`' order: 'run k: FILE' (k counting the runs of its combination,
-    FILE the record's name, as inference_latency's `run` column gives it), led by its notebook, device and
+    """'run k: FILE' for each run (k counting the runs of its combination), led by its notebook, device and
     combination with `combination`."""
     counted: dict[str, int] = {}
     names = []
@@ -100,10 +93,8 @@ def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bo
 
 
 def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportFigure:
-    """Each run's latencies as an empirical CDF (log time axis), its percentiles marked with their intervals
-    where its queries give one. The legend names every run (run_names) and lists a percentile only where a dot
-    of it is drawn; the figure's data holds every number drawn: each query's latency and share at or below, and
-    each percentile's estimate and interval."""
+    """Each run's latencies as an empirical CDF (log axis), its percentiles with their intervals where its queries
+    give one; the legend names every run."""
     figure, (ax,) = new_figure(width=7.4, height=4.2)  # no pyplot: a figure left out is never kept open
     points: list[dict[str, Any]] = []
     missing: dict[float, list[str]] = {}  # percentile -> the runs with too few queries for it
@@ -143,9 +134,8 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
 
 
 def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tuple[Any, str], tuple[float, float]]:
-    """(combination_id, metric) -> the interval one run's own measurements give, low and high each the median over
-    the combination's runs: a latency percentile's from that run's queries, an offline rate's from its timed passes.
-    It says how tight one run claims to be, not where the next run will fall: no verdict takes it."""
+    """(combination_id, metric) -> the interval one run's own queries or passes give (medians over runs): how tight a
+    run claims to be, for contrast; no verdict takes it."""
     found: dict[tuple[Any, str], list[tuple[float, float]]] = {}
     for _, section, row in runs:
         points = [(f"latency_p{point['percentile']:g}_ms", point.get("low_ms"), point.get("high_ms"))
@@ -175,9 +165,8 @@ def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.S
 
 def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline],
                     runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """The section's headline table: per inference combination and figure (docs/inference.md: p50, p90, p99, offline
-    samples/s per batch), the median over its runs and the between-run interval with the level it reaches
-    (figures_over_runs), then `within_one_run_low`/`_high` (within_one_run), for contrast only."""
+    """Per combination and figure (p50, p90, p99, offline samples/s per batch): the median over runs with its
+    interval, then within_one_run's, for contrast."""
     table = figures_over_runs(ok, figures)
     named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
     within = within_one_run(runs)
@@ -195,11 +184,8 @@ VERDICT_COLUMNS = ["notebook", "measure", "reference", "candidate", "configurati
 
 def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend"),
                     ) -> pd.DataFrame:
-    """Combinations of `ok` (collapse's rows) that did the same work but for `across`, each against the first of them
-    in report order (CPU, then GPU, then TPU; TensorFlow before the other backends), on every figure both have runs
-    of: the ratio of the medians over runs (candidate / reference), its interval from both sides' runs
-    (colabkit.statistics.ratio_ci) and the verdict in the figure's direction with that interval's level ('slower
-    (75 %, n = 3)'; 'too few runs' below 3 runs a side). Nothing from inside one run enters."""
+    """Combinations that did the same work but for `across`, each against the first in report order, on every figure
+    both have runs of: the ratio of the medians over runs, its interval and verdict."""
     rows: list[dict[str, Any]] = []
     if not len(ok):
         return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
@@ -227,80 +213,81 @@ def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Seque
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
-def offline_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Offline samples/s against batch size per combination: the median over runs, its between-run interval.
-    None where no combination has a median of offline samples/s to draw."""
+def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Offline samples/s against the batch per combination, the intervals over runs; in the body where a combination
+    has two batch sizes (None without any median)."""
     rows = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
     if not len(rows):
         return None
-    figure, (ax,) = new_figure(width=6.4, height=4.0)
+    figure, (ax,) = new_figure(width=6.4, height=3.6)
     rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int))
+    colors = label_colors(rows["device"], data.palette)
     for (notebook, device, backend, combination), line in rows.groupby(["notebook", "device", "backend", "combination"],
                                                                         sort=False):
         line = line.sort_values("batch")
         median = line["median"].astype(float)
         yerr = np.array([median - line["between_runs_low"].fillna(median),
                          line["between_runs_high"].fillna(median) - median], dtype=float)
-        ax.errorbar(line["batch"], median, yerr=yerr, marker="o", capsize=3,
-                    label=f"{notebook}, {device}, {combination} ({line['between_runs_level'].iloc[0]})")
+        ax.errorbar(line["batch"], median, yerr=yerr, marker="o", capsize=3, color=colors[device],
+                    linestyle="-" if len(line) > 1 else "none",
+                    label=f"{notebook}, {device}, {backend} ({line['between_runs_level'].iloc[0]})")
     ax.set(xscale="log", yscale="log", xlabel="batch size (log)", ylabel="samples/s (log)",
            title="Offline throughput by batch size")
-    ax.legend(fontsize=7)
+    ax.set_xticks(sorted(set(rows["batch"])), [str(batch) for batch in sorted(set(rows["batch"]))])
+    ax.minorticks_off()
+    ax.legend(fontsize="small")
+    two = rows.groupby("combination")["batch"].nunique().max() > 1
     return ReportFigure("inference_offline_throughput", figure, rows,
-                        "Offline samples/s per batch size: the median over independent runs, the bars the between-run "
-                        "interval (its level and runs in the legend; no bar below 3 runs)")
+                        "Offline samples/s per batch size: the median over runs, bars the interval over runs (its "
+                        "level and runs in the legend; none below 3 runs).", body=two)
 
 
 def inference_section(data: ReportData) -> Section:
-    """The report's section of inference runs (or why there is none)."""
+    """Inference: in the body where two combinations, or two batch sizes, stand side by side, the verdicts between
+    devices and backends (else each figure over runs) and offline throughput; every run in the appendix."""
     section = Section("inference", "Inference")
     runs = _runs(data)
     if not runs:
-        section.empty = ("No run in inference mode (a notebook's `mode = \"inference\"`, e.g. the CNN grid's "
-                         "`inference_smoke` preset), so there are no latencies or inference throughputs to give.")
+        section.empty = "no run in inference mode (the CNN grid's inference_smoke preset makes some)."
         return section
     ok, figures = over_runs_frame(data, runs)
     table = over_runs_table(ok, figures, runs)
-    levels = "; ".join(sorted(set(table["between_runs_level"]), key=lambda text: (text.startswith("no"), text)))
-    section.text.append(
-        "Runs in inference mode train nothing: single-stream queries at batch 1, one after another, each answer on "
-        "the host before the clock stops (compilation and warm-up apart), p50, p90 and p99 by linear interpolation; "
-        "offline, samples/s per batch size. Each figure of a combination is the median over its independent runs "
-        "(each run a fresh kernel, as for training), with the distribution-free interval between two of the runs' "
-        f"order statistics at the level it reaches ({levels}; none below 3 runs: too few runs); every verdict "
-        "between devices or backends rests on those runs alone. Beside it, labelled within one run, the interval "
-        "one run's own queries (offline: its timed passes) give, the median over runs: a run's latencies share its "
-        "process and its host's state, so the next run's percentile often falls outside it; it is shown for "
-        "contrast and judges nothing. docs/inference.md.")
+    verdicts = verdicts_across(ok, figures)
+    offline = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
+    batches = offline.groupby("combination")["metric"].nunique().max() if len(offline) else 0
+    if len(ok) < 2 and batches < 2:
+        section.empty = "one combination at one batch size: nothing to set side by side (its latencies: appendix)."
+    elif len(verdicts):
+        section.items.append(ReportTable("inference", verdicts[["measure", "reference", "candidate", "ratio"]].assign(
+            interval=[interval_text(low, high) for low, high in zip(verdicts["ratio_low"], verdicts["ratio_high"])],
+            verdict=verdicts["verdict"]), "Device against device, backend against backend: the ratio of the medians "
+            "over runs (second over first), its interval and verdict (Methods).", body=True))
+    else:
+        section.items.append(ReportTable("inference", pd.DataFrame({
+            "device": table["device"], "backend": table["backend"], "measure": table["measure"] + " (" +
+            table["unit"] + ")", "median": table["median"],
+            "interval": [interval_text(low, high) for low, high in zip(table["between_runs_low"],
+                                                                       table["between_runs_high"])],
+            "level": table["between_runs_level"]}), "Single-stream latency and offline throughput: the median over "
+            "runs, its interval and level (Methods).", body=True))
     section.items.append(ReportTable("inference_over_runs", table, "Per combination: p50, p90, p99 latency (ms) and "
                                      "offline samples/s per batch, the median over runs with the between-run "
                                      "interval and the level it reaches (the headline); within_one_run_low/_high: "
                                      "one run's own interval (median over runs), for contrast, no verdict"))
-    verdicts = verdicts_across(ok, figures)
     if len(verdicts):
-        counts = verdicts["verdict"].map(verdict_word).value_counts()
-        section.text.append("Devices and backends compared on the runs: " + ", ".join(
-            f"{verdict} {count}" for verdict, count in counts.items()) + " (figures of pairs of combinations that did "
-            "the same work on another device or backend, each against the first in report order).")
         section.items.append(ReportTable("inference_verdicts", verdicts, "Device against device, backend against "
                                          "backend: the ratio of the medians over runs, its interval and the verdict "
                                          "with that interval's level and runs (between runs only)"))
-    section.text.append(
-        "Per run: each percentile with the interval its queries give (within one run; the coverage it reaches, at "
-        "least 95 %, whatever the latencies' distribution), given only from the queries that interval takes ("
-        + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES) + "): below, its estimate is "
-        "little more than the slowest (or fastest) query, so the table says too few queries and the figure draws no "
-        "dot for it.")
-    latency = latency_table(runs)
-    section.items.append(ReportTable("inference_latency", latency, "Single-stream latency percentiles of each run "
-                                     "(ms), their intervals within one run (from its queries) and the coverage those "
-                                     "reach; the figures over runs are in inference_over_runs"))
+    section.notes.append("Per run: each percentile with the interval its queries give, only from the queries it takes ("
+                         + ", ".join(f"{min_samples(level / 100)} for p{level}" for level in PERCENTILES) + ").")
+    section.items.append(ReportTable("inference_latency", latency_table(runs), "Single-stream latency percentiles "
+                                     "of each run (ms), their intervals within one run (from its queries) and the "
+                                     "coverage those reach; the figures over runs are in inference_over_runs"))
     section.items.append(latency_figure(runs))
-    offline = offline_table(runs)
-    if len(offline):
-        section.items.append(ReportTable("inference_offline", offline, "Offline samples/s of each run and batch size: "
+    per_run = offline_table(runs)
+    if len(per_run):
+        section.items.append(ReportTable("inference_offline", per_run, "Offline samples/s of each run and batch size: "
                                          "the median of its timed passes and their interval (within one run)"))
-        section.add_figure(offline_figure(table), "No figure of offline throughput: the runs' records give offline "
-                                                  "passes (inference_offline) but no offline samples/s among their "
-                                                  "metrics, so there is no median over runs to draw.")
+        section.add_figure(offline_figure(table, data), "No figure of offline throughput: the runs' records give "
+                                                        "offline passes but no offline samples/s among their metrics.")
     return section

@@ -152,10 +152,10 @@ def methods_section(data: ReportData) -> Section:
     section = Section("methods", "Methods")
     ok = data.runs()
     if not len(ok):
-        section.empty = "No successful runs, so no methods to describe."
+        section.empty = "no successful run: no method to describe."
         return section
-    section.text = [" ".join(part for part in (_hardware(ok), _software(ok), _runs(data, ok), _intervals(), _data(ok),
-                                               _cost(data)) if part),
+    section.text = [" ".join(part for part in (_hardware(ok), _software(ok)) if part),
+                    *(part for part in (_runs(data, ok), _intervals(), _data(ok), _cost(data)) if part),
                     "References: references.bib beside this report (the published works compared with, the "
                     "statistics used, and colabkit; CITATION.cff in its repository says how to cite the suite)."]
     return section

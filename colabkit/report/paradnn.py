@@ -1,33 +1,22 @@
-"""ParaDnn section: where each model sits on its device's roofline, the speedup of one device over
-another per model, and the published claims of Wang, Wei & Brooks 2020 (ParaDnn) beside ours.
-
-The roofline of a device is min(peak FLOPS, arithmetic intensity x memory bandwidth). Each record
-carries what its roofline needs: the peak TFLOPS used (and its source) and the bandwidth used
-(a datasheet figure on accelerators, a STREAM-triad measurement on CPUs), so the report draws each
-device's roof from its own records, never from a table of its own. The roofline's arithmetic is
-colabkit.training.roofline's and its drawing colabkit.plots.draw_roofline, as in the notebook.
+"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks
+2020 drew it: each device's roof from its own records' peak and bandwidth, colabkit.plots.draw_roofline), and in
+the appendix the speedup of one device over another as heat maps over model and batch, and the paper's claims.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from matplotlib.colors import to_hex, to_rgb
-from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
-from colabkit.report.bottlenecks import bottleneck_items, mark_overhead_bound
-from colabkit.report.common import (
-    column,
-    comparison_fields,
-    device_head,
-    notebook_section,
-    pick,
-    run_config_key,
-    samples_column,
-)
+from colabkit.report.bottlenecks import mark_overhead_bound
+from colabkit.report.common import column, comparison_fields, device_head, pick, run_config_key, samples_column
 from colabkit.report.figures import new_figure
+from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
@@ -93,13 +82,8 @@ def point_colors(table: pd.DataFrame) -> pd.Series:
 
 
 def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
-    """One roof per device and precision: the median of its records' peak TFLOPS and bandwidth, with
-    the bandwidth's range and the first record's sources. A CPU's bandwidth is measured: once per
-    host by a sweep (records of one sweep share it) or once per run (records written by hand or
-    before), so its range spans every measurement's passes, from the slowest pass a record keeps
-    (`peak_bandwidth_min_gb_s`; older records: their one figure) to the best figure, and
-    `measurements` counts the distinct measurements behind them (0: a datasheet figure, or records
-    too old to say when theirs was taken)."""
+    """One roof per device and precision: the medians of its records' peak and bandwidth, the bandwidth's range (a
+    CPU's measured passes) and `measurements` (distinct ones behind it), the sources."""
     precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
     rows = []
     for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
@@ -118,36 +102,35 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def roofline_figure(table: pd.DataFrame) -> ReportFigure:
-    """One log-log panel per device: each model's arithmetic intensity against its achieved TFLOPS,
-    coloured by family and shaded by batch size, under the device's roofs (peak and bandwidth from
-    the records)."""
+def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure:
+    """A log-log panel per device: each model's achieved TFLOPS against its arithmetic intensity, coloured by family
+    and shaded by batch, under the device's roofs; drawn again for a paper."""
     devices = sort_labels(table["device"])
-    figure, axes = new_figure(ncols=len(devices), width=5.6, height=4.4)
     colors = point_colors(table)
-    for ax, device in zip(axes, devices):
-        rows = table[table["device"] == device]
-        for (family, batch), group in rows.groupby(["family", "batch"], sort=True):
-            ax.scatter(group["intensity"], group["model_tflops"], color=colors[group.index[0]],
-                       marker=FAMILY_MARKERS.get(family, "o"), edgecolor="#333333", linewidth=0.5, zorder=3,
-                       label=f"{family}, batch {format_number(batch)}")
-        mark_overhead_bound(ax, rows)  # input- or host-bound: the roofline does not explain them
-        for roof in device_roofs(rows).itertuples():
-            draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
-                          span=rows["intensity"].dropna().astype(float), achievable_tflops=roof.achievable_tflops)
-        ax.set_title(device, fontsize="medium")
-        ax.legend(fontsize="x-small", loc="upper left")  # above the bandwidth slope: no point can be there
+
+    def draw(width: float) -> Any:
+        figure, axes = new_figure(ncols=len(devices), width=width / len(devices), height=min(4.4, 0.75 * width))
+        for ax, device in zip(axes, devices):
+            rows = table[table["device"] == device]
+            for (family, batch), group in rows.groupby(["family", "batch"], sort=True):
+                ax.scatter(group["intensity"], group["model_tflops"], color=colors[group.index[0]],
+                           marker=FAMILY_MARKERS.get(family, "o"), edgecolor="#333333", linewidth=0.5, zorder=3,
+                           label=f"{family}, batch {format_number(batch)}")
+            mark_overhead_bound(ax, rows)  # input- or host-bound: the roofline does not explain them
+            for roof in device_roofs(rows).itertuples():
+                draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
+                              span=rows["intensity"].dropna().astype(float), achievable_tflops=roof.achievable_tflops)
+            ax.set_title(device, fontsize="medium")
+        handles, labels = axes[0].get_legend_handles_labels()
+        figure.legend(handles, labels, loc="outside lower center", ncols=1 if width < 5 else 2)
+        return figure
+
     behind = table[["device", "family", "model", "batch", "precision", "intensity", "model_tflops", "peak_tflops",
                     "peak_source", "bandwidth_gb_s", "bandwidth_source", "roofline_tflops", "bound", "bound_by"]]
-    caption = ("Roofline per device: achieved model TFLOPS (training FLOPs per sample x steady samples/s) against "
-               "arithmetic intensity (training FLOPs per byte of weights and activations moved, per replica). "
-               "Roof: the peak at the runs' precision and the memory bandwidth named in the records (datasheet on "
-               "GPUs/TPUs; on CPUs a STREAM triad measured in each run, a lower bound: the median over the runs); "
-               "dotted: the ridge point; dashed: the achievable peak, the best of a matmul scan on the device "
-               "(docs/peaks.md). Colour: family; "
-               "paler: smaller batch. Ringed: runs bound by their input (red) or the host (orange) rather than the "
-               "device, which the roofline does not explain (the section's \"where the time goes\" figure).")
-    return ReportFigure("paradnn_roofline", figure, behind.copy(), caption)
+    caption = ("Achieved model TFLOPS against arithmetic intensity (training FLOPs per byte moved) per device: colour "
+               "the family, paler the smaller batch. Roof: the peak and bandwidth the records name (a CPU's "
+               "measured); dashed: the achievable peak. Ringed: bound by input (red) or host (orange).")
+    return ReportFigure("paradnn_roofline", draw(5.6 * len(devices)), behind.copy(), caption, paper=draw)
 
 
 def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
@@ -176,40 +159,35 @@ def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFram
     })
 
 
-def speedup_figure(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> ReportFigure:
-    """ParaDnn's TPU/GPU figures: per device pair and family, every model's speedup (sorted), coloured
-    by batch size; above 1 the second device is faster."""
-    frames = [speedup_frame(table, a, b) for a, b in pairs]
-    both = pd.concat(frames, ignore_index=True)
-    families = [f for f in FAMILIES if f in set(both["family"])]
+def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """ParaDnn's heat maps: per device pair and family, each model's speedup (a row, smaller models first) at each
+    batch size (a column), blue where the second device is faster; None with one device."""
+    pairs = device_pairs(table)
+    if not pairs:
+        return None
+    both = pd.concat([speedup_frame(table, a, b) for a, b in pairs], ignore_index=True)
+    families = [family for family in (*FAMILIES, "transformer") if family in set(both["family"])]
     figure, axes = new_figure(ncols=len(families), nrows=len(pairs), width=4.6, height=3.6)
     axes = axes.reshape(len(pairs), len(families))
-    batches = sorted({float(b) for b in both["batch"].dropna()})
-    from matplotlib import colormaps
-
-    cmap = colormaps["viridis"]
-    shade = {b: cmap(i / max(1, len(batches) - 1)) for i, b in enumerate(batches)}
+    reach = max(np.log10(both["speedup"].astype(float)).abs().max(), 0.1)
+    size = table.drop_duplicates("model").set_index("model")["params"]
     for row, (a, b) in enumerate(pairs):
-        frame = both[(both["baseline"] == a) & (both["device"] == b)]
         for col, family in enumerate(families):
-            ax = axes[row, col]
-            rows = frame[frame["family"] == family].sort_values("speedup").reset_index(drop=True)
-            for batch, group in rows.groupby("batch"):
-                ax.scatter(group.index, group["speedup"], color=shade[float(batch)], edgecolor="#333333",
-                           linewidth=0.4, zorder=3, label=f"batch {format_number(batch)}")
-            ax.axhline(1.0, color="#999999", linewidth=1)
-            ax.set_yscale("log")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_xlabel(f"{family} models, sorted by speedup")
-            ax.set_ylabel("speedup (samples/s ratio)")
-            ax.set_title(f"{device_head(b)} over {device_head(a)}: {family}", fontsize="medium")
-            if len(rows):
-                ax.legend(fontsize="x-small")
-    caption = ("Speedup per model of one device over another (steady samples/s ratio, same model, batch and "
-               "precision; medians over runs, each model's interval and verdict, with its level, in the figure's data), "
-               "coloured by batch size, as in ParaDnn's TPU/GPU figures. Above 1: the second device "
-               f"is faster. Devices: {'; '.join(f'{b} over {a}' for a, b in pairs)}.")
-    return ReportFigure("paradnn_speedup", figure, both, caption)
+            ax, rows = axes[row, col], both[(both["baseline"] == a) & (both["device"] == b) & (both["family"] == family)]
+            grid = rows.pivot_table(index="model", columns="batch", values="speedup", aggfunc="median")
+            grid = grid.loc[sorted(grid.index, key=lambda model: (size.get(model, np.nan), model))]
+            image = ax.imshow(np.log10(grid.to_numpy(float)), cmap="RdBu", vmin=-reach, vmax=reach, aspect="auto")
+            for (i, j), value in np.ndenumerate(grid.to_numpy(float)):
+                ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize="small")
+            ax.set_xticks(range(len(grid.columns)), [format_number(batch) for batch in grid.columns])
+            ax.set_yticks(range(len(grid.index)), [str(model).split(": ", 1)[-1] for model in grid.index],
+                          fontsize="small")
+            ax.set(xlabel="batch", title=f"{device_head(b)} over {device_head(a)}: {family}")
+    figure.colorbar(image, ax=list(axes.ravel()), label="speedup (log10)")
+    return ReportFigure("paradnn_speedup", figure, both, "Speedup per model and batch of one device over another "
+                        "(steady samples/s, same model, batch and precision; medians over runs, each interval and "
+                        f"verdict in the figure's data), as ParaDnn's heat maps. Devices: "
+                        f"{'; '.join(f'{b} over {a}' for a, b in pairs)}.")
 
 
 # --- ParaDnn's claims beside ours ----------------------------------------------------------------------
@@ -245,26 +223,7 @@ def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
 
 # --- the section ------------------------------------------------------------------------------------
 
-def _findings(table: pd.DataFrame) -> str:
-    sentences = []
-    for device in sort_labels(table["device"]):
-        rows = table[table["device"] == device]
-        best = rows.loc[rows["model_tflops"].astype(float).idxmax()] if rows["model_tflops"].notna().any() else None
-        if best is None:
-            sentences.append(f"**{device}**: no achieved TFLOPS in its records.")
-            continue
-        mfu = f", MFU {format_number(best['mfu'], 3)}" if pd.notna(best["mfu"]) else " (peak unknown: no MFU)"
-        bounds = rows["bound"].value_counts()
-        sentences.append(
-            f"**{device}**: {len(rows)} model(s); the fastest in FLOPS is {best['model']} at batch "
-            f"{format_number(best['batch'])}: {format_number(best['model_tflops'], 3)} TFLOPS{mfu}; "
-            f"{int(bounds.get('memory', 0))} memory-bound and {int(bounds.get('compute', 0))} compute-bound "
-            "by the roofline.")
-    return " ".join(sentences)
-
-
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    section.text.append(_findings(table))
     printed = pick(table, [("device", "device"), ("family", "family"), ("model", "model"), ("batch", "global batch"),
                            ("precision", "precision"), ("params", "parameters"), ("step_ms", "step (ms)"),
                            ("step_std_ms", "std (ms)"), ("samples_per_s", "samples/s"),
@@ -273,33 +232,31 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                            ("mfu_achievable_high", "MFU (achievable): slowest scan pass"), ("intensity", "FLOPs/byte"),
                            ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
                            ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
-    section.items = [ReportTable("paradnn_models", printed,
-                                 "ParaDnn models per device: steady step time and throughput, achieved model TFLOPS, "
-                                 "MFU against the datasheet peak and against the achievable peak (a matmul scan's "
-                                 "best on the device, docs/peaks.md; beside it, MFU against the slowest of the scan's "
-                                 "passes: the range the peak's own uncertainty gives), and position on the roofline.")]
-    if table["intensity"].notna().any() and table["model_tflops"].notna().any():
-        section.items.append(roofline_figure(table))
     roofs = device_roofs(table).rename(columns={
         "peak_tflops": "peak TFLOPS", "peak_basis": "peak basis", "achievable_tflops": "achievable TFLOPS (matmul scan)",
         "achievable_low_tflops": "achievable: slowest pass",
         "bandwidth_gb_s": "bandwidth (GB/s, median)", "bandwidth_min_gb_s": "min",
         "bandwidth_max_gb_s": "max", "measurements": "bandwidth measurements", "peak_source": "peak TFLOPS: source",
         "bandwidth_source": "bandwidth: source (first run)"})
-    section.items.append(ReportTable(
-        "paradnn_roofs", roofs, "Each device's roof: the peak and bandwidth its records used (median over the runs; "
-        "min and max: the bandwidth's range, from the slowest pass of a CPU's measurements to the best figure; a "
-        "sweep measures a CPU once per host and hands the figure to every run) and where they come from."))
-    pairs = device_pairs(table)
-    if pairs:
-        section.items.append(speedup_figure(table, pairs))
-    section.items += bottleneck_items(data, NOTEBOOK, "paradnn")
-    section.items.append(ReportTable(
-        "paradnn_claims", claims_table(table, pairs),
-        f"{PARADNN_SOURCE}: their published speedups (theirs: TF 1.x, TPU v2/v3 and a V100, bf16/fp16) beside "
-        "the same statistic of our device pairs, which are other devices, models and software."))
+    section.items += [
+        ReportTable("paradnn_models", printed, "ParaDnn models per device: steady step time and throughput, achieved "
+                    "model TFLOPS, MFU against the datasheet peak and against the achievable peak (a matmul scan's "
+                    "best on the device, docs/peaks.md; beside it, against the scan's slowest pass), and position on "
+                    "the roofline."),
+        ReportTable("paradnn_roofs", roofs, "Each device's roof: the peak and bandwidth its records used (median over "
+                    "the runs; min and max: the bandwidth's range, from the slowest pass of a CPU's measurements to the "
+                    "best figure) and where they come from."),
+        ReportTable("paradnn_claims", claims_table(table, device_pairs(table)),
+                    f"{PARADNN_SOURCE}: their published speedups (theirs: TF 1.x, TPU v2/v3 and a V100, bf16/fp16) "
+                    "beside the same statistic of our device pairs, which are other devices, models and software.")]
 
 
 def paradnn_section(data: ReportData) -> Section:
-    """The ParaDnn section (or one that says why it has nothing to show)."""
-    return notebook_section(data, NOTEBOOK, "ParaDnn: roofline and speedups", "paradnn", paradnn_table, _fill)
+    """The ParaDnn section (or why it is not in the report)."""
+    return notebook_section(data, NOTEBOOK, "ParaDnn: roofline and speedups", "paradnn", paradnn_table, _fill,
+                            own={"roofline": _roofline, "speedup_heat_map": speedup_heat_map})
+
+
+def _roofline(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    drawn = table["intensity"].notna() & table["model_tflops"].notna()
+    return roofline_figure(table, data) if drawn.any() else None

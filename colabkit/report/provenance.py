@@ -111,11 +111,11 @@ def provenance_section(data: ReportData) -> Section:
         section.warnings.append(warning)
     commits = sorted({str(c) for c in column(ok, "git_commit").dropna()})
     if len(commits) > 1:
-        section.text.append(f"The successful runs come from {len(commits)} different colabkit commits; compare "
-                            "figures across them with care.")
+        section.notes.append(f"The successful runs come from {len(commits)} different colabkit commits; compare "
+                             "figures across them with care.")
     dirty = [c for c in commits if c.endswith("-dirty")]
     if dirty:
-        section.text.append(f"{len(dirty)} commit(s) had uncommitted changes when the runs were made (marked -dirty).")
+        section.notes.append(f"{len(dirty)} commit(s) had uncommitted changes when the runs were made (marked -dirty).")
     for name, table, caption in [
         ("provenance_devices", devices_table(ok), "Devices of the successful runs, as the runs found them."),
         ("provenance_software", software_table(ok), "Software stacks of the successful runs."),
@@ -139,13 +139,12 @@ def busy_runs_table(data: ReportData) -> pd.DataFrame:
 
 
 def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
-    """What the report read: folders, record counts per notebook and status, files that are not
-    readable records, combinations found more than once, the runs made on a busy host (the Summary
-    counts them in one line) and every run that produced no result."""
+    """What the report read: folders, runs per notebook and status, files set aside, combinations with several
+    records, runs on a busy host, runs without results."""
     section = Section("records", "Records")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     folders = ", ".join(f"`{name}`" for name in data.folder_names) or "(none given)"
-    section.text.append(f"Report generated {now}{' by ' + generated_by if generated_by else ''} from {folders}.")
+    section.notes.append(f"Report generated {now}{' by ' + generated_by if generated_by else ''} from {folders}.")
     for folder in data.missing_dirs:
         section.warnings.append(f"results folder {Path(folder).name} does not exist: nothing was read from it.")
     if data.rejected:
@@ -154,9 +153,9 @@ def overview_section(data: ReportData, generated_by: str = f"colabkit {__version
     used = data.used()
     unknown = sorted(notebook for notebook in set(used["notebook"]) if not has_section(notebook))
     if not len(data.frame):
-        section.text.append("No result records were found.")
+        section.notes.append("No result records were found.")
     else:
-        section.text.append("Failed and skipped runs are listed at the end of their notebook's section.")
+        section.notes.append("Failed and skipped runs are listed in their experiment's appendix.")
         counts = used.pivot_table(index="notebook", columns="status", values="path", aggfunc="count", fill_value=0)
         counts = counts.reindex(columns=[s for s in ("ok", "failed", "skipped") if s in counts.columns])
         counts["devices (ok runs)"] = [", ".join(sort_labels(used[(used["notebook"] == n) & (used["status"] == "ok")]
@@ -171,8 +170,8 @@ def overview_section(data: ReportData, generated_by: str = f"colabkit {__version
                                          "several), the combinations (parameters and device) with an ok run, and "
                                          "record files read."))
         if unknown:
-            section.text.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
-                                "records.csv with all the others, and their failed or skipped runs are listed below.")
+            section.notes.append(f"Records of {', '.join(unknown)} have no section in this report; they are in "
+                                 "records.csv with all the others, and their failed or skipped runs are listed below.")
     if data.rejected:
         rejected = [(data.shown(path), why) for path, why in data.rejected]
         section.items.append(ReportTable("records_rejected", pd.DataFrame(rejected, columns=["file", "why"]),

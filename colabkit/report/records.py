@@ -1,17 +1,6 @@
-"""The records behind a report, and how it names their devices.
-
-The records come from colabkit.records.loading (each file read and checked once; unreadable or
-implausible files in `rejected`, absent folders in `missing_dirs`), grouped per combination by
-colabkit.records.merging: every ok record of a combination is one of its runs and counts (its
-repeats; a run made on a busy host too, unless the report leaves those out); a combination with no ok
-record is shown by one failed (else skipped) record; every grouping in `ReportData.merges`.
-`ReportData.ok()` gives the sections one row per combination, medians over its runs with each run's
-values beside them (colabkit.report.runs).
-
-A device label ('CPU x2: AMD EPYC', 'GPU (requested)') is made from a record's typed fields: the
-kind and replicas the run found (else its `device.request`), the workers of a multi-worker run
-and the device's model. Labels are sorted and coloured by that structure (DeviceLabel), never by
-taking their text apart again.
+"""The records behind a report (colabkit.records.loading reads and checks each file once; merging groups
+them per combination), and how it names and colours their devices: a label ('CPU x2: AMD EPYC', 'GPU (requested)')
+is made from a record's typed fields and sorted and coloured by that structure (DeviceLabel), never by its text.
 """
 
 from __future__ import annotations
@@ -22,10 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from matplotlib.colors import to_hex, to_rgb
 
 from colabkit.cost.per_unit import record_costs
 from colabkit.cost.rates import RateTable, load_rates
+from colabkit.experiments import find
+from colabkit.experiments.declaration import INFERENCE, TRAIN
+from colabkit.plots import device_color
 from colabkit.records.loading import LoadedRecords, load_records
 from colabkit.records.merging import RunGroup
 from colabkit.report.runs import collapse, headline_columns
@@ -52,9 +46,8 @@ def _model_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class DeviceLabel:
-    """What a report says about a record's device: its kind ('cpu', 'gpu', 'tpu'; the requested kind
-    for a run that never found its device), replicas, workers (machines of a multi-worker run) and
-    model (None when the run never found its device)."""
+    """A record's device: its kind (the requested one for a run that never found it), replicas, workers and model
+    (None when never found)."""
 
     kind: str
     replicas: int = 1
@@ -84,9 +77,7 @@ _LABELS: dict[str, DeviceLabel] = {}
 
 
 def record_device_kind(record: dict[str, Any]) -> str:
-    """'cpu', 'gpu' or 'tpu' as the run found it (`device.kind`); for a run that never started, the
-    kind it asked for (`device.request.kind`, which colabkit.records.loading fills in); 'unknown'
-    when the record says neither."""
+    """'cpu', 'gpu' or 'tpu' as the run found it, else as it asked (device.request.kind), else 'unknown'."""
     device = record.get("device") or {}
     request = device.get("request") or {}
     return str(device.get("kind") or request.get("kind") or "unknown").lower()
@@ -108,9 +99,8 @@ def record_device(record: dict[str, Any]) -> DeviceLabel:
 
 
 def device_label(record: dict[str, Any]) -> str:
-    """How figures and tables name a record's device: 'CPU: AMD EPYC', 'CPU x2: AMD EPYC',
-    'GPU: Tesla T4', 'TPU x8: TPU v2-8', 'GPU x4 over 2 workers: Tesla T4'; 'GPU (requested)' for a
-    run that never found its device."""
+    """How the report names a record's device: 'CPU x2: AMD EPYC', 'GPU x4 over 2 workers: Tesla T4', 'GPU
+    (requested)'."""
     return record_device(record).text
 
 
@@ -137,6 +127,36 @@ def sort_labels(labels: Iterable[str]) -> list[str]:
     return sorted(set(labels), key=_label_sort_key)
 
 
+def shade(color: str, step: int) -> str:
+    """The step-th variant of a colour: darker, lighter, darker still... (step 0 is the colour)."""
+    if step == 0:
+        return color
+    rgb = np.array(to_rgb(color))
+    amount = 0.3 * ((step + 1) // 2)
+    mixed = rgb * (1 - amount) if step % 2 else rgb + (1 - rgb) * amount
+    return to_hex(np.clip(mixed, 0, 1))
+
+
+def device_palette(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per device label: its kind's colour, shaded when several labels share a kind, in report order; one
+    palette for a whole report (ReportData.palette)."""
+    colors: dict[str, str] = {}
+    used: dict[str, int] = {}
+    for label in sort_labels(labels):
+        kind = label_kind(label)
+        colors[label] = shade(device_color(kind), used.get(kind, 0))
+        used[kind] = used.get(kind, 0) + 1
+    return colors
+
+
+def run_modes(frame: pd.DataFrame) -> pd.Series:
+    """Each record's mode: its `params.mode`, else its experiment's default (the declaration's `mode` parameter's;
+    TRAIN for an experiment without one, or none declared)."""
+    declared = frame["notebook"].map(lambda name: (find(name).defaults if find(name) else {}).get("mode", TRAIN))
+    given = frame["params.mode"] if "params.mode" in frame else pd.Series(None, index=frame.index, dtype=object)
+    return given.where(given.notna(), declared).astype(object)
+
+
 def data_used(record: dict[str, Any]) -> str:
     """'real', 'OFFLINE' or 'SYNTHETIC' for records that name a dataset; '' for the others."""
     data = record.get("data") or {}
@@ -148,18 +168,9 @@ def data_used(record: dict[str, Any]) -> str:
 
 @dataclass
 class ReportData:
-    """Every record found, one row each, and what the report makes of them.
-
-    `frame` is the loader's tidy table of every record read (colabkit.records.loading), plus the
-    columns device_kind, device_label, combination (its description), combination_id, work (what its
-    combination's runs did, the identity every pairing keys on: colabkit.records.identity), used
-    (whether the record counts: every ok run of a combination, or the one record of a combination
-    without any), named (the record a combination is named by), data_used ('real', 'OFFLINE',
-    'SYNTHETIC' or '' when the run used no dataset), its combination's headline figures (`headline.*`,
-    colabkit.report.runs) and, for an ok training, inference or decode run, its rate and cost per unit of work
-    at `rates` (`cost.*`: colabkit.cost.per_unit.record_costs); `loaded` is what the loader read (its `summary()` is what `colabkit
-    report` prints). With `exclude_busy`, ok runs made on a busy host (`host_quiet` false) do not count.
-    """
+    """Every record read, one row each in `frame` (the loader's columns, and device_kind, device_label, combination,
+    combination_id, work, used, named, data_used, headline.*, cost.*), and what the report makes of them; with
+    `exclude_busy`, runs on a busy host do not count."""
 
     dirs: list[str]
     frame: pd.DataFrame
@@ -192,18 +203,15 @@ class ReportData:
         return rows if notebook is None else rows[rows["notebook"] == notebook]
 
     def runs(self, notebook: str | None = None, inference: bool = False, mode: str | None = None) -> pd.DataFrame:
-        """The ok runs that count (of `notebook`), one row per run: training runs, or with `inference` the runs
-        in inference mode (`params.mode`, docs/inference.md), or those of another `mode` ('decode'): no training
-        figure may take them."""
+        """The ok runs that count (of `notebook`), one row per run, of one mode: training, inference (`inference`) or
+        `mode`."""
         rows = self.used(notebook)
         rows = rows[rows["status"] == "ok"]
-        modes = rows["params.mode"].fillna("train") if "params.mode" in rows else pd.Series("train", index=rows.index)
-        return rows[modes.eq(mode or ("inference" if inference else "train"))]
+        return rows[run_modes(rows).eq(mode or (INFERENCE if inference else TRAIN))]
 
     def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
-        """One row per combination with ok runs (of `notebook`; `inference`: runs()'s): numeric metrics the median
-        over its runs, `samples.<metric>` each run's value, `runs` and `busy_runs` (colabkit.report.runs.
-        collapse)."""
+        """One row per combination with ok runs (colabkit.report.runs.collapse): medians over runs,
+        `samples.<metric>`, `runs`, `busy_runs`."""
         if (notebook, inference) not in self._collapsed:
             self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
         return self._collapsed[(notebook, inference)]
@@ -220,17 +228,17 @@ class ReportData:
         return rows[rows["status"] != "ok"]
 
     @property
-    def notebooks(self) -> list[str]:
-        return sorted(self.frame["notebook"].dropna().unique()) if len(self.frame) else []
+    def palette(self) -> dict[str, str]:
+        """A colour per device label of the ok runs: each device's colour in every figure (device_palette)."""
+        return device_palette(self.frame.loc[self.frame["status"] == "ok", "device_label"]) if len(self.frame) else {}
 
 
 MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted", "why", "not counted"]
 
 
 def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTable | None = None) -> ReportData:
-    """The report's view of records already loaded: device labels, data used, the runs of each
-    combination that count (all ok ones; with `exclude_busy`, not those made on a busy host), their
-    headline figures and each ok run's cost per unit of work at `rates` (the shipped rates where None)."""
+    """The report's view of loaded records: device labels, data used, the runs that count, their headline figures and
+    costs at `rates`."""
     rates = rates or load_rates()
     records = loaded.records
     frame = loaded.frame()
@@ -303,13 +311,7 @@ def shown_path(path: str, folders: Iterable[str]) -> str:
 
 def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,
                      exclude_busy: bool = False, rates_file: str | Path | None = None) -> ReportData:
-    """Read every record under `results_dirs` (folders or single files) once and merge them; with
-    `exclude_busy`, runs made on a busy host do not count in the figures and intervals; runs are priced at
-    the shipped rates overridden by `rates_file` (colabkit.cost.rates.load_rates: read first, so that a file
-    that cannot be used is a RatesFileError before any record is read).
-
-    Never raises for bad content: unreadable or implausible files go to `rejected`, absent folders
-    to `missing_dirs`; callers decide how loud to be (the report shows both in red).
-    """
+    """Read and merge every record under `results_dirs`, priced at the shipped rates overridden by `rates_file` (read
+    first: a bad file fails before any record). Bad records go to `rejected`, absent folders to `missing_dirs`."""
     rates = load_rates(rates_file)
     return report_data(load_records(results_dirs), exclude_busy, rates)

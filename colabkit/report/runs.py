@@ -1,21 +1,7 @@
-"""The runs of a combination together: what every table and figure of the report is made of.
-
-A combination's ok records are its runs (colabkit.records.merging: `repeats`, from one folder or
-several). The report's sections see one row per combination (`collapse`): every numeric metric the
-median over its runs, every other field its most recent run's (else the latest that has it), plus
-
-* `runs` (how many runs count), `busy_runs` (how many of them ran on a busy host: `host_quiet` false);
-* `samples.<metric>`: each run's value of every numeric metric, in run order, from which any interval
-  or ratio is computed (colabkit.statistics);
-* for the experiment's headline: `headline.n`, `headline.median`, `headline.ci_low`, `headline.ci_high`
-  (distribution-free interval of the median over runs; none below 3 runs), `headline.level` (the
-  level that interval reaches: 0.75 at 3 runs), `headline.note`,
-  `headline.between_cv` (spread between runs) and `headline.within_cv` (spread inside one run: of its
-  steady epochs or timed calls, the median over runs).
-
-`headline_columns` gives every record (records.csv) its combination's headline figures (an inference
-run's: its p90 latency); `figures_over_runs` any declared figures of every combination, each the median
-over its runs with the between-run interval (the inference section's p50/p90/p99 and offline samples/s).
+"""A combination's runs together (colabkit.records.merging: its repeats, from any folder): `collapse` gives
+the sections one row per combination, numeric metrics the median over its runs, `samples.<metric>` each run's,
+`runs` and `busy_runs`; `headline_columns` gives every record its combination's headline over runs (`headline.n`,
+`.median`, `.ci_low`, `.ci_high`, `.level`, `.between_cv`, `.within_cv`); `figures_over_runs` any declared figures.
 """
 
 from __future__ import annotations
@@ -57,10 +43,8 @@ def _ratio(top: Any, bottom: Any) -> float:
 
 
 def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
-    """Each run's spread inside itself for `metric`, as a coefficient of variation: its steady epochs'
-    (`<name>_std_<unit>` beside `<name>_<unit>`, e.g. epoch_time_steady_std_s), its timed calls'
-    (timings.matmul), its steady steps' (timings.step_s_steady), or its fresh models'
-    (`<metric>_per_repeat`); NaN where the record has none of them."""
+    """Each run's spread inside itself for `metric` as a coefficient of variation: of its steady epochs, timed calls,
+    steady steps or fresh models; NaN without any."""
     base, _, unit = metric.rpartition("_")
     candidates = [(f"metrics.{base}_std_{unit}", f"metrics.{metric}"), ("timings.matmul.std_s", "timings.matmul.median_s"),
                   ("timings.step_s_steady.std", "timings.step_s_steady.median")]
@@ -76,9 +60,8 @@ def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd.Series) -> pd.DataFrame:
-    """For every record (row of `frame`): its combination's headline figures over the runs that count
-    (`counted`): `headline.metric`, `.n`, `.median`, `.ci_low`, `.ci_high`, `.level`, `.note`, `.between_cv`,
-    `.within_cv`. Rows of a notebook without a declared headline get empty figures."""
+    """For every record, its combination's headline over the runs that count (`counted`): `headline.metric`, `.n`,
+    `.median`, `.ci_low`, `.ci_high`, `.level`, `.note`, `.between_cv`, `.within_cv`."""
     columns = ["headline.metric", *(f"headline.{name}" for name in HEADLINE_FIELDS)]
     out = pd.DataFrame(index=frame.index, columns=columns, dtype=object)
     if not len(frame):
@@ -107,10 +90,8 @@ OVER_RUNS_COLUMNS = ["combination_id", "metric", "measure", "unit", "runs", "med
 
 
 def figures_over_runs(ok: pd.DataFrame, figures: Sequence[Headline]) -> pd.DataFrame:
-    """One row per combination of `ok` (collapse's rows) and figure of `figures` it has a run of: the median over its
-    independent runs (`samples.<metric>`) and their order-statistic interval (colabkit.statistics.median_ci),
-    `between_runs_low`/`_high` (NaN below MIN_RUNS runs), `between_runs_level` the level it reaches with its runs
-    ('75 %, n = 3'; 'no interval, n = 2'), `note` why there is none or what it falls short of; `runs` how many."""
+    """One row per combination and figure it has runs of: the median over runs, `between_runs_low`/`_high` (NaN below
+    3 runs), `between_runs_level` ('75 %, n = 3'), `note`, `runs`."""
     rows = []
     for _, combination in ok.iterrows():
         for figure in figures:
@@ -128,9 +109,8 @@ def figures_over_runs(ok: pd.DataFrame, figures: Sequence[Headline]) -> pd.DataF
 
 
 def collapse(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per combination (`combination_id`) of the ok runs that count: numeric metrics the
-    median over the runs, `samples.<metric>` their values, `runs` and `busy_runs`; everything else
-    from the combination's most recent run (`named`) that has it. Keeps the order in which combinations come."""
+    """One row per combination of the ok runs that count: numeric metrics the median over runs, `samples.<metric>`
+    each run's, `runs`, `busy_runs`; the rest from the latest run that has it."""
     if not len(runs):
         return runs.assign(runs=pd.Series(dtype=int), busy_runs=pd.Series(dtype=int))
     numeric = [column for column in runs.columns if column.startswith("metrics.") and _numeric(runs[column])]

@@ -1,49 +1,54 @@
-"""A report section: its text, warnings, tables and figures, shown in the notebook and written to disk.
-
-Section builders (colabkit.report.matmul_tflops, .cnn_mnist, ...) return a `Section`; `publish` writes its
-figures (figures/NAME.png|pdf|svg plus NAME.csv, the data behind the figure) and tables
-(tables/NAME.csv|tex|md) under the output folder, then displays what it shows (`section_outputs`).
-A section with no data has `empty` set and says why instead of showing anything else.
+"""A report section: its body (warnings, `text` and the items marked `body`), its appendix (`notes` and
+the other items, under "Appendix: <title>"), and `empty`: why it is not in the body, one line of the Summary's list
+of what is not in the report. `write_section` writes its files; `section_outputs` is what one part shows.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
-from colabkit.report.writers import format_number, write_figure, write_table
+from colabkit.report.writers import format_number, write_figure, write_paper_figure, write_table
 
+Part = Literal["body", "appendix"]
 WARNING_STYLE = ("border:3px solid #b00020;background:#fdecea;color:#7a0012;padding:10px 14px;"
                  "margin:12px 0;font-weight:bold;font-size:1.05em;border-radius:4px")
 
 
 @dataclass
 class ReportTable:
-    """A table of the report: `name` is its file name (no extension), `caption` says what it holds."""
+    """A table of the report: `name` is its file name (no extension), `caption` says what it holds; `body`: shown in
+    its section's body, else in the appendix."""
 
     name: str
     table: pd.DataFrame
     caption: str
+    body: bool = False
 
 
 @dataclass
 class ReportFigure:
-    """A figure of the report and the table behind it (every number it draws)."""
+    """A figure of the report and the table behind it (every number it draws); `body`: shown in its section's body,
+    else in the appendix; `paper`: draws it again at a width in inches, for a paper's column (writers.PAPER_WIDTHS)."""
 
     name: str
     figure: Any  # matplotlib.figure.Figure
     data: pd.DataFrame
     caption: str
+    body: bool = False
+    paper: Callable[[float], Any] | None = None
 
 
 @dataclass
 class Section:
-    """One section: paragraphs (Markdown), loud warnings, then tables and figures in order."""
+    """One section: loud warnings, paragraphs (Markdown) and the items marked `body` in the body; its other items
+    and `notes` in the appendix; `empty`, why it is not in the body (one line)."""
 
     key: str
     title: str
@@ -51,6 +56,7 @@ class Section:
     warnings: list[str] = field(default_factory=list)
     items: list[ReportTable | ReportFigure] = field(default_factory=list)
     empty: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def figures(self) -> dict[str, ReportFigure]:
@@ -61,12 +67,12 @@ class Section:
         return {item.name: item for item in self.items if isinstance(item, ReportTable)}
 
     def add_figure(self, figure: ReportFigure | None, missing: str) -> None:
-        """Add `figure` where it draws something (a row of data behind it); else add `missing` to the text,
+        """Add `figure` where it draws something (a row of data behind it); else add `missing` to the notes,
         saying what is not drawn and why: a report holds no empty figure and no CSV without a row."""
         if figure is not None and len(figure.data):
             self.items.append(figure)
         else:
-            self.text.append(missing)
+            self.notes.append(missing)
 
     def figure(self, name: str) -> ReportFigure:
         return self.figures[name]
@@ -80,8 +86,15 @@ def warning_html(text: str) -> str:
     return f'<div class="colabkit-warning" style="{WARNING_STYLE}">&#9888; WARNING: {html.escape(text)}</div>'
 
 
+def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` without the columns that are empty in every row: the report shows none (its CSV keeps them)."""
+    return table.loc[:, [name for name in table.columns if table[name].map(format_number).ne("").any()]]
+
+
 def _html_table(table: pd.DataFrame) -> str:
-    """The table as HTML: numbers right-aligned, text left-aligned (headers too), short text unwrapped."""
+    """The table as HTML, its empty columns left out: numbers right-aligned, text left-aligned (headers too),
+    short text unwrapped."""
+    table = shown_columns(table)
     styler = table.style.format(format_number).hide(axis="index").set_table_attributes(
         'class="dataframe colabkit-table"')
     headers = []
@@ -114,6 +127,8 @@ def write_section(section: Section, output_dir: str | Path) -> list[Path]:
     for item in section.items:
         if isinstance(item, ReportFigure):
             paths += write_figure(item.figure, item.name, output_dir / "figures", item.data)
+            if item.paper is not None:
+                paths += write_paper_figure(item.paper, item.name, output_dir / "figures")
         else:
             paths += write_table(item.table, item.name, output_dir / "tables", item.caption)
     return paths
@@ -123,47 +138,52 @@ def write_section(section: Section, output_dir: str | Path) -> list[Path]:
 Output = tuple[dict[str, str], dict[str, Any]]
 
 
-def section_outputs(section: Section, heading: bool = False) -> list[Output]:
-    """What the section shows, in order (its `## title` first with `heading`): warnings first, then
-    text, tables and figures. A notebook displays them (show); `colabkit report` keeps them as the
-    outputs of the report notebook's cells (colabkit.report.build)."""
-    def bundle(html_text: str, plain: str) -> Output:
-        return {"text/html": html_text, "text/plain": plain}, {}
-
-    def markdown(text: str) -> Output:
-        return {"text/markdown": text, "text/plain": text}, {}
-
-    shown = [markdown(f"## {section.title}")] if heading else []
-    shown += [bundle(warning_html(warning), f"WARNING: {warning}") for warning in section.warnings]
-    if section.empty:
-        return [*shown, bundle(f"<p><em>{html.escape(section.empty)}</em></p>", section.empty)]
-    shown += [markdown(paragraph) for paragraph in section.text]
-    for item in section.items:
-        if isinstance(item, ReportFigure):
-            png, width = figure_png(item.figure)
-            shown.append(({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<figure {item.name}>"},
-                          {"image/png": {"width": width, "alt": f"{item.name}: {item.caption}"}}))
-            shown.append(bundle(f"<p><em>Figure ({html.escape(item.name)}): {html.escape(item.caption)}</em></p>",
-                                f"Figure ({item.name}): {item.caption}"))
-        else:
-            shown.append(bundle(f"<p><strong>Table ({html.escape(item.name)}):</strong> {html.escape(item.caption)}</p>"
-                                + _html_table(item.table), f"Table ({item.name}): {item.caption}\n"
-                                                           f"{item.table.to_string(index=False)}"))
-    return shown
+def _html(html_text: str, plain: str) -> Output:
+    return {"text/html": html_text, "text/plain": plain}, {}
 
 
-def show(section: Section, heading: bool = False) -> None:
-    """Display the section in a notebook (section_outputs)."""
+def _markdown(text: str) -> Output:
+    return {"text/markdown": text, "text/plain": text}, {}
+
+
+def item_outputs(item: ReportTable | ReportFigure) -> list[Output]:
+    """A figure (its PNG, then its caption) or a table (its caption, then the table) as the report shows it."""
+    if isinstance(item, ReportFigure):
+        png, width = figure_png(item.figure)
+        return [({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<figure {item.name}>"},
+                 {"image/png": {"width": width, "alt": f"{item.name}: {item.caption}"}}),
+                _html(f"<p><em>Figure ({html.escape(item.name)}): {html.escape(item.caption)}</em></p>",
+                      f"Figure ({item.name}): {item.caption}")]
+    return [_html(f"<p><strong>Table ({html.escape(item.name)}):</strong> {html.escape(item.caption)}</p>"
+                  + _html_table(item.table), f"Table ({item.name}): {item.caption}\n"
+                                             f"{shown_columns(item.table).to_string(index=False)}")]
+
+
+def has_body(section: Section) -> bool:
+    """Whether the section shows anything in the report's body: text or a body item, and no `empty`."""
+    return not section.empty and bool(section.text or any(item.body for item in section.items))
+
+
+def section_outputs(section: Section, part: Part = "body") -> list[Output]:
+    """What the section shows in `part`: the body (`## title`, warnings, text, body items; nothing without them) or
+    the appendix (`## Appendix: title`, notes, other items; the warnings of a section with no body)."""
+    warnings = [_html(warning_html(warning), f"WARNING: {warning}") for warning in section.warnings]
+    if part == "body":
+        if not has_body(section):
+            return []
+        return [_markdown(f"## {section.title}"), *warnings, *(_markdown(paragraph) for paragraph in section.text),
+                *(output for item in section.items if item.body for output in item_outputs(item))]
+    items = [item for item in section.items if not item.body]
+    warnings = [] if has_body(section) else warnings
+    if not items and not section.notes and not warnings:
+        return []
+    return [_markdown(f"## Appendix: {section.title}"), *warnings, *(_markdown(note) for note in section.notes),
+            *(output for item in items for output in item_outputs(item))]
+
+
+def show(outputs: list[Output]) -> None:
+    """Display outputs in a notebook (section_outputs)."""
     from IPython.display import display
 
-    for data, metadata in section_outputs(section, heading):
+    for data, metadata in outputs:
         display(data, raw=True, metadata=metadata or None)
-
-
-def publish(section: Section, output_dir: str | Path, display: bool = True, heading: bool = False) -> list[Path]:
-    """Write the section's files, then (in a notebook) display it, under its `## title` with `heading`;
-    return the files written."""
-    paths = write_section(section, output_dir)
-    if display:
-        show(section, heading)
-    return paths

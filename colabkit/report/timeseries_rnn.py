@@ -1,5 +1,6 @@
-"""Time-series section (weather forecast with a recurrent network): epoch time per device and batch
-size, validation loss curves, predictions against the truth, errors beside the persistence baseline."""
+"""Time-series section (weather forecast with a recurrent network): its headline figure (steady epoch time per
+device and batch size) is the declaration's; in the appendix its own figures, the loss curves and the predictions
+against the truth, and the errors beside the persistence baseline's and Hvass-Labs #23's."""
 
 from __future__ import annotations
 
@@ -12,32 +13,16 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
-from colabkit.report.bottlenecks import bottleneck_items
-from colabkit.report.common import (
-    column,
-    first_column,
-    global_batch,
-    has,
-    interval_frame,
-    levels,
-    notebook_section,
-    pick,
-    run_config_key,
-    samples_column,
-    series_labels,
-    timing_frame,
-)
-from colabkit.report.figures import grouped_bars, log_scale_if_wide, new_figure, series_colors
+from colabkit.report.common import (column, first_column, global_batch, interval_frame, pick, run_config_key,
+                                    samples_column, series_labels, timing_frame)
+from colabkit.report.figures import log_scale_if_wide, new_figure, series_colors
+from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
-from colabkit.report.utilisation import utilisation_items
 from colabkit.report.writers import format_number
 from colabkit.statistics import ratio_ci, verdict, verdict_text
 
 NOTEBOOK = "timeseries_rnn"
-INTRO = ("The recurrent weather model of Hvass-Labs tutorial #23 (run on Colab by Sarkar 2018) predicting "
-         "temperature, wind speed and pressure 24 hours ahead: epoch times per device and batch size, the loss "
-         "curves, the forecasts against the truth, and the errors beside a persistence forecast.")
 # Where a record says when EarlyStopping stopped training (None or absent: it did not fire).
 STOP_EPOCH_METRICS = ["metrics.early_stopping_epoch", "metrics.stopped_epoch"]
 _TIME_KEYS = ("timestamps", "timestamp", "times", "time", "datetime", "index")
@@ -69,27 +54,6 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def epoch_time_figure(table: pd.DataFrame) -> ReportFigure:
-    """Bars per batch size and device: first epoch (compilation included) and steady epoch (medians over
-    runs; the steady epoch with its interval over runs)."""
-    figure, axes = new_figure(ncols=2, width=5.0, height=4.0)
-    colors = series_colors(table)
-    grouped_bars(axes[0], table, "batch", "epoch_first_s", colors=colors)
-    grouped_bars(axes[1], table, "batch", "epoch_steady_s", low="epoch_steady_s_low", high="epoch_steady_s_high",
-                 colors=colors)
-    for ax, title in zip(axes, ["First epoch (tracing, compilation)", "Steady epoch (median, interval)"]):
-        ax.set_title(title)
-        ax.set_xlabel("global batch size")
-        ax.set_ylabel("seconds")
-    handles, labels = axes[1].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
-    behind = table[["series", "device", "batch", "runs", "epoch_first_s", "epoch_steady_s", "epoch_steady_s_low",
-                    "epoch_steady_s_high", "epoch_steady_std_s"]].copy()
-    return ReportFigure("timeseries_epoch_time", figure, behind,
-                        "Epoch times of the recurrent weather model, medians over runs; error bars: the interval over runs "
-                        f"at the level its runs reach ({levels(table['epoch_steady_s_level'])}; none below 3 runs). For scale: {HVASS_SOURCE}.")
-
-
 def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
     """Validation loss (solid) and training loss (dashed) per epoch of each combination's most recent run, one
     colour per run, the legend naming its record."""
@@ -104,7 +68,7 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
         return None
     curves = pd.DataFrame(rows)
     figure, (ax,) = new_figure(width=7.5, height=4.2)
-    colors = series_colors(curves)
+    colors = series_colors(curves, palette=data.palette)
     for (series, run, curve), group in curves.groupby(["series", "run", "curve"], sort=False):
         ax.plot(group["epoch"], group["loss"], color=colors[series], marker="o", markersize=3,
                 linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
@@ -144,9 +108,8 @@ def _columns(values: Any, names: list[str] | None) -> dict[str, list[float]] | N
 
 
 def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
-    """A record's `predictions` as a long table (time, target, true, predicted, persistence); None if
-    the record has none or holds them in a layout this report does not know. Targets are named with
-    their unit when the record gives one."""
+    """A record's `predictions` as a long table (time, target, true, predicted, persistence), targets with their
+    units; None without them or in a layout it does not know."""
     predictions = record.get("predictions")
     if not isinstance(predictions, dict):
         return None
@@ -181,9 +144,8 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
 
 
 def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFigure | None, str | None]:
-    """Truth (black), the persistence forecast (grey, dotted) when recorded, and each device's
-    predictions (its run with the lowest validation loss), one panel per target. Also returns a note
-    when some records' predictions could not be read."""
+    """Truth, the persistence forecast and each device's best run's predictions, a panel per target; and a note where
+    some records' predictions cannot be read."""
     best = table.sort_values("val_loss", na_position="last").drop_duplicates("device")
     frames, unreadable = [], []
     for row in best.itertuples():
@@ -200,7 +162,7 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
     long = pd.concat(frames, ignore_index=True)
     targets = list(dict.fromkeys(long["target"]))
     figure, axes = new_figure(nrows=len(targets), width=9.0, height=2.6)
-    colors = series_colors(long)
+    colors = series_colors(long, palette=data.palette)
     truth = frames[0]
     for ax, target in zip(axes, targets):
         reference = truth[truth["target"] == target]
@@ -226,9 +188,8 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
 
 
 def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Model MAE beside the persistence baseline's (tomorrow = today) per target, medians over runs;
-    skill = 1 - model / persistence, with its interval over runs and the verdict on the model
-    (better or worse than persistence, no difference resolved, too few runs)."""
+    """Model MAE beside the persistence forecast's per target (medians over runs): skill = 1 - model / persistence,
+    its interval and the verdict on the model."""
     targets = [name[len("mae_"):] for name in table.columns if name.startswith("mae_")]
     if not targets:
         return None
@@ -256,40 +217,26 @@ def hvass_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([*ours, published])
 
 
-def _findings(table: pd.DataFrame, errors: pd.DataFrame | None) -> str:
-    text = []
-    for series, rows in table.groupby("series", sort=False):
-        fastest = rows.loc[rows["epoch_steady_s"].idxmin()] if rows["epoch_steady_s"].notna().any() else None
-        if fastest is not None:
-            text.append(f"**{series}**: fastest steady epoch {format_number(fastest['epoch_steady_s'], 3)} s at batch "
-                        f"{format_number(fastest['batch'])}; lowest validation loss "
-                        f"{format_number(rows['val_loss'].min(), 3)}.")
-    if errors is not None and errors["skill"].notna().any():
-        beaten = errors[errors["skill"] > 0]
-        text.append(f"The model beat the persistence forecast in {len(beaten)} of {errors['skill'].notna().sum()} "
-                    "(run, target) pairs.")
-    return " ".join(text)
+def _predictions(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    return predictions_figure(table, data)[0]
 
 
 def timeseries_section(data: ReportData) -> Section:
-    """The time-series section (or one that says why it has nothing to show)."""
+    """The time-series section (or why it is not in the report)."""
     return notebook_section(data, NOTEBOOK, "Weather forecasting with a recurrent network", "timeseries",
-                            timeseries_table, _fill, INTRO)
+                            timeseries_table, _fill, own={"loss_curves": loss_curves_figure,
+                                                          "predictions": _predictions})
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    errors = error_table(table)
-    section.text = [text for text in [_findings(table, errors)] if text]
-    curves = loss_curves_figure(table, data)
-    predictions, note = predictions_figure(table, data)
-    if curves is None:
-        section.text.append("No record holds a training history, so there are no loss curves.")
-    if predictions is None:
-        section.text.append(note or "No record holds predictions, so there is no forecast plot.")
-    elif note:
-        section.text.append(note)
-    timed = has(table, "epoch_first_s") or has(table, "epoch_steady_s")
-    figures = [item for item in (epoch_time_figure(table) if timed else None, curves, predictions) if item is not None]
+    errors, records = error_table(table), [data.record(path) for path in table["path"]]
+    if not any(record.get("history") for record in records):
+        section.notes.append("No record holds a training history, so there are no loss curves.")
+    unreadable = [path for path, record in zip(table["path"], records)
+                  if "predictions" in record and prediction_frame(record) is None]
+    if unreadable or not any("predictions" in record for record in records):
+        section.notes.append(f"Predictions in a layout this report does not read: {', '.join(unreadable)}." if
+                             unreadable else "No record holds predictions, so there is no forecast plot.")
     spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early stop at"),
             ("best_epoch", "best epoch"),
             ("runs", "runs"), ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
@@ -299,16 +246,13 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
             *[(name, name.replace("persistence_mae_", "persistence MAE ").replace("mae_", "MAE "))
               for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
             ("data", "data")]
-    printed = pick(table, spec)
-    section.items = [ReportTable("timeseries_rnn", printed, "Weather model per device and batch size: timing, "
-                                 "losses on scaled targets, mean absolute errors in physical units."), *figures]
+    section.items.append(ReportTable("timeseries_rnn", pick(table, spec), "Weather model per device and batch size: "
+                                     "timing, losses on scaled targets, mean absolute errors in physical units."))
     if errors is not None:
         section.items.append(ReportTable("timeseries_mae_vs_persistence", errors,
                                          "Mean absolute error of the model and of the persistence forecast (the value "
                                          "24 hours earlier), medians over runs; skill above 0: the model is better; "
-                                         "its interval over runs and the verdict on the model, with that interval's level and runs."))
+                                         "its interval over runs and the verdict on the model, with its level and runs."))
     section.items.append(ReportTable(
         "timeseries_vs_hvass", hvass_table(table),
         f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))
-    section.items += utilisation_items(data, NOTEBOOK, "timeseries")
-    section.items += bottleneck_items(data, NOTEBOOK, "timeseries")

@@ -1,8 +1,6 @@
-"""Files a report writes: figures as PNG (300 dpi), PDF and SVG; tables as CSV, LaTeX and Markdown.
-
-CSV keeps every digit; LaTeX (a booktabs `tabular`, to `\\input` inside your own `table`) and
-Markdown round numbers to four significant digits without scientific notation. Missing values
-are '--' in LaTeX and '–' in Markdown.
+"""Files a report writes: figures as PNG (300 dpi), PDF and SVG (a body figure also as PDFs one and two
+columns of a paper wide, text at PAPER_POINTS or larger); tables as CSV (every digit), LaTeX (booktabs, at most
+LATEX_COLUMNS a part) and Markdown (4 significant digits, no scientific notation).
 """
 
 from __future__ import annotations
@@ -20,6 +18,11 @@ FIGURE_FORMATS = ("png", "pdf", "svg")
 TABLE_FORMATS = ("csv", "tex", "md")
 PNG_DPI = 300
 SIGNIFICANT_DIGITS = 4
+PAPER_WIDTHS = {"1col": 3.5, "2col": 7.0}  # inches: one column and the whole page of a two-column paper
+PAPER_POINTS = 8  # the smallest text a paper's figure has
+PAPER_STYLE = {"font.size": PAPER_POINTS, "axes.labelsize": PAPER_POINTS, "axes.titlesize": PAPER_POINTS + 1,
+               "xtick.labelsize": PAPER_POINTS, "ytick.labelsize": PAPER_POINTS, "legend.fontsize": PAPER_POINTS,
+               "legend.title_fontsize": PAPER_POINTS, "figure.titlesize": PAPER_POINTS + 1}
 LATEX_COLUMNS = 10  # the most columns a LaTeX table has: what fits a paper's page (the CSV keeps them all)
 
 
@@ -33,9 +36,8 @@ def _missing(value: Any) -> bool:
 
 
 def format_number(value: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
-    """A value for a printed table: floats to `digits` significant digits (1711.4 -> '1711',
-    0.153781 -> '0.1538'), integers as they are, infinities as 'inf' and '-inf', text as it is; ''
-    when missing (None, NaN)."""
+    """A value for a printed table: floats to `digits` significant digits (1711.4 -> '1711'), integers as they are,
+    'inf', text as it is, '' when missing."""
     if _missing(value):
         return ""
     if isinstance(value, bool):
@@ -83,10 +85,8 @@ def _tabular(table: pd.DataFrame) -> str:
 
 
 def latex_table(table: pd.DataFrame, caption: str = "") -> str:
-    """A booktabs `tabular` (\\toprule, \\midrule, \\bottomrule; needs \\usepackage{booktabs}),
-    special characters escaped, numbers right-aligned; the caption as a comment above it. A table of
-    more than LATEX_COLUMNS columns is split into several tabulars of at most that many, each led by
-    the table's leading text columns (at most 3: what names a row), one after the other."""
+    """A booktabs tabular, escaped, numbers right-aligned, the caption a comment above; wider than LATEX_COLUMNS:
+    several tabulars, each led by the row's naming columns."""
     header = "".join(f"% {line}\n" for line in caption.splitlines()) if caption else ""
     if len(table.columns) <= LATEX_COLUMNS:
         return header + _tabular(table)
@@ -141,6 +141,21 @@ def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame 
     if data is not None:
         data.to_csv(folder / f"{name}.csv", index=False)
         paths.append(folder / f"{name}.csv")
+    return paths
+
+
+def write_paper_figure(draw: Any, name: str, folder: str | Path) -> list[Path]:
+    """Draw a figure again at each width of PAPER_WIDTHS (`draw(width)`), text at PAPER_POINTS or larger, saved
+    exactly that wide as name-1col.pdf and name-2col.pdf."""
+    import matplotlib
+
+    paths = []
+    for suffix, width in PAPER_WIDTHS.items():
+        with matplotlib.rc_context(PAPER_STYLE):
+            figure = draw(width)
+            path = Path(folder) / f"{name}-{suffix}.pdf"
+            figure.savefig(path, format="pdf")
+        paths.append(path)
     return paths
 
 

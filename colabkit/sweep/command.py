@@ -12,7 +12,7 @@ from pathlib import Path
 
 from colabkit.errors import SweepInterrupted
 from colabkit.stages import EXIT_INTERRUPTED, sigterm_stops
-from colabkit.sweep.console import outcomes_report, summary_table
+from colabkit.sweep.console import outcomes_report, outcomes_table
 from colabkit.sweep.driver import dry_run, run_sweep
 from colabkit.sweep.plan import SweepPlan, read_plan
 
@@ -38,7 +38,7 @@ def sweep_command(plan: SweepPlan, dry_run_only: bool = False, progress: bool | 
         logging.getLogger("asyncio").disabled = True
         print()
         if stopped.outcomes:
-            print(summary_table(stopped.outcomes))
+            print(outcomes_table(stopped.outcomes))
         print(f"\n{stopped}: finished combinations are kept; `python -m colabkit status {plan.out}` shows the "
               "unfinished ones; run the same command again to resume.", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -66,7 +66,7 @@ def text_table(rows: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
-def summary_table(outcomes: list[Outcome]) -> str:
+def outcomes_table(outcomes: list[Outcome]) -> str:
     """A plain-text table of the outcomes and their counts, one line per combination (a message
     over several lines, as TensorFlow's are, shows its first meaningful line)."""
     rows = [("notebook", "device", "combination", "status", "seconds", "note")]
@@ -92,7 +92,7 @@ def summary_table(outcomes: list[Outcome]) -> str:
 def outcomes_report(outcomes: list[Outcome]) -> tuple[list[str], int]:
     """The summary of a sweep's outcomes (the table, then each failure with the files to inspect, each record set
     aside, the runs refused as too large) and its exit status: 1 where something needs a look, else 0."""
-    lines = [summary_table(outcomes)]
+    lines = [outcomes_table(outcomes)]
     failed = [outcome for outcome in outcomes if outcome.status == "failed"]
     for outcome in failed:
         base = str(outcome.record_path)[: -len(".json")]

@@ -19,7 +19,7 @@ from colabkit.colab.runtime import accelerator_mismatch
 from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
 from colabkit.stages import EXIT_INTERRUPTED, sigterm_stops
-from colabkit.sweep.console import outcomes_report, summary_table
+from colabkit.sweep.console import outcomes_report, outcomes_table
 from colabkit.sweep.driver import dry_run, run_sweep
 from colabkit.sweep.estimate import PlanEstimate, estimate_plan
 from colabkit.sweep.plan import SweepPlan
@@ -148,7 +148,7 @@ def _summary(names: list[str], results: dict[str, Any], out: Path,
             print("\n".join(lines))
             status = max(status, status_here)
         elif outcomes:
-            print(summary_table(outcomes))
+            print(outcomes_table(outcomes))
         granted = sorted(found for found in _found(outcomes) if accelerator_mismatch(name, found))
         if granted:
             print(f"[{name}] asked for {name}; Colab granted {', '.join(granted)}: each record names what ran "

@@ -1,0 +1,247 @@
+"""Each experiment's answer, drawn once for every experiment from its declaration (its headline and `Figures`: the
+axis, bars or lines, the published values beside ours, the figures it names).
+
+`notebook_section` is every experiment's section: in the body its headline figure and one short table
+(headline_table: the median over runs, its interval and level, the speedup over the CPU and its verdict); in the
+appendix its detail, the common figures (COMMON) and its own, each drawn where it sets two points side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from colabkit.errors import ExperimentDeclarationError
+from colabkit.experiments import find
+from colabkit.experiments.declaration import COMMON_FIGURES, Experiment, Headline
+from colabkit.plots import device_color
+from colabkit.report.bottlenecks import bottleneck_items
+from colabkit.report.common import (column, figure_warning, global_batch, mark_stand_in_data, not_plotted,
+                                    series_labels, too_short, without_results, work_column)
+from colabkit.report.figures import (grouped_bars, levels, log_scale_if_wide, mark_substitute_data, new_figure,
+                                     plot_lines, powers_of_two_axis, series_colors)
+from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.runs import figures_over_runs
+from colabkit.report.section import ReportFigure, ReportTable, Section, shown_columns
+from colabkit.report.summary import configuration_speedups
+from colabkit.report.utilisation import utilisation_items
+from colabkit.report.writers import format_number
+
+ACCURACY = Headline("test_accuracy", "test accuracy", "", "higher")
+OwnFigure = Callable[[pd.DataFrame, ReportData], "ReportFigure | None"]  # from the experiment's table and the data
+
+
+def sentence(text: str) -> str:
+    """`text` with its first letter a capital ('Warm matmul TFLOPS')."""
+    return text[:1].upper() + text[1:]
+
+
+def axis_name(experiment: Experiment) -> str:
+    return "global batch" if experiment.figures.axis == "batch_size" else experiment.figures.axis
+
+
+def interval_text(low: Any, high: Any) -> str | None:
+    """'0.512-0.534' for an interval, None without one."""
+    return None if pd.isna(low) or pd.isna(high) else f"{format_number(low, 3)}-{format_number(high, 3)}"
+
+
+def _implied(ok: pd.DataFrame, label: str) -> tuple[str, ...]:
+    """The parameters a row's `label` (a metric naming its model) settles: left out of its series."""
+    return tuple(name[7:] for name in ok.columns if name.startswith("params.")
+                 and ok.groupby(label, dropna=False)[name].nunique().le(1).all())
+
+
+def headline_rows(experiment: Experiment, data: ReportData) -> pd.DataFrame:
+    """One row per training combination: `device`, `series`, `x` (the axis), `label`, the headline's median over runs
+    (`value`, `low`, `high`, `level`), the speedup over the CPU (`over`) with its verdict ('baseline' on the CPU's
+    rows), accuracy and MFU."""
+    ok = data.ok(experiment.name)
+    if not len(ok):
+        return pd.DataFrame()
+    figures, metric = experiment.figures, experiment.headline.metric
+    over = figures_over_runs(ok, [experiment.headline, ACCURACY])
+
+    def of(name: str, field: str) -> pd.Series:
+        return ok["combination_id"].map(over[over["metric"] == name].set_index("combination_id")[field])
+
+    label = f"metrics.{figures.label}" if figures.label and f"metrics.{figures.label}" in ok else None
+    keys, exclude = [f"params.{figures.axis}", *([label] if label else [])], _implied(ok, label) if label else ()
+    x = global_batch(ok) if figures.axis == "batch_size" else column(ok, f"params.{figures.axis}")
+    mfu = pd.to_numeric(column(ok, "metrics.mfu"), errors="coerce")
+    rows = pd.DataFrame({
+        "device": ok["device_label"], "series": series_labels(ok, keys, ("batch_size_is", *exclude)),
+        "x": pd.to_numeric(x, errors="coerce"), "label": ok[label] if label else None, "value": of(metric, "median"),
+        **{name: of(metric, f"between_runs_{name}") for name in ("low", "high", "level")},
+        "runs": of(metric, "runs"), "combination": ok["combination"],
+        **{f"accuracy{end}": of(ACCURACY.metric, field) for end, field in
+           (("", "median"), ("_low", "between_runs_low"), ("_high", "between_runs_high"), ("_level", "between_runs_level"))},
+        "mfu": mfu.fillna(pd.to_numeric(column(ok, "metrics.fraction_of_peak"), errors="coerce")),
+        **{f"work.{name}": work_column(ok, name).fillna(column(ok, f"metrics.{name}"))
+           for point in figures.published for name in point.work}})
+    columns = ["speedup", "speedup_low", "speedup_high", "speedup_verdict", "over", "measure"]
+    speedups = configuration_speedups(data, experiment.name, inference=False).set_index("combination")
+    rows = rows.join(speedups[columns], on="combination") if len(speedups) else rows.assign(**dict.fromkeys(columns))
+    if rows["speedup"].notna().any():  # the baseline's own rows: 1 by definition
+        rows.loc[rows["device"] == rows["over"].dropna().iloc[0], ["speedup", "speedup_verdict"]] = [1.0, "baseline"]
+    order = {label: index for index, label in enumerate(sort_labels(rows["device"]))}
+    return rows.sort_values(["device", "series", "x"], key=lambda c: c.map(order) if c.name == "device" else c) \
+        .reset_index(drop=True)
+
+
+def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
+    """The body's table (at most 8 columns, none empty): per combination its series, label, axis value, the headline's
+    median over runs, its interval and level, and the speedup over the CPU with its verdict."""
+    headline, label = experiment.headline, experiment.figures.label
+    return shown_columns(pd.DataFrame({
+        "device": rows["series"], **({label: rows["label"]} if label else {}), axis_name(experiment): rows["x"],
+        f"{headline.label} ({headline.unit})": rows["value"],
+        "interval": [interval_text(low, high) for low, high in zip(rows["low"], rows["high"])], "level": rows["level"],
+        "speedup over the CPU": rows["speedup"], "verdict": rows["speedup_verdict"]}))
+
+
+def published_rows(experiment: Experiment, rows: pd.DataFrame, figure: str) -> tuple[pd.DataFrame, str]:
+    """The declaration's published values for `figure` that may stand beside `rows` (their `work` was ours in every
+    row), and the caption's sentence: who they are, or why they are not drawn."""
+    points = [point for point in experiment.figures.published if point.figure == figure]
+    same = [point for point in points if all(rows[f"work.{name}"].eq(value).all() for name, value in point.work.items())]
+    cited = ", ".join(dict.fromkeys(point.series.split(":")[0] for point in points))
+    table = pd.DataFrame([{"series": point.series, "kind": point.kind, "x": point.at, "value": point.value}
+                          for point in same], columns=["series", "kind", "x", "value"])
+    if points and not same:
+        work = "; ".join(dict.fromkeys(", ".join(f"{value:,} {name.replace('_', ' ')}" for name, value in
+                                                 point.work.items()) for point in points))
+        return table, f" {cited} ({work}): other work, not drawn."
+    return table, f" {'Hatched' if experiment.figures.bars and figure == 'headline' else 'Stars'}: {cited}." * bool(same)
+
+
+def _draw(experiment: Experiment, drawn: pd.DataFrame, published: pd.DataFrame, value: str, ylabel: str,
+          data: ReportData, bars: bool, line: float | None = None) -> Callable[[float], Any]:
+    """A function drawing `value` of `drawn` against the axis per series, at a width (inches): bars per device or
+    lines, the between-run intervals as error bars, the `published` values beside them, the legend below."""
+    colors = {**series_colors(drawn, palette=data.palette),
+              **{row.series: device_color(row.kind) for row in published.itertuples()}}
+    note = figure_warning(data.ok(experiment.name))
+
+    def draw(width: float) -> Any:
+        count = drawn["series"].nunique() + published["series"].nunique()
+        columns = 1 if width < 5 else min(3, count)
+        figure, (ax,) = new_figure(width=width, height=2.4 + 0.22 * -(-count // columns) + 0.4 * (width > 5))
+        if bars:
+            grouped_bars(ax, pd.concat([drawn, published], ignore_index=True), "x", value, low=f"{value}_low",
+                         high=f"{value}_high", colors=colors, hatched=published["series"])
+        else:
+            plot_lines(ax, drawn, "x", value, low=f"{value}_low", high=f"{value}_high", colors=data.palette)
+            for series, points in published.groupby("series", sort=False):
+                ax.plot(points["x"], points["value"], marker="*", markersize=11, linestyle="none",
+                        color=colors[series], markeredgecolor="black", label=series)
+            powers_of_two_axis(ax, [*drawn["x"], *published["x"]])
+        if line is not None:
+            ax.axhline(line, color="black", linewidth=1, linestyle=":")
+        log_scale_if_wide(ax, [*drawn[value], *published["value"], *([line] if line else [])], ratio=10)
+        ax.set(xlabel=axis_name(experiment), ylabel=ylabel)
+        figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=columns)
+        if note:
+            mark_substitute_data(figure, note)
+        return figure
+
+    return draw
+
+
+def _figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData, value: str, name: str, ylabel: str,
+            caption: str, body: bool = False, line: float | None = None) -> ReportFigure | None:
+    """`value` of `rows` against the axis, with the published values of figure `name`: the headline's in the body
+    (drawn again for a paper's columns), any other where it sets two points side by side."""
+    drawn = rows[rows[value].notna() & rows["x"].notna()]
+    published, cited = published_rows(experiment, drawn, "headline" if body else name)
+    if not len(drawn) or (not body and len(drawn) < 2):
+        return None
+    draw = _draw(experiment, drawn, published, value, ylabel, data, experiment.figures.bars and body, line)
+    columns = ["series", "device", "x", "runs", value, f"{value}_low", f"{value}_high"]
+    behind = pd.concat([drawn[[c for c in columns if c in drawn]], published.rename(columns={"value": value})])
+    return ReportFigure(f"{experiment.name}_{name}", draw(7.0), behind.rename(columns={"x": axis_name(experiment)}),
+                        caption + cited, body=body, paper=draw if body else None)
+
+
+def headline_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """The headline against the axis per device as its source paper drew it; in the body, and for a paper."""
+    headline = experiment.headline
+    return _figure(experiment, rows.rename(columns={"low": "value_low", "high": "value_high"}), data, "value",
+                   "headline", f"{headline.label} ({headline.unit})",
+                   f"{sentence(headline.label)} against {axis_name(experiment)} per device: the median over runs; "
+                   f"error bars: the interval over runs ({levels(rows['level'])}; Methods).", body=True)
+
+
+def speedup_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Each device's speedup over the CPU against the axis (the CPU: the dotted line at 1), published ones beside."""
+    rows = rows[rows["speedup_verdict"].ne("baseline")]
+    return _figure(experiment, rows, data, "speedup", "speedup", "speedup over the CPU",
+                   "The ratio of the medians over runs at the same parameters (its verdict: "
+                   f"summary_speedup_per_configuration); error bars: {levels(rows['speedup_verdict'])}.", line=1.0)
+
+
+def fraction_of_peak_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    return _figure(experiment, rows.assign(mfu=100 * rows["mfu"]), data, "mfu", "fraction_of_peak", "% of peak (MFU)",
+                   "Achieved TFLOPS over the device's peak at the run's precision, median over runs (a CPU's peak: an "
+                   "estimate, docs/peaks.md).")
+
+
+def accuracy_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    return _figure(experiment, rows, data, "accuracy", "accuracy", "test accuracy",
+                   f"Accuracy on the test set, median over runs; error bars: {levels(rows['accuracy_level'])}.")
+
+
+COMMON: dict[str, Callable[[Experiment, pd.DataFrame, ReportData], ReportFigure | None]] = {
+    "headline": headline_figure, "speedup": speedup_figure, "fraction_of_peak": fraction_of_peak_figure,
+    "accuracy": accuracy_figure}
+assert set(COMMON) | {"where_time_goes"} == set(COMMON_FIGURES)
+
+
+def named_items(name: str, experiment: Experiment, rows: pd.DataFrame, table: pd.DataFrame, data: ReportData,
+                own: dict[str, OwnFigure], prefix: str) -> list[ReportTable | ReportFigure]:
+    """The items of the figure the declaration names `name`: a common one, or the experiment's own."""
+    if name == "where_time_goes":
+        return bottleneck_items(data, experiment.name, prefix)
+    if name not in COMMON and name not in own:
+        raise ExperimentDeclarationError(f"experiment {experiment.name} names the figure {name!r}: neither a common one "
+                                         f"({', '.join(COMMON_FIGURES)}) nor its own ({', '.join(own) or 'none'})")
+    figure = COMMON[name](experiment, rows, data) if name in COMMON else own[name](table, data)
+    return [] if figure is None else [figure]
+
+
+def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
+                     table_of: Callable[[ReportData], pd.DataFrame], fill: Callable[[Section, pd.DataFrame,
+                                                                                    ReportData], None],
+                     intro: str = "", own: dict[str, OwnFigure] | None = None) -> Section:
+    """Every experiment's section from `table_of(data)` (its ok runs; none: why, in one line). The body: `intro`,
+    warnings, the first figure its declaration names, the headline table. The appendix: `fill`'s, the other
+    figures (`own`: its own, by name), utilisation, runs without results."""
+    section, own = Section(notebook, title), own or {}
+    listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
+    table, experiment = table_of(data), find(notebook)
+    if not len(table):
+        return without_results(section, data, notebook, listed)
+    section.text += [intro] if intro else []
+    names: tuple[str, ...] = experiment.figures.names if experiment else ()
+    rows = headline_rows(experiment, data) if experiment else pd.DataFrame()
+    for item in (named_items(names[0], experiment, rows, table, data, own, prefix) if names else []):
+        item.body = True
+        section.items.append(item)
+    if len(rows) and rows["value"].notna().any():
+        throughput = rows["measure"].dropna().ne(experiment.headline.label).any()
+        section.items.append(ReportTable(
+            f"{notebook}_headline", headline_table(experiment, rows), f"{sentence(experiment.headline.label)} per "
+            "combination: the median over runs, its interval and the level it reaches; speedup: over the CPU at the "
+            "same parameters, with its verdict (Methods)." + (" Where the work per epoch differed, the speedup is of "
+                                                              "samples/s." if throughput else ""), body=True))
+    elif experiment is not None:
+        section.text.append(f"No run recorded its {experiment.headline.label}: nothing to draw.")
+    fill(section, table, data)
+    section.items += [item for name in names[1:] for item in named_items(name, experiment, rows, table, data, own,
+                                                                         prefix)]
+    section.items += utilisation_items(data, notebook, prefix) if "fraction_of_peak" in names else []
+    mark_stand_in_data(section, data, notebook, list(section.figures.values()))
+    section.warnings += [warning for warning in [too_short(data.runs(notebook))] if warning]
+    section.items += [listed] if listed else []
+    return section
