@@ -96,7 +96,7 @@ rehearsal_venv() {
   [ -x "$venv/bin/python" ] && return
   PYTHONS="python3.12 $HOME/.pyenv/versions/3.12.1/bin/python $HOME/.pyenv/versions/3.12.3/bin/python" MINOR=12
   rm -rf "$venv.part" && "$(find_python)" -m venv "$venv.part"
-  "$PY" -c "from colabkit.ondevice.lists import *; print(*rehearsal_requirements(read_image(IMAGE_LIST)), sep='\n')" \
+  "$PY" -c "import sys; sys.path.insert(0, 'tools'); from device_lists import *; print(*rehearsal_requirements(read_image(IMAGE_LIST)), sep='\n')" \
     > "$venv.part/image-requirements.txt"
   "$VENV/bin/uv" pip install --quiet --python "$venv.part/bin/python" --no-deps -r "$venv.part/image-requirements.txt"
   "$venv.part/bin/python" -m pip check  # the image's packages alone hold together
@@ -162,7 +162,7 @@ COMPARE
     # Here, with a package registry: the wheels the lent GPU machines' image lacks (device/pack.txt, checked
     # against device/image.txt), colabkit's own wheel and a manifest, into .device/ (docs/device.md).
     setup core
-    exec "$PY" -m colabkit.ondevice pack --out .device "$@" ;;
+    exec "$PY" tools/device_pack.py --out .device "$@" ;;
   on-device)
     # On a lent GPU machine, as one device call (docs/device.md): no venv and no registry. First the pre-flight
     # (seconds, nothing installed or run when it refuses: $OUT writable, the pack's sha256s, the image's
@@ -192,7 +192,7 @@ COMPARE
     # file's hash; the pack built and installed with no registry; then `on-device` itself.
     setup core
     started=$SECONDS
-    "$PY" -m colabkit.ondevice pack --out .device >/dev/null
+    "$PY" tools/device_pack.py --out .device >/dev/null
     rehearsal_venv
     echo "device-rehearsal: venv $venv and the pack ready after $((SECONDS - started)) s"
     status=0

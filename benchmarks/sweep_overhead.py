@@ -132,7 +132,8 @@ def run_on_cluster(grid: Path, out: Path, address: str, count: int) -> tuple[flo
     and of those the seconds outside the runs themselves (each run's own seconds on the worker,
     execute_combination from start to record, taken out): Dask's and the sweep's machinery."""
     start = time.perf_counter()
-    outcomes = run_sweep(plan([grid], out=out), RunOptions(cluster=address, shared_out=False), echo=lambda line: None)
+    outcomes = run_sweep(plan([grid], out=out, options=RunOptions(cluster=address, shared_out=False)),
+                         echo=lambda line: None)
     seconds = time.perf_counter() - start
     ran = [outcome for outcome in outcomes if outcome.status == "ok" and not outcome.resumed]
     if len(ran) != count:

@@ -9,7 +9,7 @@ call (the data loaders bring pandas, about 0.15 s of a 0.33 s import on this pro
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from colabkit.errors import (
     BackendError,
@@ -34,38 +34,8 @@ from colabkit.errors import (
 )
 from colabkit.version import __version__
 
-if TYPE_CHECKING:  # what a type checker and an IDE see
-    from colabkit.colab.install import bootstrap
-    from colabkit.data import (
-        HarData,
-        MnistData,
-        WeatherData,
-        data_banner,
-        load_jena_climate,
-        load_mnist,
-        load_uci_har,
-        load_weather,
-    )
-    from colabkit.device.backends import BACKENDS, select_backend
-    from colabkit.device.peaks import PeakFlops, at_least, peak_metrics
-    from colabkit.device.probes import available_devices, machine_details
-    from colabkit.device.setup import setup_device
-    from colabkit.device.spec import DeviceSetup, parse_device
-    from colabkit.inference import InferenceSettings, measure_inference
-    from colabkit.inference.generation import measure_decode
-    from colabkit.records.loading import load_results
-    from colabkit.records.record import read_record
-    from colabkit.run import Run, start_run
-    from colabkit.scores import classification_report
-    from colabkit.statistics import summarize
-    from colabkit.timing.clock import Measurement, block_until_ready, measure, timed
-    from colabkit.timing.repeats import RepeatResult, run_repeats
-    from colabkit.training.fit import weights_digest
-    from colabkit.training.setup import repeated_batch, subsample
-    from colabkit.training.trainer import Trainer
-
-# Where each lazily loaded name lives, module by module as the imports above (the ones of training/ import Keras:
-# use them after setup_device, which installs nothing: bootstrap and start_run install what Colab lacks).
+# Where each lazily loaded name lives, module by module: each name listed once, here (the ones of training/ import
+# Keras: use them after setup_device, which installs nothing: bootstrap and start_run install what Colab lacks).
 _LAZY = {name: module for module, names in {
     "colabkit.colab.install": ("bootstrap",),
     "colabkit.data": ("HarData", "MnistData", "WeatherData", "data_banner", "load_jena_climate", "load_mnist",

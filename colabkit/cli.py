@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-from colabkit.cli_arguments import positive_int, positive_seconds, seconds, share, timeout_seconds, tolerance
-from colabkit.errors import ColabkitError, SweepInterrupted
-
-if TYPE_CHECKING:
-    from colabkit.colab.coordinates import Coordinates
-
+from colabkit.cli_arguments import percentage, positive_int, positive_seconds, seconds, timeout_seconds, tolerance
+from colabkit.errors import ColabkitError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = """exit status:
@@ -33,7 +27,7 @@ EXIT_CODES = """exit status:
        too large for its device's memory, or a Colab runtime may still be running (sweep); some
        files could not be read as records
        (report); a failed, unfinished or unreadable record,
-       or no record at all (status); drift found (notebooks --check); a row FAILED (gpu-check);
+       or no record at all (status); a row FAILED (gpu-check);
        a resolved regression beyond --fail-above (compare)
   2    nothing was done: a bad argument, grid, parameter or output folder, a folder another
        sweep is writing to, a missing folder or report notebook (one line on stderr)
@@ -49,79 +43,27 @@ def _given(kind: type, args: argparse.Namespace, **values: Any) -> Any:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from colabkit.sweep.console import dry_run_table, summary_table
+    from colabkit.sweep.command import sweep_command
     from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
     from colabkit.sweep.plan import plan_requested, read_plan
     from colabkit.sweep.runners.colab.client import accelerators
-    from colabkit.sweep.driver import prepare, run_sweep
 
-    # The arguments become typed options here, once, in three parts (what runs, how, when to stop repeating),
+    # The arguments become typed values here, once, in two parts (what runs; how, and when to stop repeating),
     # checked together for the dry run and the real run alike; nothing below the command line sees `args`.
     request = _given(PlanRequest, args, grids=tuple(args.grids), overrides=tuple(args.overrides or ()))
-    options = _given(RunOptions, args, colab=tuple(accelerators(args.colab)) if args.colab is not None else ())
-    repetition = Repetition.asked(args.target_ci, args.max_repeats)
-    if args.plan and request != PlanRequest():
-        raise ColabkitError(f"--plan {args.plan} holds what runs: drop the grid files and --preset, --device, -p, "
-                            "--repeats, --kernels and --html")
-    if not args.plan and not request.grids:
-        raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
+    options = _given(RunOptions, args, colab=tuple(accelerators(args.colab)) if args.colab is not None else (),
+                     repetition=Repetition.asked(args.target_ci, args.max_repeats))
     out = Path(args.out) if args.out else None
-    if options.colab:  # each accelerator's combinations in Colab sessions of its own (colabkit.sweep.runners.colab)
-        from colabkit.sweep.runners.colab.command import colab_sweep
-
-        if args.plan:
-            raise ColabkitError("--colab plans each accelerator's runs from the grid files: drop --plan")
-        return colab_sweep(request, options, repetition, out or Path("outputs") / (request.preset or "default"),
-                           dry_run=args.dry_run)
-    runs = read_plan(args.plan, out) if args.plan else plan_requested(request, out)
-    out = runs.out
-    if args.dry_run:
-        from colabkit.sweep.estimate import estimate_plan
-        from colabkit.sweep.decide import SweepAction
-
-        decisions = prepare(runs, options)
-        to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-        print(dry_run_table(decisions, out, estimate_plan(to_run).lines()))
-        return EXIT_OK
-    progress = sys.stderr.isatty() or "COLAB_RELEASE_TAG" in os.environ if args.progress is None else args.progress
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a runtime shutting down stops the sweep cleanly
-    try:
-        # With --cluster, the same sweep runs its combinations on a Dask cluster (colabkit.sweep.runners.dask).
-        outcomes = run_sweep(runs, options, repetition, progress=progress)
-    except SweepInterrupted as stopped:
-        # The abandoned kernel's pending asyncio tasks would print "Task exception was never
-        # retrieved ... DeadKernelError" tracebacks at exit: the interruption is reported below.
-        logging.getLogger("asyncio").disabled = True
-        print()
-        if stopped.outcomes:
-            print(summary_table(stopped.outcomes))
-        print(f"\n{stopped}: finished combinations are kept; `python -m colabkit status {out}` shows the "
-              "unfinished ones; run the same command again to resume.", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    print()
-    print(summary_table(outcomes))
-    failed = [outcome for outcome in outcomes if outcome.status == "failed"]
-    for outcome in failed:
-        base = str(outcome.record_path)[: -len(".json")]
-        products = [path for path in (f"{base}.ipynb", f"{base}.log") if os.path.exists(path)]
-        inspect = f"\n        inspect {' and '.join(products)}" if products else ""
-        print(f"failed: {outcome.combination.label}: {outcome.message}{inspect}")
-    for outcome in outcomes:
-        if outcome.set_aside:
-            print(f"set aside: {outcome.record_path}: {outcome.message}")
-    too_large = [outcome for outcome in outcomes if outcome.too_large]
-    if too_large:
-        print(f"too large: {len(too_large)} combination(s) refused before they ran, their model too large for their "
-              "device's memory (skipped records say the estimate); trim the grid or use a device with more memory")
-    print(f"\noutputs: {out}")
-    attention = failed or too_large or any(outcome.set_aside for outcome in outcomes)
-    return EXIT_FAILED if attention else EXIT_OK
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    if args.plan:
+        if request != PlanRequest() or options != RunOptions():
+            raise ColabkitError(f"--plan {args.plan} holds what runs and how: give it alone (with --out, --dry-run, "
+                                "--progress), without grid files, --preset, --device, -p or run options")
+        runs = read_plan(args.plan, out)
+    elif not request.grids:
+        raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
+    else:
+        runs = plan_requested(request, options, out)
+    return sweep_command(runs, args.dry_run, args.progress)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -182,60 +124,6 @@ def _compare(args: argparse.Namespace) -> int:
     return run_compare(args.baseline, args.candidate, by, markdown=args.markdown, csv_path=args.csv,
                        fail_above=args.fail_above, tolerance=TOLERANCE if args.tolerance is None else args.tolerance,
                        exclude_busy=args.exclude_busy, rates_file=args.rates)
-
-
-def _coordinates_module(root: str) -> Path:
-    module = Path(root) / "colabkit" / "colab" / "coordinates.py"
-    if not module.is_file():
-        raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
-    return module
-
-
-def _notebooks(args: argparse.Namespace) -> int:
-    from colabkit.colab.coordinates import read_coordinates
-    from colabkit.maintenance.notebooks import AcceleratorHint
-
-    hints = {}
-    for item in args.accelerator or []:
-        name, sep, spec = item.partition("=")
-        if not sep:
-            raise ColabkitError(f"--accelerator {item!r}: expected NAME=SPEC, e.g. matmul_tflops=GPU:T4")
-        hints[name] = AcceleratorHint.parse(spec)
-    # The coordinates of the checkout being stamped, which need not be the colabkit imported here.
-    return _stamp(args.root, read_coordinates(_coordinates_module(args.root)), args.check, hints)
-
-
-def _stamp(root: str, coordinates: Coordinates, check: bool, hints: dict[str, Any] | None = None) -> int:
-    """Stamp (or with `check`, compare) the notebooks and README; print what changed or drifted."""
-    from colabkit.maintenance.notebooks import stamp_repository
-
-    result = stamp_repository(root, coordinates, check=check, hints=hints)
-    where = f"{coordinates.repository}@{coordinates.ref}"
-    if check:
-        if result.changed:
-            print(f"drifted from the template ({where}); run `python -m colabkit notebooks` to restamp:")
-            print("\n".join(f"  {path}" for path in result.changed))
-            return 1
-        print(f"{len(result.notebooks)} notebook(s) and the README match the template ({where})")
-        return 0
-    for path in result.changed:
-        print(f"stamped {path}")
-    print(f"{len(result.notebooks)} notebook(s), {len(result.changed)} file(s) changed ({where})")
-    return 0
-
-
-def _badges(args: argparse.Namespace) -> int:
-    from colabkit.colab.coordinates import Coordinates, write_coordinates
-
-    coordinates = Coordinates(args.repo, args.ref)
-    if not coordinates.pinned:
-        print(f"warning: ref {args.ref!r} is not a release tag (v0.1.0) or a commit id: if it is a branch, the "
-              "bootstrap installs whatever it holds on the day, not the code the records were made with",
-              file=sys.stderr)
-    module = _coordinates_module(args.root)
-    if write_coordinates(module, coordinates):
-        print(f"coordinates set in {module}: {coordinates.repository}@{coordinates.ref}")
-    return _stamp(args.root, coordinates, check=False)
 
 
 def _workers(args: argparse.Namespace) -> int:
@@ -357,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--repeats", type=positive_int, metavar="R",
                        help="run each combination R times, each in its own kernel, in interleaved rounds (default: "
                             "the grid's `repeats:`, else 1); see docs/statistics.md")
-    sweep.add_argument("--target-ci", type=share, metavar="PCT",
+    sweep.add_argument("--target-ci", type=percentage, metavar="PCT",
                        help="add rounds until each headline's interval is within +/- PCT of its median (3%%)")
     sweep.add_argument("--max-repeats", type=positive_int, metavar="N",
                        help="with --target-ci: at most N runs of a combination (default 10)")
@@ -388,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "judges on dollars per unit of work instead of the headline (docs/cost.md)")
     compare.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
     compare.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
-    compare.add_argument("--fail-above", type=share, metavar="PCT",
+    compare.add_argument("--fail-above", type=percentage, metavar="PCT",
                          help="exit 1 when a combination is resolved slower (with --by cost: costlier) by more than "
                               "PCT (5%%): for CI")
     compare.add_argument("--exclude-busy", action="store_true",
@@ -407,17 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
     export_html.add_argument("out", help="the sweep's output folder")
     export_html.add_argument("--force", action="store_true", help="export every run again, HTML or not")
     export_html.set_defaults(handler=_export_html)
-    notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the Colab badge and bootstrap")
-    notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
-    notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",
-                           help="set a notebook's Colab runtime hint: cpu, GPU, GPU:T4|L4|A100, TPU:V28|V5E1")
-    notebooks.add_argument("--root", default=".", help="repository root (default: .)")
-    notebooks.set_defaults(handler=_notebooks)
-    badges = verbs.add_parser("badges", help="point every badge and the bootstrap at another repository or ref")
-    badges.add_argument("--repo", required=True, help="GitHub OWNER/NAME")
-    badges.add_argument("--ref", required=True, help="release tag (v0.1.0) or commit; a branch works but is not pinned")
-    badges.add_argument("--root", default=".", help="repository root (default: .)")
-    badges.set_defaults(handler=_badges)
     workers = verbs.add_parser("workers", help="run a notebook on N local worker processes (MultiWorkerMirroredStrategy)")
     workers.add_argument("notebook", help="the notebook, e.g. notebooks/cnn_mnist.ipynb")
     workers.add_argument("--count", type=positive_int, required=True, help="how many worker processes")

@@ -48,7 +48,7 @@ def positive_seconds(text: str) -> float:
                    "must be more than 0 seconds")
 
 
-def share(text: str, allow_zero: bool = False) -> float:
+def percentage(text: str, allow_zero: bool = False) -> float:
     """--target-ci, --fail-above: '3%' or 0.03 -> 0.03, a share between 0 and 1 (and 0, however written,
     with `allow_zero`)."""
     raw = text.strip()
@@ -65,4 +65,4 @@ def share(text: str, allow_zero: bool = False) -> float:
 
 def tolerance(text: str) -> float:
     """--tolerance: '2%' or 0.02 (0 allowed: resolve any difference whose interval excludes 1)."""
-    return share(text, allow_zero=True)
+    return percentage(text, allow_zero=True)

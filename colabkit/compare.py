@@ -41,14 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colabkit.cost.per_unit import headline_unit, record_costs, record_mode
+from colabkit.cost.per_unit import headline_unit, record_costs
 from colabkit.cost.rates import RateTable, load_rates
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
 from colabkit.experiments.declaration import Headline
 from colabkit.experiments.inference import headline_for, inference_figures, is_inference, voided_by
 from colabkit.records.loading import LoadedRecords, load_records
-from colabkit.records.identity import work_key
+from colabkit.records.identity import record_mode, work_key
 from colabkit.records.merging import RunGroup
 from colabkit.statistics import (RATIO_METHOD, TOLERANCE, Comparison, Interval, Verdict, VerdictWords, compare,
                                  finite, percent, verdict_text)
@@ -99,7 +99,7 @@ class Row:
         return (1 / ratio if self.higher_is_better else ratio) - 1
 
 
-def cost_measure(mode: str) -> Headline | None:
+def cost_measure(mode: str | None) -> Headline | None:
     """What `--by cost` judges runs of `mode` on: dollars per its unit of work (lower is better); None for a mode
     without one."""
     unit = headline_unit(mode)

@@ -148,10 +148,6 @@ class CoordinatesError(ColabkitError, ValueError):
     """A repository (OWNER/NAME) or ref that cannot be used in a badge URL or a pip requirement."""
 
 
-class NotebookTemplateError(ColabkitError):
-    """A notebook cannot be stamped with the Colab header and bootstrap (e.g. it has no title cell)."""
-
-
 class UnknownDataSourceError(ColabkitError, ValueError):
     """A `data_source` other than "auto", "real" or "offline"."""
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from colab_set import COLAB_SET
-from helpers import FakeTensorFlow, WarmKernels, visible_gpus
+from helpers import REPO, FakeTensorFlow, WarmKernels, visible_gpus
+
+sys.path.insert(0, str(REPO / "tools"))  # the development tools (tools/*.py: scripts, not part of the package)
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

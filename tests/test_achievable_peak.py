@@ -55,7 +55,7 @@ def test_each_shape_is_timed_back_to_back_for_the_minimum_duration():
 def test_passes_repeat_until_two_in_a_row_agree_and_the_best_keeps_its_spread(monkeypatch):
     timer, _ = fake_timer([0.10, 0.20, 0.205, 0.5])  # a busy first pass, then two that agree within 5 %
     monkeypatch.setattr(achievable, "_jax_timer", timer)
-    peak = achievable.scan("cpu", "jax", min_seconds=0.0)
+    peak = achievable.scan_peak("cpu", "jax", min_seconds=0.0)
     best = peak.best("float32")
     assert peak.passes == 3 and peak.agreed and {row["pass"] for row in peak.scanned} == {1, 2, 3}
     assert best["shape"] == [2048, 2048, 2048] and best["tflops"] == pytest.approx(0.205 * 1.02048)
@@ -65,7 +65,7 @@ def test_passes_repeat_until_two_in_a_row_agree_and_the_best_keeps_its_spread(mo
 
     timer, _ = fake_timer([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])  # never agreeing: bounded, and said
     monkeypatch.setattr(achievable, "_jax_timer", timer)
-    restless = achievable.scan("cpu", "jax", min_seconds=0.0, max_passes=4)
+    restless = achievable.scan_peak("cpu", "jax", min_seconds=0.0, max_passes=4)
     assert restless.passes == 4 and not restless.agreed and "without two in a row agreeing" in restless.method
     fields = _fields(monkeypatch, restless, model_tflops=0.1, datasheet_tflops=None)
     assert "did not agree within 5%" in fields["achievable_note"] and fields["achievable_agreed"] is False
@@ -74,14 +74,14 @@ def test_passes_repeat_until_two_in_a_row_agree_and_the_best_keeps_its_spread(mo
 def test_a_shape_that_fails_is_named_skipped_in_later_passes_and_a_scan_where_none_ran_is_refused(monkeypatch):
     timer, _ = fake_timer([0.1], fail_above=512)
     monkeypatch.setattr(achievable, "_jax_timer", timer)
-    peak = achievable.scan("cpu", "jax", min_seconds=0.0)
+    peak = achievable.scan_peak("cpu", "jax", min_seconds=0.0)
     failed = [row for row in peak.scanned if row["tflops"] is None]
     assert [row["shape"] for row in failed] == [[1024, 1024, 1024], [2048, 2048, 2048]]  # named once, in pass 1
     assert all(row["pass"] == 1 for row in failed) and "out of memory" in failed[0]["error"]
     assert peak.best("float32")["tflops"] == pytest.approx(0.1 * 1.00512) and peak.agreed  # the 512-wide shapes
     monkeypatch.setattr(achievable, "SHAPES", {"cpu": ((1024, 1024, 1024),)})
     with pytest.raises(MeasurementError, match="no product of the scan ran"):
-        achievable.scan("cpu", "jax", min_seconds=0.0)
+        achievable.scan_peak("cpu", "jax", min_seconds=0.0)
 
 
 def _fields(monkeypatch, peak, model_tflops, datasheet_tflops, kind="cpu", replicas=1):
@@ -104,7 +104,7 @@ def test_mfu_against_the_achievable_peak_gets_the_range_of_the_scan_s_passes(mon
 def test_the_peak_is_scanned_once_kept_for_the_sweep_and_later_sweeps_and_rescanned_when_the_host_changes(
         monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(achievable, "scan", lambda kind, backend, min_seconds: calls.append(min_seconds) or FAKE)
+    monkeypatch.setattr(achievable, "scan_peak", lambda kind, backend, min_seconds: calls.append(min_seconds) or FAKE)
     monkeypatch.setattr(achievable, "_SCANNED", {})
     monkeypatch.setattr(achievable, "_LAST", {})
     versions = {"jax": "jax 0.7.2, jaxlib 0.7.2"}
@@ -171,7 +171,7 @@ def test_the_bandwidth_probe_keeps_the_achievable_peak_in_the_host_facts(tmp_pat
 ])
 def test_a_host_cache_that_cannot_keep_the_scan_is_said_in_one_line_and_never_overwritten(monkeypatch, tmp_path,
                                                                                           capsys, place, said):
-    monkeypatch.setattr(achievable, "scan", lambda kind, backend, min_seconds: FAKE)
+    monkeypatch.setattr(achievable, "scan_peak", lambda kind, backend, min_seconds: FAKE)
     monkeypatch.setattr(achievable, "_SCANNED", {})
     monkeypatch.setattr(achievable, "_SAID", set())
     monkeypatch.setattr(achievable, "_backend_version", lambda backend: "jax 0.7.2")
@@ -207,7 +207,7 @@ def test_a_sweep_says_before_its_runs_that_the_first_one_scans_once_per_host(mon
     from colabkit.sweep.plan import plan
     from colabkit.sweep.runners.local import SerialExecutor
 
-    monkeypatch.setattr(achievable, "scan", lambda kind, backend, min_seconds: FAKE)
+    monkeypatch.setattr(achievable, "scan_peak", lambda kind, backend, min_seconds: FAKE)
     monkeypatch.setattr(achievable, "_SCANNED", {})
     monkeypatch.setattr(achievable, "_LAST", {})
     cache = tmp_path / "host-facts.json"

@@ -89,8 +89,8 @@ def test_resources_follow_the_device_and_absent_devices_come_from_the_workers():
 def test_missing_extra_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)
     grid = write_probe(tmp_path, "grid: {device: [cpu]}\n")
-    with pytest.raises(ColabkitError, match=r"pip install colabkit\[cluster\]"):
-        run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(cluster="local:1"), echo=quiet)
+    with pytest.raises(ColabkitError, match=r"pip install 'colabkit\[cluster\]'"):
+        run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(cluster="local:1")), echo=quiet)
 
 
 def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch, tmp_path):
@@ -100,7 +100,7 @@ def test_an_invalid_grid_is_reported_before_any_cluster_is_contacted(monkeypatch
     monkeypatch.setattr(cluster_module, "connect", no_connection)
     grid = write_probe(tmp_path, "grid: {device: [cpu], no_such_parameter: [1]}\n")
     with pytest.raises(GridError, match="no_such_parameter"):
-        run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(cluster="tcp://127.0.0.1:1"), echo=quiet)
+        run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(cluster="tcp://127.0.0.1:1")), echo=quiet)
     assert main(["sweep", str(grid), "--cluster", "local:1", "--jobs", "2", "--out", str(tmp_path / "o")]) == 2
 
 
@@ -294,7 +294,7 @@ def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rer
 def test_a_worker_killed_mid_combination_gives_a_failed_record_and_the_sweep_finishes(tmp_path):
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\nfixed: {kill_worker_on: 2}\n")
     out = tmp_path / "out"
-    outcomes = run_sweep(plan([grid], out=out), RunOptions(cluster="local:2"), echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out, options=RunOptions(cluster="local:2")), echo=quiet)
     by_value = {outcome.combination.params["value"]: outcome for outcome in outcomes}
     assert [by_value[value].status for value in (1, 2)] == ["ok", "failed"]
     failed = read_record(out / "probe" / "cpu" / "value-2.json")
@@ -319,7 +319,7 @@ def intervals(out: Path, device: str) -> dict[str, list[tuple[float, float]]]:
 def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluster):
     grid = write_probe(tmp_path, "grid: {device: [gpu, tpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
     out = tmp_path / "out"
-    outcomes = run_sweep(plan([grid], out=out), RunOptions(cluster=gpu_cluster), echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out, options=RunOptions(cluster=gpu_cluster)), echo=quiet)
     assert sorted(outcome.status for outcome in outcomes) == ["ok"] * 4 + ["skipped"] * 4
     by_worker = intervals(out, "gpu")
     assert sum(len(runs) for runs in by_worker.values()) == 4
@@ -332,7 +332,7 @@ def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluste
 
     # The same worker threads without the resource request do run side by side (the check can fail).
     cpu_grid = write_probe(tmp_path / "cpu", "grid: {device: [cpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
-    run_sweep(plan([cpu_grid], out=tmp_path / "cpu-out"), RunOptions(cluster=gpu_cluster), echo=quiet)
+    run_sweep(plan([cpu_grid], out=tmp_path / "cpu-out", options=RunOptions(cluster=gpu_cluster)), echo=quiet)
     overlapped = False
     for runs in intervals(tmp_path / "cpu-out", "cpu").values():
         runs.sort()
@@ -346,7 +346,8 @@ def test_products_are_written_by_the_worker_in_a_shared_out_or_come_back_as_byte
                                                                                   shared_out, written):
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1, 2]}\n")
     out = tmp_path / "out"
-    outcomes = run_sweep(plan([grid], out=out), RunOptions(cluster=gpu_cluster, shared_out=shared_out), echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out, options=RunOptions(cluster=gpu_cluster, shared_out=shared_out)),
+                         echo=quiet)
     assert [outcome.status for outcome in outcomes] == ["ok", "ok"]
     for value in (1, 2):
         base = out / "probe" / "cpu" / f"value-{value}"
@@ -364,7 +365,7 @@ def test_a_shared_out_that_a_worker_cannot_see_fails_that_combination(tmp_path, 
     out = tmp_path / "out"
     # The probe file is what a worker looks for; written elsewhere, no worker sees OUT.
     monkeypatch.setattr(cluster_module, "PROBE_PREFIX", ".colabkit-elsewhere-")
-    outcomes = run_sweep(plan([grid], out=out), RunOptions(cluster=gpu_cluster, shared_out=True), echo=quiet)
+    outcomes = run_sweep(plan([grid], out=out, options=RunOptions(cluster=gpu_cluster, shared_out=True)), echo=quiet)
     assert outcomes[0].status == "failed"
     assert "does not see" in read_record(out / "probe" / "cpu" / "value-1.json")["error"]["message"]
 
@@ -392,7 +393,7 @@ def test_ctrl_c_cancels_the_submitted_tasks_stops_their_kernels_and_leaves_no_ha
     before = sweep_kernels()
     start = time.perf_counter()
     with pytest.raises(SweepInterrupted) as stopped:
-        run_sweep(plan([grid], out=out), RunOptions(cluster=gpu_cluster), echo=interrupt_after_the_first)
+        run_sweep(plan([grid], out=out, options=RunOptions(cluster=gpu_cluster)), echo=interrupt_after_the_first)
     assert time.perf_counter() - start < 50  # the 60 s runs were stopped, not waited for
     assert [outcome.status for outcome in stopped.value.outcomes] == ["ok"]
     records = list(out.rglob("*.json"))

@@ -331,7 +331,7 @@ def test_cell_whose_pip_fails_stops_with_pips_words_in_one_block_and_names_the_f
         run_cell(monkeypatch, colabkit_missing=True, pip_fails=pip_said)
     message = str(stopped.value)
     assert message.startswith("colabkit could not be installed from colabkit/colabkit@v") and pip_said in message
-    assert "python -m colabkit badges --repo OWNER/NAME" in message and "wheel" in message
+    assert "python tools/stamp_notebooks.py badges --repo OWNER/NAME" in message and "wheel" in message
 
 
 def test_cell_on_a_colab_tpu_runtime_runs_the_real_bootstrap_and_installs_no_tensorflow(runtime, monkeypatch, capsys):

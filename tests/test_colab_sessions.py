@@ -283,7 +283,7 @@ def test_a_session_runs_exactly_the_runs_of_the_plan_it_is_given_planning_nothin
     assert "would run 2 " in dry.stdout and runs[3].run_slug in dry.stdout and runs[0].run_slug in dry.stdout
     assert str(tmp_path / "elsewhere") in dry.stdout  # --out: where the receiving side writes
     refused = subprocess.run([*command, "--preset", "smoke"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and "holds what runs: drop the grid files" in refused.stderr
+    assert refused.returncode == 2 and "holds what runs and how: give it alone" in refused.stderr
 
 
 # --- 6. what the page promises ------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from colabkit.colab.runtime import RUNTIME_TYPES
 from colabkit.colab.sweep import unpack_sweep_zips
 from colabkit.device.peaks import gpu_bandwidth, gpu_peak, tpu_bandwidth, tpu_peak
 from colabkit.errors import ColabkitError, FolderNotFoundError
-from colabkit.maintenance import colab_stack
-from colabkit.maintenance.notebooks import sweep_form
-from colabkit.ondevice.lists import IMAGE_LIST, read_image
+import colab_stack
+from stamp_notebooks import sweep_form
+from device_lists import IMAGE_LIST, read_image
 from colabkit.sweep.grids import load_grid
 
 # Colab's CPU/GPU runtime as googlecolab/backend-info listed it on 2026-08-19 ("Upgrade to Python 3.13").
@@ -138,7 +138,7 @@ def test_no_doc_offers_the_retired_v2_8_as_a_runtime_to_pick():
 
 def test_one_table_spells_each_runtime_type_for_the_dialog_the_cli_and_the_metadata():
     from colabkit.colab.runtime import CLI_ACCELERATORS, runtime_type
-    from colabkit.maintenance.notebooks import AcceleratorHint
+    from stamp_notebooks import AcceleratorHint
     from colabkit.sweep.runners.colab import client
 
     v5e = runtime_type("v5e-1")

@@ -18,7 +18,7 @@ from helpers import REPO, execute_notebook
 from colabkit.experiments import find
 from colabkit.experiments.declaration import check_values
 from colabkit.experiments.inference import DECODE_HEADLINE, headline_for
-from colabkit.maintenance import schema_doc
+import schema_doc
 from colabkit.records.record import make_record, read_record
 from colabkit.training.memory import decode_step_bytes, palm_token_flops, transformer_weights
 

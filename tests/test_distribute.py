@@ -226,8 +226,8 @@ def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
         grid: {{device: ["multiworker:2"]}}
     """))
     start = time.monotonic()
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out", html="none"),
-                         RunOptions(worker_grace_s=3), available={"cpu": 1}, echo=lambda line: None)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", html="none", options=RunOptions(worker_grace_s=3)),
+                         available={"cpu": 1}, echo=lambda line: None)
     assert time.monotonic() - start < 120
     (outcome,) = outcomes
     assert outcome.status == "failed"

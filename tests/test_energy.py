@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from fake_nvml import Board, fake_nvml, install
 
-from colabkit.device import energy_source, nvml_energy, rapl
+from colabkit.device import energy_source, nvml, rapl
 from colabkit.device.energy import TPU_REASON, energy_metrics, open_energy_source, source_fields
 from colabkit.device.energy_source import MIN_WINDOW_S, EnergyMethod, Mark
-from colabkit.device.nvml_energy import GpuEnergyCounter, PowerSampler, visible_gpu_indices
+from colabkit.device.nvml import GpuEnergyCounter, PowerSampler, idle_power, visible_gpu_indices
 from colabkit.device.rapl import RaplCounter, rapl_zones
 
 
@@ -33,7 +33,7 @@ class Clock:
 
 def windows_follow(monkeypatch, perf_counter) -> None:
     """Every energy source's marks read `perf_counter` for the time."""
-    for module in (energy_source, nvml_energy, rapl):
+    for module in (energy_source, nvml, rapl):
         monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=perf_counter))
 
 
@@ -404,3 +404,14 @@ def test_a_record_whose_energy_cannot_be_a_measurement_is_not_one():
         "energy_j_per_sample = 0.0, mean_power_w = -3.0 (must be a finite number > 0)"]
     assert measurement_problems({"energy_method": "estimated"}) == [
         "energy_method = estimated (must be one of 'counter', 'sampled', 'rapl', 'not measured')"]
+
+
+def test_idle_power_is_sampled_by_the_one_power_sampler_with_the_boards_limit(monkeypatch):
+    """The GPU check's idle power: NVML opened and power read through colabkit.device.nvml alone."""
+    nvml = install(monkeypatch, fake_nvml([Board(55.0, limit_w=300.0), Board(999.0)]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    found = idle_power(seconds=0.05, interval_s=0.01)
+    assert found["idle_w"] == 55.0 and found["limit_w"] == 300.0 and found["readings_w"][0] == 55.0
+    assert nvml.initialised() == 0  # NVML closed again
+    install(monkeypatch, None)
+    assert idle_power(seconds=0.01) == {"unavailable": "NVML is not installed (pip install nvidia-ml-py)"}

@@ -12,7 +12,7 @@ import pytest
 
 from colabkit.cli import main
 from colabkit.colab.coordinates import Coordinates
-from colabkit.errors import ExperimentDeclarationError, NotebookTemplateError, ParameterError, UnknownExperimentError
+from colabkit.errors import ExperimentDeclarationError, ParameterError, UnknownExperimentError
 from colabkit.experiments import (
     Experiment,
     Headline,
@@ -21,8 +21,8 @@ from colabkit.experiments import (
     check_values,
     get,
 )
-from colabkit.maintenance.experiment_tables import experiments_table
-from colabkit.maintenance.notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, readme_table, stamp_block
+from experiment_tables import experiments_table
+from stamp_notebooks import NOTEBOOKS_BLOCK, AcceleratorHint, NotebookInfo, NotebookTemplateError, readme_table, stamp_block
 from colabkit.run import start_run
 from colabkit.sweep.grids import declared_parameters
 from colabkit.sweep.plan import plan
@@ -411,7 +411,7 @@ def test_the_experiments_index_names_every_piece_of_each_experiment_and_each_pat
 
 def test_the_repositorys_readme_carries_the_current_table():
     from colabkit.colab.coordinates import configured
-    from colabkit.maintenance.notebooks import stamp_repository
+    from stamp_notebooks import stamp_repository
 
     result = stamp_repository(REPO, configured(), check=True)
-    assert "README.md" not in result.changed, "run `python -m colabkit notebooks` to restamp the README"
+    assert "README.md" not in result.changed, "run `python tools/stamp_notebooks.py notebooks` to restamp the README"

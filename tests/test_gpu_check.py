@@ -85,7 +85,7 @@ FAKE_ANSWERS = {
 PLANNED: list = []  # the plans the check handed the sweep, in order
 
 
-def fake_runs(runs, available, echo, *, timeout_s, jobs=1):
+def fake_runs(runs, available, echo):
     """run_plan without kernels: every run of the plan ok, with a plausible record."""
     PLANNED.append(runs)
     summaries = []
@@ -108,7 +108,7 @@ def fake_gpu_machine(monkeypatch, tmp_path):
     monkeypatch.setattr(check, "nvidia_smi", lambda: [{"index": "0", "name": A100, "memory.total": "40960",
                                                        "driver_version": "535.104"}])
     monkeypatch.setattr(check, "nvidia_smi_query", lambda fields: [{"compute_cap": "8.0"}])
-    monkeypatch.setattr(stages, "installed", lambda package: package in ("tensorflow", "jax"))
+    monkeypatch.setattr(stages, "importable", lambda package: package in ("tensorflow", "jax"))
     monkeypatch.setattr(stages, "Worker", FakeWorker)
     monkeypatch.setattr(stages, "run_plan", fake_runs)
     monkeypatch.setattr(training, "run_plan", fake_runs)
@@ -142,8 +142,13 @@ def test_a_healthy_gpu_passes_every_row_it_can_and_writes_the_table(fake_gpu_mac
     assert not list(folder.rglob("*.yaml"))  # planned once, in memory: no grid file written to be planned again
     sweep_plan = next(runs for runs in PLANNED if runs.out == folder / "sweep")
     assert sorted({run.name for run in sweep_plan}) == sorted(path.stem for path in (REPO / "parameters").glob("*.yaml"))
-    assert sorted(run.device for run in sweep_plan) == ["cpu"] * 5 + ["gpu"] * 5  # each notebook's first smoke run
+    assert sorted(run.device for run in sweep_plan) == ["cpu"] * 5 + ["gpu"] * 5  # each notebook's gpu_check preset
     assert all(run.settings.repeats == 1 and run.settings.kernels == "fresh" for plan in PLANNED for run in plan)
+    assert all(plan.options.force and plan.options.timeout_s == 600 for plan in PLANNED)  # afresh, within a limit
+    assert sweep_plan.options.jobs == 2 and {run.params.get("mode", "train") for run in sweep_plan} == {"train"}
+    assert "mode" not in next(run for run in sweep_plan if run.name == "matmul_tflops").params  # none it lacks
+    fits = [plan for plan in PLANNED if plan.out.parent.name in ("cnn", "fc")]  # the training rows' notebook runs
+    assert {run.params["batch_size"] for plan in fits for run in plan} == {1024} and len(fits) == 2 * 3
     printed = capsys.readouterr().out
     assert printed.rstrip().endswith(f"table and records: {folder}")
     assert "  PASS matmul tf32: 120.0 TFLOPS" in printed  # the progress line, as the stage finished
@@ -204,7 +209,7 @@ def test_a_gpu_missing_from_the_peaks_table_still_gets_its_clock_checked(fake_gp
 
 
 def test_no_tensorflow_skips_every_tensorflow_row(fake_gpu_machine, monkeypatch):
-    monkeypatch.setattr(stages, "installed", lambda package: False)
+    monkeypatch.setattr(stages, "importable", lambda package: False)
     out = fake_gpu_machine / "gpu-check"
     assert run_check(out) == 0
     rows = rows_of(out)
@@ -216,7 +221,7 @@ def test_no_tensorflow_skips_every_tensorflow_row(fake_gpu_machine, monkeypatch)
 def test_the_fast_check_without_tensorflow_measures_on_jax_and_torch_and_skips_every_tensorflow_row(
         fake_gpu_machine, monkeypatch, capsys):
     """The lent GPU machines' image: JAX and PyTorch, no TensorFlow (docs/device.md)."""
-    monkeypatch.setattr(stages, "installed", lambda package: package in ("jax", "torch"))
+    monkeypatch.setattr(stages, "importable", lambda package: package in ("jax", "torch"))
     out = fake_gpu_machine / "gpu-check"
     assert run_check(out, fast=True) == 0  # a SKIP is not a failure
     rows = rows_of(out)

@@ -11,13 +11,13 @@ from colabkit.device.peaks import gpu_peak
 from colabkit.gpu_check import rules
 from colabkit.gpu_check.rows import (
     NO_GPU_LINE,
-    Row,
-    Verdict,
+    CheckRow,
+    CheckVerdict,
     exit_code,
-    markdown_table,
-    summary_line,
+    table_markdown,
+    table_summary,
     table_payload,
-    text_table,
+    table_text,
 )
 from colabkit.gpu_check.rules import failed, passed, skipped
 from colabkit.gpu_check.rules import GpuFacts, Unavailable
@@ -29,7 +29,7 @@ SKIP_WHY = Unavailable("jax is not installed")
 BROKEN = Unavailable("the worker died", failed=True)
 
 
-def verdict(row: Row) -> str:
+def verdict(row: CheckRow) -> str:
     return str(row.verdict)
 
 
@@ -42,9 +42,9 @@ def comparison(dtype: str = "float32", tflops: float = 100.0, ratio: float = 1.0
 
 def test_a_row_that_is_not_pass_must_say_why_and_verdicts_are_plain_strings():
     with pytest.raises(ValueError, match="must say why"):
-        Row("x", Verdict.FAIL, "1", "rule")
-    assert Row("x", "SKIP", "-", "rule", "no GPU").verdict is Verdict.SKIP
-    assert Verdict.PASS == "PASS" and json.dumps(Verdict.FAIL) == '"FAIL"'
+        CheckRow("x", CheckVerdict.FAIL, "1", "rule")
+    assert CheckRow("x", "SKIP", "-", "rule", "no GPU").verdict is CheckVerdict.SKIP
+    assert CheckVerdict.PASS == "PASS" and json.dumps(CheckVerdict.FAIL) == '"FAIL"'
 
 
 def test_the_exit_status_is_0_only_when_no_row_failed():
@@ -52,15 +52,15 @@ def test_the_exit_status_is_0_only_when_no_row_failed():
     assert exit_code([good, skip]) == 0
     assert exit_code([good, skip, bad]) == 1
     assert exit_code([]) == 0
-    assert summary_line([good, skip, bad]) == "gpu-check: 1 PASS, 1 FAIL, 1 SKIP: FAILED"
-    assert summary_line([good]).endswith(": passed")
+    assert table_summary([good, skip, bad]) == "gpu-check: 1 PASS, 1 FAIL, 1 SKIP: FAILED"
+    assert table_summary([good]).endswith(": passed")
 
 
 def test_the_text_table_has_one_line_per_row_its_reasons_and_the_stage_times():
     rows = [passed("device", "NVIDIA A100 x1", "rule").in_stage("device"),
             failed("matmul tf32", "170 TFLOPS = 1.09 of 156", "rule", "a wrong clock").in_stage("matmul"),
             skipped("backend torch", "rule", "torch is not installed")]
-    text = text_table(rows, "gpu-check on A100", {"device": (12.4, 20.0), "matmul": (40.2, 45.0)})
+    text = table_text(rows, "gpu-check on A100", {"device": (12.4, 20.0), "matmul": (40.2, 45.0)})
     lines = text.splitlines()
     assert lines[0] == "gpu-check on A100"
     assert any(line.split()[:2] == ["device", "PASS"] and "NVIDIA A100 x1" in line for line in lines)
@@ -72,7 +72,7 @@ def test_the_text_table_has_one_line_per_row_its_reasons_and_the_stage_times():
 
 def test_the_markdown_table_and_json_carry_rules_reasons_and_values():
     rows = [passed("clock jax", "float32 1.000", "a | rule", ratio=1.0), skipped("sweep gpu:2", "r", "one GPU")]
-    markdown = markdown_table(rows, "title")
+    markdown = table_markdown(rows, "title")
     assert "| clock jax | PASS | float32 1.000 | a \\| rule |  |" in markdown
     assert "| sweep gpu:2 | SKIP | - | r | one GPU |" in markdown
     payload = table_payload(rows, {"gpus": [A100]}, {"jax": (30.0, 40.0)})

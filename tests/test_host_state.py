@@ -17,7 +17,7 @@ import pytest
 from notebook_factory import write_tiny_notebook
 
 from colabkit import report
-from colabkit.device.gpu_state import GpuSampler, throttle_names
+from colabkit.device.nvml import GpuSampler, throttle_names
 from colabkit.device.host_state import (
     OTHER_CPU_SHARE_MAX,
     CpuTimes,
@@ -87,9 +87,10 @@ def test_other_processes_time_is_all_busy_time_but_ours_and_our_parents():
 
 class FakeNvml:
     """pynvml's functions as HostMonitor calls them, for two GPUs: one throttled by heat, another
-    process on the second."""
+    process on the second (installed as `pynvml`, which colabkit.device.nvml opens)."""
 
     NVML_CLOCK_SM = 1
+    NVMLError = type("NVMLError", (Exception,), {})
 
     def __init__(self) -> None:
         self.clocks = iter([1590.0, 1410.0, 1200.0, 1530.0])
@@ -119,7 +120,8 @@ class FakeNvml:
 def test_gpus_through_nvml_give_the_clock_range_throttles_and_other_processes(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # both GPUs visible
     nvml = FakeNvml()
-    sampler = GpuSampler(nvml).start()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    sampler = GpuSampler().start()
     sampler.sample()
     sampler.sample()
     state = sampler.stop()
@@ -130,13 +132,15 @@ def test_gpus_through_nvml_give_the_clock_range_throttles_and_other_processes(mo
                                      "1 other process(es) used a GPU (pids 4242)"]
     assert quiet_verdict({"other_cpu_share": 0.0, "gpu": state})[0] is False
     assert throttle_names(0x41) == ["gpu_idle", "hw_thermal_slowdown"]
-    missing = GpuSampler().start().stop() if "pynvml" not in sys.modules else {"available": False}
-    assert missing["available"] is False
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    missing = GpuSampler().start().stop()
+    assert missing["available"] is False and missing["reason"].startswith("NVML is not installed")
 
 
 def test_only_the_gpus_cuda_visible_devices_names_are_read(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a job on GPU 0 while GPU 1 is hot and used by another
-    sampler = GpuSampler(FakeNvml()).start()
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    sampler = GpuSampler().start()
     sampler.sample()
     state = sampler.stop()
     assert state["available"] and state["gpus"] == 1 and state["sm_mhz"] == {"min": 1590.0, "max": 1590.0}
@@ -178,7 +182,8 @@ def test_a_sweep_beside_busy_processes_records_host_quiet_false_and_the_report_m
         fixed: {{sleep_on: 1, sleep_s: 1.5}}
     """))
     lines: list[str] = []
-    (outcome,) = run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(wait_quiet_s=0.5), available={"cpu": 1},
+    (outcome,) = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(wait_quiet_s=0.5)),
+                           available={"cpu": 1},
                            echo=lines.append)
     # the console says it measured on a busy host: on the run's line (and in the summary table's note)
     assert outcome.status == "ok" and outcome.message.startswith("measured on a busy host: still busy after waiting")

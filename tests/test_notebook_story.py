@@ -3,7 +3,7 @@ outside its set-up cell (stamped), its parameters cell (stamped) and the cells t
 `model`, or matching MODEL_CELL as the project's before-stop hook counts them), at most 3 colabkit names
 imported, at most 70 lines of code and no cell over 30; Keras's own `model.fit(` in every training notebook;
 at most one `if mode ==` guard (inference is its own section, which ends the run). Its parameters cell is what
-`python -m colabkit notebooks` stamps from the declaration; and the explanation of the bottleneck passes
+`python tools/stamp_notebooks.py notebooks` stamps from the declaration; and the explanation of the bottleneck passes
 lives once, in the docs."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from helpers import NOTEBOOKS, REPO
 
 from colabkit.colab.install import BOOTSTRAP_CELL_ID
 from colabkit.experiments import all_experiments
-from colabkit.maintenance.notebooks import parameters_source
+from stamp_notebooks import parameters_source
 
 EXPERIMENTS = [experiment.name for experiment in all_experiments() if (REPO / experiment.notebook).is_file()]
 MAX_NAMES, MAX_LINES, MAX_CELL_LINES, MAX_GUARDS = 3, 70, 30, 1
@@ -93,7 +93,7 @@ def test_each_parameters_cell_is_what_the_declaration_stamps(name):
     notebook = nbformat.read(REPO / experiment.notebook, as_version=4)
     cell = next(cell for cell in notebook.cells if "parameters" in cell.metadata.get("tags", []))
     assert cell.source == parameters_source(experiment), (
-        f"{name}: the parameters cell drifted from colabkit/experiments/{name}.py: run `python -m colabkit notebooks`")
+        f"{name}: the parameters cell drifted from colabkit/experiments/{name}.py: run `python tools/stamp_notebooks.py notebooks`")
 
 
 def test_the_bottleneck_passes_are_explained_once_in_the_docs_not_in_each_notebook():

@@ -12,18 +12,21 @@ import papermill
 import pytest
 from helpers import NOTEBOOKS, REPO
 
-from colabkit.cli import main
-from colabkit.colab.coordinates import Coordinates, configured, read_coordinates
-from colabkit.colab.install import BOOTSTRAP_CELL_ID, bootstrap_source
-from colabkit.errors import CoordinatesError, NotebookTemplateError
-from colabkit.maintenance.notebooks import (
+from stamp_notebooks import (
     AcceleratorHint,
+    NotebookTemplateError,
     discover,
+    main,
     notebook_text,
+    read_coordinates,
     stamp_header,
     stamp_notebook,
     stamp_repository,
 )
+
+from colabkit.colab.coordinates import Coordinates, configured
+from colabkit.colab.install import BOOTSTRAP_CELL_ID, bootstrap_source
+from colabkit.errors import CoordinatesError
 
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 COORDINATES = REPO / "colabkit" / "colab" / "coordinates.py"
@@ -35,7 +38,7 @@ def test_committed_notebooks_and_readme_match_the_template():
     result = stamp_repository(REPO, check=True)
     assert [info.name for info in result.notebooks] == [path.stem for path in sorted(NOTEBOOKS.glob("*.ipynb"))]
     assert result.changed == [], (
-        f"drifted from the template: {result.changed}; run `python -m colabkit notebooks` and commit")
+        f"drifted from the template: {result.changed}; run `python tools/stamp_notebooks.py notebooks` and commit")
 
 
 @pytest.mark.parametrize("path", discover(REPO), ids=lambda path: path.name)

@@ -14,20 +14,21 @@ import subprocess
 import sys
 import time
 import zipfile
+from functools import partial
 from pathlib import Path
 
 import pytest
+from device_import import import_zip
+from device_lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements
+from device_pack import build_pack, check_closure
 from helpers import REPO
 
 import colabkit.ondevice.bundle as bundle_module
 import colabkit.ondevice.preflight as preflight_module
-from colabkit.ondevice.__main__ import main as ondevice_main
+from colabkit.ondevice.__main__ import ondevice_main
 from colabkit.errors import DevicePackError
 from colabkit.ondevice.bundle import Bundle, write_bundle
-from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, normalized, read_image, read_pack, rehearsal_requirements
-from colabkit.ondevice.pack import build_pack, check_closure
-from colabkit.ondevice.results import import_zip
-from colabkit.ondevice.stages import Stage, StageResult, run_stage, run_stages
+from colabkit.stages import Stage, StageResult, run_stages
 
 # --- the lists --------------------------------------------------------------------------------------------
 
@@ -128,7 +129,7 @@ def pack_root(tmp_path):
 
 @pytest.fixture
 def no_keras_root(monkeypatch):
-    import colabkit.ondevice.pack as pack_module
+    import device_pack as pack_module
 
     monkeypatch.setattr(pack_module, "EXTRA_ROOTS", ())  # the fake pack carries no Keras
 
@@ -202,22 +203,21 @@ def test_the_offline_substitute_reads_a_carried_package_file(tmp_path, monkeypat
 
 # --- the stages' time --------------------------------------------------------------------------------------
 
-def python_stage(name: str, code: str, budget_s: float = 60.0) -> Stage:
-    return Stage(name, budget_s, (sys.executable, "-c", code))
+# Stages' work that their child processes run without importing this module (so they start in a moment): SIGTERM
+# ends a sleep early as it ends a sweep.
+sleeps, says_done = (lambda seconds: partial(time.sleep, seconds)), partial(print, "done")
 
 
 def test_a_stage_past_its_budget_is_stopped_and_one_without_time_is_skipped_with_a_line(tmp_path):
     lines: list[str] = []
-    sleeper = python_stage("sleeper", "import signal, sys, time\n"
-                                      "signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))\ntime.sleep(60)", 1.0)
-    quick = python_stage("quick", "print('done')")
+    sleeper, quick = Stage("sleeper", 2.0, sleeps(60)), Stage("quick", 60.0, says_done)
     started = time.time()
-    results = run_stages([sleeper, quick], tmp_path, {}, started, deadline_s=1000.0, echo=lines.append)
+    results = run_stages([sleeper, quick], lines.append, deadline=started + 1000.0, logs=tmp_path / "logs")
     assert [(result.name, result.status, result.exit_code) for result in results] == [
         ("sleeper", "stopped", 130), ("quick", "ok", 0)]
-    assert results[0].seconds < 10 and "stopped at 1 s: the runs finished before are kept" in results[0].note
+    assert results[0].seconds < 20 and "stopped at 2 s: the runs finished before are kept" in results[0].note
     assert (tmp_path / "logs" / "quick.log").read_text() == "done\n"
-    late = run_stages([quick], tmp_path, {}, started - 600, deadline_s=540.0, echo=lines.append)
+    late = run_stages([quick], lines.append, deadline=started - 60, logs=tmp_path / "logs")
     assert late[0].status == "skipped" and late[0].note.startswith("skipped for time: 0 s left")
     assert lines[-1] == late[0].line() and lines[-1].startswith("stage quick: skipped, 0 s of 60 s (skipped for time")
 
@@ -225,14 +225,16 @@ def test_a_stage_past_its_budget_is_stopped_and_one_without_time_is_skipped_with
 @pytest.mark.parametrize("on_gpu, preset, device", [(True, "device", "gpu"), (False, "device_smoke", "cpu")])
 def test_each_sweep_stage_is_handed_its_plan_made_once_before_any_stage_as_json(tmp_path, on_gpu, preset, device):
     from colabkit.ondevice.stages import SWEEPS, stage_list
+    from colabkit.sweep.command import sweep_plan_file
     from colabkit.sweep.plan import plan, read_plan
 
     stages = stage_list(tmp_path, on_gpu)
     assert [stage.name for stage in stages] == ["gpu-check", *(name for name, _, _ in SWEEPS)]
-    assert ("--rehearse-on-cpu" in stages[0].command) is not on_gpu
+    assert stages[0].work.keywords == {"fast": True, "on_cpu": not on_gpu}  # gpu-check's fast rows; on a CPU its clocks
     for stage, (name, grid, _) in zip(stages[1:], SWEEPS):
-        assert stage.command[-3:] == ("sweep", "--plan", str(tmp_path / "plans" / f"{name}.json"))  # no grid file
-        handed = read_plan(stage.command[-1])
+        assert stage.work.func is sweep_plan_file  # what `sweep --plan FILE` runs: no grid file
+        assert stage.work.args == (tmp_path / "plans" / f"{name}.json",)
+        handed = read_plan(stage.work.args[0])
         expected = plan([REPO / "parameters" / f"{grid}.yaml"], preset, device, {}, tmp_path / "results", html="none")
         assert handed.out == tmp_path / "results" and [run.label for run in handed] == [run.label for run in expected]
         assert {run.settings.html for run in handed} == {"none"} and {run.device for run in handed} == {device}
@@ -241,17 +243,41 @@ def test_each_sweep_stage_is_handed_its_plan_made_once_before_any_stage_as_json(
 
 def test_a_stage_may_use_what_the_stages_before_it_left_of_their_budgets(tmp_path):
     lines: list[str] = []
-    quick = python_stage("quick", "print('done')", budget_s=60.0)
-    slow = python_stage("slow", "import time; time.sleep(3)", budget_s=1.0)  # over its own budget, within the saved
-    results = run_stages([quick, slow], tmp_path, {}, time.time(), deadline_s=1000.0, echo=lines.append)
+    quick = Stage("quick", 60.0, says_done)
+    slow = Stage("slow", 1.0, sleeps(3))  # over its own budget, within what quick saved
+    results = run_stages([quick, slow], lines.append, deadline=time.time() + 1000.0, logs=tmp_path / "logs")
     assert [(result.name, result.status) for result in results] == [("quick", "ok"), ("slow", "ok")]
     started = next(line for line in lines if line.startswith("stage slow: started"))
     assert int(started.split("(")[1].split()[0]) > 50  # its 1 s and most of quick's 60
 
 
-def test_a_stage_that_fails_names_its_log(tmp_path):
-    result = run_stage(python_stage("broken", "raise SystemExit(3)"), 30.0, tmp_path / "broken.log", {})
-    assert (result.status, result.exit_code) == ("failed", 3) and result.note == f"see {tmp_path / 'broken.log'}"
+def test_a_required_stage_is_given_all_the_time_left_even_when_late(tmp_path):
+    """The device run's report: all the time but the zip's, however little the stages before it left."""
+    lines: list[str] = []
+    report = Stage("report", 40.0, says_done, required=True)
+    late = run_stages([report], lines.append, deadline=time.time() - 60, reserve_s=10.0, logs=tmp_path)
+    roomy = run_stages([report], lines.append, deadline=time.time() + 310, reserve_s=10.0, logs=tmp_path)
+    assert [result.status for result in late + roomy] == ["ok", "ok"]
+    started = [int(line.split("(")[1].split()[0]) for line in lines if "started" in line]
+    assert started[0] == 20 and 290 <= started[1] <= 300  # MIN_STAGE_S when late; else all but the reserve
+
+
+def test_a_stage_that_fails_names_its_log_and_a_refused_plan_says_why(tmp_path):
+    from colabkit.ondevice.stages import refused
+
+    broken, refusal = Stage("broken", 30.0, partial(sys.exit, 3)), Stage("cnn", 30.0, partial(refused, "bad preset"))
+    results = run_stages([broken, refusal], lambda line: None, deadline=time.time() + 600, logs=tmp_path)
+    assert [(result.status, result.exit_code) for result in results] == [("failed", 3), ("failed", 2)]
+    assert results[0].note == f"see {tmp_path / 'broken.log'}"
+    assert (tmp_path / "cnn.log").read_text() == "error: its plan was refused: bad preset\n"
+
+
+def test_stages_in_this_process_give_back_what_their_work_gave_and_a_failure_says_why():
+    lines: list[str] = []
+    results = run_stages([Stage("rows", 5.0, lambda: ["a row"]), Stage("broken", 5.0, lambda: 1 / 0)], lines.append)
+    assert [(result.status, result.value) for result in results] == [("ok", ["a row"]), ("failed", None)]
+    assert results[1].note == "ZeroDivisionError: division by zero"
+    assert lines[0] == "stage rows: started (budget 5 s)" and lines[-1].startswith("stage broken: failed")
 
 
 # --- the zip and the summary -----------------------------------------------------------------------------

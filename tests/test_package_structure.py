@@ -111,7 +111,7 @@ def test_no_circle_either_counting_the_imports_inside_functions_and_type_checkin
         return {target for target in named if target in MODULES and target != module_name(path)}
 
     graph = {name: modules(path) for name, path in MODULES.items()}
-    assert "colabkit.sweep.driver" in graph["colabkit.cli"]  # imported inside `_sweep`: the graph counts it
+    assert "colabkit.sweep.command" in graph["colabkit.cli"]  # imported inside `_sweep`: the graph counts it
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -172,7 +172,7 @@ def every_import(path: Path) -> set[str]:
 # Each entry names a subpackage or a top-level module of colabkit; "colabkit" is the package root
 # (`import colabkit`: the names the notebooks use), which sits on top of everything.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "version", "extras", "io", "suite", "statistics", "scores", "phases"),  # foundation: stdlib, each other
+    ("errors", "version", "extras", "io", "suite", "statistics", "scores", "phases", "stages"),  # foundation
     ("device",),  # what the hardware is, its set-up and probes; installs nothing, notes its phases below
     ("colab",),  # the Colab runtime: what it is, the bootstrap and what it installs
     ("data",),
@@ -189,7 +189,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("compare",),
     ("gpu_check",),
     ("ondevice",),  # the device pack and the prepared run on a lent GPU: gpu-check, sweeps, report, zip
-    ("maintenance",),
     ("cli_arguments", "cli", "__main__"),
     ("colabkit",),
 )
@@ -292,7 +291,9 @@ SHARED_NAMES: dict[str, tuple[str, str]] = {
     "provenance": ("records report", "where numbers came from: a record's; the report's section on it"),
     "records": ("colabkit report", "the records: the package; the report's view of them (labels, the one used)"),
     "setup": ("device training", "set-up: a device's strategy; a training run's dtype, batches and input"),
-    "stages": ("gpu_check ondevice", "a GPU run's stages: the GPU check's; the prepared device run's"),
+    "stages": ("colabkit gpu_check ondevice", "a run in stages: the one runner; the GPU check's stages' work; the "
+                                              "prepared device run's table"),
+    "command": ("sweep colab", "`sweep` once its plan is made: any plan's; a plan for Colab, cut into shares"),
     "sweep": ("colabkit colab", "a sweep: the package; the colab_sweep notebook's helpers inside a runtime"),
     "training": ("colabkit gpu_check", "training: the package; the GPU check's training rows"),
 }
@@ -310,8 +311,7 @@ def test_a_name_two_modules_share_is_one_subject_written_down():
 
 
 # The modules that are command lines (each parses its own arguments in its `main`): argparse stays in them.
-COMMAND_LINES = {"colabkit.cli", "colabkit.cli_arguments", "colabkit.ondevice.__main__",
-                 "colabkit.maintenance.colab_stack", "colabkit.maintenance.schema_doc"}
+COMMAND_LINES = {"colabkit.cli", "colabkit.cli_arguments", "colabkit.ondevice.__main__"}
 
 
 def test_argparse_stays_in_the_command_lines():

@@ -152,7 +152,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_anything_runs
 def test_a_preset_name_that_does_not_exist_is_refused(tmp_path):
     result = colabkit("sweep", REPO / "parameters" / "matmul_tflops.yaml", "--preset", "smoke-test",
                       "--out", tmp_path / "out")
-    assert "unknown preset 'smoke-test' (this file has: device, device_smoke, paper, smoke)" in one_line_error(result)
+    assert "unknown preset 'smoke-test' (this file has: device, device_smoke, gpu_check, paper, smoke)" in one_line_error(result)
 
 
 def test_duplicate_combinations_in_one_grid_are_refused(probe, grid, tmp_path):

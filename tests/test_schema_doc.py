@@ -8,7 +8,7 @@ import re
 from helpers import REPO
 
 import colabkit.sweep.runners.execute as execution
-from colabkit.maintenance import schema_doc
+import schema_doc
 from colabkit.records.provenance import host_info, software_versions
 from colabkit.records.record import FIELD_DOCS, REQUIRED_FIELDS
 from colabkit.sweep.decide import fingerprint
@@ -16,7 +16,7 @@ from colabkit.sweep.decide import fingerprint
 
 def test_docs_records_md_is_up_to_date():
     assert (REPO / schema_doc.RECORDS_DOC).read_text(encoding="utf-8") == schema_doc.render(), (
-        "docs/records.md is out of date: run `python -m colabkit.maintenance.schema_doc` and commit")
+        "docs/records.md is out of date: run `python tools/schema_doc.py` and commit")
 
 
 def test_check_mode_reports_a_stale_page(tmp_path, capsys):

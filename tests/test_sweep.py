@@ -15,10 +15,10 @@ from notebook_factory import write_tiny_notebook
 from colabkit.cli import main
 from colabkit.device.spec import DeviceRequest
 from colabkit.records.record import read_record
-from colabkit.sweep.console import summary_table
+from colabkit.sweep.console import outcomes_table
 from colabkit.sweep.expand import expand
 from colabkit.sweep.grids import load_grid
-from colabkit.sweep.options import RunOptions
+from colabkit.sweep.options import Repetition, RunOptions
 from colabkit.sweep.plan import plan
 from colabkit.sweep.decide import decide
 from colabkit.sweep.driver import run_sweep
@@ -83,7 +83,7 @@ def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(
     assert skipped["status"] == "skipped" and "device 'tpu' is not on this machine" in skipped["error"]["message"]
     assert not (out / "matmul_tflops" / "tpu" / "n-128.ipynb").exists()
 
-    table = summary_table(outcomes)
+    table = outcomes_table(outcomes)
     assert "1 ok, 1 failed, 2 skipped" in table and "n-1000000" in table
     assert json.loads(ok.record_path.read_text())["params"]["device"] == "cpu"
 
@@ -151,7 +151,8 @@ def test_a_run_over_its_time_limit_fails_and_the_sweep_goes_on(tmp_path, tiny):
         grid: {{device: [cpu], value: [1, 2, 3]}}
         fixed: {{sleep_on: 2, sleep_s: 120.0}}
     """)
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(timeout_s=3), available=CPU_ONLY, echo=quiet)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(timeout_s=3)),
+                         available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok", "failed", "ok"]
     assert outcomes[1].seconds < 60  # stopped at the limit, not after the cell's 120 s
     error = read_record(outcomes[1].record_path)["error"]
@@ -293,12 +294,12 @@ def test_a_multi_line_error_message_keeps_the_summary_table_one_row_per_combinat
                           "Hint: If you want to see a list of allocated tensors when OOM happens...\n")
     error = RunError("ResourceExhaustedError", "oom", tensorflow_message, exec_count=7, cell=3, source="x = 1")
     outcome = Outcome(combination, "failed", 1.0, tmp_path / "n-64.json", error.summary(), error=error)
-    lines = summary_table([outcome]).splitlines()
+    lines = outcomes_table([outcome]).splitlines()
     assert len(lines) == 4  # header, rule, one row, counts
     assert lines[2].endswith("ResourceExhaustedError: OP_REQUIRES failed at matmul_op.cc:42 : RESOURCE_EXHAUSTED: OOM "
                              "when allocating tensor (In [7])"[:100])
     plain = Outcome(combination, "failed", 1.0, tmp_path / "x.json", "a\nb")
-    assert summary_table([plain]).splitlines()[2].endswith(" a")
+    assert outcomes_table([plain]).splitlines()[2].endswith(" a")
 
 
 @pytest.mark.notebook
@@ -338,8 +339,8 @@ def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
         {"argv": [sys.executable, str(launcher), "-f", "{connection_file}"], "display_name": "flaky", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep(plan([grid], out=tmp_path / "out"),
-                          RunOptions(kernel_name="flaky"), available=CPU_ONLY, echo=quiet)
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(kernel_name="flaky")),
+                          available=CPU_ONLY, echo=quiet)
     assert outcome.status == "ok", outcome.message
     assert read_record(outcome.record_path)["sweep"]["kernel_start_attempts"] == 2
     assert "the kernel did not start (attempt 1 of 3); retrying" in (tmp_path / "out/tiny/cpu/value-1.log").read_text()
@@ -347,8 +348,8 @@ def test_a_kernel_that_fails_to_start_is_retried(tmp_path, tiny, monkeypatch):
 
 def test_an_unknown_kernel_fails_at_once_without_retries(tmp_path, tiny):
     grid = write_grid(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep(plan([grid], out=tmp_path / "out"),
-                          RunOptions(kernel_name="no-such-kernel"), available=CPU_ONLY, echo=quiet)
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(kernel_name="no-such-kernel")),
+                          available=CPU_ONLY, echo=quiet)
     record = read_record(outcome.record_path)
     assert (record["status"], record["error"]["kind"], record["sweep"]["kernel_start_attempts"]) == \
         ("failed", "kernel_start", 1)
@@ -410,3 +411,24 @@ def test_rules_between_parameters_are_refused_by_the_plan_before_any_kernel(tmp_
         else:
             assert err == f"error: {len(expected)} problems:\n" + "".join(f"  - {line}\n" for line in expected)
     assert not out.exists()
+
+
+def test_a_plan_file_holds_its_runs_and_options_and_the_command_line_adds_none(tmp_path, capsys):
+    """One JSON holds the runs and how they run (`sweep --plan FILE`: what a Colab session and a device run's stage
+    get); options on the command line beside it are refused, and so is a plan of an older form."""
+    from colabkit.sweep.plan import read_plan
+
+    options = RunOptions(timeout_s=9.0, max_kernel_runs=7, wait_quiet_s=5.0, repetition=Repetition(0.05, 4))
+    planned = plan([REPO / "parameters" / "matmul_tflops.yaml"], "smoke", "cpu", out=tmp_path / "out",
+                   options=options)
+    path = tmp_path / "plan.json"
+    path.write_text(planned.to_json())
+    read = read_plan(path)
+    assert read.options == options and [run.label for run in read] == [run.label for run in planned]
+    assert read.out == tmp_path / "out" and read_plan(path, tmp_path / "there").out == tmp_path / "there"
+    assert main(["sweep", "--plan", str(path), "--timeout", "3"]) == 2
+    assert "holds what runs and how" in capsys.readouterr().err
+    old = json.loads(path.read_text())
+    path.write_text(json.dumps({**old, "colabkit_plan": 1}))
+    assert main(["sweep", "--plan", str(path), "--dry-run"]) == 2
+    assert "not a colabkit plan of format 2" in capsys.readouterr().err

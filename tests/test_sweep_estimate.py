@@ -1,5 +1,5 @@
 """`sweep --dry-run`'s wall-time estimate (colabkit.sweep.estimate): a fixed cost per run from the
-benchmark's model plus the declarations' FLOPs at a rate, and the paper presets' stated estimates."""
+benchmark's model plus the declarations' FLOPs at a speed, and the paper presets' stated estimates."""
 
 from __future__ import annotations
 
@@ -10,24 +10,24 @@ from colabkit.cli import main
 from colabkit.experiments import get
 from colabkit.experiments.paradnn import FAMILY_KNOBS
 from colabkit.sweep import estimate
-from colabkit.sweep.estimate import FIXED_COST_S, NEW_KERNEL_S, accelerator_rate, estimate_plan
+from colabkit.sweep.estimate import FIXED_COST_S, NEW_KERNEL_S, accelerator_speed, estimate_plan
 from colabkit.sweep.grids import load_grid
 from colabkit.sweep.plan import plan
 
 GRID = REPO / "parameters" / "paradnn.yaml"
-RATE = {"cpu": (1e11, "a test rate"), "gpu": (1e13, "a test GPU"), "tpu": None}
+SPEED = {"cpu": (1e11, "a test speed"), "gpu": (1e13, "a test GPU"), "tpu": None}
 
 
-def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_rate():
+def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_speed():
     combinations = plan([GRID], "smoke", "cpu")
     paradnn = get("paradnn")
     flops = sum(paradnn.work_flops({**paradnn.defaults, **c.params}) for c in combinations)
-    fresh = estimate_plan(plan([GRID], "smoke", "cpu", kernels="fresh"), RATE)
+    fresh = estimate_plan(plan([GRID], "smoke", "cpu", kernels="fresh"), SPEED)
     assert fresh.fixed_s == pytest.approx(len(combinations) * FIXED_COST_S["fresh"])
     assert fresh.work_s == pytest.approx(flops / 1e11) and fresh.seconds == fresh.fixed_s + fresh.work_s
-    warm = estimate_plan(combinations, RATE)  # the grid asks for warm kernels: one kernel, one new start
+    warm = estimate_plan(combinations, SPEED)  # the grid asks for warm kernels: one kernel, one new start
     assert warm.kernels == 1 and warm.fixed_s == pytest.approx(len(combinations) * FIXED_COST_S["reuse"] + NEW_KERNEL_S)
-    assert any("a test rate" in line for line in warm.lines())
+    assert any("a test speed" in line for line in warm.lines())
     # an FC smoke model: 3 x forward FLOPs x batch x steps x epochs
     fc = {**paradnn.defaults, "family": "fc", "layers": 2, "nodes": 64, "input_size": 256, "output_size": 16,
           "batch_size": 32, "steps": 5, "epochs": 3, "device": "cpu:2"}
@@ -35,22 +35,22 @@ def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_rate():
     assert paradnn.work_flops(fc) == 3 * forward * 32 * 2 * 5 * 3  # two replicas, each a batch of 32
 
 
-def test_runs_without_flops_or_a_known_rate_count_their_fixed_cost_and_are_named(tmp_path):
+def test_runs_without_flops_or_a_known_speed_count_their_fixed_cost_and_are_named(tmp_path):
     cnn = plan([REPO / "parameters" / "cnn_mnist.yaml"], "smoke", "cpu")
     tpu = plan([GRID], "smoke", "tpu")
-    result = estimate_plan([*cnn, *tpu], RATE)
-    assert result.work_s == 0 and result.without_work == len(cnn) and result.unknown_rate == len(tpu)
+    result = estimate_plan([*cnn, *tpu], SPEED)
+    assert result.work_s == 0 and result.without_work == len(cnn) and result.unknown_speed == len(tpu)
     text = "\n".join(result.lines())
-    assert f"{len(cnn)} run(s) have no FLOP count" in text and f"{len(tpu)} run(s) on a device whose rate" in text
+    assert f"{len(cnn)} run(s) have no FLOP count" in text and f"{len(tpu)} run(s) on a device whose speed" in text
 
 
 def test_the_dry_run_prints_the_estimate_and_what_it_rests_on(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(estimate, "cpu_rate_flops", lambda: 2e11)
+    monkeypatch.setattr(estimate, "cpu_speed", lambda: (2e11, "200 GFLOPS, a test's"))
     assert main(["sweep", str(GRID), "--preset", "smoke", "--device", "cpu", "--dry-run", "--out",
                  str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     assert "estimated wall time:" in printed and "for 9 run(s)" in printed
-    assert "rate on cpu: 200 GFLOPS" in printed and "benchmarks/sweep_overhead.py" in printed
+    assert "speed on cpu: 200 GFLOPS, a test's" in printed and "benchmarks/sweep_overhead.py" in printed
     assert not (tmp_path / "out").exists()
 
 
@@ -73,7 +73,7 @@ def paper_estimate(runs) -> str:
     parts = []
     for label, (kind, name) in PAPER_DEVICES.items():
         mine = [combination for combination in runs if combination.request.kind == kind]
-        seconds = estimate_plan(mine, {kind: accelerator_rate(kind, "float32", name)}).seconds
+        seconds = estimate_plan(mine, {kind: accelerator_speed(kind, "float32", name)}).seconds
         parts.append(f"{label} {rough(seconds)}")
     return ("estimated per device at the peaks table's figure (a lower bound) with warm kernels: "
             + ", ".join(parts))
@@ -111,8 +111,15 @@ def test_every_committed_grid_gets_an_estimate_from_its_declaration():
     for grid in sorted((REPO / "parameters").glob("*.yaml")):
         for preset in (None, "smoke"):
             combinations = plan([grid], preset, "cpu")
-            result = estimate_plan(combinations, RATE)
+            result = estimate_plan(combinations, SPEED)
             assert result.seconds > 0, (grid.name, preset)
             experiment = get(combinations[0].name)
             if experiment.work_flops is not None:
                 assert experiment.work_flops({**experiment.defaults, **combinations[0].params}) > 0, grid.name
+
+
+def test_the_cpu_speed_is_the_matmul_notebooks_numpy_baseline_timed_here():
+    """One calibration of NumPy's matrix product: colabkit.timing.baseline's, in a clean child process."""
+    estimate.cpu_speed.cache_clear()
+    flops, source = estimate.cpu_speed()
+    assert 1e8 < flops < 1e14 and "NumPy float32 1024 x 1024 matrix product timed here" in source

@@ -173,7 +173,8 @@ def test_parallel_jobs_record_the_same_results_as_a_serial_sweep(tmp_path):
                 for path in sorted(out.rglob("*.json")) for record in [read_record(path)]}
 
     serial = run_sweep(plan([grid], out=tmp_path / "serial"), available=CPU_ONLY, echo=quiet)
-    parallel = run_sweep(plan([grid], out=tmp_path / "parallel"), RunOptions(jobs=3), available=CPU_ONLY, echo=quiet)
+    parallel = run_sweep(plan([grid], out=tmp_path / "parallel", options=RunOptions(jobs=3)),
+                         available=CPU_ONLY, echo=quiet)
     assert [(o.combination.label, o.status) for o in parallel] == [(o.combination.label, o.status) for o in serial]
     assert summary(tmp_path / "parallel") == summary(tmp_path / "serial")
     assert len(summary(tmp_path / "serial")) == 8
@@ -194,8 +195,8 @@ def test_a_parallel_worker_that_dies_gives_its_run_a_failed_record_and_the_sweep
     nbformat.write(notebook, str(tmp_path / "killer.ipynb"))
     grid = tmp_path / "grid.yaml"
     grid.write_text(f"notebook: {tmp_path / 'killer.ipynb'}\ngrid: {{device: [cpu], value: [1]}}\n")
-    [outcome] = run_sweep(plan([grid], out=tmp_path / "out", html="none"),
-                          RunOptions(jobs=2), available=CPU_ONLY, echo=quiet)
+    [outcome] = run_sweep(plan([grid], out=tmp_path / "out", html="none", options=RunOptions(jobs=2)),
+                          available=CPU_ONLY, echo=quiet)
     record = read_record(outcome.record_path)
     assert (outcome.status, record["status"], record["error"]["kind"]) == ("failed", "failed", "worker_died")
     assert record["error"]["message"] == "the worker process running it died (killed, or out of host memory)"

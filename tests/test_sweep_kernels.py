@@ -95,8 +95,8 @@ def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_th
         html: failed
     """)
     # 30 s a cell: the first run imports Keras and matplotlib in one cell, 11 s on a loaded 2-core host.
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out"),
-                         RunOptions(timeout_s=30), available=CPU_ONLY, echo=lambda line: None)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(timeout_s=30)),
+                         available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert [record["status"] for record in records] == ["ok", "ok", "failed", "ok", "failed", "ok", "failed", "ok",
                                                         "ok"]
@@ -128,8 +128,8 @@ def test_jobs_workers_reuse_their_kernels_too(tmp_path):
         notebook: {notebook}
         grid: {{device: [cpu], value: [2, 4, 6, 8]}}
     """)
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse"),
-                         RunOptions(jobs=2), available=CPU_ONLY, echo=lambda line: None)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse", options=RunOptions(jobs=2)),
+                         available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert all(record["status"] == "ok" and record["kernel"]["mode"] == "reuse" for record in records)
     assert sorted(record["kernel"]["runs_before"] for record in records)[-1] >= 1  # a worker's kernel ran twice
@@ -149,8 +149,8 @@ def test_dask_workers_reuse_their_kernels_too(tmp_path):
         notebook: {notebook}
         grid: {{device: [cpu], value: [2, 4, 6]}}
     """)
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse"),
-                         RunOptions(cluster="local:1"), echo=lambda line: None)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", kernels="reuse", options=RunOptions(cluster="local:1")),
+                         echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
     assert [record["status"] for record in records] == ["ok"] * 3
     assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2]

@@ -15,7 +15,7 @@ from notebook_factory import write_tiny_notebook
 
 import colabkit.sweep.driver as target
 from colabkit.cli import main
-from colabkit.cli_arguments import share
+from colabkit.cli_arguments import percentage
 from colabkit.errors import GridError
 from colabkit.experiments import Headline
 from colabkit.records.record import read_record
@@ -120,16 +120,16 @@ def test_target_ci_adds_rounds_until_the_interval_is_narrow_or_max_repeats(tmp_p
     lines: list[str] = []
     declared = type("Declared", (), {"headline": Headline("double", "double", "", "higher")})
     monkeypatch.setattr(target, "find", lambda name: declared)  # the tiny notebook's `double` as its headline
-    outcomes = run_sweep(plan([grid], out=tmp_path / "met"),
-                         RunOptions(), Repetition(0.03, 5), available={"cpu": 1}, echo=lines.append)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "met", options=RunOptions(repetition=Repetition(0.03, 5))),
+                         available={"cpu": 1}, echo=lines.append)
     assert [o.combination.repeat for o in outcomes] == [1, 2, 3]  # 3 equal runs: an interval of width 0
     assert read_record(tmp_path / "met" / "tiny" / "cpu" / "value-1_repeat-3.json")["sweep"]["target_ci"] == 0.03
     assert not any("did not reach" in line for line in lines)
     never = type("Never", (), {"headline": Headline("absent", "absent", "", "higher")})
     monkeypatch.setattr(target, "find", lambda name: never)  # no value to make an interval of
     lines.clear()
-    outcomes = run_sweep(plan([grid], out=tmp_path / "missed"),
-                         RunOptions(), Repetition(0.03, 2), available={"cpu": 1}, echo=lines.append)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "missed", options=RunOptions(repetition=Repetition(0.03, 2))),
+                         available={"cpu": 1}, echo=lines.append)
     assert [o.combination.repeat for o in outcomes] == [1, 2]
     assert "1 combination(s) did not reach +/- 3 % within 2 runs:" in lines
     assert any("value-1: no interval after 2 run(s)" in line for line in lines)
@@ -147,8 +147,8 @@ def test_target_ci_over_planned_repeats_adds_each_repeat_once_and_a_failing_comb
     lines: list[str] = []
     never = type("Never", (), {"headline": Headline("absent", "absent", "", "higher")})
     monkeypatch.setattr(target, "find", lambda name: never)  # no interval: every ok combination goes on
-    outcomes = run_sweep(plan([grid], out=tmp_path / "o"),
-                         RunOptions(), Repetition(0.03, 4), available={"cpu": 1}, echo=lines.append)
+    outcomes = run_sweep(plan([grid], out=tmp_path / "o", options=RunOptions(repetition=Repetition(0.03, 4))),
+                         available={"cpu": 1}, echo=lines.append)
     runs = sorted((o.combination.params["value"], o.combination.repeat, o.status) for o in outcomes)
     # value 1: its 2 planned runs and one more per round up to 4, each once; value 2 fails and stops there
     assert runs == [(1, 1, "ok"), (1, 2, "ok"), (1, 3, "ok"), (1, 4, "ok"), (2, 1, "failed"), (2, 2, "failed")]
@@ -179,9 +179,9 @@ def test_target_counts_only_the_runs_of_todays_code_and_proposes_no_run_twice(tm
 
 
 def test_target_and_wait_options_are_refused_plainly(tmp_path, tiny, capsys):
-    assert share("3%") == pytest.approx(0.03) and share("0.05") == 0.05
+    assert percentage("3%") == pytest.approx(0.03) and percentage("0.05") == 0.05
     with pytest.raises(argparse.ArgumentTypeError, match="expected a share between 0 and 100 %"):
-        share("150%")
+        percentage("150%")
     grid = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu], value: [1]}}\n")
     assert main(["sweep", str(grid), "--out", str(tmp_path / "o"), "--max-repeats", "4"]) == 2
     assert "--max-repeats goes with --target-ci" in capsys.readouterr().err

@@ -156,8 +156,8 @@ def test_every_grid_runs_its_tpu_rows_on_jax_and_names_every_backend(name):
     jax_only = {("paradnn", "decode_smoke"): {("cpu", "jax")}, ("paradnn", "decode"): {("gpu", "jax")}}
     spec = load_grid(REPO / "parameters" / f"{name}.yaml")
     # the frameworks presets cross every backend; the device presets are a lent GPU's, on JAX and PyTorch
-    # (tests/test_ondevice.py checks them)
-    for preset in [None, *(p for p in spec.presets if not p.startswith(("frameworks", "device")))]:
+    # (tests/test_ondevice.py checks them); the gpu_check presets gpu-check's rows on TensorFlow (tests/test_gpu_check.py)
+    for preset in [None, *(p for p in spec.presets if not p.startswith(("frameworks", "device", "gpu_check")))]:
         pairs = {(combination.device, combination.params["backend"]) for combination in expand(spec, preset)}
         if (name, preset) in jax_only:
             assert pairs == jax_only[name, preset], preset

@@ -1,22 +1,20 @@
 """The repository coordinates (GitHub OWNER/NAME and ref) that badges and the bootstrap install from.
 
 The ref is pinned: the release tag of this version (`v` + colabkit.__version__), or a commit that
-`python -m colabkit badges --ref COMMIT` stamped. A notebook opened from a badge then runs with the
+`python tools/stamp_notebooks.py badges --ref COMMIT` stamped. A notebook opened from a badge then runs with the
 colabkit of the same release, and installing it again tomorrow gives the same code (a branch such
 as `main` moves under the records made from it). Both a tag and a commit are browsable on GitHub,
-so the badges keep opening. `python -m colabkit badges --ref main` still works, with a warning.
+so the badges keep opening. `python tools/stamp_notebooks.py badges --ref main` still works, with a warning.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from colabkit.errors import CoordinatesError
-from colabkit.io import write_atomic
 
-# The one place for the repository coordinates (rewritten by `python -m colabkit badges`).
+# The one place for the repository coordinates (rewritten by `python tools/stamp_notebooks.py badges`).
 REPOSITORY = "colabkit/colabkit"
 REF = "v0.1.0"
 COLAB_URL = "https://colab.research.google.com/github"
@@ -67,38 +65,3 @@ class Coordinates:
 def configured() -> Coordinates:
     """The coordinates this copy of colabkit is configured with."""
     return Coordinates(REPOSITORY, REF)
-
-
-def _assignment(variable: str) -> re.Pattern[str]:
-    return re.compile(rf'^{variable} = "([^"\n]*)"$', flags=re.MULTILINE)
-
-
-def read_coordinates(module_path: str | Path) -> Coordinates:
-    """The coordinates written in `module_path` (this file in a checkout, which may differ from the
-    imported copy); CoordinatesError if the REPOSITORY and REF lines are not there exactly once."""
-    path = Path(module_path)
-    text = path.read_text(encoding="utf-8")
-    values = []
-    for variable in ("REPOSITORY", "REF"):
-        found = _assignment(variable).findall(text)
-        if len(found) != 1:
-            raise CoordinatesError(f'{path}: expected exactly one line `{variable} = "..."`')
-        values.append(found[0])
-    return Coordinates(*values)
-
-
-def write_coordinates(module_path: str | Path, coordinates: Coordinates) -> bool:
-    """Rewrite the REPOSITORY and REF assignments in `module_path` (this file in a checkout).
-
-    Returns whether the file changed. Raises CoordinatesError if either assignment is not found
-    exactly once (the file was edited into a shape this function does not understand).
-    """
-    path = Path(module_path)
-    read_coordinates(path)  # both lines are there, once each
-    text = original = path.read_text(encoding="utf-8")
-    for variable, value in (("REPOSITORY", coordinates.repository), ("REF", coordinates.ref)):
-        text = _assignment(variable).sub(f'{variable} = "{value}"', text)
-    if text == original:
-        return False
-    write_atomic(path, text)
-    return True

@@ -2,8 +2,8 @@
 
 The repository coordinates (GitHub OWNER/NAME and a pinned ref) live in colabkit/colab/coordinates.py
 and nowhere else: the Open-in-Colab badges, the bootstrap's `pip install
-git+https://github.com/OWNER/NAME@REF` and the docs are all stamped from them (`python -m colabkit
-notebooks`), and `python -m colabkit badges --repo OWNER/NAME --ref REF` rewrites them, then restamps.
+git+https://github.com/OWNER/NAME@REF` and the docs are all stamped from them (`python tools/stamp_notebooks.py
+notebooks`), and `python tools/stamp_notebooks.py badges --repo OWNER/NAME --ref REF` rewrites them, then restamps.
 
 The set-up cell (BOOTSTRAP_TEMPLATE) must work before colabkit is installed, so it holds only that install; the
 rest is its one call, `colabkit.bootstrap()`, for the runtime's default backend (JAX on a TPU, TensorFlow
@@ -158,7 +158,7 @@ BOOTSTRAP_MARKER = "# Set-up"
 # pip's own words on a failure, in one block, with the fixes (a repository out of reach: not published, private
 # or misspelt); SystemExit so that Colab shows the message alone.
 BOOTSTRAP_TEMPLATE = '''\
-# Set-up, stamped by `python -m colabkit notebooks`. In Colab: colabkit from {repository}@{ref} where it is missing,
+# Set-up, stamped by tools/stamp_notebooks.py. In Colab: colabkit from {repository}@{ref} where it is missing,
 # then colabkit.bootstrap() adds what the runtime lacks (TensorFlow on CPU and GPU runtimes). Elsewhere: nothing.
 import importlib.util, subprocess, sys
 if "google.colab" in sys.modules and not importlib.util.find_spec("colabkit"):
@@ -166,8 +166,8 @@ if "google.colab" in sys.modules and not importlib.util.find_spec("colabkit"):
                           "{requirement}"], capture_output=True, text=True)
     if pip.returncode:  # pip's own words, and the fixes (the repository or its ref out of reach, or a wheel)
         raise SystemExit(f"colabkit could not be installed from {repository}@{ref}; pip said:\\n{{pip.stderr[-3000:]}}"
-                         "\\nFixes: `python -m colabkit badges --repo OWNER/NAME` in a checkout (then push), or pip "
-                         "install a colabkit wheel here first.")
+                         "\\nFixes: `python tools/stamp_notebooks.py badges --repo OWNER/NAME` in a checkout (then "
+                         "push), or pip install a colabkit wheel here first.")
 import colabkit
 colabkit.bootstrap()'''
 

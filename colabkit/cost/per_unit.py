@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from colabkit.cost.rates import NoRate, Rate, RateTable
+from colabkit.experiments.declaration import DECODE, INFERENCE, TRAIN, Mode
+from colabkit.records.identity import record_mode
 from colabkit.statistics import finite
 
-Mode = Literal["train", "inference", "decode"]
 Figure = Literal["s", "cu", "usd", "j"]  # seconds, compute units, dollars, joules per unit of work
 SECONDS_PER_HOUR = 3600.0
 
@@ -56,37 +57,32 @@ class UnitOfWork:
 
 UNITS = (
     # the steady epochs' training steps, validation left out
-    UnitOfWork("1k_samples", "1,000 training samples", "train", "samples_per_s", True, 1000.0, "energy_j_per_sample",
+    UnitOfWork("1k_samples", "1,000 training samples", TRAIN, "samples_per_s", True, 1000.0, "energy_j_per_sample",
                1000.0),
     # time and cost: the median steady epoch, its validation included (the runtime bills it); joules: its training
     # steps only (the energy window ends before validation)
-    UnitOfWork("epoch", "epoch", "train", "epoch_time_steady_s", False, 1.0, "energy_j_per_epoch", 1.0),
+    UnitOfWork("epoch", "epoch", TRAIN, "epoch_time_steady_s", False, 1.0, "energy_j_per_epoch", 1.0),
     # the offline scenario at the batch of its highest throughput (offline_batch)
-    UnitOfWork("1k_inferences", "1,000 inferences (offline)", "inference", "offline_samples_per_s", True, 1000.0,
+    UnitOfWork("1k_inferences", "1,000 inferences (offline)", INFERENCE, "offline_samples_per_s", True, 1000.0,
                "offline_energy_j_per_inference", 1000.0),
     # the decode combination of the highest tokens/s (decode_tokens_per_s_batch), prefill included
-    UnitOfWork("1m_tokens", "million generated tokens", "decode", "decode_tokens_per_s", True, 1e6,
+    UnitOfWork("1m_tokens", "million generated tokens", DECODE, "decode_tokens_per_s", True, 1e6,
                "decode_energy_j_per_token_best", 1e6),
 )
 # The unit each mode's runs are compared on (the report's figure, `compare --by cost`): per epoch follows per sample.
-HEADLINE_UNITS: dict[str, str] = {"train": "1k_samples", "inference": "1k_inferences", "decode": "1m_tokens"}
+HEADLINE_UNITS: dict[Mode, str] = {TRAIN: "1k_samples", INFERENCE: "1k_inferences", DECODE: "1m_tokens"}
 RATE_COLUMNS = ("cost.runtime", "cost.cu_per_hour", "cost.usd_per_hour", "cost.rate_source", "cost.rate_read",
                 "cost.no_rate")
 
 
-def record_mode(record: dict[str, Any]) -> str:
-    """The mode a record ran in (`params.mode`; 'train' where the experiment has none)."""
-    return str((record.get("params") or {}).get("mode") or "train")
-
-
-def units_of(mode: str) -> tuple[UnitOfWork, ...]:
+def units_of(mode: str | None) -> tuple[UnitOfWork, ...]:
     """The units of work runs of `mode` are priced by (none for a mode that is no training, inference or decode)."""
     return tuple(unit for unit in UNITS if unit.mode == mode)
 
 
-def headline_unit(mode: str) -> UnitOfWork | None:
+def headline_unit(mode: str | None) -> UnitOfWork | None:
     """The unit runs of `mode` are compared on (HEADLINE_UNITS); None for a mode without one."""
-    return next((unit for unit in UNITS if unit.key == HEADLINE_UNITS.get(mode)), None)
+    return next((unit for unit in UNITS if mode in HEADLINE_UNITS and unit.key == HEADLINE_UNITS[mode]), None)
 
 
 def record_rate(record: dict[str, Any], table: RateTable) -> Rate | NoRate:

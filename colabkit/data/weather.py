@@ -39,7 +39,7 @@ TARGET_MEASUREMENTS = ("Temp", "WindSpeed", "Pressure")
 TARGET_NAMES = ("temperature", "wind speed", "pressure")
 # Temperature in degrees C and sea-level pressure in hPa, as the tutorial's text and plots show;
 # wind speed in m/s is NCDC's metric output (the archive itself carries no units).
-UNITS = {"Temp": "degC", "Pressure": "hPa", "WindSpeed": "m/s", "WindDir": "degrees"}
+SERIES_UNITS = {"Temp": "degC", "Pressure": "hPa", "WindSpeed": "m/s", "WindDir": "degrees"}
 CALENDAR_UNITS = {"DayOfYear": "day (1-366)", "Hour": "hour (0-23)"}
 
 # Jena climate (Max Planck Institute for Biogeochemistry, as Keras's example ships it)
@@ -321,7 +321,7 @@ def _weather_denmark_real(cache_dir: str | Path | None, timeout_s: float, progre
     processed = fetched.path.with_name(f"processed-{fetched.sha256[:16]}-v{WEATHER_PROCESSING_VERSION}.npz")
     hourly, stats, hit = _cached_frame(processed, lambda: _denmark_from_archive(fetched.path))
     frame, inputs, targets = denmark_layout(hourly)
-    units = {name: UNITS[name.split("_", 1)[1]] for name in frame.columns if "_" in name}
+    units = {name: SERIES_UNITS[name.split("_", 1)[1]] for name in frame.columns if "_" in name}
     provenance = {"dataset": "weather_denmark", "source": "real",
                   "description": "Hvass-Labs weather-denmark (NCDC observations of 5 Danish cities, 1980-2018), "
                                  "resampled hourly as in Hvass's tutorial #23",

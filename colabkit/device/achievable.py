@@ -153,7 +153,7 @@ def _agree(earlier: dict[str, dict[str, Any]], later: dict[str, dict[str, Any]],
                                 <= agreement * max(earlier[p]["tflops"], later[p]["tflops"]) for p in shared)
 
 
-def scan(kind: str, backend: str, min_seconds: float = MIN_SECONDS, agreement: float = AGREEMENT,
+def scan_peak(kind: str, backend: str, min_seconds: float = MIN_SECONDS, agreement: float = AGREEMENT,
          max_passes: int = MAX_PASSES) -> AchievablePeak:
     """Time every shape of SHAPES[kind] at every precision of PRECISIONS[kind] on `backend` ("jax" or
     "tensorflow"): each back to back for at least `min_seconds` after a warm-up call, 2MNK FLOPs over its
@@ -295,7 +295,7 @@ def _achievable_peak(kind: str, backend: str, key: str) -> AchievablePeak:
         return kept
     if key not in _SCANNED or _SCANNED[key].identity != identity:
         seconds = float(os.environ.get(SCAN_SECONDS_ENV) or MIN_SECONDS)
-        _SCANNED[key] = dataclasses.replace(scan(kind, backend, min_seconds=seconds), identity=identity)
+        _SCANNED[key] = dataclasses.replace(scan_peak(kind, backend, min_seconds=seconds), identity=identity)
     measured = _SCANNED[key]
     outcomes = {name: _keep(path, key, measured) for name, path in (("the sweep's runs", sweep), ("later sweeps", cache))}
     kept_in = [name for name, problem in outcomes.items() if problem is None]

@@ -30,7 +30,7 @@ from colabkit.device.energy_source import (
     Mark,
     NotMeasured,
 )
-from colabkit.device.nvml_energy import GpuEnergyCounter, PowerSampler
+from colabkit.device.nvml import GpuEnergyCounter, PowerSampler
 from colabkit.device.rapl import POWERCAP, RaplCounter
 
 TPU_REASON = ("colabkit has no reading of a TPU's power or energy: energy is measured on NVIDIA GPUs (NVML) and on "

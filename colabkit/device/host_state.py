@@ -4,7 +4,7 @@ A run on a shared host measures the other work as much as its own (six matmul ru
 another job, 4 % without). So every record says what else the host did: the load average before and
 after, other processes' CPU time and the steal share, the CPU clock's range (sampled every
 SAMPLE_INTERVAL_S), all read by psutil (on Linux from /proc), and, on NVIDIA GPUs, the SM clock's range,
-throttle reasons and other processes (colabkit.device.gpu_state). `quiet_verdict` turns that into
+throttle reasons and other processes (colabkit.device.nvml). `quiet_verdict` turns that into
 `host_quiet` (None where nothing could be read: no guess) and its reasons, by the thresholds below.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from colabkit.device.gpu_state import GpuSampler
+from colabkit.device.nvml import GpuSampler
 
 SAMPLE_INTERVAL_S = 1.0  # how often the clocks are read while a run goes on
 # The thresholds of `host_quiet` (docs/statistics.md, "A busy host"):
@@ -223,11 +223,12 @@ def host_busy_now(window_s: float = WAIT_WINDOW_S) -> list[str]:
 
 def wait_for_quiet(max_wait_s: float, window_s: float = WAIT_WINDOW_S) -> dict[str, Any]:
     """Wait until the host is quiet (`host_busy_now` finds nothing), at most `max_wait_s` seconds.
-    Returns what a record's `sweep` section keeps: {"waited_s", "quiet", "busy_reasons"} (the last
-    window's reasons when it never got quiet)."""
+    Returns what a record's `sweep` section keeps: {"max_wait_s", "waited_s", "quiet", "busy_reasons"} (the
+    last window's reasons when it never got quiet)."""
     started = time.monotonic()
     while True:
         reasons = host_busy_now(window_s)
         waited = time.monotonic() - started
         if not reasons or waited + window_s > max_wait_s:
-            return {"waited_s": round(waited, 1), "quiet": not reasons, "busy_reasons": reasons}
+            return {"max_wait_s": max_wait_s, "waited_s": round(waited, 1), "quiet": not reasons,
+                    "busy_reasons": reasons}

@@ -1,6 +1,6 @@
 """dBLSTM on UCI HAR: training time and test scores per units, layers, batch size and device.
 
-Every parameter of the dBLSTM notebook is declared here, and only here (`python -m colabkit notebooks`
+Every parameter of the dBLSTM notebook is declared here, and only here (`python tools/stamp_notebooks.py notebooks`
 stamps its parameters cell from this).
 """
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from colabkit.device.backends import BACKEND_CHOICES
 from colabkit.device.spec import parse_device
 from colabkit.errors import ExperimentDeclarationError, UnknownDeviceError
-from colabkit.training.shares import BREAKDOWN_METRICS as BREAKDOWN_METRIC_NAMES
+from colabkit.training.shares import BREAKDOWN_METRICS  # what bounds each training run: its experiments record it
 
 # What a run of an experiment does: train (every experiment but matmul), or, where its declaration offers them (its
 # `mode` parameter's choices), inference or decode (experiments/inference.py: the parameters and rules they bring).
@@ -244,8 +244,6 @@ COMMON_PARAMETERS = ("device", "results_path")
 # What every training notebook records about how well it used its device (colabkit.training.flops).
 UTILISATION_METRICS = ("model_flops_forward_per_sample", "model_flops_train_per_sample", "model_tflops", "mfu",
                        "arithmetic_intensity")
-# What bounds each training run (colabkit.training.breakdown; the names are colabkit.training.shares').
-BREAKDOWN_METRICS = BREAKDOWN_METRIC_NAMES
 
 
 @dataclass(frozen=True)
@@ -371,6 +369,11 @@ class Experiment:
     @property
     def defaults(self) -> dict[str, Any]:
         return {parameter.name: parameter.default for parameter in self.parameters}
+
+    @property
+    def default_mode(self) -> Mode | None:
+        """The mode its runs take when none is asked (its `mode` parameter's default); None where it has no modes."""
+        return self.defaults.get("mode")
 
     def unused(self, values: Mapping[str, Any]) -> tuple[str, ...]:
         """The names among `values` of parameters that do not shape a run with `values` (their

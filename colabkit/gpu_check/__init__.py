@@ -8,6 +8,6 @@ every row and its time budget.
 """
 
 from colabkit.gpu_check.check import DEFAULT_OUT, DEFAULT_ROUNDS, run_check
-from colabkit.gpu_check.rows import NO_GPU_LINE, Row, Verdict
+from colabkit.gpu_check.rows import NO_GPU_LINE, CheckRow, CheckVerdict
 
-__all__ = ["DEFAULT_OUT", "DEFAULT_ROUNDS", "NO_GPU_LINE", "Row", "Verdict", "run_check"]
+__all__ = ["DEFAULT_OUT", "DEFAULT_ROUNDS", "NO_GPU_LINE", "CheckRow", "CheckVerdict", "run_check"]

@@ -1,15 +1,13 @@
-"""The GPU check's notebook runs: planned once by the sweep's own planner, from the suite's grid files (the
-first combination of each notebook's smoke preset, on the device the row checks, the row's parameters as
-`-p` overrides) or from a row's own parameters (colabkit.sweep.plan.plan_notebook), one run each in a fresh
-kernel, no HTML export; run by the real sweep (run_sweep, papermill), each run's record read back as the
-summary its row's rules judge.
+"""The GPU check's notebook runs: presets of the suite's grid files (`gpu_check`: one training run of seconds per
+notebook on the GPU and the CPU; `gpu_check_fit`: the notebook each training row sets against its bare fit),
+planned like any preset by the sweep's planner, with the row's `-p` overrides (gpu:2, a backend, the FC steps), each
+run afresh in a fresh kernel without HTML; run by the real sweep (run_sweep, papermill), each run's record read
+back as the summary its row's rules judge; the report built from them as `python -m colabkit report` builds it.
 """
 
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,26 +16,20 @@ from colabkit.errors import ColabkitError
 from colabkit.gpu_check.rules import Unavailable
 from colabkit.records.record import read_record
 from colabkit.suite import suite_path
+from colabkit.sweep.driver import run_sweep
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import SweepPlan, plan
-from colabkit.sweep.driver import run_sweep
 
-SMOKE_PRESET = "smoke"
 NOTEBOOKS = ("cnn_mnist", "dblstm_har", "matmul_tflops", "paradnn", "timeseries_rnn")  # the suite's, as grid files name them
+NOTEBOOK_TIMEOUT_S = 600.0  # a notebook run past this is stopped and its row fails: a hang must not hold the GPU
 
 
-def check_plan(notebooks: Sequence[str], out: Path, devices: str | Sequence[str],
-               overrides: Mapping[str, Any] | None = None) -> SweepPlan:
-    """Each notebook's first combination of its grid file's smoke preset on each of `devices` ('gpu', 'gpu:2',
-    'cpu') with `overrides`, training (the smoke's inference and decode rows run on one device only), one run
-    each in a fresh kernel without HTML, into `out`: the check's runs, planned once."""
-    firsts: dict[tuple[str, str], Any] = {}
-    for device in [devices] if isinstance(devices, str) else devices:
-        for run in plan([suite_path(f"parameters/{notebook}.yaml") for notebook in notebooks], SMOKE_PRESET, None,
-                        {"mode": "train", **(overrides or {}), "device": device}, out, repeats=1, kernels="fresh",
-                        html="none"):
-            firsts.setdefault((run.name, device), run)
-    return SweepPlan(list(firsts.values()), out)
+def preset_plan(preset: str, out: Path, device: str | None = None, overrides: Mapping[str, Any] | None = None,
+                notebooks: Sequence[str] = NOTEBOOKS, jobs: int = 1) -> SweepPlan:
+    """The `preset` of the grid files of `notebooks` on `device` (None: every device it lists) with `overrides`, into
+    `out`: each run afresh (`force`), at most NOTEBOOK_TIMEOUT_S, `jobs` side by side."""
+    return plan([suite_path(f"parameters/{notebook}.yaml") for notebook in notebooks], preset, device,
+                dict(overrides or {}), out, options=RunOptions(jobs=jobs, timeout_s=NOTEBOOK_TIMEOUT_S, force=True))
 
 
 def run_summary(notebook: str, device: str, status: str, message: str, record: Mapping[str, Any] | None,
@@ -56,12 +48,10 @@ def run_summary(notebook: str, device: str, status: str, message: str, record: M
             "energy_j_per_epoch": metrics.get("energy_j_per_epoch")}
 
 
-def run_plan(runs: SweepPlan, available: Mapping[str, int], echo: Callable[[str], None], *, timeout_s: float,
-             jobs: int = 1) -> list[dict[str, Any]]:
-    """Run the plan through the sweep (every run afresh); one run_summary per run, in the plan's order."""
-    options = RunOptions(jobs=jobs, timeout_s=timeout_s, force=True)
+def run_plan(runs: SweepPlan, available: Mapping[str, int], echo: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Run the plan through the sweep, as its options say; one run_summary per run, in the plan's order."""
     summaries = []
-    for outcome in run_sweep(runs, options, available=dict(available), echo=echo):
+    for outcome in run_sweep(runs, available=dict(available), echo=echo):
         record = None
         if Path(outcome.record_path).is_file():
             try:
@@ -74,13 +64,14 @@ def run_plan(runs: SweepPlan, available: Mapping[str, int], echo: Callable[[str]
 
 
 def report_device_kinds(results: Path, out: Path, echo: Callable[[str], None]) -> list[str] | Unavailable:
-    """The report of `results` built as a user builds it (`python -m colabkit report`, a process of its own), and
-    the device kinds of the ok runs its records.csv lists; Unavailable (a failure) when it cannot be built."""
-    built = subprocess.run([sys.executable, "-m", "colabkit", "report", str(results), "--out", str(out)],
-                           capture_output=True, text=True)
-    if built.returncode not in (0, 1):  # 1: built, with files it could not read as records (named on stderr)
-        said = (built.stderr.strip().splitlines() or ["no output"])[-1]
-        return Unavailable(f"the report was not built (exit {built.returncode}: {said})", failed=True)
+    """The report of `results` built as `python -m colabkit report` builds it, and the device kinds of the ok runs
+    its records.csv lists; Unavailable (a failure) when it cannot be built."""
+    from colabkit.report import build_report  # pandas and matplotlib: only where the check gets this far
+
+    try:
+        build_report([str(results)], str(out))
+    except ColabkitError as error:
+        return Unavailable(f"the report was not built ({error})", failed=True)
     echo(f"  report: {out / 'report.html'}")
     try:
         with open(out / "records.csv", encoding="utf-8", newline="") as stream:

@@ -8,16 +8,20 @@ is not a failure, nor a RAN (measured where the rule does not apply, so not judg
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
+
+from colabkit.io import write_atomic
 
 EXIT_PASSED, EXIT_FAILED = 0, 1
 NO_GPU_LINE = "gpu-check: no NVIDIA GPU here (nvidia-smi lists none); nothing to check"
 
 
-class Verdict(StrEnum):
+class CheckVerdict(StrEnum):
     """A row's verdict; the member is the plain string it prints as."""
 
     PASS = "PASS"
@@ -27,11 +31,11 @@ class Verdict(StrEnum):
 
 
 @dataclass(frozen=True)
-class Row:
+class CheckRow:
     """One line of the table. `values` holds the numbers behind the figure (they go to the JSON)."""
 
     name: str
-    verdict: Verdict
+    verdict: CheckVerdict
     figure: str
     rule: str
     reason: str = ""  # why it was skipped or failed; empty for PASS
@@ -39,11 +43,11 @@ class Row:
     values: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-        if self.verdict != Verdict.PASS and not self.reason:
+        object.__setattr__(self, "verdict", CheckVerdict(self.verdict))
+        if self.verdict != CheckVerdict.PASS and not self.reason:
             raise ValueError(f"row {self.name!r}: a {self.verdict} row must say why")
 
-    def in_stage(self, stage: str) -> Row:
+    def in_stage(self, stage: str) -> CheckRow:
         return replace(self, stage=stage)
 
     def as_dict(self) -> dict[str, Any]:
@@ -51,16 +55,16 @@ class Row:
                 "reason": self.reason, "stage": self.stage, "values": dict(self.values)}
 
 
-def exit_code(rows: Sequence[Row]) -> int:
+def exit_code(rows: Sequence[CheckRow]) -> int:
     """0 when no row failed (SKIP rows included), else 1."""
-    return EXIT_FAILED if any(row.verdict == Verdict.FAIL for row in rows) else EXIT_PASSED
+    return EXIT_FAILED if any(row.verdict == CheckVerdict.FAIL for row in rows) else EXIT_PASSED
 
 
-def counts(rows: Sequence[Row]) -> dict[str, int]:
-    return {str(verdict): sum(row.verdict == verdict for row in rows) for verdict in Verdict}
+def counts(rows: Sequence[CheckRow]) -> dict[str, int]:
+    return {str(verdict): sum(row.verdict == verdict for row in rows) for verdict in CheckVerdict}
 
 
-def summary_line(rows: Sequence[Row]) -> str:
+def table_summary(rows: Sequence[CheckRow]) -> str:
     """'gpu-check: 18 PASS, 1 FAIL, 2 SKIP: FAILED' (or ': passed'; RAN rows counted where there are any)."""
     tally = counts(rows)
     outcome = "FAILED" if exit_code(rows) else "passed"
@@ -75,19 +79,19 @@ def _stage_line(stages: Mapping[str, tuple[float, float]]) -> str:
     return f"time (stage actual/budget): {', '.join(parts)}; total {total:.0f} s of {budget:.0f} s"
 
 
-def text_table(rows: Sequence[Row], title: str, stages: Mapping[str, tuple[float, float]] | None = None) -> str:
+def table_text(rows: Sequence[CheckRow], title: str, stages: Mapping[str, tuple[float, float]] | None = None) -> str:
     """The table for a terminal: one line per row (name, verdict, figure), the reasons of the FAIL
     and SKIP rows under it, then the stages' times against their budgets and the summary line."""
     width = max([len(row.name) for row in rows] + [4])
     lines = [title, f"{'row':<{width}}  verdict  figure", f"{'-' * width}  -------  {'-' * 40}"]
     lines += [f"{row.name:<{width}}  {row.verdict:<7}  {row.figure}" for row in rows]
-    notes = [row for row in rows if row.verdict != Verdict.PASS]
+    notes = [row for row in rows if row.verdict != CheckVerdict.PASS]
     if notes:
         lines.append("")
         lines += [f"{row.verdict} {row.name}: {row.reason}" for row in notes]
     if stages:
         lines += ["", _stage_line(stages)]
-    lines += ["", summary_line(rows)]
+    lines += ["", table_summary(rows)]
     return "\n".join(lines)
 
 
@@ -95,21 +99,32 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(rows: Sequence[Row], title: str, stages: Mapping[str, tuple[float, float]] | None = None) -> str:
+def table_markdown(rows: Sequence[CheckRow], title: str, stages: Mapping[str, tuple[float, float]] | None = None) -> str:
     """The table in Markdown, with each row's rule and reason (for docs and notes)."""
     lines = [f"**{_cell(title)}**", "", "| row | verdict | figure | rule | why |", "|---|---|---|---|---|"]
     lines += [f"| {_cell(row.name)} | {row.verdict} | {_cell(row.figure)} | {_cell(row.rule)} | {_cell(row.reason)} |"
               for row in rows]
     if stages:
         lines += ["", _stage_line(stages)]
-    lines += ["", summary_line(rows)]
+    lines += ["", table_summary(rows)]
     return "\n".join(lines) + "\n"
 
 
-def table_payload(rows: Sequence[Row], meta: Mapping[str, Any],
+def table_payload(rows: Sequence[CheckRow], meta: Mapping[str, Any],
                   stages: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Any]:
     """The JSON form: the machine and run (`meta`), every row, the stages' times, the exit status."""
     return {"meta": dict(meta), "rows": [row.as_dict() for row in rows],
             "stages": {stage: {"seconds": seconds, "budget_s": budget} for stage, (seconds, budget) in
                        (stages or {}).items()},
             "counts": counts(rows), "exit_code": exit_code(rows)}
+
+
+def write_tables(folder: Path, rows: Sequence[CheckRow], title: str, meta: Mapping[str, Any],
+                 stages: Mapping[str, tuple[float, float]]) -> str:
+    """The table written in its three forms into `folder` (table.txt, table.md, table.json); its text."""
+    text = table_text(rows, title, stages)
+    forms = {"table.txt": text + "\n", "table.md": table_markdown(rows, title, stages),
+             "table.json": json.dumps(table_payload(rows, meta, stages), indent=2, default=str) + "\n"}
+    for name, content in forms.items():
+        write_atomic(folder / name, content)
+    return text

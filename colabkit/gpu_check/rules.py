@@ -14,24 +14,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from colabkit.device.peaks import PeakFlops, gpu_bandwidth, gpu_peak
-from colabkit.gpu_check.rows import Row, Verdict
+from colabkit.gpu_check.rows import CheckRow, CheckVerdict
 from colabkit.timing.agreement import Agreement
 
 
 # A row for each verdict (the rules below make every row through these).
-def passed(name: str, figure: str, rule: str, **values: Any) -> Row:
-    return Row(name, Verdict.PASS, figure, rule, values=values)
+def passed(name: str, figure: str, rule: str, **values: Any) -> CheckRow:
+    return CheckRow(name, CheckVerdict.PASS, figure, rule, values=values)
 
 
-def failed(name: str, figure: str, rule: str, reason: str, **values: Any) -> Row:
-    return Row(name, Verdict.FAIL, figure, rule, reason, values=values)
+def failed(name: str, figure: str, rule: str, reason: str, **values: Any) -> CheckRow:
+    return CheckRow(name, CheckVerdict.FAIL, figure, rule, reason, values=values)
 
 
-def skipped(name: str, rule: str, reason: str, figure: str = "-", **values: Any) -> Row:
-    return Row(name, Verdict.SKIP, figure, rule, reason, values=values)
+def skipped(name: str, rule: str, reason: str, figure: str = "-", **values: Any) -> CheckRow:
+    return CheckRow(name, CheckVerdict.SKIP, figure, rule, reason, values=values)
 
 
-def judged(name: str, figure: str, rule: str, problems: Sequence[str], **values: Any) -> Row:
+def judged(name: str, figure: str, rule: str, problems: Sequence[str], **values: Any) -> CheckRow:
     """PASS when `problems` is empty, else FAIL with every problem in the reason."""
     if problems:
         return failed(name, figure, rule, "; ".join(problems), **values)
@@ -45,7 +45,7 @@ AGREEMENT_LOW, AGREEMENT_HIGH = 0.95, 1.05  # notebook steady samples/s / bare K
 SAMPLER_LOW, SAMPLER_HIGH = 0.98, 1.02  # samples/s with the energy meters / without them (medians)
 MFU_MAX = 1.0  # model TFLOPS above the peak: a wrong FLOP count, clock or peak
 FC_MIN_MFU = 0.05  # the compute-bound FC model below 5 % of peak: not on the GPU, or the peak is wrong
-PRECISIONS = ("float32", "tf32", "float16", "bfloat16")
+PEAK_PRECISIONS = ("float32", "tf32", "float16", "bfloat16")
 FAST_FP16_CAPABILITY = (6, 0)  # P100 (6.0) on: float16 at least at twice the float32 rate
 TENSOR_CORE_CAPABILITY = (7, 0)  # V100 on: float16 tensor cores (mixed precision pays)
 AMPERE_CAPABILITY = (8, 0)  # A100 on: TF32 and bfloat16 tensor cores
@@ -58,7 +58,7 @@ class Unavailable:
     reason: str
     failed: bool = False
 
-    def row(self, name: str, rule: str, figure: str = "-") -> Row:
+    def row(self, name: str, rule: str, figure: str = "-") -> CheckRow:
         return (failed(name, figure, rule, self.reason) if self.failed else skipped(name, rule, self.reason, figure))
 
 
@@ -104,7 +104,7 @@ def _peak_source(name: str) -> str | None:
     return peak.source if peak else None
 
 
-def device_row(facts: GpuFacts) -> Row:
+def device_row(facts: GpuFacts) -> CheckRow:
     rule = ("TensorFlow sees every GPU nvidia-smi lists, under a name that finds the same peaks-table entry as "
             "nvidia-smi's")
     memory = f", {facts.memory_gib:g} GiB" if facts.memory_gib else ""
@@ -133,10 +133,10 @@ def expected_precisions(capability: tuple[int, ...]) -> set[str]:
     return expected
 
 
-def peaks_row(name: str, capability: tuple[int, ...] | None) -> Row:
+def peaks_row(name: str, capability: tuple[int, ...] | None) -> CheckRow:
     rule = ("the peaks table lists the GPU at float32, at float16 from compute capability 6.0, at TF32 and "
             "bfloat16 from 8.0, and at no precision the GPU lacks")
-    peaks = {precision: gpu_peak(name, precision, 1) for precision in PRECISIONS}
+    peaks = {precision: gpu_peak(name, precision, 1) for precision in PEAK_PRECISIONS}
     listed = {precision: peak for precision, peak in peaks.items() if peak is not None}
     if "float32" not in listed:
         return skipped("peaks", rule, f"{name!r} is not in the peaks table (colabkit/device/peaks.py): fraction of "
@@ -148,13 +148,13 @@ def peaks_row(name: str, capability: tuple[int, ...] | None) -> Row:
                        "precisions listed cannot be checked", figure, **values)
     expected = expected_precisions(capability)
     problems = [f"no peak at {precision}, which compute capability {capability_text(capability)} computes in"
-                for precision in PRECISIONS if precision in expected and precision not in listed]
+                for precision in PEAK_PRECISIONS if precision in expected and precision not in listed]
     problems += [f"a peak at {precision}, which compute capability {capability_text(capability)} lacks"
-                 for precision in PRECISIONS if precision in listed and precision not in expected]
+                 for precision in PEAK_PRECISIONS if precision in listed and precision not in expected]
     return judged("peaks", figure, rule, problems, source=listed["float32"].source, **values)
 
 
-def bandwidth_row(name: str, memory_gib: float | None, measured: Mapping[str, Any] | Unavailable) -> Row:
+def bandwidth_row(name: str, memory_gib: float | None, measured: Mapping[str, Any] | Unavailable) -> CheckRow:
     """The table's bandwidth, cross-checked by a measured triad where both exist; measured alone
     where the table lacks the GPU; SKIP (unknown) where neither exists."""
     rule = (f"the table's GB/s, and a measured triad between {BANDWIDTH_LOW:g} and {BANDWIDTH_HIGH:g} of it "
@@ -180,7 +180,7 @@ def bandwidth_row(name: str, memory_gib: float | None, measured: Mapping[str, An
                   measured_gb_per_s=gb_s, fraction=fraction, source=table.source)
 
 
-def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailable, judge: bool = True) -> Row:
+def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailable, judge: bool = True) -> CheckRow:
     """The clock's row on `backend`; not `judge`d on the CPU rehearsal (RAN: the figure, no verdict), where a
     single-product call's dispatch is no GPU's and the rule's 5 % says nothing."""
     name = f"clock {backend}"
@@ -195,7 +195,7 @@ def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailab
     naive = max(float(c["unsynced_tflops"]) for c in comparisons)
     figure += f" (naive clock: {naive:,.0f} TFLOPS)" if naive >= 10 else f" (naive clock: {naive:.3g} TFLOPS)"
     if not judge:
-        return Row(name, Verdict.RAN, figure, rule, "measured on the CPU (the device run's rehearsal): the rule is a "
+        return CheckRow(name, CheckVerdict.RAN, figure, rule, "measured on the CPU (the device run's rehearsal): the rule is a "
                    "GPU's, not applied", values={"comparisons": [dict(c) for c in comparisons]})
     problems = [problem for dtype, ratio in ratios.items() for problem in outside(
         ratio, CLOCK_LOW, CLOCK_HIGH, f"{dtype}: {ratio:.3f} (the clock stops before the device is done)",
@@ -203,7 +203,7 @@ def clock_row(backend: str, comparisons: Sequence[Mapping[str, Any]] | Unavailab
     return judged(name, figure, rule, problems, comparisons=[dict(c) for c in comparisons])
 
 
-def matmul_row(precision: str, comparison: Mapping[str, Any] | Unavailable, peak: PeakFlops | None) -> Row:
+def matmul_row(precision: str, comparison: Mapping[str, Any] | Unavailable, peak: PeakFlops | None) -> CheckRow:
     name = f"matmul {precision}"
     rule = f"warm TFLOPS at n = 8192 between {MATMUL_LOW:g} and {MATMUL_HIGH:g} of the table's {precision} peak"
     if isinstance(comparison, Unavailable):
@@ -227,7 +227,7 @@ def _median(values: Sequence[float]) -> float:
 
 def training_row(model: str, variant: str, fits: Sequence[Mapping[str, Any]] | Unavailable, *,
                  expect_jit: bool, mixed: bool = False, min_mfu: float | None = None,
-                 agreement: Agreement | Unavailable | None = None, notebook_jit: bool | None = None) -> Row:
+                 agreement: Agreement | Unavailable | None = None, notebook_jit: bool | None = None) -> CheckRow:
     """A bare Keras fit of the notebook's model in one variant (XLA on or off, mixed precision), and
     for the notebook's own variant its agreement with the notebook's headline."""
     name = f"{model} {variant}"
@@ -277,7 +277,7 @@ def training_row(model: str, variant: str, fits: Sequence[Mapping[str, Any]] | U
     return judged(name, figure, rule, problems, **values)
 
 
-def energy_row(energy: Mapping[str, Any] | Unavailable, sampler: Agreement | None) -> Row:
+def energy_row(energy: Mapping[str, Any] | Unavailable, sampler: Agreement | None) -> CheckRow:
     """NVML's energy of the steady epochs of the compute-bound FC fit (the board's energy counter where it has one,
     with the power sampled beside it for comparison, shown and not judged), and the meters' own cost."""
     rule = (f"energy per epoch > 0; idle power < mean power <= the board's enforced limit; samples/s with the "
@@ -320,7 +320,7 @@ def _run_problems(runs: Sequence[Mapping[str, Any]], expected_devices: Sequence[
     return problems
 
 
-def sweep_row(runs: Sequence[Mapping[str, Any]] | Unavailable, report_kinds: Sequence[str] | Unavailable) -> Row:
+def sweep_row(runs: Sequence[Mapping[str, Any]] | Unavailable, report_kinds: Sequence[str] | Unavailable) -> CheckRow:
     """One smoke combination of every notebook on the GPU and on the CPU, and a report of both."""
     rule = "every notebook's smoke run gives an ok record on gpu and on cpu; the report lists GPU runs beside CPU runs"
     if isinstance(runs, Unavailable):
@@ -337,7 +337,7 @@ def sweep_row(runs: Sequence[Mapping[str, Any]] | Unavailable, report_kinds: Seq
     return judged("sweep gpu", figure, rule, problems, runs=[dict(run) for run in runs])
 
 
-def multi_gpu_row(runs: Sequence[Mapping[str, Any]] | Unavailable) -> Row:
+def multi_gpu_row(runs: Sequence[Mapping[str, Any]] | Unavailable) -> CheckRow:
     rule = "every notebook's smoke run on gpu:2 gives an ok record with 2 replicas under MirroredStrategy"
     if isinstance(runs, Unavailable):
         return runs.row("sweep gpu:2", rule)
@@ -349,7 +349,7 @@ def multi_gpu_row(runs: Sequence[Mapping[str, Any]] | Unavailable) -> Row:
     return judged("sweep gpu:2", figure, rule, problems, runs=[dict(run) for run in runs])
 
 
-def backend_row(backend: str, run: Mapping[str, Any] | Unavailable) -> Row:
+def backend_row(backend: str, run: Mapping[str, Any] | Unavailable) -> CheckRow:
     """The CNN notebook on Keras's `backend`, on the GPU, through the sweep."""
     name = f"backend {backend}"
     rule = f"the CNN notebook with backend {backend} on gpu gives an ok record, on the GPU, with steady samples/s > 0"

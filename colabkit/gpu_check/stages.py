@@ -1,6 +1,6 @@
-"""The GPU check's stages: each measures (in worker processes, through the sweep) and hands its figures
-to the rules, returning its rows. A stage has a time budget on one data-centre GPU (A100/H100
-class); the check's docs list them and the table's footer shows each stage's time against it.
+"""What the GPU check's stages measure: each (in worker processes, through the sweep) hands its figures to the
+rules and returns its rows. Their table, with each stage's time budget on one data-centre GPU (A100/H100 class),
+is colabkit.gpu_check.check.STAGES; the table's footer shows each stage's time against it.
 
 The TensorFlow worker lives from the first stage to the last training stage (TensorFlow imported
 and the GPU initialised once); the sweep and the other backends run after it has stopped.
@@ -16,8 +16,8 @@ from typing import Any
 
 from colabkit.device.peaks import gpu_peak
 from colabkit.errors import GpuCheckError
-from colabkit.gpu_check.notebook_runs import NOTEBOOKS, check_plan, report_device_kinds, run_plan
-from colabkit.gpu_check.rows import Row
+from colabkit.gpu_check.notebook_runs import preset_plan, report_device_kinds, run_plan
+from colabkit.gpu_check.rows import CheckRow
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,
     GpuFacts,
@@ -40,7 +40,6 @@ CPU_CLOCK_N = 1024  # the CPU rehearsal's clocks: tens of milliseconds a product
 # request or a notebook run past these is stopped and its row fails.
 FACTS_TIMEOUT_S = 180.0  # TensorFlow's import and CUDA's start, on a cold machine
 REQUEST_TIMEOUT_S = 300.0
-NOTEBOOK_TIMEOUT_S = 600.0
 SWEEP_JOBS = 2  # a CPU run beside the GPU run (CPU runs need no GPU slot): the sweep row judges ok records, not timings
 BACKEND_DTYPES = {True: ["float32", "bfloat16"], False: ["float32", "float16"]}  # by TF32/bf16 capability
 # Why every TensorFlow row is skipped where this Python has no TensorFlow (the lent GPU machines' image has
@@ -49,7 +48,7 @@ NO_TENSORFLOW = "no TensorFlow in this image (this Python has none: pip install 
 INSTALL_HINTS = {"jax": "pip install 'jax[cuda12]'", "torch": "pip install torch (a CUDA build)"}
 
 
-def installed(package: str) -> bool:
+def importable(package: str) -> bool:
     """Whether `package` can be imported here (found without importing it)."""
     return importlib.util.find_spec(package) is not None
 
@@ -84,20 +83,10 @@ class Context:
             self.tf_worker = None
 
 
-@dataclass(frozen=True)
-class Stage:
-    """A stage: its name, its time budget, the rows it yields (named, for a stage that crashes)."""
-
-    name: str
-    budget_s: float
-    rows: tuple[str, ...]
-    run: Callable[[Context], list[Row]]
-
-
-def device_stage(ctx: Context) -> list[Row]:
+def device_stage(ctx: Context) -> list[CheckRow]:
     """nvidia-smi's GPUs against TensorFlow's, the peaks table, and NVML's idle power (read now,
     before any work warms the board)."""
-    if not installed("tensorflow"):
+    if not importable("tensorflow"):
         ctx.tf_reason = Unavailable(NO_TENSORFLOW)
     else:
         ctx.tf_worker = Worker("tensorflow", ctx.out / "logs" / "worker-tensorflow.log")
@@ -120,7 +109,7 @@ def device_stage(ctx: Context) -> list[Row]:
     return [device_row(ctx.facts), peaks_row(ctx.facts.name, ctx.facts.compute_capability)]
 
 
-def bandwidth_stage(ctx: Context) -> list[Row]:
+def bandwidth_stage(ctx: Context) -> list[CheckRow]:
     measured = ctx.tf_reason or ctx.request("bandwidth")
     return [bandwidth_row(ctx.facts.name, ctx.facts.memory_gib, measured)]
 
@@ -141,7 +130,7 @@ def matmul_plan(ctx: Context) -> dict[str, tuple[str, bool] | Unavailable]:
     return plan
 
 
-def matmul_stage(ctx: Context) -> list[Row]:
+def matmul_stage(ctx: Context) -> list[CheckRow]:
     """Warm TFLOPS at n = 8192 per precision, each also a clock comparison (colabkit.timing.pipelined)."""
     rows, comparisons = [], []
     for precision, step in matmul_plan(ctx).items():
@@ -160,34 +149,34 @@ def matmul_stage(ctx: Context) -> list[Row]:
     return [clock_row("tensorflow", ctx.tf_reason or comparisons), *rows]
 
 
-def sweep_stage(ctx: Context) -> list[Row]:
-    """One smoke combination of every notebook on the GPU and the CPU, through the sweep; the report of them."""
+def sweep_stage(ctx: Context) -> list[CheckRow]:
+    """Every notebook's `gpu_check` preset (a training run on the GPU and on the CPU), through the sweep; the report
+    of them."""
     folder = ctx.out / "sweep"
-    runs = ctx.tf_reason or run_plan(check_plan(NOTEBOOKS, folder, ("gpu", "cpu")), ctx.available, ctx.log,
-                                     timeout_s=NOTEBOOK_TIMEOUT_S, jobs=SWEEP_JOBS)
+    runs = ctx.tf_reason or run_plan(preset_plan("gpu_check", folder, jobs=SWEEP_JOBS), ctx.available, ctx.log)
     kinds = ctx.tf_reason or report_device_kinds(folder, ctx.out / "report", ctx.echo)
     return [sweep_row(runs, kinds)]
 
 
-def multi_gpu_stage(ctx: Context) -> list[Row]:
-    """Every notebook's smoke run on gpu:2 (MirroredStrategy), where TensorFlow sees 2 GPUs or more."""
+def multi_gpu_stage(ctx: Context) -> list[CheckRow]:
+    """Every notebook's `gpu_check` run on gpu:2 (MirroredStrategy), where TensorFlow sees 2 GPUs or more."""
     if ctx.tf_reason:
         return [multi_gpu_row(ctx.tf_reason)]
     if ctx.available.get("gpu", 0) < 2:
         return [multi_gpu_row(Unavailable(f"this machine has {ctx.available.get('gpu', 0)} GPU: gpu:2 needs 2"))]
-    runs = check_plan(NOTEBOOKS, ctx.out / "multi-gpu", "gpu:2")
-    return [multi_gpu_row(run_plan(runs, ctx.available, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S))]
+    runs = preset_plan("gpu_check", ctx.out / "multi-gpu", overrides={"device": "gpu:2"})
+    return [multi_gpu_row(run_plan(runs, ctx.available, ctx.log))]
 
 
-def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[Row]:
+def backend_stage(ctx: Context, backend: str, notebook: bool = True) -> list[CheckRow]:
     """colabkit's clock on `backend` (JAX, PyTorch), and (`notebook`) the CNN notebook on it, on the GPU."""
-    clock = _clock(ctx, backend) if installed(backend) else Unavailable(
+    clock = _clock(ctx, backend) if importable(backend) else Unavailable(
         f"{backend} is not installed ({INSTALL_HINTS[backend]})")
     if not notebook:
         return [clock_row(backend, clock, judge=not ctx.on_cpu)]
-    runs = check_plan(["cnn_mnist"], ctx.out / "backends" / backend, "gpu", {"backend": backend})
+    runs = preset_plan("gpu_check", ctx.out / "backends" / backend, "gpu", {"backend": backend}, ("cnn_mnist",))
     run = clock if isinstance(clock, Unavailable) else run_plan(
-        runs, {**ctx.available, "gpu": max(1, ctx.facts.count)}, ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)[0]
+        runs, {**ctx.available, "gpu": max(1, ctx.facts.count)}, ctx.log)[0]
     return [clock_row(backend, clock), backend_row(backend, run)]
 
 

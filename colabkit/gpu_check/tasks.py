@@ -8,8 +8,6 @@ JAX or PyTorch), fit (a bare Keras fit of a notebook's model with FLOPs, TFLOPS,
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,33 +27,11 @@ def facts() -> dict[str, Any]:
             "tensorflow": tf.__version__, "built_with_cuda": bool(tf.test.is_built_with_cuda())}
 
 
-def power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
-    """The first used GPU's board power at rest (median of readings over `seconds`) and its limit."""
-    try:
-        import pynvml
-    except ImportError:
-        return {"unavailable": "NVML is not installed: pip install 'colabkit[gpu]' (nvidia-ml-py)"}
-    from colabkit.device.nvml_energy import visible_gpu_indices
+def power() -> dict[str, Any]:
+    """The first used GPU's board power at rest and its limit (colabkit.device.nvml.idle_power)."""
+    from colabkit.device.nvml import idle_power
 
-    try:
-        pynvml.nvmlInit()
-    except Exception as error:  # noqa: BLE001 - pynvml.NVMLError and its subclasses
-        return {"unavailable": f"NVML does not start: {error}"}
-    visible = visible_gpu_indices(1)
-    if not visible:
-        return {"unavailable": "CUDA_VISIBLE_DEVICES hides every GPU"}
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(visible[0])
-        readings = []
-        for _ in range(max(1, round(seconds / interval_s))):
-            readings.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
-            time.sleep(interval_s)
-        limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
-    except Exception as error:  # noqa: BLE001 - a board without power readings raises NVMLError_NotSupported
-        return {"unavailable": f"NVML gives no power readings on this GPU: {error}"}
-    finally:
-        pynvml.nvmlShutdown()
-    return {"idle_w": float(statistics.median(readings)), "limit_w": limit_w, "readings_w": readings}
+    return idle_power()
 
 
 def bandwidth(elements: int = 2 ** 26, iterations: int = 20, repeats: int = 5) -> dict[str, Any]:
@@ -167,7 +143,7 @@ def _fc(keras: Any, batch_size: int, steps: int, knobs: dict[str, int], **_: Any
 _MODELS: dict[str, Callable[..., tuple[Any, dict[str, Any], int]]] = {"cnn": _cnn, "fc": _fc}
 
 
-def fit(model: str, jit_compile: str | bool, policy: str, batch_size: int, epochs: int, gpu_name: str,
+def fit_model(model: str, jit_compile: str | bool, policy: str, batch_size: int, epochs: int, gpu_name: str,
         tf32_capable: bool, samples: int = 0, steps: int = 0, knobs: dict[str, int] | None = None,
         energy: bool = False) -> dict[str, Any]:
     """One bare fit of the notebook's `model` ("cnn" or "fc") under dtype `policy`: steady samples/s
@@ -210,7 +186,7 @@ def fit(model: str, jit_compile: str | bool, policy: str, batch_size: int, epoch
 
 
 TASKS: dict[str, Callable[..., dict[str, Any]]] = {"facts": facts, "power": power, "bandwidth": bandwidth,
-                                                   "matmul": matmul, "clock": clock, "fit": fit}
+                                                   "matmul": matmul, "clock": clock, "fit": fit_model}
 
 
 def run_task(request: dict[str, Any]) -> dict[str, Any]:

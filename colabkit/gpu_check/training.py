@@ -3,7 +3,8 @@
 and in the notebook's own variant (Keras's automatic XLA on one GPU, float32) against the notebook
 run through the sweep, in interleaved rounds: notebook, bare fit (, bare fit with the NVML sampler),
 notebook, ... Each side's figure is the median of its rounds (colabkit.timing.agreement). The other
-variants run once each: their rules bound figures, they compare no two clocks.
+variants run once each: their rules bound figures, they compare no two clocks. The notebook's run is its grid
+file's `gpu_check_fit` preset, whose parameters (model, batch, epochs) the bare fits take too.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from colabkit.gpu_check.notebook_runs import run_plan
-from colabkit.gpu_check.rows import Row
+from colabkit.gpu_check.notebook_runs import preset_plan, run_plan
+from colabkit.gpu_check.rows import CheckRow
 from colabkit.gpu_check.rules import (
     AMPERE_CAPABILITY,
     FC_MIN_MFU,
@@ -22,34 +23,26 @@ from colabkit.gpu_check.rules import (
     has_capability,
     training_row,
 )
-from colabkit.gpu_check.stages import NOTEBOOK_TIMEOUT_S, REQUEST_TIMEOUT_S, Context
-from colabkit.sweep.plan import plan_notebook
+from colabkit.gpu_check.stages import REQUEST_TIMEOUT_S, Context
 from colabkit.timing.agreement import Agreement, interleave
 
-EPOCHS = 6  # the first (tracing, compiling) is left out on both sides: 5 steady epochs
-CNN_BATCH = 1024
+PRESET = "gpu_check_fit"  # the notebook's run, in cnn_mnist.yaml and paradnn.yaml: its epochs' first left out
 CNN_FALLBACK_SAMPLES = 60_000  # MNIST's training set, for bare fits when the notebook gave no count
-CNN_NOTEBOOK = {"backend": "tensorflow", "batch_size": CNN_BATCH, "batch_size_is": "per_replica", "epochs": EPOCHS,
-                "mixed_precision": "none", "steps_per_execution": 1, "data_source": "auto", "train_samples": 0,
-                "test_samples": 2000, "seed": 0}
-FC_KNOBS = {"layers": 4, "nodes": 4096, "input_size": 4096, "output_size": 1000}  # compute-bound: 4 x Dense(4096)
-FC_BATCH = 1024
-FC_NOTEBOOK = {"family": "fc", **FC_KNOBS, "backend": "tensorflow", "batch_size": FC_BATCH, "epochs": EPOCHS,
-               "mixed_precision": "none", "steps_per_execution": 1, "seed": 0}
+FC_KNOBS = ("layers", "nodes", "input_size", "output_size")  # the FC model's shape, as the preset gives it
 FC_EPOCH_S = 0.5  # steps per epoch are sized for epochs of about this long at the measured matmul rate
 FC_STEPS_MIN, FC_STEPS_MAX, FC_STEPS_UNSIZED = 5, 400, 50
 VARIANTS = ("xla", "no-xla", "mixed")
 
 
-def fc_steps(matmul_tflops: float | None) -> int:
-    """Steps per FC epoch: its training FLOPs per step (3 x 2 x batch x the Dense weights: for sizing
-    only; the rows count FLOPs with colabkit.training.flops) at the float32 matmul rate this GPU
+def fc_steps(matmul_tflops: float | None, params: dict[str, Any]) -> int:
+    """Steps per FC epoch of the model `params` give: its training FLOPs per step (3 x 2 x batch x the Dense
+    weights: for sizing only; the rows count FLOPs with colabkit.training.flops) at the float32 matmul rate this GPU
     just measured, for epochs of about FC_EPOCH_S."""
     if not matmul_tflops:
         return FC_STEPS_UNSIZED
-    nodes, layers = FC_KNOBS["nodes"], FC_KNOBS["layers"]
-    weights = FC_KNOBS["input_size"] * nodes + (layers - 1) * nodes * nodes + nodes * FC_KNOBS["output_size"]
-    step_s = 6.0 * FC_BATCH * weights / (matmul_tflops * 1e12)
+    nodes, layers = params["nodes"], params["layers"]
+    weights = params["input_size"] * nodes + (layers - 1) * nodes * nodes + nodes * params["output_size"]
+    step_s = 6.0 * params["batch_size"] * weights / (matmul_tflops * 1e12)
     return min(FC_STEPS_MAX, max(FC_STEPS_MIN, math.ceil(FC_EPOCH_S / step_s)))
 
 
@@ -68,26 +61,29 @@ class _Model:
     def __init__(self, ctx: Context, model: str) -> None:
         self.ctx, self.model = ctx, model
         self.notebook = "cnn_mnist" if model == "cnn" else "paradnn"
+        [planned] = preset_plan(PRESET, ctx.out, notebooks=(self.notebook,))
+        self.params = planned.params  # the preset's: the bare fits train the same model, batch and epochs
         precision = "tf32" if ctx.tf32_capable else "float32"
-        self.steps = fc_steps(ctx.matmul_tflops.get(precision)) if model == "fc" else 0
-        self.fixed = CNN_NOTEBOOK if model == "cnn" else {**FC_NOTEBOOK, "steps": self.steps}
+        self.overrides = {"steps": fc_steps(ctx.matmul_tflops.get(precision), self.params)} if model == "fc" else {}
         self.samples = CNN_FALLBACK_SAMPLES
         self.notebook_runs: list[dict[str, Any]] = []
 
     def run_notebook(self, round_index: int) -> float | None:
-        runs = plan_notebook(self.notebook, {**self.fixed, "device": "gpu"},
-                             self.ctx.out / "train" / self.model / f"round-{round_index + 1}")
-        [run] = run_plan(runs, self.ctx.available, self.ctx.log, timeout_s=NOTEBOOK_TIMEOUT_S)
+        runs = preset_plan(PRESET, self.ctx.out / "train" / self.model / f"round-{round_index + 1}",
+                           overrides=self.overrides, notebooks=(self.notebook,))
+        [run] = run_plan(runs, self.ctx.available, self.ctx.log)
         self.notebook_runs.append(run)
         if self.model == "cnn" and run.get("samples_per_epoch"):
             self.samples = int(run["samples_per_epoch"])  # the bare fit trains on as many samples
         return float(run["samples_per_s"]) if run["status"] == "ok" and run.get("samples_per_s") else None
 
     def fit(self, jit_compile: str | bool = "auto", policy: str = "float32", energy: bool = False) -> dict[str, Any]:
+        fc = self.model == "fc"
         return self.ctx.request("fit", REQUEST_TIMEOUT_S, model=self.model, jit_compile=jit_compile, policy=policy,
-                                batch_size=CNN_BATCH if self.model == "cnn" else FC_BATCH, epochs=EPOCHS,
+                                batch_size=self.params["batch_size"], epochs=self.params["epochs"],
                                 gpu_name=self.ctx.facts.name, tf32_capable=self.ctx.tf32_capable,
-                                samples=self.samples, steps=self.steps, knobs=FC_KNOBS, energy=energy)
+                                samples=self.samples, steps=self.overrides.get("steps", 0),
+                                knobs={knob: self.params[knob] for knob in FC_KNOBS} if fc else {}, energy=energy)
 
     def agreement(self, notebook_rates: list[float | None], bare: list[dict[str, Any]]) -> Agreement | Unavailable:
         broken = [run for run in self.notebook_runs if run["status"] != "ok" or not run.get("samples_per_s")]
@@ -99,7 +95,7 @@ class _Model:
                          tuple(float(fit["samples_per_s"]) for fit in bare))
 
 
-def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, Any]]) -> Row:
+def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, Any]]) -> CheckRow:
     if isinstance(ctx.power, Unavailable):
         return energy_row(ctx.power, None)
     meters = [fit["energy"] or {} for fit in metered]
@@ -118,7 +114,7 @@ def _energy(ctx: Context, metered: list[dict[str, Any]], bare: list[dict[str, An
     return energy_row(figures, sampler)
 
 
-def train_stage(ctx: Context, model: str) -> list[Row]:
+def train_stage(ctx: Context, model: str) -> list[CheckRow]:
     """The rows of `model` ("cnn" or "fc"): xla (with the notebook agreement), no-xla, mixed; for the
     FC model also the NVML energy row (its sampler's cost measured in the same rounds)."""
     min_mfu = FC_MIN_MFU if model == "fc" else None

@@ -17,7 +17,7 @@ import numpy as np
 
 from colabkit.device.energy import describe_energy, open_energy_source, source_fields
 from colabkit.device.energy_source import EnergySource, Mark
-from colabkit.device.nvml_energy import visible_gpu_indices
+from colabkit.device.nvml import visible_gpu_indices
 from colabkit.device.memory import setup_memory
 from colabkit.errors import InsufficientMemoryError, MeasurementError, ParameterError
 from colabkit.inference.compiled import JAX_COST_SOURCE, TENSORFLOW_COST_SOURCE
@@ -45,7 +45,7 @@ DECODE_METHOD = (
     "(compiler_cache_copies)")
 CHECK_LOGIT_BYTES = 256 * 2**20  # the float32 logits kept for the check, at most: its first tokens, its first rows
 COMPILER_SOURCES = {"jax": JAX_COST_SOURCE, "tensorflow": TENSORFLOW_COST_SOURCE}
-MAX_BATCH_CAP = 1024  # `max`: the largest power-of-two batch the estimate allows, at most this
+MAX_DECODE_BATCH = 1024  # `max`: the largest power-of-two batch the estimate allows, at most this
 
 
 @dataclass
@@ -193,7 +193,7 @@ def measure_decode(model: Any, device: Any, *, prompt_lengths: str | int, output
         def at(batch: int) -> Any:
             longest = max(prompts)
             return decoder_memory(model, batch=batch, prompt_length=longest, max_length=longest + output_tokens)
-        largest = largest_decode_batch(at, memory.bytes, FIT_FRACTION, MAX_BATCH_CAP) if memory else MAX_BATCH_CAP
+        largest = largest_decode_batch(at, memory.bytes, FIT_FRACTION, MAX_DECODE_BATCH) if memory else MAX_DECODE_BATCH
     batches = sorted({int(largest if size == "max" else size) for size in asked if size != "max" or largest})
     if not batches:
         raise InsufficientMemoryError(f"decode_batch_sizes = {batch_sizes!r}: not even batch 1 fits {memory.where} at "

@@ -12,7 +12,7 @@ import numpy as np
 
 from colabkit.device.energy import describe_energy, open_energy_source, source_fields
 from colabkit.device.energy_source import EnergySource
-from colabkit.device.nvml_energy import visible_gpu_indices
+from colabkit.device.nvml import visible_gpu_indices
 from colabkit.errors import ParameterError
 from colabkit.inference.scenarios import InferenceSettings, largest_batch, offline, single_stream
 from colabkit.statistics import CONFIDENCE, min_samples, quantile_ci, summarize

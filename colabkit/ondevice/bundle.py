@@ -20,7 +20,7 @@ from typing import Any
 from colabkit.experiments import all_experiments
 from colabkit.gpu_check.rows import NO_GPU_LINE
 from colabkit.io import write_atomic
-from colabkit.ondevice.stages import StageResult
+from colabkit.stages import StageResult
 
 ZIP_LIMIT_BYTES = 16 * 2**20  # one file a device call brings back
 META = "device.json"
@@ -64,12 +64,12 @@ def _best_headlines(records_csv: Path) -> list[str]:
     if not records_csv.is_file():
         return ["headlines: no report (see the report stage's log)"]
     with open(records_csv, encoding="utf-8", newline="") as stream:
-        rows = [row for row in csv.DictReader(stream) if row.get("status") == "ok" and row.get("headline.median")
-                and row.get("params.mode", "train") in ("", "train")]  # inference runs: the report's own section
+        rows = [row for row in csv.DictReader(stream) if row.get("status") == "ok" and row.get("headline.median")]
     lines = []
     for experiment in all_experiments():
         headline = experiment.headline
-        mine = [row for row in rows if row.get("notebook") == experiment.name]
+        mine = [row for row in rows if row.get("notebook") == experiment.name  # its default mode's: the others have
+                and (row.get("params.mode") or experiment.default_mode) == experiment.default_mode]  # their sections
         if not mine:
             lines.append(f"{experiment.name}: no ok run")
             continue

@@ -13,7 +13,7 @@ what would make the whole run worthless, and refuses (one line, exit 2) or says 
   in one line and kept (`preflight.json`, which the run copies into `device.json`);
 - the run's own folder can be created and written in.
 
-It runs on the checkout's colabkit, not the pack's: the standard library and colabkit.ondevice.lists only.
+It runs on the checkout's colabkit, not the pack's: the standard library only.
 """
 
 from __future__ import annotations

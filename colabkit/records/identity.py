@@ -5,9 +5,9 @@
 `device_model`), the backend that ran, `global_batch` in place of `batch_size` and `batch_size_is`
 (128 per replica on 2 replicas is 256 on one), and every other parameter, "auto" sizes with the
 values used. How a run was measured or recorded (NOT_WORK) is left out; `mode` is kept when it is
-`inference` and left out when `train` (docs/inference.md), so inference and training runs never pair
-and training runs pair with those recorded before the mode. A failed or skipped record is what it
-asked for. `work_key(work, leave_out)` pairs runs across one axis ("device",
+another than its experiment's default (`record_mode`: the declaration's, docs/inference.md) and left out when it
+is that one, so inference and training runs never pair and training runs pair with those recorded before the
+mode. A failed or skipped record is what it asked for. `work_key(work, leave_out)` pairs runs across one axis ("device",
 "batch_size", or any parameter).
 """
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from colabkit.experiments import find
 
 # How a run was measured or recorded, not what it did: never part of its identity.
 NOT_WORK = frozenset({"results_path", "breakdown", "profile_steps", "plot_hours"})
@@ -33,6 +35,17 @@ def asked_params(record: Mapping[str, Any]) -> dict[str, Any]:
     else:
         params = record.get("params") or {}
     return {name: value for name, value in params.items() if name not in NOT_WORK}
+
+
+def default_mode(record: Mapping[str, Any]) -> str | None:
+    """The mode of `record`'s experiment when none is asked: its declaration's (None: no modes, or not declared)."""
+    experiment = find(str(record.get("notebook")))
+    return experiment.default_mode if experiment is not None else None
+
+
+def record_mode(record: Mapping[str, Any]) -> str | None:
+    """The mode a record ran in: its `params.mode`, else its experiment's default (default_mode)."""
+    return str((record.get("params") or {}).get("mode") or "") or default_mode(record)
 
 
 def _whole(value: Any, default: int = 1) -> int:
@@ -58,10 +71,11 @@ def _global_batch(params: Mapping[str, Any], metrics: Mapping[str, Any], replica
 def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
     """What work the run of `record` did (see the module's docstring): equal for two records exactly
     when they are runs of the same work on the same device model."""
+    default = default_mode(record)
     if record.get("status") != "ok":
         asked = asked_params(record)
         return {"notebook": record.get("notebook"), **{name: value for name, value in asked.items()
-                                                       if not (name == "mode" and value == "train")}}
+                                                       if not (name == "mode" and value == default)}}
     params = record.get("params") or {}
     device = record.get("device") or {}
     request = device.get("request") or {}
@@ -70,7 +84,7 @@ def run_work(record: Mapping[str, Any]) -> dict[str, Any]:
     used = sizes.get("used") if isinstance(sizes, dict) and isinstance(sizes.get("used"), dict) else {}
     work: dict[str, Any] = {"notebook": record.get("notebook")}
     for name, value in params.items():
-        if name == "mode" and value == "train":
+        if name == "mode" and value == default:
             continue
         if name not in NOT_WORK and name not in BATCH_PARAMS and name not in ("device", "backend"):
             work[name] = used.get(name, value)

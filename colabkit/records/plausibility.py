@@ -27,14 +27,14 @@ def positive(value: Any) -> bool:
     return math.isfinite(float(value)) and float(value) > 0
 
 
-def finite(value: Any) -> bool:
+def finite_or_absent(value: Any) -> bool:
     """True when `value` is absent, not a number, or a finite one (a NaN loss: training diverged)."""
     if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         return True
     return math.isfinite(float(value))
 
 
-def share(value: Any) -> bool:
+def share_or_absent(value: Any) -> bool:
     """True when `value` is absent, or a finite number from 0 to 1 (a share of a step)."""
     if value is None:
         return True
@@ -66,7 +66,7 @@ METRIC_CHECKS: dict[str, tuple[MetricCheck, str]] = {
         "achievable_low_tflops", "mfu_achievable_low", "mfu_achievable_high", "compiler_flops_ratio")},
     # what bounds a run (colabkit.training.breakdown): rates that happened, shares of one step.
     **{name: (positive, POSITIVE) for name in ("input_samples_per_s", "device_samples_per_s")},
-    **{name: (share, SHARE) for name in ("input_wait_share", "host_share", "device_share")},
+    **{name: (share_or_absent, SHARE) for name in ("input_wait_share", "host_share", "device_share")},
     # inference (colabkit.inference.scenarios): every scenario met both its minimums, queries and duration.
     "inference_valid": (lambda value: value in (None, True), "must be true: a scenario stopped at max_duration_s "
                         "short of its minimum queries or duration is no valid measurement"),
@@ -96,7 +96,7 @@ def measurement_problems(metrics: Mapping[str, Any], timings: Mapping[str, Any] 
     """
     failing: dict[str, list[str]] = {}
     for name, value in metrics.items():
-        check, requirement = METRIC_CHECKS.get(name, (finite, FINITE) if "loss" in name else (None, ""))
+        check, requirement = METRIC_CHECKS.get(name, (finite_or_absent, FINITE) if "loss" in name else (None, ""))
         if check is not None and not check(value):
             failing.setdefault(requirement, []).append(f"{name} = {_shown(value)}")
     problems = [f"{', '.join(names)} ({requirement})" for requirement, names in failing.items()]

@@ -29,9 +29,9 @@ REQUIRED_FIELDS = (
     "schema_version", "notebook", "status", "params", "metrics", "timings", "device",
     "software", "host", "data", "started_at", "finished_at", "git_commit",
 )
-SECTIONS = ("params", "metrics", "timings", "device", "software", "host", "data")  # JSON objects, always
+RECORD_SECTIONS = ("params", "metrics", "timings", "device", "software", "host", "data")  # JSON objects, always
 # What each top-level field holds: the required ones, then those only some records have.
-# docs/records.md is rendered from these (python -m colabkit.maintenance.schema_doc; a test keeps it current).
+# docs/records.md is rendered from these (python tools/schema_doc.py; a test keeps it current).
 FIELD_DOCS: dict[str, str] = {
     "schema_version": f"the record format's version ({SCHEMA_VERSION}); readers refuse versions they do not know",
     "notebook": "the notebook's name, e.g. `matmul_tflops`",
@@ -184,7 +184,7 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
         raise RecordError(f"{source}: status {record['status']!r} is not one of {', '.join(STATUSES)}")
     if not isinstance(record["notebook"], str) or not record["notebook"]:
         raise RecordError(f"{source}: notebook {record['notebook']!r} is not a notebook's name")
-    wrong = [f"{name} is {type(record[name]).__name__}" for name in SECTIONS if not isinstance(record[name], dict)]
+    wrong = [f"{name} is {type(record[name]).__name__}" for name in RECORD_SECTIONS if not isinstance(record[name], dict)]
     if wrong:  # every reader takes these for objects: a list or a number there is a damaged record
         raise RecordError(f"{source}: {', '.join(wrong)}, expected a JSON object")
     return record

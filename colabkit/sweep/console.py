@@ -66,7 +66,7 @@ def text_table(rows: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
-def summary_table(outcomes: list[Outcome]) -> str:
+def outcomes_table(outcomes: list[Outcome]) -> str:
     """A plain-text table of the outcomes and their counts, one line per combination (a message
     over several lines, as TensorFlow's are, shows its first meaningful line)."""
     rows = [("notebook", "device", "combination", "status", "seconds", "note")]
@@ -87,6 +87,26 @@ def summary_table(outcomes: list[Outcome]) -> str:
         lines.append(f"{len(aside)} set aside: record file(s) that cannot be read, kept as they are, in "
                      f"{', '.join(folders)} (fix or move them, or run again with --rerun to replace them)")
     return "\n".join(lines)
+
+
+def outcomes_report(outcomes: list[Outcome]) -> tuple[list[str], int]:
+    """The summary of a sweep's outcomes (the table, then each failure with the files to inspect, each record set
+    aside, the runs refused as too large) and its exit status: 1 where something needs a look, else 0."""
+    lines = [outcomes_table(outcomes)]
+    failed = [outcome for outcome in outcomes if outcome.status == "failed"]
+    for outcome in failed:
+        base = str(outcome.record_path)[: -len(".json")]
+        products = [path for path in (f"{base}.ipynb", f"{base}.log") if Path(path).exists()]
+        inspect = f"\n        inspect {' and '.join(products)}" if products else ""
+        lines.append(f"failed: {outcome.combination.label}: {outcome.message}{inspect}")
+    aside = [outcome for outcome in outcomes if outcome.set_aside]
+    lines += [f"set aside: {outcome.record_path}: {outcome.message}" for outcome in aside]
+    too_large = [outcome for outcome in outcomes if outcome.too_large]
+    if too_large:
+        lines.append(f"too large: {len(too_large)} combination(s) refused before they ran, their model too large for "
+                     "their device's memory (skipped records say the estimate); trim the grid or use a device with "
+                     "more memory")
+    return lines, 1 if failed or too_large or aside else 0
 
 
 def dry_run_table(decisions: list[Decision], out: str | Path, notes: list[str] | tuple[str, ...] = ()) -> str:

@@ -183,7 +183,7 @@ def cpu_only(combinations: Sequence[Combination], available: Mapping[str, int] |
 
 
 @contextmanager
-def host_facts(combinations: Sequence[Combination]) -> Iterator[str | None]:
+def host_facts_file(combinations: Sequence[Combination]) -> Iterator[str | None]:
     """Where a sweep's runs keep the facts they measure once per host (the CPU's bandwidth, the achievable
     peak of each device kind: the first run that needs one writes it, colabkit.device.bandwidth.cpu_bandwidth,
     colabkit.device.achievable), removed when the runs end; None when there are no runs."""

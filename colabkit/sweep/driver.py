@@ -1,17 +1,17 @@
 """Run a plan's notebooks, through papermill, into OUT/ -- and resume.
 
 A sweep (1) is planned once: every grid file, `-p` override and the combinations they make validated, and
-how each runs decided (colabkit.sweep.plan: a SweepPlan, which goes to every runner as it is); its options
-are checked together when they are made (colabkit.sweep.options), so nothing runs on a bad plan or options.
-Then `run_sweep` (2) checks the output folder, then takes its lock (colabkit.sweep.folder); (3) asks the
-runner (by name from RUNNERS, or one given: a Colab session's) which devices there are: this machine's,
-from a child process so the sweep itself never claims a GPU or TPU, or a Dask cluster's workers'; (4)
-decides per run (colabkit.sweep.decide): run it, keep the result an earlier sweep finished, or skip it
-because it cannot run here; (5) runs the rest on the runner (one after another, `jobs` side by side, or
-on a Dask cluster), each in a fresh kernel or a warm one as its settings say, the host's CPU bandwidth
-measured once for them all; with a Repetition (6) further rounds until each headline's interval is narrow
-enough; (7) returns one Outcome per run for the summary table. `prepare` (the dry run) takes steps 2-4 the
-same way, and writes nothing.
+how each runs decided (colabkit.sweep.plan: a SweepPlan, which carries its RunOptions and goes to every runner
+as it is); its options are checked together when they are made (colabkit.sweep.options), so nothing runs on a
+bad plan or options. Then `run_sweep` (2) checks the output folder, then takes its lock
+(colabkit.sweep.folder); (3) asks the runner its options name (RUNNERS) which devices there are: this
+machine's, from a child process so the sweep itself never claims a GPU or TPU, a Dask cluster's workers', or
+a Colab runtime's; (4) decides per run (colabkit.sweep.decide): run it, keep the result an earlier sweep
+finished, or skip it because it cannot run here; (5) runs the rest on the runner (one after another, `jobs`
+side by side, on a Dask cluster, or in Colab sessions), each in a fresh kernel or a warm one as its settings
+say, the host's CPU bandwidth measured once for them all; with a Repetition (6) further rounds until each
+headline's interval is narrow enough; (7) returns one Outcome per run for the summary table. `prepare` takes
+steps 2-4 the same way and writes nothing; `dry_run` shows it, with the estimate.
 
 Rounds (`sweep --target-ci 3%`): more runs, in interleaved rounds, until each combination's headline is
 known to within the target (colabkit.statistics.median_ci over its ok runs in OUT): one more run per round
@@ -34,13 +34,16 @@ from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.statistics import Interval, median_ci
 from colabkit.sweep.console import Progress
+from colabkit.sweep.console import dry_run_table
 from colabkit.sweep.decide import Decision, SweepAction, decide, fingerprint
-from colabkit.sweep.devices import cpu_only, host_facts
+from colabkit.sweep.devices import cpu_only, host_facts_file
+from colabkit.sweep.estimate import PlanEstimate, Speeds, estimate_plan
 from colabkit.sweep.expand import Combination
 from colabkit.sweep.folder import check_output_folder, sweep_lock
 from colabkit.sweep.options import Repetition, RunnerName, RunOptions
 from colabkit.sweep.plan import SweepPlan
 from colabkit.sweep.runners.base import Executor
+from colabkit.sweep.runners.colab.executor import ColabExecutor
 from colabkit.sweep.runners.dask import DaskExecutor
 from colabkit.sweep.runners.execute import Outcome, RunFiles, is_filesystem_fault, write_skipped_record
 from colabkit.sweep.runners.local import PoolExecutor, SerialExecutor
@@ -129,43 +132,49 @@ def describe_missed(states: list[TargetState], target: float) -> list[str]:
     return lines
 
 
-__all__ = ["RUNNERS", "prepare", "run_sweep"]
+__all__ = ["RUNNERS", "dry_run", "prepare", "run_sweep"]
 
 Runner = Callable[[Path, RunOptions, Mapping[str, int] | None], Executor]
-# The runners a plan runs on here, by the name RunOptions.runner gives (papermill's engines are the model). A
-# Colab session's runner is made per accelerator by colabkit.sweep.runners.colab.command and given to run_sweep.
+# The runners a plan runs on, by the name RunOptions.runner gives (papermill's engines are the model): each is given
+# the output folder, the options and this machine's devices, and takes the plan's runs as they are.
 RUNNERS: dict[RunnerName, Runner] = {
     "serial": SerialExecutor,  # one run after another, in this process: what published numbers use
     "pool": PoolExecutor,  # `jobs` runs side by side, each in a worker process of its own
     "dask": lambda out, options, available: DaskExecutor(out, options),  # a Dask cluster's devices, not ours
+    # one accelerator's share of the plan in Colab sessions (colabkit.sweep.runners.colab.command makes the shares)
+    "colab": lambda out, options, available: ColabExecutor(out, options),
 }
 
 
 @contextmanager
-def _executor(plan: SweepPlan, options: RunOptions, available: Mapping[str, int] | None,
-              given: Executor | None = None) -> Iterator[Executor]:
-    """The plan's output folder checked, and the runner it runs on: the one `given` (a Colab session's:
-    colabkit.sweep.runners.colab.executor), else RUNNERS' entry for `options.runner` (this machine's devices
-    `available`, else detected when some run asks for more than a CPU)."""
+def _executor(plan: SweepPlan, available: Mapping[str, int] | None) -> Iterator[Executor]:
+    """The plan's output folder checked, and the runner its options name (RUNNERS), with this machine's devices
+    `available` (else detected when some run asks for more than a CPU)."""
     check_output_folder(plan.out)
-    executor = given or RUNNERS[options.runner](plan.out, options, cpu_only(plan, available))
-    with executor:
+    with RUNNERS[plan.options.runner](plan.out, plan.options, cpu_only(plan, available)) as executor:
         yield executor
 
 
-def prepare(plan: SweepPlan, options: RunOptions = RunOptions(),
-            available: Mapping[str, int] | None = None, executor: Executor | None = None) -> list[Decision]:
+def prepare(plan: SweepPlan, available: Mapping[str, int] | None = None) -> list[Decision]:
     """What `--dry-run` shows: the output folder checked, the devices found (as `run_sweep` finds
     them) and every run of the plan decided. Runs and writes nothing."""
-    with _executor(plan, options, available, executor) as executor:
-        return decide(plan, executor.out, executor.inventory(), options.force, options.rerun_unreadable)
+    with _executor(plan, available) as executor:
+        return decide(plan, executor.out, executor.inventory(), plan.options.force, plan.options.rerun_unreadable)
 
 
-def run_sweep(plan: SweepPlan, options: RunOptions = RunOptions(), repetition: Repetition | None = None, *,
-              available: Mapping[str, int] | None = None, echo: Callable[[str], None] = print, progress: bool = False,
-              executor: Executor | None = None) -> list[Outcome]:
-    """Run every run of `plan` that is not finished yet, as `options` say, and (`repetition`) further rounds
-    until each headline's interval is narrow enough; one Outcome per run.
+def dry_run(plan: SweepPlan, speeds: Speeds | None = None,
+            describe: Callable[[PlanEstimate], list[str]] = PlanEstimate.lines) -> str:
+    """The dry run's table (`prepare`): what would run, be kept, skipped or set aside, and the estimate of what would
+    run (at `speeds` where given), which `describe` puts in words."""
+    decisions = prepare(plan)
+    to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
+    return dry_run_table(decisions, plan.out, describe(estimate_plan(to_run, speeds)))
+
+
+def run_sweep(plan: SweepPlan, *, available: Mapping[str, int] | None = None, echo: Callable[[str], None] = print,
+              progress: bool = False) -> list[Outcome]:
+    """Run every run of `plan` that is not finished yet, as its options say, and (their `repetition`) further
+    rounds until each headline's interval is narrow enough; one Outcome per run.
 
     Nothing runs if `out` cannot be written or is locked by another sweep (OutputFolderError,
     SweepLockedError), decided before devices are detected or a cluster contacted. Runs whose record
@@ -175,8 +184,8 @@ def run_sweep(plan: SweepPlan, options: RunOptions = RunOptions(), repetition: R
     this machine's devices ({"cpu": 1}) instead of detecting them; `echo` prints the sweep's lines,
     `progress` adds a progress bar. Raises SweepInterrupted (with the outcomes so far) on Ctrl-C or SIGTERM.
     """
-    options = dataclasses.replace(options, cwd=options.cwd or str(Path.cwd()), repetition=repetition)
-    with _executor(plan, options, available, executor) as executor:
+    options = dataclasses.replace(plan.options, cwd=plan.options.cwd or str(Path.cwd()))
+    with _executor(plan, available) as executor:
         out = executor.out  # a cluster's workers need it absolute
         with sweep_lock(out):
             decisions = decide(plan, out, executor.inventory(), options.force, options.rerun_unreadable)
@@ -186,11 +195,11 @@ def run_sweep(plan: SweepPlan, options: RunOptions = RunOptions(), repetition: R
             echo(_first_line(len(decisions), len(to_run), outcomes, executor.where))
             for note in executor.notes(to_run):
                 echo(note)
-            with host_facts([decision.combination for decision in to_run]) as facts:
+            with host_facts_file([decision.combination for decision in to_run]) as facts:
                 executor.options = dataclasses.replace(options, host_facts=facts)
                 _run(executor, to_run, echo, progress, outcomes)
-                if repetition is not None:
-                    decisions += _until_target(executor, decisions, repetition, echo, progress, outcomes)
+                if options.repetition is not None:
+                    decisions += _until_target(executor, decisions, options.repetition, echo, progress, outcomes)
     # Outcomes come back in the order runs finish, with copies of their combinations: order them as decided.
     order = {decision.combination.output_base(out): index for index, decision in enumerate(decisions)}
     return sorted(outcomes, key=lambda outcome: order[outcome.combination.output_base(out)])

@@ -2,24 +2,24 @@
 
 Each combination costs a fixed cost (FIXED_COST_S, measured by benchmarks/sweep_overhead.py: kernel
 start, imports, set-up, products; an accelerator adds its start-up per fresh kernel) plus its work:
-the declaration's FLOPs (Experiment.work_flops) at a best-case rate (a NumPy matmul calibration on a
-CPU, the peaks table on a GPU or TPU), so the work is a lower bound; combinations without FLOPs count
-their fixed cost only, and the estimate says how many.
+the declaration's FLOPs (Experiment.work_flops) at a best-case speed in FLOP/s (a Speed: NumPy's float32 matmul
+timed on a CPU by colabkit.timing.baseline, the peaks table on a GPU or TPU), so the work is a lower bound;
+combinations without FLOPs count their fixed cost only, and the estimate says how many.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from colabkit.device.peaks import gpu_peak, tpu_peak
 from colabkit.device.spec import DeviceKind
+from colabkit.errors import MeasurementError
 from colabkit.experiments import find
 from colabkit.sweep.expand import Combination
+from colabkit.timing.baseline import numpy_matmul_baseline
 from colabkit.timing.clock import format_duration
 
 # Seconds per ParaDnn smoke combination outside its steady epochs (the first epoch's tracing included),
@@ -27,25 +27,29 @@ from colabkit.timing.clock import format_duration
 # docs/sweep.md). The host's bandwidth probe (1-5 s once per sweep, CPU runs of ParaDnn) is not in it.
 FIXED_COST_S = {"fresh": 8.2, "reuse": 2.4}
 NEW_KERNEL_S = 4.2  # reuse: a new kernel's start, first imports and first clean-up, once per kernel
-PRECISIONS = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+POLICY_PRECISION = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+
+
+Speed = tuple[float, str]  # FLOP/s, and what the figure rests on
+Speeds = Mapping[str, Speed | None]  # per device kind; None: not known here
+CALIBRATION_N = 1024
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_rate_flops(n: int = 1024, repeats: int = 5) -> float:
-    """This CPU's float32 matrix-product rate (FLOP/s), from NumPy: the best of `repeats` n x n products
-    (a fraction of a second)."""
-    import numpy as np
+def cpu_speed() -> Speed | None:
+    """This CPU's float32 matrix-product speed: NumPy's 1024 x 1024 product timed in a clean child process
+    (colabkit.timing.baseline, the matmul notebook's own baseline, for a fraction of a second); None where that
+    child failed."""
+    try:
+        measured = numpy_matmul_baseline(CALIBRATION_N, "float32", min_time_s=0.1)
+    except MeasurementError:
+        return None
+    flops = measured["tflops"] * 1e12
+    return flops, (f"{flops / 1e9:.0f} GFLOPS, a NumPy float32 {CALIBRATION_N} x {CALIBRATION_N} matrix product "
+                   "timed here just now")
 
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    best = math.inf
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        np.matmul(a, a)
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * n**3 / best
 
-
-def accelerator_rate(kind: str, precision: str, name: str | None = None) -> tuple[float, str] | None:
+def accelerator_speed(kind: str, precision: str, name: str | None = None) -> Speed | None:
     """(FLOP/s, source) of one GPU (named `name`, else the first nvidia-smi lists) or TPU core (this
     runtime's TPU_ACCELERATOR_TYPE, else `name`) from the peaks table; None where it is not known."""
     if kind == DeviceKind.TPU:
@@ -71,9 +75,9 @@ class PlanEstimate:
     fixed_s: float = 0.0
     work_s: float = 0.0
     without_work: int = 0  # runs whose declaration gives no FLOPs
-    unknown_rate: int = 0  # runs whose device's rate is not known here
+    unknown_speed: int = 0  # runs whose device's speed is not known here
     kernels: int = 0  # reuse: new kernels started
-    rates: dict[str, str] = field(default_factory=dict)  # device kind -> what its rate is
+    speeds: dict[str, str] = field(default_factory=dict)  # device kind -> what its speed rests on
     # each run's own part of `seconds`, in order (a warm kernel's start counted with its first run): what
     # `sweep --colab` cuts its sessions by
     run_seconds: list[float] = field(default_factory=list)
@@ -90,13 +94,13 @@ class PlanEstimate:
                 f"  fixed cost: {FIXED_COST_S['fresh']:g} s per run in a fresh kernel, {FIXED_COST_S['reuse']:g} s in "
                 f"a warm one plus {NEW_KERNEL_S:g} s per new kernel ({self.kernels} here): ParaDnn smoke models on a "
                 "2-core CPU (benchmarks/sweep_overhead.py); an accelerator's start-up is not in it",
-                "  work: the FLOPs the experiments' declarations count, at the rates below (best cases: a lower "
+                "  work: the FLOPs the experiments' declarations count, at the speeds below (best cases: a lower "
                 "bound)"]
-        text += [f"  rate on {kind}: {source}" for kind, source in sorted(self.rates.items())]
+        text += [f"  speed on {kind}: {source}" for kind, source in sorted(self.speeds.items())]
         if self.without_work:
             text.append(f"  {self.without_work} run(s) have no FLOP count in their declaration: fixed cost only")
-        if self.unknown_rate:
-            text.append(f"  {self.unknown_rate} run(s) on a device whose rate is not known here: fixed cost only")
+        if self.unknown_speed:
+            text.append(f"  {self.unknown_speed} run(s) on a device whose speed is not known here: fixed cost only")
         return text
 
 
@@ -109,12 +113,11 @@ def _kind(combination: Combination) -> str:
     return "tpu" if tpu_runtime_hint() else "gpu" if nvidia_smi() else "cpu"
 
 
-def estimate_plan(combinations: Iterable[Combination],
-                  rates: Mapping[str, tuple[float, str] | None] | None = None) -> PlanEstimate:
-    """The estimate of running `combinations`, each in the kernels its settings say; `rates` gives the
-    FLOP/s and source per device kind (else calibrated or looked up here)."""
+def estimate_plan(combinations: Iterable[Combination], speeds: Speeds | None = None) -> PlanEstimate:
+    """The estimate of running `combinations`, each in the kernels its settings say; `speeds` gives the
+    FLOP/s and source per device kind (else timed or looked up here)."""
     estimate = PlanEstimate()
-    found: dict[tuple[str, str], tuple[float, str] | None] = {}
+    found: dict[tuple[str, str], Speed | None] = {}
     keys = set()
     for combination in combinations:
         estimate.runs += 1
@@ -130,15 +133,15 @@ def estimate_plan(combinations: Iterable[Combination],
             estimate.without_work += 1
             continue
         kind = _kind(combination)
-        precision = PRECISIONS.get(str(combination.params.get("mixed_precision")), "float32")
+        precision = POLICY_PRECISION.get(str(combination.params.get("mixed_precision")), "float32")
         if (kind, precision) not in found:
-            found[(kind, precision)] = _rate(kind, precision, rates)
-        rate = found[(kind, precision)]
-        if rate is None:
-            estimate.unknown_rate += 1
+            found[(kind, precision)] = _speed(kind, precision, speeds)
+        speed = found[(kind, precision)]
+        if speed is None:
+            estimate.unknown_speed += 1
             continue
-        estimate.rates[kind] = rate[1]
-        work_s = experiment.work_flops({**experiment.defaults, **combination.params}) / rate[0]
+        estimate.speeds[kind] = speed[1]
+        work_s = experiment.work_flops({**experiment.defaults, **combination.params}) / speed[0]
         estimate.work_s += work_s
         estimate.run_seconds[-1] += work_s
     estimate.kernels = len(keys)
@@ -146,15 +149,12 @@ def estimate_plan(combinations: Iterable[Combination],
     return estimate
 
 
-def _rate(kind: str, precision: str, rates: Mapping[str, tuple[float, str] | None] | None) -> tuple[float, str] | None:
-    if rates is not None and kind in rates:
-        return rates[kind]
+def _speed(kind: str, precision: str, speeds: Speeds | None) -> Speed | None:
+    if speeds is not None and kind in speeds:
+        return speeds[kind]
     if kind == DeviceKind.CPU:
-        if precision != "float32":
-            return None
-        rate = cpu_rate_flops()
-        return rate, f"{rate / 1e9:.0f} GFLOPS, a NumPy float32 1024 x 1024 matrix product calibrated here just now"
-    return accelerator_rate(kind, precision)
+        return cpu_speed() if precision == "float32" else None
+    return accelerator_speed(kind, precision)
 
 
 def describe_seconds(seconds: float) -> str:

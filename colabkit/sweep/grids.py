@@ -40,7 +40,7 @@ from colabkit.device.spec import DeviceRequest, parse_device
 from colabkit.errors import GridError, UnknownDeviceError
 from colabkit.experiments import Experiment, Parameter, find
 from colabkit.suite import suite_root
-from colabkit.sweep.options import MODES, BottleneckMode, HtmlMode, KernelMode
+from colabkit.sweep.options import SETTING_CHOICES, BottleneckMode, HtmlMode, KernelMode
 
 # Literals a parameter's comment may name as alternatives: quoted strings and True/False/None.
 # (Bare numbers in a comment are usually examples of the default's own type, and an apostrophe
@@ -227,8 +227,8 @@ class Layer:
         return found
 
 
-PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", *MODES)
-TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", *MODES)
+PRESET_KEYS = ("description", "grid", "zip", "fixed", "repeats", *SETTING_CHOICES)
+TOP_LEVEL_KEYS = ("notebook", "description", "grid", "zip", "fixed", "repeats", "presets", *SETTING_CHOICES)
 SET_BY_THE_SWEEP = ("results_path",)
 
 
@@ -327,8 +327,8 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
 
 
 def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
-    settings = {key: raw.get(key) for key in ("repeats", *MODES)}  # how its combinations run: RunSettings
-    for key, choices in MODES.items():
+    settings = {key: raw.get(key) for key in ("repeats", *SETTING_CHOICES)}  # how its combinations run: RunSettings
+    for key, choices in SETTING_CHOICES.items():
         if settings[key] is not None and settings[key] not in choices:
             problems.append(f"{where}{key}: {settings[key]!r}: expected one of {', '.join(choices)}")
             settings[key] = None

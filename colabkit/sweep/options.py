@@ -1,12 +1,12 @@
-"""What a sweep was asked, in three parts typed once by the command line and checked once (for the dry run
-and the real run alike):
+"""What a sweep was asked, in two parts typed once by the command line and checked once (for the dry run and the
+real run alike):
 
 - `PlanRequest`, what runs: the grid files, preset, device, `-p` overrides and the settings a combination
   carries (repeats, kernels, HTML), which colabkit.sweep.plan turns into a SweepPlan, once;
-- `RunOptions`, how the plan's runs run: which runner (by name: RUNNERS, colabkit.sweep.runners), its
-  settings (jobs, a Dask cluster, Colab accelerators and their sessions' limits), each run's timeout and
-  kernel, and whether finished runs are kept;
-- `Repetition`, when to stop repeating: further rounds until each headline's interval is narrow enough.
+- `RunOptions`, how the plan's runs run, which the plan carries (`SweepPlan.options`, in its JSON too): which
+  runner (by name: RUNNERS, colabkit.sweep.driver) and its settings (jobs, a Dask cluster, Colab accelerators and
+  their sessions' limits), each run's timeout and kernel, whether finished runs are kept, and when to stop
+  repeating (`Repetition`: further rounds until each headline's interval is narrow enough).
 
 Each option's own type and range is the command line's to check (colabkit.cli_arguments); what is checked
 here is how options go together. The vocabularies of the settings each combination carries (its HTML
@@ -15,6 +15,7 @@ export, its kernel, its bottleneck passes) are here too (colabkit.sweep.plan).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -29,7 +30,7 @@ KernelMode = Literal["fresh", "reuse"]
 # combination only: its later repeats run with `breakdown=False` (their training is measured the same).
 BottleneckMode = Literal["all", "first"]
 # The grid-file keys of those settings and the values each takes.
-MODES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
+SETTING_CHOICES: dict[str, tuple[str, ...]] = {"kernels": get_args(KernelMode), "html": get_args(HtmlMode),
                                      "bottlenecks": get_args(BottleneckMode)}
 # The runners a plan can run on (colabkit.sweep.runners.RUNNERS): one run after another here, `jobs` side by
 # side here, a Dask cluster's workers, Colab sessions per accelerator.
@@ -55,7 +56,8 @@ class PlanRequest:
 @dataclass(frozen=True)
 class RunOptions:
     """How a plan's runs run; raises ColabkitError (one line) on creation when two options do not go
-    together, so a dry run refuses exactly what the real run refuses."""
+    together, so a dry run refuses exactly what the real run refuses. Its JSON form (`as_json`, `from_json`)
+    holds every field but those the sweep sets as it runs (RUN_STATE)."""
 
     jobs: int = 1  # runs side by side, each in its own worker process (written into each record)
     cluster: str | None = None  # a Dask scheduler's address, or local:N (colabkit.sweep.runners.dask)
@@ -70,10 +72,10 @@ class RunOptions:
     wait_quiet_s: float | None = None  # before each run, wait up to this long for a quiet host
     force: bool = False  # rerun runs that finished earlier
     rerun_unreadable: bool = False  # rerun (and replace) record files that cannot be read
-    # Set by the sweep, not by its user:
+    # Set by the sweep as it runs (RUN_STATE), not by its user:
     cwd: str | None = None  # the kernels' working directory; None: the sweep's
     host_facts: str | None = None  # the file of facts measured once for the host (COLABKIT_HOST_FACTS)
-    repetition: Repetition | None = None  # the sweep's Repetition, which every record names
+    repetition: Repetition | None = None  # further rounds to a target interval; every record names it
     worker_grace_s: float = 60  # multi-worker runs: after a worker dies, how long the others may take to fail
     start_attempts: int = 3  # tries to start a kernel (ports can race between parallel jobs)
     start_timeout_s: float = 60
@@ -102,6 +104,21 @@ class RunOptions:
         """What every record of the sweep says about how it ran (its `sweep` section, before the run)."""
         return {"jobs": self.jobs, "cuda_visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES"),
                 **(self.repetition.section() if self.repetition else {})}
+
+    def as_json(self) -> dict[str, Any]:
+        """The options as a plan file holds them: every field but RUN_STATE."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if key not in RUN_STATE}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunOptions:
+        """The options `as_json` wrote (TypeError for a field it does not know; ColabkitError for options that do
+        not go together)."""
+        repetition = data.get("repetition")
+        return cls(**{**data, "colab": tuple(data.get("colab") or ()),
+                      "repetition": Repetition(**repetition) if repetition is not None else None})
+
+
+RUN_STATE = ("cwd", "host_facts")  # the fields the sweep sets as it runs: never in a plan file
 
 
 @dataclass(frozen=True)

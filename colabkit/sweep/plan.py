@@ -1,36 +1,38 @@
-"""What a sweep will do: every run of its grid files' combinations with how it runs (`plan`: a
-SweepPlan), and per run whether to run it, rerun it, keep it (ok record, matching fingerprint), skip
-it (RUNNABLE_CHECKS), set its unreadable record aside, or show it running elsewhere (`decide`).
+"""What a sweep will do: every run of its grid files' combinations and how they run (`plan`: a SweepPlan, its
+runs and its RunOptions), and per run whether to run it, rerun it, keep it (ok record, matching fingerprint),
+skip it (RUNNABLE_CHECKS), set its unreadable record aside, or show it running elsewhere (`decide`).
 Nothing here runs or writes anything.
 
 A plan is made once, where the sweep starts, and handed on as it is: to every runner in this process, and
-as JSON (`SweepPlan.to_json`, `read_plan`) where it crosses to another process or machine (a Colab session,
-a stage of the device run): `python -m colabkit sweep --plan FILE` runs the runs it holds, planned nowhere else.
+as JSON (`SweepPlan.to_json`, `read_plan`), its options with it, where it crosses to another process or
+machine (a Colab session, a stage of the device run): `python -m colabkit sweep --plan FILE` runs the runs it
+holds as its options say, planned nowhere else.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import GridError
+from colabkit.colab.runtime import CLI_ACCELERATORS
+from colabkit.errors import ColabkitError, GridError
 from colabkit.suite import suite_root
 from colabkit.sweep.expand import Combination, expand_all
-from colabkit.sweep.grids import GridSpec, RunSettings, device_request, grid_spec, parse_overrides, read_grids
-from colabkit.sweep.options import HtmlMode, KernelMode, PlanRequest
+from colabkit.sweep.grids import GridSpec, RunSettings, device_request, parse_overrides, read_grids
+from colabkit.sweep.options import HtmlMode, KernelMode, PlanRequest, RunOptions
 
-PLAN_FORMAT = 1  # the JSON form's version: a reader refuses another
+PLAN_FORMAT = 2  # the JSON form's version (2: with its options): a reader refuses another
 
 
 class SweepPlan(Sequence[Combination]):
     """Every run a sweep asks for, in the order it runs them (each a Combination with its repeat and
-    its RunSettings), and the output folder they write into."""
+    its RunSettings), the output folder they write into, and how they run (RunOptions)."""
 
-    def __init__(self, runs: list[Combination], out: Path) -> None:
-        self.runs, self.out = runs, out
+    def __init__(self, runs: list[Combination], out: Path, options: RunOptions = RunOptions()) -> None:
+        self.runs, self.out, self.options = runs, out, options
 
     def __getitem__(self, index: Any) -> Any:  # an int gives a Combination, a slice a list of them
         return self.runs[index]
@@ -39,8 +41,8 @@ class SweepPlan(Sequence[Combination]):
         return len(self.runs)
 
     def to_json(self) -> str:
-        """The plan as JSON, every run as planned (a suite notebook named by its path in the suite, so that
-        an installed colabkit elsewhere finds its own copy)."""
+        """The plan as JSON: its options, and every run as planned (a suite notebook named by its path in the
+        suite, so that an installed colabkit elsewhere finds its own copy)."""
         def notebook(path: Path) -> str:
             try:
                 return path.resolve().relative_to(suite_root().resolve()).as_posix()
@@ -49,7 +51,8 @@ class SweepPlan(Sequence[Combination]):
 
         runs = [{"notebook": notebook(run.notebook), "params": run.params, "slug": run.slug, "unused": run.unused,
                  "settings": dataclasses.asdict(run.settings), "repeat": run.repeat} for run in self.runs]
-        return json.dumps({"colabkit_plan": PLAN_FORMAT, "out": str(self.out), "runs": runs}, indent=1) + "\n"
+        return json.dumps({"colabkit_plan": PLAN_FORMAT, "out": str(self.out), "options": self.options.as_json(),
+                           "runs": runs}, indent=1) + "\n"
 
 
 def read_plan(path: str | Path, out: str | Path | None = None) -> SweepPlan:
@@ -62,20 +65,23 @@ def read_plan(path: str | Path, out: str | Path | None = None) -> SweepPlan:
         runs = [Combination(suite_root() / run["notebook"], dict(run["params"]), str(run["slug"]),
                             device_request(run["params"]["device"]), dict(run.get("unused") or {}),
                             RunSettings(**run["settings"]), int(run["repeat"])) for run in data["runs"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        options = RunOptions.from_json(data["options"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ColabkitError) as error:
         raise GridError(f"--plan {path}: cannot be read as a sweep's plan ({error})") from None
-    return SweepPlan(runs, Path(out if out is not None else data["out"]))
+    return SweepPlan(runs, Path(out if out is not None else data["out"]), options)
 
 
 def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None, device: str | None = None,
          overrides: dict[str, Any] | None = None, out: str | Path = "outputs", repeats: int | None = None, *,
-         kernels: KernelMode | None = None, html: HtmlMode | None = None) -> SweepPlan:
-    """All runs of the grid files' combinations under `preset` and `overrides`, narrowed to `device`.
+         kernels: KernelMode | None = None, html: HtmlMode | None = None,
+         options: RunOptions = RunOptions()) -> SweepPlan:
+    """All runs of the grid files' combinations under `preset` and `overrides`, narrowed to `device`, to run as
+    `options` say.
 
     `device` may list several, comma-separated ('cpu,gpu'); 'cpu' also takes 'cpu:2'. How each
     combination runs is decided here, once: `repeats`, `kernels` and `html` when given (the command
     line's), else what its preset says, else its grid file, else the defaults (RunSettings). The runs
-    come in interleaved rounds (`interleave`). Every grid file is validated, and every problem of
+    come in interleaved rounds (`in_rounds`). Every grid file is validated, and every problem of
     every file reported in one GridError, before any combination is returned, so a bad file runs nothing.
     """
     specs, wanted = read_grids(grid_paths, device, overrides or {})
@@ -83,27 +89,23 @@ def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None,
                               html=html)
     if wanted and not combinations:
         raise GridError(f"no combination runs on device {device!r}: the grid files list other devices")
-    return SweepPlan(interleave(combinations), Path(out))
+    return SweepPlan(in_rounds(combinations), Path(out), options)
 
 
-def plan_notebook(notebook: str, params: Mapping[str, Any], out: Path, html: HtmlMode = "none") -> SweepPlan:
-    """One run of the suite's `notebook` with `params` (`device` among them), in a fresh kernel, its values and
-    rules checked against its declaration as a grid file's are (a grid made in memory: no file is written)."""
-    grid = {"notebook": f"notebooks/{notebook}.ipynb", "grid": {"device": [params["device"]]},
-            "fixed": {key: value for key, value in params.items() if key != "device"}}
-    return plan([grid_spec(grid, suite_root() / "parameters" / f"{notebook}.yaml")], out=out, repeats=1,
-                kernels="fresh", html=html)
-
-
-def plan_requested(request: PlanRequest, out: Path | None = None, device: str | None = None) -> SweepPlan:
-    """The plan `request` asks for (`device`, where given, instead of its own), writing into `out` (default
-    outputs/<preset>)."""
-    return plan(request.grids, request.preset, device or request.device, parse_overrides(request.overrides),
+def plan_requested(request: PlanRequest, options: RunOptions = RunOptions(), out: Path | None = None) -> SweepPlan:
+    """The plan `request` asks for, to run as `options` say, writing into `out` (default outputs/<preset>). On Colab
+    (`options.colab`) its runs are those of the accelerators' device kinds: each takes its share (its kind's runs)."""
+    device = request.device
+    if options.colab:
+        if device:
+            raise ColabkitError("--colab runs each accelerator's combinations on its own runtime: drop --device")
+        device = ",".join(sorted({CLI_ACCELERATORS[name][0] for name in options.colab}))
+    return plan(request.grids, request.preset, device, parse_overrides(request.overrides),
                 out or Path("outputs") / (request.preset or "default"), request.repeats, kernels=request.kernels,
-                html=request.html)
+                html=request.html, options=options)
 
 
-def interleave(combinations: list[Combination]) -> list[Combination]:
+def in_rounds(combinations: list[Combination]) -> list[Combination]:
     """Each combination as its `settings.repeats` runs (repeat 1, 2, ...), in rounds: per device (in the
     order the devices come), round 1 of every combination, then round 2, and so on, so that a drift of
     the host falls on every combination alike rather than on the last ones."""
@@ -116,5 +118,3 @@ def interleave(combinations: list[Combination]) -> list[Combination]:
             ordered += [combination.with_repeat(repeat) for combination in group
                         if repeat <= combination.settings.repeats]
     return ordered
-
-

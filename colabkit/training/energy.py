@@ -13,7 +13,7 @@ import keras
 
 from colabkit.device.energy import energy_metrics, open_energy_source
 from colabkit.device.energy_source import MIN_WINDOW_S, EnergySource, Mark
-from colabkit.device.nvml_energy import visible_gpu_indices
+from colabkit.device.nvml import visible_gpu_indices
 from colabkit.training.timer import batch_samples, steps_in_execution
 
 

@@ -48,7 +48,7 @@ def bound_by(shares: Mapping[str, float], roofline_bound: str | None = None) -> 
     return roofline_bound if roofline_bound in ("compute", "memory") else "device"
 
 
-def percent(share: float) -> str:
+def as_percent(share: float) -> str:
     """A share as a reader reads it: '38 %', '< 1 %'."""
     return "< 1 %" if 0 < share < 0.005 else f"{share:.0%}".replace("%", " %")
 
@@ -59,8 +59,8 @@ def describe_shares(where: str, shares: Mapping[str, Any], bound: str | None) ->
     if any(not isinstance(shares.get(name), (int, float)) or shares.get(name) != shares.get(name)
            for name in SHARES):
         return f"{where}: no breakdown was measured."
-    text = (f"{where}, {percent(shares['input_wait_share'])} of each step waits for input, "
-            f"{percent(shares['host_share'])} is host overhead and {percent(shares['device_share'])} device time")
+    text = (f"{where}, {as_percent(shares['input_wait_share'])} of each step waits for input, "
+            f"{as_percent(shares['host_share'])} is host overhead and {as_percent(shares['device_share'])} device time")
     return text + (f": bound by {bound}." if bound else ".")
 
 
@@ -141,10 +141,10 @@ def explain_idle(profile: Mapping[str, Any], shares: Mapping[str, float] | None)
     steps = f"the {profile.get('steps')} profiled steps"
     parts = ""
     if shares:
-        parts = (f" By the breakdown's passes, {percent(shares['input_wait_share'])} of a step waits for input and "
-                 f"{percent(shares['host_share'])} is host overhead")
+        parts = (f" By the breakdown's passes, {as_percent(shares['input_wait_share'])} of a step waits for input and "
+                 f"{as_percent(shares['host_share'])} is host overhead")
     if profile.get("basis") == "device":
-        return (f"The device ran no kernel for {percent(categories['idle'])} of {steps}: it waited on the host or on "
+        return (f"The device ran no kernel for {as_percent(categories['idle'])} of {steps}: it waited on the host or on "
                 f"input.{parts + '.' if parts else ''}")
     wall, busy, idle = profile.get("wall_s"), profile.get("busy_s", 0.0), profile.get("idle_s", 0.0)
     if not wall:

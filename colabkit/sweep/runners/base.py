@@ -2,8 +2,8 @@
 its disposal (`inventory`) and runs decisions (`run`), yielding one Outcome per decision as each finishes, so
 a sweep stopped with Ctrl-C keeps what finished. The runners: this machine's (colabkit.sweep.runners.local:
 one after another, or `--jobs N` side by side), a Dask cluster's (colabkit.sweep.runners.dask), and Colab
-sessions' (colabkit.sweep.runners.colab.executor); colabkit.sweep.driver.RUNNERS chooses among the first
-three by name.
+sessions' (colabkit.sweep.runners.colab.executor); colabkit.sweep.driver.RUNNERS chooses among them by the name
+the plan's options give, each made with the same call.
 """
 
 from __future__ import annotations

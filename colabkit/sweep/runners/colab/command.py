@@ -1,13 +1,14 @@
-"""`python -m colabkit sweep GRID... --colab T4,v5e1`: the options checked, the dry run (each
-accelerator's runs, their estimate and the sessions it takes), every accelerator's sessions side by
-side (one thread each: colabkit.sweep.runners.colab.executor), and the summary, which names an accelerator granted
+"""`python -m colabkit sweep GRID... --colab T4,v5e1`: the plan, made once, cut into each accelerator's share (its
+device kind's runs, into OUT/colab-A/, the options naming it alone), each share run by the `colab` runner
+(colabkit.sweep.driver.RUNNERS: colabkit.sweep.runners.colab.executor) side by side, one thread each; the dry run
+(each share's runs, their estimate and the sessions it takes); and the summary, which names an accelerator granted
 other than the one asked (once per accelerator, by kind and model: "Tesla T4" is a T4)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import signal
 import tempfile
 import threading
 from collections.abc import Callable
@@ -17,84 +18,69 @@ from typing import Any
 from colabkit.colab.runtime import accelerator_mismatch
 from colabkit.errors import ColabClientBroken, ColabkitError, SweepInterrupted
 from colabkit.records.provenance import git_commit
-from colabkit.sweep.console import dry_run_table, summary_table
-from colabkit.sweep.decide import SweepAction
-from colabkit.sweep.estimate import estimate_plan
-from colabkit.sweep.options import PlanRequest, Repetition, RunOptions
-from colabkit.sweep.plan import plan_requested
-from colabkit.sweep.driver import prepare, run_sweep
+from colabkit.stages import EXIT_INTERRUPTED, sigterm_stops
+from colabkit.sweep.console import outcomes_report, outcomes_table
+from colabkit.sweep.driver import dry_run, run_sweep
+from colabkit.sweep.estimate import PlanEstimate, estimate_plan
+from colabkit.sweep.plan import SweepPlan
 from colabkit.sweep.runners.colab.client import ACCELERATORS, CLIENT
-from colabkit.sweep.runners.colab.executor import POLL_ENV, ColabExecutor
+from colabkit.sweep.runners.colab.executor import ColabExecutor, accelerator_speeds, session_limit
 from colabkit.sweep.runners.colab.sessions import (
-    SESSION_LIMIT_S,
     SESSION_START_ENV,
     SESSION_START_S,
     TOKEN_LIFE_S,
     TOKEN_MARGIN_S,
     ColabJob,
     build_wheel,
+    colab_job,
     held_sessions,
     session_count,
 )
 from colabkit.sweep.runners.execute import Outcome
 
 
-def colab_sweep(request: PlanRequest, options: RunOptions, repetition: Repetition | None, out: Path, *,
-                dry_run: bool = False) -> int:
-    """`sweep ... --colab A,B` (`options.colab`): every accelerator's plan (made here, once: its sessions are
-    each given their share of it as JSON) run in its sessions, side by side (with `dry_run`, what each would
+def shares(plan: SweepPlan) -> dict[str, SweepPlan]:
+    """Each accelerator's share of `plan`: the runs of its device kind, into OUT/colab-A/, its options naming it
+    alone (what the `colab` runner takes)."""
+    return {name: SweepPlan([run for run in plan if run.request.kind == ACCELERATORS[name][0]],
+                            plan.out / f"colab-{name}", dataclasses.replace(plan.options, colab=(name,)))
+            for name in plan.options.colab}
+
+
+def colab_sweep(plan: SweepPlan, dry_run_only: bool = False) -> int:
+    """Every accelerator's share of `plan` run in its sessions, side by side (with `dry_run_only`, what each would
     run, and the sessions it takes); the exit status."""
-    if request.device:
-        raise ColabkitError("--colab runs each accelerator's combinations on its own runtime: drop --device")
-    names = list(options.colab)
-    limit = SESSION_LIMIT_S if options.colab_session_limit_s is None else options.colab_session_limit_s
-    plans = {name: plan_requested(request, out / f"colab-{name}", ACCELERATORS[name][0]) for name in names}
-    lock = threading.Lock()
-
-    def echo(line: str) -> None:
-        with lock:
-            print(line, flush=True)
-
-    job = ColabJob(Path(), echo=echo, timeout_s=options.colab_timeout_s, session_limit_s=limit,
-                   poll_s=float(os.environ.get(POLL_ENV, 30)))
-    executors = {name: ColabExecutor(plans[name].out, options, name, job) for name in names}
-    check_session_limit(limit, {name: estimate_plan(list(plans[name]), executors[name].rates).run_seconds
-                                for name in names})
-    if dry_run:
-        for name, executor in executors.items():
-            decisions = prepare(plans[name], options, executor=executor)
-            to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-            estimate = estimate_plan(to_run, executor.rates)
-            lines = [f"Colab {name} ({ACCELERATORS[name][0]}): {len(to_run)} run(s), in about "
-                     f"{session_count(estimate.run_seconds, limit)} session(s) of at most {limit:g} s each "
-                     "(--colab-session-limit; cut by this estimate, then by measured time)",
-                     *estimate.lines(),
-                     "  plus each session's start, the install of colabkit's wheel and its dependencies, and the "
-                     "downloads (minutes per session, not in the estimate); Colab bills compute units for every "
-                     "hour a session is held, at its accelerator's rate (docs/colab.md)"]
-            print(dry_run_table(decisions, plans[name].out, lines))
+    parts = shares(plan)
+    limit = session_limit(plan.options)
+    check_session_limit(limit, {name: estimate_plan(list(share), accelerator_speeds(name)).run_seconds
+                                for name, share in parts.items()})
+    if dry_run_only:
+        for name, share in parts.items():
+            def describe(estimate: PlanEstimate, name: str = name) -> list[str]:
+                return [f"Colab {name} ({ACCELERATORS[name][0]}): {estimate.runs} run(s), in about "
+                        f"{session_count(estimate.run_seconds, limit)} session(s) of at most {limit:g} s each "
+                        "(--colab-session-limit; cut by this estimate, then by measured time)", *estimate.lines(),
+                        "  plus each session's start, the install of colabkit's wheel and its dependencies, and the "
+                        "downloads (minutes per session, not in the estimate); Colab bills compute units for every "
+                        "hour a session is held, at its accelerator's rate (docs/colab.md)"]
+            print(dry_run(share, accelerator_speeds(name), describe))
         return 0
-    for executor in executors.values():
-        held_sessions(executor.out)  # another sweep still running here holds them: one line, before anything
+    for share in parts.values():
+        held_sessions(share.out)  # another sweep still running here holds them: one line, before anything
+    job = colab_job()
     job.client.check()
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     results: dict[str, Any] = {}
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            job.wheel = build_wheel(Path(scratch))
-            echo(f"colabkit's wheel {job.wheel.name} built from commit {git_commit() or 'unknown'}")
+    with sigterm_stops(), tempfile.TemporaryDirectory() as scratch:
+        job.wheel = build_wheel(Path(scratch))
+        job.echo(f"colabkit's wheel {job.wheel.name} built from commit {git_commit() or 'unknown'}")
+        def one(name: str) -> list[Outcome]:
+            ColabExecutor(parts[name].out, parts[name].options).salvage()  # what an earlier sweep's sessions left
+            return run_sweep(parts[name], echo=job.said_by(name))
 
-            def one(name: str) -> list[Outcome]:
-                executors[name].salvage()
-                return run_sweep(plans[name], options, repetition, executor=executors[name], echo=executors[name].say)
-
-            _side_by_side(names, one, results, job)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        _side_by_side(list(parts), one, results, job)
     if job.broken:
         raise ColabClientBroken(job.broken)
-    left = {name: executor.left_running for name, executor in executors.items()}
-    return _summary(names, results, summary_table, out, left)
+    return _summary(list(parts), results, plan.out, job.left_running)
 
 
 def check_session_limit(limit: float, run_seconds: dict[str, list[float]]) -> None:
@@ -111,10 +97,6 @@ def check_session_limit(limit: float, run_seconds: dict[str, list[float]]) -> No
             raise ColabkitError(f"--colab-session-limit {limit:g}: under the {start + min(seconds):.0f} s a {name} "
                                 f"session needs for one run (about {start:g} s to start and install colabkit, and "
                                 f"{min(seconds):.0f} s for its shortest run by the estimate); at most {most:g} s")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _side_by_side(names: list[str], run: Callable[[str], list[Outcome]], results: dict[str, Any],
@@ -151,40 +133,38 @@ def _side_by_side(names: list[str], run: Callable[[str], list[Outcome]], results
                     job.echo("still stopping the Colab sessions: wait")
 
 
-def _summary(names: list[str], results: dict[str, Any], summary_table: Callable[[list[Outcome]], str],
-             out: Path, left_running: dict[str, list[str]] | None = None) -> int:
-    """Each accelerator's table, an accelerator granted other than the one asked, the runtimes that may
-    still be running (exit status 1 at least: they bill), and the exit status."""
+def _summary(names: list[str], results: dict[str, Any], out: Path,
+             left_running: dict[str, list[str]] | None = None) -> int:
+    """Each accelerator's summary (colabkit.sweep.console.outcomes_report), an accelerator granted other than the
+    one asked, the runtimes that may still be running (exit status 1 at least: they bill), and the exit status."""
     status = 0
     for name in names:
-        if (left_running or {}).get(name):
-            status = max(status, 1)
         result = results.get(name)
         print(f"\n== Colab {name}")
         outcomes = (result if isinstance(result, list) else
                     result.outcomes if isinstance(result, SweepInterrupted) else [])
-        if outcomes:
-            print(summary_table(outcomes))
-        for outcome in outcomes:
-            if outcome.status == "failed":
-                print(f"failed: {outcome.combination.label}: {outcome.message}")
+        if isinstance(result, list):
+            lines, status_here = outcomes_report(result)
+            print("\n".join(lines))
+            status = max(status, status_here)
+        elif outcomes:
+            print(outcomes_table(outcomes))
         granted = sorted(found for found in _found(outcomes) if accelerator_mismatch(name, found))
         if granted:
             print(f"[{name}] asked for {name}; Colab granted {', '.join(granted)}: each record names what ran "
                   "(accelerator_found)")
-        if isinstance(result, list):
-            status = max(status, 1 if any(outcome.status == "failed" for outcome in result) else 0)
-        elif isinstance(result, SweepInterrupted):
+        if isinstance(result, SweepInterrupted):
             print(f"[{name}] {result}: finished runs are kept; run the same command again to resume")
-            status = 130
+            status = EXIT_INTERRUPTED
         elif result is None:
             print(f"[{name}] stopped by an error inside colabkit (its traceback is above): please report it")
             status = max(status, 1)
-        else:
+        elif not isinstance(result, list):
             print(f"[{name}] {result}")
             status = max(status, 1)
         for line in (left_running or {}).get(name, []):
             print(f"[{name}] {line}")
+            status = max(status, 1)
     print(f"\noutputs: {out}")
     return status
 

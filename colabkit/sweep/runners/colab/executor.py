@@ -1,8 +1,10 @@
 """Sweeps on Colab runtimes: `python -m colabkit sweep GRID... --colab T4,v5e1` (docs/colab.md).
 
-Per accelerator A asked, the sweep of A's device kind (gpu or tpu) is an ordinary sweep into
-OUT/colab-A/ (its lock, its decisions, its resumption), run by a ColabExecutor in Colab sessions one
-after another (`colab new --gpu A`; colabkit.sweep.runners.colab.sessions says what each gets and runs). The
+Per accelerator A asked, A's share of the plan (its device kind's runs, gpu or tpu:
+colabkit.sweep.runners.colab.command) is an ordinary sweep into OUT/colab-A/ (its lock, its decisions, its
+resumption), run by the `colab` runner, a ColabExecutor, in Colab sessions one after another (`colab new --gpu
+A`; colabkit.sweep.runners.colab.sessions says what each gets and runs). Each session's sweep is given its runs
+with the plan's options (its timeout, kernels, --kernel-runs, --wait-quiet: the runner's own aside), as JSON. The
 client's runtime token expires after an hour and is never renewed (google-colab-cli issue #106), so no
 session outlives `--colab-session-limit` (default 3000 s): each session's runs are cut by the dry-run
 estimate to fit what is left of it, and a session that reaches its limit all the same is drained (its
@@ -21,6 +23,7 @@ before any other session starts: a client that cannot (jupyter-kernel-client 1.x
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tarfile
 import tempfile
@@ -36,7 +39,7 @@ from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.sweep.decide import Decision
 from colabkit.sweep.devices import Inventory
-from colabkit.sweep.estimate import accelerator_rate, estimate_plan
+from colabkit.sweep.estimate import Speeds, accelerator_speed, estimate_plan
 from colabkit.sweep.expand import Combination
 from colabkit.sweep.options import RunOptions
 from colabkit.sweep.plan import SweepPlan
@@ -57,12 +60,13 @@ from colabkit.sweep.runners.colab.scripts import (
 from colabkit.sweep.runners.colab.sessions import (
     PLAN_FILE,
     REMOTE,
+    SESSION_LIMIT_S,
     TOKEN_LIFE_S,
-    ColabJob,
     Ending,
     HeldSession,
     LiveSession,
     came_back,
+    colab_job,
     fitting,
     forget,
     held_sessions,
@@ -77,7 +81,17 @@ from colabkit.sweep.runners.colab.sessions import (
 from colabkit.sweep.runners.execute import Outcome, RunFiles, fail_without_crashing
 
 DRAIN_WAIT_S = 120.0  # how long a drained session's sweep may take to stop
-POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
+
+
+def session_limit(options: RunOptions) -> float:
+    """The longest one session runs (--colab-session-limit, else SESSION_LIMIT_S)."""
+    return SESSION_LIMIT_S if options.colab_session_limit_s is None else options.colab_session_limit_s
+
+
+def accelerator_speeds(accelerator: str) -> Speeds:
+    """The FLOP/s an estimate takes for `accelerator`'s device kind (its peak, colabkit.sweep.estimate)."""
+    kind, model = ACCELERATORS[accelerator]
+    return {kind: accelerator_speed(kind, "float32", model)}
 
 
 @dataclass(frozen=True)
@@ -96,26 +110,30 @@ class ColabInventory(Inventory):
 class ColabExecutor(Executor):
     """Runs one accelerator's decisions in Colab sessions, one after another (module docstring)."""
 
-    def __init__(self, out: Path, options: RunOptions, accelerator: str, job: ColabJob) -> None:
+    def __init__(self, out: Path, options: RunOptions) -> None:
         super().__init__(out, options)
-        self.accelerator, self.job = accelerator, job
-        kind, model = ACCELERATORS[accelerator]
-        self.rates = {kind: accelerator_rate(kind, "float32", model)}
+        [self.accelerator] = options.colab  # one accelerator's share
+        self.job = colab_job()
+        self.limit_s, self.timeout_s = session_limit(options), options.colab_timeout_s
+        self.speeds = accelerator_speeds(self.accelerator)
+        # What each session's sweep is given: the plan's options, less this runner's own and the rounds (run here)
+        self.session_options = dataclasses.replace(options, colab=(), colab_timeout_s=None, colab_session_limit_s=None,
+                                                   repetition=None)
         self.live: LiveSession | None = None
         self.spent_s = 0.0  # the sessions ended so far, in all (--colab-timeout)
         self.results_lost = 0  # sessions stopped because their results could not be downloaded
         self.session_name: str | None = None  # the latest session's (what a failed record names)
-        self.left_running: list[str] = []  # a line per session not proved stopped (the summary repeats them)
+        self.left_running = self.job.left_running.setdefault(self.accelerator, [])  # the summary repeats them
 
     def find_devices(self) -> Inventory:
         return ColabInventory({ACCELERATORS[self.accelerator][0]: 1}, accelerator=self.accelerator)
 
     @property
     def where(self) -> str:
-        return f" on Colab {self.accelerator} (sessions of at most {self.job.session_limit_s:g} s)"
+        return f" on Colab {self.accelerator} (sessions of at most {self.limit_s:g} s)"
 
     def say(self, line: str) -> None:
-        self.job.echo(f"[{self.accelerator}] {line}")
+        self.job.said_by(self.accelerator)(line)
 
     def close(self) -> None:
         """Whatever happened: the session held now is stopped."""
@@ -174,7 +192,7 @@ class ColabExecutor(Executor):
                     yield self._failed(decision, why)
             elif ending is Ending.DRAINED and rest and rest[0] is chunk[0] and fresh:  # at its limit before any run:
                 # the limit holds no run (each session more would cost as much for nothing): this accelerator stops
-                said = (f"a fresh Colab session of --colab-session-limit {self.job.session_limit_s:g} s ended before "
+                said = (f"a fresh Colab session of --colab-session-limit {self.limit_s:g} s ended before "
                         f"its first run ({chunk[0].combination.label}) finished: raise the limit (to at most "
                         f"{TOKEN_LIFE_S - 300:g} s with {CLIENT}) or make the runs smaller; no further session was "
                         "started for this accelerator")
@@ -184,7 +202,7 @@ class ColabExecutor(Executor):
 
     def _out_of_time(self) -> str:
         """Why the sessions may run no more (--colab-timeout spent), or ''."""
-        timeout, live = self.job.timeout_s, self.live
+        timeout, live = self.timeout_s, self.live
         if timeout is None or self.spent_s + (live.elapsed() if live else 0.0) < timeout:
             return ""
         return f"the Colab sessions' time limit (--colab-timeout {timeout:g} s) ran out"
@@ -269,10 +287,10 @@ class ColabExecutor(Executor):
         at least one in a fresh session, maybe none in one that ran some already."""
         live = self.live
         assert live is not None
-        left = self.job.session_limit_s - live.elapsed()
-        if self.job.timeout_s is not None:
-            left = min(left, self.job.timeout_s - self.spent_s - live.elapsed())
-        seconds = estimate_plan([d.combination for d in remaining], self.rates).run_seconds
+        left = self.limit_s - live.elapsed()
+        if self.timeout_s is not None:
+            left = min(left, self.timeout_s - self.spent_s - live.elapsed())
+        seconds = estimate_plan([d.combination for d in remaining], self.speeds).run_seconds
         return fitting(seconds, left, at_least_one=not live.sweeps)
 
     def _sweep(self, chunk: Sequence[Decision], stamps: dict[str, Any]) -> tuple[Ending, str]:
@@ -281,19 +299,18 @@ class ColabExecutor(Executor):
         live = self.live
         assert live is not None
         with tempfile.TemporaryDirectory() as scratch:
-            share = Path(scratch) / PLAN_FILE  # this sweep's runs, as planned here: the session plans nothing
-            share.write_text(SweepPlan([d.combination for d in chunk], self.out).to_json(), encoding="utf-8")
-            timeout = ["--timeout", f"{self.options.timeout_s:g}"] if self.options.timeout_s is not None else []
+            share = Path(scratch) / PLAN_FILE  # this sweep's runs and options, as planned here: it plans nothing
+            share.write_text(SweepPlan([d.combination for d in chunk], self.out, self.session_options).to_json(),
+                             encoding="utf-8")
             try:
                 self.job.client.run(["upload", str(share), f"{REMOTE}/{PLAN_FILE}"], live.name, 600, self.job.stop)
-                output = self._exec(start_script(self.accelerator, ["--plan", f"../{PLAN_FILE}", *timeout]), 300,
-                                    "start.py")
+                output = self._exec(start_script(self.accelerator), 300, "start.py")
             except ColabClientError as exc:
                 return Ending.FAILED, f"the sweep could not be started in session {live.name}: {exc}"
         if STARTED not in output:
             return Ending.FAILED, f"the sweep did not start in session {live.name}: {tail(output)}"
         live.sweeps += 1
-        self.say(f"session {live.name}: {len(chunk)} run(s) started, {self.job.session_limit_s - live.elapsed():.0f} s "
+        self.say(f"session {live.name}: {len(chunk)} run(s) started, {self.limit_s - live.elapsed():.0f} s "
                  "left of the session")
         return self._follow(chunk, stamps)
 
@@ -330,8 +347,8 @@ class ColabExecutor(Executor):
             if state["done"]:
                 return Ending.DONE, (f"its record did not come back from session {live.name} (its sweep ended with "
                                      f"exit status {state['exit']}: {state['last'][:200]})")
-            if live.elapsed() >= self.job.session_limit_s:
-                self.say(f"session {live.name} reached --colab-session-limit {self.job.session_limit_s:g} s: stopping "
+            if live.elapsed() >= self.limit_s:
+                self.say(f"session {live.name} reached --colab-session-limit {self.limit_s:g} s: stopping "
                          "its sweep, bringing back what finished; a fresh session runs the rest")
                 return Ending.DRAINED, ""
             if self._out_of_time():

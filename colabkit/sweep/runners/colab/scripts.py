@@ -35,8 +35,9 @@ WAITER = ("import os, subprocess, sys\n"
           "open('../sweep.pid.tmp', 'w').write(str(sweep.pid)); os.replace('../sweep.pid.tmp', '../sweep.pid')\n"
           "status = sweep.wait()\n"
           "open('../sweep.exit.tmp', 'w').write(str(status)); os.replace('../sweep.exit.tmp', '../sweep.exit')\n")
-# Per sweep of the session: `python -m colabkit sweep --plan` over the runs of plan.json (planned on the user's
-# machine), in the background (an `exec` waits at most its --timeout; the sweep takes what it takes).
+# Per sweep of the session: `python -m colabkit sweep --plan` over the runs of plan.json, as its options say (both
+# planned on the user's machine), in the background (an `exec` waits at most its --timeout; the sweep takes what it
+# takes). The command line is the same for every sweep: where it writes, and no progress bar in its log.
 START = """def _colabkit_start():
     import os, subprocess, sys, time
     os.chdir("colabkit")
@@ -44,7 +45,8 @@ START = """def _colabkit_start():
         if os.path.exists(stale):
             os.remove(stale)
     env = dict(os.environ, COLABKIT_ACCELERATOR_ASKED={accelerator!r})
-    command = [sys.executable, "-m", "colabkit", "sweep", *{args!r}, "--out", "../out", "--no-progress"]
+    command = [sys.executable, "-m", "colabkit", "sweep", "--plan", "../plan.json", "--out", "../out",
+               "--no-progress"]
     with open("sweep.log", "a") as log:
         subprocess.Popen([sys.executable, "-c", {waiter!r}, *command], cwd="suite", env=env, stdout=log,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -97,8 +99,8 @@ def setup_script(wheel: str) -> str:
     return SETUP.format(wheel=wheel, mark=INSTALLED)
 
 
-def start_script(accelerator: str, args: list[str]) -> str:
-    return START.format(accelerator=accelerator, args=args, waiter=WAITER, mark=STARTED)
+def start_script(accelerator: str) -> str:
+    return START.format(accelerator=accelerator, waiter=WAITER, mark=STARTED)
 
 
 def poll_script(session: str) -> str:

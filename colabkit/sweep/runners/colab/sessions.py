@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import posixpath
@@ -51,6 +52,7 @@ TOKEN_MARGIN_S = 300.0  # --colab-session-limit's most is the token's life less 
 # client, which starts a session in a second, sets it lower through SESSION_START_ENV.
 SESSION_START_S = 60.0
 SESSION_START_ENV = "COLABKIT_COLAB_SESSION_START_S"
+POLL_ENV = "COLABKIT_COLAB_POLL_S"  # seconds between polls (default 30; the tests' fake client polls faster)
 
 # --- the sessions a results folder holds ----------------------------------------------------------------
 
@@ -239,18 +241,34 @@ class Ending(Enum):
 
 @dataclass
 class ColabJob:
-    """What every session of a sweep gets, and how the sweep talks to them."""
+    """What every Colab session of this process shares: the client, the wheel they install, Ctrl-C (every
+    executor stops), the console, and whether the client has proved it runs code (`colab_job`: the one job)."""
 
-    wheel: Path
+    wheel: Path = Path()  # built once per sweep, before any session (colabkit.sweep.runners.colab.command)
     client: ColabClient = field(default_factory=ColabClient)
     stop: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C: every executor stops
     echo: Callable[[str], None] = print
-    timeout_s: float | None = None  # --colab-timeout: each accelerator's sessions in all
-    session_limit_s: float = SESSION_LIMIT_S  # --colab-session-limit
     poll_s: float = 30.0
     trial: threading.Lock = field(default_factory=threading.Lock)  # held while a first session proves the client
     proven: bool = False  # a session ran code: the client works
     broken: str = ""  # why the client cannot work: every executor stops
+    left_running: dict[str, list[str]] = field(default_factory=dict)  # per accelerator, each session not proved stopped
+
+    def said_by(self, accelerator: str) -> Callable[[str], None]:
+        """The console, each line marked with the accelerator that says it."""
+        return lambda line: self.echo(f"[{accelerator}] {line}")
+
+
+@functools.cache
+def colab_job() -> ColabJob:
+    """This process's one ColabJob, its console's lines whole where threads print side by side."""
+    lock = threading.Lock()
+
+    def echo(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    return ColabJob(echo=echo, poll_s=float(os.environ.get(POLL_ENV, 30)))
 
 
 @dataclass

@@ -1,12 +1,15 @@
-"""NVIDIA GPUs' energy through NVML (`pynvml`, imported late; the pip package nvidia-ml-py): the boards' total-energy
-counter read at each window's edges (GpuEnergyCounter), or their power sampled by a thread and integrated where a
-board has no counter (PowerSampler). Both are the whole board's, NVML's indices (visible_gpu_indices maps CUDA's).
+"""NVIDIA GPUs through NVML (`pynvml`, imported late; the pip package nvidia-ml-py), opened here alone (`open_nvml`):
+the boards' total-energy counter read at each window's edges (GpuEnergyCounter); their power sampled by a thread,
+integrated where a board has no counter (PowerSampler), and at rest (`idle_power`: the GPU check's); their state
+over a measurement (GpuSampler: SM clocks, throttle reasons, other processes, for host_state's HostMonitor). All
+are the whole board's, at NVML's indices (visible_gpu_indices maps CUDA's).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import statistics
 import threading
 import time
 from collections.abc import Sequence
@@ -42,23 +45,33 @@ def visible_gpu_indices(count: int) -> list[int]:
     return list(range(count))  # UUIDs (GPU-...) or MIG names: NVML's order, unmapped
 
 
-def _import_nvml() -> Any:
-    return importlib.import_module("pynvml")
-
-
-def _open_nvml(indices: Sequence[int]) -> tuple[Any, str | None]:
-    """NVML initialised for GPUs `indices`: (the pynvml module, None), or (None, why it cannot be used)."""
-    if not indices:
-        return None, "no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)"
+def open_nvml(indices: Sequence[int] | None = None) -> tuple[Any, list[Any]] | str:
+    """NVML initialised, and the handles of GPUs `indices` (NVML's; None: every GPU this process sees): (the pynvml
+    module, the handles), or why NVML cannot be used (then it is left closed)."""
+    if indices is not None and not indices:
+        return "no GPU is visible to this process (CUDA_VISIBLE_DEVICES hides them)"
     try:
-        nvml = _import_nvml()
+        nvml = importlib.import_module("pynvml")
     except ImportError:
-        return None, f"NVML is not installed (pip install {NVML_PACKAGE})"
+        return f"NVML is not installed (pip install {NVML_PACKAGE})"
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as error:
-        return None, f"NVML is not available: {error}"
-    return nvml, None
+        return f"NVML is not available: {error}"
+    try:
+        chosen = list(indices) if indices is not None else visible_gpu_indices(nvml.nvmlDeviceGetCount())
+        return nvml, [nvml.nvmlDeviceGetHandleByIndex(index) for index in chosen]
+    except nvml.NVMLError as error:
+        close_nvml(nvml)
+        return f"NVML could not read GPU {', '.join(map(str, indices)) if indices else 'count'}: {error}"
+
+
+def close_nvml(nvml: Any) -> None:
+    """NVML shut down (once per `open_nvml`)."""
+    try:
+        nvml.nvmlShutdown()
+    except nvml.NVMLError:
+        pass  # shutting down a library that already failed: nothing left to release
 
 
 class GpuEnergyCounter(EnergySource):
@@ -84,13 +97,13 @@ class GpuEnergyCounter(EnergySource):
         """Open NVML and read every board's counter once; where that fails, say why (`reason`, `refused`)."""
         if self._nvml is not None or self.reason is not None:
             return self
-        nvml, why = _open_nvml(self.indices)
-        if why is not None:
-            self._fail_start(why)
+        opened = open_nvml(self.indices)
+        if isinstance(opened, str):
+            self._fail_start(opened)
             return self
-        self._nvml = nvml
+        self._nvml, self._handles = opened
+        nvml = self._nvml
         try:
-            self._handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in self.indices]
             self._read_j()
         except (nvml.NVMLError_NotSupported, nvml.NVMLError_FunctionNotFound) as error:
             self.refused = f"nvmlDeviceGetTotalEnergyConsumption: {error}"
@@ -105,13 +118,9 @@ class GpuEnergyCounter(EnergySource):
         return self
 
     def stop(self) -> None:
-        if self._nvml is None:
-            return
-        nvml, self._nvml = self._nvml, None
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass  # shutting down a library that already failed: nothing left to release
+        if self._nvml is not None:
+            nvml, self._nvml = self._nvml, None
+            close_nvml(nvml)
 
     def mark(self) -> Mark:
         at = time.perf_counter()
@@ -169,15 +178,14 @@ class PowerSampler(EnergySource):
         """Start sampling; where NVML cannot be used, say why (`reason`) and sample nothing."""
         if self._thread is not None or self.reason is not None:
             return self
-        nvml, why = _open_nvml(self.indices)
-        if why is not None:
-            self._fail_start(why)
+        opened = open_nvml(self.indices)
+        if isinstance(opened, str):
+            self._fail_start(opened)
             return self
-        self._nvml = nvml
+        self._nvml, self._handles = opened
         try:
-            self._handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in self.indices]
             self._read_watts()  # fails here, not in the thread, on a board without power readings
-        except nvml.NVMLError as error:
+        except self._nvml.NVMLError as error:
             self._fail_start(f"NVML power readings are not available: {error}")
             self._shutdown()
             return self
@@ -207,13 +215,13 @@ class PowerSampler(EnergySource):
         self._shutdown()
 
     def _shutdown(self) -> None:
-        if self._nvml is None:
-            return
-        nvml, self._nvml = self._nvml, None
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass  # shutting down a library that already failed: nothing left to release
+        if self._nvml is not None:
+            nvml, self._nvml = self._nvml, None
+            close_nvml(nvml)
+
+    def limit_w(self) -> float:
+        """The first board's enforced power limit (while sampling)."""
+        return self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handles[0]) / 1000.0
 
     def window(self, start: float, end: float) -> list[tuple[float, float]]:
         """Samples within [start, end], with the power at both ends interpolated from neighbours."""
@@ -248,3 +256,101 @@ class PowerSampler(EnergySource):
             inside = any(begin.at_s <= at <= end.at_s for at, _ in self.samples)
         joules = self.energy_j(begin.at_s, end.at_s) if inside else None
         return WindowEnergy(seconds, joules, None if joules is not None else "no power sample fell in the window")
+
+
+def idle_power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
+    """The first visible GPU's board power at rest (the median of readings over `seconds`) and its limit, or
+    {"unavailable": why}."""
+    sampler = PowerSampler(visible_gpu_indices(1), interval_s).start()
+    if sampler.reason is not None:
+        return {"unavailable": sampler.reason}
+    try:
+        limit_w = sampler.limit_w()
+        time.sleep(seconds)
+    except sampler._nvml.NVMLError as error:  # a board without power readings raises NVMLError_NotSupported
+        sampler.reason = f"NVML gives no power limit on this GPU: {error}"
+    finally:
+        sampler.stop()
+    readings = [watts for _, watts in sampler.samples]
+    if sampler.reason is not None or not readings:
+        return {"unavailable": sampler.reason or "no power reading"}
+    return {"idle_w": float(statistics.median(readings)), "limit_w": limit_w, "readings_w": readings}
+
+
+# --- the GPUs' state over a measurement ----------------------------------------------------------------------
+
+# NVML's clocks-event (throttle) reason bits, and the name the record gives each. Throttle reasons in THROTTLE_BUSY
+# (thermal, hardware slowdown, power brake) and other processes on a GPU make the host not quiet; the rest are
+# recorded and not held against it.
+THROTTLE_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+THROTTLE_BUSY = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+
+def throttle_names(mask: int) -> list[str]:
+    """The names of the reason bits set in an NVML clocks-event mask, in bit order."""
+    return [name for bit, name in sorted(THROTTLE_REASONS.items()) if mask & bit]
+
+
+class GpuSampler:
+    """Reads every visible NVIDIA GPU's SM clock, throttle reasons and compute processes while sampling: NVML
+    opened on `start()`, every GPU read on `sample()`, the summary on `stop()`; without NVML it says so
+    (`available: false`, `reason`)."""
+
+    def __init__(self) -> None:
+        self.nvml: Any = None
+        self.reason: str | None = None
+        self.handles: list[Any] = []
+        self.sm_mhz: list[float] = []
+        self.mask = 0
+        self.others: set[int] = set()
+        self.readings = 0
+
+    def start(self) -> GpuSampler:
+        opened = open_nvml()
+        if isinstance(opened, str):
+            self.reason = opened
+        else:
+            self.nvml, self.handles = opened
+            self.reason = None if self.handles else "NVML lists no GPU"
+        return self
+
+    def _throttle_mask(self, handle: Any) -> int:
+        read = (getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons)  # the older name
+        return int(read(handle))
+
+    def sample(self) -> None:
+        """Read every GPU once (nothing when NVML is unavailable or stopped answering)."""
+        if self.reason is not None or not self.handles:
+            return
+        try:
+            for handle in self.handles:
+                self.sm_mhz.append(float(self.nvml.nvmlDeviceGetClockInfo(handle, self.nvml.NVML_CLOCK_SM)))
+                self.mask |= self._throttle_mask(handle)
+                for process in self.nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    if int(process.pid) != os.getpid():
+                        self.others.add(int(process.pid))
+            self.readings += 1
+        except self.nvml.NVMLError as error:  # a reading the board refused
+            self.reason = f"NVML stopped answering: {error}"
+
+    def stop(self) -> dict[str, Any]:
+        """The summary a record stores, NVML closed: GPUs, readings, SM clock range, throttle reasons
+        seen, other processes, and `busy_reasons` (what makes the host not quiet)."""
+        available = self.reason is None and bool(self.handles)
+        if self.nvml is not None:
+            close_nvml(self.nvml)
+            self.nvml = None
+        if not available:
+            return {"available": False, "reason": self.reason, "busy_reasons": []}
+        reasons = throttle_names(self.mask)
+        busy = [f"a GPU was throttled ({name.replace('_', ' ')})" for name in reasons if name in THROTTLE_BUSY]
+        if self.others:
+            busy.append(f"{len(self.others)} other process(es) used a GPU (pids {', '.join(map(str, sorted(self.others)))})")
+        return {"available": True, "gpus": len(self.handles), "readings": self.readings,
+                "sm_mhz": {"min": min(self.sm_mhz), "max": max(self.sm_mhz)} if self.sm_mhz else None,
+                "throttle_reasons": reasons, "other_pids": sorted(self.others), "busy_reasons": busy}

@@ -4,9 +4,9 @@ Colab's published pip freeze.
 Colab publishes what its runtimes hold in googlecolab/backend-info (pip-freeze.txt: the CPU and GPU
 runtimes' common packages). When it publishes a new list:
 
-    python -m colabkit.maintenance.colab_stack                 # from backend-info's main branch
-    python -m colabkit.maintenance.colab_stack FILE_OR_URL     # from a saved or pinned pip-freeze.txt
-    python -m colabkit.maintenance.colab_stack --check FILE    # exit 1 if the set differs from FILE
+    python tools/colab_stack.py                 # from backend-info's main branch
+    python tools/colab_stack.py FILE_OR_URL     # from a saved or pinned pip-freeze.txt
+    python tools/colab_stack.py --check FILE    # exit 1 if the set differs from FILE
 
 It rewrites the version of every package in the first block of each requirements file (Colab's own
 packages: the core's in requirements-colab.txt, the extras' and pytest's in requirements-colab-test.txt) to

@@ -1,5 +1,5 @@
-"""`python -m colabkit.ondevice import ZIP`: a returned device run's records and the report's tables into
-`results/<gpu>-<date>/`, which `python -m colabkit report` reads like any results folder.
+"""`python tools/device_import.py ZIP`: a returned device run's records and the report's tables into the
+checkout's `results/<gpu>-<date>/`, which `python -m colabkit report` reads like any results folder.
 
 Kept: the records (`records/`, the sweep's layout below it), the report's tables and records.csv
 (`tables/`), the gpu-check's table (`gpu-check/`, text and Markdown), and a README.md holding the run's
@@ -11,13 +11,15 @@ GPU runs only).
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
+import sys
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from colabkit.errors import DevicePackError
+from colabkit.errors import ColabkitError, DevicePackError
 from colabkit.io import write_atomic
 from colabkit.ondevice.bundle import META, SUMMARY
 
@@ -73,6 +75,25 @@ def import_zip(archive: Path, results: Path) -> Path:
 def _readme(meta: dict, summary: str, zip_name: str) -> str:
     return (f"# {meta['device']}, {meta['date']}\n\n"
             f"Records of one `./run.sh on-device` run on a lent {meta['device']} (docs/device.md), imported from "
-            f"`{zip_name}` by `python -m colabkit.ondevice import`. `records/` holds the JSON records, `tables/` the "
+            f"`{zip_name}` by `python tools/device_import.py`. `records/` holds the JSON records, `tables/` the "
             "report's tables, `gpu-check/` the GPU check's table. `python -m colabkit report` on this folder "
             "draws the report again.\n\nThe run's summary, as it printed it:\n\n```\n" + summary + "```\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The zip imported (its folder said); one line on stderr and 2 on a user error."""
+    parser = argparse.ArgumentParser(prog="python tools/device_import.py", description=__doc__.splitlines()[0])
+    parser.add_argument("zip", help="the zip the device run wrote")
+    parser.add_argument("--results", default="results", help="the results folder (default: results)")
+    args = parser.parse_args(argv)
+    try:
+        folder = import_zip(Path(args.zip), Path(args.results))
+    except ColabkitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"device-import: records and tables in {folder}; `python -m colabkit report {folder}` reads them")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,7 @@
-"""Stamp every notebook (and the README and docs/colab.md) with the Colab header badge and the bootstrap cell.
+"""Stamp every notebook (and the README and docs/colab.md) with the Colab header badge and the bootstrap cell:
+`python tools/stamp_notebooks.py notebooks [--check]`; point every badge and the bootstrap at another repository
+or ref: `python tools/stamp_notebooks.py badges --repo OWNER/NAME --ref REF` (docs/testing.md). Development
+tooling, run in a checkout: it is not part of the installed package.
 
 What the template owns, and what each notebook keeps:
 - the first markdown cell: the notebook keeps its `# Title` line and its own paragraph; the template
@@ -19,14 +22,16 @@ Three generated blocks live in the docs: the README's table of the notebooks wit
 colabkit.experiments, then the notebooks that drive them), docs/colab.md's `colab-install`
 block (between `<!-- colabkit:colab-install -->` and `<!-- /colabkit:colab-install -->`: the runtime
 to choose per device and the exact commands the bootstrap issues), and docs/experiments.md's index of
-where each experiment's pieces live (both tables: colabkit.maintenance.experiment_tables).
+where each experiment's pieces live (both tables: tools/experiment_tables.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,12 +49,12 @@ from colabkit.colab.install import (
     install_commands,
 )
 from colabkit.colab.runtime import RUNTIME_TYPES, runtime_type
-from colabkit.errors import NotebookTemplateError
+from colabkit.errors import ColabkitError, CoordinatesError
 from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
 from colabkit.io import write_atomic
-from colabkit.maintenance.experiment_tables import experiments_index, experiments_table
 from colabkit.sweep.grids import load_grid
+from experiment_tables import experiments_index, experiments_table
 
 NOTEBOOKS_DIR = "notebooks"
 README = "README.md"
@@ -70,6 +75,11 @@ _RUN_NOTEBOOK_METADATA = ("papermill", "widgets")
 _BADGE_MARKDOWN = re.compile(r"\[!\[[^\]]*\]\(" + re.escape(BADGE_IMAGE) + r"\)\]\([^)\s]*\)")
 _BADGE_HTML = re.compile(r"<a\s[^>]*href=\"" + re.escape(COLAB_URL) + r"/[^\"]*\"[^>]*>\s*<img\s[^>]*"
                          + re.escape(BADGE_IMAGE) + r"[^>]*>\s*</a>", flags=re.IGNORECASE)
+COORDINATES = "colabkit/colab/coordinates.py"  # the one place of the repository coordinates, in a checkout
+
+
+class NotebookTemplateError(ColabkitError):
+    """A notebook cannot be stamped with the Colab header and bootstrap (e.g. it has no title cell)."""
 
 
 @dataclass(frozen=True)
@@ -227,7 +237,7 @@ def parameter_line(parameter: Parameter) -> str:
 
 
 def parameters_source(experiment: Experiment) -> str:
-    """The parameters cell `python -m colabkit notebooks` stamps from an experiment's declaration."""
+    """The parameters cell `python tools/stamp_notebooks.py notebooks` stamps from an experiment's declaration."""
     return "\n".join(parameter_line(parameter) for parameter in experiment.parameters)
 
 
@@ -447,3 +457,100 @@ def stamp_repository(root: str | Path = ".", coordinates: Coordinates | None = N
         for path, text in writes:
             write_atomic(path, text)
     return result
+
+
+# --- the coordinates in a checkout ---------------------------------------------------------------------
+
+def _assignment(variable: str) -> re.Pattern[str]:
+    return re.compile(rf'^{variable} = "([^"\n]*)"$', flags=re.MULTILINE)
+
+
+def read_coordinates(module_path: str | Path) -> Coordinates:
+    """The coordinates written in `module_path` (colabkit/colab/coordinates.py in a checkout, which may differ from the
+    imported copy); CoordinatesError if the REPOSITORY and REF lines are not there exactly once."""
+    path = Path(module_path)
+    text = path.read_text(encoding="utf-8")
+    values = []
+    for variable in ("REPOSITORY", "REF"):
+        found = _assignment(variable).findall(text)
+        if len(found) != 1:
+            raise CoordinatesError(f'{path}: expected exactly one line `{variable} = "..."`')
+        values.append(found[0])
+    return Coordinates(*values)
+
+
+def write_coordinates(module_path: str | Path, coordinates: Coordinates) -> bool:
+    """Rewrite the REPOSITORY and REF assignments in `module_path`; whether the file changed. CoordinatesError if
+    either assignment is not there exactly once (the file was edited into a shape this function does not read)."""
+    path = Path(module_path)
+    read_coordinates(path)  # both lines are there, once each
+    text = original = path.read_text(encoding="utf-8")
+    for variable, value in (("REPOSITORY", coordinates.repository), ("REF", coordinates.ref)):
+        text = _assignment(variable).sub(f'{variable} = "{value}"', text)
+    if text == original:
+        return False
+    write_atomic(path, text)
+    return True
+
+
+# --- the command line ----------------------------------------------------------------------------------
+
+def _stamp(root: str, coordinates: Coordinates, check: bool, hints: dict[str, AcceleratorHint] | None = None) -> int:
+    """Stamp (or with `check`, compare) the notebooks and README; print what changed or drifted."""
+    result = stamp_repository(root, coordinates, check=check, hints=hints)
+    where = f"{coordinates.repository}@{coordinates.ref}"
+    if check:
+        if result.changed:
+            print(f"drifted from the template ({where}); run `python tools/stamp_notebooks.py notebooks` to restamp:")
+            print("\n".join(f"  {path}" for path in result.changed))
+            return 1
+        print(f"{len(result.notebooks)} notebook(s) and the README match the template ({where})")
+        return 0
+    for path in result.changed:
+        print(f"stamped {path}")
+    print(f"{len(result.notebooks)} notebook(s), {len(result.changed)} file(s) changed ({where})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`notebooks [--check] [--accelerator NAME=SPEC]` and `badges --repo OWNER/NAME --ref REF`; 2 on a user error."""
+    parser = argparse.ArgumentParser(prog="python tools/stamp_notebooks.py", description=__doc__.splitlines()[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    notebooks = verbs.add_parser("notebooks", help="stamp every notebook and the README with the badge and bootstrap")
+    notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 listing files that drifted")
+    notebooks.add_argument("--accelerator", action="append", metavar="NAME=SPEC",
+                           help="set a notebook's Colab runtime hint: cpu, GPU, GPU:T4|L4|A100, TPU:V28|V5E1")
+    badges = verbs.add_parser("badges", help="point every badge and the bootstrap at another repository or ref")
+    badges.add_argument("--repo", required=True, help="GitHub OWNER/NAME")
+    badges.add_argument("--ref", required=True, help="release tag (v0.1.0) or commit; a branch works but is not pinned")
+    for verb in (notebooks, badges):
+        verb.add_argument("--root", default=".", help="repository root (default: .)")
+    args = parser.parse_args(argv)
+    module = Path(args.root) / COORDINATES
+    try:
+        if not module.is_file():
+            raise ColabkitError(f"{module} not found: run this from the repository root (or give --root)")
+        if args.verb == "notebooks":
+            hints = {}
+            for item in args.accelerator or []:
+                name, sep, spec = item.partition("=")
+                if not sep:
+                    raise ColabkitError(f"--accelerator {item!r}: expected NAME=SPEC, e.g. matmul_tflops=GPU:T4")
+                hints[name] = AcceleratorHint.parse(spec)
+            # The coordinates of the checkout being stamped, which need not be the colabkit imported here.
+            return _stamp(args.root, read_coordinates(module), args.check, hints)
+        coordinates = Coordinates(args.repo, args.ref)
+        if not coordinates.pinned:
+            print(f"warning: ref {args.ref!r} is not a release tag (v0.1.0) or a commit id: if it is a branch, the "
+                  "bootstrap installs whatever it holds on the day, not the code the records were made with",
+                  file=sys.stderr)
+        if write_coordinates(module, coordinates):
+            print(f"coordinates set in {module}: {coordinates.repository}@{coordinates.ref}")
+        return _stamp(args.root, coordinates, check=False)
+    except ColabkitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,6 @@
-"""`python -m colabkit.ondevice pack` (`./run.sh device-pack`): the wheels the device image lacks, colabkit's
-own wheel, data files and a manifest, in one folder (`.device/`) that a device call carries.
+"""`python tools/device_pack.py [--out .device]` (`./run.sh device-pack`): the wheels the device image lacks,
+colabkit's own wheel, data files and a manifest, in one folder (`.device/`) that a device call carries. Run here,
+in a checkout with a package registry (docs/device.md): it is not part of the installed package.
 
 Every wheel is CPython 3.12 for manylinux x86-64 (or pure Python), fetched once into a cache with pip and
 copied from there; a name the image has is refused (two versions of one package stop the install there);
@@ -12,6 +13,7 @@ and swapped in whole: a failed build leaves the last pack as it was.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -28,8 +30,10 @@ from typing import Any
 
 from colabkit.data.common import MIRRORS, PACKAGE_FILES_ENV
 from colabkit.data.download import data_dir, sha256_of
-from colabkit.errors import DevicePackError
-from colabkit.ondevice.lists import IMAGE_LIST, PACK_LIST, ImagePackage, PackItem, normalized, read_image, read_pack
+from colabkit.errors import ColabkitError, DevicePackError
+from colabkit.ondevice.preflight import MANIFEST
+from colabkit.suite import checkout_root
+from device_lists import IMAGE_LIST, PACK_LIST, ImagePackage, PackItem, normalized, read_image, read_pack
 
 PACK_LIMIT_BYTES = 40 * 2**20  # the issue's limit; a device call carries 64 MiB of working tree in all
 PYTHON_VERSION = "3.12"  # the image's python3 (3.12.3)
@@ -45,7 +49,6 @@ MARKER_ENVIRONMENT = {"python_version": PYTHON_VERSION, "python_full_version": "
                       "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
                       "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "colabkit" / "device-wheels"
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -277,3 +280,28 @@ def manifest_table(manifest: dict[str, Any]) -> str:
     rows.append(f"total {manifest['total_bytes'] / 2**20:.1f} MiB of {manifest['limit_bytes'] / 2**20:.0f} MiB "
                 f"in {len(manifest['entries'])} files; real datasets: {', '.join(manifest['datasets']) or 'none'}")
     return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The pack written (its manifest printed); one line on stderr and 2 on a user error."""
+    parser = argparse.ArgumentParser(prog="python tools/device_pack.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=".device", help="the pack folder (default: .device)")
+    parser.add_argument("--cache", default=None, help="where fetched wheels are kept between builds "
+                                                      "(default: ~/.cache/colabkit/device-wheels)")
+    args = parser.parse_args(argv)
+    try:
+        root = checkout_root()
+        if root is None:
+            raise ColabkitError("device-pack builds from a checkout of colabkit: run it in a clone")
+        manifest = build_pack(root, Path(args.out), Path(args.cache) if args.cache else DEFAULT_CACHE)
+    except ColabkitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(manifest_table(manifest), end="")
+    print(f"device-pack: {args.out} written ({manifest['total_bytes'] / 2**20:.1f} MiB, under "
+          f"{manifest['limit_bytes'] / 2**20:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

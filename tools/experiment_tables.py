@@ -1,4 +1,4 @@
-"""The experiments' two tables in the docs, made from the declarations (`python -m colabkit notebooks` stamps both):
+"""The experiments' two tables in the docs, made from the declarations (`python tools/stamp_notebooks.py notebooks` stamps both):
 the README's (`experiments_table`: what each measures, its headline, its Open-in-Colab badge) and docs/experiments.md's
 index (`experiments_index`: where each one's notebook, declaration, grid files, report section, published figures
 and docs page live)."""
