@@ -176,16 +176,24 @@ COMPARE
     out="${COLABKIT_DEVICE_OUT:-outputs/on-device}/$(date -u +%Y%m%dT%H%M%SZ)"
     # the checkout's colabkit (standard library only): the pack is not installed yet
     "$device_python" -m colabkit.ondevice preflight --pack .device --out "$out" || exit $?
-    site=$(mktemp -d "${TMPDIR:-/tmp}/colabkit-site.XXXXXX")
+    # One temporary folder, removed however the run ends: the pack installed (site/) and the run's TMPDIR (tmp/:
+    # what papermill, Jupyter, JAX or PyTorch leave in the temporary directory)
+    work=$(mktemp -d "${TMPDIR:-/tmp}/colabkit-device.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
+    site="$work/site"
+    mkdir "$site" "$work/tmp"
     "$device_python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile \
       --no-cache-dir --target "$site" .device/wheels/*.whl || { echo "run.sh on-device: the pack did not install" >&2; exit 1; }
     # PYTHONSAFEPATH: every process imports colabkit as the pack installed it, not from the working folder
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" JUPYTER_PATH="$site/share/jupyter" PATH="$site/bin:$PATH" \
-      PYTHONSAFEPATH=1
+      PYTHONSAFEPATH=1 TMPDIR="$work/tmp"
     "$device_python" -m ipykernel install --prefix "$site" --name python3 >/dev/null  # the kernel papermill starts
     echo "stage install: ok, $(awk "BEGIN { printf \"%.0f\", $(date +%s.%N) - $started }") s ($site)"
-    exec "$device_python" -m colabkit.ondevice run --pack .device --out "$out" --zip-to "${OUT:-$out}" \
-      --started "$started" "$@" ;;
+    status=0
+    "$device_python" -m colabkit.ondevice run --pack .device --out "$out" --zip-to "${OUT:-$out}" \
+      --started "$started" "$@" || status=$?
+    exit $status ;;
   device-rehearsal)
     # The device run rehearsed here, on the CPU (docs/device.md): a Python 3.12 venv holding only the image's
     # packages (device/image.txt's rehearsal column, PyTorch's CUDA build among them: about 4.6 GB), cached by that

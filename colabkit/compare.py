@@ -70,6 +70,7 @@ class Side:
     busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): set aside, not readable records
     unpriced: dict[str, str] = field(default_factory=dict)  # by key: why a combination has no cost (--by cost)
+    priced_by: set[str] = field(default_factory=set)  # the rates (their runtimes) that priced a run (--by cost)
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,16 @@ def cost_measure(mode: str | None) -> Headline | None:
     return None if unit is None else Headline(unit.column("usd"), f"$ per {unit.label}", "$", "lower")
 
 
-def _costs(records: list[dict[str, Any]], rates: RateTable) -> tuple[dict[Headline, list[float]], str | None]:
-    """A combination's runs' dollars per unit of work at `rates`, or {} and why there are none."""
+def _costs(records: list[dict[str, Any]], rates: RateTable,
+           priced_by: set[str]) -> tuple[dict[Headline, list[float]], str | None]:
+    """A combination's runs' dollars per unit of work at `rates`, or {} and why there are none; the rates that
+    priced a run added to `priced_by`."""
     mode = record_mode(records[-1])
     figure = cost_measure(mode)
     if figure is None:
         return {}, f"its mode ({mode}) has no unit of work to price"
     costs = [record_costs(record, rates) for record in records]
+    priced_by.update(cost["cost.runtime"] for cost in costs if cost.get("cost.usd_per_hour") is not None)
     values = finite(cost.get(figure.metric) for cost in costs)
     if values:
         return {figure: values}, None
@@ -135,6 +139,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False,
     skipped = set()
     busy = 0
     unpriced: dict[str, str] = {}
+    priced_by: set[str] = set()
     for group in loaded.combinations():
         counted = [path for path in group.repeats
                    if not (exclude_busy and loaded.records[path].get("host_quiet") is False)]
@@ -147,7 +152,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False,
             continue
         key = work_key(group.work, ("device_model", *by))
         if rates is not None:
-            values, why = _costs([loaded.records[path] for path in counted], rates)
+            values, why = _costs([loaded.records[path] for path in counted], rates, priced_by)
             if why:
                 unpriced[key] = why
         else:
@@ -166,7 +171,7 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False,
     if not runs:
         why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
         raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
-    return Side(str(folder), runs, sorted(skipped), busy, list(loaded.rejected), unpriced)
+    return Side(str(folder), runs, sorted(skipped), busy, list(loaded.rejected), unpriced, priced_by)
 
 
 def _differs(baseline: dict[str, Any], candidate: dict[str, Any], by: Sequence[str]) -> str:
@@ -352,8 +357,13 @@ def run_compare(baseline: str, candidate: str, by: Sequence[str] = (), markdown:
     said = notes(before, after, rows)
     for line in said:
         print(line)
-    for line in rates.sources() if rates else []:
-        print(f"rates: {line}")
+    if rates:
+        priced_by = before.priced_by | after.priced_by
+        for line in rates.sources(priced_by):
+            print(f"rates: {line}")
+        unused = rates.unused(priced_by)
+        if unused:
+            print(unused)
     if exclude_busy:
         print(f"left out, made on a busy host: {before.busy_left_out} run(s) of {baseline}, "
               f"{after.busy_left_out} of {candidate}")

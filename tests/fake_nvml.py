@@ -6,7 +6,8 @@
 - nvmlDeviceGetHandleByIndex takes NVML's index, which ignores CUDA_VISIBLE_DEVICES; a handle is opaque;
 - nvmlDeviceGetTotalEnergyConsumption(handle): the board's millijoules since the driver was loaded, an int that
   moves in steps (`update_s`), or NVMLError_NotSupported on a board without the counter (before Volta);
-- nvmlDeviceGetPowerUsage(handle): milliwatts, an int; nvmlDeviceGetEnforcedPowerLimit(handle): milliwatts.
+- nvmlDeviceGetPowerUsage(handle): milliwatts, an int; nvmlDeviceGetEnforcedPowerLimit(handle) and
+  nvmlDeviceGetPowerManagementLimit(handle): milliwatts, or NVMLError_NotSupported on a board without power management.
 
 Each board draws a constant power; its energy follows `clock` (time.perf_counter unless a test gives another).
 """
@@ -35,7 +36,7 @@ class Board:
     watts: float
     has_counter: bool = True
     at_driver_load_mj: int = 7_000_000  # the counter counts from the driver's load, long before the run
-    limit_w: float = 400.0
+    limit_w: float | None = 400.0  # None: no power management (the limit calls raise NotSupported)
 
 
 class Handle:
@@ -122,7 +123,14 @@ def fake_nvml(boards: Sequence[Board], *, update_s: float = 0.0, clock: Callable
     nvml.nvmlDeviceGetHandleByIndex = handle_by_index
     nvml.nvmlDeviceGetTotalEnergyConsumption = total_energy
     nvml.nvmlDeviceGetPowerUsage = lambda handle: int(board(handle).watts * 1000)
-    nvml.nvmlDeviceGetEnforcedPowerLimit = lambda handle: int(board(handle).limit_w * 1000)
+    def power_limit(handle: Handle) -> int:
+        gpu = board(handle)
+        if gpu.limit_w is None:
+            raise NVMLError(CODES["NOT_SUPPORTED"])
+        return int(gpu.limit_w * 1000)
+
+    nvml.nvmlDeviceGetEnforcedPowerLimit = power_limit
+    nvml.nvmlDeviceGetPowerManagementLimit = power_limit
     nvml.initialised = lambda: state["inits"]
     return nvml
 

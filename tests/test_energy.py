@@ -121,6 +121,58 @@ def test_a_board_lost_mid_run_keeps_the_method_and_gives_no_figure_with_why(monk
                                      "energy_reason": "NVML stopped answering: GPU is lost"}
 
 
+def counter_jumps(monkeypatch, clock, before_mj: int, after_mj: int, board: Board) -> str | None:
+    """The reason the counter's window gives when NVML's counter reads `before_mj`, then `after_mj` 1.1 s later."""
+    board.watts, board.at_driver_load_mj = 0.0, before_mj
+    install(monkeypatch, fake_nvml([board], clock=clock))
+    source = open_energy_source("gpu", [0])
+    begin = source.mark()
+    clock.now += 1.1
+    board.at_driver_load_mj = after_mj
+    end = source.mark()
+    source.stop()
+    window = source.energy(begin, end)
+    if window.reason is None:
+        return None
+    metrics = energy_metrics(source, [(begin, end)], [100])  # a training record: no figure, and why
+    assert window.joules is None and metrics["energy_j_per_epoch"] is None and metrics["mean_power_w"] is None
+    assert metrics["energy_reason"] == f"a steady epoch has no energy figure: {window.reason}"
+    return window.reason
+
+
+def test_a_counter_reading_more_power_than_the_board_can_draw_is_not_a_measurement(monkeypatch, clock):
+    """Issue 58: 1,000 mJ to 2^64-1 mJ over 1.1 s gave 1.84e16 J (1.68e16 W); 0 to 2^32-1 mJ gave 3.9 MW."""
+    assert counter_jumps(monkeypatch, clock, 1_000, 2**64 - 1, Board(0.0)) == (
+        "the energy counter of GPU 0 gave 1.845e+16 J over the 1.1 s window, 1.677e+16 W: more than 1.5x its 400 W "
+        "power limit (NVML's enforced power limit): not a measurement")
+    assert counter_jumps(monkeypatch, clock, 0, 4_294_967_295, Board(0.0, limit_w=70.0)) == (
+        "the energy counter of GPU 0 gave 4.295e+06 J over the 1.1 s window, 3.905e+06 W: more than 1.5x its 70 W "
+        "power limit (NVML's enforced power limit): not a measurement")
+    # a board without power management: 2 kW per GPU
+    assert counter_jumps(monkeypatch, clock, 0, 4_294_967_295, Board(0.0, limit_w=None)) == (
+        "the energy counter of GPU 0 gave 4.295e+06 J over the 1.1 s window, 3.905e+06 W: more than 1.5x its 2000 W "
+        "power limit (NVML gives none: the most colabkit takes one GPU to draw): not a measurement")
+    assert counter_jumps(monkeypatch, clock, 1_000, 1_000 + 400 * 1100, Board(0.0)) is None  # 400 W on 400 W
+    # the counter's steps at a window's edges: a board at its limit may read above it, up to the margin
+    install(monkeypatch, fake_nvml([Board(560.0, limit_w=400.0), Board(610.0, limit_w=400.0)], clock=clock))
+    source = open_energy_source("gpu", [0])
+    begin = source.mark()
+    clock.now += 2.0
+    assert source.energy(begin, source.mark()).joules == pytest.approx(560.0 * 2.0)  # 1.4x: kept
+    source.stop()
+    source = open_energy_source("gpu", [0, 1])
+    begin = source.mark()
+    clock.now += 2.0
+    assert source.energy(begin, source.mark()).reason.startswith(
+        "the energy counter of GPU 1 gave 1220 J over the 2 s window, 610 W: more than 1.5x its 400 W")
+    source.stop()
+
+
+def test_a_counter_that_went_backwards_says_so_not_that_it_moves_in_steps(monkeypatch, clock):
+    assert counter_jumps(monkeypatch, clock, 9_000_000, 2_000, Board(0.0)) == (
+        "the energy counter of GPU 0 went backwards over the 1.1 s window, from 9000 J to 2 J: not a measurement")
+
+
 # --- sampling, where a board has no counter ----------------------------------------------------------------------
 
 def test_a_board_without_the_counter_has_its_power_sampled_and_the_record_says_why(monkeypatch):
@@ -147,6 +199,18 @@ def test_sampling_can_be_asked_for_beside_a_counter_to_compare_the_two(monkeypat
     source = open_energy_source("gpu", [0], sampled=True, interval_s=0.01, min_window_s=0.0)
     assert source.method == EnergyMethod.SAMPLED and "no total-energy counter" not in source.source
     source.stop()
+
+
+def test_sampled_power_beyond_the_boards_limit_is_not_a_measurement(monkeypatch, clock):
+    install(monkeypatch, fake_nvml([Board(50_000.0, has_counter=False, limit_w=250.0)], clock=clock))
+    source = open_energy_source("gpu", [0], interval_s=0.01)
+    begin = source.mark()
+    clock.now += 2.0
+    end = source.mark()
+    source.stop()
+    assert source.energy(begin, end).reason == (
+        "the sampled power of GPU 0 gave 1e+05 J over the 2 s window, 5e+04 W: more than 1.5x its 250 W power limit "
+        "(NVML's enforced power limit): not a measurement")
 
 
 # --- not measured -----------------------------------------------------------------------------------------------
@@ -237,6 +301,27 @@ def test_a_window_longer_than_the_counters_range_is_counted_whole_by_the_reads_b
     end = source.mark()
     source.stop()
     assert source.energy(begin, end).joules == pytest.approx((RANGE_UJ + RANGE_UJ // 4) / 1e6)
+
+
+def test_a_rapl_counter_reset_read_as_a_wrap_is_beyond_the_packages_limit_and_not_a_measurement(tmp_path, clock):
+    root = powercap(tmp_path, {"intel-rapl:0": ("package-0", 200_000_000), "intel-rapl:0:0": ("dram", 0)})
+    package = root / "intel-rapl:0"
+    (package / "enabled").write_text("1\n")
+    (package / "constraint_0_power_limit_uw").write_text("65000000\n")  # long term (PL1)
+    (package / "constraint_1_power_limit_uw").write_text("90000000\n")  # short term (PL2)
+    assert [(zone.name, zone.limit.watts) for zone in rapl_zones(root)] == [("package-0", 90.0), ("dram", 1000.0)]
+    source = open_energy_source("cpu", powercap=root)
+    begin = source.mark()
+    clock.now += 2.0
+    set_energy(root, "intel-rapl:0", 1_000_000)  # reset, not wrapped: read as a wrap, 262 kJ in 2 s
+    set_energy(root, "intel-rapl:0:0", 30_000_000)
+    window = source.energy(begin, source.mark())
+    source.stop()
+    assert window.joules is None and window.reason == (
+        "the RAPL counter of package-0 gave 2.619e+05 J over the 2 s window, 1.31e+05 W: more than 1.5x its 90 W "
+        "power limit (the highest of RAPL's power limits of the zone): not a measurement")
+    (package / "enabled").write_text("0\n")  # limits not enforced: 1 kW, the most a package is taken to draw
+    assert rapl_zones(root)[0].limit.watts == 1000.0
 
 
 def test_rapl_readable_by_root_only_or_absent_is_not_measured_with_the_fix(tmp_path, monkeypatch):

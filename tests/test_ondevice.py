@@ -5,8 +5,11 @@ returned zip brought into results/. The whole rehearsal runs in tests/test_devic
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
+import stat
 import random
 import re
 import shutil
@@ -329,6 +332,11 @@ def test_the_zip_holds_records_report_and_logs_and_the_summary_has_ten_lines_at_
     assert "gpu-check: PASS clock jax, clock torch; SKIP device" in summary
     assert any(line.startswith("stages: matmul ok 61s, dblstm skipped 0s;") for line in summary)
     assert summary[-1].startswith(f"zip: {done.zip_path} (") and "under the 16 MiB limit" in summary[-1]
+    assert (out / "summary.txt").read_text().splitlines() == summary  # the file has the zip's line too
+    with zipfile.ZipFile(done.zip_path) as archive:  # the zip's copy names the zip it came in (its size unknown)
+        assert archive.read("summary.txt").decode().splitlines()[-1] == (
+            f"zip: {done.zip_path} (the zip this summary came in)")
+    assert not list(out.glob("*.zip")) and not list((tmp_path / "OUT").glob(".*"))  # built in the run, moved
 
 
 def test_a_zip_over_its_limit_leaves_the_figures_out_and_says_so(tmp_path, monkeypatch):
@@ -349,8 +357,33 @@ def test_a_zip_that_cannot_be_written_still_gives_the_summary_naming_the_records
     done = write_bundle(Bundle(out, tmp_path / "not-a-folder", [H100], tmp_path, [], time.time(), True))
     assert done.zip_path is None and not done.within_limit
     assert done.summary[-1].startswith(f"zip: NOT written into {tmp_path / 'not-a-folder'} (")
-    assert done.summary[-1].endswith(f"everything measured is in {out}")
-    assert (out / "summary.txt").is_file() and not list(tmp_path.glob("**/.colabkit-device-*.part"))
+    assert done.summary[-1].endswith(f"everything measured is in {out}, the zip too ({out_zip(out).name})")
+    assert (out / "summary.txt").read_text().splitlines()[-1] == done.summary[-1]  # summary.txt has the zip's line
+    assert not list(tmp_path.glob("**/.colabkit-device-*.part"))
+
+
+def out_zip(out: Path) -> Path:
+    [built] = out.glob("colabkit-device-*.zip")
+    return built
+
+
+def test_an_out_that_fills_up_keeps_the_zip_in_the_run_and_the_summary_says_where(tmp_path, monkeypatch):
+    out, place = tmp_path / "run", tmp_path / "OUT"
+    finished_run(out)
+    place.mkdir()
+
+    def disk_full(source, target, *args, **kwargs):
+        Path(target).write_bytes(b"PK")  # the first bytes, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
+    monkeypatch.setattr(bundle_module.shutil, "copyfile", disk_full)
+    done = write_bundle(Bundle(out, place, [H100], tmp_path, [], time.time(), True))
+    line = (f"zip: NOT written into {place} (No space left on device); everything measured is in {out}, the zip too "
+            f"({out_zip(out).name})")
+    assert done.summary[-1] == line and (out / "summary.txt").read_text().splitlines()[-1] == line
+    assert not done.within_limit and not list(place.iterdir())  # no half a zip where the device call picks files up
+    with zipfile.ZipFile(out_zip(out)) as archive:
+        assert "results/matmul_tflops/gpu/n-8192.json" in archive.namelist()
 
 
 def test_a_run_that_measured_nothing_says_so_in_its_summary_and_fails(tmp_path, monkeypatch):
@@ -456,6 +489,29 @@ def test_the_preflight_refuses_an_out_that_cannot_take_the_zip_naming_it(built_p
     assert not (tmp_path / "run").exists()  # refused before anything was made
 
 
+def test_the_preflight_refuses_an_out_without_room_for_the_zip_before_anything(built_pack, tmp_path, monkeypatch,
+                                                                             capsys):
+    place = tmp_path / "OUT"
+    place.mkdir()
+    real = shutil.disk_usage
+
+    def one_megabyte_free(path):  # $OUT on a 1 MB disk, as in issue 58
+        return real(path)._replace(free=2**20) if Path(path) == place else real(path)
+
+    monkeypatch.setattr(preflight_module.shutil, "disk_usage", one_megabyte_free)
+    monkeypatch.setattr(preflight_module, "version_here", lambda name: "2.5.2")
+    monkeypatch.setenv("OUT", str(place))
+    assert ondevice_main(["preflight", "--pack", str(built_pack), "--out", str(tmp_path / "run")]) == 2
+    out, err = capsys.readouterr()
+    assert err == (f"run.sh on-device: $OUT={place}: 1.0 MiB free, under the 16 MiB the zip may take; nothing was run "
+                   "(free some room, or point $OUT elsewhere)\n") and not out
+    assert not (tmp_path / "run").exists() and not list(place.iterdir())  # no stage: nothing made, nothing written
+    monkeypatch.delenv("OUT")  # unset: the run's folder is the zip's place, and is held to the same room
+    monkeypatch.setattr(preflight_module.shutil, "disk_usage", lambda path: real(path)._replace(free=2**20))
+    assert ondevice_main(["preflight", "--pack", str(built_pack), "--out", str(tmp_path / "run")]) == 2
+    assert "the zip's place: $OUT is not set): 1.0 MiB free" in capsys.readouterr().err
+
+
 def python_312() -> str | None:
     for candidate in ("python3.12", *sorted(str(path) for path in Path.home().glob(".pyenv/versions/3.12*/bin/python"))):
         found = shutil.which(candidate)
@@ -476,6 +532,54 @@ def test_on_device_with_an_out_it_cannot_write_stops_in_seconds_before_any_insta
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("run.sh on-device: $OUT=/proc/self: cannot write a file there (") and not done.stdout
     assert not list(tmp_path.rglob("*.json"))  # no stage ran: no record, no preflight.json
+
+
+FAKE_DEVICE_PYTHON = """#!/bin/sh
+# The image's python3 as run.sh's on-device verb calls it: the version check, the pre-flight, pip and ipykernel
+# pass; pip leaves a package in its --target; the run leaves files in $TMPDIR, as libraries do, and says which.
+case "$*" in
+  "-m pip install"*)
+    while [ $# -gt 0 ]; do [ "$1" = --target ] && target=$2; shift; done
+    mkdir -p "$target/colabkit" && echo "# installed" > "$target/colabkit/__init__.py"
+    exit "${FAKE_PIP_EXIT:-0}" ;;
+  "-m colabkit.ondevice run"*)
+    echo "$TMPDIR" > "$COLABKIT_DEVICE_OUT/run-tmpdir"
+    mkdir -p "$TMPDIR/torchinductor_root" && echo cache > "$TMPDIR/torchinductor_root/cache" && touch "$TMPDIR/tmpab12"
+    if [ -n "${FAKE_RUN_WAITS:-}" ]; then touch "$FAKE_RUN_WAITS"; sleep 60; fi
+    exit "${FAKE_RUN_EXIT:-0}" ;;
+esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize("ending, status", [("the run ends", 0), ("the run fails", 1), ("pip fails", 1),
+                                            ("the call is stopped", 143)])
+def test_on_device_leaves_nothing_in_the_temporary_directory_however_it_ends(tmp_path, ending, status):
+    python = tmp_path / "python3"
+    python.write_text(FAKE_DEVICE_PYTHON)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    temporary, runs = tmp_path / "tmp", tmp_path / "runs"
+    temporary.mkdir()
+    runs.mkdir()
+    started = tmp_path / "started"
+    env = {**os.environ, "DEVICE_PYTHON": str(python), "TMPDIR": str(temporary), "COLABKIT_DEVICE_OUT": str(runs),
+           "FAKE_RUN_EXIT": "1" if ending == "the run fails" else "0", "FAKE_PIP_EXIT": "1" if ending == "pip fails"
+           else "0", "FAKE_RUN_WAITS": str(started) if ending == "the call is stopped" else ""}
+    call = subprocess.Popen(["./run.sh", "on-device"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if ending == "the call is stopped":  # as a device call's time limit stops it: the whole process group
+        waited = time.monotonic()
+        while not started.exists() and call.poll() is None and time.monotonic() - waited < 60:
+            time.sleep(0.05)
+        os.killpg(call.pid, signal.SIGTERM)
+    out, err = call.communicate(timeout=60)
+    assert call.returncode == status, out + err
+    assert not list(temporary.iterdir())  # no colabkit-device.* (the installed pack) and nothing the run left
+    if ending != "pip fails":
+        assert (runs / "run-tmpdir").read_text().strip().startswith(f"{temporary}/colabkit-device.")
+        assert "stage install: ok" in out
+    else:
+        assert err.strip() == "run.sh on-device: the pack did not install"
 
 
 # --- bringing a zip home ------------------------------------------------------------------------------------

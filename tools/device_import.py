@@ -77,7 +77,8 @@ def _readme(meta: dict, summary: str, zip_name: str) -> str:
             f"Records of one `./run.sh on-device` run on a lent {meta['device']} (docs/device.md), imported from "
             f"`{zip_name}` by `python tools/device_import.py`. `records/` holds the JSON records, `tables/` the "
             "report's tables, `gpu-check/` the GPU check's table. `python -m colabkit report` on this folder "
-            "draws the report again.\n\nThe run's summary, as it printed it:\n\n```\n" + summary + "```\n")
+            "draws the report again.\n\nThe run's summary, as written into the zip (its last line names the zip, "
+            "whose size came after):\n\n```\n" + summary + "```\n")
 
 
 def main(argv: list[str] | None = None) -> int:

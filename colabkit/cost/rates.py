@@ -8,10 +8,14 @@ is one line (RatesFileError) before anything is computed. Nothing is guessed: a 
 
 A file names each runtime it rates in one of three ways (`runtime_kind`): one of Colab's runtime types in any of
 its spellings ('T4', 'v5e-1', 'V5E1': colabkit.colab.runtime.RUNTIME_TYPES), `cpu` (a runtime without an
-accelerator) or a GPU model ('V100', 'NVIDIA H200': words of the GPU's name as its driver gives it). A record is
-priced by the accelerator its runtime really had (`accelerator_found`), never the one asked for: a GPU model the
-file names in that name first (the longest such name, the most specific), else the runtime type that grants it,
-else, for 'none', `cpu`. A CPU run on a GPU runtime is priced as that GPU runtime: it is what the runtime bills.
+accelerator) or a GPU model ('V100', 'H200': words of the GPU's name as its driver gives it). The vendor's words
+(VENDOR_WORDS: NVIDIA, Tesla) are no part of a name: the driver calls a T4 'Tesla T4' and an L4 'NVIDIA L4', so
+'NVIDIA T4', 'Tesla T4' and 'T4' are one runtime. A record is priced by the accelerator its runtime really had
+(`accelerator_found`), never the one asked for: a GPU model the file names in that name first (the longest such
+name, the most specific), else the runtime type that grants it, else, for 'none', `cpu`. A CPU run on a GPU runtime
+is priced as that GPU runtime: it is what the runtime bills. Two names for one runtime (`_same_runtime`) are
+refused in a file, and a user's entry replaces the shipped one of its runtime. `RateTable.unused` names the entries
+of a user's file that priced no run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +39,11 @@ COMPUTE_UNIT_FIELDS = ("usd", "source", "read")
 RuntimeKind = Literal["runtime type", "cpu", "gpu model"]
 GivenIn = Literal["compute units", "dollars", "both"]
 _READ = re.compile(r"\d{4}-\d{2}(-\d{2})?")
+SHIPPED = "colabkit"  # the `origin` of a shipped rate
+VENDOR_WORDS = ("nvidia", "tesla")  # no part of a runtime's name (module docstring)
+RATE_CEILING = 1e6  # the most a rate (dollars or compute units an hour) or a compute unit's price may be: far above
+# any one runtime or machine, and below what the report's tables can print
+AGREE = 0.05  # how far a rate's dollars may be from its compute units at the compute unit's price: rounding
 
 
 @dataclass(frozen=True)
@@ -68,26 +78,47 @@ class NoRate:
     reason: str
 
 
+def _plain(name: str) -> str:
+    """A runtime's name without the vendor's words (VENDOR_WORDS), its words single-spaced: 'NVIDIA  T4' -> 'T4'."""
+    return " ".join(word for word in name.split() if word.lower() not in VENDOR_WORDS)
+
+
 def runtime_kind(name: str) -> RuntimeKind:
-    """How a rates file's runtime `name` is read: a Colab runtime type, `cpu`, or else a GPU model."""
-    if name.strip().lower() == "cpu":
+    """How a rates file's runtime `name` is read: a Colab runtime type, `cpu`, or else a GPU model (the vendor's
+    words left out: 'NVIDIA T4' is the runtime type T4)."""
+    plain = _plain(name)
+    if plain.lower() == "cpu":
         return "cpu"
-    return "runtime type" if runtime_type(name) is not None else "gpu model"
+    return "runtime type" if runtime_type(plain) is not None else "gpu model"
 
 
 def _canonical(name: str) -> str:
-    """The one spelling of a runtime name, so that 'v5e1' and 'v5e-1' are one entry: a runtime type's dialog name,
-    'cpu', or a GPU model in lower case with single spaces."""
+    """The one spelling of a runtime name, so that 'v5e1' and 'v5e-1', 'Tesla T4' and 'T4' are one entry: a runtime
+    type's dialog name, 'cpu', or a GPU model in lower case with single spaces, the vendor's words left out."""
     kind = runtime_kind(name)
     if kind == "runtime type":
-        return runtime_type(name).dialog  # type: ignore[union-attr]
-    return "cpu" if kind == "cpu" else " ".join(name.lower().split())
+        return runtime_type(_plain(name)).dialog  # type: ignore[union-attr]
+    return "cpu" if kind == "cpu" else _plain(name).lower()
 
 
 def _names_model(model: str, found: str) -> bool:
-    """Whether the GPU model `model` ('V100') is in the accelerator's name `found` ('Tesla V100-SXM2-16GB') as whole
-    words, any case."""
-    return re.search(rf"(?<!\w){re.escape(' '.join(model.split()))}(?!\w)", found, flags=re.IGNORECASE) is not None
+    """Whether the GPU model `model` ('V100', 'NVIDIA V100') is in the accelerator's name `found` ('Tesla
+    V100-SXM2-16GB') as whole words, any case, the vendor's words left out of `model`."""
+    return re.search(rf"(?<!\w){re.escape(_plain(model))}(?!\w)", found, flags=re.IGNORECASE) is not None
+
+
+def _same_runtime(first: str, second: str) -> str | None:
+    """Why two names a rates file gives price the same runtime, or None where they do not: one spelling
+    (`_canonical`), or a GPU model found in the GPU a Colab runtime type grants ('A100-SXM4-40GB' and 'A100').
+    A GPU model within another ('A100' and 'A100-SXM4-80GB') is not: the more specific one wins (`rate_for`)."""
+    if _canonical(first) == _canonical(second):
+        return f"both are {_canonical(first)}"
+    for kind_of, model in ((first, second), (second, first)):
+        granted = runtime_type(_plain(kind_of)) if runtime_kind(kind_of) == "runtime type" else None
+        if (granted is not None and granted.kind == "gpu" and runtime_kind(model) == "gpu model"
+                and _names_model(model, granted.model)):
+            return f"{granted.dialog}'s GPU is {granted.model}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -114,17 +145,29 @@ class RateTable:
         return rate or NoRate(runtime, f"no rate given for {runtime} (a rates file can give one: --rates FILE, "
                                        "docs/cost.md)")
 
+    def unused(self, priced: Iterable[str]) -> str | None:
+        """The line naming each rate of the user's file that priced no run (`priced`: the runtimes, as rates name
+        them, that priced one), and why that can be; None when every one priced a run (or no file was given)."""
+        priced = set(priced)
+        idle = [rate for rate in self.rates if rate.origin != SHIPPED and rate.runtime not in priced]
+        if not idle:
+            return None
+        files = ", ".join(dict.fromkeys(rate.origin for rate in idle))
+        return (f"rates file {files}: {', '.join(rate.runtime for rate in idle)} priced no run: no run had that "
+                "runtime, or a GPU model named more closely priced it (docs/cost.md says how names are matched)")
+
     def sources(self, runtimes: set[str] | None = None) -> list[str]:
         """Each source of a rate (of `runtimes` alone, where given) with the runtimes it rates and the date read, once,
-        then the compute unit's price: what a Methods paragraph cites."""
+        then the compute unit's price where one of them was given in one unit only: what a Methods paragraph cites."""
+        cited = [rate for rate in self.rates if runtimes is None or rate.runtime in runtimes]
         by_source: dict[tuple[str, str], list[str]] = {}
-        for rate in self.rates:
-            if runtimes is not None and rate.runtime not in runtimes:
-                continue
+        for rate in cited:
             by_source.setdefault((rate.source, rate.read), []).append(rate.runtime)
         unit = self.compute_unit
-        return [f"{', '.join(runtimes)}: {source}, read {read}" for (source, read), runtimes in by_source.items()] + [
-            f"one compute unit = ${unit.usd:g}: {unit.source}, read {unit.read}"]
+        lines = [f"{', '.join(runtimes)}: {source}, read {read}" for (source, read), runtimes in by_source.items()]
+        if any(rate.given_in != "both" for rate in cited):  # its other unit derived at the compute unit's price
+            lines.append(f"one compute unit = ${unit.usd:g}: {unit.source}, read {unit.read}")
+        return lines
 
 
 def _problem(path: str, text: str) -> RatesFileError:
@@ -132,9 +175,7 @@ def _problem(path: str, text: str) -> RatesFileError:
 
 
 def _read_date(value: Any, path: str, where: str) -> str:
-    """A `read` date as text, 'YYYY-MM' or 'YYYY-MM-DD' (YAML's own dates too)."""
-    if isinstance(value, datetime.date):
-        return value.isoformat()[:10]
+    """A `read` date as text, 'YYYY-MM' or 'YYYY-MM-DD' (_RatesLoader keeps YAML's unquoted dates as text)."""
     text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     if not _READ.fullmatch(text):
         raise _problem(path, f"{where}: `read` must be the date the rate was read, YYYY-MM-DD or YYYY-MM, not {value!r}")
@@ -153,11 +194,12 @@ def _source(value: Any, path: str, where: str) -> str:
 
 
 def _amount(value: Any, path: str, where: str) -> float | None:
-    """A positive finite number, or None where the field is absent."""
+    """A number above 0 and at most RATE_CEILING, or None where the field is absent."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise _problem(path, f"{where} must be a number above 0, not {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+            or value > RATE_CEILING):
+        raise _problem(path, f"{where} must be a number above 0 and at most {RATE_CEILING:g}, not {value!r}")
     return float(value)
 
 
@@ -187,9 +229,46 @@ def _rate(name: str, entry: Any, unit: ComputeUnitPrice, path: str, origin: str)
     if units is None and usd is None:
         raise _problem(path, f"{where}: give compute_units_per_hour or usd_per_hour (or both)")
     given: GivenIn = "both" if units is not None and usd is not None else "compute units" if units else "dollars"
-    return Rate(name, units if units is not None else usd / unit.usd,  # type: ignore[operator]
-                usd if usd is not None else units * unit.usd,  # type: ignore[operator]
+    at_price = f"at ${unit.usd:g} a compute unit"
+    if units is not None and usd is not None and abs(usd / (units * unit.usd) - 1) > AGREE:
+        ratio = usd / (units * unit.usd)
+        raise _problem(path, f"{where}: usd_per_hour and compute_units_per_hour disagree: {units:g} compute units "
+                             f"{at_price} are ${units * unit.usd:.4g} an hour, not ${usd:g} ({ratio:.3g}x; rounding "
+                             f"allows {AGREE:.0%}): give one of them")
+    derived, derived_name = (usd / unit.usd, "compute units") if units is None else (units * unit.usd, "dollars")
+    if (usd is None or units is None) and not 0 < derived <= RATE_CEILING:
+        raise _problem(path, f"{where}: {derived:.4g} {derived_name} an hour {at_price} is no rate (it must be above 0 "
+                             f"and at most {RATE_CEILING:g})")
+    return Rate(name, units if units is not None else derived, usd if usd is not None else derived,
                 given, _source(fields.get("source"), path, where), _read_date(fields.get("read"), path, where), origin)
+
+
+class _RepeatedKeyError(yaml.constructor.ConstructorError):
+    """A mapping of a rates file giving one key twice."""
+
+
+class _RatesLoader(yaml.SafeLoader):
+    """YAML's safe loader, stricter and closer to JSON: a key given twice in a mapping is refused (the last would win
+    without a word), an unquoted date stays text (`_read_date` checks it: an impossible one is no traceback), and
+    a number in exponent form without a dot ('1e-10', JSON's form) is a number, as in YAML 1.2."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` merges a mapping in: its keys may be given again after it
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float)):  # (an unhashable key: the safe loader's own error)
+                    if key in seen:
+                        raise _RepeatedKeyError(None, None, f"`{key}` is given twice", key_node.start_mark)
+                    seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_RatesLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+_RatesLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$"),
+                                   list("-+0123456789"))
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -197,7 +276,11 @@ def _read_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise _problem(str(path), "not found" if not path.exists() else "is not a file")
     try:
-        content = yaml.safe_load(path.read_text(encoding="utf-8"))
+        content = yaml.load(path.read_text(encoding="utf-8"), Loader=_RatesLoader)  # noqa: S506 (a safe loader)
+    except _RepeatedKeyError as exc:
+        mark = exc.problem_mark
+        raise _problem(str(path), f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1}): the last would win "
+                                  "without a word; give each key once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -221,30 +304,31 @@ def _table(path: Path, origin: str, base: ComputeUnitPrice | None) -> tuple[list
     unit = _compute_unit(content["compute_unit"], str(path)) if "compute_unit" in content else base
     if unit is None:
         raise _problem(str(path), "compute_unit (usd, source, read) is missing")
-    rates: dict[str, Rate] = {}
+    rates: list[Rate] = []
     for name, entry in (content.get("rates") or {}).items():
-        if not isinstance(name, (str, int)) or not str(name).strip():
+        if not isinstance(name, (str, int)) or not _plain(str(name)):
             raise _problem(str(path), f"rates: {name!r} is no runtime name (a Colab runtime type, cpu, or a GPU model)")
-        key = _canonical(str(name))
-        if key in rates:
-            raise _problem(str(path), f"rates: {rates[key].runtime} and {name} name the same runtime")
-        rates[key] = _rate(str(name).strip(), entry, unit, str(path), origin)
-    return list(rates.values()), unit
+        for rate in rates:
+            why = _same_runtime(rate.runtime, str(name))
+            if why:
+                raise _problem(str(path), f"rates: {rate.runtime} and {name} name the same runtime ({why}): give it "
+                                          "once")
+        rates.append(_rate(str(name).strip(), entry, unit, str(path), origin))
+    return rates, unit
 
 
 def load_rates(user_file: str | Path | None = None) -> RateTable:
     """The shipped rates, each replaced by the rate a `user_file` gives for the same runtime, with those it adds;
     the file's compute unit price, where it gives one, for all of them. RatesFileError (one line) when the file
     cannot be used."""
-    shipped, unit = _table(SHIPPED_RATES, "colabkit", None)
+    shipped, unit = _table(SHIPPED_RATES, SHIPPED, None)
     if user_file is None:
         return RateTable(tuple(shipped), unit)
     path = Path(user_file)
     theirs, their_unit = _table(path, path.name, unit)
-    replaced = {_canonical(rate.runtime) for rate in theirs}
+    kept = [rate for rate in shipped if not any(_same_runtime(rate.runtime, their.runtime) for their in theirs)]
     if their_unit != unit:  # the shipped rates given in compute units are re-priced at the user's price of a unit
-        shipped = [_rate(rate.runtime, _as_entry(rate), their_unit, str(SHIPPED_RATES), rate.origin) for rate in shipped]
-    kept = [rate for rate in shipped if _canonical(rate.runtime) not in replaced]
+        kept = [_rate(rate.runtime, _as_entry(rate), their_unit, str(path), rate.origin) for rate in kept]
     return RateTable(tuple(kept + theirs), their_unit)
 
 

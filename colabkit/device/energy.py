@@ -14,7 +14,10 @@ recorded as `energy_method`:
 - "not measured": no way here (no NVML, a TPU, RAPL absent or readable by root only...); `reason` says why.
 
 A window shorter than MIN_WINDOW_S gives no figure: the counters move in steps (NVML's about every 100 ms), so a
-short window's energy is mostly the step it happened to catch. `pynvml` is imported late (`nvidia-ml-py`).
+short window's energy is mostly the step it happened to catch. Nor does a window whose reading cannot be a
+measurement: a counter that went backwards, or a mean power beyond POWER_MARGIN times the power limit of what was
+read (energy_source.counter_deltas, beyond_limit); the reason says what was seen. `pynvml` is imported late
+(`nvidia-ml-py`).
 """
 
 from __future__ import annotations

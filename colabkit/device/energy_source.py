@@ -6,6 +6,7 @@ with the reason. A window shorter than MIN_WINDOW_S gives no figure: the counter
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,10 @@ from enum import StrEnum
 from typing import Any
 
 MIN_WINDOW_S = 1.0  # the shortest window an energy figure is given over (module docstring)
+# A window's mean power may reach POWER_MARGIN times the power limit of what was read before it is refused: the
+# counters' steps at a window's edges (one 100 ms NVML step over the GPU check's 0.25 s floor is 1.4x) and a limit
+# enforced as an average leave real readings above the limit; beyond this, the counter misread (docs/cost.md).
+POWER_MARGIN = 1.5
 
 
 class EnergyMethod(StrEnum):
@@ -31,6 +36,15 @@ class Mark:
 
     at_s: float
     totals_j: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class PowerLimit:
+    """The most one device or zone can draw: its power limit in watts and where that figure came from, in words
+    ("NVML's enforced power limit")."""
+
+    watts: float
+    source: str
 
 
 @dataclass(frozen=True)
@@ -114,15 +128,35 @@ class NotMeasured(EnergySource):
         super().__init__(reason)
 
 
-def counter_deltas(begin: Mark, end: Mark, names: Sequence[str], what: str) -> WindowEnergy:
-    """A counter's window: the sum over `names` (devices, zones) of what each counted, None where one gave no
-    reading at an edge or did not move (`what`: the counter, for the reason)."""
+def beyond_limit(joules: float, seconds: float, limit: PowerLimit, what: str) -> str | None:
+    """Why `joules` over `seconds` cannot be a reading of `what` (a counter or a power of one device or zone, named):
+    a mean power beyond POWER_MARGIN times its `limit`; None where it can be."""
+    watts = joules / seconds if seconds > 0 else math.inf
+    if watts <= POWER_MARGIN * limit.watts:
+        return None
+    return (f"{what} gave {joules:.4g} J over the {seconds:.3g} s window, {watts:.4g} W: more than {POWER_MARGIN:g}x "
+            f"its {limit.watts:g} W power limit ({limit.source}): not a measurement")
+
+
+def counter_deltas(begin: Mark, end: Mark, names: Sequence[str], limits: Sequence[PowerLimit],
+                   what: str) -> WindowEnergy:
+    """A counter's window: the sum over `names` (devices, zones) of what each counted, None with the reason where
+    one gave no reading at an edge, went backwards, did not move, or counted more than its limit in `limits` lets
+    it draw (`beyond_limit`) (`what`: the counter, for the reason)."""
     seconds = end.at_s - begin.at_s
     if len(begin.totals_j) != len(names) or len(end.totals_j) != len(names):
         return WindowEnergy(seconds, None, f"{what} gave no reading at an edge of the window")
     deltas = [after - before for before, after in zip(begin.totals_j, end.totals_j)]
-    still = [name for name, delta in zip(names, deltas) if delta <= 0]
+    for name, before, after in zip(names, begin.totals_j, end.totals_j):
+        if after < before:
+            return WindowEnergy(seconds, None, f"{what} of {name} went backwards over the {seconds:.3g} s window, "
+                                               f"from {before:.6g} J to {after:.6g} J: not a measurement")
+    still = [name for name, delta in zip(names, deltas) if delta == 0]
     if still:
         return WindowEnergy(seconds, None, f"{what} of {', '.join(still)} did not advance over the {seconds:.3g} s "
                                            "window: no figure (it moves in steps)")
+    for name, delta, limit in zip(names, deltas, limits):
+        beyond = beyond_limit(delta, seconds, limit, f"{what} of {name}")
+        if beyond is not None:
+            return WindowEnergy(seconds, None, beyond)
     return WindowEnergy(seconds, float(sum(deltas)))

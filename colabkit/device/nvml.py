@@ -20,11 +20,15 @@ from colabkit.device.energy_source import (
     EnergyMethod,
     EnergySource,
     Mark,
+    PowerLimit,
     WindowEnergy,
+    beyond_limit,
     counter_deltas,
 )
 
 NVML_PACKAGE = "nvidia-ml-py"  # pip name; the module is `pynvml`
+GPU_MAX_W = 2000.0  # the most one GPU is taken to draw where NVML gives no power limit: above any board's
+NO_LIMIT = "NVML gives none: the most colabkit takes one GPU to draw"
 
 
 def visible_gpu_indices(count: int) -> list[int]:
@@ -74,6 +78,20 @@ def close_nvml(nvml: Any) -> None:
         pass  # shutting down a library that already failed: nothing left to release
 
 
+def power_limit(nvml: Any, handle: Any) -> PowerLimit:
+    """A board's power limit: the one its driver enforces (nvmlDeviceGetEnforcedPowerLimit, milliwatts: all limiters
+    counted), else the one set for power management (nvmlDeviceGetPowerManagementLimit), else GPU_MAX_W."""
+    for call, source in (("nvmlDeviceGetEnforcedPowerLimit", "NVML's enforced power limit"),
+                         ("nvmlDeviceGetPowerManagementLimit", "NVML's power management limit")):
+        try:
+            milliwatts = getattr(nvml, call)(handle)
+        except nvml.NVMLError:  # NotSupported where the board has no power management
+            continue
+        if milliwatts > 0:
+            return PowerLimit(milliwatts / 1000.0, source)
+    return PowerLimit(GPU_MAX_W, NO_LIMIT)
+
+
 class GpuEnergyCounter(EnergySource):
     """NVML's total-energy counter of GPUs `indices` (NVML's indices), summed: read at each mark.
 
@@ -87,6 +105,7 @@ class GpuEnergyCounter(EnergySource):
         super().__init__(min_window_s=min_window_s)
         self.indices = list(indices)
         self.refused: str | None = None
+        self.limits: list[PowerLimit] = []
         self._nvml: Any = None
         self._handles: list[Any] = []
 
@@ -113,6 +132,7 @@ class GpuEnergyCounter(EnergySource):
             self._fail_start(f"NVML could not read GPU {', '.join(map(str, self.indices))}: {error}")
             self.stop()
         else:
+            self.limits = [power_limit(nvml, handle) for handle in self._handles]
             gpus = ", ".join(map(str, self.indices))
             self.source = f"NVML total-energy counter of GPU {gpus} (NVML's index; the whole board)"
         return self
@@ -133,7 +153,8 @@ class GpuEnergyCounter(EnergySource):
             return Mark(at)
 
     def _joules(self, begin: Mark, end: Mark) -> WindowEnergy:
-        return counter_deltas(begin, end, [f"GPU {index}" for index in self.indices], "the energy counter")
+        return counter_deltas(begin, end, [f"GPU {index}" for index in self.indices], self.limits,
+                              "the energy counter")
 
 
 class PowerSampler(EnergySource):
@@ -153,6 +174,7 @@ class PowerSampler(EnergySource):
         self.indices = list(indices)
         self.interval_s = interval_s
         self.counter_refused = counter_refused
+        self.limits: list[PowerLimit] = []
         self.samples: list[tuple[float, float]] = []
         self._nvml: Any = None
         self._handles: list[Any] = []
@@ -189,6 +211,7 @@ class PowerSampler(EnergySource):
             self._fail_start(f"NVML power readings are not available: {error}")
             self._shutdown()
             return self
+        self.limits = [power_limit(self._nvml, handle) for handle in self._handles]
         gpus = ", ".join(map(str, self.indices))
         why = f" (no total-energy counter: {self.counter_refused})" if self.counter_refused else ""
         self.source = (f"NVML power of GPU {gpus} (NVML's index; the whole board) sampled every {self.interval_s:g} s"
@@ -218,10 +241,6 @@ class PowerSampler(EnergySource):
         if self._nvml is not None:
             nvml, self._nvml = self._nvml, None
             close_nvml(nvml)
-
-    def limit_w(self) -> float:
-        """The first board's enforced power limit (while sampling)."""
-        return self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handles[0]) / 1000.0
 
     def window(self, start: float, end: float) -> list[tuple[float, float]]:
         """Samples within [start, end], with the power at both ends interpolated from neighbours."""
@@ -255,7 +274,13 @@ class PowerSampler(EnergySource):
         with self._lock:
             inside = any(begin.at_s <= at <= end.at_s for at, _ in self.samples)
         joules = self.energy_j(begin.at_s, end.at_s) if inside else None
-        return WindowEnergy(seconds, joules, None if joules is not None else "no power sample fell in the window")
+        if joules is None:
+            return WindowEnergy(seconds, None, "no power sample fell in the window")
+        gpus = ", ".join(map(str, self.indices))
+        limit = PowerLimit(sum(limit.watts for limit in self.limits), " + ".join(dict.fromkeys(
+            limit.source for limit in self.limits)))
+        beyond = beyond_limit(joules, seconds, limit, f"the sampled power of GPU {gpus}")
+        return WindowEnergy(seconds, None, beyond) if beyond else WindowEnergy(seconds, joules)
 
 
 def idle_power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
@@ -264,17 +289,16 @@ def idle_power(seconds: float = 1.0, interval_s: float = 0.1) -> dict[str, Any]:
     sampler = PowerSampler(visible_gpu_indices(1), interval_s).start()
     if sampler.reason is not None:
         return {"unavailable": sampler.reason}
-    try:
-        limit_w = sampler.limit_w()
+    limit = sampler.limits[0]
+    if limit.source == NO_LIMIT:
+        sampler.reason = "NVML gives no power limit on this GPU"
+    else:
         time.sleep(seconds)
-    except sampler._nvml.NVMLError as error:  # a board without power readings raises NVMLError_NotSupported
-        sampler.reason = f"NVML gives no power limit on this GPU: {error}"
-    finally:
-        sampler.stop()
+    sampler.stop()
     readings = [watts for _, watts in sampler.samples]
     if sampler.reason is not None or not readings:
         return {"unavailable": sampler.reason or "no power reading"}
-    return {"idle_w": float(statistics.median(readings)), "limit_w": limit_w, "readings_w": readings}
+    return {"idle_w": float(statistics.median(readings)), "limit_w": limit.watts, "readings_w": readings}
 
 
 # --- the GPUs' state over a measurement ----------------------------------------------------------------------

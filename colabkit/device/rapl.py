@@ -16,21 +16,25 @@ from colabkit.device.energy_source import (
     EnergyMethod,
     EnergySource,
     Mark,
+    PowerLimit,
     WindowEnergy,
     counter_deltas,
 )
 
 POWERCAP = Path("/sys/class/powercap")
 RAPL_MAX_W = 1000.0  # more than any one package draws: sets how often a RAPL counter is read to catch its wraps
+NO_LIMIT = "RAPL gives none enabled: the most colabkit takes one package to draw"
 
 
 @dataclass(frozen=True)
 class RaplZone:
-    """One RAPL energy counter: its sysfs folder, its name (package-0, dram) and the range it wraps at."""
+    """One RAPL energy counter: its sysfs folder, its name (package-0, dram), the range it wraps at and the most it
+    can draw (`zone_limit`)."""
 
     path: Path
     name: str
     max_range_uj: int
+    limit: PowerLimit = PowerLimit(RAPL_MAX_W, NO_LIMIT)
 
 
 def _read_int(path: Path) -> int:
@@ -45,6 +49,21 @@ def _hypervisor() -> bool:
         return False
 
 
+def zone_limit(folder: Path) -> PowerLimit:
+    """The most a RAPL zone can draw: the highest of its power limits (constraint_N_power_limit_uw: the long- and
+    short-term ones, a peak where there is one) where the zone enforces them (`enabled` 1), at most RAPL_MAX_W;
+    RAPL_MAX_W where it enforces none or they cannot be read."""
+    try:
+        enabled = _read_int(folder / "enabled") == 1
+        limits_uw = [_read_int(path) for path in folder.glob("constraint_*_power_limit_uw")]
+    except (OSError, ValueError):
+        return PowerLimit(RAPL_MAX_W, NO_LIMIT)
+    highest_w = max(limits_uw, default=0) / 1e6
+    if not enabled or not 0 < highest_w < RAPL_MAX_W:
+        return PowerLimit(RAPL_MAX_W, NO_LIMIT)
+    return PowerLimit(highest_w, "the highest of RAPL's power limits of the zone")
+
+
 def rapl_zones(root: Path = POWERCAP) -> list[RaplZone]:
     """The RAPL counters an energy figure sums: each package zone (intel-rapl:N, named package-N: its cores and
     uncore) and its DRAM subzone where one exists (intel-rapl:N:M named dram: outside the package's count). Core,
@@ -56,7 +75,7 @@ def rapl_zones(root: Path = POWERCAP) -> list[RaplZone]:
         name = (folder / "name").read_text(encoding="ascii").strip()
         package = folder.name.count(":") == 1 and name.startswith("package")
         if package or (folder.name.count(":") == 2 and name == "dram"):
-            zones.append(RaplZone(folder, name, _read_int(folder / "max_energy_range_uj")))
+            zones.append(RaplZone(folder, name, _read_int(folder / "max_energy_range_uj"), zone_limit(folder)))
     return zones
 
 
@@ -147,4 +166,5 @@ class RaplCounter(EnergySource):
         return Mark(at, totals or ())
 
     def _joules(self, begin: Mark, end: Mark) -> WindowEnergy:
-        return counter_deltas(begin, end, [zone.name for zone in self.zones], "the RAPL counter")
+        return counter_deltas(begin, end, [zone.name for zone in self.zones], [zone.limit for zone in self.zones],
+                              "the RAPL counter")

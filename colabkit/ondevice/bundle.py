@@ -2,8 +2,10 @@
 16 MiB, named `colabkit-device-<gpu>-<date>.zip` in letters, digits, '.', '_' and '-' alone (what a device
 call brings back), and the summary printed last: at most ten lines (the device and driver, each experiment's
 best headline with its interval, the gpu-check's verdicts, the stages' times and what they measured, the
-data, the zip). The summary is written and printed whatever became of the zip: where the zip could not be
-written, its line names the folder that holds the records.
+data, the zip). The zip is built in the run's folder and then moved into its place ($OUT), so that the place
+takes at most the zip within its limit: the room the pre-flight checks $OUT has. The summary is written
+(summary.txt) and printed whatever became of the zip, its last line the zip's: where the zip could not be
+written, that line names the folder that holds the records.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ import csv
 import datetime as dt
 import json
 import re
+import shutil
 import zipfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from colabkit.experiments import all_experiments
 from colabkit.gpu_check.rows import NO_GPU_LINE
 from colabkit.io import write_atomic
+from colabkit.ondevice.preflight import ZIP_LIMIT_BYTES
 from colabkit.stages import StageResult
 
-ZIP_LIMIT_BYTES = 16 * 2**20  # one file a device call brings back
 META = "device.json"
 SUMMARY = "summary.txt"
 SUMMARY_LINES = 10
@@ -129,30 +133,38 @@ def _image_phrase(preflight: dict[str, Any]) -> str:
 
 
 def _write_zip(target: Path, root: Path, files: list[Path]) -> int:
-    partial = target.with_name(f".{target.name}.part")
-    try:
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+    """The zip of `files` (named from `root`) at `target`, written atomically (no half a zip under its name); its
+    size."""
+    def write(scratch: Path) -> None:
+        with zipfile.ZipFile(scratch, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in files:
                 archive.write(path, str(path.relative_to(root)))
-        return partial.replace(target).stat().st_size
-    except BaseException:
-        partial.unlink(missing_ok=True)  # no half-written zip left where the device call picks files up
-        raise
+
+    return write_atomic(target, write, suffix=".part").stat().st_size
 
 
 def _zip(bundle: Bundle, name: str) -> tuple[Path, list[str]]:
-    """The zip, built beside its place and renamed in; the figures left out where it would pass its limit."""
-    target = bundle.zip_to / name
+    """The zip, built in the run's folder, the figures left out where it would pass its limit, then copied into its
+    place and removed here: its place only ever takes the finished zip."""
+    built = bundle.out / name
     files = [path for folder, suffixes in KEPT_SUFFIXES.items() if (bundle.out / folder).is_dir()
              for path in sorted((bundle.out / folder).rglob("*")) if path.is_file() and path.suffix in suffixes
              and not path.name.endswith("-with-code.html")]  # report.html alone: the same report, its code folded
     files += [bundle.out / META, bundle.out / SUMMARY]
-    bundle.zip_to.mkdir(parents=True, exist_ok=True)
-    if _write_zip(target, bundle.out, files) <= ZIP_LIMIT_BYTES:
-        return target, []
-    figures = [path for path in files if path.suffix == ".png"]  # the CSV behind each figure stays
-    _write_zip(target, bundle.out, [path for path in files if path.suffix != ".png"])
+    figures: list[Path] = []
+    if _write_zip(built, bundle.out, files) > ZIP_LIMIT_BYTES:
+        figures = [path for path in files if path.suffix == ".png"]  # the CSV behind each figure stays
+        _write_zip(built, bundle.out, [path for path in files if path.suffix != ".png"])
+    target = bundle.zip_to / name
+    if target.resolve() != built.resolve():
+        write_atomic(target, partial(shutil.copyfile, built), suffix=".part")  # never half a zip where the call looks
+        built.unlink()
     return target, [str(path.relative_to(bundle.out)) for path in figures]
+
+
+def _summary(lines: list[str]) -> list[str]:
+    """The summary's lines, at most SUMMARY_LINES: the zip's line, the last, always kept."""
+    return lines[:SUMMARY_LINES - 1] + lines[-1:] if len(lines) > SUMMARY_LINES else lines
 
 
 def write_bundle(bundle: Bundle) -> Bundle:
@@ -175,18 +187,24 @@ def write_bundle(bundle: Bundle) -> Bundle:
                             "seconds": elapsed, "measured": bundle.measured, "preflight": bundle.preflight,
                             "stages": [vars(result) for result in bundle.results]}
     write_atomic(bundle.out / META, json.dumps(meta, indent=2) + "\n")
-    write_atomic(bundle.out / SUMMARY, "\n".join(summary) + "\n")
+    in_zip = f"zip: {bundle.zip_to / name} (the zip this summary came in)"
+    write_atomic(bundle.out / SUMMARY, "\n".join(_summary([*summary, in_zip])) + "\n")
     try:
         bundle.zip_path, left_out = _zip(bundle, name)
     except OSError as error:  # the records stay in the run's folder: say where, never a traceback instead
         bundle.zip_path, bundle.within_limit = None, False
+        built = bundle.out / name
         summary.append(f"zip: NOT written into {bundle.zip_to} ({error.strerror or error}); everything measured is "
-                       f"in {bundle.out}")
+                       f"in {bundle.out}" + (f", the zip too ({built.name})" if built.is_file() else ""))
     else:
         size = bundle.zip_path.stat().st_size
         bundle.within_limit = size <= ZIP_LIMIT_BYTES
         fits = "under" if bundle.within_limit else "OVER"
         summary.append(f"zip: {bundle.zip_path} ({size / 2**20:.2f} MiB, {fits} the {ZIP_LIMIT_BYTES / 2**20:.0f} "
                        "MiB limit" + (f"; {len(left_out)} figure(s) left out to fit)" if left_out else ")"))
-    bundle.summary = summary[:SUMMARY_LINES - 1] + summary[-1:] if len(summary) > SUMMARY_LINES else summary
+    bundle.summary = _summary(summary)
+    try:
+        write_atomic(bundle.out / SUMMARY, "\n".join(bundle.summary) + "\n")  # now with the zip's own line
+    except OSError:
+        pass  # the run's folder is full too: the summary is still printed, its last line saying where things are
     return bundle

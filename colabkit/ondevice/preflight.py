@@ -4,7 +4,9 @@ what would make the whole run worthless, and refuses (one line, exit 2) or says 
 
 - the Python: 3.12, the image's, which every wheel of the pack is built for;
 - where the zip goes: `$OUT` must be a folder a file can be written in (a device call brings back only what
-  `$OUT` holds); unset or empty, the run's own folder, said in the first line;
+  `$OUT` holds), with room for the largest zip the run writes there (ZIP_LIMIT_BYTES: the zip is built in the
+  run's folder, and only a finished one is put in `$OUT`); unset or empty, the run's own folder, said in the
+  first line;
 - the pack: every file `manifest.json` names is there with its sha256, and no wheel lies beside them that the
   manifest does not name (`pip install .device/wheels/*.whl` would install it unchecked);
 - the image: the packages the pack relies on (the manifest's `image`: what its closure check found the image
@@ -22,6 +24,7 @@ import hashlib
 import importlib.metadata
 import json
 import platform
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -33,6 +36,7 @@ from colabkit.errors import DevicePackError
 PYTHON = (3, 12)  # the image's python3 (3.12.3): every wheel of the pack is built for it
 MANIFEST = "manifest.json"
 PREFLIGHT = "preflight.json"  # in the run's folder; the closing copies it into device.json
+ZIP_LIMIT_BYTES = 16 * 2**20  # the zip's limit: one file a device call brings back (colabkit.ondevice.bundle)
 
 
 @dataclass
@@ -77,8 +81,18 @@ def check_writable(folder: Path, label: str) -> None:
                               "run") from error
 
 
+def check_room(folder: Path, label: str) -> None:
+    """`folder` has room for the largest zip the run writes there (ZIP_LIMIT_BYTES): a DevicePackError naming it
+    (as `label`) otherwise."""
+    free = shutil.disk_usage(folder).free
+    if free < ZIP_LIMIT_BYTES:
+        raise DevicePackError(f"{label}: {free / 2**20:.1f} MiB free, under the {ZIP_LIMIT_BYTES / 2**20:.0f} MiB "
+                              "the zip may take; nothing was run (free some room, or point $OUT elsewhere)")
+
+
 def check_zip_place(out_env: str | None, run_folder: Path) -> tuple[Path, bool]:
-    """Where the zip goes: $OUT when set (an existing folder that takes a file), else the run's folder."""
+    """Where the zip goes: $OUT when set (an existing folder that takes a file and has room for the zip), else the
+    run's folder."""
     if not out_env:
         return run_folder, True
     place = Path(out_env)
@@ -86,6 +100,7 @@ def check_zip_place(out_env: str | None, run_folder: Path) -> tuple[Path, bool]:
         raise DevicePackError(f"$OUT={out_env}: " + ("not a folder" if place.exists() else "no such folder")
                               + " (the device call brings back what $OUT holds); nothing was run")
     check_writable(place, f"$OUT={out_env}")
+    check_room(place, f"$OUT={out_env}")
     return place, False
 
 
@@ -153,6 +168,8 @@ def preflight(pack: Path, run_folder: Path, out_env: str | None) -> Preflight:
         raise DevicePackError(f"this image lacks {', '.join(missing)}, which the pack relies on it for "
                               "(device/image.txt); nothing was installed")
     check_writable(run_folder, f"the run's folder {run_folder}")
+    if fallback:
+        check_room(run_folder, f"the run's folder {run_folder} (the zip's place: $OUT is not set)")
     listed = {**manifest.get("image_backends", {}), **relied_on}
     found, differences = compare_image(listed)
     size = sum(int(entry["bytes"]) for entry in manifest.get("entries") or [])

@@ -185,6 +185,9 @@ def cost_section(data: ReportData) -> Section:
     """Cost: in the body, where two priced runtimes did the same work, their dollars against the fastest one's; the
     rates, the figures and every cost per unit in the appendix."""
     section = Section("cost", "Cost")
+    runs = data.used()
+    unused = data.rates.unused(column(runs, "cost.runtime", None)[column(runs, "cost.usd_per_hour").notna()])
+    section.notes.extend([unused] if unused else [])  # a rates file's entry that priced no run
     rows = cost_rows(data)
     if not len(rows):
         section.empty = "no ok run with a time per unit of work."
