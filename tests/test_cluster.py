@@ -120,7 +120,9 @@ def test_a_scheduler_address_where_nothing_listens_fails_within_seconds(tmp_path
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1]}\n")
     start = time.perf_counter()
     assert main(["sweep", str(grid), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "out")]) == 2
-    assert time.perf_counter() - start < 5  # distributed's Client alone retries for its whole 30 s timeout
+    # the probe's refusal, not distributed's Client, which retries for its whole 30 s timeout (the message says
+    # which; the bound is far from the probe's second or so, loaded host or not)
+    assert time.perf_counter() - start < 25
     err = capsys.readouterr().err
     assert err.startswith(f"error: --cluster tcp://127.0.0.1:{port}: no Dask scheduler answered (Connection refused)")
     assert len(err.strip().splitlines()) == 1
@@ -197,7 +199,9 @@ def test_an_address_where_something_else_answers_is_a_one_line_error_within_seco
         status = main(["sweep", str(grid), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "out")])
         seconds = time.perf_counter() - start
     err = capsys.readouterr().err
-    assert status == 2 and seconds < 10, (status, seconds, err)
+    # the probe's 4 s at most, not distributed's Client (minutes, or no limit): the message says which, and the bound
+    # is far from the probe's time, loaded host or not
+    assert status == 2 and seconds < 25, (status, seconds, err)
     assert err.startswith(f"error: --cluster tcp://127.0.0.1:{port}: no Dask scheduler answered (")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     # http.server waits for a request, as a silent port does; the probe sends none: it waits for a handshake
@@ -399,9 +403,10 @@ def test_ctrl_c_cancels_the_submitted_tasks_stops_their_kernels_and_leaves_no_ha
     assert len(records) == 1 and read_record(records[0])["params"]["value"] == 1
     assert not list(out.rglob("*.ipynb"))[1:]  # only the finished run's notebook
     assert not list(out.rglob(".*"))
-    time.sleep(2)
-    left = sweep_kernels() - before
-    assert not left, f"kernels of the stopped sweep still run: {left}"
+    deadline = time.monotonic() + 60  # a guard against a hang only: the kernels' end is the event waited for
+    while left := sweep_kernels() - before:
+        assert time.monotonic() < deadline, f"kernels of the stopped sweep still run: {left}"
+        time.sleep(0.1)
 
 
 def sweep_kernels() -> set[int]:

@@ -55,8 +55,8 @@ def test_a_broken_kernel_client_gives_one_line_naming_the_fix_after_one_session_
 
 # --- 2. tokens that expire: sessions cut to end before, stopped means stopped ---------------------------
 
-def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(fake, tmp_path, monkeypatch,
-                                                                                            capsys):
+def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(
+        fake, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     # Four runs (the smoke's two sizes, twice). On the fake's clock (never real time) a run takes 6 s and a token
     # expires 20 s after its `colab new`: the runs take 24 s in all. In sessions of at most 12 s the estimate (6.6 +

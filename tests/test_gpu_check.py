@@ -298,7 +298,7 @@ def test_a_worker_past_its_time_limit_is_stopped(tmp_path, monkeypatch):
     start = time.perf_counter()
     with pytest.raises(GpuCheckError, match="longer than 1 s"):
         worker.request("facts", 1)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 25  # stopped at its 1 s, not waited for (its child sleeps 30 s)
     worker.close()
 
 
