@@ -34,6 +34,8 @@ PARAMETERS = '''device = "cpu"
 value = 1
 sleep_s = 0.0  # how long the work cell sleeps
 kill_worker_on = -1  # the value whose run kills the Dask worker process running it (the kernel's parent)
+meet = ""  # a folder: each run leaves its mark there, then waits (at most 120 s) until meet_count runs have
+meet_count = 0  # left theirs: runs that run side by side all get through at once
 results_path = ""
 '''
 
@@ -46,6 +48,12 @@ if value == kill_worker_on:
     os.kill(os.getppid(), signal.SIGKILL)  # the worker dies mid-combination, as under the OOM killer
     os._exit(0)
 time.sleep(sleep_s)
+if meet:
+    open(os.path.join(meet, str(value)), "w").close()
+    for _ in range(2400):
+        if len(os.listdir(meet)) >= meet_count:
+            break
+        time.sleep(0.05)
 run.record(metrics={"start": start, "end": time.time()}, device={"requested": device, "kind": "cpu"},
            data={"name": "none", "source": "synthetic"})
 '''
@@ -334,8 +342,12 @@ def test_gpu_resources_keep_two_measurements_off_one_worker(tmp_path, gpu_cluste
     skipped = read_record(out / "probe" / "tpu" / "value-1.json")
     assert "none declares TPU=1" in skipped["error"]["message"]
 
-    # The same worker threads without the resource request do run side by side (the check can fail).
-    cpu_grid = write_probe(tmp_path / "cpu", "grid: {device: [cpu], value: [1, 2, 3, 4]}\nfixed: {sleep_s: 1.5}\n")
+    # The same worker threads without the resource request do run side by side (the check can fail): the four runs
+    # fill the cluster's four threads, and each waits until all four have begun (were they one after another, each
+    # would wait out the 120 s and none overlap), so a worker's two runs overlap however fast each one starts.
+    (tmp_path / "meet").mkdir()
+    cpu_grid = write_probe(tmp_path / "cpu", "grid: {device: [cpu], value: [1, 2, 3, 4]}\n"
+                                             f"fixed: {{meet: {str(tmp_path / 'meet')!r}, meet_count: 4}}\n")
     run_sweep(plan([cpu_grid], out=tmp_path / "cpu-out"), RunOptions(cluster=gpu_cluster), echo=quiet)
     overlapped = False
     for runs in intervals(tmp_path / "cpu-out", "cpu").values():
