@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# One entry point for the suite. Each verb sets up .venv first (only when requirements change).
+# One entry point for the suite. Each verb sets up its venv first (only when requirements change): the core
+# (requirements.txt: the notebooks and the report on TensorFlow) for the verbs that run the suite, the test set
+# (requirements-test.txt: the core, every extra and pytest) for `test` and `bench`. docs/install.md: which extra
+# each feature needs.
 #   ./run.sh smoke   the main job: a quick sweep of every notebook on this machine's device, then the report
 #   ./run.sh test    the test suite (slow paper-size runs are skipped; ./run.sh test -m slow runs them; -n 2 runs
 #                    it on two workers as CI does: docs/testing.md)
@@ -9,20 +12,25 @@
 #   ./run.sh device-pack       the wheels a lent GPU machine lacks, into .device/ (docs/device.md)
 #   ./run.sh on-device         on that machine, as one call: the pack installed, the device run, one zip
 #   ./run.sh device-rehearsal  the device run rehearsed here on the CPU, in a venv of the machine's packages
-# COLABKIT_STACK=colab before any verb runs it under the Colab set instead (requirements-colab.txt: Colab's
-# versions on Python 3.13, in .venv-colab; docs/colab.md); ./run.sh colab-check shows that installing colabkit
-# as the Colab set-up cell does changes none of them, then runs the matmul, CNN and ParaDnn smoke and the report.
+#   ./run.sh setup [core|test|rehearsal]  only the set-up of a venv (.ci/run builds the later steps' ahead)
+# COLABKIT_STACK=colab before any verb runs it under the Colab set instead (requirements-colab.txt and
+# requirements-colab-test.txt: Colab's versions on Python 3.13, in .venv-colab; docs/colab.md); ./run.sh colab-check
+# shows that installing colabkit as the Colab set-up cell does changes none of them, then runs the matmul, CNN and
+# ParaDnn smoke and the report.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 case "${COLABKIT_STACK:-today}" in
-  today) REQUIREMENTS=requirements.txt CONSTRAINTS="" VENV=${COLABKIT_VENV:-.venv} PYTHONS="python3.11 python3"
-         MINOR=11 ;;
-  colab) REQUIREMENTS=requirements-colab.txt CONSTRAINTS=constraints-colab.txt VENV=${COLABKIT_VENV:-.venv-colab}
-         PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python" MINOR=13 ;;
+  today) CORE=requirements.txt TESTS=requirements-test.txt CONSTRAINTS="" VENV=${COLABKIT_VENV:-.venv}
+         PYTHONS="python3.11 python3" MINOR=11 ;;
+  colab) CORE=requirements-colab.txt TESTS=requirements-colab-test.txt CONSTRAINTS=constraints-colab.txt
+         VENV=${COLABKIT_VENV:-.venv-colab} PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python" MINOR=13 ;;
   *) echo "run.sh: COLABKIT_STACK is 'today' (requirements.txt) or 'colab' (requirements-colab.txt)" >&2; exit 2 ;;
 esac
 PY="$VENV/bin/python"
+# uv installs the pinned sets (about 35 s for the core from an empty cache, where pip took 120 s); pip itself
+# stays in every venv, and installs colabkit where an installation is what is checked (colab-check).
+UV_VERSION=0.13.9
 
 find_python() {
   # The Python 3.$MINOR to build the venv with: $PYTHON where set (one line and no venv where it is not such a
@@ -50,41 +58,73 @@ find_python() {
 }
 
 setup() {
-  # $1: an optional extra of colabkit to install too (cuda: CUDA's wheels and nvidia-ml-py). The stamp holds
-  # the hash of the requirements, then every extra installed with them: changed requirements or a new extra set
-  # up again, with every extra installed before (a verb without an extra never drops one).
-  local extra=${1:-} stamp="$VENV/.colabkit-installed" wanted installed="" extras=""
-  wanted=$(cat $REQUIREMENTS $CONSTRAINTS pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
+  # $1: core or test (the test set holds the core); $2: an optional extra of colabkit besides (cuda: CUDA's wheels
+  # and NVML). The stamp holds the hash of the requirement files, then what is installed: changed requirements set
+  # up again with everything installed before; a verb never drops what an earlier one installed.
+  local wanted_set=$1 extra=${2:-} stamp="$VENV/.colabkit-installed" wanted installed="" have="" started=$SECONDS
+  wanted=$(cat $CORE $TESTS $CONSTRAINTS pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
   if [ -x "$PY" ] && [ -f "$stamp" ]; then
-    read -r installed extras < "$stamp" || true
-    if [ "$installed" = "$wanted" ] && { [ -z "$extra" ] || [[ " $extras " == *" $extra "* ]]; }; then
+    read -r installed have < "$stamp" || true
+    [ "$installed" = "$wanted" ] || have=$(echo " $have " | sed 's/ core / /; s/ test / /')  # sets: again
+    if [[ " $have " == *" $wanted_set "* || ( $wanted_set == core && " $have " == *" test "* ) ]] &&
+       { [ -z "$extra" ] || [[ " $have " == *" $extra "* ]]; }; then
       return
     fi
   fi
-  extras=$(echo "$extras $extra" | xargs)
-  echo "run.sh: setting up $VENV (first run, requirements changed, or a new extra: ${extra:-none})" >&2
-  [ -x "$PY" ] || "$(find_python)" -m venv "$VENV"
-  local package=.
+  have=$(echo "$have $wanted_set $extra" | xargs -n1 | sort -u | xargs)
+  [[ " $have " == *" test "* ]] && have=$(echo " $have " | sed 's/ core / /' | xargs)
+  local files="-r $CORE" extras package=.
+  [[ " $have " == *" test "* ]] && files="$files -r $TESTS"
+  extras=$(echo " $have " | sed 's/ core / /; s/ test / /' | xargs)
   [ -z "$extras" ] || package=".[${extras// /,}]"
-  "$PY" -m pip install --quiet --disable-pip-version-check -r $REQUIREMENTS ${CONSTRAINTS:+-c $CONSTRAINTS} -e "$package"
-  echo "$wanted $extras" > "$stamp"
+  echo "run.sh: setting up $VENV: ${files//-r /} + colabkit${extras:+ [$extras]} (first run, requirements changed," \
+       "or more to install)" >&2
+  [ -x "$PY" ] || "$(find_python)" -m venv "$VENV"
+  [ -x "$VENV/bin/uv" ] || "$PY" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+  # uv reads no pip.conf: the machine's wheel folder (find-links: PyTorch's CPU build here) is handed on
+  UV_FIND_LINKS=${UV_FIND_LINKS:-${PIP_FIND_LINKS:-$("$PY" -m pip config get global.find-links 2>/dev/null || true)}} \
+    "$VENV/bin/uv" pip install --quiet --python "$PY" $files ${CONSTRAINTS:+-c $CONSTRAINTS} -e "$package"
+  echo "$wanted $have" > "$stamp"
+  echo "run.sh: $VENV ready in $((SECONDS - started)) s ($(du -sh "$VENV" | cut -f1))" >&2
+}
+
+rehearsal_venv() {
+  # Sets $venv: the rehearsal's Python 3.12 venv of the device image's packages (device/image.txt's rehearsal
+  # column), built once per version of that file (needs .venv's uv: setup core first).
+  local home=${COLABKIT_REHEARSAL_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/colabkit/device-rehearsal}
+  venv="$home/venv-$(sha256sum device/image.txt | cut -c1-12)"
+  [ -x "$venv/bin/python" ] && return
+  PYTHONS="python3.12 $HOME/.pyenv/versions/3.12.1/bin/python $HOME/.pyenv/versions/3.12.3/bin/python" MINOR=12
+  rm -rf "$venv.part" && "$(find_python)" -m venv "$venv.part"
+  "$PY" -c "from colabkit.ondevice.lists import *; print(*rehearsal_requirements(read_image(IMAGE_LIST)), sep='\n')" \
+    > "$venv.part/image-requirements.txt"
+  "$VENV/bin/uv" pip install --quiet --python "$venv.part/bin/python" --no-deps -r "$venv.part/image-requirements.txt"
+  "$venv.part/bin/python" -m pip check  # the image's packages alone hold together
+  mv "$venv.part" "$venv"  # the venv's scripts name $venv.part: only its python is called by path
 }
 
 verb=${1:-help}
 [ $# -gt 0 ] && shift
 case "$verb" in
   smoke|paper)
-    setup
+    setup core
     status=0
     "$PY" -m colabkit sweep parameters/*.yaml --preset "$verb" --out "outputs/$verb" "$@" || status=$?
     [ "$status" -eq 2 ] && exit 2  # the grids were refused: nothing ran, nothing to report
     "$PY" -m colabkit report "outputs/$verb" --out "outputs/$verb/report" || status=$?
     exit $status ;;
   test)
-    setup
+    setup test
     exec "$PY" -m pytest "$@" ;;
+  setup)
+    # only the set-up: core (the default), test, or rehearsal (the device rehearsal's venv, after the core)
+    case "${1:-core}" in
+      core|test) setup "${1:-core}" ;;
+      rehearsal) setup core; rehearsal_venv; echo "run.sh: the rehearsal's venv: $venv" >&2 ;;
+      *) echo "run.sh setup: core, test or rehearsal" >&2; exit 2 ;;
+    esac ;;
   bench)
-    setup
+    setup test
     status=0
     for benchmark in benchmarks/[!_]*.py; do
       echo "== $benchmark"
@@ -92,14 +132,18 @@ case "$verb" in
     done
     exit $status ;;
   colab-check)
-    # A fresh Python 3.13 venv with Colab's own packages only (requirements-colab.txt above its "Not in Colab's
-    # image" line, at Colab's versions), then colabkit installed as the Colab set-up cell installs it (a plain
-    # pip install, no constraints): no Colab version may change; then the matmul, CNN and ParaDnn smoke and the report.
+    # A fresh Python 3.13 venv with Colab's own packages only (both Colab requirement files above their "Not in
+    # Colab's image" lines, at Colab's versions; uv installs them, as fast as the image is there already), then
+    # colabkit installed as the Colab set-up cell installs it (a plain pip install, no constraints): no Colab version
+    # may change; then the matmul, CNN and ParaDnn smoke and the report.
     VENV=.venv-colab-check PY=.venv-colab-check/bin/python PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python"
     MINOR=13
     rm -rf "$VENV" && "$(find_python)" -m venv "$VENV"
-    sed "/^# Not in Colab's image/,\$d" requirements-colab.txt > "$VENV/colab-only.txt"
-    "$PY" -m pip install --quiet --disable-pip-version-check -r "$VENV/colab-only.txt" -c constraints-colab.txt
+    for listed in requirements-colab.txt requirements-colab-test.txt; do
+      sed "/^# Not in Colab's image/,\$d" "$listed" | grep -v '^-r '
+    done > "$VENV/colab-only.txt"
+    "$PY" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+    "$VENV/bin/uv" pip install --quiet --python "$PY" -r "$VENV/colab-only.txt" -c constraints-colab.txt
     "$PY" -m pip freeze --all > "$VENV/before.txt"
     "$PY" -m pip install --quiet --disable-pip-version-check .
     "$PY" -m pip freeze --all > "$VENV/after.txt"
@@ -117,7 +161,7 @@ COMPARE
   device-pack)
     # Here, with a package registry: the wheels the lent GPU machines' image lacks (device/pack.txt, checked
     # against device/image.txt), colabkit's own wheel and a manifest, into .device/ (docs/device.md).
-    setup
+    setup core
     exec "$PY" -m colabkit.ondevice pack --out .device "$@" ;;
   on-device)
     # On a lent GPU machine, as one device call (docs/device.md): no venv and no registry. First the pre-flight
@@ -144,22 +188,12 @@ COMPARE
       --started "$started" "$@" ;;
   device-rehearsal)
     # The device run rehearsed here, on the CPU (docs/device.md): a Python 3.12 venv holding only the image's
-    # packages (device/image.txt's rehearsal column; no PyTorch: its CUDA build is gigabytes), cached by that
+    # packages (device/image.txt's rehearsal column, PyTorch's CUDA build among them: about 4.6 GB), cached by that
     # file's hash; the pack built and installed with no registry; then `on-device` itself.
-    setup
+    setup core
     started=$SECONDS
     "$PY" -m colabkit.ondevice pack --out .device >/dev/null
-    home=${COLABKIT_REHEARSAL_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/colabkit/device-rehearsal}
-    venv="$home/venv-$(sha256sum device/image.txt | cut -c1-12)"
-    if [ ! -x "$venv/bin/python" ]; then
-      PYTHONS="python3.12 $HOME/.pyenv/versions/3.12.1/bin/python $HOME/.pyenv/versions/3.12.3/bin/python" MINOR=12
-      rm -rf "$venv.part" && "$(find_python)" -m venv "$venv.part"
-      "$PY" -c "from colabkit.ondevice.lists import *; print(*rehearsal_requirements(read_image(IMAGE_LIST)), sep='\n')" \
-        > "$venv.part/image-requirements.txt"
-      "$venv.part/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$venv.part/image-requirements.txt"
-      "$venv.part/bin/python" -m pip check  # the image's packages alone hold together
-      mv "$venv.part" "$venv"  # the venv's scripts name $venv.part: only its python is called by path
-    fi
+    rehearsal_venv
     echo "device-rehearsal: venv $venv and the pack ready after $((SECONDS - started)) s"
     status=0
     env PATH="$venv/bin:$PATH" DEVICE_PYTHON="$venv/bin/python" PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 \
@@ -169,7 +203,7 @@ COMPARE
     exit $status ;;
   gpu-check)
     # CUDA's wheels (gigabytes) only where there is a GPU to use them; elsewhere the check says so
-    if command -v nvidia-smi >/dev/null 2>&1; then setup cuda; else setup; fi
+    if command -v nvidia-smi >/dev/null 2>&1; then setup core cuda; else setup core; fi
     exec "$PY" -m colabkit gpu-check "$@" ;;
   *)
     awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'  # the comment block above

@@ -23,6 +23,11 @@ class BackendNotInstalledError(BackendError):
     """The package a Keras backend needs (jax, torch) is not installed; the message says how."""
 
 
+class ExtraNotInstalledError(ColabkitError):
+    """A run needs an optional part of colabkit that is not installed (an extra: profile, cluster...); the message
+    names the extra and how to install it (colabkit.extras)."""
+
+
 class BackendUnsupportedError(ColabkitError):
     """A backend and device pair that cannot run (PyTorch on TPU without torch_xla; several
     replicas on Keras's PyTorch backend). Refused plainly rather than run somewhere else."""

@@ -12,6 +12,7 @@ import json
 import time
 
 import pytest
+from helpers import REPO
 
 from colabkit.device import achievable, bandwidth
 from colabkit.device.bandwidth import HOST_CACHE_ENV, HOST_FACTS_ENV
@@ -198,3 +199,25 @@ def test_the_host_cache_is_named_by_the_environment_or_the_user_s_cache_folder(m
     monkeypatch.delenv(HOST_CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert bandwidth.host_cache_path() == tmp_path / "colabkit" / "host-facts.json"
+
+
+def test_a_sweep_says_before_its_runs_that_the_first_one_scans_once_per_host(monkeypatch, tmp_path):
+    from colabkit.sweep.decide import decide
+    from colabkit.sweep.options import RunOptions
+    from colabkit.sweep.plan import plan
+    from colabkit.sweep.runners.local import SerialExecutor
+
+    monkeypatch.setattr(achievable, "scan", lambda kind, backend, min_seconds: FAKE)
+    monkeypatch.setattr(achievable, "_SCANNED", {})
+    monkeypatch.setattr(achievable, "_LAST", {})
+    cache = tmp_path / "host-facts.json"
+    monkeypatch.setenv(HOST_CACHE_ENV, str(cache))
+    monkeypatch.delenv(HOST_FACTS_ENV, raising=False)
+    runs = plan([str(REPO / "parameters" / "cnn_mnist.yaml")], "smoke", "cpu", {}, tmp_path / "out", 1)
+    executor = SerialExecutor(tmp_path / "out", RunOptions(), {"cpu": 1})
+    to_run = [decision for decision in decide(runs, tmp_path / "out", {"cpu": 1}) if decision.action == "run"]
+    [note] = executor.notes(to_run)  # one line for the kind and backend, however many runs share them
+    assert "first cpu training run on tensorflow also scans the achievable matmul peak" in note
+    assert "once per host" in note and str(cache) in note
+    achievable.achievable_peak("cpu", "tensorflow")  # the first run scans, and keeps it in the host's cache
+    assert executor.notes(to_run) == []  # a later sweep reuses it: nothing to explain

@@ -33,12 +33,16 @@ UNTESTED = {"nvidia-ml-py"}
 REHEARSED = {"torch"}
 
 
-def pins(path) -> dict[str, str]:
-    return {colab_stack._key(name): version for name, version in colab_stack.parse_freeze(path.read_text()).values()}
+def pins(*paths) -> dict[str, str]:
+    return {colab_stack._key(name): version for path in paths
+            for name, version in colab_stack.parse_freeze(path.read_text()).values()}
+
+
+COLAB_SET = [REPO / name for name in colab_stack.REQUIREMENTS]  # the core, then the test set
 
 
 def test_the_colab_set_holds_colabs_versions_and_no_torch():
-    colab = pins(REPO / colab_stack.REQUIREMENTS)
+    colab = pins(*COLAB_SET)
     assert {name: colab.get(name) for name in COLAB_2026_08} == COLAB_2026_08
     assert "torch" not in colab and "xprof" not in colab  # not needed / conflicts with Colab's absl-py
     constraints = pins(REPO / colab_stack.CONSTRAINTS)
@@ -48,8 +52,9 @@ def test_the_colab_set_holds_colabs_versions_and_no_torch():
 
 def test_pyproject_floors_are_the_oldest_tested_versions():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
-    today, colab = pins(REPO / "requirements.txt"), pins(REPO / colab_stack.REQUIREMENTS)
+    requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra
+                                                if not r.startswith("colabkit["))]  # an extra made of extras
+    today, colab = pins(REPO / "requirements.txt", REPO / "requirements-test.txt"), pins(*COLAB_SET)
     rehearsed = {name: read_image(REPO / IMAGE_LIST)[name].rehearsal for name in REHEARSED}
     checked = set()
     for requirement in requirements:
@@ -70,19 +75,23 @@ FREEZE = "# a comment\nnumpy==9.9.9\ntensorflow==3.0.0\nfoo @ file:///x.whl\nKer
 
 
 def test_refresh_rewrites_colabs_block_keeps_the_additions_and_constrains_everything():
-    requirements = ("# Source: old\nnumpy==1.0\nkeras==1.0\n# Not in Colab's image: added\npapermill==2.7.0\n")
-    new, constraints = colab_stack.refresh(requirements, FREEZE, "URL")
-    assert new == "# Source: URL\nnumpy==9.9.9\nkeras==4.0\n# Not in Colab's image: added\npapermill==2.7.0\n"
+    core = "# Source: old\nnumpy==1.0\nkeras==1.0\n# Not in Colab's image: added\npapermill==2.7.0\n"
+    test = "-r core.txt\ntensorflow==1.0\n# Not in Colab's image\npytest-xdist==3.8.0\n"
+    new_core, new_test, constraints = colab_stack.refresh((core, test), FREEZE, "URL")
+    assert new_core == "# Source: URL\nnumpy==9.9.9\nkeras==4.0\n# Not in Colab's image: added\npapermill==2.7.0\n"
+    assert new_test == "-r core.txt\ntensorflow==3.0.0\n# Not in Colab's image\npytest-xdist==3.8.0\n"
     assert constraints.splitlines()[1:] == ["Keras==4.0", "numpy==9.9.9", "tensorflow==3.0.0"]
 
 
 def test_refresh_refuses_a_package_colab_dropped():
     with pytest.raises(ColabkitError, match="Colab's list has no seaborn"):
-        colab_stack.refresh("seaborn==0.13.2\n", FREEZE, "URL")
+        colab_stack.refresh(("numpy==1.0\n", "seaborn==0.13.2\n"), FREEZE, "URL")
 
 
 def test_refresh_check_says_whether_the_set_is_current(tmp_path, capsys):
-    (tmp_path / colab_stack.REQUIREMENTS).write_text("numpy==1.0\n")
+    core, test = colab_stack.REQUIREMENTS
+    (tmp_path / core).write_text("numpy==1.0\n")
+    (tmp_path / test).write_text("-r core\nkeras==1.0\n")
     freeze = tmp_path / "pip-freeze.txt"
     freeze.write_text(FREEZE)
     assert colab_stack.main([str(freeze), "--root", str(tmp_path), "--check"]) == 1
@@ -90,7 +99,7 @@ def test_refresh_check_says_whether_the_set_is_current(tmp_path, capsys):
     assert colab_stack.main([str(freeze), "--root", str(tmp_path), "--check"]) == 0
     assert colab_stack.main([str(tmp_path / ".." / freeze.parent.name / freeze.name), "--root", str(tmp_path),
                              "--check"]) == 0  # the same list from elsewhere: only the source line differs
-    assert (tmp_path / colab_stack.REQUIREMENTS).read_text() == "numpy==9.9.9\n"
+    assert (tmp_path / core).read_text() == "numpy==9.9.9\n" and (tmp_path / test).read_text() == "-r core\nkeras==4.0\n"
     assert colab_stack.main([str(tmp_path / "missing.txt"), "--root", str(tmp_path)]) == 2
     assert "missing.txt" in capsys.readouterr().err
 

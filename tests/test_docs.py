@@ -26,7 +26,7 @@ def test_every_local_link_resolves(page):
     assert broken == [], f"{page.relative_to(REPO)} links to missing files: {broken}"
 
 
-@pytest.mark.parametrize("path", [*PAGES, REPO / "requirements.txt", REPO / "run.sh",
+@pytest.mark.parametrize("path", [*PAGES, REPO / "requirements.txt", REPO / "requirements-test.txt", REPO / "run.sh",
                                   *sorted((REPO / "parameters").glob("*.yaml"))], ids=lambda path: path.name)
 def test_sources_are_named_by_author_and_year(path):
     found = [match.group(0) for match in PRIVATE_WORDING.finditer(path.read_text(encoding="utf-8"))]

@@ -200,7 +200,7 @@ def every_import(path: Path) -> set[str]:
 # Each entry names a subpackage or a top-level module of colabkit; "colabkit" is the package root
 # (`import colabkit`: the names the notebooks use), which sits on top of everything.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "version", "io", "suite", "statistics", "scores", "phases"),  # foundation: stdlib and each other
+    ("errors", "version", "extras", "io", "suite", "statistics", "scores", "phases"),  # foundation: stdlib, each other
     ("device",),  # what the hardware is, its set-up and probes; installs nothing, notes its phases below
     ("colab",),  # the Colab runtime: what it is, the bootstrap and what it installs
     ("data",),

@@ -53,3 +53,35 @@ def test_run_sh_under_the_colab_set_with_a_bad_python_stops_after_one_line(tmp_p
     assert result.stderr.splitlines()[-1] == ("run.sh: PYTHON=/no/such/python3.13: no such command; the colab set "
                                               "needs Python 3.13 (or leave PYTHON unset)")
     assert "command not found" not in result.stderr and not (tmp_path / "venv").exists()
+
+
+SETUP = 'source <(sed -n "/^setup() {/,/^}/p" run.sh); for wanted in "$@"; do setup $wanted; done'
+
+
+def test_setup_installs_the_core_or_the_test_set_once_and_never_drops_what_is_there(tmp_path):
+    """run.sh's setup, with a venv whose uv only notes what it is asked: the core for smoke, the test set (which
+    holds the core) for test, nothing again while the requirement files are unchanged, an extra on top."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    asked = tmp_path / "asked.txt"
+    (venv / "bin" / "uv").write_text(f'#!/bin/sh\necho "$@" >> {asked}\n')
+    (venv / "bin" / "uv").chmod(0o755)
+
+    def setup(*sets: str) -> list[str]:
+        asked.unlink(missing_ok=True)
+        env = {**os.environ, "VENV": str(venv), "PY": str(venv / "bin" / "python"), "CORE": "requirements.txt",
+               "TESTS": "requirements-test.txt", "CONSTRAINTS": ""}
+        result = subprocess.run(["bash", "-c", SETUP, "setup", *sets], capture_output=True, text=True, cwd=REPO,
+                                env=env, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return asked.read_text().splitlines() if asked.exists() else []
+
+    [core] = setup("core")
+    assert "-r requirements.txt" in core and "requirements-test.txt" not in core and core.endswith("-e .")
+    assert setup("core") == []  # installed: nothing again
+    [test] = setup("test")
+    assert "-r requirements.txt -r requirements-test.txt" in test
+    assert setup("core") == [] and setup("test") == []  # the test set holds the core
+    [cuda] = setup("core cuda")  # one word each: setup's $1 and $2
+    assert "-r requirements-test.txt" in cuda and cuda.endswith("-e .[cuda]")  # on top, the test set kept

@@ -250,3 +250,21 @@ def test_the_bottleneck_passes_once_per_combination_leave_its_repeats_one_combin
     assert len({work_key(run_work(record)) for record in records}) == 1  # one run identity: the report pairs all three
     assert [record["sweep"]["bottlenecks"] for record in records] == ["first"] * 3
     assert [record["kernel"]["key"]["repeat"] for record in records] == [1, 2, 3]  # warm, yet a kernel per repeat
+
+
+def test_a_run_that_needs_an_absent_extra_is_skipped_and_its_reason_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name in ("xprof", "jax")
+                        else real_find_spec(name, *args))  # a core install: neither the profile nor the jax extra
+    grid = REPO / "parameters" / "cnn_mnist.yaml"
+    profiled = plan([grid], "paper", "cpu", {"profile_steps": 2, "breakdown": True}, tmp_path / "out", 1)[:1]
+    on_jax = plan([grid], "smoke", "cpu", {"backend": "jax"}, tmp_path / "out", 1)[:1]
+    plain = plan([grid], "smoke", "cpu", {}, tmp_path / "out", 1)[:1]
+    [profile, jax, core] = decide([*profiled, *on_jax, *plain], tmp_path / "out", {"cpu": 1})
+    assert (profile.action, profile.skip_type) == ("skip", "ExtraNotInstalledError")
+    assert "needs the profile extra" in profile.reason and "pip install 'colabkit[profile]'" in profile.reason
+    assert (jax.action, jax.skip_type) == ("skip", "BackendUnsupportedError")
+    assert "needs the jax extra" in jax.reason and "pip install 'colabkit[jax]'" in jax.reason
+    assert core.action == "run"  # the core runs what needs no extra

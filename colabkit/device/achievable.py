@@ -242,6 +242,20 @@ def _keep(path: str | Path | None, key: str, peak: AchievablePeak) -> str | None
     return None
 
 
+def first_scan_note(kind: str, backend: str) -> str | None:
+    """What a sweep says before its runs when this host keeps no scan a `kind` run on `backend` would reuse: its
+    first training run scans (a few seconds per shape and pass), once per host. None where one is kept."""
+    key, cache = f"{backend}:{kind}", host_cache_path()
+    if _kept(cache, key, scan_identity(kind, backend), "") is not None:
+        return None
+    seconds = float(os.environ.get(SCAN_SECONDS_ENV) or MIN_SECONDS)
+    shapes = len(SHAPES.get(kind, SHAPES["gpu"])) * len(PRECISIONS.get(kind, ("float32",)))
+    kept = f"kept in {cache} for later sweeps" if cache else "kept for this sweep's runs only (no host cache)"
+    return (f"the first {kind} training run on {backend} also scans the achievable matmul peak: {shapes} shape(s) x "
+            f"{seconds:g} s a pass, 2 passes or more (about {2 * shapes * seconds + 2:.0f} s or more), once per host, "
+            f"{kept}")
+
+
 def kept_cpu_best() -> tuple[float, str] | None:
     """The highest float32 rate a kept scan reached on this host's CPU (any backend; the sweep's file
     and the host's cache, where measured on this host), and when: what a CPU peak estimate must not

@@ -26,15 +26,18 @@ from colabkit.device.probes import (
 )
 from colabkit.device.spec import DeviceSetup, parse_device
 from colabkit.errors import BackendError, BackendNotInstalledError, BackendUnsupportedError, DeviceNotFoundError
+from colabkit.extras import needs
 
 BACKENDS = ("tensorflow", "jax", "torch")
 BACKEND_CHOICES = ("auto", *BACKENDS)  # what a notebook's `backend` parameter takes
-_INSTALL_HINTS = {
-    "tensorflow": "pip install tensorflow",
-    "jax": "pip install jax (CPU); pip install 'jax[cuda12]' (NVIDIA GPU); pip install 'jax[tpu]' (TPU)",
-    "torch": ("pip install torch (see pytorch.org for the CUDA build that matches your driver; on this "
-              "project's CPU machines `pip install torch==2.13.0` takes the CPU build on disk)"),
-}
+# Beyond the extra: the builds a GPU or TPU needs
+_ACCELERATOR_BUILDS = {"jax": " (an NVIDIA GPU: pip install 'jax[cuda12]'; a TPU: pip install 'jax[tpu]')",
+                       "torch": " (a GPU: the CUDA build from pytorch.org that matches your driver)", "tensorflow": ""}
+
+
+def install_hint(backend: str) -> str:
+    """How to install `backend`: its extra's line, and the accelerator builds beyond it."""
+    return needs(backend) + _ACCELERATOR_BUILDS[backend]
 
 
 def current_backend() -> str:
@@ -54,8 +57,7 @@ def select_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise BackendError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     if importlib.util.find_spec(backend) is None:
-        raise BackendNotInstalledError(f"backend {backend!r} needs the package {backend!r}, which is not "
-                                       f"installed: {_INSTALL_HINTS[backend]}")
+        raise BackendNotInstalledError(f"backend {backend!r} {install_hint(backend)}")
     if "keras" in sys.modules and current_backend() != backend:
         raise BackendError(f"Keras is already running the {current_backend()!r} backend in this process; "
                            f"restart the kernel to use {backend!r} (the backend is fixed when Keras is imported)")
@@ -84,7 +86,7 @@ def unsupported_reason(backend: str, device_kind: str) -> str | None:
     if backend not in BACKENDS:
         return f"unknown backend {backend!r}"
     if importlib.util.find_spec(backend) is None:
-        return f"backend {backend!r} is not installed ({_INSTALL_HINTS[backend]})"
+        return f"backend {backend!r} {install_hint(backend)}"
     if backend == "torch" and device_kind == "tpu" and importlib.util.find_spec("torch_xla") is None:
         return "PyTorch on TPU is not supported here: it needs torch_xla, which is not installed"
     return None

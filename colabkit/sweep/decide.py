@@ -22,11 +22,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from colabkit.errors import InsufficientMemoryError, RecordError
+from colabkit.errors import ExtraNotInstalledError, InsufficientMemoryError, RecordError
 from colabkit.records.provenance import git_commit
 from colabkit.records.record import read_record
 from colabkit.records.run_error import RunError
-from colabkit.sweep.devices import Inventory, backend_unsupported, device_missing, too_large
+from colabkit.sweep.devices import Inventory, backend_unsupported, device_missing, extra_missing, too_large
 from colabkit.sweep.expand import Combination
 from colabkit.sweep.folder import lock_holder
 from colabkit.sweep.runners.execute import RunFiles
@@ -141,7 +141,7 @@ RunnableCheck = Callable[[Combination, Inventory], str | None]
 # raised). A further check is one more (function (combination, inventory) -> reason or None, type) here.
 RUNNABLE_CHECKS: tuple[tuple[RunnableCheck, str], ...] = (
     (device_missing, "DeviceNotAvailable"), (backend_unsupported, "BackendUnsupportedError"),
-    (too_large, InsufficientMemoryError.__name__))
+    (extra_missing, ExtraNotInstalledError.__name__), (too_large, InsufficientMemoryError.__name__))
 
 
 class SweepAction(StrEnum):

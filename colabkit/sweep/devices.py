@@ -21,6 +21,7 @@ from colabkit.device.stand_in import stand_in
 from colabkit.device.spec import DeviceKind, DeviceRequest
 from colabkit.errors import ColabkitError
 from colabkit.experiments import find
+from colabkit.extras import installed, needs
 from colabkit.sweep.expand import Combination
 from colabkit.training.memory import memory_problem
 
@@ -109,6 +110,15 @@ def backend_unsupported(combination: Combination, inventory: Inventory) -> str |
     from colabkit.device.backends import unsupported_reason
 
     return unsupported_reason(str(backend), combination.request.kind)
+
+
+def extra_missing(combination: Combination, inventory: Inventory) -> str | None:
+    """Why a combination needs an extra this Python lacks (profile_steps > 0 without the profile extra's
+    converters); its backend's extra is backend_unsupported's. Such a combination is skipped with the reason."""
+    profile_steps = combination.params.get("profile_steps")
+    if isinstance(profile_steps, int) and profile_steps > 0 and not installed("profile"):
+        return f"profile_steps = {profile_steps} {needs('profile')}"
+    return None
 
 
 @dataclass

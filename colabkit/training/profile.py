@@ -20,6 +20,7 @@ from typing import Any
 import keras
 
 from colabkit.errors import ProfileSummaryUnavailable
+from colabkit.extras import needs
 from colabkit.training.fit import fit, one_pass_per_epoch
 from colabkit.training.shares import summarise_ops
 
@@ -114,7 +115,7 @@ def read_op_stats(paths: list[Path]) -> tuple[list[dict[str, Any]], str]:
     where the trace has them; else the host's (on a CPU, the op threads). Raises ProfileSummaryUnavailable
     without xprof, or for a trace whose op statistics hold no operation."""
     if converter_version() is None:
-        raise ProfileSummaryUnavailable("the xprof package is not installed (pip install xprof): the trace was "
+        raise ProfileSummaryUnavailable(f"the summary {needs('profile')}: the trace was "
                                         "written and TensorBoard opens it, but it was not summarised here")
     from xprof.convert import raw_to_tool_data
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from colabkit.device.memory import DeviceMemory
 from colabkit.device.spec import DeviceKind, DeviceRequest
-from colabkit.errors import ColabkitError
+from colabkit.errors import ColabkitError, ExtraNotInstalledError
+from colabkit.extras import needs
 from colabkit.records.record import utc_now
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
@@ -213,7 +214,7 @@ def _kill_kernels(token: str) -> int:
 __all__ = ["TOKEN_ENV", "ClusterInventory", "ClusterSession", "DaskExecutor", "cluster_devices", "connect",
            "not_a_scheduler", "resources_for"]
 
-MISSING_EXTRA = "--cluster needs the cluster extra: pip install colabkit[cluster]"
+MISSING_EXTRA = f"--cluster {needs('cluster')}"
 LOCAL_PREFIX = "local:"
 LOCAL_ALLOWED_FAILURES = 1  # a combination whose worker dies is retried once on another worker
 ANSWER_TIMEOUT_S = 4  # a scheduler accepts a TCP connection, and sends its handshake, within this
@@ -223,7 +224,7 @@ def _distributed() -> Any:
     try:
         import distributed
     except ImportError:
-        raise ColabkitError(MISSING_EXTRA) from None
+        raise ExtraNotInstalledError(MISSING_EXTRA) from None
     return distributed
 
 

@@ -22,6 +22,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from colabkit.device.achievable import first_scan_note
+from colabkit.device.backends import resolve_backend
+from colabkit.device.spec import DEVICE_KINDS
+from colabkit.experiments import find
 from colabkit.records.run_error import RunError
 from colabkit.records.schema import ErrorKind
 from colabkit.sweep.decide import Decision
@@ -46,6 +50,22 @@ class LocalExecutor(Executor):
 
     def find_devices(self) -> Inventory:
         return local_inventory(self.available)
+
+    def notes(self, to_run: Sequence[Decision]) -> list[str]:
+        """Why a first run may take longer: the achievable-peak scan it makes once per host and device kind."""
+        scans = {}
+        for decision in to_run:
+            combination = decision.combination
+            experiment = find(combination.name)
+            if (experiment is None or "breakdown" not in experiment.parameter_names  # a training notebook's
+                    or combination.params.get("mode", experiment.defaults.get("mode")) not in (None, "train")
+                    or combination.request.kind not in DEVICE_KINDS):
+                continue
+            backend = resolve_backend(str(combination.params.get("backend", "auto")), combination.device)
+            key = (combination.request.kind.value, backend)
+            if key not in scans and backend in ("tensorflow", "jax"):
+                scans[key] = first_scan_note(*key)
+        return [f"note: {note}" for note in scans.values() if note]
 
 
 class SerialExecutor(LocalExecutor):
@@ -89,7 +109,7 @@ class PoolExecutor(LocalExecutor):
         return self.options.jobs
 
     def notes(self, to_run: Sequence[Decision]) -> list[str]:
-        return [PARALLEL_WARNING.format(jobs=self.options.jobs)] if len(to_run) > 1 else []
+        return [*([PARALLEL_WARNING.format(jobs=self.options.jobs)] if len(to_run) > 1 else []), *super().notes(to_run)]
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=self.options.jobs, mp_context=multiprocessing.get_context("spawn"),
