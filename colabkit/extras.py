@@ -10,9 +10,9 @@ from typing import Literal
 Extra = Literal["tensorflow", "jax", "torch", "cluster", "profile", "gpu"]
 MODULES: dict[Extra, str] = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "cluster": "distributed",
                              "profile": "xprof", "gpu": "pynvml"}
-WHAT = {"tensorflow": "Keras on TensorFlow", "jax": "Keras on JAX", "torch": "Keras on PyTorch",
-        "cluster": "sweeps on a Dask cluster (--cluster)", "profile": "summaries of profile_steps traces",
-        "gpu": "NVIDIA GPUs' power and energy (NVML)"}
+WHAT = {"tensorflow": "tensorflow: Keras on TensorFlow", "jax": "jax: Keras on JAX",
+        "torch": "torch: Keras on PyTorch", "cluster": "dask's distributed: sweeps on a cluster, --cluster",
+        "profile": "xprof: summaries of profile_steps traces", "gpu": "nvidia-ml-py: NVIDIA GPUs' power and energy"}
 
 
 def installed(extra: Extra) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 COLAB_SET: dict[str, str] = {
     # imports
-    "test_package_structure.py": "every module imports first, on Python 3.13 with Colab's versions",
+    "test_package_structure.py": "every module imports, on Python 3.13 with Colab's versions",
     # notebooks
     "test_matmul_notebook.py": "the matmul notebook in a kernel (TensorFlow, NumPy's BLAS baseline)",
     "test_cnn_mnist_notebook.py": "the CNN notebook in a kernel (Keras, TensorFlow)",
@@ -77,6 +77,8 @@ COLAB_SET: dict[str, str] = {
 
 NOT_COLAB_SET: dict[str, str] = {
     # colabkit's own logic; kernels and files only carry it
+    "test_import_order.py": "each module imports first: colabkit's own structure (whether it imports at all under "
+                            "Colab's versions: test_package_structure.py)",
     "test_sweep_interrupt.py": "resume after kill -9 and Ctrl-C: colabkit's signals and files",
     "test_sweep_repeats.py": "rounds, repeats and --target-ci: colabkit's planning",
     "test_robustness.py": "bad input and broken folders through the command line: colabkit's refusals",

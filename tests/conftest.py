@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from colab_set import COLAB_SET
-from helpers import FakeTensorFlow, visible_gpus
+from helpers import FakeTensorFlow, WarmKernels, visible_gpus
 
 # Kernels started by papermill inherit this: TensorFlow's start-up chatter buries real errors.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -37,6 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name in COLAB_SET:
             item.add_marker(pytest.mark.colab_set)
+        marker = item.get_closest_marker("long")
+        if marker is not None and not (marker.args and isinstance(marker.args[0], str) and marker.args[0].strip()):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.long needs its reason: long(\"why over 30 s\")")
     marked = [item for item in items if item.get_closest_marker("gpu") is not None]
     if marked and not visible_gpus():
         skip = pytest.mark.skip(reason="needs a real GPU: nvidia-smi -L lists none here")
@@ -47,6 +50,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("device_rehearsal") is not None:
                 item.add_marker(skip)
+
+
+LONG_S = 30  # docs/testing.md: no test over this unless marked `long` with its reason
+
+
+_SECONDS: dict[str, float] = {}  # each test's set-up, call and tear-down together, unmarked ones only
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add up each test's time (in the controller too, under pytest-xdist: the reports carry their marks)."""
+    if "long" not in report.keywords:
+        _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Name the tests over LONG_S that carry no `long` mark: a timing on this host, never a failure (a busy host
+    slows every test), but the list to shorten or mark (docs/testing.md)."""
+    over = sorted(((spent, node) for node, spent in _SECONDS.items() if spent > LONG_S), reverse=True)
+    if over:
+        terminalreporter.section(f"over {LONG_S} s and not marked long (a timing on this host, not a failure)")
+        for spent, node in over:
+            terminalreporter.line(f"{spent:6.1f} s  {node}")
 
 
 @pytest.fixture
@@ -68,3 +93,14 @@ def fake_machine(monkeypatch):
         return fake
 
     return build
+
+
+@pytest.fixture(scope="session")
+def warm_kernels():
+    """The test process's warm kernels (helpers.WarmKernels): `execute_notebook(name, folder, warm_kernels, ...)` runs
+    a notebook in one, as `sweep --kernels reuse` runs a sweep's notebooks one after another, so a pytest worker pays
+    the kernel start and TensorFlow's import once per key, not once per test. A test whose run fails on purpose
+    takes a fresh kernel instead: a failure costs its kernel."""
+    kernels = WarmKernels()
+    yield kernels
+    kernels.close()

@@ -42,8 +42,45 @@ def notebook_builders() -> dict:
     return namespace
 
 
-def execute_notebook(name: str, output_dir: Path, **parameters: Any):
-    """Run notebooks/<name>.ipynb through papermill (the production path) with `parameters`.
+class WarmKernels:
+    """A test file's warm kernels, lent as `sweep --kernels reuse` lends them (colabkit.sweep.runners.kernels): a
+    kernel serves only runs of its key (backend, device and replicas, mixed precision, and here the environment
+    variables a test set after the pool was made, so a run never sees a kernel started without them), is cleared
+    between runs and replaced after a failure. The kernel start and TensorFlow's import are then paid once per key
+    in a file, not once per test (the `warm_kernels` fixture of tests/conftest.py)."""
+
+    def __init__(self) -> None:
+        import os
+
+        from colabkit.sweep.runners.kernels import KernelPool
+
+        self.pool = KernelPool(capacity=2)  # a file's keys (cpu, cpu:2) take turns without a restart each
+        self.environment = dict(os.environ)
+
+    def key(self, parameters: dict[str, Any]) -> Any:
+        """The key of the kernel that runs a notebook with `parameters`; None when the test removed a variable
+        from the environment (a kernel cannot be started without one: that run gets a fresh kernel)."""
+        import os
+
+        from colabkit.device.backends import resolve_backend
+        from colabkit.sweep.runners.kernels import KernelKey
+
+        if set(self.environment) - set(os.environ):
+            return None
+        added = tuple(sorted((name, value) for name, value in os.environ.items()
+                             if self.environment.get(name) != value))
+        device = str(parameters.get("device", "auto"))
+        return KernelKey("python3", str(REPO), added, resolve_backend(str(parameters.get("backend", "auto")), device),
+                         device, str(parameters.get("mixed_precision", "none")))
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def execute_notebook(name: str, output_dir: Path, kernels: WarmKernels | None = None, source: Path | None = None,
+                     **parameters: Any):
+    """Run notebooks/<name>.ipynb (or `source`, a changed copy of it) through papermill (the production path) with
+    `parameters`, in a fresh kernel or one of `kernels` (warm, as `--kernels reuse` runs it).
 
     Returns (executed notebook node, record path). The record goes to output_dir/record.json.
     A training notebook's breakdown passes (seconds per run) are off unless a test asks for them
@@ -58,10 +95,17 @@ def execute_notebook(name: str, output_dir: Path, **parameters: Any):
         parameters.setdefault("breakdown", False)
     record_path = output_dir / "record.json"
     parameters.setdefault("results_path", str(record_path))
-    executed = papermill.execute_notebook(
-        str(NOTEBOOKS / f"{name}.ipynb"), str(output_dir / f"{name}.ipynb"), parameters=parameters,
-        progress_bar=False, cwd=str(REPO),
-    )
+    key = kernels.key(parameters) if kernels is not None else None
+    warm = kernels.pool.take(key) if key is not None else None
+    finished = False
+    try:
+        executed = papermill.execute_notebook(
+            str(source or NOTEBOOKS / f"{name}.ipynb"), str(output_dir / f"{name}.ipynb"), parameters=parameters,
+            progress_bar=False, cwd=str(REPO), **({"km": warm.manager} if warm is not None else {}))
+        finished = True
+    finally:
+        if warm is not None:
+            kernels.pool.give_back(warm, finished)
     return executed, Path(parameters["results_path"])
 
 

@@ -68,10 +68,10 @@ def check_breakdown(record, folder):
         assert "xprof" in profile["reason"]
 
 
-def test_cpu_smoke_run_on_offline_mnist(tmp_path):
+def test_cpu_smoke_run_on_offline_mnist(tmp_path, warm_kernels):
     executed, record_path = execute_notebook(
-        "cnn_mnist", tmp_path, device="cpu", batch_size=128, epochs=3, train_samples=1000, test_samples=256,
-        data_source="offline", target_accuracy=0.0, breakdown=True, profile_steps=5)
+        "cnn_mnist", tmp_path, warm_kernels, device="cpu", batch_size=128, epochs=3, train_samples=1000,
+        test_samples=256, data_source="offline", target_accuracy=0.0, breakdown=True, profile_steps=5)
     record = read_record(record_path)
     assert record["status"] == "ok" and record["data"]["source"] == "offline"
     metrics = record["metrics"]
@@ -104,10 +104,10 @@ def test_cpu_smoke_run_on_offline_mnist(tmp_path):
     assert "offline" in str([o for cell in executed.cells for o in cell.get("outputs", [])]).lower()
 
 
-def test_two_logical_cpu_replicas_double_the_global_batch(tmp_path):
+def test_two_logical_cpu_replicas_double_the_global_batch(tmp_path, warm_kernels):
     _, record_path = execute_notebook(
-        "cnn_mnist", tmp_path, device="cpu:2", batch_size=64, epochs=2, train_samples=512, test_samples=128,
-        data_source="offline")
+        "cnn_mnist", tmp_path, warm_kernels, device="cpu:2", batch_size=64, epochs=2, train_samples=512,
+        test_samples=128, data_source="offline")
     record = read_record(record_path)
     assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
     assert record["metrics"]["batch_size_per_replica"] == 64

@@ -75,10 +75,10 @@ def check_repeated_training_record(record, *, repeats: int, epochs: int, global_
     assert len(record["histories"]) == repeats and all(len(h["loss"]) == epochs for h in record["histories"])
 
 
-def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
+def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path, warm_kernels):
     executed, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu", batch_size=64, units=8, bilstm_layers=1, head_units=8, epochs=2,
-        models_per_run=2, train_samples=192, test_samples=96, data_source="offline", seed=5)
+        "dblstm_har", tmp_path, warm_kernels, device="cpu", batch_size=64, units=8, bilstm_layers=1, head_units=8,
+        epochs=2, models_per_run=2, train_samples=192, test_samples=96, data_source="offline", seed=5)
     record = read_record(record_path)
     assert record["data"]["source"] == "synthetic" and record["data"]["sizes"] == {"train": 7352, "test": 2947}
     check_repeated_training_record(record, repeats=2, epochs=2, global_batch=64, train=192, test=96)
@@ -95,17 +95,17 @@ def test_smoke_run_on_the_synthetic_data_repeats_and_summarises(tmp_path):
     assert ">#1: " in outputs and ">#2: " in outputs and "Accuracy: " in outputs  # the paper's printout
 
 
-def test_two_logical_cpu_replicas_split_the_global_batch(tmp_path):
+def test_two_logical_cpu_replicas_split_the_global_batch(tmp_path, warm_kernels):
     _, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu:2", batch_size=32, units=4, bilstm_layers=1, head_units=4, epochs=2,
-        models_per_run=1, train_samples=96, test_samples=40, data_source="offline")
+        "dblstm_har", tmp_path, warm_kernels, device="cpu:2", batch_size=32, units=4, bilstm_layers=1, head_units=4,
+        epochs=2, models_per_run=1, train_samples=96, test_samples=40, data_source="offline")
     record = read_record(record_path)
     assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2
     assert record["metrics"]["batch_size_per_replica"] == 16 and record["metrics"]["global_batch_size"] == 32
     check_repeated_training_record(record, repeats=1, epochs=2, global_batch=32, train=96, test=40)
 
 
-def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monkeypatch):
+def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monkeypatch, warm_kernels):
     """The datasets' miniature UCI HAR archive (UCI's nested-zip layout) reaches the kernel through
     COLABKIT_MIRROR_UCI_HAR; data_source='real' refuses anything but that archive."""
     archive = tmp_path / "uci_har_fixture.zip"
@@ -113,8 +113,8 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
     monkeypatch.setenv("COLABKIT_DATA", str(tmp_path / "cache"))
     monkeypatch.setenv("COLABKIT_MIRROR_UCI_HAR", archive.as_uri())
     _, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu", batch_size=4, bilstm_layers=2, units=128, head_units=64, epochs=2,
-        models_per_run=1, data_source="real")
+        "dblstm_har", tmp_path, warm_kernels, device="cpu", batch_size=4, bilstm_layers=2, units=128, head_units=64,
+        epochs=2, models_per_run=1, data_source="real")
     record = read_record(record_path)
     data = record["data"]
     assert data["source"] == "real" and data["url"] == archive.as_uri() and data["sizes"] == {"train": 12, "test": 6}
@@ -127,12 +127,12 @@ def test_paper_model_trains_end_to_end_on_the_real_uci_har_layout(tmp_path, monk
     assert [row for row in map(sum, record["evaluation"]["confusion_matrix"])] == support
 
 
-def test_no_head_and_auto_sizes_on_a_cpu(tmp_path):
+def test_no_head_and_auto_sizes_on_a_cpu(tmp_path, warm_kernels):
     """head_units=0: a single BiLSTM returns its last state straight into the softmax (the paper
     preset's one-layer model). epochs, models_per_run and train_samples left at "auto" take the CPU's sizes,
     printed and recorded, and the first steps give an estimate of the run's length."""
     executed, record_path = execute_notebook(
-        "dblstm_har", tmp_path, device="cpu", batch_size=64, units=4, bilstm_layers=1, head_units=0,
+        "dblstm_har", tmp_path, warm_kernels, device="cpu", batch_size=64, units=4, bilstm_layers=1, head_units=0,
         test_samples=64, data_source="offline")
     record = read_record(record_path)
     # 1 x Bidirectional(LSTM(4)) on 9 inputs (8 features out), Dense(6) on 8; no LSTM head

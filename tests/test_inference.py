@@ -313,12 +313,14 @@ def test_a_percentile_its_queries_cannot_give_is_said_too_few_and_not_drawn(tmp_
 
 
 @pytest.mark.notebook
-def test_the_cnn_notebook_in_inference_mode_writes_ordered_percentiles_with_intervals_and_offline_throughput(tmp_path):
+def test_the_cnn_notebook_in_inference_mode_writes_ordered_percentiles_with_intervals_and_offline_throughput(
+        tmp_path, warm_kernels):
     from helpers import execute_notebook
 
     from colabkit.records.record import read_record
 
-    _, record_path = execute_notebook("cnn_mnist", tmp_path, device="cpu", mode="inference", queries=400, min_duration_s=0.0,
+    _, record_path = execute_notebook("cnn_mnist", tmp_path, warm_kernels, device="cpu", mode="inference",
+                                      queries=400, min_duration_s=0.0,
                                       offline_batch_sizes="1,16,max", test_samples=64, data_source="offline")
     record = read_record(Path(record_path))
     assert record["status"] == "ok" and record["params"]["mode"] == "inference"
@@ -350,14 +352,14 @@ TINY_INFERENCE = {  # the other families in inference mode, as small as they bui
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("case", sorted(TINY_INFERENCE))
-def test_every_other_family_runs_in_inference_mode_and_trains_nothing(tmp_path, case):
+def test_every_other_family_runs_in_inference_mode_and_trains_nothing(tmp_path, case, warm_kernels):
     from helpers import execute_notebook
 
     from colabkit.records.record import read_record
 
     name = case.split()[0]
-    _, record_path = execute_notebook(name, tmp_path, device="cpu", mode="inference", queries=60, min_duration_s=0.0,
-                                      **TINY_INFERENCE[case])
+    _, record_path = execute_notebook(name, tmp_path, warm_kernels, device="cpu", mode="inference", queries=60,
+                                      min_duration_s=0.0, **TINY_INFERENCE[case])
     record = read_record(Path(record_path))
     assert record["status"] == "ok" and "epochs" not in record["params"] and "history" not in record
     metrics = record["metrics"]

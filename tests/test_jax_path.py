@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import NOTEBOOKS, REPO
+from helpers import NOTEBOOKS, REPO, execute_notebook
 
 from colabkit.records.record import read_record
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.notebook
 TINY = {
     "matmul_tflops": dict(n=64, count=2, timed_calls=2, blas_baseline=False),
     "cnn_mnist": dict(batch_size=32, epochs=2, train_samples=200, test_samples=64, data_source="offline",
-                      target_accuracy=0.0),
+                      target_accuracy=0.0, breakdown=True),  # the passes over Keras's JAX distribution
     "dblstm_har": dict(batch_size=32, bilstm_layers=1, units=4, head_units=4, epochs=2, models_per_run=1,
                        train_samples=96, test_samples=64, data_source="offline", breakdown=False),
     "timeseries_rnn": dict(batch_size=16, sequence_length=24, units=4, epochs=2, steps_per_epoch=2, warmup_steps=4,
@@ -35,19 +35,14 @@ PROBE = ('import json, sys\n'
          'if name.partition(".")[0] == "tensorflow")))')
 
 
-def run_with_probe(name: str, folder: Path, **parameters) -> tuple[dict, list[str]]:
-    """Run notebooks/<name>.ipynb with a last cell that lists the tensorflow modules loaded; return
-    (record, those modules)."""
-    import papermill
-
+def run_with_probe(name: str, folder: Path, kernels=None, **parameters) -> tuple[dict, list[str]]:
+    """Run notebooks/<name>.ipynb with a last cell that lists the tensorflow modules loaded (in a fresh kernel,
+    or one of `kernels`: warm, cleared between runs as `--kernels reuse` runs JAX); return (record, those modules)."""
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(PROBE))
     source = folder / f"{name}-probed.ipynb"
     nbformat.write(notebook, source)
-    record_path = folder / "record.json"
-    executed = papermill.execute_notebook(str(source), str(folder / f"{name}.ipynb"), progress_bar=False,
-                                          parameters={**parameters, "results_path": str(record_path)},
-                                          cwd=str(REPO))
+    executed, record_path = execute_notebook(name, folder, kernels, source, **parameters)
     lines = [line for output in executed.cells[-1].outputs for line in output.get("text", "").splitlines()
              if line.startswith("TENSORFLOW-MODULES ")]
     assert len(lines) == 1, executed.cells[-1].outputs
@@ -87,8 +82,10 @@ def check_jax_record(record: dict, name: str, replicas: int) -> None:
 
 
 @pytest.mark.parametrize("name", list(TINY))
-def test_every_notebook_runs_on_jax_over_two_host_devices_without_tensorflow(name, tmp_path):
-    record, tensorflow_modules = run_with_probe(name, tmp_path, device="cpu:2", backend="jax", **TINY[name])
+def test_every_notebook_runs_on_jax_over_two_host_devices_without_tensorflow(name, tmp_path, warm_kernels):
+    # one warm JAX kernel for the five, as `sweep --kernels reuse` runs them: TensorFlow kept out of it throughout
+    record, tensorflow_modules = run_with_probe(name, tmp_path, warm_kernels, device="cpu:2", backend="jax",
+                                                **TINY[name])
     check_jax_record(record, name, replicas=2)
     assert tensorflow_modules == []
 

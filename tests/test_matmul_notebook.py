@@ -28,8 +28,9 @@ def check_flops_arithmetic(record):
         assert metrics["fraction_of_peak"] == pytest.approx(metrics["tflops_warm"] / metrics["peak_tflops"])
 
 
-def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
-    executed, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu", n=256, count=3, timed_calls=3)
+def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path, warm_kernels):
+    executed, record_path = execute_notebook("matmul_tflops", tmp_path, warm_kernels, device="cpu", n=256, count=3,
+                                             timed_calls=3)
     record = read_record(record_path)
     assert record["status"] == "ok" and record["notebook"] == "matmul_tflops"
     assert record["device"]["kind"] == "cpu" and record["device"]["replicas"] == 1
@@ -53,9 +54,9 @@ def test_cpu_smoke_run_records_consistent_numbers_and_blas_baseline(tmp_path):
     assert any("image/png" in output.get("data", {}) for output in outputs), "the notebook's plot is missing"
 
 
-def test_two_logical_cpu_replicas_both_count(tmp_path):
-    _, record_path = execute_notebook("matmul_tflops", tmp_path, device="cpu:2", n=128, count=2, timed_calls=2,
-                                      dtype="bfloat16", blas_baseline=False)
+def test_two_logical_cpu_replicas_both_count(tmp_path, warm_kernels):
+    _, record_path = execute_notebook("matmul_tflops", tmp_path, warm_kernels, device="cpu:2", n=128, count=2,
+                                      timed_calls=2, dtype="bfloat16", blas_baseline=False)
     record = read_record(record_path)
     assert record["device"]["replicas"] == 2 and record["device"]["strategy"] == "MirroredStrategy"
     assert record["device"]["logical_devices"] == 2

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -135,49 +134,22 @@ IMPORTABLE = sorted(name for name in MODULES if not name.endswith(".__main__"))
 
 # In one fresh interpreter: for each module, forget every colabkit module imported so far, then import
 # that module first. Third-party packages stay loaded (cheap), colabkit starts from nothing each time.
-PURGE_AND_IMPORT = """
-import importlib, sys, traceback
-failed = []
-for name in sys.argv[1:]:
-    for loaded in [key for key in sys.modules if key == "colabkit" or key.startswith("colabkit.")]:
-        del sys.modules[loaded]
-    try:
-        importlib.import_module(name)
-    except BaseException:
-        failed.append(name + ":\\n" + traceback.format_exc(limit=-3))
-print("\\n\\n".join(failed))
-sys.exit(1 if failed else 0)
-"""
-
-
 def python(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout,
                           env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
-def test_every_module_imports_first_with_no_other_colabkit_module_loaded():
-    """An import circle that only bites in one order, or a module leaning on another's side effect,
-    shows up only when each module is the first colabkit module an interpreter imports."""
-    completed = python("-c", PURGE_AND_IMPORT, *IMPORTABLE)
-    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-2000:]
+def test_every_module_imports_under_this_set():
+    """Every module imports, in one interpreter, under this set's Python and packages (Colab's too: a name a newer
+    library dropped fails here). Whether each imports when it is the first: tests/test_import_order.py."""
+    completed = python("-c", "import importlib, sys\nfor name in sys.argv[1:]: importlib.import_module(name)",
+                       *IMPORTABLE)
+    assert completed.returncode == 0, completed.stderr[-3000:]
 
 
 def test_the_command_line_module_runs():
     completed = python("-m", "colabkit", "--help", timeout=120)
     assert completed.returncode == 0 and "sweep" in completed.stdout, completed.stderr[-2000:]
-
-
-def import_alone(module: str) -> tuple[str, int, str]:
-    completed = python("-c", f"import {module}", timeout=300)
-    return module, completed.returncode, completed.stderr.strip()[-2000:]
-
-
-@pytest.mark.slow
-def test_every_module_imports_by_itself_in_a_fresh_interpreter():
-    """The strict form of the test above, one interpreter per module (a few minutes on 2 cores)."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        failures = [result for result in pool.map(import_alone, IMPORTABLE) if result[1] != 0]
-    assert not failures, "\n\n".join(f"{module}:\n{stderr}" for module, _, stderr in failures)
 
 
 # --- layers that do not reach across -----------------------------------------------------------------

@@ -1,19 +1,16 @@
-"""The ParaDnn notebook through papermill with smoke parameters, one run per family, on the CPU, all
-three in one warm kernel as `sweep --kernels reuse` runs ParaDnn (colabkit.sweep.runners.kernels): the kernel
-start, TensorFlow's import and the bandwidth probe are paid once, and each run after the first shows
-that a cleared kernel gives a complete, correct record."""
+"""The ParaDnn notebook through papermill with smoke parameters, one run per family, on the CPU, in the test worker's
+warm kernel as `sweep --kernels reuse` runs ParaDnn (colabkit.sweep.runners.kernels; tests/helpers.py's WarmKernels):
+the kernel start and TensorFlow's import are paid once, and each run after the first shows that a cleared kernel
+gives a complete, correct record."""
 
 from __future__ import annotations
 
 import statistics
 
-import papermill
 import pytest
-from helpers import NOTEBOOKS, REPO
+from helpers import execute_notebook
 
-from colabkit.device.bandwidth import HOST_FACTS_ENV
 from colabkit.records.record import read_record
-from colabkit.sweep.runners.kernels import KernelKey, KernelPool
 
 pytestmark = pytest.mark.notebook
 
@@ -36,27 +33,8 @@ CNN = dict(family="cnn", blocks=1, filters=4, block="bottleneck", input_size=32,
 CNN_CONVS = 1 + 4 * 4
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    """A pool of one warm kernel for the module (TensorFlow on the CPU, float32), and its key: a run
-    takes it and gives it back, cleared, or replaced after a failure, as a sweep's runs do."""
-    facts = tmp_path_factory.mktemp("host") / "host.json"  # the probe, once for the three runs
-    pool = KernelPool()
-    yield pool, KernelKey("python3", str(REPO), ((HOST_FACTS_ENV, str(facts)),), "tensorflow", "cpu", "none")
-    pool.close()
-
-
-def run_family(kernel, tmp_path, **knobs):
-    pool, key = kernel
-    record_path = tmp_path / "record.json"
-    warm, ok = pool.take(key), False
-    try:
-        papermill.execute_notebook(str(NOTEBOOKS / "paradnn.ipynb"), str(tmp_path / "paradnn.ipynb"),
-                                   parameters={**SMOKE, **knobs, "results_path": str(record_path)},
-                                   progress_bar=False, cwd=str(REPO), km=warm.manager)
-        ok = True
-    finally:
-        pool.give_back(warm, ok)
+def run_family(warm_kernels, tmp_path, **knobs):
+    _, record_path = execute_notebook("paradnn", tmp_path, warm_kernels, **SMOKE, **knobs)
     record = read_record(record_path)
     assert record["status"] == "ok"
     for knob, value in knobs.items():
@@ -101,21 +79,21 @@ def check_record(record, forward: float | None = None, params: int | None = None
         assert metrics["fraction_of_roofline"] == pytest.approx(metrics["model_tflops"] / attainable)
 
 
-def test_fc_smoke(kernel, tmp_path):
-    record = run_family(kernel, tmp_path, **FC)
+def test_fc_smoke(warm_kernels, tmp_path):
+    record = run_family(warm_kernels, tmp_path, **FC)
     check_record(record, forward=FC_FORWARD, params=FC_PARAMS)
     assert record["metrics"]["family"] == "fc" and record["data"]["source"] == "synthetic"
     assert record["data"]["shape"] == {"inputs": [16, 256], "labels": [16]}
 
 
-def test_rnn_smoke(kernel, tmp_path):
-    record = run_family(kernel, tmp_path, **RNN)
+def test_rnn_smoke(warm_kernels, tmp_path):
+    record = run_family(warm_kernels, tmp_path, **RNN)
     check_record(record, forward=RNN_FORWARD, params=RNN_PARAMS)
     assert record["data"]["shape"] == {"inputs": [16, 10], "labels": [16, 10]}
 
 
-def test_cnn_smoke(kernel, tmp_path):
-    record = run_family(kernel, tmp_path, **CNN)
+def test_cnn_smoke(warm_kernels, tmp_path):
+    record = run_family(warm_kernels, tmp_path, **CNN)
     check_record(record)
     layers = record["flops"]["by_layer"]
     assert sum(layer["class"] == "Conv2D" for layer in layers) == CNN_CONVS
@@ -165,25 +143,21 @@ def check_transformer(record, backend):
           f"{metrics['achievable_over_datasheet']} of the datasheet's {metrics['peak_tflops']}")
 
 
-def test_transformer_smoke(kernel, tmp_path):
-    record = run_family(kernel, tmp_path, **TRANSFORMER)
+def test_transformer_smoke(warm_kernels, tmp_path):
+    record = run_family(warm_kernels, tmp_path, **TRANSFORMER)
     check_transformer(record, "tensorflow")
     assert record["data"]["shape"] == {"inputs": [16, 32], "labels": [16, 32]}
 
 
-def test_transformer_smoke_on_jax(tmp_path):
-    from helpers import execute_notebook
-
-    _, path = execute_notebook("paradnn", tmp_path, **SMOKE, **TRANSFORMER, backend="jax")
+def test_transformer_smoke_on_jax(tmp_path, warm_kernels):
+    _, path = execute_notebook("paradnn", tmp_path, warm_kernels, **SMOKE, **TRANSFORMER, backend="jax")
     check_transformer(read_record(path), "jax")
 
 
-def test_fc_on_two_cpu_replicas_with_the_default_settings_gives_its_breakdown(tmp_path):
+def test_fc_on_two_cpu_replicas_with_the_default_settings_gives_its_breakdown(tmp_path, warm_kernels):
     """The bottleneck passes on two replicas: the device pass runs its steps as one execution, where Keras 3's
     own multi-step loop fails on a MirroredStrategy (colabkit.training.fit's replica_train_function instead)."""
-    from helpers import execute_notebook
-
-    _, path = execute_notebook("paradnn", tmp_path, device="cpu:2", steps=4, epochs=3, breakdown=True, **FC)
+    _, path = execute_notebook("paradnn", tmp_path, warm_kernels, device="cpu:2", steps=4, epochs=3, breakdown=True, **FC)
     record = read_record(path)
     assert record["status"] == "ok", record.get("error")
     assert record["device"]["strategy"] == "MirroredStrategy" and record["metrics"]["replicas"] == 2

@@ -123,7 +123,7 @@ def test_smoke_sweep_on_offline_data_writes_record_html_and_log_without_missing_
     assert windows["validation"]["scored_steps"] + 40 >= 437 >= windows["validation"]["scored_steps"]
 
 
-def test_real_path_on_the_weather_denmark_fixture_archive(tmp_path, monkeypatch):
+def test_real_path_on_the_weather_denmark_fixture_archive(tmp_path, monkeypatch, warm_kernels):
     # The loader finds a verified copy in its cache before it tries the network, so placing the
     # archive in $COLABKIT_DATA (inherited by the papermill kernel) takes the real path offline:
     # verify the archive, extract the CSV, resample the five cities, lay out the 20 inputs.
@@ -135,7 +135,7 @@ def test_real_path_on_the_weather_denmark_fixture_archive(tmp_path, monkeypatch)
     # A learning rate of 10 drives the sigmoid outputs into saturation within an epoch, where val_loss
     # stops improving by ReduceLROnPlateau's min_delta (1e-4): the rate must be cut tenfold.
     executed, record_path = execute_notebook(
-        "timeseries_rnn", tmp_path, device="cpu", batch_size=16, sequence_length=48, units=8, epochs=4,
+        "timeseries_rnn", tmp_path, warm_kernels, device="cpu", batch_size=16, sequence_length=48, units=8, epochs=4,
         steps_per_epoch=2, warmup_steps=8, learning_rate=10.0, patience=10, data_source="real", plot_hours=30)
     record = read_record(record_path)
     data, metrics = record["data"], record["metrics"]
@@ -150,12 +150,12 @@ def test_real_path_on_the_weather_denmark_fixture_archive(tmp_path, monkeypatch)
     assert record["predictions"]["timestamps"][0].startswith("2001-03-")
 
 
-def test_early_stopping_fires_on_a_plateau_across_two_replicas(tmp_path):
+def test_early_stopping_fires_on_a_plateau_across_two_replicas(tmp_path, warm_kernels):
     # learning_rate 1e-30 (the declaration refuses 0): updates vanish below float32 resolution, so the
     # weights never change and val_loss never improves after the first epoch
     # and EarlyStopping(patience=2) stops after epoch 3 of 8.
     _, record_path = execute_notebook(
-        "timeseries_rnn", tmp_path, device="cpu:2", batch_size=8, sequence_length=40, units=4, epochs=8,
+        "timeseries_rnn", tmp_path, warm_kernels, device="cpu:2", batch_size=8, sequence_length=40, units=4, epochs=8,
         steps_per_epoch=2, warmup_steps=8, learning_rate=1e-30, patience=2, data_source="offline", plot_hours=20)
     record = read_record(record_path)
     metrics, history = record["metrics"], record["history"]
