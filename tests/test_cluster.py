@@ -263,6 +263,7 @@ def gpu_cluster():
     local.close()
 
 
+@pytest.mark.long("the matmul smoke twice, here and on a two-worker Dask cluster, each run a TensorFlow kernel")
 @pytest.mark.notebook
 def test_matmul_smoke_on_local_cluster_writes_the_local_sweeps_records_and_a_rerun_submits_nothing(
         tmp_path, capsys, gpu_cluster):

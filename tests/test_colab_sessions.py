@@ -55,6 +55,7 @@ def test_a_broken_kernel_client_gives_one_line_naming_the_fix_after_one_session_
 
 # --- 2. tokens that expire: sessions cut to end before, stopped means stopped ---------------------------
 
+@pytest.mark.long("two fake Colab sessions, each installing colabkit's wheel, and up to five TensorFlow runs")
 def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(
         fake, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
@@ -90,6 +91,7 @@ def test_a_limit_no_session_can_finish_a_run_in_costs_one_session_not_one_per_ru
     assert assignments(fake) == {} and held(out / "colab-T4") == []
 
 
+@pytest.mark.long("two fake Colab sessions, each installing colabkit's wheel and making the same TensorFlow run")
 def test_a_failed_download_stops_its_session_before_anything_else_is_sent_to_it(fake, tmp_path: Path):
     out = tmp_path / "out"
     completed = sweep({**fake, "FAKE_COLAB_DOWNLOAD_FAILS": "1"}, out, "--colab", "T4")

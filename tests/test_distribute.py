@@ -94,6 +94,7 @@ def _notebook_output_text(path: Path) -> str:
     return "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
 
 
+@pytest.mark.long("two TensorFlow workers start at once on 2 cores, join one collective and train the CNN")
 @pytest.mark.notebook
 def test_cnn_mnist_on_two_local_workers_agrees_and_writes_one_record(tmp_path):
     out = tmp_path / "out"
@@ -129,6 +130,7 @@ def _pid_of(pattern: str) -> int | None:
     return None
 
 
+@pytest.mark.long("two TensorFlow workers start and train until epoch 2 before one is killed, then the grace")
 @pytest.mark.notebook
 def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     out = tmp_path / "out"
