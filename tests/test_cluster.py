@@ -97,7 +97,7 @@ def test_resources_follow_the_device_and_absent_devices_come_from_the_workers():
 def test_missing_extra_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)
     grid = write_probe(tmp_path, "grid: {device: [cpu]}\n")
-    with pytest.raises(ColabkitError, match=r"pip install colabkit\[cluster\]"):
+    with pytest.raises(ColabkitError, match=r"pip install 'colabkit\[cluster\]'"):
         run_sweep(plan([grid], out=tmp_path / "out"), RunOptions(cluster="local:1"), echo=quiet)
 
 
