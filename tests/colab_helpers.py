@@ -1,5 +1,6 @@
 """What the tests of `sweep --colab` share: a fake `colab` first on PATH (tests/fake_colab.py, written from
-google-colab-cli v0.6.0's source), a sweep run through it, and what the fake's backend and client hold."""
+google-colab-cli v0.6.0's source), a sweep run through it (in a process of its own, or in the test's with its
+sessions' ages on the fake's clock), and what the fake's backend and client hold."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import fake_colab
+import pytest
+
+from colabkit.cli import main
+from colabkit.sweep.runners.colab import executor
+from colabkit.sweep.runners.colab.sessions import LiveSession
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = str(ROOT / "parameters" / "matmul_tflops.yaml")
@@ -41,6 +48,45 @@ def sweep(env: dict[str, str], out: Path, *args: str, grid_args: tuple[str, ...]
           timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "colabkit", "sweep", GRID, *grid_args, "--out", str(out), *args],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class SessionOnTheFakesClock(LiveSession):
+    """A session whose age is read on the fake's clock (fake_colab.clock), not in real seconds: the age at
+    which colabkit cuts and drains its sessions then follows what the test and the fake move it by (a
+    gap in `colab new`, each finished run), however fast this machine runs."""
+
+    started: float = field(default_factory=lambda: fake_colab.clock())
+
+    def elapsed(self) -> float:
+        return fake_colab.clock() - self.started
+
+
+def sweep_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: dict[str, str], out: Path,
+               *args: str, grid_args: tuple[str, ...] = tuple(ONE_RUN)) -> tuple[int, str]:
+    """`python -m colabkit sweep ...` run in this process with `env` (the fake's) and its sessions on the fake's
+    clock (SessionOnTheFakesClock): its exit status and what it printed (stdout, then stderr)."""
+    for key, value in env.items():
+        if os.environ.get(key) != value:
+            monkeypatch.setenv(key, value)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(executor, "LiveSession", SessionOnTheFakesClock)
+    capsys.readouterr()
+    status = main(["sweep", GRID, *grid_args, "--out", str(out), *args])
+    printed = capsys.readouterr()
+    return status, printed.out + printed.err
+
+
+def advance_clock(env: dict[str, str], seconds: float) -> None:
+    """Move the fake's clock (fake_colab's docstring) on by `seconds`."""
+    fake_colab.advance_clock(Path(env["FAKE_COLAB_HOME"]), seconds)
+
+
+def release_new(env: dict[str, str]) -> None:
+    """Let a `colab new` held by FAKE_COLAB_HOLD_NEW name its session and return."""
+    path = Path(env["FAKE_COLAB_HOME"]) / "release-new"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
 
 
 def sweep_command(out: Path, *args: str, grid_args: tuple[str, ...] = tuple(ONE_RUN)) -> list[str]:

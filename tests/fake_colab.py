@@ -9,23 +9,34 @@ client's words, streams and exit statuses, and what the client does that its doc
   the client has none); `status` and `sessions` first drop the client's records whose endpoint the
   backend no longer lists ("[colab] Pruned N stale local session(s).").
 - `new` prints "[colab] Creating session 'N'...", asks for the assignment, and saves the name only
-  after the keep-alive pre-flight and the keep-alive daemon's start: FAKE_COLAB_ASSIGN_GAP_S seconds
-  (the client: a network round trip and a process start) in which an interrupted `new` leaves an
-  assignment with no name. A refused accelerator: "Backend rejected accelerator 'T4'. ..." on stderr, exit 1.
+  after the keep-alive pre-flight and the keep-alive daemon's start (the client: a network round trip
+  and a process start): an interrupted `new` leaves an assignment with no name. That gap takes
+  FAKE_COLAB_ASSIGN_GAP_S seconds of the fake's clock (below); with FAKE_COLAB_HOLD_NEW=1 `new` also
+  waits in it until the test writes $FAKE_COLAB_HOME/release-new (the test's window to interrupt it).
+  A refused accelerator: "Backend rejected accelerator 'T4'. ..." on stderr, exit 1.
 - One persistent interpreter per session (the client keeps one IPython kernel): variables, the
   working directory (each `exec` first goes to /content, the VM's content/ here) and background
   processes survive between calls; `__file__` is not defined; a Python error is printed on stderr
   and `exec` still exits 0. `--timeout` (default 30 s) only stops the waiting: `exec` then prints
   "TimeoutError: Timeout waiting for output" and exits 1 while the code runs on.
-- The runtime's proxy token expires FAKE_COLAB_TOKEN_S seconds after `new` (3600 at Colab; the
-  client never renews it, its issue #106): the next `exec` prints "[colab] Session 'N' appears to be
-  lost (404/401). Cleaning up." and drops the client's record (exit 1) while the VM runs on, still
-  listed by `colab sessions` as "?"; `upload`/`download` fail with 404 ("File or directory not
-  found"). `stop` of a name the client has no record of prints "[colab] Session 'N' not found."
-  and exits 0; a stop that worked prints "[colab] Session terminated.".
+- The runtime's proxy token expires FAKE_COLAB_TOKEN_S seconds (default 3600, as at Colab) of the
+  fake's clock after the assignment, or with FAKE_COLAB_TOKEN_EXECS=N at the session's Nth `exec`,
+  whichever comes first (the client never renews it, its issue #106): that `exec`
+  prints "[colab] Session 'N' appears to be lost (404/401). Cleaning up." and drops the client's record
+  (exit 1) while the VM runs on, still listed by `colab sessions` as "?"; `upload`/`download` fail with
+  404 ("File or directory not found"). `stop` of a name the client has no record of prints "[colab]
+  Session 'N' not found." and exits 0; a stop that worked prints "[colab] Session terminated.".
 - FAKE_COLAB_KERNEL_CLIENT=1.0.2: the client installed with jupyter-kernel-client 1.x, which has no
   `KernelClient` (the client's issue #94): every `exec` dies with its traceback, exit 1; `new`,
   `status`, `upload`, `download` and `stop` work (they never build a kernel client).
+
+The fake's clock is never real time, so that no test rests on how fast this machine runs: it reads
+the seconds in $FAKE_COLAB_HOME/clock (0 while there is none), which the tests move (`advance_clock`)
+and `new` moves by its gap, plus FAKE_COLAB_RUN_S seconds for each run finished on any VM (each file
+matching FAKE_COLAB_RUN_FILES, a glob under a VM's content/, dot-files aside): a run stands for that
+much of the runtime's time. Tokens expire on it; tests that run `sweep --colab` in their own process
+give colabkit's session clock the same one (colab_helpers). `exec --timeout` alone waits in real
+seconds: it is how long the client waits for output, and what it stops is only the waiting.
 
 The "VM" of an assignment is the folder $FAKE_COLAB_HOME/vms/ENDPOINT, whose content/ is /content:
 its interpreter runs on this machine's CPU with COLABKIT_TEST_STAND_IN naming the accelerator
@@ -34,7 +45,8 @@ site folder, no dependencies, no index): the colabkit that runs there is the upl
 
 Other settings: FAKE_COLAB_LOGGED_OUT (whoami fails), FAKE_COLAB_REFUSE=A,B, FAKE_COLAB_GRANT=T4:L4
 (an L4 granted for a T4), FAKE_COLAB_LOSE=A:N (at the Nth `exec` in a session of A the backend has
-dropped the VM), FAKE_COLAB_DOWNLOAD_DELAY=S, FAKE_COLAB_DOWNLOAD_FAILS=N (the first N downloads fail),
+dropped the VM), FAKE_COLAB_DOWNLOAD_DELAY=S (each download takes S real seconds: a slow link, on
+which no outcome rests), FAKE_COLAB_DOWNLOAD_FAILS=N (the first N downloads fail),
 FAKE_COLAB_RESULTS=PATH (every download of a results.tar gets that file instead: a hostile session),
 FAKE_COLAB_UNASSIGN_FAILS (`stop`'s unassign request fails: a traceback, exit 1, the record kept).
 Every call is appended to $FAKE_COLAB_HOME/calls.log.
@@ -115,6 +127,15 @@ def positional(args: list[str]) -> list[str]:
     return rest
 
 
+def wait_for_file(path: Path, why: str = "", hang_guard_s: float = 600) -> None:
+    """Until `path` exists (a test's release, a process's start); `hang_guard_s` only guards against a hang."""
+    deadline = time.monotonic() + hang_guard_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"fake colab: {why or f'{path} was never written'}")
+        time.sleep(0.05)
+
+
 def vm_folder(endpoint: str) -> Path:
     return home() / "vms" / endpoint
 
@@ -155,8 +176,32 @@ def sync() -> tuple[dict[str, Any], dict[str, Any]]:
     return local, server
 
 
+def clock(fake_home: Path | None = None) -> float:
+    """The fake's clock in seconds (module docstring): what the tests and `new` moved it by, and
+    FAKE_COLAB_RUN_S for each run finished on a VM."""
+    fake_home = fake_home or home()
+    path = fake_home / "clock"
+    seconds = float(path.read_text()) if path.exists() else 0.0
+    run_s, pattern = float(os.environ.get("FAKE_COLAB_RUN_S", 0)), os.environ.get("FAKE_COLAB_RUN_FILES", "")
+    if run_s and pattern and (fake_home / "vms").is_dir():
+        finished = [path for vm in (fake_home / "vms").iterdir() for path in (vm / "content").glob(pattern)
+                    if not path.name.startswith(".")]  # a dot-file is a temporary or a mark, not a result
+        seconds += run_s * len(finished)
+    return seconds
+
+
+def advance_clock(fake_home: Path, seconds: float) -> None:
+    """Move the fake's clock on by `seconds` (the tests' and `new`'s; atomic, as every state file here)."""
+    path = fake_home / "clock"
+    moved = (float(path.read_text()) if path.exists() else 0.0) + seconds
+    path.with_suffix(".tmp").write_text(repr(moved))
+    path.with_suffix(".tmp").replace(path)
+
+
 def token_expired(session: dict[str, Any]) -> bool:
-    return time.time() - session["token_at"] > float(os.environ.get("FAKE_COLAB_TOKEN_S", 3600))
+    execs = int(os.environ.get("FAKE_COLAB_TOKEN_EXECS", 0))
+    return (clock() - session["token_at"] >= float(os.environ.get("FAKE_COLAB_TOKEN_S", 3600))
+            or 0 < execs <= session.get("execs", 0))
 
 
 def main(argv: list[str]) -> int:
@@ -233,10 +278,12 @@ def new(name: str, args: list[str], lock: Any) -> int:
     server[endpoint] = {"accelerator": granted, "variant": variant}
     (vm_folder(endpoint) / "content").mkdir(parents=True)
     save("server.json", server)
-    assigned_at = time.time()
+    assigned_at = clock()
     fcntl.flock(lock, fcntl.LOCK_UN)  # the keep-alive pre-flight and the daemon's start: the VM has no name yet
-    time.sleep(float(os.environ.get("FAKE_COLAB_ASSIGN_GAP_S", 0)))
+    if os.environ.get("FAKE_COLAB_HOLD_NEW"):
+        wait_for_file(home() / "release-new")
     fcntl.flock(lock, fcntl.LOCK_EX)
+    advance_clock(home(), float(os.environ.get("FAKE_COLAB_ASSIGN_GAP_S", 0)))
     local = load("sessions.json")
     local[name] = {"endpoint": endpoint, "accelerator": granted, "variant": variant, "token_at": assigned_at}
     save("sessions.json", local)
@@ -347,11 +394,7 @@ def kernel_port(vm: Path, stand_in: str) -> int:
         subprocess.Popen([sys.executable, os.path.abspath(__file__), "--kernel", str(vm)], cwd=vm / "content", env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(vm / "kernel.log", "a"),
                          start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not port_file.exists():
-            if time.monotonic() > deadline:
-                raise SystemExit("fake colab: the VM's interpreter did not start (see kernel.log)")
-            time.sleep(0.05)
+        wait_for_file(port_file, why="the VM's interpreter did not start (see kernel.log)")
     return int(port_file.read_text())
 
 

@@ -3,7 +3,9 @@
 It runs in about a second (no TensorFlow unless asked for), writes a real record through
 colabkit.start_run, and misbehaves on request: for the combination whose `value` equals
 `fail_on` it raises, `exit_on` kills its own kernel with os._exit, `sleep_on` sleeps `sleep_s`
-seconds, `oom_on` asks TensorFlow for an impossible tensor (a real ResourceExhaustedError).
+seconds, `oom_on` asks TensorFlow for an impossible tensor (a real ResourceExhaustedError). From
+`hold_from` on, each combination waits until the file `hold_file` exists: a test's gate, so that what
+has finished when the test acts is decided by the test, not by how fast the runs go.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ sleep_on = -1  # sleep sleep_s seconds when value equals this
 sleep_s = 0.0  # how long
 oom_on = -1  # allocate an impossible TensorFlow tensor when value equals this
 write_record = True  # False: finish without writing the record
+hold_from = -1  # from this value on (when not -1), wait until hold_file exists (at most 600 s: a hang guard)
+hold_file = ""  # the test writes it to let the held combinations go on
 results_path = ""  # the JSON record
 '''
 
@@ -33,6 +37,11 @@ run = colabkit.start_run("{name}", params=dict(device=device, value=value, label
 '''
 
 WORK = '''print(f"value {value}", flush=True)
+if hold_from != -1 and value >= hold_from:
+    for _ in range(12000):
+        if os.path.exists(hold_file):
+            break
+        time.sleep(0.05)
 if value == exit_on:
     os._exit(7)
 if value == sleep_on:

@@ -16,14 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from colab_helpers import (ROOT, assignments, calls, client_sessions, fake_colab_for, records, remote_records,
-                           start_at_a_terminal, sweep, sweep_command, verbs)
+from colab_helpers import (ONE_RUN, ROOT, assignments, calls, client_sessions, fake_colab_for, records, release_new,
+                           remote_records, start_at_a_terminal, sweep, sweep_command, sweep_here, verbs)
 
 from colabkit.errors import ColabkitError, HostileArchiveError
 from colabkit.sweep.runners.colab.sessions import (STATE_FILE, HeldSession, fitting, held_sessions, remember,
                                                   session_count, unpack_results)
 
-FRESH_RUNS = ("--preset", "smoke", "--repeats", "3", "-p", "n=256", "--kernels", "fresh")  # 15-25 s a run, fake session
+# Runs of the smoke's matmul in warm kernels (each repeat in its own): by the estimate 6.6 s for the first, 2.4 s for
+# each next one; a run on the fake's clock takes what FAKE_COLAB_RUN_S says, whatever it takes here.
+REPEATS = ("--preset", "smoke", "-p", "n=256", "--repeats")
+RUNS_ON_THE_CLOCK = {"FAKE_COLAB_RUN_FILES": "colabkit/out/**/*.json"}  # a run is finished once its record is there
 
 
 @pytest.fixture
@@ -52,38 +55,43 @@ def test_a_broken_kernel_client_gives_one_line_naming_the_fix_after_one_session_
 
 # --- 2. tokens that expire: sessions cut to end before, stopped means stopped ---------------------------
 
-@pytest.mark.serial  # fresh-kernel runs of 15 to 25 s in a fake session: beside a second pytest worker, twice that
-def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(fake, tmp_path: Path):
+@pytest.mark.long("two fake Colab sessions, each installing colabkit's wheel, and up to five TensorFlow runs")
+def test_work_that_outlasts_the_token_finishes_in_several_sessions_with_nothing_lost_or_left(
+        fake, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    # four runs in fresh kernels, 8.2 s each by the estimate and 15 to 25 s each in a fake session on this host (the
-    # session's sweep start, the kernel, TensorFlow's import, the HTML): one session would take over a minute, and
-    # the tokens expire 48 s after each `colab new` (an `exec` after that finds its session "lost"). In sessions of
-    # at most 34 s the estimate starts 3 runs in each; the session is drained at 34 s (a run done or two, the next
-    # stopped), and a fresh one runs the rest. No session nears the token's 48 s, and a session's first run ends
-    # well inside its 34 s, however loaded the host: what this proves is the cut and the drain, not the host's speed.
-    completed = sweep({**fake, "FAKE_COLAB_TOKEN_S": "48"}, out, "--colab", "T4", "--colab-session-limit", "34",
-                      grid_args=(*FRESH_RUNS, "--repeats", "4"))
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-2000:]
+    # Four runs (the smoke's two sizes, twice). On the fake's clock (never real time) a run takes 6 s and a token
+    # expires 20 s after its `colab new`: the runs take 24 s in all. In sessions of at most 12 s the estimate (6.6 +
+    # 2.4 + 2.4 s) starts 3 runs in the first; its second run's record brings the session to 12 s, and at the next
+    # poll it is drained (its third run stopped, or brought back if it finished first) or, its sweep done, ends with
+    # no time left for the fourth. A fresh session runs the rest, and ends at 12 s at most, when its last record is
+    # there. No session reaches 20 s: none is lost.
+    env = {**fake, **RUNS_ON_THE_CLOCK, "FAKE_COLAB_RUN_S": "6", "FAKE_COLAB_TOKEN_S": "20"}
+    status, printed = sweep_here(monkeypatch, capsys, env, out, "--colab", "T4", "--colab-session-limit", "12",
+                                 grid_args=("--preset", "smoke", "--repeats", "2"))
+    assert status == 0, printed[-3000:]
     assert [r["status"] for r in records(out / "colab-T4")] == ["ok"] * 4
-    assert len(verbs(fake, "new")) >= 2 and "3 run(s) started" in completed.stdout  # cut by the estimate
-    assert "appears to be lost" not in completed.stdout + completed.stderr
+    started = [line.split(": ")[1].split(" run(s)")[0] for line in printed.splitlines() if "run(s) started" in line]
+    assert started[0] == "3" and len(verbs(fake, "new")) == 2  # cut by the estimate; a second session ran the rest
+    assert "appears to be lost" not in printed
     assert assignments(fake) == {} and held(out / "colab-T4") == []  # every session stopped, proved so
     assert {line.split()[2] for line in verbs(fake, "stop")} == {line.split()[2] for line in verbs(fake, "new")}
 
 
-def test_a_limit_no_session_can_finish_a_run_in_costs_one_session_not_one_per_run(fake, tmp_path: Path):
+def test_a_limit_no_session_can_finish_a_run_in_costs_one_session_not_one_per_run(fake, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    # the floor without the start allowance: the run's estimate (about 8 s) fits in 14 s; a session whose `colab
-    # new` alone takes 12 s does not
-    completed = sweep({**fake, "COLABKIT_COLAB_SESSION_START_S": "0", "FAKE_COLAB_ASSIGN_GAP_S": "12"}, out,
-                      "--colab", "T4", "--colab-session-limit", "14", grid_args=FRESH_RUNS)
-    assert completed.returncode == 1, completed.stdout[-3000:] + completed.stderr[-2000:]
+    # the floor without the start allowance: the first run's estimate (6.6 s) fits in 9 s; a session whose `colab
+    # new` alone takes 12 s (of the fake's clock) does not, and its first poll finds it past its limit
+    env = {**fake, "COLABKIT_COLAB_SESSION_START_S": "0", "FAKE_COLAB_ASSIGN_GAP_S": "12"}
+    status, printed = sweep_here(monkeypatch, capsys, env, out, "--colab", "T4", "--colab-session-limit", "9",
+                                 grid_args=(*REPEATS, "3"))
+    assert status == 1, printed[-3000:]
     assert len(verbs(fake, "new")) == 1  # the first session that finished no run stopped this accelerator
     assert [r["status"] for r in records(out / "colab-T4")] == ["failed"] * 3
     assert all("ended before its first run" in r["error"]["message"] for r in records(out / "colab-T4"))
     assert assignments(fake) == {} and held(out / "colab-T4") == []
 
 
+@pytest.mark.long("two fake Colab sessions, each installing colabkit's wheel and making the same TensorFlow run")
 def test_a_failed_download_stops_its_session_before_anything_else_is_sent_to_it(fake, tmp_path: Path):
     out = tmp_path / "out"
     completed = sweep({**fake, "FAKE_COLAB_DOWNLOAD_FAILS": "1"}, out, "--colab", "T4")
@@ -99,9 +107,9 @@ def test_a_failed_download_stops_its_session_before_anything_else_is_sent_to_it(
 
 def test_a_session_lost_to_its_expired_token_is_not_called_stopped_and_a_rerun_tries_it_again(fake, tmp_path):
     out = tmp_path / "out"
-    # the old behaviour: sessions as long as the work; the token expires after 12 s, mid-sweep
-    first = sweep({**fake, "FAKE_COLAB_TOKEN_S": "12"}, out, "--colab", "T4", "--colab-session-limit", "3000",
-                  grid_args=FRESH_RUNS)
+    # the old behaviour: sessions as long as the work; the token expires mid-sweep: the probe, the set-up and the
+    # sweep's start go through, and its first poll (the session's 4th `colab exec`) finds the session lost
+    first = sweep({**fake, "FAKE_COLAB_TOKEN_EXECS": "4"}, out, "--colab", "T4", "--colab-session-limit", "3000")
     assert first.returncode == 1, first.stdout[-3000:]
     [endpoint] = assignments(fake)  # the VM runs on (and bills), the client has forgotten it
     assert client_sessions(fake) == {}
@@ -114,7 +122,7 @@ def test_a_session_lost_to_its_expired_token_is_not_called_stopped_and_a_rerun_t
                           for r in failed)
     assert [entry["endpoint"] for entry in held(out / "colab-T4")] == [endpoint]  # saved right after `new`
     # the rerun tries the saved endpoint first (then its own session, at once out of time, is stopped)
-    again = sweep(fake, out, "--colab", "T4", "--colab-timeout", "0.1", grid_args=FRESH_RUNS)
+    again = sweep(fake, out, "--colab", "T4", "--colab-timeout", "0.1")
     assert again.returncode == 1, again.stdout[-3000:]
     tried = [text for text in again.stdout.splitlines() if text.startswith("[T4] runtime")]
     assert tried and all(endpoint in text and "token expired" in text for text in tried)
@@ -145,15 +153,16 @@ def test_a_stop_that_did_not_say_terminated_is_checked_and_a_rerun_stops_it(fake
 
 def test_ctrl_c_during_colab_new_leaves_no_assigned_runtime(fake, tmp_path: Path):
     out = tmp_path / "out"
-    env = {**fake, "FAKE_COLAB_ASSIGN_GAP_S": "4"}  # assigned, not yet named: the client's window
+    env = {**fake, "FAKE_COLAB_HOLD_NEW": "1"}  # `new` waits, assigned and not yet named (the client's window)
     running = start_at_a_terminal(sweep_command(out, "--colab", "T4"), env)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a guard against a hang only: the assignment is the event waited for
     while not assignments(fake):
         assert time.monotonic() < deadline and running.poll() is None
         time.sleep(0.05)
     assert client_sessions(fake) == {}  # inside the gap
     os.killpg(running.pid, signal.SIGINT)  # Ctrl-C at the terminal: the sweep's whole process group
-    output, _ = running.communicate(timeout=120)
+    release_new(fake)  # the `colab new` under way finishes (colabkit lets it), then colabkit stops what it made
+    output, _ = running.communicate(timeout=300)
     assert running.returncode == 130, output[-3000:]
     assert assignments(fake) == {} and client_sessions(fake) == {}
     assert verbs(fake, "upload") == [] and not list(out.rglob(STATE_FILE))
@@ -162,8 +171,8 @@ def test_ctrl_c_during_colab_new_leaves_no_assigned_runtime(fake, tmp_path: Path
 def test_sigint_mid_sweep_brings_back_every_finished_record_then_stops_every_session(fake, tmp_path: Path):
     out = tmp_path / "out"
     env = {**fake, "COLABKIT_COLAB_POLL_S": "600"}  # no poll before the interrupt: only the last one brings records
-    running = start_at_a_terminal(sweep_command(out, "--colab", "T4", grid_args=FRESH_RUNS), env)
-    deadline = time.monotonic() + 300
+    running = start_at_a_terminal(sweep_command(out, "--colab", "T4", grid_args=tuple(ONE_RUN)), env)
+    deadline = time.monotonic() + 300  # a guard against a hang only: a finished run on the VM is the event waited for
     while not [r for r in remote_records(fake) if r.get("status") == "ok"]:
         assert time.monotonic() < deadline and running.poll() is None
         time.sleep(0.2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,6 +94,7 @@ def _notebook_output_text(path: Path) -> str:
     return "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
 
 
+@pytest.mark.long("two TensorFlow workers start at once on 2 cores, join one collective and train the CNN")
 @pytest.mark.notebook
 def test_cnn_mnist_on_two_local_workers_agrees_and_writes_one_record(tmp_path):
     out = tmp_path / "out"
@@ -128,27 +130,29 @@ def _pid_of(pattern: str) -> int | None:
     return None
 
 
+@pytest.mark.long("two TensorFlow workers start and train until epoch 2 before one is killed, then the grace")
 @pytest.mark.notebook
 def test_a_killed_worker_fails_the_run_in_bounded_time(tmp_path):
     out = tmp_path / "out"
     launcher = subprocess.Popen([sys.executable, "-m", "colabkit", "workers", "--count", "2",
                                  str(REPO / "notebooks" / "cnn_mnist.ipynb"),
                                  *[item.replace("epochs=2", "epochs=100000") for item in SMOKE],  # each key once
-                                 "--out", str(out), "--grace", "10"],
+                                 "--out", str(out), "--grace", "3"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     chief_notebook = out / "cnn_mnist.ipynb"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and "Epoch 2/" not in (chief_notebook.read_text() if chief_notebook.exists() else ""):
-        time.sleep(1)  # wait until training is under way (papermill saves the notebook as it goes)
+    deadline = time.monotonic() + 300  # a guard against a hang only: training under way is the event waited for
+    while "Epoch 2/" not in (chief_notebook.read_text() if chief_notebook.exists() else ""):
+        assert time.monotonic() < deadline and launcher.poll() is None, "training never got under way"
+        time.sleep(0.5)  # papermill saves the notebook as it goes
     pid = _pid_of("worker-1.ipynb")
     assert pid is not None, "worker 1 is not running"
     os.killpg(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
-    stdout, stderr = launcher.communicate(timeout=180)
-    bounded = time.monotonic() - killed_at
+    # With 100,000 epochs to go, the run ends only if the chief fails by itself (TF's peer checks) or the launcher
+    # stops it after the grace: that it ends at all is the bound (the wait's limit only guards against a hang).
+    stdout, stderr = launcher.communicate(timeout=300)
     assert launcher.returncode == 1
     assert "worker 1 was killed by signal 9 (SIGKILL)" in stderr
-    assert bounded < 10 + 60  # the chief fails by itself (TF's peer checks) or is stopped after the grace
+    assert re.search(r"chief \(worker 0\) (was stopped after|failed with exit status|was killed by signal)", stderr)
     assert not list(out.glob("*.json"))  # no record, not even a pending one (pathlib's * matches dot-files)
 
 
@@ -225,10 +229,8 @@ def test_sweep_records_a_multi_worker_run_whose_worker_died_as_failed(tmp_path):
         notebook: {notebook}
         grid: {{device: ["multiworker:2"]}}
     """))
-    start = time.monotonic()
     outcomes = run_sweep(plan([grid], out=tmp_path / "out", html="none", options=RunOptions(worker_grace_s=3)),
                          available={"cpu": 1}, echo=lambda line: None)
-    assert time.monotonic() - start < 120
     (outcome,) = outcomes
     assert outcome.status == "failed"
     record = read_record(outcome.record_path)

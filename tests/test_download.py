@@ -151,7 +151,7 @@ def test_a_server_that_never_answers_times_out(tmp_path):
         start = time.perf_counter()
         with pytest.raises(DownloadError, match="timed out"):
             fetch([Remote(url, "slow")], "x", cache_dir=tmp_path, timeout_s=0.5, progress=False)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 30  # its 0.5 s, not the default 60 s (nor forever): far from either
 
 
 def test_an_exception_mid_verification_leaves_no_partial_file(server, tmp_path):

@@ -181,7 +181,10 @@ def test_a_board_without_the_counter_has_its_power_sampled_and_the_record_says_w
     source = open_energy_source("gpu", [0, 1], interval_s=0.01, min_window_s=0.0)
     assert isinstance(source, PowerSampler) and source.method == EnergyMethod.SAMPLED
     begin = source.mark()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60  # a guard against a hang only: three samples taken are the event waited for
+    while len(source.samples) < 3:
+        assert time.monotonic() < deadline, "the sampler took fewer than 3 samples in 60 s"
+        time.sleep(0.01)
     end = source.mark()
     source.stop()
     assert len(source.samples) >= 3 and {watts for _, watts in source.samples} == {200.0}

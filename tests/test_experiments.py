@@ -295,17 +295,18 @@ def test_validating_a_grid_of_ten_thousand_combinations_takes_under_five_seconds
           count: {list(range(1, 101))}
         fixed: {{timed_calls: 2}}
     """))
-    started = time.perf_counter()
+    # CPU seconds of this process, not wall-clock ones: on a loaded host the latter measure the neighbours
+    started = time.process_time()
     combinations = plan([grid], overrides={"warmup": 0}, out=tmp_path / "out")
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert len(combinations) == 10_000
-    assert elapsed < 5, f"{elapsed:.1f} s"
+    assert elapsed < 5, f"{elapsed:.1f} CPU s"
     bad = grid.read_text().replace("count: [1,", "count: [0,")
     grid.write_text(bad)
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(Exception, match="count = 0: expected an int >= 1"):
         plan([grid], out=tmp_path / "out")
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 @pytest.mark.notebook

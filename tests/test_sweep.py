@@ -146,18 +146,19 @@ def test_a_cell_error_a_dead_kernel_and_a_real_oom_each_fail_alone(tmp_path, tin
 
 @pytest.mark.notebook
 def test_a_run_over_its_time_limit_fails_and_the_sweep_goes_on(tmp_path, tiny):
+    # 2 sleeps 120 s (stopped at the limit, it fails; left to sleep, it would end ok); 1 and 3 import
+    # colabkit and write a record (a second or two on a loaded host: 10 s is a wide margin for them)
     grid = write_grid(tmp_path, f"""
         notebook: {tiny}
         grid: {{device: [cpu], value: [1, 2, 3]}}
         fixed: {{sleep_on: 2, sleep_s: 120.0}}
     """)
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(timeout_s=3)),
+    outcomes = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(timeout_s=10)),
                          available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok", "failed", "ok"]
-    assert outcomes[1].seconds < 60  # stopped at the limit, not after the cell's 120 s
     error = read_record(outcomes[1].record_path)["error"]
     assert (error["type"], error["kind"], error["cell"], error["exec_count"]) == ("CellTimeoutError", "timeout", 3, 4)
-    assert "--timeout 3 s" in error["message"]
+    assert "--timeout 10 s" in error["message"]
 
 
 @pytest.mark.notebook

@@ -31,18 +31,18 @@ def quiet(line: str) -> None:
     """An `echo` for run_sweep that keeps test output clean."""
 
 
-def slow_grid(tmp_path: Path, count: int, sleep_s: float) -> Path:
-    """`count` combinations of the tiny notebook, each sleeping `sleep_s` seconds."""
+def held_grid(tmp_path: Path, count: int, hold_from: int) -> tuple[Path, Path]:
+    """`count` combinations of the tiny notebook (values 1 to `count`), those from `hold_from` on held until
+    the test writes the gate (the second path): what has finished when the test acts is what it let through."""
     notebook = write_tiny_notebook(tmp_path / "tiny.ipynb")
-    values = list(range(1, count + 1))
-    path = tmp_path / "slow.yaml"
+    gate = tmp_path / "gate"
+    path = tmp_path / "held.yaml"
     path.write_text(textwrap.dedent(f"""
         notebook: {notebook}
-        grid: {{device: [cpu]}}
-        zip: {{value: {values}, sleep_on: {values}}}
-        fixed: {{sleep_s: {sleep_s}}}
+        grid: {{device: [cpu], value: {list(range(1, count + 1))}}}
+        fixed: {{hold_from: {hold_from}, hold_file: {str(gate)!r}}}
     """))
-    return path
+    return path, gate
 
 
 def start_sweep(grid: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -61,6 +61,7 @@ def records(folder: Path) -> list[Path]:
 
 
 def wait_for(condition, timeout_s: float, what: str) -> None:
+    """Until `condition()` holds (the event waited for); `timeout_s` only guards against a hang."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
@@ -94,33 +95,34 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.notebook
 def test_a_sweep_killed_with_sigkill_resumes_without_rerunning_finished_combinations(tmp_path):
-    grid, out = slow_grid(tmp_path, count=5, sleep_s=1.5), tmp_path / "out"
+    (grid, gate), out = held_grid(tmp_path, count=5, hold_from=3), tmp_path / "out"
     folder = out / "tiny" / "cpu"
     sweep = start_sweep(grid, out)
     try:
-        wait_for(lambda: len(records(folder)) >= 2, 180, "two finished combinations")
-        wait_for(lambda: list(folder.glob(".*.running.ipynb")), 60, "the next combination to start")
-        # papermill writes the running notebook before it launches the kernel: wait for the kernel too.
-        kernels: set[int] = set()
-        wait_for(lambda: kernels.update(descendants(sweep.pid)) or kernels, 60,
-                 "the running combination's kernel (a child of the sweep)")
+        wait_for(lambda: len(records(folder)) >= 2, 300, "two finished combinations")
+        # the third is held (its kernel up, its cell waiting on the gate): it runs when the sweep is killed
+        wait_for(lambda: "value 3" in (folder / "value-3.log").read_text() if (folder / "value-3.log").exists()
+                 else False, 300, "the third combination's cell to run")
+        kernels = descendants(sweep.pid)
+        assert kernels, "the running combination's kernel is a child of the sweep"
         os.kill(sweep.pid, signal.SIGKILL)
-        sweep.wait(timeout=30)
+        sweep.wait(timeout=300)
     finally:
         if sweep.poll() is None:
             sweep.kill()
     finished = {path.name: path.stat().st_mtime_ns for path in records(folder)}
-    assert len(finished) in (2, 3)  # at most one more may have finished between the checks
+    assert sorted(finished) == ["value-1.json", "value-2.json"]  # the third was held: it cannot have finished
     for name in finished:  # whatever carries a record is complete: every record reads, and says ok
         assert read_record(folder / name)["status"] == "ok"
     # The killed sweep's kernel notices its parent is gone and exits (ipykernel's parent poller):
     # it must not keep running beside the resumed sweep and distort its timings.
-    wait_for(lambda: not any(alive(pid) for pid in kernels), 30, "the orphaned kernel to exit")
+    wait_for(lambda: not any(alive(pid) for pid in kernels), 300, "the orphaned kernel to exit")
 
     status = collect_status(out)
     assert status.groups[("tiny", "cpu")].counts["unfinished"] == 1
     assert "interrupted; the next sweep runs it again" in format_status(status)
 
+    gate.touch()
     outcomes = run_sweep(plan([grid], out=out), available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok"] * 5
     resumed = {o.record_path.name for o in outcomes if o.resumed}
@@ -132,22 +134,21 @@ def test_a_sweep_killed_with_sigkill_resumes_without_rerunning_finished_combinat
 
 @pytest.mark.notebook
 def test_ctrl_c_stops_parallel_jobs_and_the_same_command_resumes(tmp_path):
-    # 5 s of sleep per combination: on a quiet machine the sweep must still be running when the
-    # signal comes, after the first two finished
-    grid, out = slow_grid(tmp_path, count=5, sleep_s=5), tmp_path / "out"
+    # the first two go through, the others are held: the sweep is still running when the signal comes
+    (grid, gate), out = held_grid(tmp_path, count=5, hold_from=3), tmp_path / "out"
     folder = out / "tiny" / "cpu"
     sweep = start_sweep(grid, out, "--jobs", "2")
     try:
-        wait_for(lambda: len(records(folder)) >= 2, 180, "two finished combinations")
+        wait_for(lambda: len(records(folder)) >= 2, 300, "two finished combinations")
         workers = descendants(sweep.pid)
         sweep.send_signal(signal.SIGINT)
-        printed, _ = sweep.communicate(timeout=60)
+        printed, _ = sweep.communicate(timeout=300)
     finally:
         if sweep.poll() is None:
             sweep.kill()
     assert sweep.returncode == 130, printed
     assert "run the same command again to resume" in printed
-    wait_for(lambda: not any(alive(pid) for pid in workers), 30, "workers and kernels to exit")
+    wait_for(lambda: not any(alive(pid) for pid in workers), 300, "workers and kernels to exit")
     finished = {path.name for path in records(folder)}
     assert all(read_record(folder / name)["status"] == "ok" for name in finished)
     # The interrupted runs' temporaries were removed, but for their partial notebooks: the marks
@@ -156,9 +157,10 @@ def test_ctrl_c_stops_parallel_jobs_and_the_same_command_resumes(tmp_path):
     assert all(name.endswith(".running.ipynb") for name in marks), marks
     assert collect_status(out).total("unfinished") == len(marks)
 
+    gate.touch()
     outcomes = run_sweep(plan([grid], out=out), available=CPU_ONLY, echo=quiet)
     assert [o.status for o in outcomes] == ["ok"] * 5
-    assert {o.record_path.name for o in outcomes if o.resumed} == finished
+    assert {o.record_path.name for o in outcomes if o.resumed} == finished == {"value-1.json", "value-2.json"}
 
 
 @pytest.mark.notebook

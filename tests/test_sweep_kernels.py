@@ -78,8 +78,8 @@ def leaky_notebook(path: Path) -> Path:
     return path
 
 
-def write_grid(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "grid.yaml"
+def write_grid(tmp_path: Path, body: str, name: str = "grid.yaml") -> Path:
+    path = tmp_path / name
     path.write_text(textwrap.dedent(body))
     return path
 
@@ -87,38 +87,49 @@ def write_grid(tmp_path: Path, body: str) -> Path:
 @pytest.mark.notebook
 def test_a_reused_kernel_leaves_nothing_behind_and_a_failure_of_any_kind_gets_the_next_run_a_fresh_one(tmp_path):
     notebook = leaky_notebook(tmp_path / "leaky.ipynb")
-    grid = write_grid(tmp_path, f"""
+    # Two sweeps into one folder. The first, with no time limit (its first run imports Keras and matplotlib, however
+    # long that takes): a dead kernel (3), an out-of-memory error (5). The second: a run past its time limit (8),
+    # whose runs import nothing but colabkit (a second or two, loaded: the 10 s limit is a wide margin for them,
+    # and what the sleeping run waits before it is stopped).
+    first = write_grid(tmp_path, f"""
         notebook: {notebook}
-        grid: {{device: [cpu], value: [1, 2, 3, 4, 5, 6, 7, 8, 9]}}
-        fixed: {{exit_on: 3, oom_on: 5, sleep_on: 7}}
+        grid: {{device: [cpu], value: [1, 2, 3, 4, 5, 6]}}
+        fixed: {{exit_on: 3, oom_on: 5}}
         kernels: reuse
         html: failed
     """)
-    # 30 s a cell: the first run imports Keras and matplotlib in one cell, 11 s on a loaded 2-core host.
-    outcomes = run_sweep(plan([grid], out=tmp_path / "out", options=RunOptions(timeout_s=30)),
-                         available=CPU_ONLY, echo=lambda line: None)
+    outcomes = run_sweep(plan([first], out=tmp_path / "out"), available=CPU_ONLY, echo=lambda line: None)
+    second = write_grid(tmp_path, f"""
+        notebook: {notebook}
+        grid: {{device: [cpu], value: [7, 8, 9, 10]}}
+        fixed: {{sleep_on: 8}}
+        kernels: reuse
+        html: failed
+    """, name="timed.yaml")
+    outcomes += run_sweep(plan([second], out=tmp_path / "out", options=RunOptions(timeout_s=10)),
+                          available=CPU_ONLY, echo=lambda line: None)
     records = [read_record(outcome.record_path) for outcome in outcomes]
-    assert [record["status"] for record in records] == ["ok", "ok", "failed", "ok", "failed", "ok", "failed", "ok",
-                                                        "ok"]
-    assert [records[index]["error"]["kind"] for index in (2, 4, 6)] == ["dead_kernel", "oom", "timeout"]
-    # each failure costs its own kernel (5 and 7 ran in the kernel of the run before): the run after
+    assert [record["status"] for record in records] == ["ok", "ok", "failed", "ok", "failed", "ok", "ok", "failed",
+                                                        "ok", "ok"]
+    assert [records[index]["error"]["kind"] for index in (2, 4, 7)] == ["dead_kernel", "oom", "timeout"]
+    # each failure costs its own kernel (5 and 8 ran in the kernel of the run before): the run after
     # a failure starts a fresh one, and succeeds
-    assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2, 0, 1, 0, 1, 0, 1]
+    assert [record["kernel"]["runs_before"] for record in records] == [0, 1, 2, 0, 1, 0, 0, 1, 0, 1]
     assert {record["kernel"]["mode"] for record in records} == {"reuse"}
     assert records[0]["kernel"]["key"] == {"backend": None, "device": "cpu", "mixed_precision": "none", "repeat": 1}
     ok = {record["params"]["value"]: record["metrics"] for record in records if record["status"] == "ok"}
     assert ok[1]["pid"] == ok[2]["pid"] != ok[4]["pid"]  # 2 ran in 1's kernel, 4 in a new one
-    assert ok[8]["pid"] == ok[9]["pid"] != ok[6]["pid"]
+    assert ok[9]["pid"] == ok[10]["pid"] != ok[7]["pid"]  # 8 ran in 7's kernel, 9 in a new one
     assert len({metrics["first_count"] for metrics in ok.values()}) == 1  # In [n] as in a fresh kernel
     assert ok[1]["cwd"] == "/" and ok[2]["cwd"] == str(Path.cwd()) and ok[2]["policy"] == "float32"  # all reset
     assert "Traceback" not in (tmp_path / "out" / "leaky" / "cpu" / "value-2.log").read_text()
     assert not list((tmp_path / "out").rglob(".*"))  # no temporaries
     # html: failed -- every run keeps its executed notebook, only the failed ones get HTML now; the rest on demand
     folder = tmp_path / "out" / "leaky" / "cpu"
-    assert len(list(folder.glob("*.ipynb"))) == 9
-    assert sorted(path.stem for path in folder.glob("*.html")) == ["value-3", "value-5", "value-7"]
+    assert len(list(folder.glob("*.ipynb"))) == 10
+    assert sorted(path.stem for path in folder.glob("*.html")) == ["value-3", "value-5", "value-8"]
     assert main(["export-html", str(tmp_path / "out")]) == 0
-    assert len(list(folder.glob("*.html"))) == 9
+    assert len(list(folder.glob("*.html"))) == 10
 
 
 @pytest.mark.notebook

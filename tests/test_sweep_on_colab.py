@@ -200,8 +200,8 @@ def test_ctrl_c_stops_every_session_and_keeps_what_came_back(fake: dict[str, str
     out = tmp_path / "out"
     command = [sys.executable, "-m", "colabkit", "sweep", GRID, *ONE_RUN, "--out", str(out), "--colab", "T4,v5e1"]
     running = start_at_a_terminal(command, fake)
-    deadline = time.monotonic() + 300
-    while len([line for line in calls(fake) if "poll.py" in line]) < 2:
+    deadline = time.monotonic() + 300  # a guard against a hang only: both sessions polled is the event waited for
+    while len({line.split()[2] for line in calls(fake) if "poll.py" in line}) < 2:
         assert time.monotonic() < deadline and running.poll() is None
         time.sleep(0.2)
     os.killpg(running.pid, signal.SIGINT)  # Ctrl-C at the terminal: the `colab` commands, in sessions of their own, miss it

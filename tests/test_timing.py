@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+import types
 
 import numpy as np
 import pytest
 
+import colabkit.timing.clock as clock_module
 from colabkit.errors import MeasurementError
 from colabkit.timing.clock import block_until_ready, measure, summarize, timed
 
@@ -37,12 +39,14 @@ def test_clock_stops_only_after_the_device_finished():
     assert seconds >= 0.03
 
 
-def test_measure_separates_cold_call_and_discards_warmup():
+def test_measure_separates_cold_call_and_discards_warmup(monkeypatch):
+    now = [0]  # the clock's nanoseconds: a clock the test moves, so each call takes what it says, loaded host or not
+    monkeypatch.setattr(clock_module, "time", types.SimpleNamespace(perf_counter_ns=lambda: now[0]))
     calls = []
 
     def work():
         calls.append(len(calls))
-        time.sleep(0.25 if len(calls) == 1 else 0.002)  # the first call "compiles"
+        now[0] += 250_000_000 if len(calls) == 1 else 2_000_000 + len(calls)  # the first call "compiles"
         return SlowToFinish(0.0)
 
     SlowToFinish.waits = 0
@@ -50,7 +54,8 @@ def test_measure_separates_cold_call_and_discards_warmup():
     assert len(calls) == 1 + 2 + 4
     assert SlowToFinish.waits == 7  # every call was waited for
     assert len(measurement.warm_s) == 4 and measurement.warmup == 2
-    assert measurement.cold_s >= 0.25 > measurement.max_s  # margin for a loaded CI machine
+    assert measurement.cold_s == 0.25  # the first call alone
+    assert measurement.warm_s == tuple((2_000_000 + call) / 1e9 for call in (4, 5, 6, 7))  # the warm-up's 2 and 3 not
     record = measurement.as_dict()
     assert record["median_s"] == pytest.approx(np.median(measurement.warm_s))
     assert record["repeats"] == 4 and record["cold_s"] == measurement.cold_s
