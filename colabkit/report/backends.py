@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import comparison_fields, run_backend, samples_column, title_of, work_key
-from colabkit.report.headline import interval_text
+from colabkit.report.common import comparison_fields, interval_texts, run_backend, samples_column, title_of, work_key
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.statistics import verdict_word
@@ -66,7 +65,7 @@ def backends_section(data: ReportData) -> Section:
     short = pd.DataFrame({
         "experiment": table["notebook"].map(title_of) + ": " + table["measure"] + " (" + table["unit"] + ")",
         "device": table["device"], "TensorFlow": table["tensorflow"], "JAX": table["jax"], "JAX / TensorFlow": table["jax_over_tensorflow"],
-        "interval": [interval_text(low, high) for low, high in zip(table["ratio_low"], table["ratio_high"])],
+        "interval": interval_texts(table, "ratio_low", "ratio_high"),
         "verdict on JAX": table["verdict"]})
     section.items.append(ReportTable("backends", short, "Each headline per backend where both ran (the median over "
                                      "runs), JAX / TensorFlow with its interval and verdict (Methods).", body=True))

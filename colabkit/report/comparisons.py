@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 
 from colabkit.experiments import all_experiments
-from colabkit.report.common import column, comparison_fields, samples_column, title_of, work_differs, work_key
-from colabkit.report.headline import interval_text
+from colabkit.report.common import (column, comparison_fields, interval_texts, samples_column, title_of, work_differs,
+                                    work_key)
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -87,7 +87,7 @@ def comparisons_section(data: ReportData) -> Section:
         "measure": table["measure"].str.replace(r" \(the work per epoch differed.*", " (other work per epoch)",
                                                 regex=True),
         "ratio": table["ratio"],
-        "interval": [interval_text(low, high) for low, high in zip(table["ratio_low"], table["ratio_high"])],
+        "interval": interval_texts(table, "ratio_low", "ratio_high"),
         "verdict": table["verdict"]})
     section.items.append(ReportTable("comparisons", short, "Each combination against the one that differs in one "
                                      "parameter alone: the ratio of the headline's medians (second over first), its "

@@ -13,9 +13,8 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from colabkit.cost.per_unit import HEADLINE_UNITS, UNITS, Figure, UnitOfWork
-from colabkit.report.common import column, title_of, work_key
-from colabkit.report.figures import label_colors, label_markers, new_figure
-from colabkit.report.headline import interval_text
+from colabkit.report.common import column, interval_texts, title_of, work_key
+from colabkit.report.figures import error_bars, label_colors, label_markers, levels, new_figure, state_levels, wide
 from colabkit.report.records import ReportData, run_modes, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
@@ -36,8 +35,7 @@ def _interval_fields(prefix: str, values: list[float]) -> dict[str, Any]:
 def cost_rows(data: ReportData) -> pd.DataFrame:
     """One row per combination and unit of work its runs timed: its runtime and rate (or `no_rate`), `runs`, and per
     figure (s, usd, cu, j) the median over runs with `_low`, `_high`, `_level`."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    runs = data.costed()
     if not len(runs):
         return pd.DataFrame()
     configuration = work_key(runs, ("device", "backend"))
@@ -112,49 +110,30 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
     for device in sort_labels(drawn["device"]):
         points = drawn[drawn["device"] == device]
         for on_front, subset in points.groupby(points["pareto"].astype(bool)):
-            ax.errorbar(subset["s"], subset["usd"],
-                        xerr=_bars(subset, "s"), yerr=_bars(subset, "usd"), fmt=markers[device], color=colors[device],
-                        markerfacecolor=colors[device] if on_front else "white", capsize=2, linewidth=1, zorder=2,
-                        label=device if on_front or not points["pareto"].astype(bool).any() else None)
-    if _wide(drawn["s"]) or _wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    levels = "; ".join(dict.fromkeys(str(level) for level in drawn["usd_level"].dropna() if "no interval" not in level))
-    if levels:
-        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
-                color="#555555")
+            ax.errorbar(subset["s"], subset["usd"], xerr=error_bars(subset, "s", low="s_low", high="s_high"),
+                        yerr=error_bars(subset, "usd", low="usd_low", high="usd_high"), fmt=markers[device],
+                        color=colors[device], markerfacecolor=colors[device] if on_front else "white", capsize=2,
+                        linewidth=1, zorder=2, label=device if on_front or not points["pareto"].astype(bool).any() else None)
+    if wide(drawn["s"]) or wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
+        ax.set(xscale="log", yscale="log")
+    state_levels(ax, drawn, "usd_low")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_number(value, 3)))
-    ax.set_xlabel(f"seconds per {unit.label}")
-    ax.set_ylabel(f"$ per {unit.label}")
-    ax.set_title(f"{title_of(notebook)}: time and cost per {unit.label}")
+    ax.set(xlabel=f"seconds per {unit.label}", ylabel=f"$ per {unit.label}",
+           title=f"{title_of(notebook)}: time and cost per {unit.label}")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), title="filled: cheapest for its speed")
     data = drawn[["combination", "device", "runtime", "usd_per_hour", "runs", "s", "s_low", "s_high", "usd",
                   "usd_low", "usd_high", "usd_level", "pareto"]].reset_index(drop=True)
     return ReportFigure(f"cost_{notebook}_{unit.key}", figure, data,
                         f"{title_of(notebook)}: seconds and dollars per {unit.label} of each combination on each "
-                        f"priced runtime, medians over runs with their intervals ({levels or 'no interval'}); a grey "
+                        f"priced runtime, medians over runs with their intervals ({levels(drawn['usd_level'])}); a grey "
                         "line joins the runtimes that did the same work, filled points are the cheapest for their "
                         "speed among them (the Pareto front).")
-
-
-def _wide(values: pd.Series, ratio: float = 30.0) -> bool:
-    """Whether the positive values span more than `ratio`: an axis for a log scale."""
-    positive = values[values > 0]
-    return bool(len(positive)) and float(positive.max() / positive.min()) > ratio
-
-
-def _bars(points: pd.DataFrame, name: str) -> Any:
-    """Error bar lengths below and above each point from its `_low`/`_high` (none where there is no interval)."""
-    low = (points[name] - points[f"{name}_low"]).clip(lower=0).fillna(0).to_numpy(float)
-    high = (points[f"{name}_high"] - points[name]).clip(lower=0).fillna(0).to_numpy(float)
-    return None if not (low.any() or high.any()) else np.vstack([low, high])
 
 
 def rates_table(data: ReportData) -> pd.DataFrame:
     """Each runtime the runs had: its rate, where the rate comes from and when it was read, how many runs it priced;
     or the reason there is none."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    runs = data.costed()
     rates = {rate.runtime: rate for rate in data.rates.rates}
     out = []
     for runtime, group in runs.groupby("cost.runtime", sort=True):
@@ -170,8 +149,8 @@ def rates_table(data: ReportData) -> pd.DataFrame:
 
 def missing_rates(data: ReportData) -> str | None:
     """The sentence naming each runtime whose runs have no rate, and how many; None when every run is priced."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.no_rate", None).notna()]
+    runs = data.costed()
+    runs = runs[column(runs, "cost.no_rate", None).notna()]
     if not len(runs):
         return None
     named = [f"{runtime} ({len(group)} run(s) of {', '.join(dict.fromkeys(map(title_of, group['notebook'])))})"
@@ -193,9 +172,8 @@ def cost_section(data: ReportData) -> Section:
     ratios = ratio_rows(rows)
     missing = missing_rates(data)
     if len(ratios):
-        section.items.append(ReportTable("cost", ratios.drop(columns=["combination"]).assign(interval=[
-            interval_text(low, high) for low, high in zip(ratios["ratio low"], ratios["ratio high"])]).drop(
-            columns=["ratio low", "ratio high"]), "Each runtime's dollars per unit of work over those of the fastest "
+        section.items.append(ReportTable("cost", ratios.drop(columns=["combination", "ratio low", "ratio high"]).assign(
+            interval=interval_texts(ratios, "ratio low", "ratio high")), "Each runtime's dollars per unit of work over those of the fastest "
             "runtime that did the same work: the ratio of the medians, its interval and verdict (docs/cost.md).",
             body=True))
     else:

@@ -77,9 +77,10 @@ def mark_substitute_data(figure: Any, text: str) -> None:
                     fontsize=9, fontweight="bold")
 
 
-def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: str | None) -> Any:
-    """Error bar lengths for matplotlib (None when there is no spread to draw). A zero spread is
-    drawn as nothing rather than as a flat cap: one configuration has no range."""
+def error_bars(rows: pd.DataFrame, y: str, err: str | None = None, low: str | None = None,
+               high: str | None = None) -> Any:
+    """Error bar lengths for matplotlib from `low` to `high`, or of `err` (None when there is no spread to draw). A
+    zero spread is drawn as nothing rather than as a flat cap: one configuration has no range."""
     if low and high and low in rows and high in rows:
         lower = (rows[y] - rows[low]).clip(lower=0).to_numpy(float, copy=True)
         upper = (rows[high] - rows[y]).clip(lower=0).to_numpy(float, copy=True)
@@ -101,7 +102,7 @@ def levels(values: Any) -> str:
     return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
-def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
+def state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
     """Write the level of the error bars drawn from `<prefix>_low` in the axes' corner, once per axes."""
     prefix = low[: -len("_low")] if low and low.endswith("_low") else None
     column = next((name for name in (f"{prefix}_level", f"{prefix}_verdict") if prefix and name in rows), None)
@@ -142,10 +143,10 @@ def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "s
         color = colors[label]
         ax.plot(rows[x], rows[y], linestyle=style if rows[x].nunique() > 1 else "none", marker=markers[label],
                 color=color, label=f"{name}{suffix}", markerfacecolor=color if filled else "white")
-        yerr = _errors(rows, y, err, low, high)
+        yerr = error_bars(rows, y, err, low, high)
         if yerr is not None:
             ax.errorbar(rows[x], rows[y], yerr=yerr, fmt="none", ecolor=color, capsize=3, linewidth=1)
-            _state_levels(ax, rows, low)
+            state_levels(ax, rows, low)
 
 
 def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, series: str = "series",
@@ -163,12 +164,12 @@ def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, ser
         rows = rows[rows[value].notna() & ~_infinite(rows[value])]
         positions = [categories.index(c) - 0.4 + width * (index + 0.5) for c in rows.index]
         color = (colors or {}).get(name, "#999999")
-        yerr = _errors(rows, value, err, low, high)
+        yerr = error_bars(rows, value, err, low, high)
         ax.bar(positions, rows[value], width=width * 0.95, label=name, color=color,
                alpha=0.45 if name in hatched else 1.0, hatch=PUBLISHED_HATCH if name in hatched else None,
                edgecolor="#333333" if name in hatched else color, yerr=yerr, capsize=3 if yerr is not None else 0)
         if yerr is not None:
-            _state_levels(ax, rows, low)
+            state_levels(ax, rows, low)
     ax.set_xticks(range(len(categories)), [textwrap.fill(format_number(c), 10) for c in categories])
     return categories
 
@@ -182,8 +183,13 @@ def powers_of_two_axis(ax: Any, values: Iterable[float]) -> None:
         ax.minorticks_off()
 
 
+def wide(values: Iterable[float], ratio: float = 30.0) -> bool:
+    """Whether the positive values span more than `ratio`: an axis for a log scale."""
+    positive = [v for v in values if v is not None and np.isfinite(v) and v > 0]
+    return bool(positive) and max(positive) / min(positive) > ratio
+
+
 def log_scale_if_wide(ax: Any, values: Iterable[float], axis: str = "y", ratio: float = 30.0) -> None:
     """Use a log scale when the positive values span more than `ratio`."""
-    positive = [v for v in values if v is not None and np.isfinite(v) and v > 0]
-    if positive and max(positive) / min(positive) > ratio:
+    if wide(values, ratio):
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")

@@ -18,16 +18,15 @@ from colabkit.experiments import find
 from colabkit.experiments.declaration import COMMON_FIGURES, Experiment, Headline
 from colabkit.plots import device_color
 from colabkit.report.bottlenecks import bottleneck_items
-from colabkit.report.common import (column, figure_warning, global_batch, mark_stand_in_data, not_plotted,
-                                    series_labels, too_short, without_results, work_column)
+from colabkit.report.common import (column, figure_warning, global_batch, interval_texts, mark_stand_in_data,
+                                    not_plotted, series_labels, too_short, work_column)
 from colabkit.report.figures import (grouped_bars, levels, log_scale_if_wide, mark_substitute_data, new_figure,
                                      plot_lines, powers_of_two_axis, series_colors)
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section, shown_columns
 from colabkit.report.summary import configuration_speedups
 from colabkit.report.utilisation import utilisation_items
-from colabkit.report.writers import format_number
 
 ACCURACY = Headline("test_accuracy", "test accuracy", "", "higher")
 OwnFigure = Callable[[pd.DataFrame, ReportData], "ReportFigure | None"]  # from the experiment's table and the data
@@ -40,11 +39,6 @@ def sentence(text: str) -> str:
 
 def axis_name(experiment: Experiment) -> str:
     return "global batch" if experiment.figures.axis == "batch_size" else experiment.figures.axis
-
-
-def interval_text(low: Any, high: Any) -> str | None:
-    """'0.512-0.534' for an interval, None without one."""
-    return None if pd.isna(low) or pd.isna(high) else f"{format_number(low, 3)}-{format_number(high, 3)}"
 
 
 def _implied(ok: pd.DataFrame, label: str) -> tuple[str, ...]:
@@ -85,9 +79,7 @@ def headline_rows(experiment: Experiment, data: ReportData) -> pd.DataFrame:
     rows = rows.join(speedups[columns], on="combination") if len(speedups) else rows.assign(**dict.fromkeys(columns))
     if rows["speedup"].notna().any():  # the baseline's own rows: 1 by definition
         rows.loc[rows["device"] == rows["over"].dropna().iloc[0], ["speedup", "speedup_verdict"]] = [1.0, "baseline"]
-    order = {label: index for index, label in enumerate(sort_labels(rows["device"]))}
-    return rows.sort_values(["device", "series", "x"], key=lambda c: c.map(order) if c.name == "device" else c) \
-        .reset_index(drop=True)
+    return in_report_order(rows, ["device", "series", "x"])
 
 
 def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
@@ -97,7 +89,7 @@ def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
     return shown_columns(pd.DataFrame({
         "device": rows["series"], **({label: rows["label"]} if label else {}), axis_name(experiment): rows["x"],
         f"{headline.label} ({headline.unit})": rows["value"],
-        "interval": [interval_text(low, high) for low, high in zip(rows["low"], rows["high"])], "level": rows["level"],
+        "interval": interval_texts(rows, "low", "high"), "level": rows["level"],
         "speedup over the CPU": rows["speedup"], "verdict": rows["speedup_verdict"]}))
 
 
@@ -220,8 +212,11 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
     section, own = Section(notebook, title), own or {}
     listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
     table, experiment = table_of(data), find(notebook)
-    if not len(table):
-        return without_results(section, data, notebook, listed)
+    if not len(table):  # why not in the body; its failed or skipped runs listed in the appendix
+        section.empty = (f"no successful run: {len(listed.table)} failed or skipped (listed in the appendix)."
+                         if listed else "no record in these results.")
+        section.items += [listed] if listed else []
+        return section
     section.text += [intro] if intro else []
     names: tuple[str, ...] = experiment.figures.names if experiment else ()
     rows = headline_rows(experiment, data) if experiment else pd.DataFrame()

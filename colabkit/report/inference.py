@@ -15,9 +15,8 @@ import pandas as pd
 from colabkit.experiments.declaration import Headline
 from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, voided_by
 from colabkit.inference.measure import PERCENTILES
-from colabkit.report.common import comparison_fields, run_backend, samples_column, work_key
-from colabkit.report.figures import label_colors, new_figure
-from colabkit.report.headline import interval_text
+from colabkit.report.common import comparison_fields, interval_texts, run_backend, samples_column, work_key
+from colabkit.report.figures import new_figure, plot_lines, powers_of_two_axis
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.runs import collapse, figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section
@@ -219,27 +218,19 @@ def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
     rows = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
     if not len(rows):
         return None
+    rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int),
+                       series=rows["notebook"] + ", " + rows["device"] + ", " + rows["backend"])
+    if rows.groupby("series")["combination"].nunique().max() > 1:  # two combinations on one backend: named apart
+        rows["series"] += ": " + rows["combination"]
     figure, (ax,) = new_figure(width=6.4, height=3.6)
-    rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int))
-    colors = label_colors(rows["device"], data.palette)
-    for (notebook, device, backend, combination), line in rows.groupby(["notebook", "device", "backend", "combination"],
-                                                                        sort=False):
-        line = line.sort_values("batch")
-        median = line["median"].astype(float)
-        yerr = np.array([median - line["between_runs_low"].fillna(median),
-                         line["between_runs_high"].fillna(median) - median], dtype=float)
-        ax.errorbar(line["batch"], median, yerr=yerr, marker="o", capsize=3, color=colors[device],
-                    linestyle="-" if len(line) > 1 else "none",
-                    label=f"{notebook}, {device}, {backend} ({line['between_runs_level'].iloc[0]})")
-    ax.set(xscale="log", yscale="log", xlabel="batch size (log)", ylabel="samples/s (log)",
-           title="Offline throughput by batch size")
-    ax.set_xticks(sorted(set(rows["batch"])), [str(batch) for batch in sorted(set(rows["batch"]))])
-    ax.minorticks_off()
+    plot_lines(ax, rows, "batch", "median", low="between_runs_low", high="between_runs_high", colors=data.palette)
+    powers_of_two_axis(ax, rows["batch"])
+    ax.set(yscale="log", xlabel="batch size (log)", ylabel="samples/s (log)", title="Offline throughput by batch size")
     ax.legend(fontsize="small")
-    two = rows.groupby("combination")["batch"].nunique().max() > 1
     return ReportFigure("inference_offline_throughput", figure, rows,
                         "Offline samples/s per batch size: the median over runs, bars the interval over runs (its "
-                        "level and runs in the legend; none below 3 runs).", body=two)
+                        "level and runs in the corner; none below 3 runs).",
+                        body=rows.groupby("combination")["batch"].nunique().max() > 1)
 
 
 def inference_section(data: ReportData) -> Section:
@@ -259,15 +250,14 @@ def inference_section(data: ReportData) -> Section:
         section.empty = "one combination at one batch size: nothing to set side by side (its latencies: appendix)."
     elif len(verdicts):
         section.items.append(ReportTable("inference", verdicts[["measure", "reference", "candidate", "ratio"]].assign(
-            interval=[interval_text(low, high) for low, high in zip(verdicts["ratio_low"], verdicts["ratio_high"])],
+            interval=interval_texts(verdicts, "ratio_low", "ratio_high"),
             verdict=verdicts["verdict"]), "Device against device, backend against backend: the ratio of the medians "
             "over runs (second over first), its interval and verdict (Methods).", body=True))
     else:
         section.items.append(ReportTable("inference", pd.DataFrame({
             "device": table["device"], "backend": table["backend"], "measure": table["measure"] + " (" +
             table["unit"] + ")", "median": table["median"],
-            "interval": [interval_text(low, high) for low, high in zip(table["between_runs_low"],
-                                                                       table["between_runs_high"])],
+            "interval": interval_texts(table, "between_runs_low", "between_runs_high"),
             "level": table["between_runs_level"]}), "Single-stream latency and offline throughput: the median over "
             "runs, its interval and level (Methods).", body=True))
     section.items.append(ReportTable("inference_over_runs", table, "Per combination: p50, p90, p99 latency (ms) and "

@@ -130,8 +130,7 @@ def _data(ok: pd.DataFrame) -> str:
 
 def _cost(data: ReportData) -> str:
     """How costs were made and the sources and dates of the rates that priced runs; '' where no run has a cost."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    runs = data.costed()
     if not len(runs):
         return ""
     priced = set(runs.loc[column(runs, "cost.usd_per_hour").notna(), "cost.runtime"])

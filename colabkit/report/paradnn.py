@@ -14,10 +14,10 @@ from matplotlib.colors import to_hex, to_rgb
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
 from colabkit.report.bottlenecks import mark_overhead_bound
-from colabkit.report.common import column, comparison_fields, device_head, pick, run_config_key, samples_column
+from colabkit.report.common import column, comparison_fields, device_head, metrics, pick, samples_column, work_key
 from colabkit.report.figures import new_figure
 from colabkit.report.headline import notebook_section
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, in_report_order, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -28,43 +28,25 @@ FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "transformer": "D"}
 MAX_DEVICE_PAIRS = 3
 
 
-# --- the table -----------------------------------------------------------------------------------
-
 def paradnn_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok ParaDnn record: device, family, model, batch, throughput, FLOPS, MFU, roofline."""
+    """One row per ok ParaDnn combination: device, family, model, batch, throughput, FLOPS, MFU, roofline."""
     ok = data.ok(NOTEBOOK)
     table = pd.DataFrame({
         "device": ok["device_label"], "family": column(ok, "params.family"), "model": column(ok, "metrics.model"),
         "batch": pd.Series([asked if pd.isna(ran) else ran for ran, asked in  # no fillna: pandas 2.2 warns on object
                             zip(column(ok, "metrics.global_batch_size"), column(ok, "params.batch_size"))],
                            index=ok.index, dtype=object),
-        "precision": column(ok, "params.mixed_precision"), "params": column(ok, "metrics.params"),
-        "step_ms": column(ok, "metrics.step_time_steady_ms"),
+        "precision": column(ok, "params.mixed_precision"),
         "step_std_ms": column(ok, "timings.step_s_steady.std").astype(float) * 1e3,
-        "samples_per_s": column(ok, "metrics.samples_per_s"), "throughput_runs": samples_column(ok, "samples_per_s"),
-        "model_tflops": column(ok, "metrics.model_tflops"), "mfu": column(ok, "metrics.mfu"),
-        "achievable_tflops": column(ok, "metrics.achievable_tflops"),
-        "mfu_achievable": column(ok, "metrics.mfu_achievable"),
-        "mfu_achievable_high": column(ok, "metrics.mfu_achievable_high"),
-        "achievable_low_tflops": column(ok, "metrics.achievable_low_tflops"),
-        "intensity": column(ok, "metrics.arithmetic_intensity"),
-        "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
-        "peak_basis": column(ok, "metrics.peak_basis"),
-        "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
-        "bandwidth_slowest_gb_s": column(ok, "metrics.peak_bandwidth_min_gb_s"),
-        "bandwidth_measured_at": column(ok, "metrics.peak_bandwidth_measured_at"),
-        "bandwidth_source": column(ok, "metrics.peak_bandwidth_source"),
-        "bound": column(ok, "metrics.bound"), "bound_by": column(ok, "metrics.bound_by", None),
-        "roofline_tflops": column(ok, "metrics.roofline_tflops"),
-        "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
-        "config": run_config_key(ok), "path": ok["path"],
-    })
-    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "family", "model", "batch"],
-                             key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
-
-
-# --- figures ---------------------------------------------------------------------------------------
+        "throughput_runs": samples_column(ok, "samples_per_s"), "bound_by": column(ok, "metrics.bound_by", None),
+        **metrics(ok, "params", "samples_per_s", "model_tflops", "mfu", "achievable_tflops", "mfu_achievable",
+                  "mfu_achievable_high", "achievable_low_tflops", "peak_tflops", "peak_basis", "bound", "roofline_tflops",
+                  "fraction_of_roofline", step_ms="step_time_steady_ms", intensity="arithmetic_intensity",
+                  peak_source="peak_tflops_source", bandwidth_gb_s="peak_bandwidth_gb_s",
+                  bandwidth_slowest_gb_s="peak_bandwidth_min_gb_s", bandwidth_measured_at="peak_bandwidth_measured_at",
+                  bandwidth_source="peak_bandwidth_source"),
+        "config": work_key(ok, ("device",)), "path": ok["path"]})
+    return in_report_order(table, ["device", "family", "model", "batch"])
 
 
 def _shade(color: str, fraction: float) -> str:
@@ -102,9 +84,11 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure:
+def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
     """A log-log panel per device: each model's achieved TFLOPS against its arithmetic intensity, coloured by family
-    and shaded by batch, under the device's roofs; drawn again for a paper."""
+    and shaded by batch, under the device's roofs; drawn again for a paper (None where no model has both)."""
+    if not (table["intensity"].notna() & table["model_tflops"].notna()).any():
+        return None
     devices = sort_labels(table["device"])
     colors = point_colors(table)
 
@@ -190,8 +174,6 @@ def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | No
                         f"{'; '.join(f'{b} over {a}' for a, b in pairs)}.")
 
 
-# --- ParaDnn's claims beside ours ----------------------------------------------------------------------
-
 def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, str]:
     rows = frame[frame["family"] == family]
     if kind == "median_compute_bound":
@@ -221,17 +203,13 @@ def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-# --- the section ------------------------------------------------------------------------------------
-
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    printed = pick(table, [("device", "device"), ("family", "family"), ("model", "model"), ("batch", "global batch"),
-                           ("precision", "precision"), ("params", "parameters"), ("step_ms", "step (ms)"),
-                           ("step_std_ms", "std (ms)"), ("samples_per_s", "samples/s"),
-                           ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"),
-                           ("mfu_achievable", "MFU (achievable)"),
+    printed = pick(table, ["device", "family", "model", "batch", "precision", ("params", "parameters"), "step_ms",
+                           ("step_std_ms", "std (ms)"), "samples_per_s", ("model_tflops", "achieved TFLOPS"),
+                           ("mfu", "MFU"), ("mfu_achievable", "MFU (achievable)"),
                            ("mfu_achievable_high", "MFU (achievable): slowest scan pass"), ("intensity", "FLOPs/byte"),
-                           ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
-                           ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
+                           "bound", ("fraction_of_roofline", "of roofline"), ("peak_tflops", "peak TFLOPS"),
+                           ("bandwidth_gb_s", "bandwidth (GB/s)")])
     roofs = device_roofs(table).rename(columns={
         "peak_tflops": "peak TFLOPS", "peak_basis": "peak basis", "achievable_tflops": "achievable TFLOPS (matmul scan)",
         "achievable_low_tflops": "achievable: slowest pass",
@@ -254,9 +232,4 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
 def paradnn_section(data: ReportData) -> Section:
     """The ParaDnn section (or why it is not in the report)."""
     return notebook_section(data, NOTEBOOK, "ParaDnn: roofline and speedups", "paradnn", paradnn_table, _fill,
-                            own={"roofline": _roofline, "speedup_heat_map": speedup_heat_map})
-
-
-def _roofline(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    drawn = table["intensity"].notna() & table["model_tflops"].notna()
-    return roofline_figure(table, data) if drawn.any() else None
+                            own={"roofline": roofline_figure, "speedup_heat_map": speedup_heat_map})

@@ -127,6 +127,12 @@ def sort_labels(labels: Iterable[str]) -> list[str]:
     return sorted(set(labels), key=_label_sort_key)
 
 
+def in_report_order(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`table` sorted by the columns `by`, its `device` column in report order (sort_labels), index reset."""
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(by, key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
+
+
 def shade(color: str, step: int) -> str:
     """The step-th variant of a colour: darker, lighter, darker still... (step 0 is the colour)."""
     if step == 0:
@@ -215,6 +221,11 @@ class ReportData:
         if (notebook, inference) not in self._collapsed:
             self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
         return self._collapsed[(notebook, inference)]
+
+    def costed(self) -> pd.DataFrame:
+        """The ok runs that count and carry a cost (`cost.runtime`, and its rate or `cost.no_rate`: docs/cost.md)."""
+        runs = self.used()
+        return runs[(runs["status"] == "ok") & runs.get("cost.runtime", pd.Series(None, index=runs.index)).notna()]
 
     def busy(self) -> pd.DataFrame:
         """Every ok run made on a busy host (`host_quiet` false), counted or not."""
