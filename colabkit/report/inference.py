@@ -1,8 +1,6 @@
-"""The report's inference section (docs/inference.md): per combination the single-stream p50, p90, p99
-latency and offline samples/s per batch, each the median over runs with the between-run interval (verdicts rest on
-those alone); beside it, "within one run", the interval one run's own queries give, for contrast. Then each run's
-percentiles, its latency distribution and its offline throughput. Training sections never see these runs.
-"""
+"""The report's inference section (docs/inference.md): per combination the single-stream p50, p90, p99 latency and
+offline samples/s per batch, each the median over runs with the between-run interval (verdicts rest on those alone),
+beside the interval one run's own queries give, for contrast; each run's percentiles, latencies and throughput."""
 
 from __future__ import annotations
 
@@ -17,15 +15,16 @@ from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, vo
 from colabkit.inference.measure import PERCENTILES
 from colabkit.report.common import comparison_fields, interval_texts, run_backend, samples_column, work_key
 from colabkit.report.figures import new_figure, plot_lines, powers_of_two_axis
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import collapse, figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import CONFIDENCE, min_samples
 
 PERCENTILE_COLORS = {50: "#1f77b4", 90: "#ff7f0e", 99: "#d62728"}
+Run = tuple[str, dict[str, Any], pd.Series]  # its combination's label, the record's `inference`, the run's row
 
 
-def _runs(data: ReportData) -> list[tuple[str, dict[str, Any], pd.Series]]:
+def _runs(data: ReportData) -> list[Run]:
     """(label, the record's `inference` section, the run's row) for every counted inference run that has one."""
     rows = data.runs(None, inference=True)
     found = []
@@ -36,15 +35,20 @@ def _runs(data: ReportData) -> list[tuple[str, dict[str, Any], pd.Series]]:
     return found
 
 
-def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
+def _named(row: pd.Series, run: str | None = None) -> dict[str, Any]:
+    """Which run a row of a table is: its notebook, device, combination and `run` (its record's name)."""
+    name = run or str(row.get("repeat_label", "")) or str(row["path"]).rsplit("/", 1)[-1]
+    return {"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"], "run": name}
+
+
+def latency_table(runs: list[Run]) -> pd.DataFrame:
     """One row per run: queries, their duration and binding minimum (none before the minimums), each percentile's
     estimate, interval and the coverage its ranks reach."""
     rows = []
     for label, section, row in runs:
         single = section["single_stream"]
-        entry: dict[str, Any] = {"notebook": row["notebook"], "device": row["device_label"],
-                                 "combination": row["combination"], "run": data_path(row), "queries": single["queries"],
-                                 "duration_s": single.get("duration_s"), "binding": single.get("binding")}
+        entry = {**_named(row), "queries": single["queries"], "duration_s": single.get("duration_s"),
+                 "binding": single.get("binding")}
         too_few = []
         for point in single["percentiles"]:
             name = f"p{point['percentile']:g}"
@@ -65,33 +69,27 @@ def measured(point: dict[str, Any]) -> bool:
     return point.get("low_ms") is not None and point.get("high_ms") is not None
 
 
-def data_path(row: pd.Series) -> str:
-    return str(row.get("repeat_label", "")) or str(row["path"]).rsplit("/", 1)[-1]
-
-
-def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
+def offline_table(runs: list[Run]) -> pd.DataFrame:
     """One row per run and batch size: samples/s, the median of the run's timed passes, with their interval (within
     one run: `within_run_low`/`_high`) and how many passes."""
-    rows = [{"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
-             "run": data_path(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
-             "within_run_low": entry["low"], "within_run_high": entry["high"], "timed_passes": entry["runs"],
-             "binding": entry.get("binding")}
-            for _, section, row in runs for entry in section.get("offline") or []]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{**_named(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
+                          "within_run_low": entry["low"], "within_run_high": entry["high"],
+                          "timed_passes": entry["runs"], "binding": entry.get("binding")}
+                         for _, section, row in runs for entry in section.get("offline") or []])
 
 
-def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bool = True) -> list[str]:
+def run_names(runs: list[Run], combination: bool = True) -> list[str]:
     """'run k: FILE' for each run (k counting the runs of its combination), led by its notebook, device and
     combination with `combination`."""
     counted: dict[str, int] = {}
     names = []
     for label, _, row in runs:
         counted[label] = counted.get(label, 0) + 1
-        names.append(f"{label}, " * combination + f"run {counted[label]}: {data_path(row)}")
+        names.append(f"{label}, " * combination + f"run {counted[label]}: {_named(row)['run']}")
     return names
 
 
-def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportFigure:
+def latency_figure(runs: list[Run]) -> ReportFigure:
     """Each run's latencies as an empirical CDF (log axis), its percentiles with their intervals where its queries
     give one; the legend names every run."""
     figure, (ax,) = new_figure(width=7.4, height=4.2)  # no pyplot: a figure left out is never kept open
@@ -104,8 +102,7 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
         latencies = np.sort(np.asarray(section["single_stream"]["latencies_ms"], dtype=float))
         share = np.arange(1, len(latencies) + 1) / len(latencies)
         ax.step(latencies, share, where="post", label=f"{name} ({len(latencies)} queries)")
-        run = {"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
-               "run": short}
+        run = _named(row, short)
         points += [{**run, "point": "query", "percentile": np.nan, "latency_ms": latency, "share_at_or_below": at,
                     "low_ms": np.nan, "high_ms": np.nan} for latency, at in zip(latencies, share)]
         for point in section["single_stream"]["percentiles"]:
@@ -132,7 +129,7 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
-def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tuple[Any, str], tuple[float, float]]:
+def within_one_run(runs: list[Run]) -> dict[tuple[Any, str], tuple[float, float]]:
     """(combination_id, metric) -> the interval one run's own queries or passes give (medians over runs): how tight a
     run claims to be, for contrast; no verdict takes it."""
     found: dict[tuple[Any, str], list[tuple[float, float]]] = {}
@@ -148,8 +145,7 @@ def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tu
             for key, bounds in found.items()}
 
 
-def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.Series]]) -> tuple[pd.DataFrame,
-                                                                                                 list[Headline]]:
+def over_runs_frame(data: ReportData, runs: list[Run]) -> tuple[pd.DataFrame, list[Headline]]:
     """The inference combinations of `runs` as collapse gives them (one row each, `samples.<metric>` each run's), a
     latency percentile counted only from the runs whose queries gave it an interval (voided_by), and their figures."""
     rows = data.runs(None, inference=True)
@@ -162,8 +158,7 @@ def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.S
     return collapse(rows), figures
 
 
-def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline],
-                    runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
+def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline], runs: list[Run]) -> pd.DataFrame:
     """Per combination and figure (p50, p90, p99, offline samples/s per batch): the median over runs with its
     interval, then within_one_run's, for contrast."""
     table = figures_over_runs(ok, figures)
@@ -181,18 +176,15 @@ VERDICT_COLUMNS = ["notebook", "measure", "reference", "candidate", "configurati
                    "runs_candidate", "ratio", "ratio_low", "ratio_high", "verdict"]
 
 
-def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend"),
+def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend")
                     ) -> pd.DataFrame:
     """Combinations that did the same work but for `across`, each against the first in report order, on every figure
     both have runs of: the ratio of the medians over runs, its interval and verdict."""
     rows: list[dict[str, Any]] = []
     if not len(ok):
         return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
-    order = {label: index for index, label in enumerate(sort_labels(ok["device_label"]))}
-    side = ok.assign(backend=run_backend(ok), key=work_key(ok, tuple(across)))
-    side = side.assign(_order=[(order[label], backend != "tensorflow", backend)
-                               for label, backend in zip(side["device_label"], side["backend"])]).sort_values(
-        "_order", kind="stable")
+    side = ok.assign(backend=run_backend(ok), key=work_key(ok, tuple(across)), device=ok["device_label"])
+    side = in_report_order(side.assign(jax=side["backend"] != "tensorflow"), ["device", "jax", "backend"])
     runs_of = {figure.metric: samples_column(side, figure.metric) for figure in figures}
     for _, group in side.groupby("key", sort=False):
         reference = group.iloc[0]
