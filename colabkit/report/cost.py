@@ -110,8 +110,8 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
     for device in sort_labels(drawn["device"]):
         points = drawn[drawn["device"] == device]
         for on_front, subset in points.groupby(points["pareto"].astype(bool)):
-            ax.errorbar(subset["s"], subset["usd"], xerr=error_bars(subset, "s", low="s_low", high="s_high"),
-                        yerr=error_bars(subset, "usd", low="usd_low", high="usd_high"), fmt=markers[device],
+            ax.errorbar(subset["s"], subset["usd"], xerr=error_bars(subset, "s", "s_low", "s_high"),
+                        yerr=error_bars(subset, "usd", "usd_low", "usd_high"), fmt=markers[device],
                         color=colors[device], markerfacecolor=colors[device] if on_front else "white", capsize=2,
                         linewidth=1, zorder=2, label=device if on_front or not points["pareto"].astype(bool).any() else None)
     if wide(drawn["s"]) or wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line

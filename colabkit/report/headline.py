@@ -20,8 +20,8 @@ from colabkit.plots import device_color
 from colabkit.report.bottlenecks import bottleneck_items
 from colabkit.report.common import (column, figure_warning, global_batch, interval_texts, mark_stand_in_data,
                                     not_plotted, series_labels, too_short, work_column)
-from colabkit.report.figures import (grouped_bars, levels, log_scale_if_wide, mark_substitute_data, new_figure,
-                                     plot_lines, powers_of_two_axis, series_colors)
+from colabkit.report.figures import (grouped_bars, levels, mark_substitute_data, new_figure, plot_lines,
+                                     powers_of_two_axis, series_colors, wide)
 from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section, shown_columns
@@ -131,7 +131,8 @@ def _draw(experiment: Experiment, drawn: pd.DataFrame, published: pd.DataFrame, 
             powers_of_two_axis(ax, [*drawn["x"], *published["x"]])
         if line is not None:
             ax.axhline(line, color="black", linewidth=1, linestyle=":")
-        log_scale_if_wide(ax, [*drawn[value], *published["value"], *([line] if line else [])], ratio=10)
+        drawn_values = [*drawn[value], *published["value"], *([line] if line else [])]
+        ax.set_yscale("log" if wide(drawn_values, ratio=10) else "linear")
         ax.set(xlabel=axis_name(experiment), ylabel=ylabel)
         figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=columns)
         if note:

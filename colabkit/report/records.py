@@ -6,6 +6,7 @@ is made from a record's typed fields and sorted and coloured by that structure (
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,16 +144,19 @@ def shade(color: str, step: int) -> str:
     return to_hex(np.clip(mixed, 0, 1))
 
 
+def kind_positions(labels: Iterable[str]) -> dict[str, int]:
+    """Each device label's place among the labels of its kind, in report order (0 for the first CPU, GPU...)."""
+    positions, seen = {}, Counter()
+    for label in sort_labels(labels):
+        positions[label] = seen[label_kind(label)]
+        seen[label_kind(label)] += 1
+    return positions
+
+
 def device_palette(labels: Iterable[str]) -> dict[str, str]:
     """A colour per device label: its kind's colour, shaded when several labels share a kind, in report order; one
     palette for a whole report (ReportData.palette)."""
-    colors: dict[str, str] = {}
-    used: dict[str, int] = {}
-    for label in sort_labels(labels):
-        kind = label_kind(label)
-        colors[label] = shade(device_color(kind), used.get(kind, 0))
-        used[kind] = used.get(kind, 0) + 1
-    return colors
+    return {label: shade(device_color(label_kind(label)), index) for label, index in kind_positions(labels).items()}
 
 
 def run_modes(frame: pd.DataFrame) -> pd.Series:

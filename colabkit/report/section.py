@@ -1,12 +1,13 @@
-"""A report section: its body (warnings, `text` and the items marked `body`), its appendix (`notes` and
-the other items, under "Appendix: <title>"), and `empty`: why it is not in the body, one line of the Summary's list
-of what is not in the report. `write_section` writes its files; `section_outputs` is what one part shows.
-"""
+"""A report section: its body (warnings, `text` and the items marked `body`), its appendix (`notes` and the other
+items, under "Appendix: <title>"), and `empty`: why it is not in the body, one line of "Not in this report, and why".
+`write_section` writes its files; `section_outputs` is what one part shows."""
 
 from __future__ import annotations
 
 import base64
 import html
+import io
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,29 +109,22 @@ def _html_table(table: pd.DataFrame) -> str:
 
 
 def figure_png(figure: Any, dpi: int = 200) -> tuple[bytes, int]:
-    """The figure as PNG bytes drawn at `dpi`, and the width (pixels) to show it at: half its
-    pixel width, so it is sharp on high-density screens. Independent of matplotlib's backend."""
-    import io
-    import struct
-
+    """The figure as PNG bytes drawn at `dpi`, and the width (pixels) to show it at: half its pixel width, so it is
+    sharp on high-density screens. Independent of matplotlib's backend."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    data = buffer.getvalue()
-    width = struct.unpack(">I", data[16:20])[0]  # the PNG header's IHDR width
-    return data, width // 2
+    return buffer.getvalue(), struct.unpack(">I", buffer.getvalue()[16:20])[0] // 2  # the IHDR header's width
 
 
 def write_section(section: Section, output_dir: str | Path) -> list[Path]:
     """Write the section's figures and tables under output_dir/figures and output_dir/tables."""
-    output_dir = Path(output_dir)
-    paths: list[Path] = []
+    figures, tables, paths = Path(output_dir) / "figures", Path(output_dir) / "tables", []
     for item in section.items:
-        if isinstance(item, ReportFigure):
-            paths += write_figure(item.figure, item.name, output_dir / "figures", item.data)
-            if item.paper is not None:
-                paths += write_paper_figure(item.paper, item.name, output_dir / "figures")
+        if isinstance(item, ReportTable):
+            paths += write_table(item.table, item.name, tables, item.caption)
         else:
-            paths += write_table(item.table, item.name, output_dir / "tables", item.caption)
+            paths += write_figure(item.figure, item.name, figures, item.data)
+            paths += write_paper_figure(item.paper, item.name, figures) if item.paper else []
     return paths
 
 

@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
 from colabkit.report.common import (column, experiment_frame, global_batch, has, interval_spec, metrics, pick,
                                     samples_column, timing_frame)
-from colabkit.report.figures import log_scale_if_wide, new_figure, series_colors
+from colabkit.report.figures import new_figure, series_colors, wide
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
@@ -63,7 +63,7 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
         ax.plot(group["epoch"], group["loss"], color=colors[series], marker="o", markersize=3,
                 linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
                 label=f"{series}, {run} ({'validation' if curve == 'val_loss' else 'training'})")
-    log_scale_if_wide(ax, curves["loss"], ratio=20)
+    ax.set_yscale("log" if wide(curves["loss"], ratio=20) else "linear")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (MSE, scaled targets)")

@@ -1,7 +1,6 @@
-"""Files a report writes: figures as PNG (300 dpi), PDF and SVG (a body figure also as PDFs one and two
-columns of a paper wide, text at PAPER_POINTS or larger); tables as CSV (every digit), LaTeX (booktabs, at most
-LATEX_COLUMNS a part) and Markdown (4 significant digits, no scientific notation).
-"""
+"""Files a report writes: figures as PNG (300 dpi), PDF and SVG (a body figure also as PDFs one and two columns of a
+paper wide, text at PAPER_POINTS or larger); tables as CSV (every digit), LaTeX (booktabs, at most LATEX_COLUMNS a
+part) and Markdown (4 significant digits, no scientific notation)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import pandas as pd
 from colabkit.io import write_atomic
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
-TABLE_FORMATS = ("csv", "tex", "md")
 PNG_DPI = 300
 SIGNIFICANT_DIGITS = 4
 PAPER_WIDTHS = {"1col": 3.5, "2col": 7.0}  # inches: one column and the whole page of a two-column paper
@@ -56,15 +54,6 @@ def format_number(value: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
     if hasattr(value, "item"):  # NumPy scalars
         return format_number(value.item(), digits)
     return str(value)
-
-
-def span(values: Any, digits: int = 3) -> str:
-    """The range of some numbers for a sentence: '0.652-0.803', or '0.975' when they are all equal."""
-    values = [v for v in values if not _missing(v)]
-    if not values:
-        return "n/a"
-    low, high = format_number(min(values), digits), format_number(max(values), digits)
-    return low if low == high else f"{low}-{high}"
 
 
 def formatted(table: pd.DataFrame) -> pd.DataFrame:
@@ -133,11 +122,9 @@ def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame 
     as folder/name.csv when given; return the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for extension in FIGURE_FORMATS:
-        path = folder / f"{name}.{extension}"
-        figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", format=extension)
-        paths.append(path)
+    paths = [folder / f"{name}.{extension}" for extension in FIGURE_FORMATS]
+    for path in paths:
+        figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", format=path.suffix[1:])
     if data is not None:
         data.to_csv(folder / f"{name}.csv", index=False)
         paths.append(folder / f"{name}.csv")
