@@ -13,7 +13,7 @@ import pandas as pd
 
 from colabkit.experiments import find
 from colabkit.records import identity
-from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
+from colabkit.statistics import VerdictWords, finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
 from colabkit.report.figures import levels, mark_substitute_data  # noqa: F401 (levels: the sections' import)
 from colabkit.report.records import ReportData, in_report_order, label_kind, labelled, sort_labels
 from colabkit.report.section import ReportTable, Section
@@ -44,6 +44,11 @@ def device_head(label: str) -> str:
     """'GPU x4' of 'GPU x4: Tesla T4': how a panel title or a bar names a device (other text as it is)."""
     device = labelled(label)
     return device.head if device else str(label)
+
+
+def distinct(values: pd.Series) -> list[str]:
+    """The distinct values, printed as a table prints them ('8', not '8.0')."""
+    return [text for text in dict.fromkeys(values.dropna().map(format_number)) if text]
 
 
 def has(frame: pd.DataFrame, name: str) -> bool:
@@ -177,10 +182,11 @@ def interval_texts(table: pd.DataFrame, low: str, high: str) -> list[str | None]
     return [interval_text(a, b) for a, b in zip(table[low], table[high])]
 
 
-def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,
-                      oriented: bool = True) -> dict[str, Any]:
-    """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` with
-    the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples / baseline."""
+def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str, oriented: bool = True,
+                      words: VerdictWords = "speed") -> dict[str, Any]:
+    """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` in
+    `words` with the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples
+    / baseline."""
     samples, baseline = list(samples or []), list(baseline or [])
     if oriented:
         interval, judged = speedup_ci(samples, baseline, higher_is_better), True
@@ -189,7 +195,7 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
     return {prefix: np.nan if interval.estimate is None else interval.estimate,
             f"{prefix}_low": np.nan if interval.low is None else interval.low,
             f"{prefix}_high": np.nan if interval.high is None else interval.high,
-            f"{prefix}_verdict": verdict_text(verdict(interval, judged), interval)
+            f"{prefix}_verdict": verdict_text(verdict(interval, judged, words=words), interval)
             if interval.estimate is not None else None}
 
 

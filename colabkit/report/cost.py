@@ -1,7 +1,6 @@
 """The report's cost section (docs/cost.md): per experiment, unit of work and combination its seconds, compute
 units, dollars and joules per unit (medians over runs, the time's interval); the cheapest points for their speed
-(the Pareto front); each runtime's dollars against the fastest one's for the same work, with a verdict.
-"""
+(the Pareto front); each runtime's dollars against the fastest one's for the same work, with a verdict."""
 
 from __future__ import annotations
 
@@ -13,12 +12,12 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from colabkit.cost.per_unit import HEADLINE_UNITS, UNITS, Figure, UnitOfWork
-from colabkit.report.common import column, interval_texts, title_of, work_key
+from colabkit.report.common import column, comparison_fields, interval_texts, title_of, work_key
 from colabkit.report.figures import error_bars, label_colors, label_markers, levels, new_figure, state_levels, wide
 from colabkit.report.records import ReportData, run_modes, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import finite, median_ci, ratio_ci, verdict, verdict_text
+from colabkit.statistics import finite, median_ci
 
 FIGURES: tuple[Figure, ...] = ("s", "usd", "cu", "j")
 
@@ -65,33 +64,23 @@ def pareto_front(times: list[float], costs: list[float]) -> list[bool]:
     return [not any(t <= time and c <= cost and (t < time or c < cost) for t, c in points) for time, cost in points]
 
 
-def mark_front(rows: pd.DataFrame) -> pd.Series:
-    """Per row with a dollar figure, whether it is on its notebook's, unit's and configuration's Pareto front of median
-    seconds and dollars; None for a row without a rate."""
-    front = pd.Series(None, index=rows.index, dtype=object)
-    priced = rows[rows["usd"].notna()]
-    for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
+def fronts_and_ratios(rows: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+    """Among the priced runtimes that did the same work (notebook, unit, configuration): whether each row is on their
+    Pareto front of median seconds and dollars (None for a row without a rate); and, where there are several, each
+    one's dollars per unit over the fastest one's, the ratio's interval and its verdict."""
+    front, ratios = pd.Series(None, index=rows.index, dtype=object), []
+    for _, group in rows[rows["usd"].notna()].groupby(["notebook", "unit", "configuration"], sort=False):
         front.loc[group.index] = pareto_front(list(group["s"]), list(group["usd"]))
-    return front
-
-
-def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per work more than one priced runtime did: each one's dollars per unit over the fastest one's, with the
-    interval of that ratio and its verdict."""
-    out = []
-    priced = rows[rows["usd"].notna()]
-    for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
-        if len(group) < 2:
-            continue
         fastest = group.loc[group["s"].idxmin()]
         for _, row in group.drop(index=fastest.name).iterrows():
-            interval = ratio_ci(row["usd_runs"], fastest["usd_runs"])
-            out.append({"experiment": title_of(row["notebook"]), "per": row["per"], "combination": row["combination"],
-                        "device": row["device"], "against (fastest)": fastest["device"],
-                        "$ ratio": interval.estimate, "ratio low": interval.low, "ratio high": interval.high,
-                        "verdict": verdict_text(verdict(interval, higher_is_better=False, words="cost"), interval)
-                        if interval.estimate is not None else None})
-    return pd.DataFrame(out)
+            fields = comparison_fields(row["usd_runs"], fastest["usd_runs"], False, "ratio", oriented=False,
+                                       words="cost")
+            ratios.append({"experiment": title_of(row["notebook"]), "per": row["per"],
+                           "combination": row["combination"], "device": row["device"],
+                           "against (fastest)": fastest["device"], "$ ratio": fields["ratio"],
+                           "ratio low": fields["ratio_low"], "ratio high": fields["ratio_high"],
+                           "verdict": fields["ratio_verdict"]})
+    return front, pd.DataFrame(ratios)
 
 
 def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
@@ -168,14 +157,13 @@ def cost_section(data: ReportData) -> Section:
     if not len(rows):
         section.empty = "no ok run with a time per unit of work."
         return section
-    rows["pareto"] = mark_front(rows)
-    ratios = ratio_rows(rows)
+    rows["pareto"], ratios = fronts_and_ratios(rows)
     missing = missing_rates(data)
     if len(ratios):
         section.items.append(ReportTable("cost", ratios.drop(columns=["combination", "ratio low", "ratio high"]).assign(
-            interval=interval_texts(ratios, "ratio low", "ratio high")), "Each runtime's dollars per unit of work over those of the fastest "
-            "runtime that did the same work: the ratio of the medians, its interval and verdict (docs/cost.md).",
-            body=True))
+            interval=interval_texts(ratios, "ratio low", "ratio high")), "Each runtime's dollars per unit of work over "
+            "those of the fastest runtime that did the same work: the ratio of the medians, its interval and verdict "
+            "(docs/cost.md).", body=True))
     else:
         section.empty = ("no rate for " + ", ".join(sorted(set(rows.loc[rows["usd"].isna(), "runtime"]))) +
                          " (--rates FILE gives one)." if missing else "no work ran on two priced runtimes.")
@@ -186,12 +174,10 @@ def cost_section(data: ReportData) -> Section:
     section.items.append(ReportTable("cost_rates", rates_table(data), "The runtimes the runs had: each one's rate "
                                      "per hour, its source and the date it was read, and the runs it priced (or why "
                                      "a runtime has no rate)."))
-    for notebook in dict.fromkeys(rows["notebook"]):
-        for unit in (unit for unit in UNITS if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
-                     and HEADLINE_UNITS[unit.mode] == unit.key):
-            figure = cost_figure(rows, notebook, unit, data.palette)
-            if figure is not None:
-                section.items.append(figure)
+    section.items += [figure for notebook in dict.fromkeys(rows["notebook"]) for unit in UNITS
+                      if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
+                      and HEADLINE_UNITS[unit.mode] == unit.key
+                      and (figure := cost_figure(rows, notebook, unit, data.palette)) is not None]
     section.items.append(ReportTable("cost_per_unit", _printed(rows), "Per combination and unit of work: seconds, "
                                      "dollars, compute units and joules per unit, medians over runs with their "
                                      "intervals (low, high) and the level they reach; `cheapest for its speed`: on the "
@@ -207,13 +193,10 @@ def cost_section(data: ReportData) -> Section:
 def _printed(rows: pd.DataFrame) -> pd.DataFrame:
     """The per-unit rows as the report prints them: named columns, figures in their units."""
     names: dict[Figure, str] = {"s": "s", "usd": "$", "cu": "compute units", "j": "J"}
-    table = pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
-                          "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
-                          "$ per hour": rows["usd_per_hour"], "runs": rows["runs"]})
-    for figure in FIGURES:
-        name = names[figure]
-        table[name] = rows[figure]
-        table[f"{name} low"], table[f"{name} high"] = rows[f"{figure}_low"], rows[f"{figure}_high"]
-    table["level"], table["J level"] = rows["s_level"], rows["j_level"]  # joules: their own runs
-    table["cheapest for its speed"] = rows["pareto"]
-    return table
+    return pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
+                         "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
+                         "$ per hour": rows["usd_per_hour"], "runs": rows["runs"],
+                         **{f"{name}{end}": rows[f"{figure}{suffix}"] for figure, name in names.items()
+                            for end, suffix in (("", ""), (" low", "_low"), (" high", "_high"))},
+                         "level": rows["s_level"], "J level": rows["j_level"],  # joules: their own runs
+                         "cheapest for its speed": rows["pareto"]})

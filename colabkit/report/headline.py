@@ -142,53 +142,37 @@ def _draw(experiment: Experiment, drawn: pd.DataFrame, published: pd.DataFrame, 
     return draw
 
 
-def _figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData, value: str, name: str, ylabel: str,
-            caption: str, body: bool = False, line: float | None = None) -> ReportFigure | None:
-    """`value` of `rows` against the axis, with the published values of figure `name`: the headline's in the body
-    (drawn again for a paper's columns), any other where it sets two points side by side."""
+# The common figures (but where_time_goes, bottlenecks.py's): name -> the column of headline_rows drawn, its axis
+COMMON = {"headline": ("value", None), "speedup": ("speedup", "speedup over the CPU"),
+          "fraction_of_peak": ("mfu", "% of peak (MFU)"), "accuracy": ("accuracy", "test accuracy")}
+assert set(COMMON) | {"where_time_goes"} == set(COMMON_FIGURES)
+
+
+def common_figure(name: str, experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """A common figure of `rows` against the axis per device, with the published values the declaration names for
+    it: the headline as its source paper drew it, in the body (and drawn again for a paper's columns); in the
+    appendix, where it sets two points side by side, the speedup over the CPU (the CPU: the dotted line at 1), the
+    fraction of peak, accuracy."""
+    headline, body, (value, ylabel) = experiment.headline, name == "headline", COMMON[name]
+    rows = rows.rename(columns={"low": "value_low", "high": "value_high"}).assign(mfu=100 * rows["mfu"])
+    rows = rows[rows["speedup_verdict"].ne("baseline")] if name == "speedup" else rows
+    caption = {"headline": f"{sentence(headline.label)} against {axis_name(experiment)} per device: the median over "
+                           f"runs; error bars: the interval over runs ({levels(rows['level'])}; Methods).",
+               "speedup": "The ratio of the medians over runs at the same parameters (its verdict: summary_speedup_"
+                          f"per_configuration); error bars: {levels(rows['speedup_verdict'])}.",
+               "fraction_of_peak": "Achieved TFLOPS over the device's peak at the run's precision, median over runs "
+                                   "(a CPU's peak: an estimate, docs/peaks.md).",
+               "accuracy": f"Accuracy on the test set, median over runs; error bars: {levels(rows['accuracy_level'])}."}
     drawn = rows[rows[value].notna() & rows["x"].notna()]
-    published, cited = published_rows(experiment, drawn, "headline" if body else name)
+    published, cited = published_rows(experiment, drawn, name)
     if not len(drawn) or (not body and len(drawn) < 2):
         return None
-    draw = _draw(experiment, drawn, published, value, ylabel, data, experiment.figures.bars and body, line)
+    draw = _draw(experiment, drawn, published, value, ylabel or f"{headline.label} ({headline.unit})", data,
+                 experiment.figures.bars and body, 1.0 if name == "speedup" else None)
     columns = ["series", "device", "x", "runs", value, f"{value}_low", f"{value}_high"]
     behind = pd.concat([drawn[[c for c in columns if c in drawn]], published.rename(columns={"value": value})])
     return ReportFigure(f"{experiment.name}_{name}", draw(7.0), behind.rename(columns={"x": axis_name(experiment)}),
-                        caption + cited, body=body, paper=draw if body else None)
-
-
-def headline_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """The headline against the axis per device as its source paper drew it; in the body, and for a paper."""
-    headline = experiment.headline
-    return _figure(experiment, rows.rename(columns={"low": "value_low", "high": "value_high"}), data, "value",
-                   "headline", f"{headline.label} ({headline.unit})",
-                   f"{sentence(headline.label)} against {axis_name(experiment)} per device: the median over runs; "
-                   f"error bars: the interval over runs ({levels(rows['level'])}; Methods).", body=True)
-
-
-def speedup_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Each device's speedup over the CPU against the axis (the CPU: the dotted line at 1), published ones beside."""
-    rows = rows[rows["speedup_verdict"].ne("baseline")]
-    return _figure(experiment, rows, data, "speedup", "speedup", "speedup over the CPU",
-                   "The ratio of the medians over runs at the same parameters (its verdict: "
-                   f"summary_speedup_per_configuration); error bars: {levels(rows['speedup_verdict'])}.", line=1.0)
-
-
-def fraction_of_peak_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    return _figure(experiment, rows.assign(mfu=100 * rows["mfu"]), data, "mfu", "fraction_of_peak", "% of peak (MFU)",
-                   "Achieved TFLOPS over the device's peak at the run's precision, median over runs (a CPU's peak: an "
-                   "estimate, docs/peaks.md).")
-
-
-def accuracy_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    return _figure(experiment, rows, data, "accuracy", "accuracy", "test accuracy",
-                   f"Accuracy on the test set, median over runs; error bars: {levels(rows['accuracy_level'])}.")
-
-
-COMMON: dict[str, Callable[[Experiment, pd.DataFrame, ReportData], ReportFigure | None]] = {
-    "headline": headline_figure, "speedup": speedup_figure, "fraction_of_peak": fraction_of_peak_figure,
-    "accuracy": accuracy_figure}
-assert set(COMMON) | {"where_time_goes"} == set(COMMON_FIGURES)
+                        caption[name] + cited, body=body, paper=draw if body else None)
 
 
 def named_items(name: str, experiment: Experiment, rows: pd.DataFrame, table: pd.DataFrame, data: ReportData,
@@ -199,7 +183,7 @@ def named_items(name: str, experiment: Experiment, rows: pd.DataFrame, table: pd
     if name not in COMMON and name not in own:
         raise ExperimentDeclarationError(f"experiment {experiment.name} names the figure {name!r}: neither a common one "
                                          f"({', '.join(COMMON_FIGURES)}) nor its own ({', '.join(own) or 'none'})")
-    figure = COMMON[name](experiment, rows, data) if name in COMMON else own[name](table, data)
+    figure = common_figure(name, experiment, rows, data) if name in COMMON else own[name](table, data)
     return [] if figure is None else [figure]
 
 

@@ -4,6 +4,7 @@ the persistence baseline's and Hvass-Labs #23's."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -13,14 +14,13 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
-from colabkit.report.common import (column, experiment_frame, global_batch, has, interval_spec, metrics, pick,
-                                    samples_column, timing_frame)
+from colabkit.report.common import (column, comparison_fields, experiment_frame, global_batch, has, interval_spec,
+                                    metrics, pick, samples_column, timing_frame)
 from colabkit.report.figures import new_figure, series_colors, wide
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import ratio_ci, verdict, verdict_text
 
 NOTEBOOK = "timeseries_rnn"
 # Where a record says when EarlyStopping stopped training (None or absent: it did not fire).
@@ -176,18 +176,15 @@ def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
     if not targets:
         return None
     rows = []
-    for _, row in table.iterrows():
-        for target in targets:
-            model, persistence = row[f"mae_{target}"], row.get(f"persistence_mae_{target}", np.nan)
-            model_runs, persistence_runs = row[f"runs_mae_{target}"], row.get(f"runs_persistence_mae_{target}")
-            ratio = ratio_ci(*(runs if isinstance(runs, list) else [] for runs in (model_runs, persistence_runs)))
-            rows.append({"series": row["series"], "batch": row["batch"], "target": target, "model MAE": model,
-                         "persistence MAE": persistence,
-                         "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
-                         "skill low": np.nan if ratio.high is None else 1 - ratio.high,
-                         "skill high": np.nan if ratio.low is None else 1 - ratio.low,
-                         "vs persistence": verdict_text(verdict(ratio, higher_is_better=False, words="measure"), ratio)
-                         if ratio.estimate is not None else None})
+    for (_, row), target in itertools.product(table.iterrows(), targets):
+        model, persistence = row[f"mae_{target}"], row.get(f"persistence_mae_{target}", np.nan)
+        ratio = comparison_fields(*(runs if isinstance(runs, list) else [] for runs in (
+            row[f"runs_mae_{target}"], row.get(f"runs_persistence_mae_{target}"))), False, "r", False, "measure")
+        rows.append({"series": row["series"], "batch": row["batch"], "target": target, "model MAE": model,
+                     "persistence MAE": persistence,
+                     "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
+                     "skill low": 1 - ratio["r_high"], "skill high": 1 - ratio["r_low"],
+                     "vs persistence": ratio["r_verdict"]})
     return pd.DataFrame(rows)
 
 
