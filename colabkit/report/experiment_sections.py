@@ -1,7 +1,5 @@
-"""Which function builds each experiment's section: SECTIONS, experiment name -> section function (every one
-in the suite colabkit.report.headline.notebook_section). An experiment declared outside the suite registers its
-own from a module listed in COLABKIT_EXPERIMENTS (`register_section`: docs/adding-an-experiment.md).
-"""
+"""SECTIONS: experiment name -> the function that builds its section (the suite's: headline.notebook_section). An
+experiment declared outside the suite registers its own (`register_section`: docs/adding-an-experiment.md)."""
 
 from __future__ import annotations
 

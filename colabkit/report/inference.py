@@ -129,20 +129,17 @@ def latency_figure(runs: list[Run]) -> ReportFigure:
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
-def within_one_run(runs: list[Run]) -> dict[tuple[Any, str], tuple[float, float]]:
-    """(combination_id, metric) -> the interval one run's own queries or passes give (medians over runs): how tight a
-    run claims to be, for contrast; no verdict takes it."""
-    found: dict[tuple[Any, str], list[tuple[float, float]]] = {}
-    for _, section, row in runs:
-        points = [(f"latency_p{point['percentile']:g}_ms", point.get("low_ms"), point.get("high_ms"))
-                  for point in section["single_stream"]["percentiles"]]
-        points += [(f"{OFFLINE_PREFIX}{entry['batch']}", entry.get("low"), entry.get("high"))
-                   for entry in section.get("offline") or []]
-        for metric, low, high in points:
-            if low is not None and high is not None:
-                found.setdefault((row["combination_id"], metric), []).append((float(low), float(high)))
-    return {key: (float(np.median([low for low, _ in bounds])), float(np.median([high for _, high in bounds])))
-            for key, bounds in found.items()}
+def within_one_run(runs: list[Run]) -> pd.DataFrame:
+    """Per combination and figure, the interval one run's own queries or passes give (the medians over runs of its
+    ends): how tight a run claims to be, for contrast; no verdict takes it."""
+    bounds = [(row["combination_id"], metric, float(low), float(high)) for _, section, row in runs
+              for metric, low, high in [
+                  *((f"latency_p{p['percentile']:g}_ms", p.get("low_ms"), p.get("high_ms"))
+                    for p in section["single_stream"]["percentiles"]),
+                  *((f"{OFFLINE_PREFIX}{e['batch']}", e.get("low"), e.get("high")) for e in section.get("offline") or [])]
+              if low is not None and high is not None]
+    return pd.DataFrame(bounds, columns=["combination_id", "metric", "within_one_run_low", "within_one_run_high"]) \
+        .groupby(["combination_id", "metric"]).median()
 
 
 def over_runs_frame(data: ReportData, runs: list[Run]) -> tuple[pd.DataFrame, list[Headline]]:
@@ -161,11 +158,8 @@ def over_runs_frame(data: ReportData, runs: list[Run]) -> tuple[pd.DataFrame, li
 def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline], runs: list[Run]) -> pd.DataFrame:
     """Per combination and figure (p50, p90, p99, offline samples/s per batch): the median over runs with its
     interval, then within_one_run's, for contrast."""
-    table = figures_over_runs(ok, figures)
+    table = figures_over_runs(ok, figures).join(within_one_run(runs), on=["combination_id", "metric"])
     named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
-    within = within_one_run(runs)
-    bounds = [within.get((key, metric), (np.nan, np.nan)) for key, metric in zip(table["combination_id"], table["metric"])]
-    table = table.assign(within_one_run_low=[low for low, _ in bounds], within_one_run_high=[high for _, high in bounds])
     for name, source in (("combination", "combination"), ("backend", "backend"), ("device", "device_label"),
                          ("notebook", "notebook")):
         table.insert(1, name, table["combination_id"].map(named[source]))

@@ -1,7 +1,6 @@
-"""The records behind a report (colabkit.records.loading reads and checks each file once; merging groups
-them per combination), and how it names and colours their devices: a label ('CPU x2: AMD EPYC', 'GPU (requested)')
-is made from a record's typed fields and sorted and coloured by that structure (DeviceLabel), never by its text.
-"""
+"""The records behind a report (colabkit.records.loading reads and checks each file once; merging groups them per
+combination), and how it names and colours their devices: a label ('CPU x2: AMD EPYC', 'GPU (requested)') is made
+from a record's typed fields and sorted and coloured by that structure (DeviceLabel), never by its text."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from colabkit.experiments import find
 from colabkit.experiments.declaration import INFERENCE, TRAIN
 from colabkit.plots import device_color
 from colabkit.records.loading import LoadedRecords, load_records
-from colabkit.records.merging import RunGroup
 from colabkit.report.runs import collapse, headline_columns
 
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
@@ -275,9 +273,7 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTa
         "data_used": [data_used(records[p]) for p in paths],
         "used": [p in counted for p in paths], "named": [p in named for p in paths],
         "combination": [combination.get(p, "") for p in paths], "combination_id": [ids.get(p, -1) for p in paths],
-        "work": [work.get(p) for p in paths],
-    }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "named", "combination",
-                                   "combination_id", "work"])
+        "work": [work.get(p) for p in paths]}, index=frame.index)
     costs = pd.DataFrame([record_costs(records[p], rates) for p in paths], index=frame.index)
     frame = pd.concat([frame.drop(columns=[c for c in [*added.columns, *costs.columns] if c in frame]), added, costs],
                       axis=1)
@@ -297,19 +293,12 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTa
                        "named by": shown_path(group.used, [loaded.folders[group.used]]),
                        "status": records[group.used]["status"],
                        "runs counted": sum(p in counted for p in group.paths), "why": why,
-                       "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} "
-                                                f"({_not_counted(p, group, records, busy(p))})" for p in left_out)})
+                       "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} ("  # why each does not count
+                                                + ("a copy of a run already counted" if p in group.duplicates else
+                                                   "busy host" if busy(p) else str(records[p]["status"])) + ")"
+                                                for p in left_out)})
     return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
                       pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy, rates)
-
-
-def _not_counted(path: str, group: RunGroup, records: dict[str, dict[str, Any]], busy: bool) -> str:
-    """Why a record of a combination does not count: a copy of a run, made on a busy host, or not ok."""
-    if path in group.duplicates:
-        return "a copy of a run already counted"
-    if busy:
-        return "busy host"
-    return str(records[path]["status"])
 
 
 def shown_path(path: str, folders: Iterable[str]) -> str:
