@@ -138,9 +138,7 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
                                        f"batch {format_number(row['batch'])}", row["bound_by"] or "") if part)
              for _, row in grouped.iterrows()]
     ax.set_xticks(positions, ticks, fontsize="small")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("share of a training step")
-    ax.set_title("Where the time goes")
+    ax.set(ylim=(0, 1), ylabel="share of a training step", title="Where the time goes")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     sentences = []  # one per series and global batch, from the numbers
     for _, row in grouped.iterrows():
@@ -183,8 +181,7 @@ def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
                     label=CATEGORY_LABELS[category], hatch="//" if category == "idle" else None, edgecolor="white")
             left += values
         ax.set_yticks(np.arange(len(rows)), labels, fontsize="small")
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("share of the profiled time")
+        ax.set(xlim=(0, 1), xlabel="share of the profiled time")
         ax.set_title(f"{device}: time per operation ({rows['basis'].iloc[0]} time)", fontsize="medium")
     axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     caption = ("Time per operation category in the profiled steady steps (the framework's own profiler, summarised "

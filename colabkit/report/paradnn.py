@@ -14,7 +14,7 @@ from matplotlib.colors import to_hex, to_rgb
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
 from colabkit.report.bottlenecks import mark_overhead_bound
-from colabkit.report.common import column, comparison_fields, device_head, metrics, pick, samples_column, work_key
+from colabkit.report.common import column, device_head, metrics, pick, samples_column, speedups, work_key
 from colabkit.report.figures import new_figure
 from colabkit.report.headline import notebook_section
 from colabkit.report.records import ReportData, in_report_order, sort_labels
@@ -66,22 +66,16 @@ def point_colors(table: pd.DataFrame) -> pd.Series:
 def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
     """One roof per device and precision: the medians of its records' peak and bandwidth, the bandwidth's range (a
     CPU's measured passes) and `measurements` (distinct ones behind it), the sources."""
-    precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
-    rows = []
-    for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
-        bandwidth = group["bandwidth_gb_s"].astype(float)
-        slowest = group["bandwidth_slowest_gb_s"].astype(float).fillna(bandwidth)
-        measurements = group["bandwidth_measured_at"].dropna().nunique()
-        rows.append({"device": device, "precision": name, "runs": len(group),
-                     "peak_tflops": group["peak_tflops"].astype(float).median(),
-                     "peak_basis": group["peak_basis"].dropna().iloc[0] if group["peak_basis"].notna().any() else None,
-                     "achievable_tflops": group["achievable_tflops"].astype(float).median(),
-                     "achievable_low_tflops": group["achievable_low_tflops"].astype(float).min(),
-                     "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": slowest.min(),
-                     "bandwidth_max_gb_s": bandwidth.max(), "measurements": measurements,
-                     "peak_source": group["peak_source"].iloc[0],
-                     "bandwidth_source": group["bandwidth_source"].iloc[0]})
-    return pd.DataFrame(rows)
+    numbers = ["peak_tflops", "achievable_tflops", "achievable_low_tflops", "bandwidth_gb_s", "bandwidth_slowest_gb_s"]
+    table = table.astype(dict.fromkeys(numbers, float)).assign(precision=table["precision"].where(
+        ~table["precision"].isin(["none"]) & table["precision"].notna(), "float32"))
+    return table.assign(slowest=table["bandwidth_slowest_gb_s"].fillna(table["bandwidth_gb_s"])).groupby(
+        ["device", "precision"], sort=False).agg(
+        runs=("device", "size"), peak_tflops=("peak_tflops", "median"), peak_basis=("peak_basis", "first"),
+        achievable_tflops=("achievable_tflops", "median"), achievable_low_tflops=("achievable_low_tflops", "min"),
+        bandwidth_gb_s=("bandwidth_gb_s", "median"), bandwidth_min_gb_s=("slowest", "min"),
+        bandwidth_max_gb_s=("bandwidth_gb_s", "max"), measurements=("bandwidth_measured_at", "nunique"),
+        peak_source=("peak_source", "first"), bandwidth_source=("bandwidth_source", "first")).reset_index()
 
 
 def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
@@ -127,20 +121,15 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
-    """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the
-    medians over runs), its interval and the verdict on `other` (with the interval's level) (colabkit.statistics)."""
-    base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
-    rows = table[table["device"] == other].drop_duplicates("config")
-    rows = rows[rows["config"].isin(base.index)]
-    fields = [comparison_fields(runs, base.at[config, "throughput_runs"], True, "speedup")
-              for runs, config in zip(rows["throughput_runs"], rows["config"])]
-    columns = ["speedup", "speedup_low", "speedup_high", "speedup_verdict"]
-    return pd.DataFrame({
-        "baseline": baseline, "device": other, "family": rows["family"].to_numpy(),
-        "model": rows["model"].to_numpy(), "batch": rows["batch"].to_numpy(),
-        "bound": rows["bound"].to_numpy(), "baseline_bound": base.loc[rows["config"], "bound"].to_numpy(),
-        **{name: [field[name] for field in fields] for name in columns},
-    })
+    """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the medians over
+    runs), its interval and the verdict on `other` (with the interval's level) (colabkit.statistics)."""
+    both = table[table["device"].isin([baseline, other])].drop_duplicates(["device", "config"])
+    both = pd.concat([both, speedups(both, "samples_per_s", True, baseline, samples="throughput_runs")], axis=1)
+    bound = both[both["device"] == baseline].set_index("config")["bound"]
+    rows = both[(both["device"] == other) & both["config"].isin(bound.index)]
+    return rows.assign(baseline=baseline, baseline_bound=rows["config"].map(bound))[[
+        "baseline", "device", "family", "model", "batch", "bound", "baseline_bound", "speedup", "speedup_low",
+        "speedup_high", "speedup_verdict"]].reset_index(drop=True)
 
 
 def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
@@ -176,10 +165,8 @@ def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | No
 
 def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, str]:
     rows = frame[frame["family"] == family]
-    if kind == "median_compute_bound":
-        rows = rows[(rows["bound"] == "compute") & (rows["baseline_bound"] == "compute")]
-    elif kind == "median_memory_bound":
-        rows = rows[(rows["bound"] == "memory") & (rows["baseline_bound"] == "memory")]
+    bound = {"median_compute_bound": "compute", "median_memory_bound": "memory"}.get(kind)
+    rows = rows[(rows["bound"] == bound) & (rows["baseline_bound"] == bound)] if bound else rows
     values = rows["speedup"].dropna()
     if not len(values):
         return None, f"no {family} models of that kind measured on both devices"
@@ -190,7 +177,7 @@ def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, st
 def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
     """ParaDnn's published speedups, labelled as theirs, each beside the same statistic of our device
     pairs (ours ran other hardware, models and software: a comparison of kind, not of like with like)."""
-    rows = []
+    rows, frames = [], {(a, b): speedup_frame(table, a, b) for a, b in pairs}
     for claim in PARADNN_CLAIMS:
         slow, fast = claim["devices"]
         base = {"claim": claim["claim"], "theirs (x)": claim["theirs"], "their devices": f"{fast} over {slow}",
@@ -198,7 +185,7 @@ def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
         if not pairs:
             rows.append({**base, "ours (x)": None, "our devices": "", "our basis": "one device only: no speedup"})
         for a, b in pairs:
-            value, basis = _ours(speedup_frame(table, a, b), claim["kind"], claim["family"])
+            value, basis = _ours(frames[(a, b)], claim["kind"], claim["family"])
             rows.append({**base, "ours (x)": value, "our devices": f"{b} over {a}", "our basis": basis})
     return pd.DataFrame(rows)
 

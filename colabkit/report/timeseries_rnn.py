@@ -65,9 +65,7 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
                 label=f"{series}, {run} ({'validation' if curve == 'val_loss' else 'training'})")
     ax.set_yscale("log" if wide(curves["loss"], ratio=20) else "linear")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("loss (MSE, scaled targets)")
-    ax.set_title("Validation (solid) and training (dashed) loss")
+    ax.set(xlabel="epoch", ylabel="loss (MSE, scaled targets)", title="Validation (solid) and training (dashed) loss")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ReportFigure("timeseries_loss_curves", figure, curves,
                         "Loss per epoch as Keras logged it, in each combination's most recent run (its record named in "
@@ -188,14 +186,6 @@ def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def hvass_table(table: pd.DataFrame) -> pd.DataFrame:
-    ours = [{"source": f"ours: {row.series}, batch {format_number(row.batch)}", "test loss": row.test_loss,
-             "steady epoch (s)": row.epoch_steady_s} for row in table.itertuples()]
-    published = {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
-                 "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}
-    return pd.DataFrame([*ours, published])
-
-
 def timeseries_section(data: ReportData) -> Section:
     """The time-series section (or why it is not in the report)."""
     return notebook_section(data, NOTEBOOK, "Weather forecasting with a recurrent network", "timeseries",
@@ -224,6 +214,9 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                                          "Mean absolute error of the model and of the persistence forecast (the value "
                                          "24 hours earlier), medians over runs; skill above 0: the model is better; "
                                          "its interval over runs and the verdict on the model, with its level and runs."))
-    section.items.append(ReportTable(
-        "timeseries_vs_hvass", hvass_table(table),
-        f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))
+    hvass = pd.DataFrame([*({"source": f"ours: {row.series}, batch {format_number(row.batch)}", "test loss": row.test_loss,
+                             "steady epoch (s)": row.epoch_steady_s} for row in table.itertuples()),
+                          {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
+                           "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}])
+    section.items.append(ReportTable("timeseries_vs_hvass", hvass, f"Ours beside {HVASS_SOURCE}; their epochs ran 100 "
+                                     "steps of batch 256 x 1,344 hours, ours as the parameters say."))
