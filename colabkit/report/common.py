@@ -13,9 +13,10 @@ import pandas as pd
 
 from colabkit.experiments import find
 from colabkit.records import identity
-from colabkit.statistics import VerdictWords, finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
-from colabkit.report.figures import levels, mark_substitute_data  # noqa: F401 (levels: the sections' import)
+from colabkit.statistics import VerdictWords, finite, ratio_ci, speedup_ci, verdict, verdict_text
+from colabkit.report.figures import mark_substitute_data
 from colabkit.report.records import ReportData, in_report_order, label_kind, labelled, sort_labels
+from colabkit.report.runs import interval_fields
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -163,13 +164,9 @@ def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the interval of the median of its runs (`samples`): `<prefix>_low`, `_high` (NaN below 3 runs),
-    `_runs` and `_level` ('75 %, n = 3')."""
-    intervals = [median_ci(values if isinstance(values, list) else []) for values in samples]
-    return pd.DataFrame({f"{prefix}_low": [np.nan if i.low is None else i.low for i in intervals],
-                         f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
-                         f"{prefix}_runs": [i.n for i in intervals],
-                         f"{prefix}_level": [i.label for i in intervals]}, index=samples.index)
+    """Per row, the interval of the median of its runs (`samples`): interval_fields but the median."""
+    return pd.DataFrame([interval_fields(values, prefix) for values in samples], index=samples.index,
+                        columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
 
 
 def interval_text(low: Any, high: Any) -> str | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from matplotlib.ticker import FuncFormatter
@@ -17,18 +16,10 @@ from colabkit.report.figures import error_bars, label_colors, label_markers, lev
 from colabkit.report.records import ReportData, run_modes, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import finite, median_ci
+from colabkit.report.runs import interval_fields
+from colabkit.statistics import finite
 
 FIGURES: tuple[Figure, ...] = ("s", "usd", "cu", "j")
-
-
-def _interval_fields(prefix: str, values: list[float]) -> dict[str, Any]:
-    """`prefix` the median of `values` (one per run), `_low`/`_high` its interval (NaN below 3 runs), `_level`."""
-    interval = median_ci(values)
-    return {prefix: np.nan if interval.estimate is None else interval.estimate,
-            f"{prefix}_low": np.nan if interval.low is None else interval.low,
-            f"{prefix}_high": np.nan if interval.high is None else interval.high,
-            f"{prefix}_level": interval.label if interval.n else None}
 
 
 def cost_rows(data: ReportData) -> pd.DataFrame:
@@ -51,9 +42,9 @@ def cost_rows(data: ReportData) -> pd.DataFrame:
                 "combination": last["combination"], "configuration": configuration[last.name],
                 "device": last["device_label"], "runtime": last["cost.runtime"],
                 "usd_per_hour": last.get("cost.usd_per_hour"), "cu_per_hour": last.get("cost.cu_per_hour"),
-                "no_rate": last.get("cost.no_rate"), "runs": len(group), "usd_runs": dollars}
+                "no_rate": last.get("cost.no_rate"), "runs": len(group), "usd_samples": dollars}
             for figure in FIGURES:
-                row |= _interval_fields(figure, finite(column(group, unit.column(figure))))
+                row |= interval_fields(finite(column(group, unit.column(figure))), figure)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -73,7 +64,7 @@ def fronts_and_ratios(rows: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
         front.loc[group.index] = pareto_front(list(group["s"]), list(group["usd"]))
         fastest = group.loc[group["s"].idxmin()]
         for _, row in group.drop(index=fastest.name).iterrows():
-            fields = comparison_fields(row["usd_runs"], fastest["usd_runs"], False, "ratio", oriented=False,
+            fields = comparison_fields(row["usd_samples"], fastest["usd_samples"], False, "ratio", oriented=False,
                                        words="cost")
             ratios.append({"experiment": title_of(row["notebook"]), "per": row["per"],
                            "combination": row["combination"], "device": row["device"],

@@ -11,8 +11,9 @@ import pandas as pd
 from colabkit.experiments import all_experiments
 from colabkit.experiments.declaration import INFERENCE, TRAIN
 from colabkit.experiments.inference import INFERENCE_HEADLINE
-from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, levels, samples_column, speedups, title_of,
+from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, samples_column, speedups, title_of,
                                     work_differs)
+from colabkit.report.figures import levels
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
