@@ -17,8 +17,7 @@ COLUMNS = ["notebook", "measure", "unit", "device", "configuration", "tensorflow
 
 
 def backend_table(data: ReportData) -> pd.DataFrame:
-    """One row per experiment, device and configuration run on both TensorFlow and JAX: each side's median, JAX /
-    TensorFlow with its interval, the verdict on JAX in the headline's direction and which backend it makes faster."""
+    """Per experiment, device and configuration run on both backends: each side's median, JAX / TensorFlow."""
     pairs = pairs_along(data, ("backend",))
     pairs = pairs[pairs["candidate"] == "jax"]
     table = pairs.drop(columns="configuration").rename(columns={
@@ -30,8 +29,7 @@ def backend_table(data: ReportData) -> pd.DataFrame:
 
 
 def backends_section(data: ReportData) -> Section:
-    """The report's section on backends: a short table of the pairs in the body (each backend's headline, the ratio,
-    its interval and verdict), the whole table in the appendix; or why there is none."""
+    """The pairs' short table in the body, the whole one in the appendix; or why there is none."""
     section = Section("backends", "TensorFlow and JAX")
     table = backend_table(data)
     if not len(table):

@@ -100,8 +100,7 @@ def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
 
 
 def _grouped(table: pd.DataFrame) -> pd.DataFrame:
-    """Per series and global batch: the runs behind it and its shares and bound_by (shares_and_bound
-    over its combinations)."""
+    """Per series and global batch: its runs, shares and bound_by (shares_and_bound over its combinations)."""
     rows = []
     for (series, batch), group in table.groupby(["series", "batch"], sort=False):
         resolved = {f"{share}_resolved": bool(group[f"{share}_resolved"].all()) for share in SHARES}
@@ -119,8 +118,7 @@ def series_rest(row: pd.Series) -> str:
 
 
 def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
-    """Stacked bars per series and global batch: input wait, host overhead and device time, as shares of
-    a step (from the medians over the runs of that series and batch: shares_and_bound)."""
+    """Stacked bars per series and global batch: the shares of a step (shares_and_bound)."""
     grouped = _grouped(table)
     figure, (ax,) = new_figure(width=max(5.0, 1.1 * len(grouped) + 2.5), height=4.2)
     positions = np.arange(len(grouped))
@@ -152,8 +150,7 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
 
 
 def op_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per profiled combination whose trace was summarised: its device, series, batch and
-    category shares."""
+    """One row per profiled combination whose trace was summarised: its category shares."""
     ok = data.ok(notebook)
     columns = [f"op_breakdown.categories.{name}" for name in CATEGORIES]
     if not all(name in ok for name in columns) or not ok[columns[0]].notna().any():
@@ -165,8 +162,7 @@ def op_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
 
 
 def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
-    """Per device, one horizontal stacked bar per profiled run: its time per operation category, idle
-    its own (pale) share, as ParaDnn's operation breakdowns."""
+    """Per device, a stacked bar per profiled run: its time per operation category (ParaDnn's)."""
     devices = sort_labels(table["device"])
     figure, axes = new_figure(nrows=len(devices), width=8.0, height=0.6 * max(2, len(table)) + 1.2)
     for ax, device in zip(axes, devices):
@@ -193,8 +189,7 @@ def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
 
 
 def bottleneck_items(data: ReportData, notebook: str, name: str) -> list[ReportTable | ReportFigure]:
-    """The breakdown table and "where the time goes" figure of `notebook`'s runs, and the operation
-    figure where runs were profiled (nothing for records that carry no breakdown)."""
+    """The breakdown table and its figure, and the operation figure of profiled runs (or nothing)."""
     table = breakdown_table(data, notebook)
     items: list[ReportTable | ReportFigure] = []
     if table is not None:

@@ -30,8 +30,7 @@ def cnn_table(data: ReportData) -> pd.DataFrame:
 
 
 def published_comparison(table: pd.DataFrame) -> pd.DataFrame:
-    """The time per sample in Alyafeai 2018's table layout: a row per batch size, a column per device: ours, then
-    theirs."""
+    """The time per sample in Alyafeai 2018's layout: a row per batch, a column per device."""
     theirs = pd.DataFrame([{"series": PUBLISHED_SERIES[kind], "batch": batch, "sample_us": figures["sample_time_us"]}
                            for batch, devices in ALYAFEAI_2018_MNIST_CNN.items() for kind, figures in devices.items()])
     both = pd.concat([table[["series", "batch", "sample_us"]], theirs], ignore_index=True)

@@ -311,8 +311,7 @@ def global_batch(ok: pd.DataFrame) -> pd.Series:
 
 
 def work_key(frame: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> pd.Series:
-    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key): runs pair on
-    it, at the GLOBAL batch and with each size left at "auto" at the value it used."""
+    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key)."""
     if not len(frame):
         return pd.Series(dtype=str)
     return column(frame, "work", None).map(lambda work: identity.work_key(work or {}, leave_out))

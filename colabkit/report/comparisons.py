@@ -1,7 +1,5 @@
-"""Differences along one parameter (AXES: batch, XLA, mixed precision, dtype, steps per execution): each
-combination against the one that differs from it in that parameter alone and has its REFERENCE value, on the
-headline (on samples/s where the two did other work per epoch), the ratio of the medians, its interval and verdict.
-"""
+"""Differences along one parameter (AXES): each combination against the one that differs from it in that parameter
+alone and has its REFERENCE value, on the headline: the ratio of the medians, its interval and verdict."""
 
 from __future__ import annotations
 
@@ -80,8 +78,7 @@ def axis_comparisons(data: ReportData) -> pd.DataFrame:
 
 
 def comparisons_section(data: ReportData) -> Section:
-    """Differences along one parameter: a short table in the body, the whole one in the appendix; or why there is
-    none."""
+    """A short table in the body, the whole one in the appendix; or why there is none."""
     section = Section("comparisons", "Along one parameter")
     table = axis_comparisons(data)
     if not len(table):

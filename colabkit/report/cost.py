@@ -1,6 +1,5 @@
-"""The report's cost section (docs/cost.md): per experiment, unit of work and combination its seconds, compute
-units, dollars and joules per unit (medians over runs, the time's interval); the cheapest points for their speed
-(the Pareto front); each runtime's dollars against the fastest one's for the same work, with a verdict."""
+"""The report's cost section (docs/cost.md): per combination and unit of work its seconds, compute units, dollars
+and joules (medians over runs), the Pareto front, and each runtime's dollars against the fastest one's."""
 
 from __future__ import annotations
 
@@ -111,8 +110,7 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
 
 
 def rates_table(data: ReportData) -> pd.DataFrame:
-    """Each runtime the runs had: its rate, where the rate comes from and when it was read, how many runs it priced;
-    or the reason there is none."""
+    """Each runtime the runs had: its rate, source, date read and runs priced, or why it has none."""
     runs = data.costed()
     rates = {rate.runtime: rate for rate in data.rates.rates}
     out = []
@@ -141,8 +139,7 @@ def missing_rates(data: ReportData) -> str | None:
 
 
 def cost_section(data: ReportData) -> Section:
-    """Cost: in the body, where two priced runtimes did the same work, their dollars against the fastest one's; the
-    rates, the figures and every cost per unit in the appendix."""
+    """Dollars against the fastest runtime's in the body; rates, figures and costs in the appendix."""
     section = Section("cost", "Cost")
     rows = cost_rows(data)
     if not len(rows):

@@ -1,7 +1,5 @@
-"""The report's decode section (docs/decode.md): per device, model, batch and prompt length, time to first
-token, time per output token and tokens/s (medians over runs with their intervals), the bytes a step reads beside
-what the compiled step accesses, and each device's roofline with its prefill and decode points.
-"""
+"""The report's decode section (docs/decode.md): per device, model, batch and prompt length, TTFT, TPOT and tokens/s
+(medians over runs with their intervals), the bytes a step reads, and each device's roofline with its phases."""
 
 from __future__ import annotations
 
@@ -96,8 +94,7 @@ def scaling_figure(table: pd.DataFrame, palette: dict[str, str]) -> ReportFigure
 
 
 def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Each device's roofline with each combination's prefill and decode step at their arithmetic intensities (None
-    where no point has both figures)."""
+    """Each device's roofline with each combination's prefill and decode step (None without a point)."""
     phases = (("prefill", "prefill", "#1f77b4"), ("decode", "decode step", "#d62728"))
     points = [{"device": row["device"], "model": row["model"], "batch": row["batch"],
                "prompt_length": row["prompt_length"], "phase": kind,

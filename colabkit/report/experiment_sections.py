@@ -40,6 +40,5 @@ def has_section(notebook: str) -> bool:
 
 
 def experiment_sections(data: ReportData) -> list[Section]:
-    """The section of every declared experiment that has one, built from `data`, in the registry's
-    order (a section without records says so)."""
+    """The section of every declared experiment that has one, in the registry's order."""
     return [SECTIONS[experiment.name](data) for experiment in all_experiments() if experiment.name in SECTIONS]

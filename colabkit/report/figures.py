@@ -81,8 +81,7 @@ def error_bars(rows: pd.DataFrame, y: str, low: str | None, high: str | None) ->
 
 
 def levels(values: Any) -> str:
-    """The levels and runs of some intervals ('75 %, n = 3; 96.8 %, n = 6'), from their labels or verdicts; 'no
-    interval' without any."""
+    """The levels and runs of some intervals ('75 %, n = 3'), from labels or verdicts ('no interval')."""
     found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(
         r"(\d[\d.]* %, n = \d+(?: and \d+)?)")[0]
     return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
@@ -102,8 +101,7 @@ def state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
 
 
 def _infinite(values: pd.Series) -> pd.Series:
-    """Which values are infinite: they have no place on an axis (the tables still print them); NaN is missing, and a
-    line breaks there."""
+    """Which values are infinite: no place on an axis (tables print them); NaN breaks a line."""
     return pd.Series(np.isinf(pd.to_numeric(values, errors="coerce").astype(float)), index=values.index)
 
 

@@ -1,10 +1,6 @@
-"""Each experiment's answer, drawn once for every experiment from its declaration (its headline and `Figures`: the
-axis, bars or lines, the published values beside ours, the figures it names).
-
-`notebook_section` is every experiment's section: in the body its headline figure and one short table
-(headline_table: the median over runs, its interval and level, the speedup over the CPU and its verdict); in the
-appendix its detail, the common figures (COMMON) and its own, each drawn where it sets two points side by side.
-"""
+"""Each experiment's section, drawn for every experiment from its declaration (its headline and `Figures`: the
+axis, bars or lines, the published values beside ours, the figures it names): in the body its headline figure and
+one short table (headline_table), in the appendix its detail, the common figures (COMMON) and its own."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The report's inference section (docs/inference.md): per combination the single-stream p50, p90, p99 latency and
-offline samples/s per batch, each the median over runs with the between-run interval (verdicts rest on those alone),
-beside the interval one run's own queries give, for contrast; each run's percentiles, latencies and throughput."""
+"""The report's inference section (docs/inference.md): per combination its latency percentiles and offline samples/s,
+medians over runs with the between-run interval (verdicts rest on those alone), beside one run's own interval."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ def measured(point: dict[str, Any]) -> bool:
 
 
 def offline_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run and batch size: samples/s, the median of the run's timed passes, with their interval (within
-    one run: `within_run_low`/`_high`) and how many passes."""
+    """One row per run and batch size: samples/s, its passes' interval within the run, their count."""
     return pd.DataFrame([{**_named(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
                           "within_run_low": entry["low"], "within_run_high": entry["high"],
                           "timed_passes": entry["runs"], "binding": entry.get("binding")}
@@ -90,8 +88,7 @@ def run_names(runs: list[Run], combination: bool = True) -> list[str]:
 
 
 def latency_figure(runs: list[Run]) -> ReportFigure:
-    """Each run's latencies as an empirical CDF (log axis), its percentiles with their intervals where its queries
-    give one; the legend names every run."""
+    """Each run's latencies as an empirical CDF, its percentiles' intervals where it has them."""
     figure, (ax,) = new_figure(width=7.4, height=4.2)  # no pyplot: a figure left out is never kept open
     points: list[dict[str, Any]] = []
     missing: dict[float, list[str]] = {}  # percentile -> the runs with too few queries for it
@@ -156,8 +153,7 @@ def over_runs_frame(data: ReportData, runs: list[Run]) -> tuple[pd.DataFrame, li
 
 
 def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline], runs: list[Run]) -> pd.DataFrame:
-    """Per combination and figure (p50, p90, p99, offline samples/s per batch): the median over runs with its
-    interval, then within_one_run's, for contrast."""
+    """Per combination and figure: the median over runs, its interval, within_one_run's beside."""
     table = figures_over_runs(ok, figures).join(within_one_run(runs), on=["combination_id", "metric"])
     named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
     for name, source in (("combination", "combination"), ("backend", "backend"), ("device", "device_label"),

@@ -1,6 +1,5 @@
-"""Matmul section: its figures are the declaration's (report.headline: warm TFLOPS per device and size beside Sarkar
-2018's); in the appendix every figure per combination: cold and warm, the spread between runs and within one, the
-peak, the speedup over the CPU and the ratio to NumPy's BLAS in the same run."""
+"""Matmul section: its figures are the declaration's (report.headline); in the appendix every figure per combination:
+cold and warm, spreads, the peak, the speedup over the CPU and the ratio to NumPy's BLAS in the same run."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ DIFFERENT_DTYPE = "different dtype"  # the verdict column of a ratio to the base
 
 
 def matmul_table(data: ReportData) -> pd.DataFrame:
-    """One row per matmul combination: TFLOPS cold and warm (medians over runs, warm with its interval and spread),
-    peak, speedup over the CPU and the ratio to NumPy's BLAS."""
+    """One row per matmul combination: TFLOPS cold and warm, peak, speedups, ratio to NumPy's BLAS."""
     ok = data.ok(NOTEBOOK)
     table = experiment_frame(ok, ["params.n"], ["device", "series", "n"], {
         **{name: column(ok, f"params.{name}") for name in ("n", "dtype", "count")}, "busy_runs": column(ok, "busy_runs"),

@@ -1,7 +1,5 @@
-"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks
-2020 drew it: each device's roof from its own records' peak and bandwidth, colabkit.plots.draw_roofline), and in
-the appendix the speedup of one device over another as heat maps over model and batch, and the paper's claims.
-"""
+"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks 2020
+drew it), and in the appendix the speedups of one device over another as heat maps and the paper's claims."""
 
 from __future__ import annotations
 
@@ -79,8 +77,7 @@ def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """A log-log panel per device: each model's achieved TFLOPS against its arithmetic intensity, coloured by family
-    and shaded by batch, under the device's roofs; drawn again for a paper (None where no model has both)."""
+    """Per device, each model's TFLOPS against its intensity under the roofs (None without one)."""
     if not (table["intensity"].notna() & table["model_tflops"].notna()).any():
         return None
     devices = sort_labels(table["device"])
@@ -121,8 +118,7 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
-    """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the medians over
-    runs), its interval and the verdict on `other` (with the interval's level) (colabkit.statistics)."""
+    """Per model run on both devices: `other`'s samples/s over `baseline`'s (common.speedups)."""
     both = table[table["device"].isin([baseline, other])].drop_duplicates(["device", "config"])
     both = pd.concat([both, speedups(both, "samples_per_s", True, baseline, samples="throughput_runs")], axis=1)
     bound = both[both["device"] == baseline].set_index("config")["bound"]

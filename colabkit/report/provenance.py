@@ -126,8 +126,7 @@ def busy_runs_table(data: ReportData) -> pd.DataFrame:
 
 
 def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
-    """What the report read: folders, runs per notebook and status, files set aside, combinations with several
-    records, runs on a busy host, runs without results."""
+    """What the report read, and the records it set aside, merged or left out."""
     section = Section("records", "Records")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     folders = ", ".join(f"`{name}`" for name in data.folder_names) or "(none given)"

@@ -1,6 +1,5 @@
-"""The records behind a report (colabkit.records.loading reads and checks each file once; merging groups them per
-combination), and how it names and colours their devices: a label ('CPU x2: AMD EPYC', 'GPU (requested)') is made
-from a record's typed fields and sorted and coloured by that structure (DeviceLabel), never by its text."""
+"""The records behind a report (colabkit.records.loading, merging) and how it names and colours their devices: a
+label ('CPU x2: AMD EPYC') is made from a record's typed fields (DeviceLabel), never parsed from its text."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def device_label(record: dict[str, Any]) -> str:
 
 
 def labelled(label: str) -> DeviceLabel | None:
-    """The device a label text was made from (None for text no record's label produced, e.g. a
-    published series)."""
+    """The device a label text was made from (None for other text, e.g. a published series)."""
     return _LABELS.get(str(label))
 
 
@@ -121,8 +119,7 @@ def _label_sort_key(label: str) -> tuple[Any, ...]:
 
 
 def sort_labels(labels: Iterable[str]) -> list[str]:
-    """Device labels in report order: CPU, GPU, TPU; fewer replicas first; then by model (text that
-    is no device label last, alphabetically)."""
+    """Device labels in report order (DeviceLabel.sort_key; other text last, alphabetically)."""
     return sorted(set(labels), key=_label_sort_key)
 
 
@@ -250,8 +247,7 @@ MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted"
 
 
 def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTable | None = None) -> ReportData:
-    """The report's view of loaded records: device labels, data used, the runs that count, their headline figures and
-    costs at `rates`."""
+    """The report's view of loaded records: labels, data used, runs that count, headlines, costs."""
     rates = rates or load_rates()
     records = loaded.records
     frame = loaded.frame()

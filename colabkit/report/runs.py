@@ -110,8 +110,7 @@ def figures_over_runs(ok: pd.DataFrame, figures: Sequence[Headline]) -> pd.DataF
 
 
 def collapse(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per combination of the ok runs that count: numeric metrics the median over runs, `samples.<metric>`
-    each run's, `runs`, `busy_runs`; the rest from the latest run that has it."""
+    """One row per combination: numeric metrics the median over runs, `samples.<metric>`, `runs`, `busy_runs`."""
     if not len(runs):
         return runs.assign(runs=pd.Series(dtype=int), busy_runs=pd.Series(dtype=int))
     numeric = [column for column in runs.columns if column.startswith("metrics.") and _numeric(runs[column])]

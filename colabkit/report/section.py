@@ -1,6 +1,5 @@
-"""A report section: its body (warnings, `text` and the items marked `body`), its appendix (`notes` and the other
-items, under "Appendix: <title>"), and `empty`: why it is not in the body, one line of "Not in this report, and why".
-`write_section` writes its files; `section_outputs` is what one part shows."""
+"""A report section: its body (warnings, `text`, the items marked `body`), its appendix (`notes`, the other items)
+and `empty`, why it is not in the body. `write_section` writes its files; `section_outputs` shows one part."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ WARNING_STYLE = ("border:3px solid #b00020;background:#fdecea;color:#7a0012;padd
 
 @dataclass
 class ReportTable:
-    """A table of the report: `name` is its file name (no extension), `caption` says what it holds; `body`: shown in
-    its section's body, else in the appendix."""
+    """A table of the report: `name` its file name; `body`: in its section's body, else the appendix."""
 
     name: str
     table: pd.DataFrame
@@ -93,8 +91,7 @@ def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _html_table(table: pd.DataFrame) -> str:
-    """The table as HTML, its empty columns left out: numbers right-aligned, text left-aligned (headers too),
-    short text unwrapped."""
+    """The table as HTML without its empty columns: numbers right, text left, short text unwrapped."""
     table = shown_columns(table)
     styler = table.style.format(format_number).hide(axis="index").set_table_attributes(
         'class="dataframe colabkit-table"')

@@ -1,6 +1,5 @@
 """The Summary: what the report draws on, each device's speedup over the CPU in a sentence (only what the verdicts
-support) and, where a device was compared with the CPU, one short table of them; every configuration's speedup with
-its interval and verdict in the appendix."""
+support) and one short table of them; every configuration's speedup in the appendix."""
 
 from __future__ import annotations
 
@@ -199,8 +198,7 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_section(data: ReportData) -> Section:
-    """The reading, a line on the runs made on a busy host and, where there are some, the speedups over the CPU per
-    experiment; each configuration's and the combinations short of a --target-ci in the appendix."""
+    """The reading, the busy-host line and the speedups' table; their detail in the appendix."""
     section, configurations = Section("summary", "Summary"), configuration_speedups(data)
     table = speedup_table(data, configurations)
     section.text = [reading(data, table)]

@@ -45,8 +45,7 @@ def timeseries_table(data: ReportData) -> pd.DataFrame:
 
 
 def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Validation loss (solid) and training loss (dashed) per epoch of each combination's most recent run, one
-    colour per run, the legend naming its record."""
+    """Validation (solid) and training (dashed) loss per epoch of each combination's latest run."""
     rows = []
     for row in table.itertuples():
         history = data.record(row.path).get("history") or {}
@@ -82,8 +81,7 @@ def _first(mapping: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def _columns(values: Any, names: list[str] | None) -> dict[str, list[float]] | None:
-    """Series of one kind (true or predicted) as {target: values}, from a mapping, rows of values
-    (one row per time step) or a flat list (one target)."""
+    """Series of one kind as {target: values}: from a mapping, rows of values or a flat list."""
     if isinstance(values, dict):
         return {str(name): list(series) for name, series in values.items() if isinstance(series, list)}
     if not isinstance(values, list) or not values:

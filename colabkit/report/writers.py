@@ -118,8 +118,7 @@ def write_table(table: pd.DataFrame, name: str, folder: str | Path, caption: str
 
 
 def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame | None = None) -> list[Path]:
-    """Save a matplotlib figure as folder/name.png (300 dpi), .pdf and .svg, and the table behind it
-    as folder/name.csv when given; return the paths."""
+    """Save a figure as folder/name.png (300 dpi), .pdf, .svg and its data as .csv; the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{name}.{extension}" for extension in FIGURE_FORMATS]
@@ -154,8 +153,7 @@ def _cell(value: Any) -> Any:
 
 
 def write_records_csv(frame: pd.DataFrame, path: str | Path) -> Path:
-    """The tidy table of every record (one row each, nested fields flattened with dots; lists such as
-    per-epoch times or per-repeat scores as JSON in their cell)."""
+    """Every record, one row each (nested fields with dots, lists as JSON in their cell)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.apply(lambda column: column.map(_cell)).to_csv(path, index=False)
