@@ -14,14 +14,13 @@ from colabkit import report
 from colabkit.cli import main
 from colabkit.report.figures import label_colors, series_colors
 from colabkit.report.records import label_kind, sort_labels
-from colabkit.report.writers import format_number, latex_table, markdown_table, span
+from colabkit.report.writers import format_number, latex_table, markdown_table
 
 
 def test_numbers_are_formatted_whatever_they_are():
     assert format_number(float("inf")) == "inf" and format_number(float("-inf")) == "-inf"
     assert format_number(float("nan")) == "" and format_number(None) == ""
     assert format_number(1711.4) == "1711" and format_number(0.153781) == "0.1538"
-    assert span([1.0, float("inf")]) == "1-inf"
     import numpy as np
     import pandas as pd
 

@@ -1,14 +1,7 @@
 """From records to a report a paper can use: each experiment's answer in one figure and one short table, the method
 once, everything else in the appendix. `python -m colabkit report RESULTS_DIR... --out DIR` builds it (build);
-notebooks/report.ipynb calls the same functions::
-
-    data = load_report_data(["outputs/cpu", "outputs/gpu"])   # merge folders; one record per combination
-    report_style()
-    publish_report(data, "outputs/report")                     # figures/ and tables/, then display
-
-contents puts the sections in order (body, then appendix); headline draws each experiment's figure and table from
-its declaration; one module per experiment and per cross-cutting section; docs/report.md has the rest.
-"""
+notebooks/report.ipynb calls the same functions (load_report_data, report_style, publish_report). contents puts the
+sections in order; headline draws each experiment's figure and table from its declaration; docs/report.md."""
 
 from colabkit.report.backends import backends_section
 from colabkit.report.build import ReportOutputs, build_report, export_report_html, files_written, prepare_output

@@ -1,7 +1,6 @@
-"""Where each training run's time goes (colabkit.training.breakdown): per combination the shares of a step
-(input wait, host, device) and what bounds it, as a table and a stacked bar per device and batch, and, where runs
-were profiled, the time per operation category as ParaDnn's breakdowns (Wang, Wei & Brooks 2020).
-"""
+"""Where each training run's time goes (colabkit.training.breakdown): per combination the shares of a step (input
+wait, host, device) and what bounds it, as a table and a stacked bar per device and batch, and, where runs were
+profiled, the time per operation category as ParaDnn's breakdowns (Wang, Wei & Brooks 2020)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pandas as pd
 
 from colabkit.report.common import column, device_head, has, series_labels
 from colabkit.report.figures import new_figure
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, in_report_order, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable
 from colabkit.report.writers import format_number
 from colabkit.statistics import median_ci
@@ -30,30 +29,6 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
                "that run the input pipeline and Python.")
 
 
-def run_medians(data: ReportData, notebook: str, ok: pd.DataFrame, name: str, how: str = "median") -> pd.Series:
-    """Per combination (row of `ok`), the median (or `how`) of record field `name` over its runs that made the
-    bottleneck passes (a sweep may make them in a combination's first run only)."""
-    runs = data.runs(notebook)
-    if len(runs) and "metrics.device_share" in runs:
-        runs = runs[pd.to_numeric(runs["metrics.device_share"], errors="coerce").notna()]
-    if not len(runs) or name not in runs:
-        return pd.Series(np.nan, index=ok.index, dtype=float)
-    medians = pd.to_numeric(runs[name], errors="coerce").groupby(runs["combination_id"], sort=False).agg(how)
-    return ok["combination_id"].map(medians).astype(float)
-
-
-def roofline_answers(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.Series:
-    """Per combination, the roofline's most frequent answer over its runs, 'compute' or 'memory' (None without one)."""
-    runs = data.runs(notebook)
-    if not len(runs):
-        return pd.Series(None, index=ok.index, dtype=object)
-    said, bound = column(runs, "breakdown.roofline_bound", None), column(runs, "metrics.bound_by", None)
-    answer = said.where(said.isin(ROOFLINE_ANSWERS), bound.where(bound.isin(ROOFLINE_ANSWERS)))
-    modes = answer.groupby(runs["combination_id"], sort=False).agg(
-        lambda values: values.dropna().mode().iloc[0] if values.notna().any() else None)
-    return ok["combination_id"].map(modes)
-
-
 def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
     """The shares of a step and bound_by of `rows`, from their median throughputs (training.shares.step_shares: they
     sum to 1), else (old records) their median shares scaled to 1."""
@@ -68,23 +43,6 @@ def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
     return {**shares, "bound_by": bound_by(shares, roof.mode().iloc[0] if len(roof) else None)}
 
 
-def share_intervals(data: ReportData, notebook: str, ok: pd.DataFrame) -> pd.DataFrame:
-    """Per combination, each share's interval over runs (`_low`, `_high`), whether it is resolved (it stays above 0)
-    and the intervals' `share_level`."""
-    runs = data.runs(notebook)
-    out = pd.DataFrame(index=ok.index)
-    for share in SHARES:
-        values = (pd.to_numeric(runs[f"metrics.{share}"], errors="coerce") if f"metrics.{share}" in runs
-                  else pd.Series(np.nan, index=runs.index))
-        by_run = values.groupby(runs["combination_id"], sort=False).agg(lambda v: median_ci(v)) if len(runs) else {}
-        intervals = ok["combination_id"].map(lambda key, table=by_run: table.get(key) if len(table) else None)
-        out[f"{share}_low"] = intervals.map(lambda i: i.low if i is not None and i.resolved else np.nan)
-        out[f"{share}_high"] = intervals.map(lambda i: i.high if i is not None and i.resolved else np.nan)
-        out[f"{share}_resolved"] = out[f"{share}_low"].gt(0)
-        out["share_level"] = intervals.map(lambda i: i.label if i is not None else "no interval")
-    return out
-
-
 def _resolved_bound(row: pd.Series) -> str | None:
     """bound_by where the share that bounds the step is resolved (input or host), else 'not resolved'."""
     bound = row["bound_by"]
@@ -92,42 +50,57 @@ def _resolved_bound(row: pd.Series) -> str | None:
     return bound if share is None or bool(row.get(f"{share}_resolved", False)) else "not resolved"
 
 
+def _rows(ok: pd.DataFrame, **columns: Any) -> pd.DataFrame:
+    """A bottleneck table's rows of `ok`: device, series (beside the batch), global batch, model, `columns`."""
+    return pd.DataFrame({"device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"],
+                                                                               exclude=("batch_size_is",)),
+                         "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
+                         "model": column(ok, "metrics.model", None), **columns})
+
+
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per combination whose records carry the breakdown (None without any): its runs that measured it, the
-    medians of the three throughputs and of the passes' time, the shares and bound_by."""
+    """One row per combination whose records carry the breakdown (None without any): its runs that made the passes
+    (a sweep may make them in a combination's first run only), the medians over those of the three throughputs and
+    the passes' time, the shares and bound_by, each share's interval over runs (`_low`, `_high`, `_resolved`: it
+    stays above 0) and their `share_level`."""
     ok = data.ok(notebook)
     if not has(ok, "metrics.device_share"):
         return None
     ok = ok[pd.to_numeric(ok["metrics.device_share"], errors="coerce").notna()]
-    table = pd.DataFrame({
-        "device": ok["device_label"],
-        "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
-        "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
-        "model": column(ok, "metrics.model", None),
-        "runs": run_medians(data, notebook, ok, "metrics.device_share", "count").astype(int),
-        "samples_per_s": run_medians(data, notebook, ok, "metrics.samples_per_s"),
-        "input_samples_per_s": pd.to_numeric(column(ok, "metrics.input_samples_per_s"), errors="coerce"),
-        "memory_samples_per_s": run_medians(data, notebook, ok, "breakdown.memory_samples_per_s"),
-        "device_samples_per_s": pd.to_numeric(column(ok, "metrics.device_samples_per_s"), errors="coerce"),
-        **{name: pd.to_numeric(column(ok, f"metrics.{name}"), errors="coerce") for name in SHARES},
-        "bound_by": None,
-        "roofline": roofline_answers(data, notebook, ok),
-        "extra_s": run_medians(data, notebook, ok, "breakdown.seconds.total"),
-        "path": ok["path"],
-    })
+    runs = data.runs(notebook)
+    runs = runs[pd.to_numeric(runs["metrics.device_share"], errors="coerce").notna()]
+    by_combination = runs["combination_id"]
+
+    def over_runs(name: str, how: Any = "median") -> pd.Series:
+        values = pd.to_numeric(column(runs, name), errors="coerce")
+        return ok["combination_id"].map(values.groupby(by_combination, sort=False).agg(how))
+
+    said, bound = column(runs, "breakdown.roofline_bound", None), column(runs, "metrics.bound_by", None)
+    answer = said.where(said.isin(ROOFLINE_ANSWERS), bound.where(bound.isin(ROOFLINE_ANSWERS)))
+    table = _rows(ok, runs=over_runs("metrics.device_share", "count").astype(int),
+                  samples_per_s=over_runs("metrics.samples_per_s").astype(float),
+                  input_samples_per_s=pd.to_numeric(column(ok, "metrics.input_samples_per_s"), errors="coerce"),
+                  memory_samples_per_s=over_runs("breakdown.memory_samples_per_s").astype(float),
+                  device_samples_per_s=pd.to_numeric(column(ok, "metrics.device_samples_per_s"), errors="coerce"),
+                  **{name: pd.to_numeric(column(ok, f"metrics.{name}"), errors="coerce") for name in SHARES},
+                  bound_by=None, roofline=ok["combination_id"].map(answer.groupby(by_combination, sort=False).agg(
+                      lambda values: values.dropna().mode().iloc[0] if values.notna().any() else None)),
+                  extra_s=over_runs("breakdown.seconds.total").astype(float), path=ok["path"])
     for index in table.index:
         for name, value in shares_and_bound(table.loc[[index]]).items():
             table.at[index, name] = value
-    table = pd.concat([table, share_intervals(data, notebook, ok)], axis=1)
+    for share in SHARES:  # a share is resolved where its interval over runs stays above 0
+        intervals = over_runs(f"metrics.{share}", median_ci)
+        table[f"{share}_low"] = intervals.map(lambda i: i.low if i.resolved else np.nan)
+        table[f"{share}_high"] = intervals.map(lambda i: i.high if i.resolved else np.nan)
+        table[f"{share}_resolved"] = table[f"{share}_low"].gt(0)
+        table["share_level"] = intervals.map(lambda i: i.label)
     table["bound_by"] = table.apply(_resolved_bound, axis=1)
-    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
-        .reset_index(drop=True)
+    return in_report_order(table, ["device", "series", "batch"])
 
 
 def _grouped(table: pd.DataFrame) -> pd.DataFrame:
-    """Per series and global batch: the runs behind it and its shares and bound_by (shares_and_bound
-    over its combinations)."""
+    """Per series and global batch: its runs, shares and bound_by (shares_and_bound over its combinations)."""
     rows = []
     for (series, batch), group in table.groupby(["series", "batch"], sort=False):
         resolved = {f"{share}_resolved": bool(group[f"{share}_resolved"].all()) for share in SHARES}
@@ -144,20 +117,8 @@ def series_rest(row: pd.Series) -> str:
     return series[len(device):].lstrip(", ") if series.startswith(device) else series
 
 
-def where_time_goes_sentences(grouped: pd.DataFrame) -> list[str]:
-    """One sentence per series (device and what else varies) and global batch, from the numbers."""
-    sentences = []
-    for _, row in grouped.iterrows():
-        text = describe_shares(f"On {row['series']} at batch {format_number(row['batch'])}", row, row["bound_by"])
-        unresolved = [SHARE_LABELS[share] for share in SHARES[:2] if not row.get(f"{share}_resolved", True)]
-        sentences.append(text + (f" Not resolved from 0 over its runs: {' and '.join(unresolved)}." if unresolved
-                                 else ""))
-    return sentences
-
-
 def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
-    """Stacked bars per series and global batch: input wait, host overhead and device time, as shares of
-    a step (from the medians over the runs of that series and batch: shares_and_bound)."""
+    """Stacked bars per series and global batch: the shares of a step (shares_and_bound)."""
     grouped = _grouped(table)
     figure, (ax,) = new_figure(width=max(5.0, 1.1 * len(grouped) + 2.5), height=4.2)
     positions = np.arange(len(grouped))
@@ -175,37 +136,33 @@ def where_time_goes_figure(table: pd.DataFrame, name: str) -> ReportFigure:
                                        f"batch {format_number(row['batch'])}", row["bound_by"] or "") if part)
              for _, row in grouped.iterrows()]
     ax.set_xticks(positions, ticks, fontsize="small")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("share of a training step")
-    ax.set_title("Where the time goes")
+    ax.set(ylim=(0, 1), ylabel="share of a training step", title="Where the time goes")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    caption = (" ".join(where_time_goes_sentences(grouped)) + " " + METHOD_NOTE + " Under each bar: what bounds it. "
-               "Pale and hatched: a share whose interval over runs reaches 0, not resolved from noise.")
+    sentences = []  # one per series and global batch, from the numbers
+    for _, row in grouped.iterrows():
+        unresolved = [SHARE_LABELS[share] for share in SHARES[:2] if not row.get(f"{share}_resolved", True)]
+        sentences.append(describe_shares(f"On {row['series']} at batch {format_number(row['batch'])}", row,
+                                         row["bound_by"]) + (f" Not resolved from 0 over its runs: "
+                                                             f"{' and '.join(unresolved)}." if unresolved else ""))
+    caption = (" ".join(sentences) + " " + METHOD_NOTE + " Under each bar: what bounds it. Pale and hatched: a share "
+               "whose interval over runs reaches 0, not resolved from noise.")
     return ReportFigure(f"{name}_where_time_goes", figure, grouped, caption)
 
 
 def op_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per profiled combination whose trace was summarised: its device, series, batch and
-    category shares."""
+    """One row per profiled combination whose trace was summarised: its category shares."""
     ok = data.ok(notebook)
     columns = [f"op_breakdown.categories.{name}" for name in CATEGORIES]
     if not all(name in ok for name in columns) or not ok[columns[0]].notna().any():
         return None
     ok = ok[ok[columns[0]].notna()]
-    table = pd.DataFrame({"device": ok["device_label"],
-                          "series": series_labels(ok, ["params.batch_size"], exclude=("batch_size_is",)),
-                          "batch": pd.to_numeric(column(ok, "metrics.global_batch_size"), errors="coerce"),
-                          "model": column(ok, "metrics.model", None),
-                          "steps": column(ok, "op_breakdown.steps"), "basis": column(ok, "op_breakdown.basis"),
-                          **{name: pd.to_numeric(ok[f"op_breakdown.categories.{name}"], errors="coerce")
-                             for name in CATEGORIES},
-                          "trace_dir": column(ok, "op_breakdown.trace_dir")})
-    return table.reset_index(drop=True)
+    return _rows(ok, steps=column(ok, "op_breakdown.steps"), basis=column(ok, "op_breakdown.basis"),
+                 **{name: pd.to_numeric(ok[f"op_breakdown.categories.{name}"], errors="coerce") for name in CATEGORIES},
+                 trace_dir=column(ok, "op_breakdown.trace_dir")).reset_index(drop=True)
 
 
 def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
-    """Per device, one horizontal stacked bar per profiled run: its time per operation category, idle
-    its own (pale) share, as ParaDnn's operation breakdowns."""
+    """Per device, a stacked bar per profiled run: its time per operation category (ParaDnn's)."""
     devices = sort_labels(table["device"])
     figure, axes = new_figure(nrows=len(devices), width=8.0, height=0.6 * max(2, len(table)) + 1.2)
     for ax, device in zip(axes, devices):
@@ -220,8 +177,7 @@ def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
                     label=CATEGORY_LABELS[category], hatch="//" if category == "idle" else None, edgecolor="white")
             left += values
         ax.set_yticks(np.arange(len(rows)), labels, fontsize="small")
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("share of the profiled time")
+        ax.set(xlim=(0, 1), xlabel="share of the profiled time")
         ax.set_title(f"{device}: time per operation ({rows['basis'].iloc[0]} time)", fontsize="medium")
     axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     caption = ("Time per operation category in the profiled steady steps (the framework's own profiler, summarised "
@@ -233,8 +189,7 @@ def op_breakdown_figure(table: pd.DataFrame, name: str) -> ReportFigure:
 
 
 def bottleneck_items(data: ReportData, notebook: str, name: str) -> list[ReportTable | ReportFigure]:
-    """The breakdown table and "where the time goes" figure of `notebook`'s runs, and the operation
-    figure where runs were profiled (nothing for records that carry no breakdown)."""
+    """The breakdown table and its figure, and the operation figure of profiled runs (or nothing)."""
     table = breakdown_table(data, notebook)
     items: list[ReportTable | ReportFigure] = []
     if table is not None:

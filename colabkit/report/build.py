@@ -1,8 +1,6 @@
-"""`python -m colabkit report`: the report built in this process (no kernel), and the notebook a reader can
-re-run. It keeps report.ipynb with its parameters relative to the report folder and, under the cells tagged
-REPORT_CELL and FILES_CELL (found by their tag, never by their text), what each shows; report.html (code hidden)
-and report-with-code.html are exported from it, self-contained. Library warnings go to report.log, not the report.
-"""
+"""`python -m colabkit report`: the report built in this process (no kernel), kept as report.ipynb (its parameters
+relative to the report folder, each shown output under the cell of its tag) and exported, self-contained, as
+report.html (code hidden) and report-with-code.html. Library warnings go to report.log, not the report."""
 
 from __future__ import annotations
 
@@ -82,8 +80,7 @@ class ReportOutputs:
 
 
 def prepare_output(output_dir: str | Path) -> Path:
-    """Create the output folder, and remove the figure and table files an earlier report left there,
-    so that no stale figure can pass for one of this report. Returns the folder."""
+    """Create the folder; remove the figures and tables an earlier report left there. Returns it."""
     folder = Path(output_dir)
     for sub, suffixes in REPORT_FILES.items():
         (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -105,8 +102,7 @@ def files_written(written: list[Path]) -> str:
 
 
 def export_report_html(notebook: Any, html_path: str | Path, with_code: bool = False) -> Path:
-    """A report notebook as one HTML file that needs nothing else (figures embedded, nothing fetched), code hidden
-    unless `with_code`."""
+    """A report notebook as one self-contained HTML file, code hidden unless `with_code`."""
     import jinja2
     from nbconvert import HTMLExporter
 

@@ -13,9 +13,10 @@ import pandas as pd
 
 from colabkit.experiments import find
 from colabkit.records import identity
-from colabkit.statistics import finite, median_ci, ratio_ci, speedup_ci, verdict, verdict_text
-from colabkit.report.figures import levels, mark_substitute_data
-from colabkit.report.records import ReportData, label_kind, labelled, sort_labels
+from colabkit.statistics import VerdictWords, finite, ratio_ci, speedup_ci, verdict, verdict_text
+from colabkit.report.figures import mark_substitute_data
+from colabkit.report.records import ReportData, in_report_order, label_kind, labelled, sort_labels
+from colabkit.report.runs import interval_fields
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -35,20 +36,25 @@ def column(frame: pd.DataFrame, name: str, default: Any = np.nan) -> pd.Series:
     return pd.Series(default, index=frame.index, dtype=object if default is None else None)
 
 
+def metrics(frame: pd.DataFrame, *names: str, **renamed: str) -> dict[str, pd.Series]:
+    """Record metrics as columns: each of `names` from `metrics.<name>`, each `column=metric` of `renamed`."""
+    return {name: column(frame, f"metrics.{metric}") for name, metric in {**dict(zip(names, names)), **renamed}.items()}
+
+
 def device_head(label: str) -> str:
     """'GPU x4' of 'GPU x4: Tesla T4': how a panel title or a bar names a device (other text as it is)."""
     device = labelled(label)
     return device.head if device else str(label)
 
 
+def distinct(values: pd.Series) -> list[str]:
+    """The distinct values, printed as a table prints them ('8', not '8.0')."""
+    return [text for text in dict.fromkeys(values.dropna().map(format_number)) if text]
+
+
 def has(frame: pd.DataFrame, name: str) -> bool:
     """Whether the frame has a column `name` with at least one value."""
     return name in frame and bool(frame[name].notna().any())
-
-
-def first_column(frame: pd.DataFrame, names: list[str]) -> str | None:
-    """The first of `names` that the frame has with at least one value."""
-    return next((name for name in names if name in frame and frame[name].notna().any()), None)
 
 
 def _key(value: Any) -> str:
@@ -78,10 +84,37 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
     return labels
 
 
-def pick(frame: pd.DataFrame, spec: list[tuple[str, str]]) -> pd.DataFrame:
-    """The columns of `spec` ((column, printed name) pairs) that hold a value, renamed; led by `series` where the
-    series say more than the device."""
-    present = [(name, label) for name, label in spec if name in frame and frame[name].notna().any()]
+def experiment_frame(ok: pd.DataFrame, axes: list[str], order: list[str], columns: dict[str, Any],
+                     intervals: dict[str, str] | None = None, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
+    """An experiment's table, one row per combination of `ok`: device, series (series_labels over `axes`),
+    `columns`, the median over runs of each metric of `intervals` as its `<prefix>` with `_low`, `_high`, `_runs`,
+    `_level` (interval_frame), runs, data, config (the work but the device) and path; sorted by `order`."""
+    table = pd.DataFrame({"device": ok["device_label"], "series": series_labels(ok, axes, exclude), **columns,
+                          "runs": column(ok, "runs"), "data": ok["data_used"], "config": work_key(ok, ("device",)),
+                          "path": ok["path"]})
+    table = pd.concat([table, *(interval_frame(samples_column(ok, metric), prefix)
+                                for metric, prefix in (intervals or {}).items())], axis=1)
+    return in_report_order(table, order)
+
+
+# How the appendix's tables print the columns the experiments share (pick; a pair in its spec names one otherwise).
+PRINTED = {"batch": "global batch", "busy_runs": "busy runs", "samples_per_epoch": "samples/epoch",
+           "epochs_run": "epochs", "epoch_first_s": "first epoch (s)", "steady_s": "steady part (s)",
+           "epoch_steady_s": "steady epoch (s)", "epoch_steady_std_s": "std over epochs (s)", "step_ms": "step (ms)",
+           "samples_per_s": "samples/s", "between_run_cv": "between-run CV", "within_run_cv": "within-run CV",
+           "test_accuracy": "test accuracy", "model_params": "parameters", "test_loss": "test loss"}
+
+
+def interval_spec(prefix: str, unit: str = "s") -> list[tuple[str, str]]:
+    """pick's spec of an interval_frame: 'low (s)', 'high (s)', 'level'."""
+    return [(f"{prefix}_low", f"low ({unit})"), (f"{prefix}_high", f"high ({unit})"), (f"{prefix}_level", "level")]
+
+
+def pick(frame: pd.DataFrame, spec: list[str | tuple[str, str]]) -> pd.DataFrame:
+    """The columns of `spec` (a name, printed as PRINTED says, or a (name, printed name) pair) that hold a value,
+    renamed; led by `series` where the series say more than the device."""
+    pairs = [(item, PRINTED.get(item, item)) if isinstance(item, str) else item for item in spec]
+    present = [(name, label) for name, label in pairs if has(frame, name)]
     printed = frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
     if {"series", "device"} <= set(frame.columns) and (frame["series"] != frame["device"]).any():
         printed.insert(0, "series", frame["series"].to_numpy())
@@ -101,7 +134,7 @@ def per_repeat(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Spread of a metric over repeats: the record's own `metrics.<metric>_std`, else the sample standard deviation
+    """Spread of a metric over repeats: the record's `metrics.<metric>_std`, else the sample standard deviation
     of its per-repeat values (NaN without either)."""
     def std(values: Any) -> float:
         if isinstance(values, (list, tuple)) and len([v for v in values if v is not None]) > 1:
@@ -110,11 +143,6 @@ def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
 
     recorded = column(frame, f"metrics.{metric}_std").astype(float)
     return recorded.fillna(per_repeat(frame, metric).map(std).astype(float))
-
-
-def repeats_count(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """How many repeats a metric is the mean of (NaN where the record has no per-repeat list)."""
-    return per_repeat(frame, metric).map(lambda values: len(values) if isinstance(values, (list, tuple)) else np.nan)
 
 
 def cpu_baseline(labels: Any) -> str | None:
@@ -136,19 +164,26 @@ def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the interval of the median of its runs (`samples`): `<prefix>_low`, `_high` (NaN below 3 runs),
-    `_runs` and `_level` ('75 %, n = 3')."""
-    intervals = [median_ci(values if isinstance(values, list) else []) for values in samples]
-    return pd.DataFrame({f"{prefix}_low": [np.nan if i.low is None else i.low for i in intervals],
-                         f"{prefix}_high": [np.nan if i.high is None else i.high for i in intervals],
-                         f"{prefix}_runs": [i.n for i in intervals],
-                         f"{prefix}_level": [i.label for i in intervals]}, index=samples.index)
+    """Per row, the interval of the median of its runs (`samples`): interval_fields but the median."""
+    return pd.DataFrame([interval_fields(values, prefix) for values in samples], index=samples.index,
+                        columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
 
 
-def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str,
-                      oriented: bool = True) -> dict[str, Any]:
-    """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` with
-    the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples / baseline."""
+def interval_text(low: Any, high: Any) -> str | None:
+    """'0.512-0.534' for an interval, None without one."""
+    return None if pd.isna(low) or pd.isna(high) else f"{format_number(low, 3)}-{format_number(high, 3)}"
+
+
+def interval_texts(table: pd.DataFrame, low: str, high: str) -> list[str | None]:
+    """interval_text of each row of `table`, from its columns `low` and `high`."""
+    return [interval_text(a, b) for a, b in zip(table[low], table[high])]
+
+
+def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str, oriented: bool = True,
+                      words: VerdictWords = "speed") -> dict[str, Any]:
+    """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` in
+    `words` with the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples
+    / baseline."""
     samples, baseline = list(samples or []), list(baseline or [])
     if oriented:
         interval, judged = speedup_ci(samples, baseline, higher_is_better), True
@@ -157,7 +192,7 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
     return {prefix: np.nan if interval.estimate is None else interval.estimate,
             f"{prefix}_low": np.nan if interval.low is None else interval.low,
             f"{prefix}_high": np.nan if interval.high is None else interval.high,
-            f"{prefix}_verdict": verdict_text(verdict(interval, judged), interval)
+            f"{prefix}_verdict": verdict_text(verdict(interval, judged, words=words), interval)
             if interval.estimate is not None else None}
 
 
@@ -212,9 +247,7 @@ def figure_warning(frame: pd.DataFrame) -> str | None:
 def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figures: list[Any]) -> None:
     """When the notebook's runs used stand-in data: the section's red warning, and each figure's."""
     ok = data.ok(notebook)
-    warning = substitute_warning(ok, data)
-    if warning:
-        section.warnings.append(warning)
+    section.warnings += [warning for warning in [substitute_warning(ok, data)] if warning]
     note = figure_warning(ok)
     for item in figures if note else []:
         mark_substitute_data(item.figure, note)
@@ -255,34 +288,16 @@ def too_short(runs: pd.DataFrame) -> str | None:
             f"{format_number(float(steady[short.index].median()), 2)} s): their own noise may dominate their times.")
 
 
-def without_results(section: Section, data: ReportData, notebook: str, listed: ReportTable | None) -> Section:
-    """`section` for a notebook without a successful run: `empty` says why, its failed or skipped runs listed."""
-    if listed is None:
-        section.empty = "no record in these results."
-    else:
-        section.empty = f"no successful run: {len(listed.table)} failed or skipped (listed in the appendix)."
-        section.items = [listed]
-    return section
-
-
 def timing_frame(ok: pd.DataFrame) -> pd.DataFrame:
     """The training-time figures every training notebook records (colabkit.training.TrainingTimer), with spread."""
     step_std_s = column(ok, "timings.step_s_steady.std").astype(float)
-    metrics = {"epochs_run": "epochs_run", "epoch_first_s": "epoch_time_first_s", "epoch_steady_s":
-               "epoch_time_steady_s", "epoch_steady_std_s": "epoch_time_steady_std_s", "step_ms": "step_time_steady_ms",
-               "sample_us": "sample_time_steady_us", "samples_per_s": "samples_per_s", "samples_per_epoch":
-               "samples_per_epoch", "train_time_s": "train_time_s", "steady_s": "steady_seconds"}
-    return pd.DataFrame({**{name: column(ok, f"metrics.{metric}") for name, metric in metrics.items()},
+    return pd.DataFrame({**metrics(ok, "epochs_run", "samples_per_s", "samples_per_epoch", "train_time_s",
+                                   epoch_first_s="epoch_time_first_s", epoch_steady_s="epoch_time_steady_s",
+                                   epoch_steady_std_s="epoch_time_steady_std_s", step_ms="step_time_steady_ms",
+                                   sample_us="sample_time_steady_us", steady_s="steady_seconds"),
                          "step_std_ms": step_std_s * 1e3, "train_time_std_s": repeats_std(ok, "train_time_s"),
                          "sample_std_us": step_std_s * 1e6 / column(ok, "metrics.global_batch_size").astype(float)},
                         index=ok.index)
-
-
-def train_samples(ok: pd.DataFrame) -> pd.Series:
-    """Training samples per epoch: the `train_samples` slice a run asked for, else its dataset's size."""
-    asked = column(ok, "params.train_samples").astype(float)
-    full = column(ok, "data.sizes.train").astype(float)
-    return asked.where(asked > 0, full)
 
 
 def work_column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -296,8 +311,7 @@ def global_batch(ok: pd.DataFrame) -> pd.Series:
 
 
 def work_key(frame: pd.DataFrame, leave_out: tuple[str, ...] = ()) -> pd.Series:
-    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key): runs pair on
-    it, at the GLOBAL batch and with each size left at "auto" at the value it used."""
+    """Each record's key of the work it did, without `leave_out` (colabkit.records.identity.work_key)."""
     if not len(frame):
         return pd.Series(dtype=str)
     return column(frame, "work", None).map(lambda work: identity.work_key(work or {}, leave_out))
@@ -308,25 +322,17 @@ def run_backend(frame: pd.DataFrame) -> pd.Series:
     return work_column(frame, "backend").astype(str)
 
 
-def baseline_backend_key(config: pd.Series, backend: pd.Series, on_baseline: pd.Series) -> pd.Series:
-    """Keys pairing each run with a baseline run of its configuration (`config`, without the backend): on the same
-    backend where the baseline ran one, else on its TensorFlow (a TPU's JAX run meets a CPU's TensorFlow run)."""
+def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
+    """Keys pairing each run with the `baseline` device's run of its configuration (the work but the device and
+    backend): on the same backend where the baseline ran one, else on its TensorFlow (a TPU's JAX run meets a CPU's
+    TensorFlow run)."""
+    if not len(frame):
+        return pd.Series(dtype=str)
+    config, backend = work_key(frame, ("device", "backend")), run_backend(frame)
+    on_baseline = frame["device_label"] == baseline
     ran = set(zip(config[on_baseline], backend[on_baseline]))
     chosen = [name if (key, name) in ran else "tensorflow" for key, name in zip(config, backend)]
     return config + "|backend=" + pd.Series(chosen, index=config.index, dtype=str)
-
-
-def run_config_key(frame: pd.DataFrame) -> pd.Series:
-    """Each run's configuration: the work it did but the device, the backend that ran included."""
-    return work_key(frame, ("device",))
-
-
-def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
-    """The key pairing each run with the `baseline` device's run of its configuration (baseline_backend_key)."""
-    if not len(frame):
-        return pd.Series(dtype=str)
-    return baseline_backend_key(work_key(frame, ("device", "backend")), run_backend(frame),
-                                frame["device_label"] == baseline)
 
 
 def work_differs(a: Any, b: Any) -> bool:

@@ -1,7 +1,5 @@
-"""The report in order. The body: the Summary, "Not in this report, and why", the cross-cutting sections that
-have two sides or two points, each experiment's headline figure and table, Methods. The appendix: each section's
-detail in the same order, then Records and Provenance. `colabkit report` and the notebook show the same.
-"""
+"""The report in order: the body (the Summary, "Not in this report, and why", the cross-cutting sections, each
+experiment's, Methods), then the appendix (each section's detail in the same order, Records, Provenance)."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ def log_warnings(caught: list[warnings.WarningMessage], path: str | Path) -> Pat
 
 
 def publish_report(data: ReportData, output_dir: str | Path, display: bool = True) -> list[Path]:
-    """Build, write and (in a notebook) display every section, body then appendix; warnings to report.log. Returns
-    the files written."""
+    """Build, write and (in a notebook) show every section; warnings to report.log. The files written."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sections = report_sections(data)

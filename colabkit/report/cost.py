@@ -1,43 +1,30 @@
-"""The report's cost section (docs/cost.md): per experiment, unit of work and combination its seconds, compute
-units, dollars and joules per unit (medians over runs, the time's interval); the cheapest points for their speed
-(the Pareto front); each runtime's dollars against the fastest one's for the same work, with a verdict.
-"""
+"""The report's cost section (docs/cost.md): per combination and unit of work its seconds, compute units, dollars
+and joules (medians over runs), the Pareto front, and each runtime's dollars against the fastest one's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from matplotlib.ticker import FuncFormatter
 
 from colabkit.cost.per_unit import HEADLINE_UNITS, UNITS, Figure, UnitOfWork
-from colabkit.report.common import column, title_of, work_key
-from colabkit.report.figures import label_colors, label_markers, new_figure
-from colabkit.report.headline import interval_text
+from colabkit.report.common import column, comparison_fields, interval_texts, title_of, work_key
+from colabkit.report.figures import error_bars, label_colors, label_markers, levels, new_figure, state_levels, wide
 from colabkit.report.records import ReportData, run_modes, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import finite, median_ci, ratio_ci, verdict, verdict_text
+from colabkit.report.runs import interval_fields
+from colabkit.statistics import finite
 
 FIGURES: tuple[Figure, ...] = ("s", "usd", "cu", "j")
-
-
-def _interval_fields(prefix: str, values: list[float]) -> dict[str, Any]:
-    """`prefix` the median of `values` (one per run), `_low`/`_high` its interval (NaN below 3 runs), `_level`."""
-    interval = median_ci(values)
-    return {prefix: np.nan if interval.estimate is None else interval.estimate,
-            f"{prefix}_low": np.nan if interval.low is None else interval.low,
-            f"{prefix}_high": np.nan if interval.high is None else interval.high,
-            f"{prefix}_level": interval.label if interval.n else None}
 
 
 def cost_rows(data: ReportData) -> pd.DataFrame:
     """One row per combination and unit of work its runs timed: its runtime and rate (or `no_rate`), `runs`, and per
     figure (s, usd, cu, j) the median over runs with `_low`, `_high`, `_level`."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    runs = data.costed()
     if not len(runs):
         return pd.DataFrame()
     configuration = work_key(runs, ("device", "backend"))
@@ -54,9 +41,9 @@ def cost_rows(data: ReportData) -> pd.DataFrame:
                 "combination": last["combination"], "configuration": configuration[last.name],
                 "device": last["device_label"], "runtime": last["cost.runtime"],
                 "usd_per_hour": last.get("cost.usd_per_hour"), "cu_per_hour": last.get("cost.cu_per_hour"),
-                "no_rate": last.get("cost.no_rate"), "runs": len(group), "usd_runs": dollars}
+                "no_rate": last.get("cost.no_rate"), "runs": len(group), "usd_samples": dollars}
             for figure in FIGURES:
-                row |= _interval_fields(figure, finite(column(group, unit.column(figure))))
+                row |= interval_fields(finite(column(group, unit.column(figure))), figure)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -67,33 +54,23 @@ def pareto_front(times: list[float], costs: list[float]) -> list[bool]:
     return [not any(t <= time and c <= cost and (t < time or c < cost) for t, c in points) for time, cost in points]
 
 
-def mark_front(rows: pd.DataFrame) -> pd.Series:
-    """Per row with a dollar figure, whether it is on its notebook's, unit's and configuration's Pareto front of median
-    seconds and dollars; None for a row without a rate."""
-    front = pd.Series(None, index=rows.index, dtype=object)
-    priced = rows[rows["usd"].notna()]
-    for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
+def fronts_and_ratios(rows: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
+    """Among the priced runtimes that did the same work (notebook, unit, configuration): whether each row is on their
+    Pareto front of median seconds and dollars (None for a row without a rate); and, where there are several, each
+    one's dollars per unit over the fastest one's, the ratio's interval and its verdict."""
+    front, ratios = pd.Series(None, index=rows.index, dtype=object), []
+    for _, group in rows[rows["usd"].notna()].groupby(["notebook", "unit", "configuration"], sort=False):
         front.loc[group.index] = pareto_front(list(group["s"]), list(group["usd"]))
-    return front
-
-
-def ratio_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per work more than one priced runtime did: each one's dollars per unit over the fastest one's, with the
-    interval of that ratio and its verdict."""
-    out = []
-    priced = rows[rows["usd"].notna()]
-    for _, group in priced.groupby(["notebook", "unit", "configuration"], sort=False):
-        if len(group) < 2:
-            continue
         fastest = group.loc[group["s"].idxmin()]
         for _, row in group.drop(index=fastest.name).iterrows():
-            interval = ratio_ci(row["usd_runs"], fastest["usd_runs"])
-            out.append({"experiment": title_of(row["notebook"]), "per": row["per"], "combination": row["combination"],
-                        "device": row["device"], "against (fastest)": fastest["device"],
-                        "$ ratio": interval.estimate, "ratio low": interval.low, "ratio high": interval.high,
-                        "verdict": verdict_text(verdict(interval, higher_is_better=False, words="cost"), interval)
-                        if interval.estimate is not None else None})
-    return pd.DataFrame(out)
+            fields = comparison_fields(row["usd_samples"], fastest["usd_samples"], False, "ratio", oriented=False,
+                                       words="cost")
+            ratios.append({"experiment": title_of(row["notebook"]), "per": row["per"],
+                           "combination": row["combination"], "device": row["device"],
+                           "against (fastest)": fastest["device"], "$ ratio": fields["ratio"],
+                           "ratio low": fields["ratio_low"], "ratio high": fields["ratio_high"],
+                           "verdict": fields["ratio_verdict"]})
+    return front, pd.DataFrame(ratios)
 
 
 def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
@@ -112,49 +89,29 @@ def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
     for device in sort_labels(drawn["device"]):
         points = drawn[drawn["device"] == device]
         for on_front, subset in points.groupby(points["pareto"].astype(bool)):
-            ax.errorbar(subset["s"], subset["usd"],
-                        xerr=_bars(subset, "s"), yerr=_bars(subset, "usd"), fmt=markers[device], color=colors[device],
-                        markerfacecolor=colors[device] if on_front else "white", capsize=2, linewidth=1, zorder=2,
-                        label=device if on_front or not points["pareto"].astype(bool).any() else None)
-    if _wide(drawn["s"]) or _wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    levels = "; ".join(dict.fromkeys(str(level) for level in drawn["usd_level"].dropna() if "no interval" not in level))
-    if levels:
-        ax.text(0.99, 0.01, f"error bars: {levels}", transform=ax.transAxes, ha="right", va="bottom", fontsize="small",
-                color="#555555")
+            ax.errorbar(subset["s"], subset["usd"], xerr=error_bars(subset, "s", "s_low", "s_high"),
+                        yerr=error_bars(subset, "usd", "usd_low", "usd_high"), fmt=markers[device],
+                        color=colors[device], markerfacecolor=colors[device] if on_front else "white", capsize=2,
+                        linewidth=1, zorder=2, label=device if on_front or not points["pareto"].astype(bool).any() else None)
+    if wide(drawn["s"]) or wide(drawn["usd"]):  # both, so that each runtime's rate is a straight line
+        ax.set(xscale="log", yscale="log")
+    state_levels(ax, drawn, "usd_low")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_number(value, 3)))
-    ax.set_xlabel(f"seconds per {unit.label}")
-    ax.set_ylabel(f"$ per {unit.label}")
-    ax.set_title(f"{title_of(notebook)}: time and cost per {unit.label}")
+    ax.set(xlabel=f"seconds per {unit.label}", ylabel=f"$ per {unit.label}",
+           title=f"{title_of(notebook)}: time and cost per {unit.label}")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), title="filled: cheapest for its speed")
     data = drawn[["combination", "device", "runtime", "usd_per_hour", "runs", "s", "s_low", "s_high", "usd",
                   "usd_low", "usd_high", "usd_level", "pareto"]].reset_index(drop=True)
     return ReportFigure(f"cost_{notebook}_{unit.key}", figure, data,
                         f"{title_of(notebook)}: seconds and dollars per {unit.label} of each combination on each "
-                        f"priced runtime, medians over runs with their intervals ({levels or 'no interval'}); a grey "
+                        f"priced runtime, medians over runs with their intervals ({levels(drawn['usd_level'])}); a grey "
                         "line joins the runtimes that did the same work, filled points are the cheapest for their "
                         "speed among them (the Pareto front).")
 
 
-def _wide(values: pd.Series, ratio: float = 30.0) -> bool:
-    """Whether the positive values span more than `ratio`: an axis for a log scale."""
-    positive = values[values > 0]
-    return bool(len(positive)) and float(positive.max() / positive.min()) > ratio
-
-
-def _bars(points: pd.DataFrame, name: str) -> Any:
-    """Error bar lengths below and above each point from its `_low`/`_high` (none where there is no interval)."""
-    low = (points[name] - points[f"{name}_low"]).clip(lower=0).fillna(0).to_numpy(float)
-    high = (points[f"{name}_high"] - points[name]).clip(lower=0).fillna(0).to_numpy(float)
-    return None if not (low.any() or high.any()) else np.vstack([low, high])
-
-
 def rates_table(data: ReportData) -> pd.DataFrame:
-    """Each runtime the runs had: its rate, where the rate comes from and when it was read, how many runs it priced;
-    or the reason there is none."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.runtime", None).notna()]
+    """Each runtime the runs had: its rate, source, date read and runs priced, or why it has none."""
+    runs = data.costed()
     rates = {rate.runtime: rate for rate in data.rates.rates}
     out = []
     for runtime, group in runs.groupby("cost.runtime", sort=True):
@@ -170,8 +127,8 @@ def rates_table(data: ReportData) -> pd.DataFrame:
 
 def missing_rates(data: ReportData) -> str | None:
     """The sentence naming each runtime whose runs have no rate, and how many; None when every run is priced."""
-    runs = data.used()
-    runs = runs[(runs["status"] == "ok") & column(runs, "cost.no_rate", None).notna()]
+    runs = data.costed()
+    runs = runs[column(runs, "cost.no_rate", None).notna()]
     if not len(runs):
         return None
     named = [f"{runtime} ({len(group)} run(s) of {', '.join(dict.fromkeys(map(title_of, group['notebook'])))})"
@@ -182,8 +139,7 @@ def missing_rates(data: ReportData) -> str | None:
 
 
 def cost_section(data: ReportData) -> Section:
-    """Cost: in the body, where two priced runtimes did the same work, their dollars against the fastest one's; the
-    rates, the figures and every cost per unit in the appendix."""
+    """Dollars against the fastest runtime's in the body; rates, figures and costs in the appendix."""
     section = Section("cost", "Cost")
     runs = data.used()
     unused = data.rates.unused(column(runs, "cost.runtime", None)[column(runs, "cost.usd_per_hour").notna()])
@@ -192,15 +148,13 @@ def cost_section(data: ReportData) -> Section:
     if not len(rows):
         section.empty = "no ok run with a time per unit of work."
         return section
-    rows["pareto"] = mark_front(rows)
-    ratios = ratio_rows(rows)
+    rows["pareto"], ratios = fronts_and_ratios(rows)
     missing = missing_rates(data)
     if len(ratios):
-        section.items.append(ReportTable("cost", ratios.drop(columns=["combination"]).assign(interval=[
-            interval_text(low, high) for low, high in zip(ratios["ratio low"], ratios["ratio high"])]).drop(
-            columns=["ratio low", "ratio high"]), "Each runtime's dollars per unit of work over those of the fastest "
-            "runtime that did the same work: the ratio of the medians, its interval and verdict (docs/cost.md).",
-            body=True))
+        section.items.append(ReportTable("cost", ratios.drop(columns=["combination", "ratio low", "ratio high"]).assign(
+            interval=interval_texts(ratios, "ratio low", "ratio high")), "Each runtime's dollars per unit of work over "
+            "those of the fastest runtime that did the same work: the ratio of the medians, its interval and verdict "
+            "(docs/cost.md).", body=True))
     else:
         section.empty = ("no rate for " + ", ".join(sorted(set(rows.loc[rows["usd"].isna(), "runtime"]))) +
                          " (--rates FILE gives one)." if missing else "no work ran on two priced runtimes.")
@@ -211,12 +165,10 @@ def cost_section(data: ReportData) -> Section:
     section.items.append(ReportTable("cost_rates", rates_table(data), "The runtimes the runs had: each one's rate "
                                      "per hour, its source and the date it was read, and the runs it priced (or why "
                                      "a runtime has no rate)."))
-    for notebook in dict.fromkeys(rows["notebook"]):
-        for unit in (unit for unit in UNITS if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
-                     and HEADLINE_UNITS[unit.mode] == unit.key):
-            figure = cost_figure(rows, notebook, unit, data.palette)
-            if figure is not None:
-                section.items.append(figure)
+    section.items += [figure for notebook in dict.fromkeys(rows["notebook"]) for unit in UNITS
+                      if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
+                      and HEADLINE_UNITS[unit.mode] == unit.key
+                      and (figure := cost_figure(rows, notebook, unit, data.palette)) is not None]
     section.items.append(ReportTable("cost_per_unit", _printed(rows), "Per combination and unit of work: seconds, "
                                      "dollars, compute units and joules per unit, medians over runs with their "
                                      "intervals (low, high) and the level they reach; `cheapest for its speed`: on the "
@@ -232,13 +184,10 @@ def cost_section(data: ReportData) -> Section:
 def _printed(rows: pd.DataFrame) -> pd.DataFrame:
     """The per-unit rows as the report prints them: named columns, figures in their units."""
     names: dict[Figure, str] = {"s": "s", "usd": "$", "cu": "compute units", "j": "J"}
-    table = pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
-                          "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
-                          "$ per hour": rows["usd_per_hour"], "runs": rows["runs"]})
-    for figure in FIGURES:
-        name = names[figure]
-        table[name] = rows[figure]
-        table[f"{name} low"], table[f"{name} high"] = rows[f"{figure}_low"], rows[f"{figure}_high"]
-    table["level"], table["J level"] = rows["s_level"], rows["j_level"]  # joules: their own runs
-    table["cheapest for its speed"] = rows["pareto"]
-    return table
+    return pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
+                         "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
+                         "$ per hour": rows["usd_per_hour"], "runs": rows["runs"],
+                         **{f"{name}{end}": rows[f"{figure}{suffix}"] for figure, name in names.items()
+                            for end, suffix in (("", ""), (" low", "_low"), (" high", "_high"))},
+                         "level": rows["s_level"], "J level": rows["j_level"],  # joules: their own runs
+                         "cheapest for its speed": rows["pareto"]})

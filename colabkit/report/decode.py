@@ -1,7 +1,5 @@
-"""The report's decode section (docs/decode.md): per device, model, batch and prompt length, time to first
-token, time per output token and tokens/s (medians over runs with their intervals), the bytes a step reads beside
-what the compiled step accesses, and each device's roofline with its prefill and decode points.
-"""
+"""The report's decode section (docs/decode.md): per device, model, batch and prompt length, TTFT, TPOT and tokens/s
+(medians over runs with their intervals), the bytes a step reads, and each device's roofline with its phases."""
 
 from __future__ import annotations
 
@@ -11,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from colabkit.plots import draw_roofline
-from colabkit.report.figures import label_colors, new_figure
+from colabkit.report.common import column
+from colabkit.report.figures import new_figure, plot_lines, powers_of_two_axis
 from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import median_ci
@@ -64,26 +63,12 @@ def decode_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _errorbar(ax: Any, rows: pd.DataFrame, x: str, y: str, label: str, color: str) -> None:
-    """A line of `y` against `x` with its intervals' bars, from the rows with a value of `y` (a marker alone at a
-    single x; none: nothing drawn, and no legend entry)."""
-    rows = rows[rows[y].astype(float).notna()].sort_values(x)
-    if not len(rows):
-        return
-    low, high = rows[f"{y}_low"].astype(float), rows[f"{y}_high"].astype(float)
-    bounded = low.notna() & high.notna()
-    values = rows[y].astype(float)
-    yerr = np.array([np.where(bounded, values - low, 0.0), np.where(bounded, high - values, 0.0)])
-    ax.errorbar(rows[x], values, yerr=yerr, marker="o", capsize=3, label=label, color=color,
-                linestyle="-" if rows[x].nunique() > 1 else "none")
-
-
-# The panels of the scaling figure: (y, x, what a line holds fixed, the panel's title)
+# The panels of the scaling figure: (y, x, what a line holds fixed, the y axis, the panel's title)
 PANELS = (("tpot_ms", "prompt_length", "batch", "TPOT, median step (ms, log)", "Time per output token by cache length"),
           ("tokens_per_s", "batch", "prompt_length", "output tokens/s (log)", "Output tokens/s by batch"))
 
 
-def scaling_figure(table: pd.DataFrame, colors: dict[str, str]) -> ReportFigure | None:
+def scaling_figure(table: pd.DataFrame, palette: dict[str, str]) -> ReportFigure | None:
     """TPOT against the prompt length, tokens/s against the batch, bars the intervals over runs: a panel only where a
     line joins two points (None where neither does)."""
     panels = [panel for panel in PANELS if table[table[panel[0]].astype(float).notna()]
@@ -93,13 +78,13 @@ def scaling_figure(table: pd.DataFrame, colors: dict[str, str]) -> ReportFigure 
     figure, axes = new_figure(ncols=len(panels), width=5.5, height=4.0)
     several = table.groupby("device")["model"].nunique().max() > 1  # then each line names its model too
     for ax, (y, x, fixed, ylabel, title) in zip(axes, panels):
-        for (device, model, value), rows in table.groupby(["device", "model", fixed], sort=False):
-            named = f"{device}, {model}" if several else device
-            _errorbar(ax, rows, x, y, f"{named}, {fixed.replace('_length', '')} {value}", colors[device])
-        values = sorted(set(table[x]))
-        ax.set(xscale="log", yscale="log", xlabel=f"{x.replace('_', ' ')} (log)", ylabel=ylabel, title=title)
-        ax.set_xticks(values, [str(value) for value in values], minor=False)
-        ax.minorticks_off()
+        lines = table.astype({y: float, f"{y}_low": float, f"{y}_high": float})
+        lines = lines[lines[y].notna()]
+        named = lines["device"] + (", " + lines["model"] if several else "")
+        lines = lines.assign(series=named + f", {fixed.replace('_length', '')} " + lines[fixed].astype(str))
+        plot_lines(ax, lines, x, y, low=f"{y}_low", high=f"{y}_high", colors=palette)
+        powers_of_two_axis(ax, table[x])
+        ax.set(yscale="log", xlabel=f"{x.replace('_', ' ')} (log)", ylabel=ylabel, title=title)
         ax.legend(fontsize="small")
     caption = ("Decode per device: the median over runs of TPOT (a step attends over its whole fixed-size cache) and "
                "of output tokens/s (prefill included); bars: the interval over runs (Methods).")
@@ -109,8 +94,7 @@ def scaling_figure(table: pd.DataFrame, colors: dict[str, str]) -> ReportFigure 
 
 
 def roofline_figure(table: pd.DataFrame) -> ReportFigure | None:
-    """Each device's roofline with each combination's prefill and decode step at their arithmetic intensities (None
-    where no point has both figures)."""
+    """Each device's roofline with each combination's prefill and decode step (None without a point)."""
     phases = (("prefill", "prefill", "#1f77b4"), ("decode", "decode step", "#d62728"))
     points = [{"device": row["device"], "model": row["model"], "batch": row["batch"],
                "prompt_length": row["prompt_length"], "phase": kind,
@@ -153,22 +137,19 @@ def decode_section(data: ReportData) -> Section:
         section.empty = "one device, batch size and prompt length: nothing to set side by side (appendix)."
     section.notes.append("Achieved GB/s: the bytes a step must read (weights and the whole cache) over its median "
                          "time; beside them the bytes XLA's compiled step accesses (JAX only; docs/decode.md).")
-    above = table[table["within_bandwidth"].eq(False)]
-    if len(above):
-        section.warnings.append("Achieved GB/s above the device's bandwidth at " + ", ".join(
-            f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.achieved_gb_s:.3g} GB/s)"
-            for row in above.itertuples()) + ": the step's bytes fit a cache level faster than memory.")
-    heavy = table[table["compiler_bytes_ratio"].astype(float) > COMPILER_BYTES_WARN_RATIO] if (
-        "compiler_bytes_ratio" in table) else table.iloc[:0]
-    if len(heavy):
-        section.warnings.append("The compiled step accesses more than the model must read at " + ", ".join(
-            f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.compiler_bytes_ratio:.3g}x)"
-            for row in heavy.itertuples()) + ": achieved GB/s counts the model's bytes only (docs/decode.md).")
-    copied = table[table["compiler_cache_copies"].fillna(0).astype(int) > 0]
-    if len(copied):
-        section.warnings.append("The compiled step copies (or converts) a whole key or value cache at " + ", ".join(
-            f"{row.device} batch {row.batch} prompt {row.prompt_length} ({row.compiler_cache_copies} copies)"
-            for row in copied.itertuples()) + ": each step moves that cache again (docs/decode.md).")
+    for rows, shown, start, end in (  # what the report warns of: which rows, what each shows, the sentence
+            (table["within_bandwidth"].eq(False), "{row.achieved_gb_s:.3g} GB/s", "Achieved GB/s above the device's "
+             "bandwidth at ", ": the step's bytes fit a cache level faster than memory."),
+            (column(table, "compiler_bytes_ratio").astype(float) > COMPILER_BYTES_WARN_RATIO,
+             "{row.compiler_bytes_ratio:.3g}x", "The compiled step accesses more than the model must read at ",
+             ": achieved GB/s counts the model's bytes only (docs/decode.md)."),
+            (table["compiler_cache_copies"].fillna(0).astype(int) > 0, "{row.compiler_cache_copies} copies",
+             "The compiled step copies (or converts) a whole key or value cache at ",
+             ": each step moves that cache again (docs/decode.md).")):
+        if rows.any():
+            section.warnings.append(start + ", ".join(f"{row.device} batch {row.batch} prompt {row.prompt_length} ("
+                                                      + shown.format(row=row) + ")" for row in table[rows].itertuples())
+                                    + end)
     section.items.append(ReportTable("decode_headline", pd.DataFrame({
         "device": table["device"], "batch": table["batch"], "prompt": table["prompt_length"], "TTFT (ms)": table["ttft_ms"],
         "TPOT (ms)": table["tpot_ms"], "tokens/s": table["tokens_per_s"], "level": table["tpot_ms_level"].map(
@@ -177,7 +158,7 @@ def decode_section(data: ReportData) -> Section:
         body=True))
     section.items.append(ReportTable("decode", table, "Decode per device, batch size and prompt length: TTFT, TPOT "
                                      "and tokens/s (medians over runs, their intervals), bytes and GB/s a step"))
-    section.add_figure(scaling_figure(table, label_colors(table["device"], data.palette)),
+    section.add_figure(scaling_figure(table, data.palette),
                        "No figure of TPOT and tokens/s: no line of them joins two batch sizes or prompt lengths.")
     section.add_figure(roofline_figure(table), "No roofline figure: no decode row gives both a phase's model TFLOPS "
                                                "and its arithmetic intensity (prefill_tflops, prefill_intensity, "

@@ -1,7 +1,5 @@
-"""Which function builds each experiment's section: SECTIONS, experiment name -> section function (every one
-in the suite colabkit.report.headline.notebook_section). An experiment declared outside the suite registers its
-own from a module listed in COLABKIT_EXPERIMENTS (`register_section`: docs/adding-an-experiment.md).
-"""
+"""SECTIONS: experiment name -> the function that builds its section (the suite's: headline.notebook_section). An
+experiment declared outside the suite registers its own (`register_section`: docs/adding-an-experiment.md)."""
 
 from __future__ import annotations
 
@@ -42,6 +40,5 @@ def has_section(notebook: str) -> bool:
 
 
 def experiment_sections(data: ReportData) -> list[Section]:
-    """The section of every declared experiment that has one, built from `data`, in the registry's
-    order (a section without records says so)."""
+    """The section of every declared experiment that has one, in the registry's order."""
     return [SECTIONS[experiment.name](data) for experiment in all_experiments() if experiment.name in SECTIONS]

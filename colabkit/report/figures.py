@@ -1,10 +1,10 @@
-"""Figure helpers the sections share: one style, one colour per device, lines and bars with error bars.
-Figures are made without pyplot (nothing shown or leaked); every series is a labelled line or bar container.
-"""
+"""Figure helpers the sections share: one style, one colour per device, lines and bars with error bars. Figures are
+made without pyplot (nothing shown or leaked); every series is a labelled line or bar container."""
 
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from colabkit.plots import use_style
-from colabkit.report.records import device_palette, label_kind, shade, sort_labels
+from colabkit.report.records import device_palette, kind_positions, shade, sort_labels
 from colabkit.report.writers import format_number
 
 WARNING_COLOR = "#b00020"
@@ -28,31 +28,22 @@ def report_style() -> None:
                                 "figure.constrained_layout.use": False})
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.0,
-               sharey: bool = False) -> tuple[Any, np.ndarray]:
+def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.0) -> tuple[Any, np.ndarray]:
     """A figure (not registered with pyplot) and its axes as a flat array."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-    axes = figure.subplots(nrows, ncols, squeeze=False, sharey=sharey)
-    return figure, axes.ravel()
+    return figure, figure.subplots(nrows, ncols, squeeze=False).ravel()
 
 
 def label_markers(labels: Iterable[str]) -> dict[str, str]:
     """A marker per device label: circles for the first label of a kind, then squares, triangles..."""
-    markers, used = {}, {}
-    for label in sort_labels(labels):
-        kind = label_kind(label)
-        markers[label] = "os^Dv"[used.get(kind, 0) % 5]
-        used[kind] = used.get(kind, 0) + 1
-    return markers
+    return {label: "os^Dv"[index % 5] for label, index in kind_positions(labels).items()}
 
 
 def label_colors(labels: Iterable[str], palette: dict[str, str] | None = None) -> dict[str, str]:
     """A colour per device label: the report's `palette`'s where it has the label, else device_palette's."""
-    labels = list(labels)
-    own = device_palette(labels)
-    return {label: (palette or {}).get(label, own[label]) for label in own}
+    return {label: (palette or {}).get(label, color) for label, color in device_palette(labels).items()}
 
 
 def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device",
@@ -77,31 +68,26 @@ def mark_substitute_data(figure: Any, text: str) -> None:
                     fontsize=9, fontweight="bold")
 
 
-def _errors(rows: pd.DataFrame, y: str, err: str | None, low: str | None, high: str | None) -> Any:
-    """Error bar lengths for matplotlib (None when there is no spread to draw). A zero spread is
+def error_bars(rows: pd.DataFrame, y: str, low: str | None, high: str | None) -> Any:
+    """Error bar lengths for matplotlib from `low` to `high` (None when there is no spread to draw). A zero spread is
     drawn as nothing rather than as a flat cap: one configuration has no range."""
-    if low and high and low in rows and high in rows:
-        lower = (rows[y] - rows[low]).clip(lower=0).to_numpy(float, copy=True)
-        upper = (rows[high] - rows[y]).clip(lower=0).to_numpy(float, copy=True)
-        empty = ~((lower > 0) | (upper > 0))
-        lower[empty], upper[empty] = np.nan, np.nan
-        return None if empty.all() else np.vstack([lower, upper])
-    if err and err in rows:
-        values = rows[err].astype(float).to_numpy(copy=True)
-        values[~(values > 0)] = np.nan
-        return None if np.isnan(values).all() else values
-    return None
+    if not (low in rows and high in rows):
+        return None
+    lower = (rows[y] - rows[low]).clip(lower=0).to_numpy(float, copy=True)
+    upper = (rows[high] - rows[y]).clip(lower=0).to_numpy(float, copy=True)
+    empty = ~((lower > 0) | (upper > 0))
+    lower[empty], upper[empty] = np.nan, np.nan
+    return None if empty.all() else np.vstack([lower, upper])
 
 
 def levels(values: Any) -> str:
-    """The levels and runs of some intervals ('75 %, n = 3; 96.8 %, n = 6'), from their labels or verdicts; 'no
-    interval' without any."""
+    """The levels and runs of some intervals ('75 %, n = 3'), from labels or verdicts ('no interval')."""
     found = pd.Series(list(values), dtype=object).dropna().astype(str).str.extract(
         r"(\d[\d.]* %, n = \d+(?: and \d+)?)")[0]
     return "; ".join(dict.fromkeys(found.dropna())) or "no interval"
 
 
-def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
+def state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
     """Write the level of the error bars drawn from `<prefix>_low` in the axes' corner, once per axes."""
     prefix = low[: -len("_low")] if low and low.endswith("_low") else None
     column = next((name for name in (f"{prefix}_level", f"{prefix}_verdict") if prefix and name in rows), None)
@@ -115,62 +101,49 @@ def _state_levels(ax: Any, rows: pd.DataFrame, low: str | None) -> None:
 
 
 def _infinite(values: pd.Series) -> pd.Series:
-    """Which values are infinite: they have no place on an axis (the tables still print them); NaN
-    is missing, and a line breaks there."""
+    """Which values are infinite: no place on an axis (tables print them); NaN breaks a line."""
     return pd.Series(np.isinf(pd.to_numeric(values, errors="coerce").astype(float)), index=values.index)
 
 
-def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, series: str = "series", device: str = "device",
-               err: str | None = None, low: str | None = None, high: str | None = None,
-               linestyle: str | None = None, suffix: str = "", filled: bool = True, dodge: float = 0.0,
+def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, low: str | None = None, high: str | None = None,
                colors: dict[str, str] | None = None) -> None:
-    """One line per `series` in its `device`'s colour (`colors`), with error bars (`err`, or `low` to `high`); a
-    series at one x is a marker alone; `dodge` shifts series apart on a log x axis."""
-    colors, markers = label_colors(table[device], colors), label_markers(table[device])
-    styles = ["-", "--", "-.", ":"]
-    per_device: dict[str, int] = {}
-    count = table[series].nunique()
-    for index, (name, rows) in enumerate(table.groupby(series, sort=False)):
+    """One line per `series` of `table` in its `device`'s colour (`colors`), with error bars from `low` to `high`; a
+    series at one x is a marker alone."""
+    colors, markers = label_colors(table["device"], colors), label_markers(table["device"])
+    styles, per_device = ["-", "--", "-.", ":"], Counter()
+    for name, rows in table.groupby("series", sort=False):
         rows = rows[~(_infinite(rows[x]) | _infinite(rows[y]))].sort_values(x)
         if not len(rows):
             continue
-        if dodge:
-            rows = rows.assign(**{x: rows[x] * 2 ** (dodge * (index - (count - 1) / 2))})
-        label = rows[device].iloc[0]
-        style = linestyle or styles[per_device.get(label, 0) % len(styles)]
-        per_device[label] = per_device.get(label, 0) + 1
-        color = colors[label]
+        label = rows["device"].iloc[0]
+        style, color = styles[per_device[label] % len(styles)], colors[label]
+        per_device[label] += 1
         ax.plot(rows[x], rows[y], linestyle=style if rows[x].nunique() > 1 else "none", marker=markers[label],
-                color=color, label=f"{name}{suffix}", markerfacecolor=color if filled else "white")
-        yerr = _errors(rows, y, err, low, high)
+                color=color, label=name)
+        yerr = error_bars(rows, y, low, high)
         if yerr is not None:
             ax.errorbar(rows[x], rows[y], yerr=yerr, fmt="none", ecolor=color, capsize=3, linewidth=1)
-            _state_levels(ax, rows, low)
+            state_levels(ax, rows, low)
 
 
-def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, series: str = "series",
-                 colors: dict[str, str] | None = None, err: str | None = None, low: str | None = None,
-                 high: str | None = None, hatched: Iterable[str] = (), order: list[Any] | None = None) -> list[Any]:
-    """Bars of `value` per `category`, one per `series` side by side, `hatched` ones (published) pale and hatched.
-    Returns the categories in x order."""
-    present = set(table[category].dropna())
-    categories = [c for c in order if c in present] if order else sorted(present, key=lambda c: (isinstance(c, str), c))
-    names = list(dict.fromkeys(table[series]))
-    hatched = set(hatched)
+def grouped_bars(ax: Any, table: pd.DataFrame, category: str, value: str, *, colors: dict[str, str] | None = None,
+                 low: str | None = None, high: str | None = None, hatched: Iterable[str] = ()) -> None:
+    """Bars of `value` per `category`, one per `series` side by side, `hatched` ones (published) pale and hatched."""
+    categories = sorted(set(table[category].dropna()), key=lambda c: (isinstance(c, str), c))
+    names, hatched = list(dict.fromkeys(table["series"])), set(hatched)
     width = 0.8 / max(1, len(names))
     for index, name in enumerate(names):
-        rows = table[table[series] == name].set_index(category).reindex(categories)
+        rows = table[table["series"] == name].set_index(category).reindex(categories)
         rows = rows[rows[value].notna() & ~_infinite(rows[value])]
         positions = [categories.index(c) - 0.4 + width * (index + 0.5) for c in rows.index]
         color = (colors or {}).get(name, "#999999")
-        yerr = _errors(rows, value, err, low, high)
+        yerr = error_bars(rows, value, low, high)
         ax.bar(positions, rows[value], width=width * 0.95, label=name, color=color,
                alpha=0.45 if name in hatched else 1.0, hatch=PUBLISHED_HATCH if name in hatched else None,
                edgecolor="#333333" if name in hatched else color, yerr=yerr, capsize=3 if yerr is not None else 0)
         if yerr is not None:
-            _state_levels(ax, rows, low)
+            state_levels(ax, rows, low)
     ax.set_xticks(range(len(categories)), [textwrap.fill(format_number(c), 10) for c in categories])
-    return categories
 
 
 def powers_of_two_axis(ax: Any, values: Iterable[float]) -> None:
@@ -182,8 +155,7 @@ def powers_of_two_axis(ax: Any, values: Iterable[float]) -> None:
         ax.minorticks_off()
 
 
-def log_scale_if_wide(ax: Any, values: Iterable[float], axis: str = "y", ratio: float = 30.0) -> None:
-    """Use a log scale when the positive values span more than `ratio`."""
+def wide(values: Iterable[float], ratio: float = 30.0) -> bool:
+    """Whether the positive values span more than `ratio`: an axis for a log scale."""
     positive = [v for v in values if v is not None and np.isfinite(v) and v > 0]
-    if positive and max(positive) / min(positive) > ratio:
-        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    return bool(positive) and max(positive) / min(positive) > ratio

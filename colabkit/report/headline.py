@@ -1,10 +1,6 @@
-"""Each experiment's answer, drawn once for every experiment from its declaration (its headline and `Figures`: the
-axis, bars or lines, the published values beside ours, the figures it names).
-
-`notebook_section` is every experiment's section: in the body its headline figure and one short table
-(headline_table: the median over runs, its interval and level, the speedup over the CPU and its verdict); in the
-appendix its detail, the common figures (COMMON) and its own, each drawn where it sets two points side by side.
-"""
+"""Each experiment's section, drawn for every experiment from its declaration (its headline and `Figures`: the
+axis, bars or lines, the published values beside ours, the figures it names): in the body its headline figure and
+one short table (headline_table), in the appendix its detail, the common figures (COMMON) and its own."""
 
 from __future__ import annotations
 
@@ -18,16 +14,15 @@ from colabkit.experiments import find
 from colabkit.experiments.declaration import COMMON_FIGURES, Experiment, Headline
 from colabkit.plots import device_color
 from colabkit.report.bottlenecks import bottleneck_items
-from colabkit.report.common import (column, figure_warning, global_batch, mark_stand_in_data, not_plotted,
-                                    series_labels, too_short, without_results, work_column)
-from colabkit.report.figures import (grouped_bars, levels, log_scale_if_wide, mark_substitute_data, new_figure,
-                                     plot_lines, powers_of_two_axis, series_colors)
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.common import (column, figure_warning, global_batch, interval_texts, mark_stand_in_data,
+                                    not_plotted, series_labels, too_short, work_column)
+from colabkit.report.figures import (grouped_bars, levels, mark_substitute_data, new_figure, plot_lines,
+                                     powers_of_two_axis, series_colors, wide)
+from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section, shown_columns
 from colabkit.report.summary import configuration_speedups
 from colabkit.report.utilisation import utilisation_items
-from colabkit.report.writers import format_number
 
 ACCURACY = Headline("test_accuracy", "test accuracy", "", "higher")
 OwnFigure = Callable[[pd.DataFrame, ReportData], "ReportFigure | None"]  # from the experiment's table and the data
@@ -40,11 +35,6 @@ def sentence(text: str) -> str:
 
 def axis_name(experiment: Experiment) -> str:
     return "global batch" if experiment.figures.axis == "batch_size" else experiment.figures.axis
-
-
-def interval_text(low: Any, high: Any) -> str | None:
-    """'0.512-0.534' for an interval, None without one."""
-    return None if pd.isna(low) or pd.isna(high) else f"{format_number(low, 3)}-{format_number(high, 3)}"
 
 
 def _implied(ok: pd.DataFrame, label: str) -> tuple[str, ...]:
@@ -85,9 +75,7 @@ def headline_rows(experiment: Experiment, data: ReportData) -> pd.DataFrame:
     rows = rows.join(speedups[columns], on="combination") if len(speedups) else rows.assign(**dict.fromkeys(columns))
     if rows["speedup"].notna().any():  # the baseline's own rows: 1 by definition
         rows.loc[rows["device"] == rows["over"].dropna().iloc[0], ["speedup", "speedup_verdict"]] = [1.0, "baseline"]
-    order = {label: index for index, label in enumerate(sort_labels(rows["device"]))}
-    return rows.sort_values(["device", "series", "x"], key=lambda c: c.map(order) if c.name == "device" else c) \
-        .reset_index(drop=True)
+    return in_report_order(rows, ["device", "series", "x"])
 
 
 def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
@@ -97,7 +85,7 @@ def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
     return shown_columns(pd.DataFrame({
         "device": rows["series"], **({label: rows["label"]} if label else {}), axis_name(experiment): rows["x"],
         f"{headline.label} ({headline.unit})": rows["value"],
-        "interval": [interval_text(low, high) for low, high in zip(rows["low"], rows["high"])], "level": rows["level"],
+        "interval": interval_texts(rows, "low", "high"), "level": rows["level"],
         "speedup over the CPU": rows["speedup"], "verdict": rows["speedup_verdict"]}))
 
 
@@ -139,7 +127,8 @@ def _draw(experiment: Experiment, drawn: pd.DataFrame, published: pd.DataFrame, 
             powers_of_two_axis(ax, [*drawn["x"], *published["x"]])
         if line is not None:
             ax.axhline(line, color="black", linewidth=1, linestyle=":")
-        log_scale_if_wide(ax, [*drawn[value], *published["value"], *([line] if line else [])], ratio=10)
+        drawn_values = [*drawn[value], *published["value"], *([line] if line else [])]
+        ax.set_yscale("log" if wide(drawn_values, ratio=10) else "linear")
         ax.set(xlabel=axis_name(experiment), ylabel=ylabel)
         figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=columns)
         if note:
@@ -149,53 +138,37 @@ def _draw(experiment: Experiment, drawn: pd.DataFrame, published: pd.DataFrame, 
     return draw
 
 
-def _figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData, value: str, name: str, ylabel: str,
-            caption: str, body: bool = False, line: float | None = None) -> ReportFigure | None:
-    """`value` of `rows` against the axis, with the published values of figure `name`: the headline's in the body
-    (drawn again for a paper's columns), any other where it sets two points side by side."""
+# The common figures (but where_time_goes, bottlenecks.py's): name -> the column of headline_rows drawn, its axis
+COMMON = {"headline": ("value", None), "speedup": ("speedup", "speedup over the CPU"),
+          "fraction_of_peak": ("mfu", "% of peak (MFU)"), "accuracy": ("accuracy", "test accuracy")}
+assert set(COMMON) | {"where_time_goes"} == set(COMMON_FIGURES)
+
+
+def common_figure(name: str, experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """A common figure of `rows` against the axis per device, with the published values the declaration names for
+    it: the headline as its source paper drew it, in the body (and drawn again for a paper's columns); in the
+    appendix, where it sets two points side by side, the speedup over the CPU (the CPU: the dotted line at 1), the
+    fraction of peak, accuracy."""
+    headline, body, (value, ylabel) = experiment.headline, name == "headline", COMMON[name]
+    rows = rows.rename(columns={"low": "value_low", "high": "value_high"}).assign(mfu=100 * rows["mfu"])
+    rows = rows[rows["speedup_verdict"].ne("baseline")] if name == "speedup" else rows
+    caption = {"headline": f"{sentence(headline.label)} against {axis_name(experiment)} per device: the median over "
+                           f"runs; error bars: the interval over runs ({levels(rows['level'])}; Methods).",
+               "speedup": "The ratio of the medians over runs at the same parameters (its verdict: summary_speedup_"
+                          f"per_configuration); error bars: {levels(rows['speedup_verdict'])}.",
+               "fraction_of_peak": "Achieved TFLOPS over the device's peak at the run's precision, median over runs "
+                                   "(a CPU's peak: an estimate, docs/peaks.md).",
+               "accuracy": f"Accuracy on the test set, median over runs; error bars: {levels(rows['accuracy_level'])}."}
     drawn = rows[rows[value].notna() & rows["x"].notna()]
-    published, cited = published_rows(experiment, drawn, "headline" if body else name)
+    published, cited = published_rows(experiment, drawn, name)
     if not len(drawn) or (not body and len(drawn) < 2):
         return None
-    draw = _draw(experiment, drawn, published, value, ylabel, data, experiment.figures.bars and body, line)
+    draw = _draw(experiment, drawn, published, value, ylabel or f"{headline.label} ({headline.unit})", data,
+                 experiment.figures.bars and body, 1.0 if name == "speedup" else None)
     columns = ["series", "device", "x", "runs", value, f"{value}_low", f"{value}_high"]
     behind = pd.concat([drawn[[c for c in columns if c in drawn]], published.rename(columns={"value": value})])
     return ReportFigure(f"{experiment.name}_{name}", draw(7.0), behind.rename(columns={"x": axis_name(experiment)}),
-                        caption + cited, body=body, paper=draw if body else None)
-
-
-def headline_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """The headline against the axis per device as its source paper drew it; in the body, and for a paper."""
-    headline = experiment.headline
-    return _figure(experiment, rows.rename(columns={"low": "value_low", "high": "value_high"}), data, "value",
-                   "headline", f"{headline.label} ({headline.unit})",
-                   f"{sentence(headline.label)} against {axis_name(experiment)} per device: the median over runs; "
-                   f"error bars: the interval over runs ({levels(rows['level'])}; Methods).", body=True)
-
-
-def speedup_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Each device's speedup over the CPU against the axis (the CPU: the dotted line at 1), published ones beside."""
-    rows = rows[rows["speedup_verdict"].ne("baseline")]
-    return _figure(experiment, rows, data, "speedup", "speedup", "speedup over the CPU",
-                   "The ratio of the medians over runs at the same parameters (its verdict: "
-                   f"summary_speedup_per_configuration); error bars: {levels(rows['speedup_verdict'])}.", line=1.0)
-
-
-def fraction_of_peak_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    return _figure(experiment, rows.assign(mfu=100 * rows["mfu"]), data, "mfu", "fraction_of_peak", "% of peak (MFU)",
-                   "Achieved TFLOPS over the device's peak at the run's precision, median over runs (a CPU's peak: an "
-                   "estimate, docs/peaks.md).")
-
-
-def accuracy_figure(experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    return _figure(experiment, rows, data, "accuracy", "accuracy", "test accuracy",
-                   f"Accuracy on the test set, median over runs; error bars: {levels(rows['accuracy_level'])}.")
-
-
-COMMON: dict[str, Callable[[Experiment, pd.DataFrame, ReportData], ReportFigure | None]] = {
-    "headline": headline_figure, "speedup": speedup_figure, "fraction_of_peak": fraction_of_peak_figure,
-    "accuracy": accuracy_figure}
-assert set(COMMON) | {"where_time_goes"} == set(COMMON_FIGURES)
+                        caption[name] + cited, body=body, paper=draw if body else None)
 
 
 def named_items(name: str, experiment: Experiment, rows: pd.DataFrame, table: pd.DataFrame, data: ReportData,
@@ -206,7 +179,7 @@ def named_items(name: str, experiment: Experiment, rows: pd.DataFrame, table: pd
     if name not in COMMON and name not in own:
         raise ExperimentDeclarationError(f"experiment {experiment.name} names the figure {name!r}: neither a common one "
                                          f"({', '.join(COMMON_FIGURES)}) nor its own ({', '.join(own) or 'none'})")
-    figure = COMMON[name](experiment, rows, data) if name in COMMON else own[name](table, data)
+    figure = common_figure(name, experiment, rows, data) if name in COMMON else own[name](table, data)
     return [] if figure is None else [figure]
 
 
@@ -220,8 +193,11 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
     section, own = Section(notebook, title), own or {}
     listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
     table, experiment = table_of(data), find(notebook)
-    if not len(table):
-        return without_results(section, data, notebook, listed)
+    if not len(table):  # why not in the body; its failed or skipped runs listed in the appendix
+        section.empty = (f"no successful run: {len(listed.table)} failed or skipped (listed in the appendix)."
+                         if listed else "no record in these results.")
+        section.items += [listed] if listed else []
+        return section
     section.text += [intro] if intro else []
     names: tuple[str, ...] = experiment.figures.names if experiment else ()
     rows = headline_rows(experiment, data) if experiment else pd.DataFrame()

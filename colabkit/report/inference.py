@@ -1,8 +1,5 @@
-"""The report's inference section (docs/inference.md): per combination the single-stream p50, p90, p99
-latency and offline samples/s per batch, each the median over runs with the between-run interval (verdicts rest on
-those alone); beside it, "within one run", the interval one run's own queries give, for contrast. Then each run's
-percentiles, its latency distribution and its offline throughput. Training sections never see these runs.
-"""
+"""The report's inference section (docs/inference.md): per combination its latency percentiles and offline samples/s,
+medians over runs with the between-run interval (verdicts rest on those alone), beside one run's own interval."""
 
 from __future__ import annotations
 
@@ -15,18 +12,18 @@ import pandas as pd
 from colabkit.experiments.declaration import Headline
 from colabkit.experiments.inference import OFFLINE_PREFIX, inference_figures, voided_by
 from colabkit.inference.measure import PERCENTILES
-from colabkit.report.common import comparison_fields, run_backend, samples_column, work_key
-from colabkit.report.figures import label_colors, new_figure
-from colabkit.report.headline import interval_text
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.common import comparison_fields, interval_texts, run_backend, samples_column, work_key
+from colabkit.report.figures import new_figure, plot_lines, powers_of_two_axis
+from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import collapse, figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.statistics import CONFIDENCE, min_samples
 
 PERCENTILE_COLORS = {50: "#1f77b4", 90: "#ff7f0e", 99: "#d62728"}
+Run = tuple[str, dict[str, Any], pd.Series]  # its combination's label, the record's `inference`, the run's row
 
 
-def _runs(data: ReportData) -> list[tuple[str, dict[str, Any], pd.Series]]:
+def _runs(data: ReportData) -> list[Run]:
     """(label, the record's `inference` section, the run's row) for every counted inference run that has one."""
     rows = data.runs(None, inference=True)
     found = []
@@ -37,15 +34,20 @@ def _runs(data: ReportData) -> list[tuple[str, dict[str, Any], pd.Series]]:
     return found
 
 
-def latency_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
+def _named(row: pd.Series, run: str | None = None) -> dict[str, Any]:
+    """Which run a row of a table is: its notebook, device, combination and `run` (its record's name)."""
+    name = run or str(row.get("repeat_label", "")) or str(row["path"]).rsplit("/", 1)[-1]
+    return {"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"], "run": name}
+
+
+def latency_table(runs: list[Run]) -> pd.DataFrame:
     """One row per run: queries, their duration and binding minimum (none before the minimums), each percentile's
     estimate, interval and the coverage its ranks reach."""
     rows = []
     for label, section, row in runs:
         single = section["single_stream"]
-        entry: dict[str, Any] = {"notebook": row["notebook"], "device": row["device_label"],
-                                 "combination": row["combination"], "run": data_path(row), "queries": single["queries"],
-                                 "duration_s": single.get("duration_s"), "binding": single.get("binding")}
+        entry = {**_named(row), "queries": single["queries"], "duration_s": single.get("duration_s"),
+                 "binding": single.get("binding")}
         too_few = []
         for point in single["percentiles"]:
             name = f"p{point['percentile']:g}"
@@ -66,35 +68,27 @@ def measured(point: dict[str, Any]) -> bool:
     return point.get("low_ms") is not None and point.get("high_ms") is not None
 
 
-def data_path(row: pd.Series) -> str:
-    return str(row.get("repeat_label", "")) or str(row["path"]).rsplit("/", 1)[-1]
+def offline_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run and batch size: samples/s, its passes' interval within the run, their count."""
+    return pd.DataFrame([{**_named(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
+                          "within_run_low": entry["low"], "within_run_high": entry["high"],
+                          "timed_passes": entry["runs"], "binding": entry.get("binding")}
+                         for _, section, row in runs for entry in section.get("offline") or []])
 
 
-def offline_table(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """One row per run and batch size: samples/s, the median of the run's timed passes, with their interval (within
-    one run: `within_run_low`/`_high`) and how many passes."""
-    rows = [{"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
-             "run": data_path(row), "batch": entry["batch"], "samples_per_s": entry["samples_per_s"],
-             "within_run_low": entry["low"], "within_run_high": entry["high"], "timed_passes": entry["runs"],
-             "binding": entry.get("binding")}
-            for _, section, row in runs for entry in section.get("offline") or []]
-    return pd.DataFrame(rows)
-
-
-def run_names(runs: list[tuple[str, dict[str, Any], pd.Series]], combination: bool = True) -> list[str]:
+def run_names(runs: list[Run], combination: bool = True) -> list[str]:
     """'run k: FILE' for each run (k counting the runs of its combination), led by its notebook, device and
     combination with `combination`."""
     counted: dict[str, int] = {}
     names = []
     for label, _, row in runs:
         counted[label] = counted.get(label, 0) + 1
-        names.append(f"{label}, " * combination + f"run {counted[label]}: {data_path(row)}")
+        names.append(f"{label}, " * combination + f"run {counted[label]}: {_named(row)['run']}")
     return names
 
 
-def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportFigure:
-    """Each run's latencies as an empirical CDF (log axis), its percentiles with their intervals where its queries
-    give one; the legend names every run."""
+def latency_figure(runs: list[Run]) -> ReportFigure:
+    """Each run's latencies as an empirical CDF, its percentiles' intervals where it has them."""
     figure, (ax,) = new_figure(width=7.4, height=4.2)  # no pyplot: a figure left out is never kept open
     points: list[dict[str, Any]] = []
     missing: dict[float, list[str]] = {}  # percentile -> the runs with too few queries for it
@@ -105,8 +99,7 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
         latencies = np.sort(np.asarray(section["single_stream"]["latencies_ms"], dtype=float))
         share = np.arange(1, len(latencies) + 1) / len(latencies)
         ax.step(latencies, share, where="post", label=f"{name} ({len(latencies)} queries)")
-        run = {"notebook": row["notebook"], "device": row["device_label"], "combination": row["combination"],
-               "run": short}
+        run = _named(row, short)
         points += [{**run, "point": "query", "percentile": np.nan, "latency_ms": latency, "share_at_or_below": at,
                     "low_ms": np.nan, "high_ms": np.nan} for latency, at in zip(latencies, share)]
         for point in section["single_stream"]["percentiles"]:
@@ -133,24 +126,20 @@ def latency_figure(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> ReportF
     return ReportFigure("inference_latency_distribution", figure, pd.DataFrame(points), caption)
 
 
-def within_one_run(runs: list[tuple[str, dict[str, Any], pd.Series]]) -> dict[tuple[Any, str], tuple[float, float]]:
-    """(combination_id, metric) -> the interval one run's own queries or passes give (medians over runs): how tight a
-    run claims to be, for contrast; no verdict takes it."""
-    found: dict[tuple[Any, str], list[tuple[float, float]]] = {}
-    for _, section, row in runs:
-        points = [(f"latency_p{point['percentile']:g}_ms", point.get("low_ms"), point.get("high_ms"))
-                  for point in section["single_stream"]["percentiles"]]
-        points += [(f"{OFFLINE_PREFIX}{entry['batch']}", entry.get("low"), entry.get("high"))
-                   for entry in section.get("offline") or []]
-        for metric, low, high in points:
-            if low is not None and high is not None:
-                found.setdefault((row["combination_id"], metric), []).append((float(low), float(high)))
-    return {key: (float(np.median([low for low, _ in bounds])), float(np.median([high for _, high in bounds])))
-            for key, bounds in found.items()}
+def within_one_run(runs: list[Run]) -> pd.DataFrame:
+    """Per combination and figure, the interval one run's own queries or passes give (the medians over runs of its
+    ends): how tight a run claims to be, for contrast; no verdict takes it."""
+    bounds = [(row["combination_id"], metric, float(low), float(high)) for _, section, row in runs
+              for metric, low, high in [
+                  *((f"latency_p{p['percentile']:g}_ms", p.get("low_ms"), p.get("high_ms"))
+                    for p in section["single_stream"]["percentiles"]),
+                  *((f"{OFFLINE_PREFIX}{e['batch']}", e.get("low"), e.get("high")) for e in section.get("offline") or [])]
+              if low is not None and high is not None]
+    return pd.DataFrame(bounds, columns=["combination_id", "metric", "within_one_run_low", "within_one_run_high"]) \
+        .groupby(["combination_id", "metric"]).median()
 
 
-def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.Series]]) -> tuple[pd.DataFrame,
-                                                                                                 list[Headline]]:
+def over_runs_frame(data: ReportData, runs: list[Run]) -> tuple[pd.DataFrame, list[Headline]]:
     """The inference combinations of `runs` as collapse gives them (one row each, `samples.<metric>` each run's), a
     latency percentile counted only from the runs whose queries gave it an interval (voided_by), and their figures."""
     rows = data.runs(None, inference=True)
@@ -163,15 +152,10 @@ def over_runs_frame(data: ReportData, runs: list[tuple[str, dict[str, Any], pd.S
     return collapse(rows), figures
 
 
-def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline],
-                    runs: list[tuple[str, dict[str, Any], pd.Series]]) -> pd.DataFrame:
-    """Per combination and figure (p50, p90, p99, offline samples/s per batch): the median over runs with its
-    interval, then within_one_run's, for contrast."""
-    table = figures_over_runs(ok, figures)
+def over_runs_table(ok: pd.DataFrame, figures: Sequence[Headline], runs: list[Run]) -> pd.DataFrame:
+    """Per combination and figure: the median over runs, its interval, within_one_run's beside."""
+    table = figures_over_runs(ok, figures).join(within_one_run(runs), on=["combination_id", "metric"])
     named = ok.assign(backend=run_backend(ok)).set_index("combination_id")
-    within = within_one_run(runs)
-    bounds = [within.get((key, metric), (np.nan, np.nan)) for key, metric in zip(table["combination_id"], table["metric"])]
-    table = table.assign(within_one_run_low=[low for low, _ in bounds], within_one_run_high=[high for _, high in bounds])
     for name, source in (("combination", "combination"), ("backend", "backend"), ("device", "device_label"),
                          ("notebook", "notebook")):
         table.insert(1, name, table["combination_id"].map(named[source]))
@@ -182,18 +166,15 @@ VERDICT_COLUMNS = ["notebook", "measure", "reference", "candidate", "configurati
                    "runs_candidate", "ratio", "ratio_low", "ratio_high", "verdict"]
 
 
-def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend"),
+def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend")
                     ) -> pd.DataFrame:
     """Combinations that did the same work but for `across`, each against the first in report order, on every figure
     both have runs of: the ratio of the medians over runs, its interval and verdict."""
     rows: list[dict[str, Any]] = []
     if not len(ok):
         return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
-    order = {label: index for index, label in enumerate(sort_labels(ok["device_label"]))}
-    side = ok.assign(backend=run_backend(ok), key=work_key(ok, tuple(across)))
-    side = side.assign(_order=[(order[label], backend != "tensorflow", backend)
-                               for label, backend in zip(side["device_label"], side["backend"])]).sort_values(
-        "_order", kind="stable")
+    side = ok.assign(backend=run_backend(ok), key=work_key(ok, tuple(across)), device=ok["device_label"])
+    side = in_report_order(side.assign(jax=side["backend"] != "tensorflow"), ["device", "jax", "backend"])
     runs_of = {figure.metric: samples_column(side, figure.metric) for figure in figures}
     for _, group in side.groupby("key", sort=False):
         reference = group.iloc[0]
@@ -219,27 +200,19 @@ def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
     rows = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
     if not len(rows):
         return None
+    rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int),
+                       series=rows["notebook"] + ", " + rows["device"] + ", " + rows["backend"])
+    if rows.groupby("series")["combination"].nunique().max() > 1:  # two combinations on one backend: named apart
+        rows["series"] += ": " + rows["combination"]
     figure, (ax,) = new_figure(width=6.4, height=3.6)
-    rows = rows.assign(batch=rows["metric"].str[len(OFFLINE_PREFIX):].astype(int))
-    colors = label_colors(rows["device"], data.palette)
-    for (notebook, device, backend, combination), line in rows.groupby(["notebook", "device", "backend", "combination"],
-                                                                        sort=False):
-        line = line.sort_values("batch")
-        median = line["median"].astype(float)
-        yerr = np.array([median - line["between_runs_low"].fillna(median),
-                         line["between_runs_high"].fillna(median) - median], dtype=float)
-        ax.errorbar(line["batch"], median, yerr=yerr, marker="o", capsize=3, color=colors[device],
-                    linestyle="-" if len(line) > 1 else "none",
-                    label=f"{notebook}, {device}, {backend} ({line['between_runs_level'].iloc[0]})")
-    ax.set(xscale="log", yscale="log", xlabel="batch size (log)", ylabel="samples/s (log)",
-           title="Offline throughput by batch size")
-    ax.set_xticks(sorted(set(rows["batch"])), [str(batch) for batch in sorted(set(rows["batch"]))])
-    ax.minorticks_off()
+    plot_lines(ax, rows, "batch", "median", low="between_runs_low", high="between_runs_high", colors=data.palette)
+    powers_of_two_axis(ax, rows["batch"])
+    ax.set(yscale="log", xlabel="batch size (log)", ylabel="samples/s (log)", title="Offline throughput by batch size")
     ax.legend(fontsize="small")
-    two = rows.groupby("combination")["batch"].nunique().max() > 1
     return ReportFigure("inference_offline_throughput", figure, rows,
                         "Offline samples/s per batch size: the median over runs, bars the interval over runs (its "
-                        "level and runs in the legend; none below 3 runs).", body=two)
+                        "level and runs in the corner; none below 3 runs).",
+                        body=rows.groupby("combination")["batch"].nunique().max() > 1)
 
 
 def inference_section(data: ReportData) -> Section:
@@ -259,15 +232,14 @@ def inference_section(data: ReportData) -> Section:
         section.empty = "one combination at one batch size: nothing to set side by side (its latencies: appendix)."
     elif len(verdicts):
         section.items.append(ReportTable("inference", verdicts[["measure", "reference", "candidate", "ratio"]].assign(
-            interval=[interval_text(low, high) for low, high in zip(verdicts["ratio_low"], verdicts["ratio_high"])],
+            interval=interval_texts(verdicts, "ratio_low", "ratio_high"),
             verdict=verdicts["verdict"]), "Device against device, backend against backend: the ratio of the medians "
             "over runs (second over first), its interval and verdict (Methods).", body=True))
     else:
         section.items.append(ReportTable("inference", pd.DataFrame({
             "device": table["device"], "backend": table["backend"], "measure": table["measure"] + " (" +
             table["unit"] + ")", "median": table["median"],
-            "interval": [interval_text(low, high) for low, high in zip(table["between_runs_low"],
-                                                                       table["between_runs_high"])],
+            "interval": interval_texts(table, "between_runs_low", "between_runs_high"),
             "level": table["between_runs_level"]}), "Single-stream latency and offline throughput: the median over "
             "runs, its interval and level (Methods).", body=True))
     section.items.append(ReportTable("inference_over_runs", table, "Per combination: p50, p90, p99 latency (ms) and "

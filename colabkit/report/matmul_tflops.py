@@ -1,18 +1,16 @@
-"""Matmul section: its figures (warm TFLOPS per device and matrix size beside Sarkar 2018's, the speedup over the CPU,
-the fraction of peak) are the declaration's; in the appendix every figure per combination: cold and warm, the spread
-between runs and within one, the peak, the speedup over the CPU and the ratio to NumPy's BLAS in the same run."""
+"""Matmul section: its figures are the declaration's (report.headline); in the appendix every figure per combination:
+cold and warm, spreads, the peak, the speedup over the CPU and the ratio to NumPy's BLAS in the same run."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, interval_frame, levels, pick,
-                                    run_config_key, samples_column, series_labels, speedups)
+from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, experiment_frame, metrics, pick,
+                                    samples_column, speedups)
 from colabkit.report.headline import notebook_section
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData
 from colabkit.report.section import ReportTable, Section
-from colabkit.report.writers import format_number
-from colabkit.statistics import median_ci, verdict, verdict_text, verdict_word
+from colabkit.statistics import median_ci, verdict, verdict_text
 from colabkit.timing.baseline import MIN_SAMPLES, baseline_problems
 
 NOTEBOOK = "matmul_tflops"
@@ -21,38 +19,23 @@ DIFFERENT_DTYPE = "different dtype"  # the verdict column of a ratio to the base
 
 
 def matmul_table(data: ReportData) -> pd.DataFrame:
-    """One row per matmul combination: TFLOPS cold and warm (medians over runs, warm with its interval and spread),
-    peak, speedup over the CPU and the ratio to NumPy's BLAS."""
+    """One row per matmul combination: TFLOPS cold and warm, peak, speedups, ratio to NumPy's BLAS."""
     ok = data.ok(NOTEBOOK)
-    table = pd.DataFrame({
-        "device": ok["device_label"], "series": series_labels(ok, ["params.n"]),
-        "n": column(ok, "params.n"), "dtype": column(ok, "params.dtype"), "count": column(ok, "params.count"),
-        "replicas": column(ok, "metrics.replicas"), "xla": column(ok, "metrics.xla"),
-        "runs": column(ok, "runs"), "busy_runs": column(ok, "busy_runs"),
-        "tflops_cold": column(ok, "metrics.tflops_cold"), "tflops_warm": column(ok, "metrics.tflops_warm"),
-        "tflops_warm_min": column(ok, "metrics.tflops_warm_min"),
-        "tflops_warm_max": column(ok, "metrics.tflops_warm_max"),
+    table = experiment_frame(ok, ["params.n"], ["device", "series", "n"], {
+        **{name: column(ok, f"params.{name}") for name in ("n", "dtype", "count")}, "busy_runs": column(ok, "busy_runs"),
+        **metrics(ok, "replicas", "xla", "tflops_cold", "tflops_warm", "tflops_warm_min", "tflops_warm_max", "peak_tflops",
+                  "peak_precision", "peak_basis", "fraction_of_peak", "blas_tflops"),
         "between_run_cv": column(ok, "headline.between_cv"), "within_run_cv": column(ok, "headline.within_cv"),
-        "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_precision": column(ok, "metrics.peak_precision"),
-        "peak_basis": column(ok, "metrics.peak_basis"),
-        "fraction_of_peak": column(ok, "metrics.fraction_of_peak"),
-        "blas_tflops": column(ok, "metrics.blas_tflops"),
         "samples_warm": samples_column(ok, "tflops_warm"), "samples_cold": samples_column(ok, "tflops_cold"),
-        "config": run_config_key(ok), "combination_id": column(ok, "combination_id"), "path": ok["path"],
-    })
-    table = pd.concat([table, interval_frame(table["samples_warm"], "tflops_warm").drop(columns="tflops_warm_runs")],
-                      axis=1)
+        "combination_id": column(ok, "combination_id"), "pair": baseline_pair_key(ok, cpu_baseline(ok["device_label"]))},
+        {"tflops_warm": "tflops_warm"})
     baseline = cpu_baseline(table["device"])
-    table["pair"] = baseline_pair_key(ok, baseline)
     table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, match="pair", samples="samples_warm",
                                        prefix="speedup_vs_cpu"),
                        speedups(table, "tflops_cold", True, baseline, match="pair", samples="samples_cold",
-                                prefix="speedup_cold_vs_cpu"),
-                       blas_frame(data, table)], axis=1)
+                                prefix="speedup_cold_vs_cpu"), blas_frame(data, table)], axis=1)
     table.attrs["baseline"] = baseline
-    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "series", "n"], key=lambda c: c.map(order) if c.name == "device" else c) \
-        .reset_index(drop=True)
+    return table
 
 
 def baseline_status(runs: pd.DataFrame) -> pd.Series:
@@ -102,19 +85,16 @@ def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    printed = pick(table, [("device", "device"), ("n", "n"), ("dtype", "dtype"), ("count", "count"),
-                           ("replicas", "replicas"), ("xla", "XLA"), ("runs", "runs"), ("busy_runs", "busy runs"),
-                           ("tflops_cold", "TFLOPS cold"), ("tflops_warm", "TFLOPS warm"),
-                           ("tflops_warm_low", "warm low"), ("tflops_warm_high", "warm high"), ("tflops_warm_level", "level"),
-                           ("between_run_cv", "between-run CV"), ("within_run_cv", "within-run CV"),
-                           ("peak_tflops", "peak TFLOPS"), ("peak_basis", "peak basis"),
-                           ("fraction_of_peak", "fraction of peak"),
-                           ("speedup_vs_cpu", "speedup over CPU"), ("speedup_vs_cpu_low", "speedup low"),
-                           ("speedup_vs_cpu_high", "speedup high"), ("speedup_vs_cpu_verdict", "vs CPU"),
-                           ("blas_tflops", "NumPy BLAS TFLOPS"), ("ratio_to_blas", "framework / BLAS"),
-                           ("ratio_to_blas_low", "framework / BLAS low"),
-                           ("ratio_to_blas_high", "framework / BLAS high"),
-                           ("ratio_to_blas_verdict", "vs BLAS"), ("blas_baseline", "BLAS baseline")])
+    printed = pick(table, ["device", "n", "dtype", "count", "replicas", ("xla", "XLA"), "runs", "busy_runs",
+                           ("tflops_cold", "TFLOPS cold"), ("tflops_warm", "TFLOPS warm"), ("tflops_warm_low", "warm low"),
+                           ("tflops_warm_high", "warm high"), ("tflops_warm_level", "level"), "between_run_cv",
+                           "within_run_cv", ("peak_tflops", "peak TFLOPS"), ("peak_basis", "peak basis"),
+                           ("fraction_of_peak", "fraction of peak"), ("speedup_vs_cpu", "speedup over CPU"),
+                           ("speedup_vs_cpu_low", "speedup low"), ("speedup_vs_cpu_high", "speedup high"),
+                           ("speedup_vs_cpu_verdict", "vs CPU"), ("blas_tflops", "NumPy BLAS TFLOPS"),
+                           ("ratio_to_blas", "framework / BLAS"), ("ratio_to_blas_low", "framework / BLAS low"),
+                           ("ratio_to_blas_high", "framework / BLAS high"), ("ratio_to_blas_verdict", "vs BLAS"),
+                           ("blas_baseline", "BLAS baseline")])
     section.items.append(
         ReportTable("matmul_tflops", printed, "Matmul throughput per device and size: medians over runs, the warm "
                     "figure's interval over runs and its level, its spread between runs and within one (CV of the "

@@ -1,7 +1,5 @@
-"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks
-2020 drew it: each device's roof from its own records' peak and bandwidth, colabkit.plots.draw_roofline), and in
-the appendix the speedup of one device over another as heat maps over model and batch, and the paper's claims.
-"""
+"""ParaDnn section: where each model sits on its device's roofline (its headline figure, as Wang, Wei & Brooks 2020
+drew it), and in the appendix the speedups of one device over another as heat maps and the paper's claims."""
 
 from __future__ import annotations
 
@@ -14,10 +12,10 @@ from matplotlib.colors import to_hex, to_rgb
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
 from colabkit.report.bottlenecks import mark_overhead_bound
-from colabkit.report.common import column, comparison_fields, device_head, pick, run_config_key, samples_column
+from colabkit.report.common import column, device_head, metrics, pick, samples_column, speedups, work_key
 from colabkit.report.figures import new_figure
 from colabkit.report.headline import notebook_section
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData, in_report_order, sort_labels
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
 
@@ -28,43 +26,25 @@ FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "transformer": "D"}
 MAX_DEVICE_PAIRS = 3
 
 
-# --- the table -----------------------------------------------------------------------------------
-
 def paradnn_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok ParaDnn record: device, family, model, batch, throughput, FLOPS, MFU, roofline."""
+    """One row per ok ParaDnn combination: device, family, model, batch, throughput, FLOPS, MFU, roofline."""
     ok = data.ok(NOTEBOOK)
     table = pd.DataFrame({
         "device": ok["device_label"], "family": column(ok, "params.family"), "model": column(ok, "metrics.model"),
         "batch": pd.Series([asked if pd.isna(ran) else ran for ran, asked in  # no fillna: pandas 2.2 warns on object
                             zip(column(ok, "metrics.global_batch_size"), column(ok, "params.batch_size"))],
                            index=ok.index, dtype=object),
-        "precision": column(ok, "params.mixed_precision"), "params": column(ok, "metrics.params"),
-        "step_ms": column(ok, "metrics.step_time_steady_ms"),
+        "precision": column(ok, "params.mixed_precision"),
         "step_std_ms": column(ok, "timings.step_s_steady.std").astype(float) * 1e3,
-        "samples_per_s": column(ok, "metrics.samples_per_s"), "throughput_runs": samples_column(ok, "samples_per_s"),
-        "model_tflops": column(ok, "metrics.model_tflops"), "mfu": column(ok, "metrics.mfu"),
-        "achievable_tflops": column(ok, "metrics.achievable_tflops"),
-        "mfu_achievable": column(ok, "metrics.mfu_achievable"),
-        "mfu_achievable_high": column(ok, "metrics.mfu_achievable_high"),
-        "achievable_low_tflops": column(ok, "metrics.achievable_low_tflops"),
-        "intensity": column(ok, "metrics.arithmetic_intensity"),
-        "peak_tflops": column(ok, "metrics.peak_tflops"), "peak_source": column(ok, "metrics.peak_tflops_source"),
-        "peak_basis": column(ok, "metrics.peak_basis"),
-        "bandwidth_gb_s": column(ok, "metrics.peak_bandwidth_gb_s"),
-        "bandwidth_slowest_gb_s": column(ok, "metrics.peak_bandwidth_min_gb_s"),
-        "bandwidth_measured_at": column(ok, "metrics.peak_bandwidth_measured_at"),
-        "bandwidth_source": column(ok, "metrics.peak_bandwidth_source"),
-        "bound": column(ok, "metrics.bound"), "bound_by": column(ok, "metrics.bound_by", None),
-        "roofline_tflops": column(ok, "metrics.roofline_tflops"),
-        "fraction_of_roofline": column(ok, "metrics.fraction_of_roofline"),
-        "config": run_config_key(ok), "path": ok["path"],
-    })
-    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "family", "model", "batch"],
-                             key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
-
-
-# --- figures ---------------------------------------------------------------------------------------
+        "throughput_runs": samples_column(ok, "samples_per_s"), "bound_by": column(ok, "metrics.bound_by", None),
+        **metrics(ok, "params", "samples_per_s", "model_tflops", "mfu", "achievable_tflops", "mfu_achievable",
+                  "mfu_achievable_high", "achievable_low_tflops", "peak_tflops", "peak_basis", "bound", "roofline_tflops",
+                  "fraction_of_roofline", step_ms="step_time_steady_ms", intensity="arithmetic_intensity",
+                  peak_source="peak_tflops_source", bandwidth_gb_s="peak_bandwidth_gb_s",
+                  bandwidth_slowest_gb_s="peak_bandwidth_min_gb_s", bandwidth_measured_at="peak_bandwidth_measured_at",
+                  bandwidth_source="peak_bandwidth_source"),
+        "config": work_key(ok, ("device",)), "path": ok["path"]})
+    return in_report_order(table, ["device", "family", "model", "batch"])
 
 
 def _shade(color: str, fraction: float) -> str:
@@ -84,27 +64,22 @@ def point_colors(table: pd.DataFrame) -> pd.Series:
 def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
     """One roof per device and precision: the medians of its records' peak and bandwidth, the bandwidth's range (a
     CPU's measured passes) and `measurements` (distinct ones behind it), the sources."""
-    precision = table["precision"].where(~table["precision"].isin(["none"]) & table["precision"].notna(), "float32")
-    rows = []
-    for (device, name), group in table.assign(precision=precision).groupby(["device", "precision"], sort=False):
-        bandwidth = group["bandwidth_gb_s"].astype(float)
-        slowest = group["bandwidth_slowest_gb_s"].astype(float).fillna(bandwidth)
-        measurements = group["bandwidth_measured_at"].dropna().nunique()
-        rows.append({"device": device, "precision": name, "runs": len(group),
-                     "peak_tflops": group["peak_tflops"].astype(float).median(),
-                     "peak_basis": group["peak_basis"].dropna().iloc[0] if group["peak_basis"].notna().any() else None,
-                     "achievable_tflops": group["achievable_tflops"].astype(float).median(),
-                     "achievable_low_tflops": group["achievable_low_tflops"].astype(float).min(),
-                     "bandwidth_gb_s": bandwidth.median(), "bandwidth_min_gb_s": slowest.min(),
-                     "bandwidth_max_gb_s": bandwidth.max(), "measurements": measurements,
-                     "peak_source": group["peak_source"].iloc[0],
-                     "bandwidth_source": group["bandwidth_source"].iloc[0]})
-    return pd.DataFrame(rows)
+    numbers = ["peak_tflops", "achievable_tflops", "achievable_low_tflops", "bandwidth_gb_s", "bandwidth_slowest_gb_s"]
+    table = table.astype(dict.fromkeys(numbers, float)).assign(precision=table["precision"].where(
+        ~table["precision"].isin(["none"]) & table["precision"].notna(), "float32"))
+    return table.assign(slowest=table["bandwidth_slowest_gb_s"].fillna(table["bandwidth_gb_s"])).groupby(
+        ["device", "precision"], sort=False).agg(
+        runs=("device", "size"), peak_tflops=("peak_tflops", "median"), peak_basis=("peak_basis", "first"),
+        achievable_tflops=("achievable_tflops", "median"), achievable_low_tflops=("achievable_low_tflops", "min"),
+        bandwidth_gb_s=("bandwidth_gb_s", "median"), bandwidth_min_gb_s=("slowest", "min"),
+        bandwidth_max_gb_s=("bandwidth_gb_s", "max"), measurements=("bandwidth_measured_at", "nunique"),
+        peak_source=("peak_source", "first"), bandwidth_source=("bandwidth_source", "first")).reset_index()
 
 
-def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure:
-    """A log-log panel per device: each model's achieved TFLOPS against its arithmetic intensity, coloured by family
-    and shaded by batch, under the device's roofs; drawn again for a paper."""
+def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Per device, each model's TFLOPS against its intensity under the roofs (None without one)."""
+    if not (table["intensity"].notna() & table["model_tflops"].notna()).any():
+        return None
     devices = sort_labels(table["device"])
     colors = point_colors(table)
 
@@ -143,20 +118,14 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
-    """Per model run on both devices: samples/s on `other` over samples/s on `baseline` (the ratio of the
-    medians over runs), its interval and the verdict on `other` (with the interval's level) (colabkit.statistics)."""
-    base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
-    rows = table[table["device"] == other].drop_duplicates("config")
-    rows = rows[rows["config"].isin(base.index)]
-    fields = [comparison_fields(runs, base.at[config, "throughput_runs"], True, "speedup")
-              for runs, config in zip(rows["throughput_runs"], rows["config"])]
-    columns = ["speedup", "speedup_low", "speedup_high", "speedup_verdict"]
-    return pd.DataFrame({
-        "baseline": baseline, "device": other, "family": rows["family"].to_numpy(),
-        "model": rows["model"].to_numpy(), "batch": rows["batch"].to_numpy(),
-        "bound": rows["bound"].to_numpy(), "baseline_bound": base.loc[rows["config"], "bound"].to_numpy(),
-        **{name: [field[name] for field in fields] for name in columns},
-    })
+    """Per model run on both devices: `other`'s samples/s over `baseline`'s (common.speedups)."""
+    both = table[table["device"].isin([baseline, other])].drop_duplicates(["device", "config"])
+    both = pd.concat([both, speedups(both, "samples_per_s", True, baseline, samples="throughput_runs")], axis=1)
+    bound = both[both["device"] == baseline].set_index("config")["bound"]
+    rows = both[(both["device"] == other) & both["config"].isin(bound.index)]
+    return rows.assign(baseline=baseline, baseline_bound=rows["config"].map(bound))[[
+        "baseline", "device", "family", "model", "batch", "bound", "baseline_bound", "speedup", "speedup_low",
+        "speedup_high", "speedup_verdict"]].reset_index(drop=True)
 
 
 def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
@@ -190,14 +159,10 @@ def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | No
                         f"{'; '.join(f'{b} over {a}' for a, b in pairs)}.")
 
 
-# --- ParaDnn's claims beside ours ----------------------------------------------------------------------
-
 def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, str]:
     rows = frame[frame["family"] == family]
-    if kind == "median_compute_bound":
-        rows = rows[(rows["bound"] == "compute") & (rows["baseline_bound"] == "compute")]
-    elif kind == "median_memory_bound":
-        rows = rows[(rows["bound"] == "memory") & (rows["baseline_bound"] == "memory")]
+    bound = {"median_compute_bound": "compute", "median_memory_bound": "memory"}.get(kind)
+    rows = rows[(rows["bound"] == bound) & (rows["baseline_bound"] == bound)] if bound else rows
     values = rows["speedup"].dropna()
     if not len(values):
         return None, f"no {family} models of that kind measured on both devices"
@@ -208,7 +173,7 @@ def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, st
 def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
     """ParaDnn's published speedups, labelled as theirs, each beside the same statistic of our device
     pairs (ours ran other hardware, models and software: a comparison of kind, not of like with like)."""
-    rows = []
+    rows, frames = [], {(a, b): speedup_frame(table, a, b) for a, b in pairs}
     for claim in PARADNN_CLAIMS:
         slow, fast = claim["devices"]
         base = {"claim": claim["claim"], "theirs (x)": claim["theirs"], "their devices": f"{fast} over {slow}",
@@ -216,22 +181,18 @@ def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFr
         if not pairs:
             rows.append({**base, "ours (x)": None, "our devices": "", "our basis": "one device only: no speedup"})
         for a, b in pairs:
-            value, basis = _ours(speedup_frame(table, a, b), claim["kind"], claim["family"])
+            value, basis = _ours(frames[(a, b)], claim["kind"], claim["family"])
             rows.append({**base, "ours (x)": value, "our devices": f"{b} over {a}", "our basis": basis})
     return pd.DataFrame(rows)
 
 
-# --- the section ------------------------------------------------------------------------------------
-
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
-    printed = pick(table, [("device", "device"), ("family", "family"), ("model", "model"), ("batch", "global batch"),
-                           ("precision", "precision"), ("params", "parameters"), ("step_ms", "step (ms)"),
-                           ("step_std_ms", "std (ms)"), ("samples_per_s", "samples/s"),
-                           ("model_tflops", "achieved TFLOPS"), ("mfu", "MFU"),
-                           ("mfu_achievable", "MFU (achievable)"),
+    printed = pick(table, ["device", "family", "model", "batch", "precision", ("params", "parameters"), "step_ms",
+                           ("step_std_ms", "std (ms)"), "samples_per_s", ("model_tflops", "achieved TFLOPS"),
+                           ("mfu", "MFU"), ("mfu_achievable", "MFU (achievable)"),
                            ("mfu_achievable_high", "MFU (achievable): slowest scan pass"), ("intensity", "FLOPs/byte"),
-                           ("bound", "bound"), ("fraction_of_roofline", "of roofline"),
-                           ("peak_tflops", "peak TFLOPS"), ("bandwidth_gb_s", "bandwidth (GB/s)")])
+                           "bound", ("fraction_of_roofline", "of roofline"), ("peak_tflops", "peak TFLOPS"),
+                           ("bandwidth_gb_s", "bandwidth (GB/s)")])
     roofs = device_roofs(table).rename(columns={
         "peak_tflops": "peak TFLOPS", "peak_basis": "peak basis", "achievable_tflops": "achievable TFLOPS (matmul scan)",
         "achievable_low_tflops": "achievable: slowest pass",
@@ -254,9 +215,4 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
 def paradnn_section(data: ReportData) -> Section:
     """The ParaDnn section (or why it is not in the report)."""
     return notebook_section(data, NOTEBOOK, "ParaDnn: roofline and speedups", "paradnn", paradnn_table, _fill,
-                            own={"roofline": _roofline, "speedup_heat_map": speedup_heat_map})
-
-
-def _roofline(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    drawn = table["intensity"].notna() & table["model_tflops"].notna()
-    return roofline_figure(table, data) if drawn.any() else None
+                            own={"roofline": roofline_figure, "speedup_heat_map": speedup_heat_map})

@@ -1,11 +1,10 @@
-"""The records behind a report (colabkit.records.loading reads and checks each file once; merging groups
-them per combination), and how it names and colours their devices: a label ('CPU x2: AMD EPYC', 'GPU (requested)')
-is made from a record's typed fields and sorted and coloured by that structure (DeviceLabel), never by its text.
-"""
+"""The records behind a report (colabkit.records.loading, merging) and how it names and colours their devices: a
+label ('CPU x2: AMD EPYC') is made from a record's typed fields (DeviceLabel), never parsed from its text."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,6 @@ from colabkit.experiments import find
 from colabkit.experiments.declaration import INFERENCE, TRAIN
 from colabkit.plots import device_color
 from colabkit.records.loading import LoadedRecords, load_records
-from colabkit.records.merging import RunGroup
 from colabkit.report.runs import collapse, headline_columns
 
 KIND_ORDER = {"cpu": 0, "gpu": 1, "tpu": 2}
@@ -105,8 +103,7 @@ def device_label(record: dict[str, Any]) -> str:
 
 
 def labelled(label: str) -> DeviceLabel | None:
-    """The device a label text was made from (None for text no record's label produced, e.g. a
-    published series)."""
+    """The device a label text was made from (None for other text, e.g. a published series)."""
     return _LABELS.get(str(label))
 
 
@@ -122,9 +119,14 @@ def _label_sort_key(label: str) -> tuple[Any, ...]:
 
 
 def sort_labels(labels: Iterable[str]) -> list[str]:
-    """Device labels in report order: CPU, GPU, TPU; fewer replicas first; then by model (text that
-    is no device label last, alphabetically)."""
+    """Device labels in report order (DeviceLabel.sort_key; other text last, alphabetically)."""
     return sorted(set(labels), key=_label_sort_key)
+
+
+def in_report_order(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`table` sorted by the columns `by`, its `device` column in report order (sort_labels), index reset."""
+    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
+    return table.sort_values(by, key=lambda c: c.map(order) if c.name == "device" else c).reset_index(drop=True)
 
 
 def shade(color: str, step: int) -> str:
@@ -137,16 +139,19 @@ def shade(color: str, step: int) -> str:
     return to_hex(np.clip(mixed, 0, 1))
 
 
+def kind_positions(labels: Iterable[str]) -> dict[str, int]:
+    """Each device label's place among the labels of its kind, in report order (0 for the first CPU, GPU...)."""
+    positions, seen = {}, Counter()
+    for label in sort_labels(labels):
+        positions[label] = seen[label_kind(label)]
+        seen[label_kind(label)] += 1
+    return positions
+
+
 def device_palette(labels: Iterable[str]) -> dict[str, str]:
     """A colour per device label: its kind's colour, shaded when several labels share a kind, in report order; one
     palette for a whole report (ReportData.palette)."""
-    colors: dict[str, str] = {}
-    used: dict[str, int] = {}
-    for label in sort_labels(labels):
-        kind = label_kind(label)
-        colors[label] = shade(device_color(kind), used.get(kind, 0))
-        used[kind] = used.get(kind, 0) + 1
-    return colors
+    return {label: shade(device_color(label_kind(label)), index) for label, index in kind_positions(labels).items()}
 
 
 def run_modes(frame: pd.DataFrame) -> pd.Series:
@@ -216,6 +221,11 @@ class ReportData:
             self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
         return self._collapsed[(notebook, inference)]
 
+    def costed(self) -> pd.DataFrame:
+        """The ok runs that count and carry a cost (`cost.runtime`, and its rate or `cost.no_rate`: docs/cost.md)."""
+        runs = self.used()
+        return runs[(runs["status"] == "ok") & runs.get("cost.runtime", pd.Series(None, index=runs.index)).notna()]
+
     def busy(self) -> pd.DataFrame:
         """Every ok run made on a busy host (`host_quiet` false), counted or not."""
         if "host_quiet" not in self.frame:
@@ -237,8 +247,7 @@ MERGE_COLUMNS = ["notebook", "combination", "named by", "status", "runs counted"
 
 
 def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTable | None = None) -> ReportData:
-    """The report's view of loaded records: device labels, data used, the runs that count, their headline figures and
-    costs at `rates`."""
+    """The report's view of loaded records: labels, data used, runs that count, headlines, costs."""
     rates = rates or load_rates()
     records = loaded.records
     frame = loaded.frame()
@@ -260,9 +269,7 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTa
         "data_used": [data_used(records[p]) for p in paths],
         "used": [p in counted for p in paths], "named": [p in named for p in paths],
         "combination": [combination.get(p, "") for p in paths], "combination_id": [ids.get(p, -1) for p in paths],
-        "work": [work.get(p) for p in paths],
-    }, index=frame.index, columns=["device_kind", "device_label", "data_used", "used", "named", "combination",
-                                   "combination_id", "work"])
+        "work": [work.get(p) for p in paths]}, index=frame.index)
     costs = pd.DataFrame([record_costs(records[p], rates) for p in paths], index=frame.index)
     frame = pd.concat([frame.drop(columns=[c for c in [*added.columns, *costs.columns] if c in frame]), added, costs],
                       axis=1)
@@ -282,19 +289,12 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTa
                        "named by": shown_path(group.used, [loaded.folders[group.used]]),
                        "status": records[group.used]["status"],
                        "runs counted": sum(p in counted for p in group.paths), "why": why,
-                       "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} "
-                                                f"({_not_counted(p, group, records, busy(p))})" for p in left_out)})
+                       "not counted": "; ".join(f"{shown_path(p, [loaded.folders[p]])} ("  # why each does not count
+                                                + ("a copy of a run already counted" if p in group.duplicates else
+                                                   "busy host" if busy(p) else str(records[p]["status"])) + ")"
+                                                for p in left_out)})
     return ReportData(list(loaded.dirs), frame, records, list(loaded.rejected), list(loaded.missing_dirs),
                       pd.DataFrame(merges, columns=MERGE_COLUMNS), loaded, exclude_busy, rates)
-
-
-def _not_counted(path: str, group: RunGroup, records: dict[str, dict[str, Any]], busy: bool) -> str:
-    """Why a record of a combination does not count: a copy of a run, made on a busy host, or not ok."""
-    if path in group.duplicates:
-        return "a copy of a run already counted"
-    if busy:
-        return "busy host"
-    return str(records[path]["status"])
 
 
 def shown_path(path: str, folders: Iterable[str]) -> str:

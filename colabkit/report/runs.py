@@ -1,8 +1,6 @@
-"""A combination's runs together (colabkit.records.merging: its repeats, from any folder): `collapse` gives
-the sections one row per combination, numeric metrics the median over its runs, `samples.<metric>` each run's,
-`runs` and `busy_runs`; `headline_columns` gives every record its combination's headline over runs (`headline.n`,
-`.median`, `.ci_low`, `.ci_high`, `.level`, `.between_cv`, `.within_cv`); `figures_over_runs` any declared figures.
-"""
+"""A combination's runs together (colabkit.records.merging: its repeats, from any folder): `collapse` gives the
+sections one row per combination, `headline_columns` every record its combination's headline over runs,
+`figures_over_runs` any declared figures over runs."""
 
 from __future__ import annotations
 
@@ -34,14 +32,6 @@ def _whole(values: pd.Series) -> bool:
                and not (isinstance(value, float) and math.isnan(value)))
 
 
-def _ratio(top: Any, bottom: Any) -> float:
-    try:
-        top, bottom = float(top), float(bottom)
-    except (TypeError, ValueError):
-        return np.nan
-    return top / bottom if bottom and math.isfinite(top) and math.isfinite(bottom) else np.nan
-
-
 def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
     """Each run's spread inside itself for `metric` as a coefficient of variation: of its steady epochs, timed calls,
     steady steps or fresh models; NaN without any."""
@@ -50,8 +40,9 @@ def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
                   ("timings.step_s_steady.std", "timings.step_s_steady.median")]
     spread = pd.Series(np.nan, index=runs.index, dtype=float)
     for std, centre in candidates:
-        if std in runs and centre in runs:
-            spread = spread.fillna(pd.Series([_ratio(a, b) for a, b in zip(runs[std], runs[centre])], index=runs.index))
+        if std in runs and centre in runs:  # a ratio that is no finite number: no spread
+            ratio = pd.to_numeric(runs[std], errors="coerce") / pd.to_numeric(runs[centre], errors="coerce")
+            spread = spread.fillna(ratio.astype(float).replace([np.inf, -np.inf], np.nan))
     per_model = f"metrics.{metric}_per_repeat"
     if per_model in runs:
         spread = spread.fillna(runs[per_model].map(lambda values: cv(values) if isinstance(values, list) else None)
@@ -85,6 +76,16 @@ def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd
     return out
 
 
+def interval_fields(values: Any, prefix: str) -> dict[str, Any]:
+    """The median of `values` (one per run) as `<prefix>`, its interval as `_low` and `_high` (NaN below 3 runs),
+    `_runs` and `_level` ('75 %, n = 3'; None without a run)."""
+    interval = median_ci(values if isinstance(values, (list, tuple, pd.Series)) else [])
+    return {prefix: np.nan if interval.estimate is None else interval.estimate,
+            f"{prefix}_low": np.nan if interval.low is None else interval.low,
+            f"{prefix}_high": np.nan if interval.high is None else interval.high,
+            f"{prefix}_runs": interval.n, f"{prefix}_level": interval.label if interval.n else None}
+
+
 OVER_RUNS_COLUMNS = ["combination_id", "metric", "measure", "unit", "runs", "median", "between_runs_low",
                     "between_runs_high", "between_runs_level", "note"]
 
@@ -109,8 +110,7 @@ def figures_over_runs(ok: pd.DataFrame, figures: Sequence[Headline]) -> pd.DataF
 
 
 def collapse(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per combination of the ok runs that count: numeric metrics the median over runs, `samples.<metric>`
-    each run's, `runs`, `busy_runs`; the rest from the latest run that has it."""
+    """One row per combination: numeric metrics the median over runs, `samples.<metric>`, `runs`, `busy_runs`."""
     if not len(runs):
         return runs.assign(runs=pd.Series(dtype=int), busy_runs=pd.Series(dtype=int))
     numeric = [column for column in runs.columns if column.startswith("metrics.") and _numeric(runs[column])]

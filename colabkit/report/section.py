@@ -1,12 +1,12 @@
-"""A report section: its body (warnings, `text` and the items marked `body`), its appendix (`notes` and
-the other items, under "Appendix: <title>"), and `empty`: why it is not in the body, one line of the Summary's list
-of what is not in the report. `write_section` writes its files; `section_outputs` is what one part shows.
-"""
+"""A report section: its body (warnings, `text`, the items marked `body`), its appendix (`notes`, the other items)
+and `empty`, why it is not in the body. `write_section` writes its files; `section_outputs` shows one part."""
 
 from __future__ import annotations
 
 import base64
 import html
+import io
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +23,7 @@ WARNING_STYLE = ("border:3px solid #b00020;background:#fdecea;color:#7a0012;padd
 
 @dataclass
 class ReportTable:
-    """A table of the report: `name` is its file name (no extension), `caption` says what it holds; `body`: shown in
-    its section's body, else in the appendix."""
+    """A table of the report: `name` its file name; `body`: in its section's body, else the appendix."""
 
     name: str
     table: pd.DataFrame
@@ -92,8 +91,7 @@ def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _html_table(table: pd.DataFrame) -> str:
-    """The table as HTML, its empty columns left out: numbers right-aligned, text left-aligned (headers too),
-    short text unwrapped."""
+    """The table as HTML without its empty columns: numbers right, text left, short text unwrapped."""
     table = shown_columns(table)
     styler = table.style.format(format_number).hide(axis="index").set_table_attributes(
         'class="dataframe colabkit-table"')
@@ -108,29 +106,22 @@ def _html_table(table: pd.DataFrame) -> str:
 
 
 def figure_png(figure: Any, dpi: int = 200) -> tuple[bytes, int]:
-    """The figure as PNG bytes drawn at `dpi`, and the width (pixels) to show it at: half its
-    pixel width, so it is sharp on high-density screens. Independent of matplotlib's backend."""
-    import io
-    import struct
-
+    """The figure as PNG bytes drawn at `dpi`, and the width (pixels) to show it at: half its pixel width, so it is
+    sharp on high-density screens. Independent of matplotlib's backend."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    data = buffer.getvalue()
-    width = struct.unpack(">I", data[16:20])[0]  # the PNG header's IHDR width
-    return data, width // 2
+    return buffer.getvalue(), struct.unpack(">I", buffer.getvalue()[16:20])[0] // 2  # the IHDR header's width
 
 
 def write_section(section: Section, output_dir: str | Path) -> list[Path]:
     """Write the section's figures and tables under output_dir/figures and output_dir/tables."""
-    output_dir = Path(output_dir)
-    paths: list[Path] = []
+    figures, tables, paths = Path(output_dir) / "figures", Path(output_dir) / "tables", []
     for item in section.items:
-        if isinstance(item, ReportFigure):
-            paths += write_figure(item.figure, item.name, output_dir / "figures", item.data)
-            if item.paper is not None:
-                paths += write_paper_figure(item.paper, item.name, output_dir / "figures")
+        if isinstance(item, ReportTable):
+            paths += write_table(item.table, item.name, tables, item.caption)
         else:
-            paths += write_table(item.table, item.name, output_dir / "tables", item.caption)
+            paths += write_figure(item.figure, item.name, figures, item.data)
+            paths += write_paper_figure(item.paper, item.name, figures) if item.paper else []
     return paths
 
 

@@ -1,6 +1,5 @@
 """The Summary: what the report draws on, each device's speedup over the CPU in a sentence (only what the verdicts
-support) and, where a device was compared with the CPU, one short table of them; every configuration's speedup with
-its interval and verdict in the appendix."""
+support) and one short table of them; every configuration's speedup in the appendix."""
 
 from __future__ import annotations
 
@@ -11,8 +10,9 @@ import pandas as pd
 from colabkit.experiments import all_experiments
 from colabkit.experiments.declaration import INFERENCE, TRAIN
 from colabkit.experiments.inference import INFERENCE_HEADLINE
-from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, levels, samples_column, speedups, title_of,
+from colabkit.report.common import (baseline_pair_key, column, cpu_baseline, samples_column, speedups, title_of,
                                     work_differs)
+from colabkit.report.figures import levels
 from colabkit.report.records import ReportData, label_kind, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
@@ -21,22 +21,8 @@ from colabkit.statistics import Interval, Verdict, verdict_word
 THROUGHPUT = "samples_per_s"
 VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_difference": Verdict.NO_DIFFERENCE,
                   "too_few_runs": Verdict.TOO_FEW_RUNS}
-
-
-def _throughput_where_work_differs(table: pd.DataFrame, baseline: str | None) -> pd.Series:
-    """Which rows did other work than their baseline run (samples per epoch, epochs): compared by throughput."""
-    if baseline is None or not len(table):
-        return pd.Series(False, index=table.index)
-    base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
-    return table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]), axis=1)
-
-
-def _modes(experiment: Any) -> list[tuple[Any, bool]]:
-    """(headline, inference) per mode the experiment's runs come in: its headline for training runs and, where it
-    declares `mode`, the single-stream p90 latency for inference runs (docs/inference.md)."""
-    return [(experiment.headline, False), *([(INFERENCE_HEADLINE, True)] if "mode" in experiment.parameter_names else [])]
-
-
+VERDICT_WORDS = {"faster": "faster", "slower": "slower", "no_difference": "no difference resolved",
+                 "too_few_runs": "too few runs"}
 COLUMNS = ["notebook", "mode", "measure", "device", "over", "combination", "runs", "speedup", "speedup_low",
            "speedup_high", "speedup_verdict"]
 
@@ -46,9 +32,12 @@ def configuration_speedups(data: ReportData, notebook: str | None = None, infere
     (`over`): the speedup over the CPU on the headline, its interval and verdict (NaN without a CPU run of that
     work). Runs pair at the same GLOBAL batch and backend (else the CPU's TensorFlow run); by throughput where the
     work differed (`measure`)."""
-    frames = []
-    for experiment, (headline, in_inference) in ((e, mode) for e in all_experiments() for mode in _modes(e)
-                                                 if notebook in (None, e.name) and inference in (None, mode[1])):
+    frames = []  # per mode an experiment's runs come in: training on its headline, inference on the p90 latency
+    for experiment, headline, in_inference in ((e, h, i) for e in all_experiments()
+                                               for h, i in ((e.headline, False), (INFERENCE_HEADLINE, True))):
+        if notebook not in (None, experiment.name) or inference not in (None, in_inference) or (
+                in_inference and "mode" not in experiment.parameter_names):
+            continue
         ok, name = data.ok(experiment.name, in_inference), f"metrics.{headline.metric}"
         if name not in ok or not ok[name].notna().any():
             continue
@@ -62,8 +51,10 @@ def configuration_speedups(data: ReportData, notebook: str | None = None, infere
         table["config"] = baseline_pair_key(ok, baseline)
         table = pd.concat([table, speedups(table, "value", headline.higher_is_better, baseline, samples="samples")],
                           axis=1).assign(measure=headline.label)
-        differs = _throughput_where_work_differs(table, baseline)
-        if differs.any():
+        base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
+        differs = table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]),
+                              axis=1)
+        if differs.any():  # the rows that did other work than their baseline run: compared by throughput
             by_throughput = speedups(table, THROUGHPUT, True, baseline, samples="throughput_samples")
             table.loc[differs, by_throughput.columns] = by_throughput.loc[differs]
             table.loc[differs, "measure"] = f"{headline.label} (samples/s: the work per epoch differed)"
@@ -72,12 +63,12 @@ def configuration_speedups(data: ReportData, notebook: str | None = None, infere
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
 
-def speedup_table(data: ReportData) -> pd.DataFrame:
+def speedup_table(data: ReportData, configurations: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per notebook, mode and device but the CPU: the speedup over the CPU over the configurations both ran (median,
     min, max, how many) and how many got each verdict (faster, slower, no difference resolved, too few runs)."""
+    configurations = configuration_speedups(data) if configurations is None else configurations
     rows = []
-    for (notebook, mode, device), group in configuration_speedups(data).groupby(["notebook", "mode", "device"],
-                                                                                   sort=False):
+    for (notebook, mode, device), group in configurations.groupby(["notebook", "mode", "device"], sort=False):
         matched = group[group["speedup"].notna()]
         verdicts = matched["speedup_verdict"].map(verdict_word).value_counts()
         rows.append({"notebook": notebook, "mode": mode, "device": device,
@@ -98,9 +89,7 @@ def _times(value: float) -> str:
 
 def _verdicts(row: Any) -> str:
     """'faster in 3, no difference resolved in 1': the verdicts of a row of speedup_table."""
-    words = [(row.faster, "faster"), (row.slower, "slower"), (row.no_difference, "no difference resolved"),
-             (row.too_few_runs, "too few runs")]
-    return ", ".join(f"{word} in {count}" for count, word in words if count)
+    return ", ".join(f"{word} in {row[key]}" for key, word in VERDICT_WORDS.items() if row[key])
 
 
 def _device_sentence(device: str, rows: pd.DataFrame) -> str:
@@ -155,10 +144,9 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
 
 def short_of_target(data: ReportData) -> pd.DataFrame:
     """The combinations a sweep ran for `--target-ci` whose headline interval is still wider than that target."""
-    rows = []
-    frame = data.frame
+    rows, frame, columns = [], data.frame, ["notebook", "combination", "device", "runs", "half-width", "target"]
     if "sweep.target_ci" not in frame or "headline.ci_low" not in frame:
-        return pd.DataFrame(columns=["notebook", "combination", "device", "runs", "half-width", "target"])
+        return pd.DataFrame(columns=columns)
     counted = frame[frame["used"] & (frame["status"] == "ok") & frame["sweep.target_ci"].notna()]
     for _, runs in counted.groupby("combination_id", sort=False):
         first = runs.iloc[0]
@@ -170,7 +158,7 @@ def short_of_target(data: ReportData) -> pd.DataFrame:
             rows.append({"notebook": title_of(first["notebook"]), "combination": first["combination"],
                          "device": first["device_label"], "runs": int(first["headline.n"]),
                          "half-width": width, "target": target})
-    return pd.DataFrame(rows, columns=["notebook", "combination", "device", "runs", "half-width", "target"])
+    return pd.DataFrame(rows, columns=columns)
 
 
 def busy_line(data: ReportData) -> str | None:
@@ -206,14 +194,13 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
         "device": rows["device"], "configurations": rows["configurations"], "median speedup": rows["speedup"],
         "range": [_times(low) if low == high else f"{_times(low)}-{_times(high)}"
                   for low, high in zip(rows["min"], rows["max"])],
-        "verdicts": [_verdicts(row) for row in rows.itertuples()], "levels": rows["levels"]})
+        "verdicts": [_verdicts(row) for _, row in rows.iterrows()], "levels": rows["levels"]})
 
 
 def summary_section(data: ReportData) -> Section:
-    """The reading, a line on the runs made on a busy host and, where there are some, the speedups over the CPU per
-    experiment; each configuration's and the combinations short of a --target-ci in the appendix."""
-    section = Section("summary", "Summary")
-    table = speedup_table(data)
+    """The reading, the busy-host line and the speedups' table; their detail in the appendix."""
+    section, configurations = Section("summary", "Summary"), configuration_speedups(data)
+    table = speedup_table(data, configurations)
     section.text = [reading(data, table)]
     busy = busy_line(data)
     if busy and not left_to_draw(data):  # no result to open on: the reader must see why before anything else
@@ -225,7 +212,6 @@ def summary_section(data: ReportData) -> Section:
         section.items.append(ReportTable("summary", summary_table(table), f"Speedup over {over} per experiment: the "
                                          "median over the configurations both ran, their range and verdicts.",
                                          body=True))
-    configurations = configuration_speedups(data)
     if len(configurations):
         section.items.append(ReportTable(
             "summary_speedup_per_configuration", configurations.assign(notebook=configurations["notebook"].map(title_of)),

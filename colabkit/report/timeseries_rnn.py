@@ -1,9 +1,10 @@
-"""Time-series section (weather forecast with a recurrent network): its headline figure (steady epoch time per
-device and batch size) is the declaration's; in the appendix its own figures, the loss curves and the predictions
-against the truth, and the errors beside the persistence baseline's and Hvass-Labs #23's."""
+"""Time-series section (weather forecast with a recurrent network): its figures are the declaration's
+(report.headline), its own the loss curves and the predictions against the truth; in the appendix the errors beside
+the persistence baseline's and Hvass-Labs #23's."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -13,14 +14,13 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.ticker import MaxNLocator
 
 from colabkit.experiments.published import HVASS_SOURCE, HVASS_WEATHER
-from colabkit.report.common import (column, first_column, global_batch, interval_frame, pick, run_config_key,
-                                    samples_column, series_labels, timing_frame)
-from colabkit.report.figures import log_scale_if_wide, new_figure, series_colors
+from colabkit.report.common import (column, comparison_fields, experiment_frame, global_batch, has, interval_spec,
+                                    metrics, pick, samples_column, timing_frame)
+from colabkit.report.figures import new_figure, series_colors, wide
 from colabkit.report.headline import notebook_section
-from colabkit.report.records import ReportData, sort_labels
+from colabkit.report.records import ReportData
 from colabkit.report.section import ReportFigure, ReportTable, Section
 from colabkit.report.writers import format_number
-from colabkit.statistics import ratio_ci, verdict, verdict_text
 
 NOTEBOOK = "timeseries_rnn"
 # Where a record says when EarlyStopping stopped training (None or absent: it did not fire).
@@ -32,31 +32,20 @@ _NAME_KEYS = ("targets", "target_names", "columns", "names")
 
 
 def timeseries_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok time-series record: device, batch size, timing with spread, early-stopping
-    epoch, losses, and every `mae_*` / `persistence_mae_*` the records hold."""
+    """One row per ok time-series combination: device, batch size, timing with spread, early-stopping epoch, losses,
+    and every `mae_*` / `persistence_mae_*` the records hold (with `runs_<name>`, each run's)."""
     ok = data.ok(NOTEBOOK)
-    stop = first_column(ok, STOP_EPOCH_METRICS)
-    errors = {name[len("metrics."):]: ok[name] for name in ok.columns
-              if re.fullmatch(r"metrics\.(persistence_)?mae_.+", name) and ok[name].notna().any()}
-    table = pd.DataFrame({
-        "device": ok["device_label"], "series": series_labels(ok, ["params.batch_size"]),
-        "batch": global_batch(ok),
-        **timing_frame(ok), "stop_epoch": column(ok, stop) if stop else np.nan,
-        "best_epoch": column(ok, "metrics.best_epoch"), "val_loss": column(ok, "metrics.val_loss"),
-        "test_loss": column(ok, "metrics.test_loss"), "persistence_test_loss": column(ok, "metrics.persistence_test_loss"),
-        **errors, **{f"runs_{name}": samples_column(ok, name) for name in errors},
-        "runs": column(ok, "runs"),
-        "data": ok["data_used"], "config": run_config_key(ok), "path": ok["path"],
-    })
-    table = pd.concat([table, interval_frame(samples_column(ok, "epoch_time_steady_s"), "epoch_steady_s")], axis=1)
-    order = {label: index for index, label in enumerate(sort_labels(table["device"]))}
-    return table.sort_values(["device", "series", "batch"], key=lambda c: c.map(order) if c.name == "device" else c) \
-        .reset_index(drop=True)
+    stop = next((name for name in STOP_EPOCH_METRICS if has(ok, name)), None)
+    errors = [name[len("metrics."):] for name in ok.columns
+              if re.fullmatch(r"metrics\.(persistence_)?mae_.+", name) and has(ok, name)]
+    return experiment_frame(ok, ["params.batch_size"], ["device", "series", "batch"], {
+        "batch": global_batch(ok), **timing_frame(ok), "stop_epoch": column(ok, stop) if stop else np.nan,
+        **metrics(ok, "best_epoch", "val_loss", "test_loss", "persistence_test_loss", *errors),
+        **{f"runs_{name}": samples_column(ok, name) for name in errors}}, {"epoch_time_steady_s": "epoch_steady_s"})
 
 
 def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Validation loss (solid) and training loss (dashed) per epoch of each combination's most recent run, one
-    colour per run, the legend naming its record."""
+    """Validation (solid) and training (dashed) loss per epoch of each combination's latest run."""
     rows = []
     for row in table.itertuples():
         history = data.record(row.path).get("history") or {}
@@ -73,11 +62,9 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
         ax.plot(group["epoch"], group["loss"], color=colors[series], marker="o", markersize=3,
                 linestyle="-" if curve == "val_loss" else "--", alpha=1.0 if curve == "val_loss" else 0.6,
                 label=f"{series}, {run} ({'validation' if curve == 'val_loss' else 'training'})")
-    log_scale_if_wide(ax, curves["loss"], ratio=20)
+    ax.set_yscale("log" if wide(curves["loss"], ratio=20) else "linear")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("loss (MSE, scaled targets)")
-    ax.set_title("Validation (solid) and training (dashed) loss")
+    ax.set(xlabel="epoch", ylabel="loss (MSE, scaled targets)", title="Validation (solid) and training (dashed) loss")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ReportFigure("timeseries_loss_curves", figure, curves,
                         "Loss per epoch as Keras logged it, in each combination's most recent run (its record named in "
@@ -94,8 +81,7 @@ def _first(mapping: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def _columns(values: Any, names: list[str] | None) -> dict[str, list[float]] | None:
-    """Series of one kind (true or predicted) as {target: values}, from a mapping, rows of values
-    (one row per time step) or a flat list (one target)."""
+    """Series of one kind as {target: values}: from a mapping, rows of values or a flat list."""
     if isinstance(values, dict):
         return {str(name): list(series) for name, series in values.items() if isinstance(series, list)}
     if not isinstance(values, list) or not values:
@@ -143,22 +129,14 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
     return frame
 
 
-def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFigure | None, str | None]:
-    """Truth, the persistence forecast and each device's best run's predictions, a panel per target; and a note where
-    some records' predictions cannot be read."""
+def predictions_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
+    """Truth, the persistence forecast and each device's best run's predictions, a panel per target (None where no
+    record's predictions can be read: _fill says why)."""
     best = table.sort_values("val_loss", na_position="last").drop_duplicates("device")
-    frames, unreadable = [], []
-    for row in best.itertuples():
-        record = data.record(row.path)
-        frame = prediction_frame(record)
-        if frame is None:
-            if "predictions" in record:
-                unreadable.append(row.path)
-            continue
-        frames.append(frame.assign(series=row.series, device=row.device, run=record_name(row.path)))
-    note = (f"Predictions in a layout this report does not read: {', '.join(unreadable)}." if unreadable else None)
+    frames = [frame.assign(series=row.series, device=row.device, run=record_name(row.path)) for row in best.itertuples()
+              if (frame := prediction_frame(data.record(row.path))) is not None]
     if not frames:
-        return None, note
+        return None
     long = pd.concat(frames, ignore_index=True)
     targets = list(dict.fromkeys(long["target"]))
     figure, axes = new_figure(nrows=len(targets), width=9.0, height=2.6)
@@ -184,7 +162,7 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> tuple[ReportFig
     figure.legend(handles, labels, loc="outside lower center", ncols=min(3, len(labels)))
     return ReportFigure("timeseries_predictions", figure, long,
                         "For each device, the run with the lowest validation loss; targets in their physical units "
-                        "as the records hold them."), note
+                        "as the records hold them.")
 
 
 def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
@@ -194,38 +172,23 @@ def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
     if not targets:
         return None
     rows = []
-    for _, row in table.iterrows():
-        for target in targets:
-            model, persistence = row[f"mae_{target}"], row.get(f"persistence_mae_{target}", np.nan)
-            model_runs, persistence_runs = row[f"runs_mae_{target}"], row.get(f"runs_persistence_mae_{target}")
-            ratio = ratio_ci(*(runs if isinstance(runs, list) else [] for runs in (model_runs, persistence_runs)))
-            rows.append({"series": row["series"], "batch": row["batch"], "target": target, "model MAE": model,
-                         "persistence MAE": persistence,
-                         "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
-                         "skill low": np.nan if ratio.high is None else 1 - ratio.high,
-                         "skill high": np.nan if ratio.low is None else 1 - ratio.low,
-                         "vs persistence": verdict_text(verdict(ratio, higher_is_better=False, words="measure"), ratio)
-                         if ratio.estimate is not None else None})
+    for (_, row), target in itertools.product(table.iterrows(), targets):
+        model, persistence = row[f"mae_{target}"], row.get(f"persistence_mae_{target}", np.nan)
+        ratio = comparison_fields(*(runs if isinstance(runs, list) else [] for runs in (
+            row[f"runs_mae_{target}"], row.get(f"runs_persistence_mae_{target}"))), False, "r", False, "measure")
+        rows.append({"series": row["series"], "batch": row["batch"], "target": target, "model MAE": model,
+                     "persistence MAE": persistence,
+                     "skill": 1 - model / persistence if pd.notna(persistence) and persistence else np.nan,
+                     "skill low": 1 - ratio["r_high"], "skill high": 1 - ratio["r_low"],
+                     "vs persistence": ratio["r_verdict"]})
     return pd.DataFrame(rows)
-
-
-def hvass_table(table: pd.DataFrame) -> pd.DataFrame:
-    ours = [{"source": f"ours: {row.series}, batch {format_number(row.batch)}", "test loss": row.test_loss,
-             "steady epoch (s)": row.epoch_steady_s} for row in table.itertuples()]
-    published = {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
-                 "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}
-    return pd.DataFrame([*ours, published])
-
-
-def _predictions(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    return predictions_figure(table, data)[0]
 
 
 def timeseries_section(data: ReportData) -> Section:
     """The time-series section (or why it is not in the report)."""
     return notebook_section(data, NOTEBOOK, "Weather forecasting with a recurrent network", "timeseries",
                             timeseries_table, _fill, own={"loss_curves": loss_curves_figure,
-                                                          "predictions": _predictions})
+                                                          "predictions": predictions_figure})
 
 
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
@@ -237,15 +200,11 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     if unreadable or not any("predictions" in record for record in records):
         section.notes.append(f"Predictions in a layout this report does not read: {', '.join(unreadable)}." if
                              unreadable else "No record holds predictions, so there is no forecast plot.")
-    spec = [("device", "device"), ("batch", "batch"), ("epochs_run", "epochs"), ("stop_epoch", "early stop at"),
-            ("best_epoch", "best epoch"),
-            ("runs", "runs"), ("epoch_first_s", "first epoch (s)"), ("epoch_steady_s", "steady epoch (s)"),
-            ("epoch_steady_s_low", "low (s)"), ("epoch_steady_s_high", "high (s)"), ("epoch_steady_s_level", "level"),
-            ("epoch_steady_std_s", "std over epochs (s)"), ("step_ms", "step (ms)"), ("samples_per_s", "samples/s"),
-            ("val_loss", "val loss"), ("test_loss", "test loss"), ("persistence_test_loss", "persistence test loss"),
+    spec = ["device", ("batch", "batch"), "epochs_run", ("stop_epoch", "early stop at"), ("best_epoch", "best epoch"),
+            "runs", "epoch_first_s", "epoch_steady_s", *interval_spec("epoch_steady_s"), "epoch_steady_std_s", "step_ms",
+            "samples_per_s", ("val_loss", "val loss"), "test_loss", ("persistence_test_loss", "persistence test loss"),
             *[(name, name.replace("persistence_mae_", "persistence MAE ").replace("mae_", "MAE "))
-              for name in table.columns if name.startswith(("mae_", "persistence_mae_"))],
-            ("data", "data")]
+              for name in table.columns if name.startswith(("mae_", "persistence_mae_"))], "data"]
     section.items.append(ReportTable("timeseries_rnn", pick(table, spec), "Weather model per device and batch size: "
                                      "timing, losses on scaled targets, mean absolute errors in physical units."))
     if errors is not None:
@@ -253,6 +212,9 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                                          "Mean absolute error of the model and of the persistence forecast (the value "
                                          "24 hours earlier), medians over runs; skill above 0: the model is better; "
                                          "its interval over runs and the verdict on the model, with its level and runs."))
-    section.items.append(ReportTable(
-        "timeseries_vs_hvass", hvass_table(table),
-        f"Ours beside {HVASS_SOURCE}; their epochs ran 100 steps of batch 256 x 1,344 hours, ours as the parameters say."))
+    hvass = pd.DataFrame([*({"source": f"ours: {row.series}, batch {format_number(row.batch)}", "test loss": row.test_loss,
+                             "steady epoch (s)": row.epoch_steady_s} for row in table.itertuples()),
+                          {"source": "Hvass-Labs #23: GTX 1070 (published)", "test loss": HVASS_WEATHER["test_loss"],
+                           "steady epoch (s)": HVASS_WEATHER["epoch_time_s"]}])
+    section.items.append(ReportTable("timeseries_vs_hvass", hvass, f"Ours beside {HVASS_SOURCE}; their epochs ran 100 "
+                                     "steps of batch 256 x 1,344 hours, ours as the parameters say."))

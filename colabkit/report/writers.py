@@ -1,7 +1,6 @@
-"""Files a report writes: figures as PNG (300 dpi), PDF and SVG (a body figure also as PDFs one and two
-columns of a paper wide, text at PAPER_POINTS or larger); tables as CSV (every digit), LaTeX (booktabs, at most
-LATEX_COLUMNS a part) and Markdown (4 significant digits, no scientific notation).
-"""
+"""Files a report writes: figures as PNG (300 dpi), PDF and SVG (a body figure also as PDFs one and two columns of a
+paper wide, text at PAPER_POINTS or larger); tables as CSV (every digit), LaTeX (booktabs, at most LATEX_COLUMNS a
+part) and Markdown (4 significant digits, no scientific notation)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import pandas as pd
 from colabkit.io import write_atomic
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
-TABLE_FORMATS = ("csv", "tex", "md")
 PNG_DPI = 300
 SIGNIFICANT_DIGITS = 4
 PAPER_WIDTHS = {"1col": 3.5, "2col": 7.0}  # inches: one column and the whole page of a two-column paper
@@ -56,15 +54,6 @@ def format_number(value: Any, digits: int = SIGNIFICANT_DIGITS) -> str:
     if hasattr(value, "item"):  # NumPy scalars
         return format_number(value.item(), digits)
     return str(value)
-
-
-def span(values: Any, digits: int = 3) -> str:
-    """The range of some numbers for a sentence: '0.652-0.803', or '0.975' when they are all equal."""
-    values = [v for v in values if not _missing(v)]
-    if not values:
-        return "n/a"
-    low, high = format_number(min(values), digits), format_number(max(values), digits)
-    return low if low == high else f"{low}-{high}"
 
 
 def formatted(table: pd.DataFrame) -> pd.DataFrame:
@@ -129,15 +118,12 @@ def write_table(table: pd.DataFrame, name: str, folder: str | Path, caption: str
 
 
 def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame | None = None) -> list[Path]:
-    """Save a matplotlib figure as folder/name.png (300 dpi), .pdf and .svg, and the table behind it
-    as folder/name.csv when given; return the paths."""
+    """Save a figure as folder/name.png (300 dpi), .pdf, .svg and its data as .csv; the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for extension in FIGURE_FORMATS:
-        path = folder / f"{name}.{extension}"
-        figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", format=extension)
-        paths.append(path)
+    paths = [folder / f"{name}.{extension}" for extension in FIGURE_FORMATS]
+    for path in paths:
+        figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", format=path.suffix[1:])
     if data is not None:
         data.to_csv(folder / f"{name}.csv", index=False)
         paths.append(folder / f"{name}.csv")
@@ -167,8 +153,7 @@ def _cell(value: Any) -> Any:
 
 
 def write_records_csv(frame: pd.DataFrame, path: str | Path) -> Path:
-    """The tidy table of every record (one row each, nested fields flattened with dots; lists such as
-    per-epoch times or per-repeat scores as JSON in their cell)."""
+    """Every record, one row each (nested fields with dots, lists as JSON in their cell)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.apply(lambda column: column.map(_cell)).to_csv(path, index=False)
