@@ -3,7 +3,8 @@
 Records, report pages, downloaded data and stamped notebooks go through `write_atomic`: a hidden
 temporary in the same folder, then `os.replace`; a process killed mid-write leaves at most a hidden
 `.<name>.<random><suffix>`, never a truncated file under the real name. What comes from outside (an
-archive's own name, its members' names) is kept inside its folder by `safe_name` and `inside`.
+archive's own name, its members' names, a plan's notebooks and slugs, a record's notebook) is kept inside its
+folder by `safe_name` and `inside`, the one check of such paths.
 """
 
 from __future__ import annotations
@@ -121,9 +122,15 @@ def safe_name(text: str, fallback: str) -> str:
     return name or fallback
 
 
-def inside(parent: str | Path, relative: str | Path) -> Path | None:
+def inside(parent: str | Path, relative: str | Path, *, name: bool = False) -> Path | None:
     """`parent / relative` resolved (links followed, '..' applied), or None where that lands outside `parent`
-    resolved: an absolute `relative`, a '../' in it, or a link already there that points out."""
+    resolved: an absolute `relative`, a '../' in it, or a link already there that points out. With `name`,
+    `relative` must also be one name directly in `parent` (no folder part, not '.' or '').
+
+    The package's one check of a path read from a file (a plan's notebook, an archive's member, a record's name, a
+    zip's folder): every reader that writes or runs what such a path names goes through it."""
     base = Path(parent).resolve()
     target = (base / relative).resolve()
-    return target if target.is_relative_to(base) else None
+    if not target.is_relative_to(base) or (name and target.parent != base):
+        return None
+    return target
