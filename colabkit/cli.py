@@ -54,6 +54,9 @@ def _sweep(args: argparse.Namespace) -> int:
     options = _given(RunOptions, args, colab=tuple(accelerators(args.colab)) if args.colab is not None else (),
                      repetition=Repetition.asked(args.target_ci, args.max_repeats))
     out = Path(args.out) if args.out else None
+    if args.save_plan and (args.plan or not args.dry_run):
+        raise ColabkitError("--save-plan FILE goes with grid files and --dry-run: it writes the plan the dry run "
+                            "shows, for `sweep --plan FILE` to run (plan here, run there)")
     if args.plan:
         if request != PlanRequest() or options != RunOptions():
             raise ColabkitError(f"--plan {args.plan} holds what runs and how: give it alone (with --out, --dry-run, "
@@ -63,7 +66,7 @@ def _sweep(args: argparse.Namespace) -> int:
         raise ColabkitError("give the grid files to sweep (e.g. parameters/matmul_tflops.yaml), or --plan FILE")
     else:
         runs = plan_requested(request, options, out)
-    return sweep_command(runs, args.dry_run, args.progress)
+    return sweep_command(runs, args.dry_run, args.progress, Path(args.save_plan) if args.save_plan else None)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -197,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--plan", metavar="FILE",
                        help="run the runs a plan holds (JSON, as a sweep planned them: what a Colab session and the "
                             "device run's stages are given), planned nowhere else; instead of grid files")
+    sweep.add_argument("--save-plan", metavar="FILE",
+                       help="with --dry-run: also write the plan it shows as JSON, which `sweep --plan FILE` runs "
+                            "(plan here, run there)")
     sweep.add_argument("--preset", help="a preset named in the grid files, e.g. smoke or paper")
     sweep.add_argument("--device", help="run only this device's combinations (cpu, gpu, tpu, cpu:2, ...)")
     sweep.add_argument("--out", help="output folder (default: outputs/<preset>)")

@@ -3,7 +3,8 @@
 Records, report pages, downloaded data and stamped notebooks go through `write_atomic`: a hidden
 temporary in the same folder, then `os.replace`; a process killed mid-write leaves at most a hidden
 `.<name>.<random><suffix>`, never a truncated file under the real name. What comes from outside (an
-archive's own name, its members' names) is kept inside its folder by `safe_name` and `inside`.
+archive's own name, its members' names, a plan's notebooks and slugs, a record's notebook) is kept inside its
+folder by `safe_name` and `inside` (a name by `is_name`), the one check of such paths.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["inside", "json_value", "safe_name", "write_atomic", "write_json_atomic"]
+__all__ = ["inside", "is_name", "json_value", "safe_name", "write_atomic", "write_json_atomic"]
 
 
 def _umask() -> int:
@@ -121,9 +122,20 @@ def safe_name(text: str, fallback: str) -> str:
     return name or fallback
 
 
-def inside(parent: str | Path, relative: str | Path) -> Path | None:
+def is_name(text: str) -> bool:
+    """Whether `text` is one file name, never a path: not '', '.' or '..', and no '/', '\\' or NUL in it."""
+    return text not in ("", ".", "..") and not any(character in text for character in "/\\\0")
+
+
+def inside(parent: str | Path, relative: str | Path, *, name: bool = False) -> Path | None:
     """`parent / relative` resolved (links followed, '..' applied), or None where that lands outside `parent`
-    resolved: an absolute `relative`, a '../' in it, or a link already there that points out."""
+    resolved: an absolute `relative`, a '../' in it, or a link already there that points out. With `name`,
+    `relative` must also be one name (is_name), directly in `parent`.
+
+    The package's one check of a path read from a file (a plan's notebooks and runs' files, an archive's members
+    and folder, a device run's zip): every reader that writes or runs what such a path names goes through it."""
+    if name and not is_name(str(relative)):
+        return None
     base = Path(parent).resolve()
     target = (base / relative).resolve()
     return target if target.is_relative_to(base) else None

@@ -84,3 +84,12 @@ def test_safe_name_and_inside_keep_what_comes_from_outside_in_its_folder(tmp_pat
     assert inside(tmp_path, "../b.json") is None and inside(tmp_path, "/etc/passwd") is None
     (tmp_path / "out").symlink_to(tmp_path.parent)
     assert inside(tmp_path, "out/b.json") is None  # a link that leads out is followed, then refused
+
+
+def test_a_name_is_never_a_path(tmp_path):
+    from colabkit.io import inside, is_name
+
+    assert [is_name(text) for text in ("cnn_mnist", "n-256_lr-0.001", "..x", "", ".", "..", "a/b", "a\\b", "a\0")] \
+        == [True, True, True, False, False, False, False, False, False]
+    assert inside(tmp_path, "run.json", name=True) == tmp_path.resolve() / "run.json"
+    assert [inside(tmp_path, text, name=True) for text in ("a/run.json", "..", ".", "/etc")] == [None] * 4

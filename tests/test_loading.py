@@ -111,6 +111,18 @@ def test_files_that_are_not_records_are_named_with_the_reason(tmp_path):
     assert len(rejected) == 4
 
 
+@pytest.mark.parametrize("notebook", ["../../../evil", "/etc/evil", "a/b", "..", ""])
+def test_a_record_whose_notebook_is_a_path_is_set_aside(tmp_path, notebook):
+    """A record's notebook names the report's files and folders (its figures, its section): a path there is a
+    damaged or hostile record, set aside with why, never followed."""
+    record = matmul_record()
+    record["notebook"] = notebook
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(record))
+    assert load_records(tmp_path).rejected == [
+        (str(path), f"notebook {notebook!r} is not a notebook's name (a name, never a path)")]
+
+
 def test_the_device_request_is_derived_once_for_records_written_before_it(tmp_path):
     old = fx.matmul("gpu", 256, status="skipped")
     old["device"] = {"requested": "gpu:2"}  # no `request`: an older colabkit wrote it

@@ -610,6 +610,34 @@ def test_a_returned_zip_lands_in_results_as_records_tables_and_a_readme_that_the
         import_zip(archive, tmp_path / "results")
 
 
+def rewritten(archive: Path, meta: dict | None = None, extra: dict[str, str] | None = None) -> Path:
+    """`archive` with its META updated by `meta` and the members `extra` added."""
+    copy = archive.with_name("hostile.zip")
+    with zipfile.ZipFile(archive) as source, zipfile.ZipFile(copy, "w") as target:
+        for name in source.namelist():
+            data = source.read(name)
+            if name == bundle_module.META and meta:
+                data = json.dumps({**json.loads(data), **meta}).encode()
+            target.writestr(name, data)
+        for name, text in (extra or {}).items():
+            target.writestr(name, text)
+    return copy
+
+
+@pytest.mark.parametrize("meta, extra, words", [
+    ({"slug": "../../evil"}, None, "is no name in"),
+    ({"date": "x/../../../evil"}, None, "is no name in"),
+    (None, {"results/../../../evil.json": "{}"}, "would land outside"),
+])
+def test_a_zip_whose_paths_lead_out_of_results_is_refused_whole(tmp_path, meta, extra, words):
+    archive = rewritten(device_zip(tmp_path), meta, extra)
+    results = tmp_path / "home" / "results"
+    with pytest.raises(DevicePackError, match=words):
+        import_zip(archive, results)
+    assert not results.exists() or not list(results.iterdir())  # nothing imported, not even the staging
+    assert not list(tmp_path.rglob("evil*"))
+
+
 def test_a_rehearsal_zip_or_another_zip_is_refused(tmp_path):
     with pytest.raises(DevicePackError, match="is a CPU rehearsal"):
         import_zip(device_zip(tmp_path, on_gpu=False), tmp_path / "results")

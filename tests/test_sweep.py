@@ -432,4 +432,4 @@ def test_a_plan_file_holds_its_runs_and_options_and_the_command_line_adds_none(t
     old = json.loads(path.read_text())
     path.write_text(json.dumps({**old, "colabkit_plan": 1}))
     assert main(["sweep", "--plan", str(path), "--dry-run"]) == 2
-    assert "not a colabkit plan of format 2" in capsys.readouterr().err
+    assert "a plan of format 1, from another colabkit; this one reads format 2" in capsys.readouterr().err

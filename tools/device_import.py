@@ -20,14 +20,15 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from colabkit.errors import ColabkitError, DevicePackError
-from colabkit.io import write_atomic
+from colabkit.io import inside, write_atomic
 from colabkit.ondevice.bundle import META, SUMMARY
 
 
 def _kept(name: str) -> str | None:
-    """Where a member of the zip goes in the results folder, or None."""
+    """Where a member of the zip goes in the results folder (a path below it: import_zip keeps it there with
+    colabkit.io.inside), or None."""
     path = PurePosixPath(name)
-    if ".." in path.parts or path.is_absolute():
+    if not path.parts:
         return None
     top, rest = path.parts[0], PurePosixPath(*path.parts[1:]) if len(path.parts) > 1 else None
     if top == "results" and rest is not None and path.suffix == ".json" and not path.name.startswith("."):
@@ -48,10 +49,16 @@ def import_zip(archive: Path, results: Path) -> Path:
             if META not in names:
                 raise DevicePackError(f"{archive} is not a device run's zip: it has no {META}")
             meta = json.loads(opened.read(META).decode("utf-8"))
+            if not isinstance(meta, dict):
+                raise DevicePackError(f"{archive}: its {META} is not a device run's (a JSON object)")
             if not meta.get("on_gpu"):
                 raise DevicePackError(f"{archive} is a CPU rehearsal ({meta.get('device')}): results/ keeps runs "
                                       "on a real GPU only")
-            folder = results / f"{meta['slug']}-{meta['date']}"
+            named = f"{meta['slug']}-{meta['date']}"
+            if inside(results, named, name=True) is None:
+                raise DevicePackError(f"{archive}: its folder {named!r} (the run's slug and date) is no name in "
+                                      f"{results}: nothing was imported")
+            folder = results / named
             if folder.exists():
                 raise DevicePackError(f"{folder} exists already: nothing was overwritten (move it away to import again)")
             staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=results if results.is_dir() else None))
@@ -59,8 +66,12 @@ def import_zip(archive: Path, results: Path) -> Path:
                 for name in names:
                     place = _kept(name)
                     if place is not None:
-                        (staging / place).parent.mkdir(parents=True, exist_ok=True)
-                        (staging / place).write_bytes(opened.read(name))
+                        target = inside(staging, place)
+                        if target is None:
+                            raise DevicePackError(f"{archive}: its member {name!r} would land outside {folder}: "
+                                                  "nothing was imported")
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(opened.read(name))
                 summary = opened.read(SUMMARY).decode("utf-8") if SUMMARY in names else "(no summary in the zip)\n"
                 write_atomic(staging / "README.md", _readme(meta, summary, archive.name))
                 results.mkdir(parents=True, exist_ok=True)

@@ -133,8 +133,8 @@ def unpack_sweep_zips(source: str, into: str | Path = "outputs/sweep-zips", *,
 
 def _unpack(archive: Path, into: Path, name: str) -> Path:
     """`archive` unpacked into `into/name` (a plain name), every member checked inside it before any is written."""
-    folder = inside(into, name)
-    if folder is None or folder.parent != into.resolve():
+    folder = inside(into, name, name=True)
+    if folder is None:
         raise FolderNotFoundError(f"{archive}: its folder {into / name} leads outside {into}; not unpacked")
     try:
         with zipfile.ZipFile(archive) as opened:

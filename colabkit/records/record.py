@@ -19,7 +19,7 @@ from typing import Any
 
 from colabkit.colab.runtime import accelerator_asked, accelerator_found, accelerator_mismatch, colab_runtime_version
 from colabkit.errors import RecordError
-from colabkit.io import json_value
+from colabkit.io import is_name, json_value
 from colabkit.records.provenance import git_commit, host_info, software_versions
 from colabkit.records.schema import RecordStatus
 
@@ -182,8 +182,8 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
         raise RecordError(f"{source}: missing field(s) {', '.join(missing)}")
     if record["status"] not in STATUSES:
         raise RecordError(f"{source}: status {record['status']!r} is not one of {', '.join(STATUSES)}")
-    if not isinstance(record["notebook"], str) or not record["notebook"]:
-        raise RecordError(f"{source}: notebook {record['notebook']!r} is not a notebook's name")
+    if not isinstance(record["notebook"], str) or not is_name(record["notebook"]):  # it names files and folders
+        raise RecordError(f"{source}: notebook {record['notebook']!r} is not a notebook's name (a name, never a path)")
     wrong = [f"{name} is {type(record[name]).__name__}" for name in RECORD_SECTIONS if not isinstance(record[name], dict)]
     if wrong:  # every reader takes these for objects: a list or a number there is a damaged record
         raise RecordError(f"{source}: {', '.join(wrong)}, expected a JSON object")

@@ -11,15 +11,22 @@ import sys
 from pathlib import Path
 
 from colabkit.errors import SweepInterrupted
+from colabkit.io import write_atomic
 from colabkit.stages import EXIT_INTERRUPTED, sigterm_stops
 from colabkit.sweep.console import outcomes_report, outcomes_table
 from colabkit.sweep.driver import dry_run, run_sweep
 from colabkit.sweep.plan import SweepPlan, read_plan
 
 
-def sweep_command(plan: SweepPlan, dry_run_only: bool = False, progress: bool | None = None) -> int:
+def sweep_command(plan: SweepPlan, dry_run_only: bool = False, progress: bool | None = None,
+                  save_to: Path | None = None) -> int:
     """Run `plan` (with `dry_run_only`, show what it would do); print its summary; the exit status. `progress`: a
-    progress bar (default: on an interactive terminal, or in Colab)."""
+    progress bar (default: on an interactive terminal, or in Colab). `save_to`: the plan written there first, as
+    JSON (what `sweep --plan FILE` runs: plan here, run there)."""
+    if save_to is not None:
+        write_atomic(save_to, plan.to_json())
+        print(f"plan of {len(plan)} run(s) saved to {save_to}: `python -m colabkit sweep --plan {save_to}` runs it "
+              "(with --out DIR, elsewhere)")
     if plan.options.colab:
         from colabkit.sweep.runners.colab.command import colab_sweep
 

@@ -181,6 +181,10 @@ def resolve(spec: GridSpec, preset: str | None = None, overrides: dict[str, Any]
     return resolved
 
 
+# The names slug_for makes (letters, digits, '.', '_', '-'; never '.' first): the one form a plan file's slug may take.
+SLUG = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
 def _slug_part(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "x"
 
@@ -257,7 +261,8 @@ def duplicate_problems(combinations: list[Combination], out: Path) -> list[str]:
         elif base in seen_paths:
             other = seen_paths[base]
             problems.append(f"{combination.label}: {combination.params} and {other.params} would write the same "
-                            f"files {base}.* (their values differ only in characters a file name cannot hold)")
+                            f"files {base}.* (their values differ only in characters a file name cannot hold, or a "
+                            "plan file gives them one slug)")
         seen_params.setdefault(key, combination)
         seen_paths.setdefault(base, combination)
     return problems

@@ -217,13 +217,14 @@ class Layer:
     kernels: KernelMode | None = None
     html: HtmlMode | None = None
     bottlenecks: BottleneckMode | None = None
+    fixed_as: str = "fixed"  # what messages call its fixed values: "params" for a run of a plan file
 
     def located_values(self) -> list[tuple[str, str, list[Any]]]:
         """(where, key, values) for every key this layer sets; a fixed value is a one-value list."""
         found = [(f"{self.where}grid.{key}", key, values) for key, values in self.grid.items()]
         for index, group in enumerate(self.zips):
             found += [(f"{self.where}zip[{index}].{key}", key, values) for key, values in group.items()]
-        found += [(f"{self.where}fixed.{key}", key, [value]) for key, value in self.fixed.items()]
+        found += [(f"{self.where}{self.fixed_as}.{key}", key, [value]) for key, value in self.fixed.items()]
         return found
 
 
@@ -326,8 +327,10 @@ def _check_fixed(fixed: Any, where: str, problems: list[str]) -> dict[str, Any]:
     return {str(key): value for key, value in fixed.items()}
 
 
-def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
-    settings = {key: raw.get(key) for key in ("repeats", *SETTING_CHOICES)}  # how its combinations run: RunSettings
+def read_settings(raw: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    """How a layer's combinations run (RunSettings' fields: `repeats` and SETTING_CHOICES), as `raw` says them, None
+    where it does not; a value outside its vocabulary, or `repeats` not a whole number >= 1, is a problem (and None)."""
+    settings = {key: raw.get(key) for key in ("repeats", *SETTING_CHOICES)}
     for key, choices in SETTING_CHOICES.items():
         if settings[key] is not None and settings[key] not in choices:
             problems.append(f"{where}{key}: {settings[key]!r}: expected one of {', '.join(choices)}")
@@ -337,6 +340,11 @@ def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
         problems.append(f"{where}repeats = {repeats!r}: expected a whole number >= 1 (independent runs of each "
                         "combination)")
         settings["repeats"] = None
+    return settings
+
+
+def _read_layer(raw: dict[str, Any], where: str, problems: list[str]) -> Layer:
+    settings = read_settings(raw, where, problems)
     layer = Layer(where, _check_axes(raw.get("grid"), f"{where}grid", problems),
                   _check_zips(raw.get("zip"), f"{where}zip", problems),
                   _check_fixed(raw.get("fixed"), f"{where}fixed", problems), str(raw.get("description") or ""),
@@ -385,10 +393,10 @@ def value_problem(parameter: Parameter | None, key: str, value: Any) -> str | No
     return problem
 
 
-def check_layer_values(layer: Layer, parameters: dict[str, Parameter], notebook_label: str,
-                       problems: list[str]) -> None:
-    """Append a problem for every key `layer` sets that the notebook lacks, the sweep owns, or whose
-    value the parameter does not take (or that names no device)."""
+def check_layer(layer: Layer, parameters: dict[str, Parameter], notebook_label: str, problems: list[str]) -> None:
+    """Append a problem for every key `layer` sets that the notebook lacks, the sweep owns, or whose value the
+    parameter does not take (or that names no device), and for bottleneck passes asked of a notebook that has none:
+    the one check of a grid file's layers and of a plan file's runs."""
     for where, key, values in layer.located_values():
         if key in SET_BY_THE_SWEEP:
             problems.append(f"{where}: `{key}` is set by the sweep for each combination; remove it")
@@ -401,6 +409,9 @@ def check_layer_values(layer: Layer, parameters: dict[str, Parameter], notebook_
             problem = value_problem(parameters.get(key), key, value)
             if problem:
                 problems.append(f"{where}: {problem}")
+    if layer.bottlenecks is not None and parameters and "breakdown" not in parameters:
+        problems.append(f"{layer.where}bottlenecks: the notebook {notebook_label} declares no `breakdown` parameter "
+                        "(it has no bottleneck passes to run once)")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -470,10 +481,7 @@ def grid_spec(raw: Any, grid_path: Path) -> GridSpec:
         presets[str(name)] = _read_layer(preset, f"presets.{name}.", problems)
     label = str(notebook_name)
     for layer in (base, *presets.values()):
-        check_layer_values(layer, parameters, label, problems)
-        if layer.bottlenecks is not None and parameters and "breakdown" not in parameters:
-            problems.append(f"{layer.where}bottlenecks: the notebook {label} declares no `breakdown` parameter "
-                            "(it has no bottleneck passes to run once)")
+        check_layer(layer, parameters, label, problems)
     if "device" not in {key for _, key, _ in base.located_values()}:
         problems.append("no `device` axis: add `device: [cpu, gpu, tpu]` to the grid (or a fixed device)")
     if problems:

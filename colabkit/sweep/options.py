@@ -16,6 +16,7 @@ export, its kernel, its bottleneck passes) are here too (colabkit.sweep.plan).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -110,15 +111,50 @@ class RunOptions:
         return {key: value for key, value in dataclasses.asdict(self).items() if key not in RUN_STATE}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunOptions:
-        """The options `as_json` wrote (TypeError for a field it does not know; ColabkitError for options that do
-        not go together)."""
+    def from_json(cls, data: Any) -> RunOptions:
+        """The options `as_json` wrote, each checked as the command line checks it (OPTION_VALUES): ColabkitError, one
+        line, for a field it does not know, a value of another type or out of range, or options that do not go
+        together."""
+        if not isinstance(data, dict):
+            raise ColabkitError(f"{data!r}: expected a mapping of option -> value")
+        for name, value in data.items():
+            if name not in OPTION_VALUES:
+                raise ColabkitError(f"unknown option `{name}`; a plan's options are {', '.join(OPTION_VALUES)}")
+            kinds, least, above = OPTION_VALUES[name]
+            fits = (value is None and None in kinds) or any(type(value) is kind for kind in kinds if kind is not None)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not fits or (number and not (math.isfinite(value) and (value > least if above else value >= least))):
+                bound = f" {'>' if above else '>='} {least:g}" if least is not None else ""
+                shown = [kind for kind in kinds if not (kind is int and float in kinds)]  # a float takes an int
+                what = " or ".join(dict.fromkeys(KIND_WORDS[kind] for kind in shown))
+                raise ColabkitError(f"{name} = {value!r}: expected {what.replace('number', 'number' + bound, 1)}")
         repetition = data.get("repetition")
+        if repetition is not None:
+            target, most = repetition.get("target_ci"), repetition.get("max_repeats")
+            if set(repetition) != {"target_ci", "max_repeats"} or not (
+                    type(target) is float and 0 < target < 1 and type(most) is int and most >= 1):
+                raise ColabkitError(f"repetition = {repetition!r}: expected target_ci (a share between 0 and 1) and "
+                                    "max_repeats (a whole number >= 1)")
+        if any(not isinstance(name, str) for name in data.get("colab") or ()):
+            raise ColabkitError(f"colab = {data['colab']!r}: expected a list of accelerators' names")
         return cls(**{**data, "colab": tuple(data.get("colab") or ()),
                       "repetition": Repetition(**repetition) if repetition is not None else None})
 
 
 RUN_STATE = ("cwd", "host_facts")  # the fields the sweep sets as it runs: never in a plan file
+# What each option of a plan file may be, as the command line's types allow it (colabkit.cli_arguments): its types
+# (None: null), and for a number its least value and whether it must be above it.
+OPTION_VALUES: dict[str, tuple[tuple[type | None, ...], float | None, bool]] = {
+    "jobs": ((int,), 1, False), "cluster": ((str, None), None, False), "shared_out": ((bool, None), None, False),
+    "colab": ((list, tuple), None, False), "colab_timeout_s": ((float, int, None), 0, True),
+    "colab_session_limit_s": ((float, int, None), 0, True), "timeout_s": ((float, int, None), 0, True),
+    "kernel_name": ((str, None), None, False), "max_kernel_runs": ((int,), 1, False),
+    "wait_quiet_s": ((float, int, None), 0, False), "force": ((bool,), None, False),
+    "rerun_unreadable": ((bool,), None, False), "repetition": ((dict, None), None, False),
+    "worker_grace_s": ((float, int), 0, False), "start_attempts": ((int,), 1, False),
+    "start_timeout_s": ((float, int), 0, True)}
+KIND_WORDS = {int: "a whole number", float: "a number", str: "text", bool: "true or false", list: "a list",
+              tuple: "a list", dict: "a mapping", None: "null"}
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ Nothing here runs or writes anything.
 
 A plan is made once, where the sweep starts, and handed on as it is: to every runner in this process, and
 as JSON (`SweepPlan.to_json`, `read_plan`), its options with it, where it crosses to another process or
-machine (a Colab session, a stage of the device run): `python -m colabkit sweep --plan FILE` runs the runs it
-holds as its options say, planned nowhere else.
+machine (a Colab session, a stage of the device run, or a user's `sweep GRID --dry-run --save-plan FILE`):
+`python -m colabkit sweep --plan FILE` runs the runs it holds as its options say, planned nowhere else.
+A plan file is read as strictly as a grid file (`read_plan`): each run's values, settings and rules go through
+the grid's own checks, its notebook must be one of the suite's and its slug a name, before anything runs.
 """
 
 from __future__ import annotations
@@ -19,12 +21,19 @@ from typing import Any
 
 from colabkit.colab.runtime import CLI_ACCELERATORS
 from colabkit.errors import ColabkitError, GridError
+from colabkit.experiments import Parameter
+from colabkit.io import inside
 from colabkit.suite import suite_root
-from colabkit.sweep.expand import Combination, expand_all
-from colabkit.sweep.grids import GridSpec, RunSettings, device_request, parse_overrides, read_grids
+from colabkit.sweep.expand import SLUG, Combination, duplicate_problems, expand, expand_all, rules_broken
+from colabkit.sweep.grids import (GridSpec, Layer, RunSettings, check_layer, notebook_parameters, parse_overrides,
+                                  read_grids, read_settings)
 from colabkit.sweep.options import HtmlMode, KernelMode, PlanRequest, RunOptions
 
 PLAN_FORMAT = 2  # the JSON form's version (2: with its options): a reader refuses another
+PLAN_KEYS = ("colabkit_plan", "out", "options", "runs")
+RUN_KEYS = ("notebook", "params", "slug", "unused", "settings", "repeat")
+NOTEBOOKS = "notebooks"  # a plan's notebooks: the suite's own, named by their path in it (notebooks/NAME.ipynb)
+AGAIN = "plan it again with this colabkit: sweep GRID ... --dry-run --save-plan FILE"
 
 
 class SweepPlan(Sequence[Combination]):
@@ -41,13 +50,14 @@ class SweepPlan(Sequence[Combination]):
         return len(self.runs)
 
     def to_json(self) -> str:
-        """The plan as JSON: its options, and every run as planned (a suite notebook named by its path in the
-        suite, so that an installed colabkit elsewhere finds its own copy)."""
+        """The plan as JSON: its options, and every run as planned, its notebook named by its path in the suite
+        (notebooks/NAME.ipynb), so that a colabkit elsewhere finds its own copy; GridError (one line) for a notebook
+        outside the suite's notebooks/, which no plan file can name."""
         def notebook(path: Path) -> str:
-            try:
-                return path.resolve().relative_to(suite_root().resolve()).as_posix()
-            except ValueError:
-                return str(path.resolve())
+            if inside(suite_root() / NOTEBOOKS, path.name, name=True) != path.resolve():
+                raise GridError(f"notebook {path} is not one of the suite's ({suite_root() / NOTEBOOKS}): a plan file "
+                                "names only those; sweep its grid file here instead")
+            return f"{NOTEBOOKS}/{path.name}"
 
         runs = [{"notebook": notebook(run.notebook), "params": run.params, "slug": run.slug, "unused": run.unused,
                  "settings": dataclasses.asdict(run.settings), "repeat": run.repeat} for run in self.runs]
@@ -56,19 +66,129 @@ class SweepPlan(Sequence[Combination]):
 
 
 def read_plan(path: str | Path, out: str | Path | None = None) -> SweepPlan:
-    """The plan a file holds (SweepPlan.to_json), writing into `out` (default: the folder it was planned for);
-    GridError in one line when the file is not such a plan."""
+    """The plan a file holds (SweepPlan.to_json), writing into `out` (default: the folder it was planned for), checked
+    as strictly as a grid file before anything runs: its form, its options (RunOptions.from_json), and each run as a
+    one-run grid is (`plan_runs`). GridError, one line per problem (a problem several runs share named once)."""
+    where = f"--plan {path}"
+
+    def refuse_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"the key {next(key for key in keys if keys.count(key) > 1)!r} is given twice")
+        return dict(pairs)
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number JSON holds")
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("colabkit_plan") != PLAN_FORMAT:
-            raise ValueError(f"not a colabkit plan of format {PLAN_FORMAT}")
-        runs = [Combination(suite_root() / run["notebook"], dict(run["params"]), str(run["slug"]),
-                            device_request(run["params"]["device"]), dict(run.get("unused") or {}),
-                            RunSettings(**run["settings"]), int(run["repeat"])) for run in data["runs"]]
+        data = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=refuse_repeats,
+                          parse_constant=no_constant)
+    except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise GridError(f"cannot be read as a sweep's plan ({error})", where) from None
+    if not isinstance(data, dict) or "colabkit_plan" not in data:
+        raise GridError(f"not a colabkit plan (no `colabkit_plan`): {AGAIN}", where)
+    if data["colabkit_plan"] != PLAN_FORMAT:
+        raise GridError(f"a plan of format {data['colabkit_plan']!r}, from another colabkit; this one reads format "
+                        f"{PLAN_FORMAT}: {AGAIN}", where)
+    problems = [f"unknown key `{key}`; a plan holds {', '.join(PLAN_KEYS)}" for key in data if key not in PLAN_KEYS]
+    problems += [f"no `{key}`" for key in PLAN_KEYS if key not in data]
+    if problems:
+        raise GridError(problems, where)
+    if not isinstance(data["out"], str) or not data["out"]:
+        problems.append(f"out: {data['out']!r}: expected the folder it writes into")
+    options = RunOptions()
+    try:
         options = RunOptions.from_json(data["options"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ColabkitError) as error:
-        raise GridError(f"--plan {path}: cannot be read as a sweep's plan ({error})") from None
+    except (ColabkitError, TypeError, ValueError, AttributeError) as error:
+        problems.append(f"options: {error}")
+    runs = plan_runs(data["runs"], Path(out if out is not None else str(data["out"])), problems)
+    if problems:
+        raise GridError(problems, where)
     return SweepPlan(runs, Path(out if out is not None else data["out"]), options)
+
+
+def plan_runs(entries: Any, out: Path, problems: list[str]) -> list[Combination]:
+    """A plan file's runs, each checked as a one-run grid of its notebook would be, by the grid's own checks: its
+    notebook one of the suite's (colabkit.io.inside), its `params` (with `unused`) as a grid's fixed values
+    (check_layer: declared, in range, a device), its `settings` from their vocabularies (read_settings), its
+    experiment's rules (rules_broken), its slug a name (expand.SLUG), its run number a whole number >= 1; then none
+    runs twice or writes another's files (duplicate_problems), nor outside `out`. Appends to `problems`, each problem
+    that several runs share once."""
+    if not isinstance(entries, list) or not entries:
+        problems.append(f"runs: {entries!r}: expected a list of runs (a plan that runs nothing is refused)")
+        return []
+    found: dict[str, list[int]] = {}
+    notebooks: dict[Path, tuple[dict[str, Parameter], Any, list[str]]] = {}
+    runs = []
+    for index, entry in enumerate(entries, start=1):
+        mine: list[str] = []
+        run = _plan_run(entry, notebooks, mine)
+        if run is not None:
+            runs.append(run)
+        for problem in mine:
+            found.setdefault(problem, []).append(index)
+    for repeat in sorted({run.repeat for run in runs}):
+        for problem in duplicate_problems([run for run in runs if run.repeat == repeat], out):
+            found.setdefault(problem, [])
+    for run in runs:
+        if inside(out, run.output_base(out).relative_to(out)) is None:
+            found.setdefault(f"{run.label}: its files would land outside {out}", [])
+    for problem, indexes in found.items():
+        more = f" (and {len(indexes) - 1} more run(s) alike)" if len(indexes) > 1 else ""
+        problems.append(f"run {indexes[0]}: {problem}{more}" if indexes else problem)
+    return runs
+
+
+def _plan_run(entry: Any, notebooks: dict[Path, tuple[dict[str, Parameter], Any, list[str]]],
+              problems: list[str]) -> Combination | None:
+    """One run of a plan file as a Combination, or None with its problems appended (plan_runs)."""
+    if not isinstance(entry, dict):
+        problems.append(f"{entry!r}: expected a run (a mapping of {', '.join(RUN_KEYS)})")
+        return None
+    problems += [f"unknown key `{key}`; a run holds {', '.join(RUN_KEYS)}" for key in entry if key not in RUN_KEYS]
+    name, params, unused, settings = (entry.get(key) for key in ("notebook", "params", "unused", "settings"))
+    if not isinstance(name, str) or not name:
+        problems.append(f"notebook: {name!r}: expected the suite's notebooks/NAME.ipynb")
+        return None
+    notebook = inside(suite_root(), name)  # notebooks/NAME.ipynb (or this suite's own path of it, absolute)
+    if notebook is None or notebook.parent != (suite_root() / NOTEBOOKS).resolve() or notebook.suffix != ".ipynb":
+        problems.append(f"notebook {name!r} is not one of the suite's ({suite_root() / NOTEBOOKS})"
+                        + (f": a plan made in another checkout? {AGAIN}" if Path(name).is_absolute() else ""))
+        return None
+    if not notebook.is_file():
+        problems.append(f"notebook {name!r}: no such notebook in {suite_root() / NOTEBOOKS}: {AGAIN}")
+        return None
+    if notebook not in notebooks:  # its parameters cell read once, however many runs it has
+        read: list[str] = []
+        notebooks[notebook] = (*notebook_parameters(notebook, read), read)
+    parameters, experiment, read = notebooks[notebook]
+    problems += read
+    if not isinstance(params, dict) or not isinstance(unused or {}, dict) or not isinstance(settings or {}, dict):
+        problems.append("params, unused and settings: expected mappings of name -> value")
+        return None
+    if "device" not in params:
+        problems.append("params: no `device`")
+    known = [setting.name for setting in dataclasses.fields(RunSettings)]
+    problems += [f"settings: unknown key `{key}`; settings are {', '.join(known)}" for key in settings or {}
+                 if key not in known]
+    before = len(problems)
+    said = read_settings(settings or {}, "settings.", problems)
+    if said["bottlenecks"] == RunSettings.bottlenecks:
+        said["bottlenecks"] = None  # the default, which a plan writes for every run, asks nothing of its notebook
+    layer = Layer("", fixed={**(unused or {}), **params}, **said, fixed_as="params")
+    check_layer(layer, parameters, name, problems)
+    slug, repeat = entry.get("slug"), entry.get("repeat")
+    if not isinstance(slug, str) or not SLUG.fullmatch(slug):
+        problems.append(f"slug {slug!r}: expected a name as the sweep makes them (letters, digits, '.', '_' and '-', "
+                        "no '.' first): it names the run's files, never a path")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        problems.append(f"repeat = {repeat!r}: expected a whole number >= 1 (which run of its combination)")
+    if len(problems) > before or "device" not in params:
+        return None
+    spec = GridSpec(Path(name), notebook, layer, {}, parameters=parameters, experiment=experiment)
+    [run] = expand(spec)
+    problems += [problem.removeprefix(f"{run.label}: ") for problem in rules_broken(spec, [run])]
+    return dataclasses.replace(run, slug=slug, repeat=repeat)
 
 
 def plan(grid_paths: Sequence[str | Path | GridSpec], preset: str | None = None, device: str | None = None,

@@ -51,6 +51,8 @@ def colab_sweep(plan: SweepPlan, dry_run_only: bool = False) -> int:
     """Every accelerator's share of `plan` run in its sessions, side by side (with `dry_run_only`, what each would
     run, and the sessions it takes); the exit status."""
     parts = shares(plan)
+    for share in parts.values():
+        share.to_json()  # what each session is given: a notebook no plan file can name is refused here, before any
     limit = session_limit(plan.options)
     check_session_limit(limit, {name: estimate_plan(list(share), accelerator_speeds(name)).run_seconds
                                 for name, share in parts.items()})
