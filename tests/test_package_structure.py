@@ -265,6 +265,28 @@ def test_no_experiment_notebook_imports_the_report():
     assert set(reaching) <= set(REPORT_NOTEBOOKS) and "report.ipynb" in reaching
 
 
+def test_every_name_a_notebook_imports_from_colabkit_exists():
+    """A rename in colabkit that a notebook's cell still uses fails here, in a second, rather than in the one kernel
+    run of that notebook (colab_sweep's `summary_table`, renamed `outcomes_table`, broke its Colab run)."""
+    import importlib
+
+    missing = []
+    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        for cell in cells:
+            if cell["cell_type"] != "code":
+                continue
+            source = "\n".join(line for line in "".join(cell["source"]).splitlines()
+                               if not line.lstrip().startswith(("!", "%")))  # shell and magic lines are not Python
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "colabkit":
+                    module = importlib.import_module(node.module)
+                    missing += [f"{notebook.name}: from {node.module} import {alias.name}" for alias in node.names
+                                if not hasattr(module, alias.name)
+                                and importlib.util.find_spec(f"{node.module}.{alias.name}") is None]
+    assert missing == []
+
+
 
 # --- names that say what a module does ----------------------------------------------------------------
 
