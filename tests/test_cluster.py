@@ -126,11 +126,8 @@ def test_a_scheduler_address_where_nothing_listens_fails_within_seconds(tmp_path
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     grid = write_probe(tmp_path, "grid: {device: [cpu], value: [1]}\n")
-    start = time.perf_counter()
     assert main(["sweep", str(grid), "--cluster", f"tcp://127.0.0.1:{port}", "--out", str(tmp_path / "out")]) == 2
-    # the probe's refusal, not distributed's Client, which retries for its whole 30 s timeout (the message says
-    # which; the bound is far from the probe's second or so, loaded host or not)
-    assert time.perf_counter() - start < 25
+    # the probe's refusal (its words, below), not distributed's Client, which retries for its whole 30 s timeout
     err = capsys.readouterr().err
     assert err.startswith(f"error: --cluster tcp://127.0.0.1:{port}: no Dask scheduler answered (Connection refused)")
     assert len(err.strip().splitlines()) == 1
@@ -399,8 +396,9 @@ def test_dry_run_on_a_cluster_plans_against_the_workers_resources(tmp_path, gpu_
 
 @pytest.mark.notebook
 def test_ctrl_c_cancels_the_submitted_tasks_stops_their_kernels_and_leaves_no_half_files(tmp_path, gpu_cluster):
-    # The first run is quick; the four others would sleep 60 s each.
-    grid = write_probe(tmp_path, "grid: {device: [cpu]}\nzip: {value: [1, 2, 3, 4, 5], sleep_s: [0.0, 60, 60, 60, 60]}\n")
+    # The first run is quick; the four others would sleep 10 minutes each.
+    grid = write_probe(tmp_path, "grid: {device: [cpu]}\n"
+                                 "zip: {value: [1, 2, 3, 4, 5], sleep_s: [0.0, 600, 600, 600, 600]}\n")
     out = tmp_path / "out"
 
     def interrupt_after_the_first(line: str) -> None:
@@ -411,7 +409,7 @@ def test_ctrl_c_cancels_the_submitted_tasks_stops_their_kernels_and_leaves_no_ha
     start = time.perf_counter()
     with pytest.raises(SweepInterrupted) as stopped:
         run_sweep(plan([grid], out=out, options=RunOptions(cluster=gpu_cluster)), echo=interrupt_after_the_first)
-    assert time.perf_counter() - start < 50  # the 60 s runs were stopped, not waited for
+    assert time.perf_counter() - start < 300  # the 600 s runs were stopped, not waited for (however busy the host)
     assert [outcome.status for outcome in stopped.value.outcomes] == ["ok"]
     records = list(out.rglob("*.json"))
     assert len(records) == 1 and read_record(records[0])["params"]["value"] == 1
