@@ -169,14 +169,10 @@ def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
                         columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
 
 
-def interval_text(low: Any, high: Any) -> str | None:
-    """'0.512-0.534' for an interval, None without one."""
-    return None if pd.isna(low) or pd.isna(high) else f"{format_number(low, 3)}-{format_number(high, 3)}"
-
-
 def interval_texts(table: pd.DataFrame, low: str, high: str) -> list[str | None]:
-    """interval_text of each row of `table`, from its columns `low` and `high`."""
-    return [interval_text(a, b) for a, b in zip(table[low], table[high])]
+    """Each row's interval from its columns `low` and `high` as '0.512-0.534' (None without one)."""
+    return [None if pd.isna(a) or pd.isna(b) else f"{format_number(a, 3)}-{format_number(b, 3)}"
+            for a, b in zip(table[low], table[high])]
 
 
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str, oriented: bool = True,
@@ -253,23 +249,17 @@ def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figure
         mark_substitute_data(item.figure, note)
 
 
-def _reason(row: pd.Series) -> str:
-    parts = [part for part in (row.get("error.type"), row.get("error.message")) if isinstance(part, str) and part]
-    return ": ".join(parts)[:300] or "(no reason recorded)"
-
-
 def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTable | None:
     """The failed and skipped runs (of one notebook, or all): listed, never plotted."""
     rows = data.not_ok(notebook)
     if not len(rows):
         return None
-    table = pd.DataFrame({
-        "notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
-        "combination": rows["combination"], "why": rows.apply(_reason, axis=1),
-        "record": rows["path"].map(data.shown),
-    }).sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
-    if notebook is not None:
-        table = table.drop(columns="notebook")
+    why = [": ".join(part for part in parts if isinstance(part, str) and part)[:300] or "(no reason recorded)"
+           for parts in zip(column(rows, "error.type"), column(rows, "error.message"))]
+    table = pd.DataFrame({"notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
+                          "combination": rows["combination"], "why": why, "record": rows["path"].map(data.shown)})
+    table = table.sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
+    table = table if notebook is None else table.drop(columns="notebook")
     where = f"of {title_of(notebook)} " if notebook else ""
     return ReportTable(name, table, f"Runs {where}that did not produce results (failed or skipped): listed here, "
                                     "left out of every figure and table of results.")

@@ -14,7 +14,7 @@ from colabkit.experiments import find
 from colabkit.experiments.declaration import COMMON_FIGURES, Experiment, Headline
 from colabkit.plots import device_color
 from colabkit.report.bottlenecks import bottleneck_items
-from colabkit.report.common import (column, figure_warning, global_batch, interval_texts, mark_stand_in_data,
+from colabkit.report.common import (column, figure_warning, global_batch, has, interval_texts, mark_stand_in_data,
                                     not_plotted, series_labels, too_short, work_column)
 from colabkit.report.figures import (grouped_bars, levels, mark_substitute_data, new_figure, plot_lines,
                                      powers_of_two_axis, series_colors, wide)
@@ -22,10 +22,19 @@ from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section, shown_columns
 from colabkit.report.summary import configuration_speedups
-from colabkit.report.utilisation import utilisation_items
 
 ACCURACY = Headline("test_accuracy", "test accuracy", "", "higher")
 OwnFigure = Callable[[pd.DataFrame, ReportData], "ReportFigure | None"]  # from the experiment's table and the data
+# record metric -> (column name, scale: None for text): what the utilisation table prints
+UTILISATION = {"global_batch_size": ("global batch", 1.0),
+               "model_flops_forward_per_sample": ("forward MFLOP/sample", 1e-6),
+               "model_tflops": ("achieved GFLOPS", 1e3), "peak_tflops": ("peak TFLOPS", 1.0),
+               "peak_precision": ("peak precision", None), "peak_basis": ("peak basis", None),
+               "mfu": ("fraction of peak (MFU)", 1.0), "achievable_tflops": ("achievable TFLOPS (matmul scan)", 1.0),
+               "mfu_achievable": ("fraction of achievable peak", 1.0),
+               "mfu_achievable_high": ("fraction of achievable peak: slowest scan pass", 1.0),
+               "arithmetic_intensity": ("FLOPs/byte", 1.0), "energy_j_per_sample": ("J/sample", 1.0),
+               "mean_power_w": ("mean power (W)", 1.0)}
 
 
 def sentence(text: str) -> str:
@@ -221,3 +230,20 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
     section.warnings += [warning for warning in [too_short(data.runs(notebook))] if warning]
     section.items += [listed] if listed else []
     return section
+
+
+def utilisation_items(data: ReportData, notebook: str, name: str) -> list[ReportTable]:
+    """How well each of `notebook`'s ok runs that carries model FLOPs used its device (nothing where none does, e.g.
+    records from before they were counted)."""
+    ok = data.ok(notebook)
+    if not has(ok, "metrics.model_tflops"):
+        return []
+    ok = ok[ok["metrics.model_tflops"].notna()]
+    table = pd.DataFrame({"device": ok["device_label"], **{
+        label: ok[f"metrics.{metric}"] if scale is None else pd.to_numeric(ok[f"metrics.{metric}"], errors="coerce")
+        * scale for metric, (label, scale) in UTILISATION.items() if f"metrics.{metric}" in ok},
+        "MFU unknown because": ok.get("metrics.mfu_reason")})
+    return [ReportTable(f"{name}_utilisation", table.sort_values(["device", "global batch"]).reset_index(drop=True),
+                        "How well each run used its device: analytic model FLOPs, achieved GFLOPS, fraction of the "
+                        "device's peak (MFU), arithmetic intensity of a training step per replica (docs/roofline.md) "
+                        "and, on NVIDIA GPUs, energy per sample.")]

@@ -35,13 +35,6 @@ def _count(value: Any) -> int | None:
     return int(value) if float(value).is_integer() else None
 
 
-def _model_name(name: str) -> str:
-    """A device model without trademark noise: 'Intel(R) Xeon(R) CPU @ 2.20GHz' -> 'Intel Xeon @ 2.20GHz'."""
-    name = re.sub(r"\((R|TM|r|tm)\)", "", name)
-    name = re.sub(r"\bCPU\b", "", name)
-    return " ".join(name.split())
-
-
 @dataclass(frozen=True)
 class DeviceLabel:
     """A record's device: its kind (the requested one for a run that never found it), replicas, workers and model
@@ -88,7 +81,8 @@ def record_device(record: dict[str, Any]) -> DeviceLabel:
     replicas = _count(device.get("replicas")) or _count(request.get("count")) or 1
     workers = _count(device.get("workers")) or 1  # MultiWorkerMirroredStrategy: replicas over several machines
     model = device.get("name") or device.get("model")
-    model = _model_name(str(model)) if model else None
+    # without trademark noise: 'Intel(R) Xeon(R) CPU @ 2.20GHz' -> 'Intel Xeon @ 2.20GHz'
+    model = " ".join(re.sub(r"\((R|TM|r|tm)\)|\bCPU\b", "", str(model)).split()) if model else None
     if model and device.get("stand_in"):  # the tests' CPU standing in for an accelerator: never taken for one
         model = f"{model} (a {device['stand_in'].upper()} standing in)"
     label = DeviceLabel(record_device_kind(record), replicas, workers, model)
@@ -165,9 +159,7 @@ def run_modes(frame: pd.DataFrame) -> pd.Series:
 def data_used(record: dict[str, Any]) -> str:
     """'real', 'OFFLINE' or 'SYNTHETIC' for records that name a dataset; '' for the others."""
     data = record.get("data") or {}
-    if "dataset" not in data:
-        return ""
-    source = str(data.get("source") or "unknown")
+    source = str(data.get("source") or "unknown") if "dataset" in data else ""
     return source.upper() if source in SUBSTITUTE_SOURCES else source
 
 
