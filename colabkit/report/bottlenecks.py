@@ -59,10 +59,8 @@ def _rows(ok: pd.DataFrame, **columns: Any) -> pd.DataFrame:
 
 
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per combination whose records carry the breakdown (None without any): its runs that made the passes
-    (a sweep may make them in a combination's first run only), the medians over those of the three throughputs and
-    the passes' time, the shares and bound_by, each share's interval over runs (`_low`, `_high`, `_resolved`: it
-    stays above 0) and their `share_level`."""
+    """One row per combination whose runs made the breakdown's passes (None without any): the medians over those runs,
+    the shares and bound_by, each share's interval over runs (`_resolved`: it stays above 0) and `share_level`."""
     ok = data.ok(notebook)
     if not has(ok, "metrics.device_share"):
         return None

@@ -158,9 +158,8 @@ def every_ok_run_busy(data: ReportData) -> int:
 
 def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False,
                  rates_file: str | Path | None = None) -> ReportOutputs:
-    """Build the report of the records under `results_dirs` and write it under `out` (`exclude_busy`: runs on a busy
-    host left out; `rates_file`: docs/cost.md). RatesFileError, ReportError (a missing folder or notebook, or
-    nothing left by `exclude_busy`) and NoRecordsError are raised before anything is written."""
+    """Build the report of the records under `results_dirs` and write it under `out`; RatesFileError, ReportError and
+    NoRecordsError before anything is written."""
     import nbformat
 
     rates = load_rates(rates_file)

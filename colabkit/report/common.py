@@ -86,9 +86,8 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
 
 def experiment_frame(ok: pd.DataFrame, axes: list[str], order: list[str], columns: dict[str, Any],
                      intervals: dict[str, str] | None = None, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
-    """An experiment's table, one row per combination of `ok`: device, series (series_labels over `axes`),
-    `columns`, the median over runs of each metric of `intervals` as its `<prefix>` with `_low`, `_high`, `_runs`,
-    `_level` (interval_frame), runs, data, config (the work but the device) and path; sorted by `order`."""
+    """An experiment's table, one row per combination of `ok`: device, series (over `axes`), `columns`, each metric
+    of `intervals` over runs as its prefix (interval_frame), runs, data, config, path; sorted by `order`."""
     table = pd.DataFrame({"device": ok["device_label"], "series": series_labels(ok, axes, exclude), **columns,
                           "runs": column(ok, "runs"), "data": ok["data_used"], "config": work_key(ok, ("device",)),
                           "path": ok["path"]})
@@ -134,8 +133,7 @@ def per_repeat(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Spread of a metric over repeats: the record's `metrics.<metric>_std`, else the sample standard deviation
-    of its per-repeat values (NaN without either)."""
+    """A metric's spread over repeats: the record's `metrics.<metric>_std`, else its per-repeat values' std."""
     def std(values: Any) -> float:
         if isinstance(values, (list, tuple)) and len([v for v in values if v is not None]) > 1:
             return float(np.std(np.asarray([v for v in values if v is not None], dtype=float), ddof=1))
@@ -178,8 +176,7 @@ def interval_texts(table: pd.DataFrame, low: str, high: str) -> list[str | None]
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str, oriented: bool = True,
                       words: VerdictWords = "speed") -> dict[str, Any]:
     """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` in
-    `words` with the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples
-    / baseline."""
+    `words` at its level; `oriented`: a speedup (above 1 better), else samples / baseline."""
     samples, baseline = list(samples or []), list(baseline or [])
     if oriented:
         interval, judged = speedup_ci(samples, baseline, higher_is_better), True
@@ -192,20 +189,19 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
             if interval.estimate is not None else None}
 
 
-def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
-             match: str = "config", device: str = "device", samples: str | None = None,
+def speedups(table: pd.DataFrame, samples: str, higher_is_better: bool, baseline: str | None, match: str = "config",
              prefix: str = "speedup") -> pd.DataFrame:
-    """Each row's speedup over the `baseline` device's row of the same `match` key, from both sides' runs (`samples`,
-    else `value` as one run): comparison_fields, "baseline" on the baseline's own rows, NaN without one."""
+    """Each row's speedup over the `baseline` device's row of the same `match` key, from both sides' runs (`samples`):
+    comparison_fields, "baseline" on the baseline's own rows, NaN without one."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
     if baseline is None or not len(table):
         return result
-    runs = table[samples] if samples and samples in table else table[value].map(lambda v: finite([v]))
-    base = table[table[device] == baseline].drop_duplicates(match)
+    runs = table[samples]
+    base = table[table["device"] == baseline].drop_duplicates(match)
     base_runs = dict(zip(base[match], runs.loc[base.index]))
     for index, key in table[match].items():
-        if table.at[index, device] == baseline:  # the baseline itself: 1 by definition, nothing to judge
+        if table.at[index, "device"] == baseline:  # the baseline itself: 1 by definition, nothing to judge
             result.loc[index, [prefix, f"{prefix}_verdict"]] = [1.0, "baseline"]
         elif key in base_runs:
             for name, field in comparison_fields(runs.loc[index], base_runs[key], higher_is_better, prefix).items():
@@ -313,9 +309,8 @@ def run_backend(frame: pd.DataFrame) -> pd.Series:
 
 
 def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
-    """Keys pairing each run with the `baseline` device's run of its configuration (the work but the device and
-    backend): on the same backend where the baseline ran one, else on its TensorFlow (a TPU's JAX run meets a CPU's
-    TensorFlow run)."""
+    """Keys pairing each run with the `baseline` device's run of its work: on the same backend where the baseline
+    ran it, else on its TensorFlow (a TPU's JAX run meets a CPU's TensorFlow run)."""
     if not len(frame):
         return pd.Series(dtype=str)
     config, backend = work_key(frame, ("device", "backend")), run_backend(frame)
@@ -326,8 +321,7 @@ def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
 
 
 def work_differs(a: Any, b: Any) -> bool:
-    """Whether two runs (rows with `samples_per_epoch`, `epochs_run`) did other amounts of work, so that only their
-    throughputs compare (an unknown count, in old records, is no difference)."""
+    """Whether two runs did other amounts of work (an unknown count is no difference): only throughputs compare."""
     return any(not (pd.isna(a.get(name)) or pd.isna(b.get(name))) and float(a.get(name)) != float(b.get(name))
                for name in ("samples_per_epoch", "epochs_run"))
 

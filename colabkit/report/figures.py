@@ -46,16 +46,14 @@ def label_colors(labels: Iterable[str], palette: dict[str, str] | None = None) -
     return {label: (palette or {}).get(label, color) for label, color in device_palette(labels).items()}
 
 
-def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device",
-                  palette: dict[str, str] | None = None) -> dict[str, str]:
-    """A colour per series of `table` (a device label and the parameters that tell its runs apart): its
-    `device`'s colour (label_colors), shaded per series of that device, in report order."""
-    pairs = table[[series, device]].drop_duplicates(series)
-    base = label_colors(pairs[device], palette)
-    order = {label: index for index, label in enumerate(sort_labels(pairs[device]))}
+def series_colors(table: pd.DataFrame, palette: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour per `series` of `table`: its `device`'s (label_colors), shaded per series of that device."""
+    pairs = table[["series", "device"]].drop_duplicates("series")
+    base = label_colors(pairs["device"], palette)
+    order = {label: index for index, label in enumerate(sort_labels(pairs["device"]))}
     colors: dict[str, str] = {}
     used: dict[str, int] = {}
-    for name, label in sorted(zip(pairs[series], pairs[device]), key=lambda pair: (order[pair[1]], str(pair[0]))):
+    for name, label in sorted(zip(pairs["series"], pairs["device"]), key=lambda pair: (order[pair[1]], str(pair[0]))):
         colors[name] = shade(base[label], used.get(label, 0))
         used[label] = used.get(label, 0) + 1
     return colors

@@ -120,7 +120,7 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
     """Per model run on both devices: `other`'s samples/s over `baseline`'s (common.speedups)."""
     both = table[table["device"].isin([baseline, other])].drop_duplicates(["device", "config"])
-    both = pd.concat([both, speedups(both, "samples_per_s", True, baseline, samples="throughput_runs")], axis=1)
+    both = pd.concat([both, speedups(both, "throughput_runs", True, baseline)], axis=1)
     bound = both[both["device"] == baseline].set_index("config")["bound"]
     rows = both[(both["device"] == other) & both["config"].isin(bound.index)]
     return rows.assign(baseline=baseline, baseline_bound=rows["config"].map(bound))[[
