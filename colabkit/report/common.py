@@ -85,15 +85,16 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
 
 
 def experiment_frame(ok: pd.DataFrame, axes: list[str], order: list[str], columns: dict[str, Any],
-                     intervals: dict[str, str] | None = None, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
-    """An experiment's table, one row per combination of `ok`: device, series (over `axes`), `columns`, each metric
-    of `intervals` over runs as its prefix (interval_frame), runs, data, config, path; sorted by `order`."""
+                     intervals: dict[str, str], exclude: tuple[str, ...] = ()) -> pd.DataFrame:
+    """An experiment's table, one row per combination of `ok`: device, series (over `axes`), `columns`, the interval
+    over runs of each metric of `intervals` (`<prefix>_low`, `_high`, `_runs`, `_level`), runs, data, config, path."""
     table = pd.DataFrame({"device": ok["device_label"], "series": series_labels(ok, axes, exclude), **columns,
                           "runs": column(ok, "runs"), "data": ok["data_used"], "config": work_key(ok, ("device",)),
                           "path": ok["path"]})
-    table = pd.concat([table, *(interval_frame(samples_column(ok, metric), prefix)
-                                for metric, prefix in (intervals or {}).items())], axis=1)
-    return in_report_order(table, order)
+    spans = [pd.DataFrame([interval_fields(values, prefix) for values in samples_column(ok, metric)], index=ok.index,
+                          columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
+             for metric, prefix in intervals.items()]  # the medians: among `columns`
+    return in_report_order(pd.concat([table, *spans], axis=1), order)
 
 
 # How the appendix's tables print the columns the experiments share (pick; a pair in its spec names one otherwise).
@@ -105,13 +106,12 @@ PRINTED = {"batch": "global batch", "busy_runs": "busy runs", "samples_per_epoch
 
 
 def interval_spec(prefix: str, unit: str = "s") -> list[tuple[str, str]]:
-    """pick's spec of an interval_frame: 'low (s)', 'high (s)', 'level'."""
+    """pick's spec of an interval of experiment_frame: 'low (s)', 'high (s)', 'level'."""
     return [(f"{prefix}_low", f"low ({unit})"), (f"{prefix}_high", f"high ({unit})"), (f"{prefix}_level", "level")]
 
 
 def pick(frame: pd.DataFrame, spec: list[str | tuple[str, str]]) -> pd.DataFrame:
-    """The columns of `spec` (a name, printed as PRINTED says, or a (name, printed name) pair) that hold a value,
-    renamed; led by `series` where the series say more than the device."""
+    """The columns of `spec` (a name PRINTED prints, or a (name, printed) pair) that hold a value, led by `series`."""
     pairs = [(item, PRINTED.get(item, item)) if isinstance(item, str) else item for item in spec]
     present = [(name, label) for name, label in pairs if has(frame, name)]
     printed = frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
@@ -161,12 +161,6 @@ def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
     return runs.where(runs.map(lambda values: isinstance(values, list)), one)
 
 
-def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the interval of the median of its runs (`samples`): interval_fields but the median."""
-    return pd.DataFrame([interval_fields(values, prefix) for values in samples], index=samples.index,
-                        columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
-
-
 def interval_texts(table: pd.DataFrame, low: str, high: str) -> list[str | None]:
     """Each row's interval from its columns `low` and `high` as '0.512-0.534' (None without one)."""
     return [None if pd.isna(a) or pd.isna(b) else f"{format_number(a, 3)}-{format_number(b, 3)}"
@@ -191,8 +185,7 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
 
 def speedups(table: pd.DataFrame, samples: str, higher_is_better: bool, baseline: str | None, match: str = "config",
              prefix: str = "speedup") -> pd.DataFrame:
-    """Each row's speedup over the `baseline` device's row of the same `match` key, from both sides' runs (`samples`):
-    comparison_fields, "baseline" on the baseline's own rows, NaN without one."""
+    """Each row's speedup over the `baseline` device's row of its `match` key, from both sides' runs (`samples`)."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
     if baseline is None or not len(table):

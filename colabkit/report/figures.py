@@ -67,8 +67,7 @@ def mark_substitute_data(figure: Any, text: str) -> None:
 
 
 def error_bars(rows: pd.DataFrame, y: str, low: str | None, high: str | None) -> Any:
-    """Error bar lengths for matplotlib from `low` to `high` (None when there is no spread to draw). A zero spread is
-    drawn as nothing rather than as a flat cap: one configuration has no range."""
+    """Error bar lengths from `low` to `high`; a zero spread drawn as nothing, not a flat cap (None: nothing at all)."""
     if not (low in rows and high in rows):
         return None
     lower = (rows[y] - rows[low]).clip(lower=0).to_numpy(float, copy=True)
@@ -105,8 +104,7 @@ def _infinite(values: pd.Series) -> pd.Series:
 
 def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, low: str | None = None, high: str | None = None,
                colors: dict[str, str] | None = None) -> None:
-    """One line per `series` of `table` in its `device`'s colour (`colors`), with error bars from `low` to `high`; a
-    series at one x is a marker alone."""
+    """One line per `series` of `table` in its `device`'s colour, error bars from `low` to `high`; one x: a marker."""
     colors, markers = label_colors(table["device"], colors), label_markers(table["device"])
     styles, per_device = ["-", "--", "-.", ":"], Counter()
     for name, rows in table.groupby("series", sort=False):

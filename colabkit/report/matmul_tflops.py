@@ -38,8 +38,7 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
 
 
 def baseline_status(runs: pd.DataFrame) -> pd.Series:
-    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without one): its own verdict, else
-    (older records) the same check on its samples."""
+    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without one)."""
     def why(row: pd.Series) -> str | None:
         if pd.isna(row.get("metrics.blas_tflops")):
             return None

@@ -282,8 +282,7 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTa
 
 
 def shown_path(path: str, folders: Iterable[str]) -> str:
-    """`path`, below the first of the results `folders` that holds it, from that folder's own name down
-    ('smoke/cnn_mnist/cpu/batch_size-256.json'); its file name alone below none of them."""
+    """`path` below the first of `folders` holding it, led by that folder's name ('smoke/cnn/x.json'); else its name."""
     for folder in folders:
         root = Path(folder).resolve()
         try:
@@ -295,7 +294,6 @@ def shown_path(path: str, folders: Iterable[str]) -> str:
 
 def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,
                      exclude_busy: bool = False, rates_file: str | Path | None = None) -> ReportData:
-    """Read and merge every record under `results_dirs`, priced at the shipped rates overridden by `rates_file` (read
-    first: a bad file fails before any record)."""
+    """Every record under `results_dirs`, priced at the shipped rates overridden by `rates_file` (read first)."""
     rates = load_rates(rates_file)
     return report_data(load_records(results_dirs), exclude_busy, rates)

@@ -66,8 +66,7 @@ class Section:
         return {item.name: item for item in self.items if isinstance(item, ReportTable)}
 
     def add_figure(self, figure: ReportFigure | None, missing: str) -> None:
-        """Add `figure` where it draws something (a row of data behind it); else add `missing` to the notes,
-        saying what is not drawn and why: a report holds no empty figure and no CSV without a row."""
+        """Add `figure` where it has a row of data behind it, else the note `missing`: what is not drawn and why."""
         if figure is not None and len(figure.data):
             self.items.append(figure)
         else:

@@ -167,7 +167,7 @@ def busy_line(data: ReportData) -> str | None:
         count = "they count" if counted == len(busy) else f"{counted} of them count"
         return (f"{len(busy)} of the {len(ok)} ok run(s) were made on a busy host: {count} in the figures and "
                 f"intervals (--exclude-busy leaves them out), {listed}.")
-    if not left_to_draw(data):
+    if every_ok_run_busy(data):
         return (f"All {len(busy)} ok run(s) were made on a busy host and are left out (--exclude-busy, the report "
                 "notebook's exclude_busy_runs), so nothing is left to draw: build the report without it, or rerun the "
                 f"sweep with --wait-quiet; {listed}.")
@@ -175,9 +175,10 @@ def busy_line(data: ReportData) -> str | None:
             f"intervals (--exclude-busy), {listed}.")
 
 
-def left_to_draw(data: ReportData) -> bool:
-    """Whether any ok run counts, in any mode (training, inference, decode)."""
-    return bool(len(data.runs()) or len(data.runs(inference=True)) or len(data.runs(mode="decode")))
+def every_ok_run_busy(data: ReportData) -> int:
+    """How many ok runs `data` holds where `exclude_busy` leaves out every one of them (0 where some count)."""
+    ok = data.frame[data.frame["status"] == "ok"] if len(data.frame) else data.frame
+    return len(ok) if data.exclude_busy and len(ok) and not ok["used"].any() else 0
 
 
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -198,7 +199,7 @@ def summary_section(data: ReportData) -> Section:
     table = speedup_table(data, configurations)
     section.text = [reading(data, table)]
     busy = busy_line(data)
-    if busy and not left_to_draw(data):  # no result to open on: the reader must see why before anything else
+    if busy and every_ok_run_busy(data):  # no result to open on: the reader must see why before anything else
         section.warnings.append(busy)
     elif busy:
         section.text.append(busy)

@@ -127,8 +127,7 @@ def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame)
 
 
 def write_paper_figure(draw: Any, name: str, folder: str | Path) -> list[Path]:
-    """Draw a figure again at each width of PAPER_WIDTHS (`draw(width)`), text at PAPER_POINTS or larger, saved
-    exactly that wide as name-1col.pdf and name-2col.pdf."""
+    """`draw(width)` at each of PAPER_WIDTHS, text at PAPER_POINTS or larger, saved as name-1col.pdf, name-2col.pdf."""
     import matplotlib
 
     for suffix, width in PAPER_WIDTHS.items():
