@@ -22,7 +22,6 @@ SHARE_LABELS = {"input_wait_share": "input wait", "host_share": "host overhead",
 CATEGORY_COLORS = {"matmul": "#1f77b4", "convolution": "#9467bd", "elementwise": "#2ca02c", "reduction": "#17becf",
                    "optimizer": "#ff7f0e", "copy": "#8c564b", "input": "#d62728", "other": "#7f7f7f", "idle": "#dddddd"}
 ROOFLINE_ANSWERS = ("compute", "memory")
-OVERHEAD_MARKERS = {"input": ("#d62728", "input-bound"), "host": ("#ff7f0e", "host-bound")}
 METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch on the device, many steps per "
                "execution; host overhead = the same steps fed from memory at the run's steps_per_execution, minus "
                "that; input wait = the run, minus that (docs/bottlenecks.md). On a CPU the device is the same cores "
@@ -30,8 +29,7 @@ METHOD_NOTE = ("Shares of a step per sample: device = the same step on one batch
 
 
 def shares_and_bound(rows: pd.DataFrame) -> dict[str, Any]:
-    """The shares of a step and bound_by of `rows`, from their median throughputs (training.shares.step_shares: they
-    sum to 1), else (old records) their median shares scaled to 1."""
+    """The shares of a step (summing to 1) and bound_by of `rows`, from their median throughputs (else shares)."""
     rates = [float(rows[name].median()) for name in ("samples_per_s", "memory_samples_per_s", "device_samples_per_s")]
     roof = rows["roofline"].dropna()
     try:
@@ -59,10 +57,8 @@ def _rows(ok: pd.DataFrame, **columns: Any) -> pd.DataFrame:
 
 
 def breakdown_table(data: ReportData, notebook: str) -> pd.DataFrame | None:
-    """One row per combination whose records carry the breakdown (None without any): its runs that made the passes
-    (a sweep may make them in a combination's first run only), the medians over those of the three throughputs and
-    the passes' time, the shares and bound_by, each share's interval over runs (`_low`, `_high`, `_resolved`: it
-    stays above 0) and their `share_level`."""
+    """One row per combination whose runs made the breakdown's passes (None without any): the medians over those runs,
+    the shares and bound_by, each share's interval over runs (`_resolved`: it stays above 0) and `share_level`."""
     ok = data.ok(notebook)
     if not has(ok, "metrics.device_share"):
         return None
@@ -216,14 +212,3 @@ def bottleneck_items(data: ReportData, notebook: str, name: str) -> list[ReportT
     if ops is not None:
         items.append(op_breakdown_figure(ops, name))
     return items
-
-
-def mark_overhead_bound(ax: Any, rows: pd.DataFrame, x: str = "intensity", y: str = "model_tflops") -> None:
-    """Ring the points of `rows` whose bound_by is input or host: the roofline does not explain them."""
-    if "bound_by" not in rows:
-        return
-    for bound, (color, label) in OVERHEAD_MARKERS.items():
-        marked = rows[rows["bound_by"] == bound]
-        if len(marked):
-            ax.scatter(marked[x], marked[y], s=180, facecolors="none", edgecolors=color, linewidths=2, zorder=4,
-                       label=label)

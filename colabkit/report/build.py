@@ -19,8 +19,9 @@ from colabkit.records.loading import first_record, load_records
 from colabkit.report.contents import log_warnings, report_outputs, report_sections
 from colabkit.report.figures import report_style
 from colabkit.report.methods import write_references
-from colabkit.report.records import ReportData, report_data
+from colabkit.report.records import report_data
 from colabkit.report.section import write_section
+from colabkit.report.summary import every_ok_run_busy
 from colabkit.report.writers import write_records_csv
 from colabkit.suite import suite_path
 
@@ -67,11 +68,8 @@ class ReportOutputs:
     folder: Path
     html: Path
     html_with_code: Path
-    notebook: Path
     figures: Path
     tables: Path
-    records_csv: Path
-    log: Path
     records: dict[str, Any] = field(default_factory=dict)  # what was read: LoadedRecords.summary()
 
     def files(self) -> list[Path]:
@@ -129,8 +127,7 @@ def _relative(path: str | Path, start: Path) -> str:
 
 
 def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str, list[Any]]) -> Any:
-    """The report notebook as a reader re-runs it: its `parameters` injected as papermill does, under each tagged
-    cell the `outputs` of its tag."""
+    """The report notebook with its `parameters` injected as papermill does, under each tagged cell its `outputs`."""
     import nbformat
 
     notebook = nbformat.read(str(source), as_version=4)
@@ -147,20 +144,9 @@ def report_notebook(source: Path, parameters: dict[str, Any], outputs: dict[str,
     return notebook
 
 
-def every_ok_run_busy(data: ReportData) -> int:
-    """How many ok runs `data` holds where `exclude_busy` leaves out every one of them (all made on a busy host):
-    a report of them would have no figure. 0 where some ok run counts, or there is none, or busy runs count."""
-    ok = data.frame[data.frame["status"] == "ok"] if len(data.frame) else data.frame
-    if not data.exclude_busy or not len(ok) or ok["used"].any():
-        return 0
-    return len(ok)
-
-
 def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_busy: bool = False,
                  rates_file: str | Path | None = None) -> ReportOutputs:
-    """Build the report of the records under `results_dirs` and write it under `out` (`exclude_busy`: runs on a busy
-    host left out; `rates_file`: docs/cost.md). RatesFileError, ReportError (a missing folder or notebook, or
-    nothing left by `exclude_busy`) and NoRecordsError are raised before anything is written."""
+    """Build the report of the records under `results_dirs` under `out`; errors before anything is written."""
     import nbformat
 
     rates = load_rates(rates_file)
@@ -198,10 +184,7 @@ def build_report(results_dirs: list[str | Path], out: str | Path, *, exclude_bus
                   "exclude_busy_runs": exclude_busy,
                   "rates_file": _relative(rates_file, folder.resolve()) if rates_file else ""}
     notebook = report_notebook(REPORT_NOTEBOOK, parameters, outputs)
-    kept = write_atomic(folder / "report.ipynb", nbformat.writes(notebook))
-    return ReportOutputs(
-        folder=folder, html=export_report_html(notebook, folder / "report.html"),
-        html_with_code=export_report_html(notebook, folder / "report-with-code.html", with_code=True),
-        notebook=kept, figures=folder / "figures", tables=folder / "tables", records_csv=folder / "records.csv",
-        log=folder / "report.log", records=data.loaded.summary(),
-    )
+    write_atomic(folder / "report.ipynb", nbformat.writes(notebook))
+    return ReportOutputs(folder, export_report_html(notebook, folder / "report.html"),
+                         export_report_html(notebook, folder / "report-with-code.html", with_code=True),
+                         folder / "figures", folder / "tables", data.loaded.summary())

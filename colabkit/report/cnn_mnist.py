@@ -39,21 +39,6 @@ def published_comparison(table: pd.DataFrame) -> pd.DataFrame:
     return pivot.reset_index().rename(columns={"batch": "global batch"}).rename_axis(columns=None)
 
 
-def frameworks_tables(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """Our runs on several Keras backends (None with fewer than two): time and accuracy per framework and device;
-    and Ragab & Ragab's as published, of a CNN whose layers, batch size and epochs the source never states."""
-    if table["backend"].dropna().nunique() < 2:
-        return None
-    ours = pd.DataFrame([{"framework": row.backend, "device": row.device, "global batch": row.batch,
-                          "epochs": row.epochs_run, "train samples": row.train_samples,
-                          "training time (s)": row.train_time_s, "samples/s": row.samples_per_s,
-                          "test accuracy": row.test_accuracy} for row in table[table["backend"].notna()].itertuples()])
-    theirs = pd.DataFrame([{"framework": framework, "device": device.upper(), "training time (s)": figures["train_time_s"],
-                            "test accuracy": figures["test_accuracy"], "model": "published, model unknown"}
-                           for (framework, device), figures in RAGAB_FRAMEWORKS.items()])
-    return ours.sort_values(["framework", "device", "global batch"]).reset_index(drop=True), theirs
-
-
 def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
     printed = pick(table, ["device", "batch", "replicas", ("train_samples", "train samples"), "samples_per_epoch",
                            "epochs_run", "runs", "busy_runs", "epoch_first_s", "steady_s", "epoch_steady_s",
@@ -67,15 +52,24 @@ def _fill(section: Section, table: pd.DataFrame, data: ReportData) -> None:
                     + WORK_DIFFERS_NOTE),
         ReportTable("cnn_sample_time_vs_published", published_comparison(table),
                     f"Time per sample (us) per global batch size: ours and {ALYAFEAI_2018_SOURCE}.")]
-    frameworks = frameworks_tables(table)
-    if frameworks is not None:
+    if table["backend"].dropna().nunique() > 1:  # ours per framework and device; Ragab & Ragab's as published
+        ours = pd.DataFrame([{"framework": row.backend, "device": row.device, "global batch": row.batch,
+                              "epochs": row.epochs_run, "train samples": row.train_samples,
+                              "training time (s)": row.train_time_s, "samples/s": row.samples_per_s,
+                              "test accuracy": row.test_accuracy}
+                             for row in table[table["backend"].notna()].itertuples()])
+        theirs = pd.DataFrame([{"framework": framework, "device": device.upper(),
+                                "training time (s)": figures["train_time_s"], "test accuracy": figures["test_accuracy"],
+                                "model": "published, model unknown"}
+                               for (framework, device), figures in RAGAB_FRAMEWORKS.items()])
         section.items += [
-            ReportTable("cnn_frameworks", frameworks[0], "One CNN (Alyafeai 2018's) on several Keras backends: whole-fit "
-                        "time, throughput and test accuracy at one global batch. Where epochs or train samples differ "
-                        "between rows, compare samples/s, not training times."),
-            ReportTable("cnn_frameworks_published", frameworks[1], f"Published, model unknown: {RAGAB_SOURCE}. The "
-                        "source states neither the model nor its batch size or epochs, so these figures are shown apart "
-                        "from ours, not as a like-for-like comparison; cells it left empty are absent.")]
+            ReportTable("cnn_frameworks", ours.sort_values(["framework", "device", "global batch"], ignore_index=True),
+                        "One CNN (Alyafeai 2018's) on several Keras backends: whole-fit time, throughput and test "
+                        "accuracy at one global batch. Where epochs or train samples differ between rows, compare "
+                        "samples/s, not training times."),
+            ReportTable("cnn_frameworks_published", theirs, f"Published, model unknown: {RAGAB_SOURCE}. The source "
+                        "states neither the model nor its batch size or epochs, so these figures are shown apart from "
+                        "ours, not as a like-for-like comparison; cells it left empty are absent.")]
 
 
 def cnn_section(data: ReportData) -> Section:

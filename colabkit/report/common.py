@@ -85,16 +85,16 @@ def series_labels(frame: pd.DataFrame, keys: list[str], exclude: tuple[str, ...]
 
 
 def experiment_frame(ok: pd.DataFrame, axes: list[str], order: list[str], columns: dict[str, Any],
-                     intervals: dict[str, str] | None = None, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
-    """An experiment's table, one row per combination of `ok`: device, series (series_labels over `axes`),
-    `columns`, the median over runs of each metric of `intervals` as its `<prefix>` with `_low`, `_high`, `_runs`,
-    `_level` (interval_frame), runs, data, config (the work but the device) and path; sorted by `order`."""
+                     intervals: dict[str, str], exclude: tuple[str, ...] = ()) -> pd.DataFrame:
+    """An experiment's table, one row per combination of `ok`: device, series (over `axes`), `columns`, the interval
+    over runs of each metric of `intervals` (`<prefix>_low`, `_high`, `_runs`, `_level`), runs, data, config, path."""
     table = pd.DataFrame({"device": ok["device_label"], "series": series_labels(ok, axes, exclude), **columns,
                           "runs": column(ok, "runs"), "data": ok["data_used"], "config": work_key(ok, ("device",)),
                           "path": ok["path"]})
-    table = pd.concat([table, *(interval_frame(samples_column(ok, metric), prefix)
-                                for metric, prefix in (intervals or {}).items())], axis=1)
-    return in_report_order(table, order)
+    spans = [pd.DataFrame([interval_fields(values, prefix) for values in samples_column(ok, metric)], index=ok.index,
+                          columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
+             for metric, prefix in intervals.items()]  # the medians: among `columns`
+    return in_report_order(pd.concat([table, *spans], axis=1), order)
 
 
 # How the appendix's tables print the columns the experiments share (pick; a pair in its spec names one otherwise).
@@ -106,13 +106,12 @@ PRINTED = {"batch": "global batch", "busy_runs": "busy runs", "samples_per_epoch
 
 
 def interval_spec(prefix: str, unit: str = "s") -> list[tuple[str, str]]:
-    """pick's spec of an interval_frame: 'low (s)', 'high (s)', 'level'."""
+    """pick's spec of an interval of experiment_frame: 'low (s)', 'high (s)', 'level'."""
     return [(f"{prefix}_low", f"low ({unit})"), (f"{prefix}_high", f"high ({unit})"), (f"{prefix}_level", "level")]
 
 
 def pick(frame: pd.DataFrame, spec: list[str | tuple[str, str]]) -> pd.DataFrame:
-    """The columns of `spec` (a name, printed as PRINTED says, or a (name, printed name) pair) that hold a value,
-    renamed; led by `series` where the series say more than the device."""
+    """The columns of `spec` (a name PRINTED prints, or a (name, printed) pair) that hold a value, led by `series`."""
     pairs = [(item, PRINTED.get(item, item)) if isinstance(item, str) else item for item in spec]
     present = [(name, label) for name, label in pairs if has(frame, name)]
     printed = frame[[name for name, _ in present]].rename(columns=dict(present)).reset_index(drop=True)
@@ -134,8 +133,7 @@ def per_repeat(frame: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def repeats_std(frame: pd.DataFrame, metric: str) -> pd.Series:
-    """Spread of a metric over repeats: the record's `metrics.<metric>_std`, else the sample standard deviation
-    of its per-repeat values (NaN without either)."""
+    """A metric's spread over repeats: the record's `metrics.<metric>_std`, else its per-repeat values' std."""
     def std(values: Any) -> float:
         if isinstance(values, (list, tuple)) and len([v for v in values if v is not None]) > 1:
             return float(np.std(np.asarray([v for v in values if v is not None], dtype=float), ddof=1))
@@ -163,27 +161,16 @@ def samples_column(frame: pd.DataFrame, metric: str) -> pd.Series:
     return runs.where(runs.map(lambda values: isinstance(values, list)), one)
 
 
-def interval_frame(samples: pd.Series, prefix: str) -> pd.DataFrame:
-    """Per row, the interval of the median of its runs (`samples`): interval_fields but the median."""
-    return pd.DataFrame([interval_fields(values, prefix) for values in samples], index=samples.index,
-                        columns=[f"{prefix}_{end}" for end in ("low", "high", "runs", "level")])
-
-
-def interval_text(low: Any, high: Any) -> str | None:
-    """'0.512-0.534' for an interval, None without one."""
-    return None if pd.isna(low) or pd.isna(high) else f"{format_number(low, 3)}-{format_number(high, 3)}"
-
-
 def interval_texts(table: pd.DataFrame, low: str, high: str) -> list[str | None]:
-    """interval_text of each row of `table`, from its columns `low` and `high`."""
-    return [interval_text(a, b) for a, b in zip(table[low], table[high])]
+    """Each row's interval from its columns `low` and `high` as '0.512-0.534' (None without one)."""
+    return [None if pd.isna(a) or pd.isna(b) else f"{format_number(a, 3)}-{format_number(b, 3)}"
+            for a, b in zip(table[low], table[high])]
 
 
 def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefix: str, oriented: bool = True,
                       words: VerdictWords = "speed") -> dict[str, Any]:
     """One comparison as fields: `<prefix>` the ratio of the medians, `_low`/`_high` its interval, `_verdict` in
-    `words` with the level it reaches ('faster (75 %, n = 3)'); `oriented`: a speedup (above 1 better), else samples
-    / baseline."""
+    `words` at its level; `oriented`: a speedup (above 1 better), else samples / baseline."""
     samples, baseline = list(samples or []), list(baseline or [])
     if oriented:
         interval, judged = speedup_ci(samples, baseline, higher_is_better), True
@@ -196,20 +183,18 @@ def comparison_fields(samples: Any, baseline: Any, higher_is_better: bool, prefi
             if interval.estimate is not None else None}
 
 
-def speedups(table: pd.DataFrame, value: str, higher_is_better: bool, baseline: str | None,
-             match: str = "config", device: str = "device", samples: str | None = None,
+def speedups(table: pd.DataFrame, samples: str, higher_is_better: bool, baseline: str | None, match: str = "config",
              prefix: str = "speedup") -> pd.DataFrame:
-    """Each row's speedup over the `baseline` device's row of the same `match` key, from both sides' runs (`samples`,
-    else `value` as one run): comparison_fields, "baseline" on the baseline's own rows, NaN without one."""
+    """Each row's speedup over the `baseline` device's row of its `match` key, from both sides' runs (`samples`)."""
     result = pd.DataFrame({prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan,
                            f"{prefix}_verdict": None}, index=table.index).astype({f"{prefix}_verdict": object})
     if baseline is None or not len(table):
         return result
-    runs = table[samples] if samples and samples in table else table[value].map(lambda v: finite([v]))
-    base = table[table[device] == baseline].drop_duplicates(match)
+    runs = table[samples]
+    base = table[table["device"] == baseline].drop_duplicates(match)
     base_runs = dict(zip(base[match], runs.loc[base.index]))
     for index, key in table[match].items():
-        if table.at[index, device] == baseline:  # the baseline itself: 1 by definition, nothing to judge
+        if table.at[index, "device"] == baseline:  # the baseline itself: 1 by definition, nothing to judge
             result.loc[index, [prefix, f"{prefix}_verdict"]] = [1.0, "baseline"]
         elif key in base_runs:
             for name, field in comparison_fields(runs.loc[index], base_runs[key], higher_is_better, prefix).items():
@@ -253,23 +238,17 @@ def mark_stand_in_data(section: Section, data: ReportData, notebook: str, figure
         mark_substitute_data(item.figure, note)
 
 
-def _reason(row: pd.Series) -> str:
-    parts = [part for part in (row.get("error.type"), row.get("error.message")) if isinstance(part, str) and part]
-    return ": ".join(parts)[:300] or "(no reason recorded)"
-
-
 def not_plotted(data: ReportData, notebook: str | None, name: str) -> ReportTable | None:
     """The failed and skipped runs (of one notebook, or all): listed, never plotted."""
     rows = data.not_ok(notebook)
     if not len(rows):
         return None
-    table = pd.DataFrame({
-        "notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
-        "combination": rows["combination"], "why": rows.apply(_reason, axis=1),
-        "record": rows["path"].map(data.shown),
-    }).sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
-    if notebook is not None:
-        table = table.drop(columns="notebook")
+    why = [": ".join(part for part in parts if isinstance(part, str) and part)[:300] or "(no reason recorded)"
+           for parts in zip(column(rows, "error.type"), column(rows, "error.message"))]
+    table = pd.DataFrame({"notebook": rows["notebook"], "status": rows["status"], "device": rows["device_label"],
+                          "combination": rows["combination"], "why": why, "record": rows["path"].map(data.shown)})
+    table = table.sort_values(["notebook", "status", "device", "combination"]).reset_index(drop=True)
+    table = table if notebook is None else table.drop(columns="notebook")
     where = f"of {title_of(notebook)} " if notebook else ""
     return ReportTable(name, table, f"Runs {where}that did not produce results (failed or skipped): listed here, "
                                     "left out of every figure and table of results.")
@@ -323,9 +302,8 @@ def run_backend(frame: pd.DataFrame) -> pd.Series:
 
 
 def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
-    """Keys pairing each run with the `baseline` device's run of its configuration (the work but the device and
-    backend): on the same backend where the baseline ran one, else on its TensorFlow (a TPU's JAX run meets a CPU's
-    TensorFlow run)."""
+    """Keys pairing each run with the `baseline` device's run of its work: on the same backend where the baseline
+    ran it, else on its TensorFlow (a TPU's JAX run meets a CPU's TensorFlow run)."""
     if not len(frame):
         return pd.Series(dtype=str)
     config, backend = work_key(frame, ("device", "backend")), run_backend(frame)
@@ -336,8 +314,7 @@ def baseline_pair_key(frame: pd.DataFrame, baseline: str | None) -> pd.Series:
 
 
 def work_differs(a: Any, b: Any) -> bool:
-    """Whether two runs (rows with `samples_per_epoch`, `epochs_run`) did other amounts of work, so that only their
-    throughputs compare (an unknown count, in old records, is no difference)."""
+    """Whether two runs did other amounts of work (an unknown count is no difference): only throughputs compare."""
     return any(not (pd.isna(a.get(name)) or pd.isna(b.get(name))) and float(a.get(name)) != float(b.get(name))
                for name in ("samples_per_epoch", "epochs_run"))
 

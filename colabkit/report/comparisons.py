@@ -34,10 +34,8 @@ def _reference(values: list[Any], axis: str) -> Any:
 
 
 def pairs_along(data: ReportData, axes: tuple[str, ...] = AXES) -> pd.DataFrame:
-    """Every pair of combinations that did the same work on the same device but for one parameter of `axes` (the
-    backend: the one that ran): candidate / reference on the headline (on samples/s where the work per epoch
-    differed), each side's median and runs, the ratio's interval and verdict; COLUMNS and `unit`, `config` (the work
-    but the device and the axis), `median_reference`, `median_candidate`."""
+    """Every pair of combinations of the same work on the same device but for one parameter of `axes`: candidate /
+    reference on the headline (samples/s where the work differed); COLUMNS and unit, config, each side's median."""
     rows = []
     for experiment in all_experiments():
         ok, headline = data.ok(experiment.name), experiment.headline

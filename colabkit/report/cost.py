@@ -22,8 +22,7 @@ FIGURES: tuple[Figure, ...] = ("s", "usd", "cu", "j")
 
 
 def cost_rows(data: ReportData) -> pd.DataFrame:
-    """One row per combination and unit of work its runs timed: its runtime and rate (or `no_rate`), `runs`, and per
-    figure (s, usd, cu, j) the median over runs with `_low`, `_high`, `_level`."""
+    """Per combination and unit of work its runs timed: runtime, rate, runs, each figure's median over runs."""
     runs = data.costed()
     if not len(runs):
         return pd.DataFrame()
@@ -55,9 +54,8 @@ def pareto_front(times: list[float], costs: list[float]) -> list[bool]:
 
 
 def fronts_and_ratios(rows: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
-    """Among the priced runtimes that did the same work (notebook, unit, configuration): whether each row is on their
-    Pareto front of median seconds and dollars (None for a row without a rate); and, where there are several, each
-    one's dollars per unit over the fastest one's, the ratio's interval and its verdict."""
+    """Among the priced runtimes that did the same work: whether each row is on their Pareto front of seconds and
+    dollars (None unpriced); and each one's dollars over the fastest one's, the ratio's interval and verdict."""
     front, ratios = pd.Series(None, index=rows.index, dtype=object), []
     for _, group in rows[rows["usd"].notna()].groupby(["notebook", "unit", "configuration"], sort=False):
         front.loc[group.index] = pareto_front(list(group["s"]), list(group["usd"]))
@@ -73,10 +71,8 @@ def fronts_and_ratios(rows: pd.DataFrame) -> tuple[pd.Series, pd.DataFrame]:
     return front, pd.DataFrame(ratios)
 
 
-def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork,
-                palette: dict[str, str] | None = None) -> ReportFigure | None:
-    """Seconds against dollars per `unit` of `notebook`'s priced combinations, a colour per device, the intervals as
-    bars, a line through each configuration's runtimes, the Pareto front's points filled (others hollow)."""
+def cost_figure(rows: pd.DataFrame, notebook: str, unit: UnitOfWork, palette: dict[str, str]) -> ReportFigure | None:
+    """Seconds against dollars per `unit` of `notebook`'s priced combinations; the Pareto front filled."""
     drawn = rows[(rows["notebook"] == notebook) & (rows["unit"] == unit.key) & rows["usd"].notna()]
     if not len(drawn):
         return None
@@ -169,7 +165,15 @@ def cost_section(data: ReportData) -> Section:
                       if unit.key in set(rows.loc[rows["notebook"] == notebook, "unit"])
                       and HEADLINE_UNITS[unit.mode] == unit.key
                       and (figure := cost_figure(rows, notebook, unit, data.palette)) is not None]
-    section.items.append(ReportTable("cost_per_unit", _printed(rows), "Per combination and unit of work: seconds, "
+    names: dict[Figure, str] = {"s": "s", "usd": "$", "cu": "compute units", "j": "J"}
+    printed = pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
+                            "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
+                            "$ per hour": rows["usd_per_hour"], "runs": rows["runs"],
+                            **{f"{name}{end}": rows[f"{figure}{suffix}"] for figure, name in names.items()
+                               for end, suffix in (("", ""), (" low", "_low"), (" high", "_high"))},
+                            "level": rows["s_level"], "J level": rows["j_level"],  # joules: their own runs
+                            "cheapest for its speed": rows["pareto"]})
+    section.items.append(ReportTable("cost_per_unit", printed, "Per combination and unit of work: seconds, "
                                      "dollars, compute units and joules per unit, medians over runs with their "
                                      "intervals (low, high) and the level they reach; `cheapest for its speed`: on the "
                                      "Pareto front of time and dollars among the runtimes that did the same work."))
@@ -180,14 +184,3 @@ def cost_section(data: ReportData) -> Section:
                                          "level it reaches (docs/statistics.md)."))
     return section
 
-
-def _printed(rows: pd.DataFrame) -> pd.DataFrame:
-    """The per-unit rows as the report prints them: named columns, figures in their units."""
-    names: dict[Figure, str] = {"s": "s", "usd": "$", "cu": "compute units", "j": "J"}
-    return pd.DataFrame({"experiment": rows["notebook"].map(title_of), "per": rows["per"],
-                         "combination": rows["combination"], "device": rows["device"], "runtime": rows["runtime"],
-                         "$ per hour": rows["usd_per_hour"], "runs": rows["runs"],
-                         **{f"{name}{end}": rows[f"{figure}{suffix}"] for figure, name in names.items()
-                            for end, suffix in (("", ""), (" low", "_low"), (" high", "_high"))},
-                         "level": rows["s_level"], "J level": rows["j_level"],  # joules: their own runs
-                         "cheapest for its speed": rows["pareto"]})

@@ -28,8 +28,7 @@ def model_shape(bilstm_layers: float, head_units: float) -> str:
 
 
 def dblstm_table(data: ReportData) -> pd.DataFrame:
-    """One row per ok dBLSTM combination: device, model shape, units, training time and test scores with their spread
-    over repeats (`layers` of old records read as bilstm_layers)."""
+    """One row per ok dBLSTM combination: device, model shape, units, training time, test scores and their spread."""
     ok = data.ok(NOTEBOOK).copy()
     bilstm = column(ok, "params.bilstm_layers").astype(float).fillna(column(ok, "params.layers").astype(float))
     if "params.layers" in ok:  # one name for one thing, so old and new records of a model match

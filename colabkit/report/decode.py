@@ -29,8 +29,7 @@ COMPILER_BYTES_WARN_RATIO = 1.25
 
 
 def decode_rows(data: ReportData) -> pd.DataFrame:
-    """One row per counted decode run and measured batch size x prompt length: the run's device, model (its
-    combination) and repeat, and the record's `decode.rows` entry. Refused combinations are left out."""
+    """One row per counted decode run and measured (not refused) batch size x prompt length: `decode.rows`' entry."""
     rows = []
     for _, run in data.runs(None, mode=DECODE).iterrows():
         section = data.record(run["path"]).get(DECODE) or {}
@@ -69,8 +68,7 @@ PANELS = (("tpot_ms", "prompt_length", "batch", "TPOT, median step (ms, log)", "
 
 
 def scaling_figure(table: pd.DataFrame, palette: dict[str, str]) -> ReportFigure | None:
-    """TPOT against the prompt length, tokens/s against the batch, bars the intervals over runs: a panel only where a
-    line joins two points (None where neither does)."""
+    """TPOT against the prompt length, tokens/s against the batch: a panel where a line joins two points (or None)."""
     panels = [panel for panel in PANELS if table[table[panel[0]].astype(float).notna()]
               .groupby(["device", "model", panel[2]])[panel[1]].nunique().max() > 1]
     if not panels:

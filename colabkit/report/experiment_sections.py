@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colabkit.errors import ExperimentDeclarationError
-from colabkit.experiments import all_experiments, find
+from colabkit.experiments import all_experiments
 from colabkit.report.cnn_mnist import cnn_section
 from colabkit.report.dblstm_har import dblstm_section
 from colabkit.report.matmul_tflops import matmul_section
@@ -27,16 +27,10 @@ SECTIONS: dict[str, SectionFunction] = {
 
 
 def register_section(experiment: str, function: SectionFunction) -> SectionFunction:
-    """Make `function` the report section of the experiment declared as `experiment`; return it.
-    ExperimentDeclarationError when that experiment already has another section."""
+    """Make `function` the report section of the experiment declared as `experiment` (which has no other); return it."""
     if SECTIONS.setdefault(experiment, function) is not function:
         raise ExperimentDeclarationError(f"experiment {experiment!r} already has a report section")
     return function
-
-
-def has_section(notebook: str) -> bool:
-    """Whether the report has a section for `notebook`'s records: a declared experiment with a section."""
-    return find(notebook) is not None and notebook in SECTIONS
 
 
 def experiment_sections(data: ReportData) -> list[Section]:

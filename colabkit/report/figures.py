@@ -46,16 +46,14 @@ def label_colors(labels: Iterable[str], palette: dict[str, str] | None = None) -
     return {label: (palette or {}).get(label, color) for label, color in device_palette(labels).items()}
 
 
-def series_colors(table: pd.DataFrame, series: str = "series", device: str = "device",
-                  palette: dict[str, str] | None = None) -> dict[str, str]:
-    """A colour per series of `table` (a device label and the parameters that tell its runs apart): its
-    `device`'s colour (label_colors), shaded per series of that device, in report order."""
-    pairs = table[[series, device]].drop_duplicates(series)
-    base = label_colors(pairs[device], palette)
-    order = {label: index for index, label in enumerate(sort_labels(pairs[device]))}
+def series_colors(table: pd.DataFrame, palette: dict[str, str] | None = None) -> dict[str, str]:
+    """A colour per `series` of `table`: its `device`'s (label_colors), shaded per series of that device."""
+    pairs = table[["series", "device"]].drop_duplicates("series")
+    base = label_colors(pairs["device"], palette)
+    order = {label: index for index, label in enumerate(sort_labels(pairs["device"]))}
     colors: dict[str, str] = {}
     used: dict[str, int] = {}
-    for name, label in sorted(zip(pairs[series], pairs[device]), key=lambda pair: (order[pair[1]], str(pair[0]))):
+    for name, label in sorted(zip(pairs["series"], pairs["device"]), key=lambda pair: (order[pair[1]], str(pair[0]))):
         colors[name] = shade(base[label], used.get(label, 0))
         used[label] = used.get(label, 0) + 1
     return colors
@@ -69,8 +67,7 @@ def mark_substitute_data(figure: Any, text: str) -> None:
 
 
 def error_bars(rows: pd.DataFrame, y: str, low: str | None, high: str | None) -> Any:
-    """Error bar lengths for matplotlib from `low` to `high` (None when there is no spread to draw). A zero spread is
-    drawn as nothing rather than as a flat cap: one configuration has no range."""
+    """Error bar lengths from `low` to `high`; a zero spread drawn as nothing, not a flat cap (None: nothing at all)."""
     if not (low in rows and high in rows):
         return None
     lower = (rows[y] - rows[low]).clip(lower=0).to_numpy(float, copy=True)
@@ -107,8 +104,7 @@ def _infinite(values: pd.Series) -> pd.Series:
 
 def plot_lines(ax: Any, table: pd.DataFrame, x: str, y: str, *, low: str | None = None, high: str | None = None,
                colors: dict[str, str] | None = None) -> None:
-    """One line per `series` of `table` in its `device`'s colour (`colors`), with error bars from `low` to `high`; a
-    series at one x is a marker alone."""
+    """One line per `series` of `table` in its `device`'s colour, error bars from `low` to `high`; one x: a marker."""
     colors, markers = label_colors(table["device"], colors), label_markers(table["device"])
     styles, per_device = ["-", "--", "-.", ":"], Counter()
     for name, rows in table.groupby("series", sort=False):

@@ -14,7 +14,7 @@ from colabkit.experiments import find
 from colabkit.experiments.declaration import COMMON_FIGURES, Experiment, Headline
 from colabkit.plots import device_color
 from colabkit.report.bottlenecks import bottleneck_items
-from colabkit.report.common import (column, figure_warning, global_batch, interval_texts, mark_stand_in_data,
+from colabkit.report.common import (column, figure_warning, global_batch, has, interval_texts, mark_stand_in_data,
                                     not_plotted, series_labels, too_short, work_column)
 from colabkit.report.figures import (grouped_bars, levels, mark_substitute_data, new_figure, plot_lines,
                                      powers_of_two_axis, series_colors, wide)
@@ -22,10 +22,19 @@ from colabkit.report.records import ReportData, in_report_order
 from colabkit.report.runs import figures_over_runs
 from colabkit.report.section import ReportFigure, ReportTable, Section, shown_columns
 from colabkit.report.summary import configuration_speedups
-from colabkit.report.utilisation import utilisation_items
 
 ACCURACY = Headline("test_accuracy", "test accuracy", "", "higher")
 OwnFigure = Callable[[pd.DataFrame, ReportData], "ReportFigure | None"]  # from the experiment's table and the data
+# record metric -> (column name, scale: None for text): what the utilisation table prints
+UTILISATION = {"global_batch_size": ("global batch", 1.0),
+               "model_flops_forward_per_sample": ("forward MFLOP/sample", 1e-6),
+               "model_tflops": ("achieved GFLOPS", 1e3), "peak_tflops": ("peak TFLOPS", 1.0),
+               "peak_precision": ("peak precision", None), "peak_basis": ("peak basis", None),
+               "mfu": ("fraction of peak (MFU)", 1.0), "achievable_tflops": ("achievable TFLOPS (matmul scan)", 1.0),
+               "mfu_achievable": ("fraction of achievable peak", 1.0),
+               "mfu_achievable_high": ("fraction of achievable peak: slowest scan pass", 1.0),
+               "arithmetic_intensity": ("FLOPs/byte", 1.0), "energy_j_per_sample": ("J/sample", 1.0),
+               "mean_power_w": ("mean power (W)", 1.0)}
 
 
 def sentence(text: str) -> str:
@@ -37,16 +46,9 @@ def axis_name(experiment: Experiment) -> str:
     return "global batch" if experiment.figures.axis == "batch_size" else experiment.figures.axis
 
 
-def _implied(ok: pd.DataFrame, label: str) -> tuple[str, ...]:
-    """The parameters a row's `label` (a metric naming its model) settles: left out of its series."""
-    return tuple(name[7:] for name in ok.columns if name.startswith("params.")
-                 and ok.groupby(label, dropna=False)[name].nunique().le(1).all())
-
-
 def headline_rows(experiment: Experiment, data: ReportData) -> pd.DataFrame:
-    """One row per training combination: `device`, `series`, `x` (the axis), `label`, the headline's median over runs
-    (`value`, `low`, `high`, `level`), the speedup over the CPU (`over`) with its verdict ('baseline' on the CPU's
-    rows), accuracy and MFU."""
+    """One row per training combination: device, series, `x` (the axis), label, the headline's median over runs with
+    its interval, the speedup over the CPU with its verdict ('baseline' on the CPU's rows), accuracy and MFU."""
     ok = data.ok(experiment.name)
     if not len(ok):
         return pd.DataFrame()
@@ -57,7 +59,9 @@ def headline_rows(experiment: Experiment, data: ReportData) -> pd.DataFrame:
         return ok["combination_id"].map(over[over["metric"] == name].set_index("combination_id")[field])
 
     label = f"metrics.{figures.label}" if figures.label and f"metrics.{figures.label}" in ok else None
-    keys, exclude = [f"params.{figures.axis}", *([label] if label else [])], _implied(ok, label) if label else ()
+    keys = [f"params.{figures.axis}", *([label] if label else [])]
+    exclude = tuple(name[7:] for name in ok.columns if label and name.startswith("params.")  # what the label settles
+                    and ok.groupby(label, dropna=False)[name].nunique().le(1).all())
     x = global_batch(ok) if figures.axis == "batch_size" else column(ok, f"params.{figures.axis}")
     mfu = pd.to_numeric(column(ok, "metrics.mfu"), errors="coerce")
     rows = pd.DataFrame({
@@ -79,8 +83,7 @@ def headline_rows(experiment: Experiment, data: ReportData) -> pd.DataFrame:
 
 
 def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
-    """The body's table (at most 8 columns, none empty): per combination its series, label, axis value, the headline's
-    median over runs, its interval and level, and the speedup over the CPU with its verdict."""
+    """The body's table of `rows` (at most 8 columns, none empty)."""
     headline, label = experiment.headline, experiment.figures.label
     return shown_columns(pd.DataFrame({
         "device": rows["series"], **({label: rows["label"]} if label else {}), axis_name(experiment): rows["x"],
@@ -90,8 +93,7 @@ def headline_table(experiment: Experiment, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def published_rows(experiment: Experiment, rows: pd.DataFrame, figure: str) -> tuple[pd.DataFrame, str]:
-    """The declaration's published values for `figure` that may stand beside `rows` (their `work` was ours in every
-    row), and the caption's sentence: who they are, or why they are not drawn."""
+    """The published values for `figure` whose work was ours in every row, and the caption's sentence on them."""
     points = [point for point in experiment.figures.published if point.figure == figure]
     same = [point for point in points if all(rows[f"work.{name}"].eq(value).all() for name, value in point.work.items())]
     cited = ", ".join(dict.fromkeys(point.series.split(":")[0] for point in points))
@@ -106,8 +108,7 @@ def published_rows(experiment: Experiment, rows: pd.DataFrame, figure: str) -> t
 
 def _draw(experiment: Experiment, drawn: pd.DataFrame, published: pd.DataFrame, value: str, ylabel: str,
           data: ReportData, bars: bool, line: float | None = None) -> Callable[[float], Any]:
-    """A function drawing `value` of `drawn` against the axis per series, at a width (inches): bars per device or
-    lines, the between-run intervals as error bars, the `published` values beside them, the legend below."""
+    """A function drawing `value` of `drawn` and the `published` values against the axis at a width (inches)."""
     colors = {**series_colors(drawn, palette=data.palette),
               **{row.series: device_color(row.kind) for row in published.itertuples()}}
     note = figure_warning(data.ok(experiment.name))
@@ -145,10 +146,8 @@ assert set(COMMON) | {"where_time_goes"} == set(COMMON_FIGURES)
 
 
 def common_figure(name: str, experiment: Experiment, rows: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """A common figure of `rows` against the axis per device, with the published values the declaration names for
-    it: the headline as its source paper drew it, in the body (and drawn again for a paper's columns); in the
-    appendix, where it sets two points side by side, the speedup over the CPU (the CPU: the dotted line at 1), the
-    fraction of peak, accuracy."""
+    """A common figure of `rows` against the axis per device, with the published values for it: the headline in the
+    body (and drawn again for a paper's columns); the others in the appendix, where they set two points side by side."""
     headline, body, (value, ylabel) = experiment.headline, name == "headline", COMMON[name]
     rows = rows.rename(columns={"low": "value_low", "high": "value_high"}).assign(mfu=100 * rows["mfu"])
     rows = rows[rows["speedup_verdict"].ne("baseline")] if name == "speedup" else rows
@@ -187,9 +186,8 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
                      table_of: Callable[[ReportData], pd.DataFrame], fill: Callable[[Section, pd.DataFrame,
                                                                                     ReportData], None],
                      intro: str = "", own: dict[str, OwnFigure] | None = None) -> Section:
-    """Every experiment's section from `table_of(data)` (its ok runs; none: why, in one line). The body: `intro`,
-    warnings, the first figure its declaration names, the headline table. The appendix: `fill`'s, the other
-    figures (`own`: its own, by name), utilisation, runs without results."""
+    """Every experiment's section from `table_of(data)` (none: why, in one line). The body: `intro`, warnings, the
+    first figure its declaration names, the headline table; the appendix: `fill`'s, the other figures (`own`'s)."""
     section, own = Section(notebook, title), own or {}
     listed = not_plotted(data, notebook, f"{prefix}_runs_not_plotted")
     table, experiment = table_of(data), find(notebook)
@@ -221,3 +219,19 @@ def notebook_section(data: ReportData, notebook: str, title: str, prefix: str,
     section.warnings += [warning for warning in [too_short(data.runs(notebook))] if warning]
     section.items += [listed] if listed else []
     return section
+
+
+def utilisation_items(data: ReportData, notebook: str, name: str) -> list[ReportTable]:
+    """How well each of `notebook`'s ok runs that counted its model FLOPs used its device (else nothing)."""
+    ok = data.ok(notebook)
+    if not has(ok, "metrics.model_tflops"):
+        return []
+    ok = ok[ok["metrics.model_tflops"].notna()]
+    table = pd.DataFrame({"device": ok["device_label"], **{
+        label: ok[f"metrics.{metric}"] if scale is None else pd.to_numeric(ok[f"metrics.{metric}"], errors="coerce")
+        * scale for metric, (label, scale) in UTILISATION.items() if f"metrics.{metric}" in ok},
+        "MFU unknown because": ok.get("metrics.mfu_reason")})
+    return [ReportTable(f"{name}_utilisation", table.sort_values(["device", "global batch"]).reset_index(drop=True),
+                        "How well each run used its device: analytic model FLOPs, achieved GFLOPS, fraction of the "
+                        "device's peak (MFU), arithmetic intensity of a training step per replica (docs/roofline.md) "
+                        "and, on NVIDIA GPUs, energy per sample.")]

@@ -41,8 +41,7 @@ def _named(row: pd.Series, run: str | None = None) -> dict[str, Any]:
 
 
 def latency_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run: queries, their duration and binding minimum (none before the minimums), each percentile's
-    estimate, interval and the coverage its ranks reach."""
+    """One row per run: queries, their duration and binding minimum, each percentile's estimate, interval, coverage."""
     rows = []
     for label, section, row in runs:
         single = section["single_stream"]
@@ -63,8 +62,7 @@ def latency_table(runs: list[Run]) -> pd.DataFrame:
 
 
 def measured(point: dict[str, Any]) -> bool:
-    """Whether a run's latency percentile stands as a measurement: only where its queries give its interval (p99 of 5
-    queries is just the slowest)."""
+    """Whether a latency percentile is a measurement: its queries give it an interval (p99 of 5 is the slowest)."""
     return point.get("low_ms") is not None and point.get("high_ms") is not None
 
 
@@ -77,8 +75,7 @@ def offline_table(runs: list[Run]) -> pd.DataFrame:
 
 
 def run_names(runs: list[Run], combination: bool = True) -> list[str]:
-    """'run k: FILE' for each run (k counting the runs of its combination), led by its notebook, device and
-    combination with `combination`."""
+    """'run k: FILE' for each run (k-th of its combination), led by its combination's label with `combination`."""
     counted: dict[str, int] = {}
     names = []
     for label, _, row in runs:
@@ -127,8 +124,7 @@ def latency_figure(runs: list[Run]) -> ReportFigure:
 
 
 def within_one_run(runs: list[Run]) -> pd.DataFrame:
-    """Per combination and figure, the interval one run's own queries or passes give (the medians over runs of its
-    ends): how tight a run claims to be, for contrast; no verdict takes it."""
+    """Per combination and figure, the median ends of one run's own interval over runs: for contrast only."""
     bounds = [(row["combination_id"], metric, float(low), float(high)) for _, section, row in runs
               for metric, low, high in [
                   *((f"latency_p{p['percentile']:g}_ms", p.get("low_ms"), p.get("high_ms"))
@@ -140,8 +136,7 @@ def within_one_run(runs: list[Run]) -> pd.DataFrame:
 
 
 def over_runs_frame(data: ReportData, runs: list[Run]) -> tuple[pd.DataFrame, list[Headline]]:
-    """The inference combinations of `runs` as collapse gives them (one row each, `samples.<metric>` each run's), a
-    latency percentile counted only from the runs whose queries gave it an interval (voided_by), and their figures."""
+    """The combinations of `runs` collapsed, a percentile only from runs whose queries gave it an interval; figures."""
     rows = data.runs(None, inference=True)
     rows = rows[rows["combination_id"].isin({row["combination_id"] for _, _, row in runs})].copy()
     figures = inference_figures(name[len("metrics."):] for name in rows.columns if name.startswith("metrics."))
@@ -168,8 +163,7 @@ VERDICT_COLUMNS = ["notebook", "measure", "reference", "candidate", "configurati
 
 def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Sequence[str] = ("device", "backend")
                     ) -> pd.DataFrame:
-    """Combinations that did the same work but for `across`, each against the first in report order, on every figure
-    both have runs of: the ratio of the medians over runs, its interval and verdict."""
+    """Each combination against the first in report order of its work but `across`: ratio, interval, verdict."""
     rows: list[dict[str, Any]] = []
     if not len(ok):
         return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
@@ -188,15 +182,12 @@ def verdicts_across(ok: pd.DataFrame, figures: Sequence[Headline], across: Seque
                              "reference": f"{reference['device_label']}, {reference['backend']}",
                              "candidate": f"{candidate['device_label']}, {candidate['backend']}",
                              "configuration": candidate["combination"], "runs_reference": len(base),
-                             "runs_candidate": len(mine), **{name: fields[name] for name in
-                                                             ("ratio", "ratio_low", "ratio_high")},
-                             "verdict": fields["ratio_verdict"]})
+                             "runs_candidate": len(mine), **fields, "verdict": fields["ratio_verdict"]})
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 
 def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Offline samples/s against the batch per combination, the intervals over runs; in the body where a combination
-    has two batch sizes (None without any median)."""
+    """Offline samples/s against the batch per combination (None without a median); in the body at two batch sizes."""
     rows = table[table["metric"].str.startswith(OFFLINE_PREFIX) & table["median"].notna()]
     if not len(rows):
         return None
@@ -216,8 +207,7 @@ def offline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None
 
 
 def inference_section(data: ReportData) -> Section:
-    """Inference: in the body where two combinations, or two batch sizes, stand side by side, the verdicts between
-    devices and backends (else each figure over runs) and offline throughput; every run in the appendix."""
+    """Verdicts between devices and backends (else the figures over runs) and offline throughput; runs: appendix."""
     section = Section("inference", "Inference")
     runs = _runs(data)
     if not runs:

@@ -30,17 +30,15 @@ def matmul_table(data: ReportData) -> pd.DataFrame:
         "combination_id": column(ok, "combination_id"), "pair": baseline_pair_key(ok, cpu_baseline(ok["device_label"]))},
         {"tflops_warm": "tflops_warm"})
     baseline = cpu_baseline(table["device"])
-    table = pd.concat([table, speedups(table, "tflops_warm", True, baseline, match="pair", samples="samples_warm",
-                                       prefix="speedup_vs_cpu"),
-                       speedups(table, "tflops_cold", True, baseline, match="pair", samples="samples_cold",
-                                prefix="speedup_cold_vs_cpu"), blas_frame(data, table)], axis=1)
+    table = pd.concat([table, speedups(table, "samples_warm", True, baseline, "pair", "speedup_vs_cpu"),
+                       speedups(table, "samples_cold", True, baseline, "pair", "speedup_cold_vs_cpu"),
+                       blas_frame(data, table)], axis=1)
     table.attrs["baseline"] = baseline
     return table
 
 
 def baseline_status(runs: pd.DataFrame) -> pd.Series:
-    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without one): its own verdict, else
-    (older records) the same check on its samples."""
+    """Why each run's NumPy BLAS baseline cannot be trusted ('' when it can, None without one)."""
     def why(row: pd.Series) -> str | None:
         if pd.isna(row.get("metrics.blas_tflops")):
             return None
@@ -57,9 +55,8 @@ def baseline_status(runs: pd.DataFrame) -> pd.Series:
 
 
 def blas_frame(data: ReportData, table: pd.DataFrame) -> pd.DataFrame:
-    """Per row: the warm TFLOPS over NumPy's BLAS in the same run (the median over runs whose baseline was stable,
-    its interval and verdict; 'baseline unstable' or 'different dtype' never judged) and whether the baselines
-    were stable."""
+    """Per row: the warm TFLOPS over NumPy's BLAS in the same run (median over the runs whose baseline was stable,
+    interval, verdict; an unstable baseline or another dtype never judged), and whether the baselines were stable."""
     runs = data.runs(NOTEBOOK)
     runs = runs.assign(why=baseline_status(runs)) if len(runs) else runs.assign(why=pd.Series(dtype=object))
     rows = {}

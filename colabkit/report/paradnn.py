@@ -11,7 +11,6 @@ from matplotlib.colors import to_hex, to_rgb
 
 from colabkit.experiments.published import PARADNN_CLAIMS, PARADNN_SOURCE
 from colabkit.plots import draw_roofline
-from colabkit.report.bottlenecks import mark_overhead_bound
 from colabkit.report.common import column, device_head, metrics, pick, samples_column, speedups, work_key
 from colabkit.report.figures import new_figure
 from colabkit.report.headline import notebook_section
@@ -24,6 +23,7 @@ FAMILIES = ("fc", "cnn", "rnn")
 FAMILY_COLORS = {"fc": "#1f77b4", "cnn": "#d62728", "rnn": "#2ca02c", "transformer": "#9467bd"}
 FAMILY_MARKERS = {"fc": "o", "cnn": "s", "rnn": "^", "transformer": "D"}
 MAX_DEVICE_PAIRS = 3
+OVERHEAD_MARKERS = {"input": ("#d62728", "input-bound"), "host": ("#ff7f0e", "host-bound")}
 
 
 def paradnn_table(data: ReportData) -> pd.DataFrame:
@@ -47,18 +47,13 @@ def paradnn_table(data: ReportData) -> pd.DataFrame:
     return in_report_order(table, ["device", "family", "model", "batch"])
 
 
-def _shade(color: str, fraction: float) -> str:
-    """`color` from pale (fraction 0) to full (fraction 1)."""
-    rgb = np.array(to_rgb(color))
-    return to_hex(rgb + (1 - rgb) * 0.65 * (1 - fraction))
-
-
 def point_colors(table: pd.DataFrame) -> pd.Series:
     """A colour per row: its family's hue, paler for smaller batches (one shade per batch size)."""
     batches = sorted({float(b) for b in table["batch"].dropna()})
     position = {b: (i / (len(batches) - 1) if len(batches) > 1 else 1.0) for i, b in enumerate(batches)}
-    return table.apply(lambda row: _shade(FAMILY_COLORS.get(row["family"], "#7f7f7f"),
-                                          position.get(float(row["batch"]), 1.0)), axis=1)
+    hues = table["family"].map(lambda family: np.array(to_rgb(FAMILY_COLORS.get(family, "#7f7f7f"))))
+    return pd.Series([to_hex(rgb + (1 - rgb) * 0.65 * (1 - position.get(float(batch), 1.0)))  # pale at fraction 0
+                      for rgb, batch in zip(hues, table["batch"])], index=table.index)
 
 
 def device_roofs(table: pd.DataFrame) -> pd.DataFrame:
@@ -91,7 +86,11 @@ def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | Non
                 ax.scatter(group["intensity"], group["model_tflops"], color=colors[group.index[0]],
                            marker=FAMILY_MARKERS.get(family, "o"), edgecolor="#333333", linewidth=0.5, zorder=3,
                            label=f"{family}, batch {format_number(batch)}")
-            mark_overhead_bound(ax, rows)  # input- or host-bound: the roofline does not explain them
+            for bound, (color, label) in OVERHEAD_MARKERS.items():  # ringed: the roofline does not explain them
+                marked = rows[rows["bound_by"] == bound]
+                if len(marked):
+                    ax.scatter(marked["intensity"], marked["model_tflops"], s=180, facecolors="none", edgecolors=color,
+                               linewidths=2, zorder=4, label=label)
             for roof in device_roofs(rows).itertuples():
                 draw_roofline(ax, [], roof.peak_tflops, roof.bandwidth_gb_s, roof_label=f"roof ({roof.precision})",
                               span=rows["intensity"].dropna().astype(float), achievable_tflops=roof.achievable_tflops)
@@ -109,8 +108,7 @@ def roofline_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | Non
 
 
 def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
-    """(slower-kind, faster-kind) device pairs to compare, in report order (CPU < GPU < TPU), at most
-    MAX_DEVICE_PAIRS: each later device over each earlier one with models in common."""
+    """At most MAX_DEVICE_PAIRS device pairs with models in common, the earlier in report order first."""
     devices = sort_labels(table["device"])
     pairs = [(a, b) for i, a in enumerate(devices) for b in devices[i + 1:]
              if set(table.loc[table["device"] == a, "config"]) & set(table.loc[table["device"] == b, "config"])]
@@ -120,7 +118,7 @@ def device_pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
 def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFrame:
     """Per model run on both devices: `other`'s samples/s over `baseline`'s (common.speedups)."""
     both = table[table["device"].isin([baseline, other])].drop_duplicates(["device", "config"])
-    both = pd.concat([both, speedups(both, "samples_per_s", True, baseline, samples="throughput_runs")], axis=1)
+    both = pd.concat([both, speedups(both, "throughput_runs", True, baseline)], axis=1)
     bound = both[both["device"] == baseline].set_index("config")["bound"]
     rows = both[(both["device"] == other) & both["config"].isin(bound.index)]
     return rows.assign(baseline=baseline, baseline_bound=rows["config"].map(bound))[[
@@ -129,8 +127,7 @@ def speedup_frame(table: pd.DataFrame, baseline: str, other: str) -> pd.DataFram
 
 
 def speedup_heat_map(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """ParaDnn's heat maps: per device pair and family, each model's speedup (a row, smaller models first) at each
-    batch size (a column), blue where the second device is faster; None with one device."""
+    """ParaDnn's heat maps: per device pair and family, each model's speedup at each batch (None with one device)."""
     pairs = device_pairs(table)
     if not pairs:
         return None
@@ -171,8 +168,7 @@ def _ours(frame: pd.DataFrame, kind: str, family: str) -> tuple[float | None, st
 
 
 def claims_table(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
-    """ParaDnn's published speedups, labelled as theirs, each beside the same statistic of our device
-    pairs (ours ran other hardware, models and software: a comparison of kind, not of like with like)."""
+    """ParaDnn's published speedups, each beside the same statistic of our device pairs (a comparison of kind)."""
     rows, frames = [], {(a, b): speedup_frame(table, a, b) for a, b in pairs}
     for claim in PARADNN_CLAIMS:
         slow, fast = claim["devices"]

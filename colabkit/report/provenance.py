@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from colabkit.experiments import find
 from colabkit.report.common import column, distinct, not_plotted, substitute_rows, substitute_warning, title_of
-from colabkit.report.experiment_sections import has_section
+from colabkit.report.experiment_sections import SECTIONS
 from colabkit.report.records import ReportData, sort_labels
 from colabkit.report.section import ReportTable, Section
 from colabkit.version import __version__
@@ -115,8 +116,7 @@ def provenance_section(data: ReportData) -> Section:
 
 
 def busy_runs_table(data: ReportData) -> pd.DataFrame:
-    """Every ok run made on a busy host (`host_quiet` false): its notebook, combination, device, why, and whether it
-    counts in the figures and intervals (not when the report leaves busy runs out)."""
+    """Every ok run made on a busy host (`host_quiet` false), why, and whether it counts."""
     busy = data.busy()
     reasons = [("; ".join((data.record(path).get("host_state") or {}).get("busy_reasons") or []) or "not recorded")
                for path in busy["path"]]
@@ -125,19 +125,19 @@ def busy_runs_table(data: ReportData) -> pd.DataFrame:
                          "record": busy["path"].map(data.shown)}).reset_index(drop=True)
 
 
-def overview_section(data: ReportData, generated_by: str = f"colabkit {__version__}") -> Section:
+def overview_section(data: ReportData) -> Section:
     """What the report read, and the records it set aside, merged or left out."""
     section = Section("records", "Records")
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     folders = ", ".join(f"`{name}`" for name in data.folder_names) or "(none given)"
-    section.notes.append(f"Report generated {now}{' by ' + generated_by if generated_by else ''} from {folders}.")
+    section.notes.append(f"Report generated {now} by colabkit {__version__} from {folders}.")
     section.warnings += [f"results folder {Path(folder).name} does not exist: nothing was read from it."
                          for folder in data.missing_dirs]
     if data.rejected:
         section.warnings.append(f"{len(data.rejected)} file(s) look like records but could not be read (unknown schema "
                                 "version, missing fields or bad JSON); they are in no figure. See the table below.")
     used = data.used()
-    unknown = sorted(notebook for notebook in set(used["notebook"]) if not has_section(notebook))
+    unknown = sorted(name for name in set(used["notebook"]) if find(name) is None or name not in SECTIONS)
     if not len(data.frame):
         section.notes.append("No result records were found.")
     else:

@@ -35,17 +35,9 @@ def _count(value: Any) -> int | None:
     return int(value) if float(value).is_integer() else None
 
 
-def _model_name(name: str) -> str:
-    """A device model without trademark noise: 'Intel(R) Xeon(R) CPU @ 2.20GHz' -> 'Intel Xeon @ 2.20GHz'."""
-    name = re.sub(r"\((R|TM|r|tm)\)", "", name)
-    name = re.sub(r"\bCPU\b", "", name)
-    return " ".join(name.split())
-
-
 @dataclass(frozen=True)
 class DeviceLabel:
-    """A record's device: its kind (the requested one for a run that never found it), replicas, workers and model
-    (None when never found)."""
+    """A record's device: kind (the requested one for a run that never found it), replicas, workers, model."""
 
     kind: str
     replicas: int = 1
@@ -88,7 +80,8 @@ def record_device(record: dict[str, Any]) -> DeviceLabel:
     replicas = _count(device.get("replicas")) or _count(request.get("count")) or 1
     workers = _count(device.get("workers")) or 1  # MultiWorkerMirroredStrategy: replicas over several machines
     model = device.get("name") or device.get("model")
-    model = _model_name(str(model)) if model else None
+    # without trademark noise: 'Intel(R) Xeon(R) CPU @ 2.20GHz' -> 'Intel Xeon @ 2.20GHz'
+    model = " ".join(re.sub(r"\((R|TM|r|tm)\)|\bCPU\b", "", str(model)).split()) if model else None
     if model and device.get("stand_in"):  # the tests' CPU standing in for an accelerator: never taken for one
         model = f"{model} (a {device['stand_in'].upper()} standing in)"
     label = DeviceLabel(record_device_kind(record), replicas, workers, model)
@@ -97,8 +90,7 @@ def record_device(record: dict[str, Any]) -> DeviceLabel:
 
 
 def device_label(record: dict[str, Any]) -> str:
-    """How the report names a record's device: 'CPU x2: AMD EPYC', 'GPU x4 over 2 workers: Tesla T4', 'GPU
-    (requested)'."""
+    """How the report names a record's device: 'CPU x2: AMD EPYC', 'GPU x4 over 2 workers: Tesla T4'."""
     return record_device(record).text
 
 
@@ -149,14 +141,12 @@ def kind_positions(labels: Iterable[str]) -> dict[str, int]:
 
 
 def device_palette(labels: Iterable[str]) -> dict[str, str]:
-    """A colour per device label: its kind's colour, shaded when several labels share a kind, in report order; one
-    palette for a whole report (ReportData.palette)."""
+    """A colour per device label: its kind's, shaded when several labels share a kind, in report order."""
     return {label: shade(device_color(label_kind(label)), index) for label, index in kind_positions(labels).items()}
 
 
 def run_modes(frame: pd.DataFrame) -> pd.Series:
-    """Each record's mode: its `params.mode`, else its experiment's default (the declaration's `mode` parameter's;
-    TRAIN for an experiment without one, or none declared)."""
+    """Each record's mode: its `params.mode`, else its experiment's default (TRAIN without one)."""
     declared = frame["notebook"].map(lambda name: (find(name).defaults if find(name) else {}).get("mode", TRAIN))
     given = frame["params.mode"] if "params.mode" in frame else pd.Series(None, index=frame.index, dtype=object)
     return given.where(given.notna(), declared).astype(object)
@@ -165,17 +155,14 @@ def run_modes(frame: pd.DataFrame) -> pd.Series:
 def data_used(record: dict[str, Any]) -> str:
     """'real', 'OFFLINE' or 'SYNTHETIC' for records that name a dataset; '' for the others."""
     data = record.get("data") or {}
-    if "dataset" not in data:
-        return ""
-    source = str(data.get("source") or "unknown")
+    source = str(data.get("source") or "unknown") if "dataset" in data else ""
     return source.upper() if source in SUBSTITUTE_SOURCES else source
 
 
 @dataclass
 class ReportData:
-    """Every record read, one row each in `frame` (the loader's columns, and device_kind, device_label, combination,
-    combination_id, work, used, named, data_used, headline.*, cost.*), and what the report makes of them; with
-    `exclude_busy`, runs on a busy host do not count."""
+    """Every record read, one row each in `frame` (the loader's columns and report_data's), and what the report makes
+    of them; with `exclude_busy`, runs on a busy host do not count."""
 
     dirs: list[str]
     frame: pd.DataFrame
@@ -198,8 +185,7 @@ class ReportData:
         return [Path(folder).resolve().name for folder in self.dirs]
 
     def shown(self, path: str) -> str:
-        """How the report names a file below the results folders: from its folder's name down
-        ('smoke/cnn_mnist/cpu/batch_size-256.json'), never by the machine's path."""
+        """How the report names a file below the results folders (shown_path)."""
         return shown_path(path, self.dirs)
 
     def used(self, notebook: str | None = None) -> pd.DataFrame:
@@ -208,15 +194,13 @@ class ReportData:
         return rows if notebook is None else rows[rows["notebook"] == notebook]
 
     def runs(self, notebook: str | None = None, inference: bool = False, mode: str | None = None) -> pd.DataFrame:
-        """The ok runs that count (of `notebook`), one row per run, of one mode: training, inference (`inference`) or
-        `mode`."""
+        """The ok runs that count (of `notebook`), one row per run, of one mode (training unless told)."""
         rows = self.used(notebook)
         rows = rows[rows["status"] == "ok"]
         return rows[run_modes(rows).eq(mode or (INFERENCE if inference else TRAIN))]
 
     def ok(self, notebook: str | None = None, inference: bool = False) -> pd.DataFrame:
-        """One row per combination with ok runs (colabkit.report.runs.collapse): medians over runs,
-        `samples.<metric>`, `runs`, `busy_runs`."""
+        """One row per combination with ok runs (colabkit.report.runs.collapse)."""
         if (notebook, inference) not in self._collapsed:
             self._collapsed[(notebook, inference)] = collapse(self.runs(notebook, inference))
         return self._collapsed[(notebook, inference)]
@@ -298,8 +282,7 @@ def report_data(loaded: LoadedRecords, exclude_busy: bool = False, rates: RateTa
 
 
 def shown_path(path: str, folders: Iterable[str]) -> str:
-    """`path`, below the first of the results `folders` that holds it, from that folder's own name down
-    ('smoke/cnn_mnist/cpu/batch_size-256.json'); its file name alone below none of them."""
+    """`path` below the first of `folders` holding it, led by that folder's name ('smoke/cnn/x.json'); else its name."""
     for folder in folders:
         root = Path(folder).resolve()
         try:
@@ -311,7 +294,6 @@ def shown_path(path: str, folders: Iterable[str]) -> str:
 
 def load_report_data(results_dirs: list[str | Path] | tuple[str | Path, ...] | str | Path,
                      exclude_busy: bool = False, rates_file: str | Path | None = None) -> ReportData:
-    """Read and merge every record under `results_dirs`, priced at the shipped rates overridden by `rates_file` (read
-    first: a bad file fails before any record). Bad records go to `rejected`, absent folders to `missing_dirs`."""
+    """Every record under `results_dirs`, priced at the shipped rates overridden by `rates_file` (read first)."""
     rates = load_rates(rates_file)
     return report_data(load_records(results_dirs), exclude_busy, rates)

@@ -4,7 +4,6 @@ sections one row per combination, `headline_columns` every record its combinatio
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -22,19 +21,12 @@ HEADLINE_FIELDS = ("n", "median", "ci_low", "ci_high", "level", "note", "between
 
 def _numeric(values: pd.Series) -> bool:
     """Whether a column holds numbers (and not flags or text) wherever it holds anything."""
-    present = [value for value in values if value is not None and not (isinstance(value, float) and math.isnan(value))]
+    present = list(values.dropna())
     return bool(present) and all(isinstance(value, numbers.Real) and not isinstance(value, bool) for value in present)
 
 
-def _whole(values: pd.Series) -> bool:
-    """Whether a numeric column holds whole numbers (ints) wherever it holds anything."""
-    return all(isinstance(value, numbers.Integral) for value in values if isinstance(value, numbers.Real)
-               and not (isinstance(value, float) and math.isnan(value)))
-
-
 def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
-    """Each run's spread inside itself for `metric` as a coefficient of variation: of its steady epochs, timed calls,
-    steady steps or fresh models; NaN without any."""
+    """Each run's spread inside itself for `metric` (CV of its epochs, calls, steps or models; NaN without any)."""
     base, _, unit = metric.rpartition("_")
     candidates = [(f"metrics.{base}_std_{unit}", f"metrics.{metric}"), ("timings.matmul.std_s", "timings.matmul.median_s"),
                   ("timings.step_s_steady.std", "timings.step_s_steady.median")]
@@ -51,8 +43,7 @@ def within_run_cv(runs: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def headline_columns(frame: pd.DataFrame, counted: pd.Series, combination_id: pd.Series) -> pd.DataFrame:
-    """For every record, its combination's headline over the runs that count (`counted`): `headline.metric`, `.n`,
-    `.median`, `.ci_low`, `.ci_high`, `.level`, `.note`, `.between_cv`, `.within_cv`."""
+    """For every record, its combination's headline over the runs that count (`counted`): `headline.*`."""
     columns = ["headline.metric", *(f"headline.{name}" for name in HEADLINE_FIELDS)]
     out = pd.DataFrame(index=frame.index, columns=columns, dtype=object)
     if not len(frame):
@@ -91,8 +82,7 @@ OVER_RUNS_COLUMNS = ["combination_id", "metric", "measure", "unit", "runs", "med
 
 
 def figures_over_runs(ok: pd.DataFrame, figures: Sequence[Headline]) -> pd.DataFrame:
-    """One row per combination and figure it has runs of: the median over runs, `between_runs_low`/`_high` (NaN below
-    3 runs), `between_runs_level` ('75 %, n = 3'), `note`, `runs`."""
+    """One row per combination and figure it has runs of: the median over runs and its interval (OVER_RUNS_COLUMNS)."""
     rows = []
     for _, combination in ok.iterrows():
         for figure in figures:
@@ -126,7 +116,7 @@ def collapse(runs: pd.DataFrame) -> pd.DataFrame:
         named[gaps] = named[gaps].fillna(ordered.groupby("combination_id", sort=False)[gaps].last().loc[named.index])
     for column in numeric:
         middle = medians.loc[named.index, column]  # type: ignore[union-attr]
-        if _whole(runs[column]):  # counts stay counts: the median of 3, 3 and 3 epochs is 3, not 3.0
+        if runs[column].dropna().map(lambda value: isinstance(value, numbers.Integral)).all():  # counts stay counts
             middle = middle.map(lambda m: int(m) if pd.notna(m) and float(m).is_integer() else m).astype(object)
         named[column] = middle.to_numpy()
     samples = {f"samples.{column[len('metrics.'):]}": groups[column].agg(lambda values: finite(values))

@@ -66,8 +66,7 @@ class Section:
         return {item.name: item for item in self.items if isinstance(item, ReportTable)}
 
     def add_figure(self, figure: ReportFigure | None, missing: str) -> None:
-        """Add `figure` where it draws something (a row of data behind it); else add `missing` to the notes,
-        saying what is not drawn and why: a report holds no empty figure and no CSV without a row."""
+        """Add `figure` where it has a row of data behind it, else the note `missing`: what is not drawn and why."""
         if figure is not None and len(figure.data):
             self.items.append(figure)
         else:
@@ -78,11 +77,6 @@ class Section:
 
     def table(self, name: str) -> pd.DataFrame:
         return self.tables[name].table
-
-
-def warning_html(text: str) -> str:
-    """A red box that no reader can miss."""
-    return f'<div class="colabkit-warning" style="{WARNING_STYLE}">&#9888; WARNING: {html.escape(text)}</div>'
 
 
 def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
@@ -103,14 +97,6 @@ def _html_table(table: pd.DataFrame) -> str:
             styler = styler.set_properties(subset=[name], **{"text-align": "left", "white-space": wrap})
             headers.append({"selector": f"th.col_heading.col{index}", "props": "text-align: left"})
     return styler.set_table_styles(headers, overwrite=False).to_html()
-
-
-def figure_png(figure: Any, dpi: int = 200) -> tuple[bytes, int]:
-    """The figure as PNG bytes drawn at `dpi`, and the width (pixels) to show it at: half its pixel width, so it is
-    sharp on high-density screens. Independent of matplotlib's backend."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    return buffer.getvalue(), struct.unpack(">I", buffer.getvalue()[16:20])[0] // 2  # the IHDR header's width
 
 
 def write_section(section: Section, output_dir: str | Path) -> list[Path]:
@@ -139,9 +125,11 @@ def _markdown(text: str) -> Output:
 
 def item_outputs(item: ReportTable | ReportFigure) -> list[Output]:
     """A figure (its PNG, then its caption) or a table (its caption, then the table) as the report shows it."""
-    if isinstance(item, ReportFigure):
-        png, width = figure_png(item.figure)
-        return [({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": f"<figure {item.name}>"},
+    if isinstance(item, ReportFigure):  # drawn at 200 dpi, shown at half its pixel width: sharp on dense screens
+        png = io.BytesIO()
+        item.figure.savefig(png, format="png", dpi=200, bbox_inches="tight")
+        width = struct.unpack(">I", png.getvalue()[16:20])[0] // 2  # the IHDR header's width
+        return [({"image/png": base64.b64encode(png.getvalue()).decode("ascii"), "text/plain": f"<figure {item.name}>"},
                  {"image/png": {"width": width, "alt": f"{item.name}: {item.caption}"}}),
                 _html(f"<p><em>Figure ({html.escape(item.name)}): {html.escape(item.caption)}</em></p>",
                       f"Figure ({item.name}): {item.caption}")]
@@ -158,7 +146,8 @@ def has_body(section: Section) -> bool:
 def section_outputs(section: Section, part: Part = "body") -> list[Output]:
     """What the section shows in `part`: the body (`## title`, warnings, text, body items; nothing without them) or
     the appendix (`## Appendix: title`, notes, other items; the warnings of a section with no body)."""
-    warnings = [_html(warning_html(warning), f"WARNING: {warning}") for warning in section.warnings]
+    warnings = [_html(f'<div class="colabkit-warning" style="{WARNING_STYLE}">&#9888; WARNING: '  # none can miss it
+                      f'{html.escape(warning)}</div>', f"WARNING: {warning}") for warning in section.warnings]
     if part == "body":
         if not has_body(section):
             return []

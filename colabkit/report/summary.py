@@ -18,7 +18,6 @@ from colabkit.report.section import ReportTable, Section
 from colabkit.report.writers import format_number
 from colabkit.statistics import Interval, Verdict, verdict_word
 
-THROUGHPUT = "samples_per_s"
 VERDICT_COUNTS = {"faster": Verdict.FASTER, "slower": Verdict.SLOWER, "no_difference": Verdict.NO_DIFFERENCE,
                   "too_few_runs": Verdict.TOO_FEW_RUNS}
 VERDICT_WORDS = {"faster": "faster", "slower": "slower", "no_difference": "no difference resolved",
@@ -28,10 +27,8 @@ COLUMNS = ["notebook", "mode", "measure", "device", "over", "combination", "runs
 
 
 def configuration_speedups(data: ReportData, notebook: str | None = None, inference: bool | None = None) -> pd.DataFrame:
-    """Per experiment (`notebook`'s), mode (`inference`: None for both), configuration and device but the CPU
-    (`over`): the speedup over the CPU on the headline, its interval and verdict (NaN without a CPU run of that
-    work). Runs pair at the same GLOBAL batch and backend (else the CPU's TensorFlow run); by throughput where the
-    work differed (`measure`)."""
+    """Per experiment (`notebook`'s), mode (`inference`: None for both), configuration and device but the CPU: the
+    speedup over the CPU's run of that work (common.baseline_pair_key), by throughput where the work differed."""
     frames = []  # per mode an experiment's runs come in: training on its headline, inference on the p90 latency
     for experiment, headline, in_inference in ((e, h, i) for e in all_experiments()
                                                for h, i in ((e.headline, False), (INFERENCE_HEADLINE, True))):
@@ -42,20 +39,19 @@ def configuration_speedups(data: ReportData, notebook: str | None = None, infere
         if name not in ok or not ok[name].notna().any():
             continue
         ok = ok[ok[name].notna()]
-        table = pd.DataFrame({"device": ok["device_label"], "value": ok[name].astype(float),
-                              "samples": samples_column(ok, headline.metric), "runs": column(ok, "runs"),
-                              THROUGHPUT: column(ok, f"metrics.{THROUGHPUT}").astype(float),
-                              "throughput_samples": samples_column(ok, THROUGHPUT), "combination": ok["combination"],
+        table = pd.DataFrame({"device": ok["device_label"], "samples": samples_column(ok, headline.metric),
+                              "runs": column(ok, "runs"), "throughput_samples": samples_column(ok, "samples_per_s"),
+                              "combination": ok["combination"],
                               **{name: column(ok, f"metrics.{name}") for name in ("samples_per_epoch", "epochs_run")}})
         baseline = cpu_baseline(table["device"])
         table["config"] = baseline_pair_key(ok, baseline)
-        table = pd.concat([table, speedups(table, "value", headline.higher_is_better, baseline, samples="samples")],
+        table = pd.concat([table, speedups(table, "samples", headline.higher_is_better, baseline)],
                           axis=1).assign(measure=headline.label)
         base = table[table["device"] == baseline].drop_duplicates("config").set_index("config")
         differs = table.apply(lambda row: row["config"] in base.index and work_differs(row, base.loc[row["config"]]),
                               axis=1)
         if differs.any():  # the rows that did other work than their baseline run: compared by throughput
-            by_throughput = speedups(table, THROUGHPUT, True, baseline, samples="throughput_samples")
+            by_throughput = speedups(table, "throughput_samples", True, baseline)
             table.loc[differs, by_throughput.columns] = by_throughput.loc[differs]
             table.loc[differs, "measure"] = f"{headline.label} (samples/s: the work per epoch differed)"
         frames.append(table[table["device"] != baseline].assign(notebook=experiment.name, over=baseline,
@@ -64,8 +60,7 @@ def configuration_speedups(data: ReportData, notebook: str | None = None, infere
 
 
 def speedup_table(data: ReportData, configurations: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per notebook, mode and device but the CPU: the speedup over the CPU over the configurations both ran (median,
-    min, max, how many) and how many got each verdict (faster, slower, no difference resolved, too few runs)."""
+    """Per notebook, mode and device but the CPU: its speedups' median, range and count, and each verdict's count."""
     configurations = configuration_speedups(data) if configurations is None else configurations
     rows = []
     for (notebook, mode, device), group in configurations.groupby(["notebook", "mode", "device"], sort=False):
@@ -172,7 +167,7 @@ def busy_line(data: ReportData) -> str | None:
         count = "they count" if counted == len(busy) else f"{counted} of them count"
         return (f"{len(busy)} of the {len(ok)} ok run(s) were made on a busy host: {count} in the figures and "
                 f"intervals (--exclude-busy leaves them out), {listed}.")
-    if not left_to_draw(data):
+    if every_ok_run_busy(data):
         return (f"All {len(busy)} ok run(s) were made on a busy host and are left out (--exclude-busy, the report "
                 "notebook's exclude_busy_runs), so nothing is left to draw: build the report without it, or rerun the "
                 f"sweep with --wait-quiet; {listed}.")
@@ -180,9 +175,10 @@ def busy_line(data: ReportData) -> str | None:
             f"intervals (--exclude-busy), {listed}.")
 
 
-def left_to_draw(data: ReportData) -> bool:
-    """Whether any ok run counts, in any mode (training, inference, decode)."""
-    return bool(len(data.runs()) or len(data.runs(inference=True)) or len(data.runs(mode="decode")))
+def every_ok_run_busy(data: ReportData) -> int:
+    """How many ok runs `data` holds where `exclude_busy` leaves out every one of them (0 where some count)."""
+    ok = data.frame[data.frame["status"] == "ok"] if len(data.frame) else data.frame
+    return len(ok) if data.exclude_busy and len(ok) and not ok["used"].any() else 0
 
 
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -203,7 +199,7 @@ def summary_section(data: ReportData) -> Section:
     table = speedup_table(data, configurations)
     section.text = [reading(data, table)]
     busy = busy_line(data)
-    if busy and not left_to_draw(data):  # no result to open on: the reader must see why before anything else
+    if busy and every_ok_run_busy(data):  # no result to open on: the reader must see why before anything else
         section.warnings.append(busy)
     elif busy:
         section.text.append(busy)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
         for key in ("val_loss", "loss"):
             for epoch, value in enumerate(history.get(key) or [], start=1):
                 rows.append({"series": f"{row.series}, batch {format_number(row.batch)}", "device": row.device,
-                             "run": record_name(row.path), "curve": key, "epoch": epoch, "loss": value})
+                             "run": Path(row.path).name, "curve": key, "epoch": epoch, "loss": value})
     if not rows:
         return None
     curves = pd.DataFrame(rows)
@@ -69,11 +70,6 @@ def loss_curves_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
     return ReportFigure("timeseries_loss_curves", figure, curves,
                         "Loss per epoch as Keras logged it, in each combination's most recent run (its record named in "
                         f"the legend). Published for comparison: {HVASS_SOURCE}.")
-
-
-def record_name(path: str) -> str:
-    """How a legend names the run a line draws: its record's file name ('batch_size-256_repeat-2.json')."""
-    return str(path).replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _first(mapping: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -130,10 +126,9 @@ def prediction_frame(record: dict[str, Any]) -> pd.DataFrame | None:
 
 
 def predictions_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | None:
-    """Truth, the persistence forecast and each device's best run's predictions, a panel per target (None where no
-    record's predictions can be read: _fill says why)."""
+    """Truth, persistence and each device's best run's predictions, a panel per target (None where none is read)."""
     best = table.sort_values("val_loss", na_position="last").drop_duplicates("device")
-    frames = [frame.assign(series=row.series, device=row.device, run=record_name(row.path)) for row in best.itertuples()
+    frames = [frame.assign(series=row.series, device=row.device, run=Path(row.path).name) for row in best.itertuples()
               if (frame := prediction_frame(data.record(row.path))) is not None]
     if not frames:
         return None
@@ -166,8 +161,7 @@ def predictions_figure(table: pd.DataFrame, data: ReportData) -> ReportFigure | 
 
 
 def error_table(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Model MAE beside the persistence forecast's per target (medians over runs): skill = 1 - model / persistence,
-    its interval and the verdict on the model."""
+    """Model MAE beside the persistence forecast's per target: skill = 1 - model / persistence, interval, verdict."""
     targets = [name[len("mae_"):] for name in table.columns if name.startswith("mae_")]
     if not targets:
         return None

@@ -111,50 +111,35 @@ def write_table(table: pd.DataFrame, name: str, folder: str | Path, caption: str
     """Write `table` as folder/name.csv (every digit), .tex (booktabs) and .md; return the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    csv = folder / f"{name}.csv"
-    table.to_csv(csv, index=False)
-    return [csv, write_atomic(folder / f"{name}.tex", latex_table(table, caption)),
+    table.to_csv(folder / f"{name}.csv", index=False)
+    return [folder / f"{name}.csv", write_atomic(folder / f"{name}.tex", latex_table(table, caption)),
             write_atomic(folder / f"{name}.md", markdown_table(table, caption))]
 
 
-def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame | None = None) -> list[Path]:
+def write_figure(figure: Any, name: str, folder: str | Path, data: pd.DataFrame) -> list[Path]:
     """Save a figure as folder/name.png (300 dpi), .pdf, .svg and its data as .csv; the paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{name}.{extension}" for extension in FIGURE_FORMATS]
-    for path in paths:
-        figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight", format=path.suffix[1:])
-    if data is not None:
-        data.to_csv(folder / f"{name}.csv", index=False)
-        paths.append(folder / f"{name}.csv")
-    return paths
+    for extension in FIGURE_FORMATS:
+        figure.savefig(folder / f"{name}.{extension}", dpi=PNG_DPI, bbox_inches="tight", format=extension)
+    data.to_csv(folder / f"{name}.csv", index=False)
+    return [folder / f"{name}.{extension}" for extension in (*FIGURE_FORMATS, "csv")]
 
 
 def write_paper_figure(draw: Any, name: str, folder: str | Path) -> list[Path]:
-    """Draw a figure again at each width of PAPER_WIDTHS (`draw(width)`), text at PAPER_POINTS or larger, saved
-    exactly that wide as name-1col.pdf and name-2col.pdf."""
+    """`draw(width)` at each of PAPER_WIDTHS, text at PAPER_POINTS or larger, saved as name-1col.pdf, name-2col.pdf."""
     import matplotlib
 
-    paths = []
     for suffix, width in PAPER_WIDTHS.items():
         with matplotlib.rc_context(PAPER_STYLE):
-            figure = draw(width)
-            path = Path(folder) / f"{name}-{suffix}.pdf"
-            figure.savefig(path, format="pdf")
-        paths.append(path)
-    return paths
-
-
-def _cell(value: Any) -> Any:
-    """Lists and mappings as compact JSON, so that one CSV cell holds one value."""
-    if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, separators=(",", ":"), default=str)
-    return value
+            draw(width).savefig(Path(folder) / f"{name}-{suffix}.pdf", format="pdf")
+    return [Path(folder) / f"{name}-{suffix}.pdf" for suffix in PAPER_WIDTHS]
 
 
 def write_records_csv(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Every record, one row each (nested fields with dots, lists as JSON in their cell)."""
+    """Every record, one row each (nested fields with dots; lists and mappings as compact JSON, one value a cell)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.apply(lambda column: column.map(_cell)).to_csv(path, index=False)
+    frame.apply(lambda column: column.map(lambda value: json.dumps(value, separators=(",", ":"), default=str)
+                                          if isinstance(value, (list, dict, tuple)) else value)).to_csv(path, index=False)
     return path
