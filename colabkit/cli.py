@@ -25,7 +25,7 @@ EXIT_CODES = """exit status:
        (gpu-check)
   1    done, but something needs a look: a combination failed, was set aside, or was refused as
        too large for its device's memory, or a Colab runtime may still be running (sweep); some
-       files could not be read as records
+       files were set aside, with why
        (report); a failed, unfinished or unreadable record,
        or no record at all (status); a row FAILED (gpu-check);
        a resolved regression beyond --fail-above (compare)
@@ -114,8 +114,8 @@ def _print_records_read(dirs: list[str], summary: dict[str, Any]) -> None:
     for path, why in summary["rejected"]:  # read below the folders as the user named them
         print(f"rejected {path}: {why}", file=sys.stderr)
     if summary["rejected"]:
-        print(f"{len(summary['rejected'])} file(s) could not be read as records (or cannot be measurements) and are "
-              "left out of the report (they are listed in it too)", file=sys.stderr)
+        print(f"{len(summary['rejected'])} file(s) set aside (not readable records, not measurements, or runs their "
+              "experiment no longer offers) and left out of the report (they are listed in it too)", file=sys.stderr)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -68,7 +68,7 @@ class Side:
     runs: dict[str, tuple[RunGroup, dict[Headline, list[float]]]]
     skipped: list[str] = field(default_factory=list)  # notebooks without a declared headline
     busy_left_out: int = 0  # runs made on a busy host, left out (exclude_busy)
-    rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): set aside, not readable records
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (file, why): every file set aside (records.loading)
     unpriced: dict[str, str] = field(default_factory=dict)  # by key: why a combination has no cost (--by cost)
     priced_by: set[str] = field(default_factory=set)  # the rates (their runtimes) that priced a run (--by cost)
 
@@ -169,7 +169,8 @@ def read_side(folder: str | Path, by: Sequence[str], exclude_busy: bool = False,
                                 f"{group.description}); compare one of them at a time")
         runs[key] = (group, values)
     if not runs:
-        why = f"; {len(loaded.rejected)} file(s) could not be read" if loaded.rejected else ""
+        why = (f"; {len(loaded.rejected)} file(s) set aside, the first {loaded.rejected[0][0]}: {loaded.rejected[0][1]}"
+               if loaded.rejected else "")
         raise ColabkitError(f"compare: no readable ok record of a declared experiment below {folder}{why}")
     return Side(str(folder), runs, sorted(skipped), busy, list(loaded.rejected), unpriced, priced_by)
 
@@ -209,6 +210,11 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
         why = next(side.unpriced[key] for key in common for side in (before, after) if key in side.unpriced)
         raise ColabkitError(f"compare --by cost: none of the {len(common)} combination(s) {baseline} and {candidate} "
                             f"have in common has a cost on both sides: {why}")
+    if not rows and common:  # they share runs, but no figure was measured on both sides
+        group = before.runs[common[0]][0]
+        raise ColabkitError(f"compare: {baseline} and {candidate} have {len(common)} combination(s) in common, but "
+                            f"none with a figure measured on both sides (the first: {group.notebook} "
+                            f"{group.description}): their ok runs lack the figure it is compared on")
     if not rows:
         hint = "" if by else "; --by device (or another parameter) compares across that parameter"
         raise ColabkitError(f"compare: {baseline} ({len(before.runs)} combination(s)) and {candidate} "
@@ -219,7 +225,7 @@ def compare_sides(before: Side, after: Side, by: Sequence[str] = (), tolerance: 
 def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
     """What the table leaves out or cannot show, one line each: the device models where the two sides
     differ, the combinations found on one side only, the records of notebooks no experiment declares,
-    the files set aside as not readable records."""
+    the files set aside (not readable records, not measurements, runs their experiment no longer offers), with why."""
     differ = Counter(models for models, _, _ in {(row.models, row.notebook, row.description) for row in rows
                                                  if row.baseline_model != row.candidate_model})  # an inference one: once
     lines = [f"measured on different device models (each ratio compares the models too): {models} "
@@ -232,7 +238,8 @@ def notes(before: Side, after: Side, rows: list[Row]) -> list[str]:
     lines += [f"not judged on cost: {group.notebook} {group.description} in {side.folder}: {side.unpriced[key]}"
               for side, other in ((before, after), (after, before))
               for key, (group, _) in side.runs.items() if key in side.unpriced and key in other.runs]
-    lines += [f"set aside, not a readable record: {path}: {why}" for side in (before, after) for path, why in side.rejected]
+    lines += list(dict.fromkeys(f"set aside: {path}: {why}"  # a folder compared with itself: each file once
+                                for side in (before, after) for path, why in side.rejected))
     return lines
 
 

@@ -4,7 +4,8 @@ Records, report pages, downloaded data and stamped notebooks go through `write_a
 temporary in the same folder, then `os.replace`; a process killed mid-write leaves at most a hidden
 `.<name>.<random><suffix>`, never a truncated file under the real name. What comes from outside (an
 archive's own name, its members' names, a plan's notebooks and slugs, a record's notebook) is kept inside its
-folder by `safe_name` and `inside` (a name by `is_name`), the one check of such paths.
+folder by `safe_name` and `inside` (a name by `is_name`), the one check of such paths. What the user writes in
+YAML (grids, rates files) is read by `load_strict_yaml`, the one strict reader: a key given twice is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 __all__ = ["inside", "is_name", "json_value", "safe_name", "write_atomic", "write_json_atomic"]
 
@@ -139,3 +142,42 @@ def inside(parent: str | Path, relative: str | Path, *, name: bool = False) -> P
     base = Path(parent).resolve()
     target = (base / relative).resolve()
     return target if target.is_relative_to(base) else None
+
+
+class RepeatedKeyError(yaml.constructor.ConstructorError):
+    """A YAML mapping giving one key twice; `problem` names the key, `problem_mark` where it is given again."""
+
+    def one_line(self) -> str:
+        """'`batch_size` is given twice (line 4, column 3): the last would win without a word; give each key once'."""
+        mark = self.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{self.problem}{where}: the last would win without a word; give each key once"
+
+
+class StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, stricter and closer to JSON: a key given twice in a mapping is refused (the last would win
+    without a word), an unquoted date stays text (a reader checks it: an impossible one is no traceback), and
+    a number in exponent form without a dot ('1e-10', JSON's form) is a number, as in YAML 1.2."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` merges a mapping in: its keys may be given again after it
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float)):  # (an unhashable key: the safe loader's own error)
+                    if key in seen:
+                        raise RepeatedKeyError(None, None, f"`{key}` is given twice", key_node.start_mark)
+                    seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$"),
+                                   list("-+0123456789"))
+
+
+def load_strict_yaml(text: str) -> Any:
+    """`text` parsed by StrictLoader; RepeatedKeyError for a key given twice, yaml.YAMLError for anything else."""
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a safe loader)

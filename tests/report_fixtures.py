@@ -293,3 +293,21 @@ def repeats(root: Path, make: Any, count: int, slug: str) -> None:
     run number `run` (0, 1, ...)'s record."""
     for run in range(count):
         write(root, make(run), slug if run == 0 else f"{slug}_repeat-{run + 1}")
+
+
+CNN_TRAIN = Path(__file__).resolve().parent / "fixtures/smoke-50bcef2/cnn_mnist/cpu/mode-train_batch_size-256.json"
+NO_LONGER_OFFERED = "a run today's cnn_mnist does not offer (mode = 'decode': expected one of train, inference)"
+
+
+def cnn_folder_with_a_decode_record(root: Path) -> tuple[Path, Path]:
+    """An ok CNN training record and a copy of it made a `mode: decode` run (a mode the CNN no longer offers)."""
+    folder = root / "cnn_mnist" / "cpu"
+    folder.mkdir(parents=True)
+    kept = folder / CNN_TRAIN.name
+    kept.write_text(CNN_TRAIN.read_text())
+    record = json.loads(CNN_TRAIN.read_text())
+    record["params"]["mode"] = record["fingerprint"]["params"]["mode"] = "decode"
+    old = folder / "mode-decode.json"
+    old.write_text(json.dumps(record))
+    return kept, old
+

@@ -206,9 +206,37 @@ def test_compare_names_what_it_sets_aside_what_is_on_one_side_only_and_the_devic
     assert f"measured on different device models (each ratio compares the models too): {models} (2 combination(s))" \
         in out
     assert f"only in {after}, compared with nothing: matmul_tflops device=cpu, n=1024" in out
-    assert f"set aside, not a readable record: {broken}: not valid JSON" in out
+    assert f"set aside: {broken}: not valid JSON" in out
     assert out.count(models) == 3  # the two rows and the note
     page = markdown.read_text()
     assert models in page and "n=1024" in page and "broken.json" in page
     rows = list(csv.DictReader(table.open()))
     assert {(row["baseline_device_model"], row["candidate_device_model"]) for row in rows} == {("AMD EPYC", "Intel Xeon")}
+
+
+def test_a_folder_with_a_run_no_longer_offered_compared_with_itself_names_it_set_aside(tmp_path, capsys):
+    """The case of issue 58: a CNN record of `mode: decode` (a mode the CNN no longer offers) beside an ok one."""
+    folder = tmp_path / "results"
+    _, old = fx.cnn_folder_with_a_decode_record(folder)
+    assert main(["compare", str(folder), str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "1 combination(s) in common" in out and "no combination in common" not in out
+    assert out.count(f"set aside: {old}: {fx.NO_LONGER_OFFERED}") == 1  # one file, named once
+    (folder / "cnn_mnist" / "cpu" / "mode-train_batch_size-256.json").unlink()  # the old run alone
+    assert main(["compare", str(folder), str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: compare: no readable ok record of a declared experiment below "
+                                               f"{folder}; 1 file(s) set aside, the first {old}: {fx.NO_LONGER_OFFERED}")
+
+
+def test_folders_that_share_combinations_but_no_figure_never_say_they_share_nothing(tmp_path, capsys):
+    before = matmul_runs(tmp_path / "before")
+    after = better_copy(before, tmp_path / "after", 1.0)
+    for side in (before, after):
+        for path in side.rglob("*.json"):  # a figure measured on neither side (as an older record might lack)
+            record = read_record(path)
+            del record["metrics"]["tflops_warm"]
+            write_json_atomic(path, record)
+    assert main(["compare", str(before), str(after)]) == 2
+    err = capsys.readouterr().err
+    assert "combination(s) in common, but none with a figure measured on both sides" in err
+    assert "no combination in common" not in err

@@ -53,7 +53,7 @@ BAD_GRIDS = [
     ("grid: {device: [cpu], value: [1.5]}", "grid.value: 1.5 is a float, but the notebook's `value = 1` takes int"),
     ("grid: {device: [cpu], value: [true]}", "grid.value: True is a bool, but the notebook's `value = 1` takes int"),
     ("grid: {device: [cpu], label: [1]}", "grid.label: 1 is an int, but the notebook's `label = \"a\"` takes str"),
-    ("grid: {device: [cpu]}\nfixed: {sleep_s: 1e-3}", "(YAML reads 1e-3 as a string: write 1.0e-3)"),
+    ("grid: {device: [cpu]}\nfixed: {sleep_s: '1e-3'}", "(YAML reads 1e-3 as a string: write 1.0e-3)"),
     ("grid: {device: [cpu]}\nfixed: {write_record: 0}", "fixed.write_record: 0 is an int, but the notebook's `write_record = True` takes bool"),
     ("grid: {device: [cpu], value: []}", "grid.value is an empty list: the grid would have no combinations"),
     ("grid: {device: [cpu], value: 3}", "grid.value must be a list of values, got 3"),
@@ -89,6 +89,20 @@ def test_a_missing_notebook_is_named_with_every_place_looked_in(tmp_path, capsys
     for place in (REPO, folder, folder.parent):  # where the command runs (and the suite's copy), beside the file, above
         assert str(place / "notebooks" / "nowhere.ipynb") in err, place
     assert not (tmp_path / "out").exists()
+
+
+def test_a_key_given_twice_in_a_grid_is_refused_in_one_line_naming_the_key_and_the_file(tmp_path, tiny, capsys):
+    """yaml.safe_load keeps the last of a repeated key without a word; grids are read as strictly as rates files."""
+    path = grid_file(tmp_path, f"notebook: {tiny}\ngrid:\n  device: [cpu]\n  value: [1]\n  value: [2]\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {path}: `value` is given twice (line 5, column 3): the last "
+                                               "would win without a word; give each key once")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_number_in_exponent_form_is_a_number_in_a_grid(tmp_path, tiny):
+    path = grid_file(tmp_path, f"notebook: {tiny}\ngrid: {{device: [cpu]}}\nfixed: {{sleep_s: 1e-3}}\n")
+    assert [c.params["sleep_s"] for c in plan([path], out=tmp_path / "out")] == [0.001]
 
 
 def test_a_yaml_syntax_error_is_one_line_with_its_line_and_column(tmp_path, tiny, capsys):

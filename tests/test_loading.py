@@ -74,7 +74,7 @@ def test_an_ok_record_that_cannot_be_a_measurement_is_set_aside_by_name(tmp_path
     overview = report.overview_section(data)
     # named from its results folder's name down, never by the machine's path
     assert overview.table("records_rejected").values.tolist() == [[f"{tmp_path.name}/matmul_tflops/cpu/bad.json", reason]]
-    assert any("could not be read" in warning for warning in overview.warnings)
+    assert any("set aside" in warning for warning in overview.warnings)
     assert "-5" not in report.matmul_table(data)["tflops_warm"].astype(str).tolist()
 
 
@@ -181,3 +181,27 @@ def test_status_reads_through_the_loader_and_names_what_it_sets_aside(tmp_path):
     text = format_status(status)
     assert f"unreadable {bad}: not a measurement: tflops_warm = -5 (must be a finite number > 0)" in text
     assert f"unreadable {listed}: a record is a JSON object, got list" in text
+
+
+def test_a_run_its_experiment_no_longer_offers_is_set_aside_by_the_report_with_why(tmp_path):
+    kept, old = fx.cnn_folder_with_a_decode_record(tmp_path / "results")
+    loaded = load_records(tmp_path / "results")
+    assert list(loaded.records) == [str(kept)]
+    assert loaded.rejected == [(str(old), fx.NO_LONGER_OFFERED)]
+    data = report.report_data(loaded)
+    overview = report.overview_section(data)
+    assert overview.table("records_rejected").values.tolist() == [["results/cnn_mnist/cpu/mode-decode.json",
+                                                                    fx.NO_LONGER_OFFERED]]
+    assert any("runs their experiment no longer offers" in warning for warning in overview.warnings)
+    counts = overview.table("records_overview").set_index("notebook").loc["cnn_mnist"]
+    assert (counts["ok"], counts["records read"]) == (1, 1)  # counted nowhere as ok
+    assert "1 file(s) were set aside, with why (appendix: Records)." in report.summary_section(data).text[0]
+
+
+def test_a_run_of_a_value_the_declaration_still_offers_is_kept(tmp_path):
+    kept, old = fx.cnn_folder_with_a_decode_record(tmp_path)
+    record = json.loads(old.read_text())
+    record["params"]["mode"] = record["fingerprint"]["params"]["mode"] = "inference"
+    old.write_text(json.dumps(record))
+    loaded = load_records(tmp_path)
+    assert (sorted(loaded.records), loaded.rejected) == (sorted([str(kept), str(old)]), [])

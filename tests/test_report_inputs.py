@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import report_fixtures as fx
@@ -37,22 +38,26 @@ def build_everything(data: report.ReportData) -> None:
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # an infinity drawn on an axis: matplotlib's warning
 def test_infinite_and_nan_values_a_record_may_hold_do_not_stop_the_report(tmp_path):
-    """Values no plausibility check covers (a score, a parameter, a spread) can still be inf or NaN in a
-    record copied in from elsewhere: every section is built, and prints them."""
+    """Values no plausibility check covers (a score, a spread) can still be inf or NaN in a record copied in from
+    elsewhere: every section is built, and prints them. A parameter of inf is one no declaration offers: that record
+    is set aside, with why."""
     for device in ("cpu", "gpu"):
         record = fx.cnn(device, 256)
         record["metrics"].update(test_accuracy=float("inf"), epoch_time_steady_std_s=float("nan"),
                                  test_loss=None, replicas=float("inf"))
-        record["params"]["train_samples"] = float("inf")
         (tmp_path / "cnn_mnist" / device).mkdir(parents=True)
         (tmp_path / "cnn_mnist" / device / "x.json").write_text(json.dumps(record))
         dblstm = fx.dblstm(device, 2, 64)
-        dblstm["params"]["head_units"] = float("inf")
         dblstm["metrics"]["f1_macro"] = float("-inf")
         (tmp_path / "dblstm_har" / device).mkdir(parents=True)
         (tmp_path / "dblstm_har" / device / "x.json").write_text(json.dumps(dblstm))
+    odd = fx.dblstm("cpu", 2, 128)
+    odd["params"]["head_units"] = float("inf")
+    (tmp_path / "dblstm_har" / "cpu" / "odd.json").write_text(json.dumps(odd))
     data = report.load_report_data([tmp_path])
-    assert data.rejected == [] and len(data.ok()) == 4
+    assert [(Path(path).name, why.split(" (")[0]) for path, why in data.rejected] == [
+        ("odd.json", "a run today's dblstm_har does not offer")]
+    assert "head_units = inf" in data.rejected[0][1] and len(data.ok()) == 4
     build_everything(data)
     table = report.cnn_section(data).table("cnn_mnist")
     assert math.isinf(table["test accuracy"].iloc[0])

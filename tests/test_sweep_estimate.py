@@ -3,6 +3,8 @@ benchmark's model plus the declarations' FLOPs at a speed, and the paper presets
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from helpers import REPO
 
@@ -35,23 +37,50 @@ def test_a_run_costs_its_fixed_cost_plus_its_declared_flops_at_the_speed():
     assert paradnn.work_flops(fc) == 3 * forward * 32 * 2 * 5 * 3  # two replicas, each a batch of 32
 
 
-def test_runs_without_flops_or_a_known_speed_count_their_fixed_cost_and_are_named(tmp_path):
+def test_runs_without_flops_or_a_known_speed_are_not_estimated_and_say_why(tmp_path):
     cnn = plan([REPO / "parameters" / "cnn_mnist.yaml"], "smoke", "cpu")
     tpu = plan([GRID], "smoke", "tpu")
     result = estimate_plan([*cnn, *tpu], SPEED)
-    assert result.work_s == 0 and result.without_work == len(cnn) and result.unknown_speed == len(tpu)
+    assert result.seconds == 0 and result.without_work == len(cnn) and result.unknown_speed == len(tpu)
     text = "\n".join(result.lines())
-    assert f"{len(cnn)} run(s) have no FLOP count" in text and f"{len(tpu)} run(s) on a device whose speed" in text
+    assert text.startswith(f"estimated wall time: cannot estimate the {len(cnn) + len(tpu)} run(s)\n")
+    assert f"cannot estimate {len(cnn)} run(s): their declaration counts no FLOPs" in text
+    assert f"cannot estimate {len(tpu)} run(s): their device's speed is not known here" in text
+    paradnn = estimate_plan([*plan([GRID], "smoke", "cpu"), *cnn], SPEED)  # a part estimated: it says of how many
+    assert paradnn.lines()[0].startswith(f"estimated wall time: ~") and f"for {paradnn.runs - len(cnn)} of " \
+        f"{paradnn.runs} run(s)" in paradnn.lines()[0] and "(and the runs it cannot estimate)" in paradnn.lines()[0]
 
 
-def test_the_dry_run_prints_the_estimate_and_what_it_rests_on(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(estimate, "cpu_speed", lambda: (2e11, "200 GFLOPS, a test's"))
-    assert main(["sweep", str(GRID), "--preset", "smoke", "--device", "cpu", "--dry-run", "--out",
-                 str(tmp_path / "out")]) == 0
-    printed = capsys.readouterr().out
-    assert "estimated wall time:" in printed and "for 9 run(s)" in printed
-    assert "speed on cpu: 200 GFLOPS, a test's" in printed and "benchmarks/sweep_overhead.py" in printed
-    assert not (tmp_path / "out").exists()
+def cnn_record(combination, wall_s: float | None, status: str = "ok") -> dict:
+    """The parts of a record `earlier_runs` reads: an earlier run of `combination` that took `wall_s` on the sweep."""
+    return {"notebook": combination.name, "status": status, "params": combination.notebook_params,
+            "kernel": {"mode": combination.settings.kernels}, "sweep": {} if wall_s is None else {"wall_s": wall_s}}
+
+
+def test_a_run_timed_before_in_the_output_folder_costs_the_median_of_those_wall_times(tmp_path, monkeypatch):
+    """The issue-58 case: the CNN (no FLOP count) took 25-37 s a run, where the fixed cost said ~8 s."""
+    cnn = plan([REPO / "parameters" / "cnn_mnist.yaml"], "smoke", "cpu")
+    train_256 = [c for c in cnn if c.params["mode"] == "train" and c.params["batch_size"] == 256]
+    first, repeats = train_256[0], train_256[1:]  # the first runs the bottleneck passes (bottlenecks: first)
+    records = {f"r{i}.json": cnn_record(repeats[0], wall) for i, wall in enumerate((25.0, 37.0, 31.0))}
+    records["failed.json"] = cnn_record(repeats[0], 1.0, status="failed")  # a failed run times nothing
+    records["older.json"] = cnn_record(repeats[0], None)  # written before sweep.wall_s: times nothing
+    monkeypatch.setattr(estimate, "load_records", lambda out: SimpleNamespace(records=records))
+    earlier = estimate.earlier_runs(tmp_path)
+    assert list(earlier.values()) == [[25.0, 37.0, 31.0]]
+    result = estimate_plan(train_256, SPEED, earlier)  # the repeats: each as long as the median, 31 s
+    assert (result.measured, result.measured_s, result.without_work) == (len(repeats), 31.0 * len(repeats), 1)
+    assert result.run_seconds[1:] == [31.0] * len(repeats)
+    assert result.lines()[0] == (f"estimated wall time: ~1 min 2 s for 2 of 3 run(s) = timed before ~1 min 2 s "
+                                 "(and the runs it cannot estimate)")
+    records["first.json"] = cnn_record(first, 40.0)  # with the passes: it times the first alone
+    both = estimate_plan(train_256, SPEED, estimate.earlier_runs(tmp_path))
+    assert (both.measured, both.measured_s, both.not_estimated) == (3, 40.0 + 62.0, 0)
+    assert both.lines()[0] == "estimated wall time: ~1 min 42 s for 3 run(s) = timed before ~1 min 42 s"
+    others = estimate_plan(cnn, SPEED, estimate.earlier_runs(tmp_path))  # batch 512, inference: other work
+    assert (others.measured, others.without_work) == (len(train_256), len(cnn) - len(train_256))
+    fresh = plan([REPO / "parameters" / "cnn_mnist.yaml"], "smoke", "cpu", kernels="fresh")
+    assert estimate_plan(fresh, SPEED, estimate.earlier_runs(tmp_path)).measured == 0  # warm runs time no fresh one
 
 
 # The devices the paper presets' descriptions state an estimate for: label -> (kind, name in the peaks table).
@@ -112,10 +141,12 @@ def test_every_committed_grid_gets_an_estimate_from_its_declaration():
         for preset in (None, "smoke"):
             combinations = plan([grid], preset, "cpu")
             result = estimate_plan(combinations, SPEED)
-            assert result.seconds > 0, (grid.name, preset)
             experiment = get(combinations[0].name)
             if experiment.work_flops is not None:
+                assert result.seconds > 0 and result.not_estimated == 0, (grid.name, preset)
                 assert experiment.work_flops({**experiment.defaults, **combinations[0].params}) > 0, grid.name
+            else:  # no FLOPs and no earlier run: not estimated, and said so
+                assert result.seconds == 0 and result.without_work == result.runs, (grid.name, preset)
 
 
 def test_the_cpu_speed_is_the_matmul_notebooks_numpy_baseline_timed_here():

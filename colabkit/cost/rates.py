@@ -32,6 +32,7 @@ import yaml
 
 from colabkit.colab.runtime import NO_ACCELERATOR, granted_runtime_type, runtime_type
 from colabkit.errors import RatesFileError
+from colabkit.io import RepeatedKeyError, load_strict_yaml
 
 SHIPPED_RATES = Path(__file__).with_name("rates.yaml")
 RATE_FIELDS = ("compute_units_per_hour", "usd_per_hour", "source", "read")
@@ -175,7 +176,7 @@ def _problem(path: str, text: str) -> RatesFileError:
 
 
 def _read_date(value: Any, path: str, where: str) -> str:
-    """A `read` date as text, 'YYYY-MM' or 'YYYY-MM-DD' (_RatesLoader keeps YAML's unquoted dates as text)."""
+    """A `read` date as text, 'YYYY-MM' or 'YYYY-MM-DD' (colabkit.io's StrictLoader keeps YAML's unquoted dates as text)."""
     text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
     if not _READ.fullmatch(text):
         raise _problem(path, f"{where}: `read` must be the date the rate was read, YYYY-MM-DD or YYYY-MM, not {value!r}")
@@ -243,44 +244,14 @@ def _rate(name: str, entry: Any, unit: ComputeUnitPrice, path: str, origin: str)
                 given, _source(fields.get("source"), path, where), _read_date(fields.get("read"), path, where), origin)
 
 
-class _RepeatedKeyError(yaml.constructor.ConstructorError):
-    """A mapping of a rates file giving one key twice."""
-
-
-class _RatesLoader(yaml.SafeLoader):
-    """YAML's safe loader, stricter and closer to JSON: a key given twice in a mapping is refused (the last would win
-    without a word), an unquoted date stays text (`_read_date` checks it: an impossible one is no traceback), and
-    a number in exponent form without a dot ('1e-10', JSON's form) is a number, as in YAML 1.2."""
-
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue  # `<<: *anchor` merges a mapping in: its keys may be given again after it
-                key = self.construct_object(key_node, deep=True)
-                if isinstance(key, (str, int, float)):  # (an unhashable key: the safe loader's own error)
-                    if key in seen:
-                        raise _RepeatedKeyError(None, None, f"`{key}` is given twice", key_node.start_mark)
-                    seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_RatesLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
-_RatesLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$"),
-                                   list("-+0123456789"))
-
-
 def _read_file(path: Path) -> dict[str, Any]:
     """A rates file's mapping; RatesFileError when it cannot be read or parsed, or is no mapping."""
     if not path.is_file():
         raise _problem(str(path), "not found" if not path.exists() else "is not a file")
     try:
-        content = yaml.load(path.read_text(encoding="utf-8"), Loader=_RatesLoader)  # noqa: S506 (a safe loader)
-    except _RepeatedKeyError as exc:
-        mark = exc.problem_mark
-        raise _problem(str(path), f"{exc.problem} (line {mark.line + 1}, column {mark.column + 1}): the last would win "
-                                  "without a word; give each key once") from None
+        content = load_strict_yaml(path.read_text(encoding="utf-8"))
+    except RepeatedKeyError as exc:
+        raise _problem(str(path), exc.one_line()) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -57,7 +57,8 @@ FIELD_DOCS: dict[str, str] = {
     "fingerprint": "written by the sweep: what the result depends on (notebook code, parameters, colabkit's "
                    "version and code, TensorFlow's version) and their `digest`; a resumed sweep keeps a "
                    "record whose digest matches",
-    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`; on a "
+    "sweep": "written by the sweep: how the run was made (`jobs` side by side, `cuda_visible_devices`, `wall_s`: an ok "
+             "run's whole wall time on the sweep's clock, from before its kernel to after its HTML export; on a "
              "Dask cluster `cluster`: the `scheduler` and whether the products came back or were written "
              "into a shared `out`; a run a Colab session (`--colab`) failed to bring back: `colab`, the "
              "accelerator asked, and `session`)",

@@ -1,4 +1,4 @@
-"""Where the numbers came from: the records found (and the ones that could not be read), the devices with their
+"""Where the numbers came from: the records found (and the ones set aside), the devices with their
 model names, software versions, dates, git commits, and which data every run used."""
 
 from __future__ import annotations
@@ -134,8 +134,9 @@ def overview_section(data: ReportData) -> Section:
     section.warnings += [f"results folder {Path(folder).name} does not exist: nothing was read from it."
                          for folder in data.missing_dirs]
     if data.rejected:
-        section.warnings.append(f"{len(data.rejected)} file(s) look like records but could not be read (unknown schema "
-                                "version, missing fields or bad JSON); they are in no figure. See the table below.")
+        section.warnings.append(f"{len(data.rejected)} file(s) set aside: not readable records (unknown schema version, "
+                                "missing fields or bad JSON), not measurements, or runs their experiment no longer "
+                                "offers; they are in no figure and no count. See the table below, with why.")
     used = data.used()
     unknown = sorted(name for name in set(used["notebook"]) if find(name) is None or name not in SECTIONS)
     if not len(data.frame):
@@ -161,7 +162,7 @@ def overview_section(data: ReportData) -> Section:
     if data.rejected:
         rejected = [(data.shown(path), why) for path, why in data.rejected]
         section.items.append(ReportTable("records_rejected", pd.DataFrame(rejected, columns=["file", "why"]),
-                                         "Files that could not be read as records."))
+                                         "Files set aside, with why: not readable records, not measurements, or runs their experiment no longer offers."))
     if len(data.merges):
         section.items.append(ReportTable("records_merged", data.merges,
                                          "Combinations with more than one record (repeats, or several results "

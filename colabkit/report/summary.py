@@ -133,7 +133,7 @@ def reading(data: ReportData, table: pd.DataFrame) -> str:
     if len(substitutes):
         sentences.append(f"{len(substitutes)} combination(s) trained on stand-in data (warned in their sections).")
     if data.rejected:
-        sentences.append(f"{len(data.rejected)} file(s) could not be read as records (appendix: Records).")
+        sentences.append(f"{len(data.rejected)} file(s) were set aside, with why (appendix: Records).")
     return " ".join(sentences)
 
 

@@ -37,7 +37,7 @@ from colabkit.sweep.console import Progress
 from colabkit.sweep.console import dry_run_table
 from colabkit.sweep.decide import Decision, SweepAction, decide, fingerprint
 from colabkit.sweep.devices import cpu_only, host_facts_file
-from colabkit.sweep.estimate import PlanEstimate, Speeds, estimate_plan
+from colabkit.sweep.estimate import PlanEstimate, Speeds, earlier_runs, estimate_plan
 from colabkit.sweep.expand import Combination
 from colabkit.sweep.folder import check_output_folder, sweep_lock
 from colabkit.sweep.options import Repetition, RunnerName, RunOptions
@@ -165,10 +165,11 @@ def prepare(plan: SweepPlan, available: Mapping[str, int] | None = None) -> list
 def dry_run(plan: SweepPlan, speeds: Speeds | None = None,
             describe: Callable[[PlanEstimate], list[str]] = PlanEstimate.lines) -> str:
     """The dry run's table (`prepare`): what would run, be kept, skipped or set aside, and the estimate of what would
-    run (at `speeds` where given), which `describe` puts in words."""
+    run (at `speeds` where given; a run timed before in the output folder by those times), which `describe` puts in
+    words."""
     decisions = prepare(plan)
     to_run = [d.combination for d in decisions if d.action in (SweepAction.RUN, SweepAction.RERUN)]
-    return dry_run_table(decisions, plan.out, describe(estimate_plan(to_run, speeds)))
+    return dry_run_table(decisions, plan.out, describe(estimate_plan(to_run, speeds, earlier_runs(plan.out))))
 
 
 def run_sweep(plan: SweepPlan, *, available: Mapping[str, int] | None = None, echo: Callable[[str], None] = print,

@@ -1,23 +1,32 @@
 """How long a sweep's plan will take: the estimate `sweep --dry-run` prints, and what it rests on.
 
-Each combination costs a fixed cost (FIXED_COST_S, measured by benchmarks/sweep_overhead.py: kernel
-start, imports, set-up, products; an accelerator adds its start-up per fresh kernel) plus its work:
-the declaration's FLOPs (Experiment.work_flops) at a best-case speed in FLOP/s (a Speed: NumPy's float32 matmul
-timed on a CPU by colabkit.timing.baseline, the peaks table on a GPU or TPU), so the work is a lower bound;
-combinations without FLOPs count their fixed cost only, and the estimate says how many.
+A run the output folder has already timed (an earlier ok run of the same notebook, parameters, device and kernel
+mode, its whole wall time in `sweep.wall_s`: kernel start, imports, data, model build and compile, the run, the HTML
+export) costs the median of those times: measured. Any other run costs a fixed cost (FIXED_COST_S, measured by
+benchmarks/sweep_overhead.py on ParaDnn: kernel start, imports, set-up, products; an accelerator adds its start-up per
+fresh kernel) plus its work: the declaration's FLOPs (Experiment.work_flops) at a best-case speed in FLOP/s (a Speed:
+NumPy's float32 matmul timed on a CPU by colabkit.timing.baseline, the peaks table on a GPU or TPU), so the work is a
+lower bound. A run whose work is not known (its declaration counts no FLOPs, or its device's speed is not known here)
+and that no earlier run times is not estimated: the estimate says how many, and why, rather than count a part of it.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from colabkit.device.peaks import gpu_peak, tpu_peak
 from colabkit.device.spec import DeviceKind
 from colabkit.errors import MeasurementError
 from colabkit.experiments import find
+from colabkit.records.loading import load_records
+from colabkit.records.schema import RecordStatus
 from colabkit.sweep.expand import Combination
 from colabkit.timing.baseline import numpy_matmul_baseline
 from colabkit.timing.clock import format_duration
@@ -32,6 +41,7 @@ POLICY_PRECISION = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 Speed = tuple[float, str]  # FLOP/s, and what the figure rests on
 Speeds = Mapping[str, Speed | None]  # per device kind; None: not known here
+EarlierRuns = Mapping[str, Sequence[float]]  # run_identity -> the wall seconds of earlier ok runs of it
 CALIBRATION_N = 1024
 
 
@@ -74,33 +84,55 @@ class PlanEstimate:
     runs: int = 0
     fixed_s: float = 0.0
     work_s: float = 0.0
-    without_work: int = 0  # runs whose declaration gives no FLOPs
-    unknown_speed: int = 0  # runs whose device's speed is not known here
+    measured_s: float = 0.0  # the runs timed before (`measured` of them): the median of their earlier wall times
+    measured: int = 0
+    without_work: int = 0  # runs not estimated: their declaration gives no FLOPs, and no earlier run times them
+    unknown_speed: int = 0  # runs not estimated: their device's speed is not known here, and no earlier run times them
     kernels: int = 0  # reuse: new kernels started
     speeds: dict[str, str] = field(default_factory=dict)  # device kind -> what its speed rests on
-    # each run's own part of `seconds`, in order (a warm kernel's start counted with its first run): what
-    # `sweep --colab` cuts its sessions by
+    # each run's own part of `seconds`, in order (a warm kernel's start counted with its first run; a run not
+    # estimated, its fixed cost alone: a lower bound): what `sweep --colab` cuts its sessions by
     run_seconds: list[float] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
-        return self.fixed_s + self.work_s
+        """The estimated runs' wall time; the runs not estimated (`not_estimated`) are in no part of it."""
+        return self.measured_s + self.fixed_s + self.work_s
+
+    @property
+    def not_estimated(self) -> int:
+        return self.without_work + self.unknown_speed
 
     def lines(self) -> list[str]:
         if not self.runs:
             return ["estimated wall time: nothing to run"]
-        text = [f"estimated wall time: {describe_seconds(self.seconds)} for {self.runs} run(s) = fixed cost "
-                f"{describe_seconds(self.fixed_s)} + work {describe_seconds(self.work_s)}",
-                f"  fixed cost: {FIXED_COST_S['fresh']:g} s per run in a fresh kernel, {FIXED_COST_S['reuse']:g} s in "
-                f"a warm one plus {NEW_KERNEL_S:g} s per new kernel ({self.kernels} here): ParaDnn smoke models on a "
-                "2-core CPU (benchmarks/sweep_overhead.py); an accelerator's start-up is not in it",
-                "  work: the FLOPs the experiments' declarations count, at the speeds below (best cases: a lower "
-                "bound)"]
-        text += [f"  speed on {kind}: {source}" for kind, source in sorted(self.speeds.items())]
+        estimated = self.runs - self.not_estimated
+        if not estimated:
+            text = [f"estimated wall time: cannot estimate the {self.runs} run(s)"]
+        else:
+            parts = ([f"timed before {describe_seconds(self.measured_s)}"] if self.measured else []) + (
+                [f"fixed cost {describe_seconds(self.fixed_s)} + work {describe_seconds(self.work_s)}"]
+                if estimated > self.measured else [])
+            of = f" of {self.runs}" if self.not_estimated else ""
+            text = [f"estimated wall time: {describe_seconds(self.seconds)} for {estimated}{of} run(s) = "
+                    + " + ".join(parts) + (" (and the runs it cannot estimate)" if self.not_estimated else "")]
+        if self.measured:
+            text.append(f"  timed before: {self.measured} run(s) as long as the median wall time of the earlier ok "
+                        "runs of the same notebook, parameters, device and kernel mode in the output folder")
+        if estimated > self.measured:
+            text += [f"  fixed cost: {FIXED_COST_S['fresh']:g} s per run in a fresh kernel, {FIXED_COST_S['reuse']:g} "
+                     f"s in a warm one plus {NEW_KERNEL_S:g} s per new kernel ({self.kernels} here): ParaDnn smoke "
+                     "models on a 2-core CPU (benchmarks/sweep_overhead.py); an accelerator's start-up is not in it",
+                     "  work: the FLOPs the experiments' declarations count, at the speeds below (best cases: a lower "
+                     "bound)"]
+            text += [f"  speed on {kind}: {source}" for kind, source in sorted(self.speeds.items())]
         if self.without_work:
-            text.append(f"  {self.without_work} run(s) have no FLOP count in their declaration: fixed cost only")
+            text.append(f"  cannot estimate {self.without_work} run(s): their declaration counts no FLOPs (their "
+                        "training time is unknown before a run) and the output folder holds no earlier run of theirs "
+                        "to time them by; a later dry run estimates the rest from the first")
         if self.unknown_speed:
-            text.append(f"  {self.unknown_speed} run(s) on a device whose speed is not known here: fixed cost only")
+            text.append(f"  cannot estimate {self.unknown_speed} run(s): their device's speed is not known here, and "
+                        "the output folder holds no earlier run of theirs to time them by")
         return text
 
 
@@ -113,21 +145,52 @@ def _kind(combination: Combination) -> str:
     return "tpu" if tpu_runtime_hint() else "gpu" if nvidia_smi() else "cpu"
 
 
-def estimate_plan(combinations: Iterable[Combination], speeds: Speeds | None = None) -> PlanEstimate:
-    """The estimate of running `combinations`, each in the kernels its settings say; `speeds` gives the
-    FLOP/s and source per device kind (else timed or looked up here)."""
+def run_identity(notebook: str, params: Mapping[str, Any], kernels: str) -> str:
+    """What makes two runs take the same wall time here: the notebook, the parameters it runs with (its declared
+    defaults where not given) that shape its run (as its declaration says, Experiment.relevant; a repeat after the
+    first may skip the bottleneck passes) and the kernel mode."""
+    experiment = find(notebook)
+    shaped = experiment.relevant({**experiment.defaults, **params}) if experiment is not None else dict(params)
+    return json.dumps([notebook, kernels, shaped], sort_keys=True, default=str)
+
+
+def earlier_runs(out: str | Path) -> dict[str, list[float]]:
+    """The wall times (`sweep.wall_s`: the sweep's clock from before the kernel to after the HTML export) of the ok
+    runs already in `out`, by run_identity."""
+    found: dict[str, list[float]] = {}
+    for record in load_records(out).records.values():
+        wall = (record.get("sweep") or {}).get("wall_s")
+        params = record.get("params")
+        if (record["status"] != RecordStatus.OK or not isinstance(params, dict) or isinstance(wall, bool)
+                or not isinstance(wall, (int, float)) or not 0 < wall < float("inf")):
+            continue
+        kernels = str((record.get("kernel") or {}).get("mode") or "fresh")
+        found.setdefault(run_identity(str(record["notebook"]), params, kernels), []).append(float(wall))
+    return found
+
+
+def estimate_plan(combinations: Iterable[Combination], speeds: Speeds | None = None,
+                  earlier: EarlierRuns | None = None) -> PlanEstimate:
+    """The estimate of running `combinations`, each in the kernels its settings say: a run `earlier` times (by
+    run_identity) as long as the median of those wall times; any other as its fixed cost plus its FLOPs at `speeds`
+    (FLOP/s and source per device kind, else timed or looked up here), or not at all where its work is unknown."""
     estimate = PlanEstimate()
     found: dict[tuple[str, str], Speed | None] = {}
-    keys = set()
+    keys, started = set(), set()  # the warm kernels of the runs estimated, and of every run not timed before
     for combination in combinations:
         estimate.runs += 1
         mode = combination.settings.kernels
-        estimate.fixed_s += FIXED_COST_S[mode]
+        timed = (earlier or {}).get(run_identity(combination.name, combination.notebook_params, mode))
+        if timed:
+            estimate.measured += 1
+            estimate.measured_s += statistics.median(timed)
+            estimate.run_seconds.append(statistics.median(timed))
+            continue
         estimate.run_seconds.append(FIXED_COST_S[mode])
+        key = (combination.device, combination.params.get("backend"), combination.params.get("mixed_precision"))
         if mode == "reuse":
-            key = (combination.device, combination.params.get("backend"), combination.params.get("mixed_precision"))
-            estimate.run_seconds[-1] += NEW_KERNEL_S if key not in keys else 0.0
-            keys.add(key)
+            estimate.run_seconds[-1] += NEW_KERNEL_S if key not in started else 0.0
+            started.add(key)
         experiment = find(combination.name)
         if experiment is None or experiment.work_flops is None:
             estimate.without_work += 1
@@ -141,6 +204,9 @@ def estimate_plan(combinations: Iterable[Combination], speeds: Speeds | None = N
             estimate.unknown_speed += 1
             continue
         estimate.speeds[kind] = speed[1]
+        estimate.fixed_s += FIXED_COST_S[mode]
+        if mode == "reuse":
+            keys.add(key)
         work_s = experiment.work_flops({**experiment.defaults, **combination.params}) / speed[0]
         estimate.work_s += work_s
         estimate.run_seconds[-1] += work_s

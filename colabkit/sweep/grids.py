@@ -38,6 +38,7 @@ import yaml
 
 from colabkit.device.spec import DeviceRequest, parse_device
 from colabkit.errors import GridError, UnknownDeviceError
+from colabkit.io import RepeatedKeyError, load_strict_yaml
 from colabkit.experiments import Experiment, Parameter, find
 from colabkit.suite import suite_root
 from colabkit.sweep.options import SETTING_CHOICES, BottleneckMode, HtmlMode, KernelMode
@@ -425,8 +426,12 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def _read_yaml(grid_path: Path) -> Any:
+    """The grid file's content, read by colabkit.io's strict loader (a key given twice refused, as in a rates file);
+    GridError, one line, for anything that is not a grid's YAML."""
     try:
-        return yaml.safe_load(grid_path.read_text(encoding="utf-8"))
+        return load_strict_yaml(grid_path.read_text(encoding="utf-8"))
+    except RepeatedKeyError as exc:
+        raise GridError(exc.one_line(), str(grid_path)) from None
     except yaml.YAMLError as exc:
         raise GridError(_yaml_problem(exc), str(grid_path)) from None
     except UnicodeDecodeError as exc:

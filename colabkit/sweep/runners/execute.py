@@ -361,6 +361,7 @@ def _commit(combination: Combination, files: RunFiles, fingerprint: dict[str, An
         return write_failed_record(combination, files, fingerprint, error, started_at, sweep_section,
                                    time.perf_counter() - start, kernel=kernel)
     assert record is not None
+    sweep_section["wall_s"] = round(time.perf_counter() - start, 3)  # what a later dry run estimates this run by
     record.update(fingerprint=fingerprint, sweep=sweep_section, kernel=kernel, repeat=combination.repeat)
     write_json_atomic(files.record, record)
     files.discard_temporaries()
