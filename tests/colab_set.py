@@ -85,6 +85,7 @@ NOT_COLAB_SET: dict[str, str] = {
     "test_robustness.py": "bad input and broken folders through the command line: colabkit's refusals",
     "test_adding_an_experiment.py": "a new experiment needs no change to colabkit (the paths it runs are tested above)",
     "test_sweep_estimate.py": "the dry run's arithmetic",
+    "test_plan_file.py": "a plan file's checks: colabkit's refusals (JSON, the grid's own checks)",
     "test_experiments.py": "declarations against the notebooks' parameters cells",
     "test_grid.py": "grid files, presets and overrides (PyYAML, nbformat: the same versions)",
     "test_notebooks_clean.py": "stored notebooks are clean (nbformat)",
