@@ -135,7 +135,7 @@ case "$verb" in
     # A fresh Python 3.13 venv with Colab's own packages only (both Colab requirement files above their "Not in
     # Colab's image" lines, at Colab's versions; uv installs them, as fast as the image is there already), then
     # colabkit installed as the Colab set-up cell installs it (a plain pip install, no constraints): no Colab version
-    # may change; then the matmul, CNN and ParaDnn smoke and the report.
+    # may change; then every notebook's smoke (.ci/run: each combination once) and the report.
     VENV=.venv-colab-check PY=.venv-colab-check/bin/python PYTHONS="python3.13 $HOME/.pyenv/versions/3.13.0/bin/python"
     MINOR=13
     rm -rf "$VENV" && "$(find_python)" -m venv "$VENV"
@@ -155,7 +155,7 @@ print("colab-check: installing colabkit changed " + (", ".join(changed) if chang
 sys.exit(1 if changed else 0)
 COMPARE
     out=$(mktemp -d)
-    (cd "$out" && "$OLDPWD/$PY" -m colabkit sweep "$OLDPWD"/parameters/{matmul_tflops,cnn_mnist,paradnn}.yaml \
+    (cd "$out" && "$OLDPWD/$PY" -m colabkit sweep "$OLDPWD"/parameters/*.yaml \
        --preset smoke --out "$out/smoke" "$@" && "$OLDPWD/$PY" -m colabkit report "$out/smoke" --out "$out/smoke/report")
     echo "colab-check: the smoke and its report are in $out/smoke" ;;
   device-pack)

@@ -1,5 +1,5 @@
 """Which test files run under Colab's set (`COLABKIT_STACK=colab ./run.sh test -m colab_set`, .ci/run's second
-step), each with why; every test file is in exactly one of the two tables (tests/test_colab_set.py checks).
+step), each with why; every test file is in exactly one of the three tables (tests/test_colab_set.py checks).
 
 Colab's set differs from today's in Python (3.13 against 3.11) and in the packages that do colabkit's numerical,
 model, notebook and kernel work: TensorFlow, Keras, JAX, NumPy, pandas, SciPy, matplotlib, seaborn, ipykernel,
@@ -21,26 +21,14 @@ COLAB_SET: dict[str, str] = {
     # imports
     "test_package_structure.py": "every module imports, on Python 3.13 with Colab's versions",
     # notebooks
-    "test_matmul_notebook.py": "the matmul notebook in a kernel (TensorFlow, NumPy's BLAS baseline)",
-    "test_cnn_mnist_notebook.py": "the CNN notebook in a kernel (Keras, TensorFlow)",
-    "test_dblstm_har_notebook.py": "the dBLSTM notebook in a kernel, two logical CPU replicas (TensorFlow)",
-    "test_timeseries_rnn_notebook.py": "the weather-GRU notebook in a kernel (Keras, pandas)",
-    "test_paradnn_notebook.py": "the ParaDnn notebook in a warm kernel, the Transformer on JAX",
-    "test_jax_path.py": "every notebook on JAX 0.7.2 over two host devices",
-    "test_backends.py": "one notebook on each installed Keras backend",
-    "test_inference.py": "inference mode in the notebooks; percentiles from NumPy",
     "test_inference_over_runs.py": "inference figures over runs in the report and compare (pandas)",
     "test_memory.py": "Keras's parameter counts against the estimate; the notebook's refusal",
     "test_notebook_template.py": "the stamped set-up cell run by papermill in a kernel",
     "test_colab_sweep.py": "the colab_sweep notebook, which runs inside a Colab runtime",
     "test_colab.py": "the set-up cell's bootstrap, which runs on Colab's Python 3.13",
     # the sweep's kernels (jupyter_client, ipykernel, nbclient)
-    "test_sweep_kernels.py": "warm kernels cleared, reused and replaced through jupyter_client",
-    "test_sweep.py": "a cell error, a dead kernel, a timeout and kernel start retries as nbclient reports them",
     "test_host_state.py": "the host monitor beside every run, in a Colab runtime too (psutil: 5.9.5 on Colab)",
     # models and training in this process
-    "test_decode.py": "greedy decode on Keras layers under jax.jit and tf.function (Keras's and JAX's versions)",
-    "test_decode_run.py": "the ParaDnn notebook's decode mode in a kernel (JAX), its report section (pandas, matplotlib)",
     "test_training_fit.py": "colabkit's fit over Keras (Keras 3.13 fetches batches differently: docs/colab.md)",
     "test_training_timer.py": "the Keras timing callback",
     "test_breakdown.py": "the bottleneck passes on Keras models",
@@ -53,7 +41,6 @@ COLAB_SET: dict[str, str] = {
     "test_achievable_peak.py": "the achievable peak's timed matmuls",
     "test_host_bandwidth.py": "the CPU bandwidth probe (NumPy copies)",
     # the report
-    "test_report.py": "the report's tables and figures (pandas, matplotlib, seaborn), its notebook in a kernel",
     "test_report_inputs.py": "the report on bad inputs (pandas, matplotlib)",
     "test_report_opens_on_results.py": "the report's Summary, legends and CSVs (pandas, matplotlib's artists)",
     "test_report_repeats.py": "medians and intervals in the report's tables (pandas)",
@@ -74,6 +61,27 @@ COLAB_SET: dict[str, str] = {
     "test_data.py": "the dataset loaders and offline substitutes (NumPy, pandas)",
     "test_weather.py": "the hourly resampling against pandas' pipeline",
     "test_io.py": "NumPy values through the atomic JSON write",
+}
+
+# Colab's versions can change what these check too, but each file costs a minute or more of kernels, TensorFlow's
+# and JAX's imports and training: CI's Colab step leaves them to `./run.sh colab-check`, which runs every
+# notebook's smoke, the sweep's warm kernels and the report under Colab's packages alone. Run them under Colab's
+# set whenever its versions change (`python tools/colab_stack.py` refreshes the pins: docs/testing.md):
+# `COLABKIT_STACK=colab ./run.sh test -n 2 -m "colab_set or colab_pins"`.
+COLAB_PINS: dict[str, str] = {
+    "test_matmul_notebook.py": "the matmul notebook in a kernel (TensorFlow, NumPy's BLAS baseline)",
+    "test_cnn_mnist_notebook.py": "the CNN notebook in a kernel (Keras, TensorFlow)",
+    "test_dblstm_har_notebook.py": "the dBLSTM notebook in a kernel, two logical CPU replicas (TensorFlow)",
+    "test_timeseries_rnn_notebook.py": "the weather-GRU notebook in a kernel (Keras, pandas)",
+    "test_paradnn_notebook.py": "the ParaDnn notebook in a warm kernel, the Transformer on JAX",
+    "test_jax_path.py": "every notebook on JAX 0.7.2 over two host devices",
+    "test_backends.py": "one notebook on each installed Keras backend",
+    "test_inference.py": "inference mode in the notebooks; percentiles from NumPy",
+    "test_sweep_kernels.py": "warm kernels cleared, reused and replaced through jupyter_client",
+    "test_sweep.py": "a cell error, a dead kernel, a timeout and kernel start retries as nbclient reports them",
+    "test_decode.py": "greedy decode on Keras layers under jax.jit and tf.function (Keras's and JAX's versions)",
+    "test_decode_run.py": "the ParaDnn notebook's decode mode in a kernel (JAX), its report section (pandas, matplotlib)",
+    "test_report.py": "the report's tables and figures (pandas, matplotlib, seaborn), its notebook in a kernel",
 }
 
 NOT_COLAB_SET: dict[str, str] = {

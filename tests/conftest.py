@@ -12,7 +12,7 @@ import tempfile
 from typing import Any
 
 import pytest
-from colab_set import COLAB_SET
+from colab_set import COLAB_PINS, COLAB_SET
 from helpers import REPO, FakeTensorFlow, WarmKernels, visible_gpus
 
 sys.path.insert(0, str(REPO / "tools"))  # the development tools (tools/*.py: scripts, not part of the package)
@@ -34,11 +34,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it must see the `colab_set` marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark `colab_set` the tests of the files in tests/colab_set.py's COLAB_SET; skip the tests marked `gpu`
+    """Mark `colab_set` the tests of the files in tests/colab_set.py's COLAB_SET, `colab_pins` those of COLAB_PINS; skip the tests marked `gpu`
     when no GPU is visible, and those marked `device_rehearsal` unless `-m` names that marker, saying why."""
     for item in items:
         if item.path.name in COLAB_SET:
             item.add_marker(pytest.mark.colab_set)
+        elif item.path.name in COLAB_PINS:
+            item.add_marker(pytest.mark.colab_pins)
         marker = item.get_closest_marker("long")
         if marker is not None and not (marker.args and isinstance(marker.args[0], str) and marker.args[0].strip()):
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.long needs its reason: long(\"why over 30 s\")")

@@ -1,22 +1,24 @@
 """The Colab set's list (tests/colab_set.py) names every test file once, with its reason, and the conftest marks
-exactly the listed files' tests `colab_set`."""
+exactly the listed files' tests `colab_set` (and `colab_pins`)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from colab_set import COLAB_SET, NOT_COLAB_SET
+from colab_set import COLAB_PINS, COLAB_SET, NOT_COLAB_SET
 from helpers import REPO
 
 
 def test_every_test_file_is_in_one_table_with_a_reason():
     files = {path.name for path in (REPO / "tests").glob("test_*.py")}
-    unlisted = sorted(files - COLAB_SET.keys() - NOT_COLAB_SET.keys())
-    assert unlisted == [], f"add these to COLAB_SET or NOT_COLAB_SET in tests/colab_set.py, saying why: {unlisted}"
-    assert sorted(COLAB_SET.keys() & NOT_COLAB_SET.keys()) == []
-    assert sorted((COLAB_SET.keys() | NOT_COLAB_SET.keys()) - files) == [], "a listed file no longer exists"
-    assert all(reason.strip() for reason in [*COLAB_SET.values(), *NOT_COLAB_SET.values()])
+    tables = (COLAB_SET, COLAB_PINS, NOT_COLAB_SET)
+    listed = [name for table in tables for name in table]
+    unlisted = sorted(files - set(listed))
+    assert unlisted == [], f"add these to a table of tests/colab_set.py, saying why: {unlisted}"
+    assert len(listed) == len(set(listed)), "a file in two tables"
+    assert sorted(set(listed) - files) == [], "a listed file no longer exists"
+    assert all(reason.strip() for table in tables for reason in table.values())
 
 
 def test_minus_m_colab_set_selects_the_listed_files_tests_and_no_other():
@@ -25,3 +27,11 @@ def test_minus_m_colab_set_selects_the_listed_files_tests_and_no_other():
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     ids = [line for line in listed.stdout.splitlines() if "::" in line]
     assert ids and all(line.startswith("tests/test_statistics.py::") for line in ids), listed.stdout[-2000:]
+
+
+def test_minus_m_colab_pins_selects_the_pinned_files_tests():
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                             "-m", "colab_pins", "tests/test_statistics.py", "tests/test_matmul_notebook.py"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    ids = [line for line in listed.stdout.splitlines() if "::" in line]
+    assert ids and all(line.startswith("tests/test_matmul_notebook.py::") for line in ids), listed.stdout[-2000:]
