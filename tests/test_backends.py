@@ -130,6 +130,7 @@ def records(tmp_path_factory, warm_kernels):
 @pytest.mark.notebook
 @pytest.mark.parametrize("backend", [name for name in ("jax", "torch") if HAVE[name]] or [
     pytest.param("jax", marks=pytest.mark.skip(reason="only TensorFlow is installed"))])
+@pytest.mark.long("its module fixture runs the CNN notebook on TensorFlow and on each other installed backend")
 def test_the_same_notebook_runs_on_each_installed_backend_as_on_tensorflow(records, backend):
     reference, record = records("tensorflow"), records(backend)
     for checked, name in ((reference, "tensorflow"), (record, backend)):

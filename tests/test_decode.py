@@ -131,6 +131,7 @@ def against_the_full_pass(request) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.long("its module fixture: one process per backend imports Keras, builds and compiles the decoder")
 def test_cached_logits_equal_the_full_pass_and_the_tokens_are_its_argmax(against_the_full_pass):
     found = against_the_full_pass["float32"]
     assert found["positions"] == 28 and found["steps"] == 27  # the prefill's token, then 27 steps

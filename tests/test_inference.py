@@ -313,6 +313,7 @@ def test_a_percentile_its_queries_cannot_give_is_said_too_few_and_not_drawn(tmp_
 
 
 @pytest.mark.notebook
+@pytest.mark.long("the CNN notebook in inference mode, three runs: timed queries, then offline batches")
 def test_the_cnn_notebook_in_inference_mode_writes_ordered_percentiles_with_intervals_and_offline_throughput(
         tmp_path, warm_kernels):
     from helpers import execute_notebook

@@ -82,6 +82,7 @@ def check_jax_record(record: dict, name: str, replicas: int) -> None:
 
 
 @pytest.mark.parametrize("name", list(TINY))
+@pytest.mark.long("the first notebook starts the warm JAX kernel the five share: Keras on JAX imported, then trained")
 def test_every_notebook_runs_on_jax_over_two_host_devices_without_tensorflow(name, tmp_path, warm_kernels):
     # one warm JAX kernel for the five, as `sweep --kernels reuse` runs them: TensorFlow kept out of it throughout
     record, tensorflow_modules = run_with_probe(name, tmp_path, warm_kernels, device="cpu:2", backend="jax",

@@ -50,6 +50,7 @@ def test_smoke_preset_overrides_grid_and_fixed_values():
 
 
 @pytest.mark.notebook
+@pytest.mark.long("the matmul smoke's notebook in several fresh kernels, a failing one among them")
 def test_sweep_runs_each_combination_skips_absent_devices_and_isolates_failures(tmp_path):
     grid = write_grid(tmp_path, f"""
         notebook: {NOTEBOOKS / "matmul_tflops.ipynb"}
@@ -103,6 +104,7 @@ def records_by_value(out, notebook="tiny", device="cpu"):
 
 
 @pytest.mark.notebook
+@pytest.mark.long("three fresh kernels, each failing its own way, one of them allocating until it runs out of memory")
 def test_a_cell_error_a_dead_kernel_and_a_real_oom_each_fail_alone(tmp_path, tiny, monkeypatch, capsys):
     monkeypatch.setattr("colabkit.sweep.devices.detect_devices", lambda: CPU_ONLY)
     grid = write_grid(tmp_path, f"""
@@ -374,14 +376,14 @@ def test_a_new_run_clears_what_a_killed_one_left_and_nothing_of_its_neighbours(t
 
 @pytest.mark.parametrize("grid, preset, overrides, expected", [
     ("paradnn", "smoke", ["profile_steps=2", "breakdown=False", "heads=3"], [
-        "paradnn cpu batch_size-32_mode-train_family-fc_layers-2_nodes-64_input_size-256_output_size-16_profile_steps-2_"
-        "breakdown-False: profile_steps = 2: expected 0 with breakdown = False (the profile is taken with the "
-        "bottleneck passes); set breakdown = True or profile_steps = 0 (and 8 more combinations alike)",
+        "paradnn cpu batch_size-32_mode-train_family-fc_layers-2_nodes-64_input_size-256_output_size-16_"
+        "profile_steps-2: profile_steps = 2: expected 0 with breakdown = False (the profile is taken with the "
+        "bottleneck passes); set breakdown = True or profile_steps = 0 (and 7 more combinations alike)",
         "paradnn cpu batch_size-32_mode-train_family-transformer_layers-2_length-32_vocab-256_width-64_heads-3_mlp_"
-        "ratio-4_profile_steps-2_breakdown-False: width = 64: expected a multiple of heads (3), each head width / heads "
+        "ratio-4_profile_steps-2: width = 64: expected a multiple of heads (3), each head width / heads "
         "wide (and 1 more combination alike)",
         "paradnn cpu batch_size-32_mode-decode_family-transformer_layers-2_length-32_vocab-256_width-64_heads-3_mlp_"
-        "ratio-4_profile_steps-2_breakdown-False: profile_steps = 2: expected 0 with mode = 'decode' (the profile is of "
+        "ratio-4_profile_steps-2: profile_steps = 2: expected 0 with mode = 'decode' (the profile is of "
         "training steps)"]),
     ("cnn_mnist", "inference_smoke", ["device=cpu:2"], [
         "cnn_mnist cpu:2 backend-tensorflow: device = 'cpu:2' with mode = 'inference': expected one device ('cpu', "
