@@ -249,13 +249,14 @@ class GridSpec:
 # --- reading and checking ----------------------------------------------------------------------
 
 def notebook_places(grid_path: Path, notebook: str) -> list[Path]:
-    """Where a grid file's `notebook:` is looked for, in order: as given when absolute; else from
-    where the command runs, beside the grid file, in the folder holding parameters/, and in the
-    suite's own copy (the checkout colabkit runs from, or the one installed with it)."""
+    """Where a grid file's `notebook:` is looked for, in order: as given when absolute; else beside the grid file,
+    in the folder holding its parameters/, from where the command runs, and in the suite's own copy (the checkout
+    colabkit runs from, or the one installed with it). The grid file's own folders come first: an installed
+    colabkit's grid files name its own notebooks, even when run from a checkout (the device run)."""
     candidate = Path(notebook)
     if candidate.is_absolute():
         return [candidate]
-    bases = (Path.cwd(), grid_path.parent, grid_path.parent.parent, suite_root())
+    bases = (grid_path.parent, grid_path.parent.parent, Path.cwd(), suite_root())
     return list(dict.fromkeys((base / candidate).resolve() for base in bases))
 
 
