@@ -47,7 +47,7 @@ class WarmKernels:
     kernel serves only runs of its key (backend, device and replicas, mixed precision, and here the environment
     variables a test set after the pool was made, so a run never sees a kernel started without them), is cleared
     between runs and replaced after a failure. The kernel start and TensorFlow's import are then paid once per key
-    in a file, not once per test (the `warm_kernels` fixture of tests/conftest.py)."""
+    in a test process, not once per test (the `warm_kernels` fixture of tests/conftest.py)."""
 
     def __init__(self) -> None:
         import os
