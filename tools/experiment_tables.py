@@ -13,7 +13,8 @@ from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.experiments import all_experiments, published
 from colabkit.experiments.declaration import Experiment
 from colabkit.experiments.registry import BUILTIN_MODULES
-from colabkit.sweep.grids import load_grid
+from colabkit.io import load_strict_yaml
+from colabkit.sweep.grids import notebook_places
 
 
 def _cell(text: str) -> str:
@@ -50,20 +51,28 @@ def _link(path: str | None) -> str:
     return f"[`{path.partition('#')[0]}`](../{path})" if path else "-"
 
 
+def grid_notebook(path: Path) -> Path | None:
+    """The notebook a grid file names, found as the sweep finds it (notebook_places), unchecked: a notebook being
+    stamped may not have its parameters cell yet. None where the file names none that exists."""
+    named = (load_strict_yaml(path.read_text(encoding="utf-8")) or {}).get("notebook")
+    found = [place for place in notebook_places(path, str(named)) if place.is_file()] if named else []
+    return found[0] if found else None
+
+
 def experiments_index(root: str | Path) -> str:
     """The index of the experiments colabkit declares (registry.BUILTIN_MODULES), one row each, every path relative
     to the suite's root `root`: its grid files are those of root/parameters/ naming the experiment's notebook."""
     from colabkit.report.experiment_sections import SECTIONS  # the report's table of sections: matplotlib, only when stamping
 
     root = Path(root).resolve()
-    grids = [load_grid(path) for path in sorted((root / "parameters").glob("*.yaml"))]
+    grids = {path: grid_notebook(path) for path in sorted((root / "parameters").glob("*.yaml"))}
     rows = ["| experiment | notebook | declaration | grid file | report section | published figures | docs |",
             "|---|---|---|---|---|---|---|"]
     for module in BUILTIN_MODULES:
         for experiment in (value for value in vars(importlib.import_module(module)).values()
                            if isinstance(value, Experiment)):
-            names = [grid.path.resolve().relative_to(root).as_posix() for grid in grids
-                     if grid.notebook.resolve() == root / experiment.notebook]
+            names = [path.resolve().relative_to(root).as_posix() for path, notebook in grids.items()
+                     if notebook == root / experiment.notebook]
             section = SECTIONS.get(experiment.name)
             cited = "; ".join(reference.citation for reference in experiment.references)
             rows.append(" | ".join([
