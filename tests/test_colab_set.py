@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from colab_set import COLAB_PINS, COLAB_SET, NOT_COLAB_SET
 from helpers import REPO
 
@@ -21,17 +23,12 @@ def test_every_test_file_is_in_one_table_with_a_reason():
     assert all(reason.strip() for table in tables for reason in table.values())
 
 
-def test_minus_m_colab_set_selects_the_listed_files_tests_and_no_other():
+@pytest.mark.parametrize("marker, listed_file", [("colab_set", "test_statistics.py"),
+                                                  ("colab_pins", "test_matmul_notebook.py")])
+def test_minus_m_selects_the_tests_of_that_tables_files_and_no_other(marker, listed_file):
+    others = {"colab_set": "test_docs.py", "colab_pins": "test_statistics.py"}  # a file of another table
     listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                             "-m", "colab_set", "tests/test_statistics.py", "tests/test_docs.py"],
+                             "-m", marker, f"tests/{listed_file}", f"tests/{others[marker]}"],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     ids = [line for line in listed.stdout.splitlines() if "::" in line]
-    assert ids and all(line.startswith("tests/test_statistics.py::") for line in ids), listed.stdout[-2000:]
-
-
-def test_minus_m_colab_pins_selects_the_pinned_files_tests():
-    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                             "-m", "colab_pins", "tests/test_statistics.py", "tests/test_matmul_notebook.py"],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
-    ids = [line for line in listed.stdout.splitlines() if "::" in line]
-    assert ids and all(line.startswith("tests/test_matmul_notebook.py::") for line in ids), listed.stdout[-2000:]
+    assert ids and all(line.startswith(f"tests/{listed_file}::") for line in ids), listed.stdout[-2000:]

@@ -13,8 +13,7 @@ from colabkit.colab.coordinates import Coordinates, configured
 from colabkit.experiments import all_experiments, published
 from colabkit.experiments.declaration import Experiment
 from colabkit.experiments.registry import BUILTIN_MODULES
-from colabkit.io import load_strict_yaml
-from colabkit.sweep.grids import notebook_places
+from colabkit.sweep.grids import notebook_places, read_grid_yaml
 
 
 def _cell(text: str) -> str:
@@ -54,7 +53,7 @@ def _link(path: str | None) -> str:
 def grid_notebook(path: Path) -> Path | None:
     """The notebook a grid file names, found as the sweep finds it (notebook_places), unchecked: a notebook being
     stamped may not have its parameters cell yet. None where the file names none that exists."""
-    named = (load_strict_yaml(path.read_text(encoding="utf-8")) or {}).get("notebook")
+    named = (read_grid_yaml(path) or {}).get("notebook")
     found = [place for place in notebook_places(path, str(named)) if place.is_file()] if named else []
     return found[0] if found else None
 

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-import yaml
 
 from colabkit.colab.coordinates import BADGE_IMAGE, COLAB_URL, Coordinates, configured
 from colabkit.colab.install import (
@@ -53,7 +52,8 @@ from colabkit.colab.runtime import RUNTIME_TYPES, runtime_type
 from colabkit.errors import ColabkitError, CoordinatesError
 from colabkit.experiments.declaration import Experiment, Parameter
 from colabkit.experiments.registry import all_experiments, find
-from colabkit.io import load_strict_yaml, write_atomic
+from colabkit.io import write_atomic
+from colabkit.sweep.grids import read_grid_yaml
 from experiment_tables import experiments_index, experiments_table
 
 NOTEBOOKS_DIR = "notebooks"
@@ -241,22 +241,14 @@ def parameters_source(experiment: Experiment) -> str:
     return "\n".join(parameter_line(parameter) for parameter in experiment.parameters)
 
 
-def grid_presets(path: Path) -> list[str]:
-    """The names of the presets a grid file declares (NotebookTemplateError, one line, for a file that is no grid)."""
-    try:
-        presets = (load_strict_yaml(path.read_text(encoding="utf-8")) or {}).get("presets") or {}
-    except (OSError, ValueError, AttributeError, yaml.YAMLError) as error:
-        raise NotebookTemplateError(f"{path}: not a grid file colabkit reads: {error}") from error
-    return [str(name) for name in presets]
-
-
 def sweep_form(root: Path) -> dict[str, str]:
     """colab_sweep.ipynb's form lines: every grid file's presets as `NAME: PRESET` choices (smoke first), and the
     runtime types a user may say they picked."""
     # the presets' names alone, read as the sweep reads grid files but without checking their notebooks: a notebook
     # being stamped may not have its parameters cell yet
     choices = [f"{path.stem}: {preset}" for path in sorted((root / "parameters").glob("*.yaml"))
-               for preset in sorted(grid_presets(path), key=lambda name: (name != "smoke", name))]
+               for preset in sorted((read_grid_yaml(path) or {}).get("presets") or {},
+                                    key=lambda name: (name != "smoke", str(name)))]
     if not choices:
         raise NotebookTemplateError(f"no grid file with presets under {root / 'parameters'}: the sweep form needs them")
     default = next((choice for choice in choices if choice.startswith("cnn_mnist: smoke")), choices[0])

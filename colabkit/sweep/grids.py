@@ -426,7 +426,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"not valid YAML{where}: {problem}"
 
 
-def _read_yaml(grid_path: Path) -> Any:
+def read_grid_yaml(grid_path: Path) -> Any:
     """The grid file's content, read by colabkit.io's strict loader (a key given twice refused, as in a rates file);
     GridError, one line, for anything that is not a grid's YAML."""
     try:
@@ -446,7 +446,7 @@ def load_grid(path: str | Path) -> GridSpec:
     grid_path = Path(path)
     if not grid_path.is_file():
         raise GridError(f"grid file not found: {grid_path}")
-    return grid_spec(_read_yaml(grid_path), grid_path)
+    return grid_spec(read_grid_yaml(grid_path), grid_path)
 
 
 def grid_spec(raw: Any, grid_path: Path) -> GridSpec:
